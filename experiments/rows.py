@@ -1,0 +1,117 @@
+"""From one judge answer to rows of the results table (one row per candidate x dimension).
+
+Parsing happens here, from the raw text, so a stored table can always be re-derived offline.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from experiments.modes import Prompt, Shown
+from judge.client import CallResult
+from judge.parse import Parsed, parse_labelled, parse_object
+from judge.rubric import Rubric
+
+COLUMNS = [
+    "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
+    "candidate_id", "source", "other_id", "order", "dimension", "sample_idx", "temperature", "position",
+    "label", "score", "preference", "inconsistent", "parse_ok", "error", "raw", "finish_reason",
+    "prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "cached", "retries", "candidate_text",
+]  # fmt: skip
+
+
+def parse_answer(prompt: Prompt, rubric: Rubric, result: CallResult) -> dict[str, Parsed]:
+    """Parsed values per shown label (or per candidate id when there are no labels)."""
+    keys = [s.label or s.candidate.candidate_id for s in prompt.shown]
+    if result.completion is None:
+        return {k: Parsed(False, error=result.error or "no completion") for k in keys}
+    raw = result.completion.text
+    if prompt.mode == "comparative":
+        parsed = parse_labelled(raw, keys, rubric.fields)
+    else:
+        one = parse_object(raw, rubric.fields)
+        parsed = {k: one for k in keys}
+    if result.completion.finish_reason == "length":
+        parsed = {k: p if p.ok else Parsed(False, error=f"truncated (finish_reason=length): {p.error}")
+                  for k, p in parsed.items()}  # fmt: skip
+    return parsed
+
+
+def _values(rubric: Rubric, parsed: Parsed) -> dict[str, Any]:
+    """Dimension -> value; "overall" (mean of the dimensions) added where the rubric asks for it."""
+    values = {d.name: parsed.values.get(d.name) if parsed.ok else None for d in rubric.dimensions}
+    if rubric.add_overall:
+        values["overall"] = sum(values.values()) / len(values) if parsed.ok else None
+    return values
+
+
+def _flip(choice: str | None, order: str | None) -> str | None:
+    """Map a shown-order preference back to (candidate_id vs other_id)."""
+    if choice is None or order == "ab" or choice == "tie":
+        return choice
+    return {"a": "b", "b": "a"}[choice]
+
+
+def rows_for(prompt: Prompt, sample_idx: int, result: CallResult, rubric: Rubric,
+             meta: Mapping[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
+    """Rows for one sample of one prompt; `meta` holds the run-level columns."""
+    parsed_by_key = parse_answer(prompt, rubric, result)
+    comp = result.completion
+    account = {
+        "raw": comp.text if comp else "", "finish_reason": comp.finish_reason if comp else None,
+        "prompt_tokens": comp.prompt_tokens if comp else 0,
+        "completion_tokens": comp.completion_tokens if comp else 0,
+        "cost_usd": comp.cost_usd if comp else None, "latency_s": 0.0 if result.cached or not comp
+        else comp.latency_s, "cached": result.cached, "retries": result.retries,
+    }  # fmt: skip
+    judged: list[tuple[Shown, Shown | None]]
+    if prompt.mode == "pairwise":
+        first, second = prompt.shown
+        judged = [(first, second)] if prompt.order == "ab" else [(second, first)]
+    else:
+        judged = [(s, None) for s in prompt.shown]
+    rows = []
+    for shown, other in judged:
+        parsed = parsed_by_key[shown.label or shown.candidate.candidate_id]
+        for dim, value in _values(rubric, parsed).items():
+            is_pref = prompt.mode == "pairwise"
+            rows.append({
+                **meta, "prompt_id": prompt.prompt_id, "instance_id": prompt.instance_id,
+                "candidate_id": shown.candidate.candidate_id, "source": shown.candidate.source,
+                "other_id": other.candidate.candidate_id if other else None, "order": prompt.order,
+                "dimension": dim, "sample_idx": sample_idx, "position": shown.position, "label": shown.label,
+                "score": math.nan if is_pref or value is None else float(value),
+                "preference": _flip(value, prompt.order) if is_pref else None, "inconsistent": None,
+                "parse_ok": parsed.ok, "error": parsed.error, "candidate_text": shown.candidate.text,
+                **account,
+            })  # fmt: skip
+    return rows
+
+
+def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The results table with its columns in contract order and pairwise flips marked."""
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame["position"] = frame["position"].astype("Int64")
+    frame["score"] = frame["score"].astype(float)
+    return mark_inconsistent(frame)
+
+
+def mark_inconsistent(frame: pd.DataFrame) -> pd.DataFrame:
+    """Pairwise: a preference that differs between the two orders (same sample) is inconsistent."""
+    pair = frame[frame["mode"] == "pairwise"]
+    if pair.empty:
+        return frame
+    keys = ["judge", "instance_id", "candidate_id", "other_id", "dimension", "sample_idx"]
+    parsed = pair[pair["preference"].notna()]
+    n_distinct = parsed.groupby(keys)["preference"].transform("nunique")
+    n_orders = parsed.groupby(keys)["order"].transform("nunique")
+    flag = pd.Series(pd.NA, index=frame.index, dtype="boolean")
+    flag.loc[parsed.index] = (n_distinct > 1) & (n_orders == 2)
+    flag.loc[parsed.index[(n_orders < 2).to_numpy()]] = pd.NA  # the other order is unscored: unknown
+    frame = frame.copy()
+    frame["inconsistent"] = flag
+    return frame

@@ -1,0 +1,198 @@
+"""Run one judging study: dataset x rubric x mode x judge -> results table + manifest in one folder.
+
+Every call goes through the cache first, so a crashed or interrupted study resumes by rerunning the same
+command: finished calls are replayed from disk and only the missing ones reach the provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm import tqdm
+
+from experiments.datasets import DatasetError, Instance, dataset_hash, load_dataset
+from experiments.modes import MODES, Prompt, build_prompts
+from experiments.rows import rows_for, to_frame
+from judge.cache import CallCache
+from judge.client import CallResult, Judge
+from judge.completer import LiteLLMCompleter
+from judge.local_provider import register as register_local_provider
+from judge.retry import FatalProviderError, RetryPolicy
+from judge.rubric import Rubric, rubric_from_config
+from judge.secrets import redact, redact_config
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class StudyError(RuntimeError):
+    """A problem with the study's inputs, reported as one line before anything is written."""
+
+
+@dataclass
+class Tally:
+    """Counts for the manifest and the progress bar."""
+
+    calls: int = 0
+    cached: int = 0
+    retries: int = 0
+    provider_errors: int = 0
+    unscored: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, result: CallResult, scored: bool) -> None:
+        self.retries += result.retries
+        self.unscored += 0 if scored else 1
+        if result.cached:
+            self.cached += 1
+        elif result.completion is None:
+            self.provider_errors += 1
+            self.errors.append(result.error or "")
+        if result.completion is not None and not result.cached:
+            self.calls += 1
+        comp = result.completion
+        if comp is not None:
+            self.prompt_tokens += comp.prompt_tokens
+            self.completion_tokens += comp.completion_tokens
+            if comp.cost_usd is None:
+                self.cost_known = False
+            else:
+                self.cost_usd += comp.cost_usd
+
+
+def resolve_path(path: str) -> Path:
+    """A dataset path as given, else relative to the project root (so any working directory works)."""
+    candidate = Path(path).expanduser()
+    if candidate.is_absolute() or candidate.exists():
+        return candidate
+    return PROJECT_ROOT / candidate
+
+
+def check_inputs(cfg: Mapping[str, Any], rubric: Rubric) -> None:
+    """Reject an inconsistent study before any call or file: mode/rubric pairing and the API key."""
+    mode = cfg["mode"]["name"]
+    if mode not in MODES:
+        raise StudyError(f"mode.name: unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    if (mode == "pairwise") != (rubric.kind == "preference"):
+        need = "a preference rubric (rubric=pairwise or review_pairwise)" if mode == "pairwise" else \
+            "a scores rubric (novelty, narrowness, review_quality)"  # fmt: skip
+        raise StudyError(f"rubric={rubric.name}: mode={mode} needs {need}")
+    env = cfg["judge"].get("api_key_env")
+    if env and not os.environ.get(env):
+        raise StudyError(f"judge={cfg['judge']['name']}: the environment variable {env} is not set (API key)")
+
+
+def make_judge(cfg: Mapping[str, Any]) -> Judge:
+    """The judge of this study: litellm completer + call cache + retry policy."""
+    jcfg = cfg["judge"]
+    completer = LiteLLMCompleter(
+        jcfg["model"], api_base=jcfg.get("api_base"), api_key_env=jcfg.get("api_key_env"),
+        timeout_s=float(jcfg.get("timeout_s", 120)), extra=jcfg.get("extra") or {},
+    )  # fmt: skip
+    register_local_provider()  # makes "local/..." a litellm provider like any other; loads nothing yet
+    policy = RetryPolicy(**(cfg.get("retry") or {}))
+    cache = CallCache(cfg.get("cache_dir"))
+    return Judge(completer, cache, policy=policy, concurrency=int(jcfg.get("concurrency", 8)),
+                 api_base=jcfg.get("api_base"))  # fmt: skip
+
+
+async def execute(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[str, Any],
+                  meta: Mapping[str, Any], tally: Tally) -> list[dict[str, Any]]:  # fmt: skip
+    """Every (prompt, sample) call, concurrently; rows come back in a stable order."""
+    params = {"temperature": float(cfg["temperature"]), "max_tokens": int(cfg["max_tokens"]),
+              "seed": int(cfg["seed"])}  # fmt: skip
+    jobs = [(p, s) for p in prompts for s in range(int(cfg["n_samples"]))]
+    bar = tqdm(total=len(jobs), disable=not cfg.get("progress", True), file=sys.stderr, unit="call")
+
+    async def one(index: int, prompt: Prompt, sample_idx: int) -> tuple[int, list[dict[str, Any]]]:
+        result = await judge(prompt.messages, params, sample_idx=sample_idx, rubric_version=rubric.version)
+        rows = rows_for(prompt, sample_idx, result, rubric, meta)
+        tally.add(result, scored=all(r["parse_ok"] for r in rows))
+        bar.update(1)
+        bar.set_postfix(made=tally.calls, cached=tally.cached, unscored=tally.unscored, refresh=False)
+        return index, rows
+
+    try:
+        done = await asyncio.gather(*(one(i, p, s) for i, (p, s) in enumerate(jobs)))
+    finally:
+        bar.close()
+    return [row for _, rows in sorted(done, key=lambda item: item[0]) for row in rows]
+
+
+def write_atomic(path: Path, write: Any) -> None:
+    """Write through a temporary file and rename, so a crash never leaves a half-written output."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def load_study_inputs(cfg: Mapping[str, Any]) -> tuple[Rubric, list[Instance], Path]:
+    rubric = rubric_from_config(cfg["rubric"])
+    check_inputs(cfg, rubric)
+    path = resolve_path(str(cfg["dataset"]["path"]))
+    try:
+        instances = load_dataset(path)
+    except DatasetError as exc:
+        raise StudyError(str(exc)) from None
+    limit = cfg.get("limit")
+    return rubric, instances[: int(limit)] if limit is not None else instances, path
+
+
+def run_study(cfg: Mapping[str, Any], out_dir: Path, run_id: str) -> pd.DataFrame:
+    """Run the study described by a plain (resolved) config and write its outputs into `out_dir`."""
+    started = time.perf_counter()
+    rubric, instances, data_path = load_study_inputs(cfg)
+    prompts = build_prompts(instances, rubric, cfg["mode"]["name"], seed=int(cfg["seed"]),
+                            k_per_source=cfg["mode"].get("k_per_source"))  # fmt: skip
+    judge = make_judge(cfg)
+    meta = {"run_id": run_id, "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"],
+            "mode": cfg["mode"]["name"], "rubric": rubric.name, "rubric_version": rubric.version,
+            "temperature": float(cfg["temperature"])}  # fmt: skip
+    tally = Tally()
+    try:
+        rows = asyncio.run(execute(judge, prompts, rubric, cfg, meta, tally))
+    except FatalProviderError as exc:
+        raise StudyError(str(exc)) from None
+    finally:
+        judge.cache.close()
+    frame = to_frame(rows)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(out_dir / "results.parquet", lambda p: frame.to_parquet(p, index=False))
+    write_atomic(out_dir / "results.csv", lambda p: frame.to_csv(p, index=False))
+    manifest = build_manifest(cfg, frame, tally, rubric, data_path, len(instances), len(prompts), started)
+    write_atomic(out_dir / "manifest.json", lambda p: p.write_text(redact(json.dumps(manifest, indent=2))))
+    config_text = json.dumps(redact_config(dict(cfg)), indent=2, default=str)
+    write_atomic(out_dir / "config.json", lambda p: p.write_text(config_text))
+    return frame
+
+
+def build_manifest(cfg: Mapping[str, Any], frame: pd.DataFrame, tally: Tally, rubric: Rubric, data_path: Path,
+                   n_instances: int, n_prompts: int, started: float) -> dict[str, Any]:  # fmt: skip
+    """What a reader needs to trust and reproduce the table: counts, cost, versions, dataset hash."""
+    n_calls = n_prompts * int(cfg["n_samples"])
+    return {
+        "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"], "mode": cfg["mode"]["name"],
+        "rubric": rubric.name, "rubric_versions": {rubric.name: rubric.version},
+        "dataset": str(cfg["dataset"]["name"]), "dataset_path": str(data_path),
+        "dataset_hash": dataset_hash(data_path), "instances": n_instances, "prompts": n_prompts,
+        "n_samples": int(cfg["n_samples"]), "temperature": float(cfg["temperature"]),
+        "calls_total": n_calls, "calls_made": tally.calls, "calls_cached": tally.cached,
+        "retries": tally.retries, "provider_errors": tally.provider_errors, "unscored_calls": tally.unscored,
+        "parse_rate": round(1 - tally.unscored / n_calls, 4) if n_calls else None,
+        "rows": len(frame), "prompt_tokens": tally.prompt_tokens, "completion_tokens": tally.completion_tokens,
+        "cost_usd": round(tally.cost_usd, 6) if tally.cost_known else None,
+        "wall_time_s": round(time.perf_counter() - started, 3),
+        "first_provider_errors": tally.errors[:5],
+    }  # fmt: skip

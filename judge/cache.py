@@ -1,0 +1,100 @@
+"""On-disk cache of completions, keyed so that a rerun with the same config makes zero provider calls.
+
+The key covers everything that changes an answer: model (and endpoint), rendered messages, decoding
+parameters, the sample index and the rubric version. Secrets never enter the key or the value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import diskcache
+
+from judge.completer import Completion, Message
+
+SECRET_PARAMS = frozenset({"api_key", "api_token", "azure_ad_token", "aws_secret_access_key"})
+
+
+class CacheError(RuntimeError):
+    """The cache folder cannot be used; the message names the folder and what to do."""
+
+
+def default_cache_dir() -> Path:
+    """`$JUDGESCOPE_CACHE_DIR`, else the user's cache dir (never the repository)."""
+    env = os.environ.get("JUDGESCOPE_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "judgescope" / "calls"
+
+
+def cache_key(
+    model: str,
+    messages: Sequence[Message],
+    params: Mapping[str, Any],
+    sample_idx: int,
+    rubric_version: str,
+    api_base: str | None = None,
+) -> str:
+    """SHA-256 over a canonical JSON of what determines the answer (secrets dropped)."""
+    clean = {k: v for k, v in params.items() if k not in SECRET_PARAMS}
+    payload = {
+        "model": model,
+        "api_base": api_base,
+        "messages": [dict(m) for m in messages],
+        "params": clean,
+        "sample_idx": sample_idx,
+        "rubric_version": rubric_version,
+    }
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class CallCache:
+    """A diskcache.Cache of `Completion`s; safe for several processes sharing one folder (SQLite WAL)."""
+
+    def __init__(self, directory: str | Path | None = None) -> None:
+        self.directory = Path(directory) if directory else default_cache_dir()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._cache = diskcache.Cache(str(self.directory), size_limit=2**40, eviction_policy="none")
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise CacheError(
+                f"{self.directory}: cannot open the call cache ({exc}); move the folder aside to rebuild it"
+            ) from exc
+
+    def get(self, key: str) -> Completion | None:
+        """The stored completion, or None; an unreadable entry is treated as a miss and dropped."""
+        try:
+            value = self._cache.get(key)
+        except sqlite3.DatabaseError as exc:
+            raise CacheError(f"{self.directory}: the call cache is damaged ({exc}); move it aside") from exc
+        except Exception:  # a corrupt value file (pickle/zlib/OSError): recompute rather than trust it
+            self._cache.delete(key)
+            return None
+        if value is None:
+            return None
+        try:
+            return Completion.from_dict(json.loads(value))
+        except (ValueError, KeyError, TypeError):
+            self._cache.delete(key)
+            return None
+
+    def set(self, key: str, completion: Completion) -> None:
+        """Store a completion as JSON text (no pickles: readable and safe to load)."""
+        self._cache.set(key, json.dumps(completion.to_dict(), ensure_ascii=False))
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._cache
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def close(self) -> None:
+        self._cache.close()

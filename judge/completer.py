@@ -1,0 +1,139 @@
+"""The completion backend: a typed Protocol and its litellm implementation.
+
+Every judge - the embedded local model, an API model, a local OpenAI-compatible server - is reached through
+`LiteLLMCompleter`, so the pipeline never special-cases a provider.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import litellm  # noqa: E402  (the env var above must be set before the import)
+
+Message = Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One provider answer with its accounting; what the cache stores."""
+
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    latency_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Completion:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+
+
+class Completer(Protocol):
+    """What a judge needs from a model: one chat completion, sync or async."""
+
+    model: str
+
+    def complete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion: ...
+
+    async def acomplete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion: ...
+
+
+@functools.lru_cache(maxsize=64)
+def token_prices(model: str) -> tuple[float, float] | None:
+    """Per-token (input, output) USD prices from litellm's bundled map, or None when unknown.
+
+    Looked up once per model, so no per-call cost calculation runs inside litellm's hot path.
+    """
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:  # litellm raises a bare Exception for unmapped models
+        return None
+    inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+    if inp is None or out is None:
+        return None
+    return float(inp), float(out)
+
+
+def cost_of(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """USD cost of one call from token counts, None when the model's price is not known."""
+    prices = token_prices(model)
+    if prices is None:
+        return None
+    return prices[0] * prompt_tokens + prices[1] * completion_tokens
+
+
+class LiteLLMCompleter:
+    """A `Completer` over `litellm.completion` / `acompletion`.
+
+    Retries are NOT done here (litellm's and the OpenAI SDK's own retries are switched off) so the
+    framework's retry policy is the only one and every provider request is counted once.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key_env: str | None = None,
+        timeout_s: float = 120.0,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.model = model
+        self.api_base = api_base
+        self.api_key_env = api_key_env
+        self.timeout_s = timeout_s
+        self.extra = dict(extra or {})
+
+    def _kwargs(self, messages: Sequence[Message], params: Mapping[str, Any]) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "timeout": self.timeout_s,
+            "num_retries": 0,
+            "max_retries": 0,
+            "drop_params": True,
+            **self.extra,
+            **params,
+        }
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        if self.api_key_env:
+            kwargs["api_key"] = os.environ.get(self.api_key_env)
+        return kwargs
+
+    def _completion(self, response: Any, started: float) -> Completion:
+        latency = time.perf_counter() - started
+        choice = response.choices[0]
+        usage = getattr(response, "usage", None)
+        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        return Completion(
+            text=choice.message.content or "",
+            finish_reason=choice.finish_reason,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=cost_of(self.model, prompt_tokens, completion_tokens),
+            latency_s=latency,
+        )
+
+    def complete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:
+        started = time.perf_counter()
+        response = litellm.completion(**self._kwargs(messages, params))
+        return self._completion(response, started)
+
+    async def acomplete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:
+        started = time.perf_counter()
+        response = await litellm.acompletion(**self._kwargs(messages, params))
+        return self._completion(response, started)
+

@@ -1,0 +1,121 @@
+"""Rubrics: a declared spec (dimensions, ranges, direction, output JSON) plus a Jinja2 template.
+
+The spec lives in `conf/rubric/<name>.yaml` and is the one place both the prompt's output format and the
+parser read from. Templates render with StrictUndefined, so a missing variable raises instead of silently
+producing a prompt with a hole in it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import jinja2
+
+from judge.parse import Field
+
+BEGIN, END = "<<<", ">>>"
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One thing the judge rates: a score in [low, high] or a choice among `choices`."""
+
+    name: str
+    description: str = ""
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = ()
+    higher_is_better: bool = True
+
+    @property
+    def field(self) -> Field:
+        return Field(self.name, self.low, self.high, self.choices)
+
+
+@dataclass(frozen=True)
+class Rubric:
+    name: str
+    template: str
+    kind: str  # "scores", "preference" or "match"
+    system: str
+    dimensions: tuple[Dimension, ...]
+    add_overall: bool = False  # EchoReview: also report the mean of the dimensions as "overall"
+    item_noun: str = "QUESTION"  # how the template names what is judged (pairwise / comparative)
+
+    @property
+    def fields(self) -> tuple[Field, ...]:
+        return tuple(d.field for d in self.dimensions)
+
+    @property
+    def version(self) -> str:
+        """Hash of the template text and everything else that shapes the prompt or its parsing."""
+        sources = [_template_source(self.template), _template_source("_common.jinja")]
+        blob = "\n".join([*sources, self.system, self.item_noun, repr(self.dimensions)])
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
+
+    def render(self, **variables: Any) -> list[dict[str, str]]:
+        """The chat messages for one prompt."""
+        text = _environment().get_template(self.template).render(rubric=self, **variables)
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": text.strip() + "\n"}]
+
+
+def rubric_from_config(cfg: Mapping[str, Any]) -> Rubric:
+    """Build a Rubric from its Hydra config node (a plain mapping)."""
+    dims = tuple(
+        Dimension(
+            name=str(d["name"]),
+            description=str(d.get("description", "")),
+            low=d.get("low"),
+            high=d.get("high"),
+            choices=tuple(str(c) for c in d.get("choices", ())),
+            higher_is_better=bool(d.get("higher_is_better", True)),
+        )
+        for d in cfg["dimensions"]
+    )
+    return Rubric(
+        name=str(cfg["name"]),
+        template=str(cfg["template"]),
+        kind=str(cfg["kind"]),
+        system=str(cfg["system"]),
+        dimensions=dims,
+        add_overall=bool(cfg.get("add_overall", False)),
+        item_noun=str(cfg.get("item_noun", "QUESTION")),
+    )
+
+
+def neutralise(text: str) -> str:
+    """Break any delimiter inside untrusted text, so a paper cannot close its block and address the judge."""
+    return str(text).replace(BEGIN, "< < <").replace(END, "> > >")
+
+
+def _template_source(name: str) -> str:
+    return resources.files("rubrics").joinpath(name).read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("rubrics", ""),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters["neutral"] = neutralise
+    env.globals["example_json"] = example_json
+    return env
+
+
+def example_json(dimensions: Sequence[Dimension]) -> str:
+    """The output format shown in the prompt, derived from the spec the parser checks."""
+    parts = []
+    for d in dimensions:
+        hint = "|".join(f'"{c}"' for c in d.choices) if d.choices else f"<integer {d.low:g}-{d.high:g}>"
+        parts.append(f'"{d.name}": {hint}')
+    return "{" + ", ".join(parts) + "}"

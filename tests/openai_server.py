@@ -1,0 +1,91 @@
+"""A tiny OpenAI-compatible chat server for tests, on 127.0.0.1 and a free port (stdlib only).
+
+It answers from a script: each request gets the next step (an HTTP status with headers, or a completion
+text); it counts every request, so tests can assert exactly how many calls reached the "provider".
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Step:
+    """One scripted answer: `status` != 200 sends an error body; else `text` is the completion content."""
+
+    status: int = 200
+    text: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    finish_reason: str = "stop"
+
+
+def completion_body(text: str, finish_reason: str = "stop", model: str = "test-model") -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19},
+    }  # fmt: skip
+
+
+class ScriptedServer:
+    """Serves `next_step(request_json)` for each POST; `requests` holds every request body received."""
+
+    def __init__(self, next_step: Callable[[dict[str, Any]], Step]) -> None:
+        self.next_step = next_step
+        self.requests: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # keep test output quiet
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server API)
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with server.lock:
+                    server.requests.append(body)
+                    step = server.next_step(body)
+                payload = (completion_body(step.text, step.finish_reason) if step.status == 200 else
+                           {"error": {"message": f"scripted {step.status}", "type": "test", "code": step.status}})
+                data = json.dumps(payload).encode()
+                self.send_response(step.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in step.headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.api_base = f"http://127.0.0.1:{self.port}/v1"
+
+    @contextmanager
+    def running(self) -> Iterator[ScriptedServer]:
+        thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+
+
+def scripted(steps: list[Step], then: Step | None = None) -> Callable[[dict[str, Any]], Step]:
+    """Answer with `steps` in order, then `then` forever (or the last step)."""
+    queue = list(steps)
+
+    def next_step(_: dict[str, Any]) -> Step:
+        if queue:
+            return queue.pop(0)
+        return then or steps[-1]
+
+    return next_step

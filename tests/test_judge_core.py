@@ -1,0 +1,114 @@
+"""Cache keys, caching, retry classification and the real litellm HTTP retry path."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import litellm
+import pytest
+
+from judge.cache import CallCache, cache_key
+from judge.client import Judge
+from judge.completer import LiteLLMCompleter
+from judge.retry import FatalProviderError, RetryPolicy, is_transient, retry_after_seconds
+from tests.fakes import FakeCompleter
+from tests.openai_server import ScriptedServer, Step, scripted
+
+MSGS = [{"role": "user", "content": "rate this"}]
+GOOD = '{"originality": 2, "gap_addressing": 1, "non_obviousness": 3}'
+FAST = RetryPolicy(max_attempts=4, initial_wait_s=0.01, max_wait_s=0.05)
+
+
+def test_cache_key_covers_every_input() -> None:
+    base = cache_key("m", MSGS, {"temperature": 0.1}, 0, "v1")
+    assert base == cache_key("m", [dict(MSGS[0])], {"temperature": 0.1}, 0, "v1")
+    assert len({
+        base, cache_key("m2", MSGS, {"temperature": 0.1}, 0, "v1"),
+        cache_key("m", [{"role": "user", "content": "other"}], {"temperature": 0.1}, 0, "v1"),
+        cache_key("m", MSGS, {"temperature": 0.2}, 0, "v1"), cache_key("m", MSGS, {"temperature": 0.1}, 1, "v1"),
+        cache_key("m", MSGS, {"temperature": 0.1}, 0, "v2"),
+        cache_key("m", MSGS, {"temperature": 0.1}, 0, "v1", api_base="http://x"),
+    }) == 7  # fmt: skip
+    # a key never depends on (or contains) a secret
+    assert cache_key("m", MSGS, {"temperature": 0.1, "api_key": "sk-secret"}, 0, "v1") == base
+
+
+def _run(judge: Judge, sample_idx: int = 0, version: str = "v1"):  # type: ignore[no-untyped-def]
+    return asyncio.run(judge(MSGS, {"temperature": 0.1, "seed": 0}, sample_idx=sample_idx, rubric_version=version))
+
+
+def test_three_samples_are_three_entries_and_rerun_makes_no_call(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fake = FakeCompleter(lambda m, p: GOOD)
+    judge = Judge(fake, CallCache(tmp_path), policy=FAST)
+    results = [_run(judge, s) for s in range(3)]
+    assert len(fake.calls) == 3 and [c[1]["seed"] for c in fake.calls] == [0, 1, 2]
+    assert not any(r.cached for r in results) and len(judge.cache) == 3
+    again = Judge(fake, CallCache(tmp_path), policy=FAST)
+    replay = [_run(again, s) for s in range(3)]
+    assert len(fake.calls) == 3 and all(r.cached for r in replay)
+    assert [r.completion.text for r in replay] == [GOOD] * 3  # type: ignore[union-attr]
+
+
+def _rate_limit() -> litellm.RateLimitError:
+    return litellm.RateLimitError("slow down", llm_provider="openai", model="m")
+
+
+def test_transient_errors_are_retried_and_counted(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    answers = [_rate_limit(), litellm.InternalServerError("boom", llm_provider="openai", model="m"), GOOD]
+    fake = FakeCompleter(lambda m, p: answers.pop(0))
+    result = _run(Judge(fake, CallCache(tmp_path), policy=FAST))
+    assert result.retries == 2 and result.completion is not None and len(fake.calls) == 3
+
+
+def test_exhausted_retries_give_an_uncached_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fake = FakeCompleter(lambda m, p: _rate_limit())
+    judge = Judge(fake, CallCache(tmp_path), policy=FAST)
+    result = _run(judge)
+    assert result.completion is None and result.retries == 3 and len(fake.calls) == 4
+    assert "RateLimitError after 4 attempts" in (result.error or "")
+    assert len(judge.cache) == 0  # a rerun will try again
+
+
+def test_auth_error_fails_at_once_with_clear_line(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("FAKE_PROVIDER_API_KEY", "sk-planted-secret-123456")
+    exc = litellm.AuthenticationError("bad key sk-planted-secret-123456", llm_provider="openai", model="m")
+    fake = FakeCompleter(lambda m, p: exc)
+    with pytest.raises(FatalProviderError) as info:
+        _run(Judge(fake, CallCache(tmp_path), policy=FAST))
+    assert len(fake.calls) == 1
+    assert "AuthenticationError" in str(info.value) and "API key" in str(info.value)
+    assert "sk-planted-secret-123456" not in str(info.value)
+
+
+def test_classification() -> None:
+    assert is_transient(_rate_limit())
+    assert is_transient(litellm.Timeout("t", model="m", llm_provider="openai"))
+    assert is_transient(litellm.APIConnectionError("c", llm_provider="openai", model="m"))
+    assert is_transient(litellm.ServiceUnavailableError("s", llm_provider="openai", model="m"))
+    assert not is_transient(litellm.BadRequestError("b", model="m", llm_provider="openai"))
+    assert not is_transient(litellm.AuthenticationError("a", llm_provider="openai", model="m"))
+    assert not is_transient(ValueError("x"))
+
+
+def test_retry_after_header_is_read() -> None:
+    exc = litellm.RateLimitError("r", llm_provider="openai", model="m", headers={"retry-after": "0.25"})
+    assert retry_after_seconds(exc) == pytest.approx(0.25)
+    assert retry_after_seconds(_rate_limit()) is None
+
+
+def test_retry_through_real_litellm_http_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """429 twice (once with Retry-After), then a valid completion: 3 requests, right result."""
+    steps = [Step(429, headers={"Retry-After": "0.2"}), Step(429), Step(200, GOOD)]
+    server = ScriptedServer(scripted(steps))
+    with server.running():
+        completer = LiteLLMCompleter("openai/test-model", api_base=server.api_base, timeout_s=10)
+        os.environ.setdefault("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        judge = Judge(completer, CallCache(tmp_path), policy=FAST)
+        result = _run(judge)
+        assert len(server.requests) == 3
+        assert result.retries == 2 and result.completion is not None
+        assert result.completion.text == GOOD and result.completion.prompt_tokens == 12
+        assert server.requests[-1]["seed"] == 0 and server.requests[-1]["temperature"] == 0.1
+        again = _run(Judge(completer, CallCache(tmp_path), policy=FAST))
+        assert again.cached and len(server.requests) == 3
