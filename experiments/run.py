@@ -9,20 +9,23 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.study import StudyError, run_study
-from judge.secrets import install_log_redaction
-
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Thin: resolve the config, run the study, turn input problems into one line and exit code 2."""
-    install_log_redaction()
+    from experiments.inputs import StudyError, load_study_inputs  # light: no litellm yet
+
     hc = HydraConfig.get()
     out_dir = Path(hc.runtime.output_dir)
     try:
         plain = OmegaConf.to_container(cfg, resolve=True)
         assert isinstance(plain, dict)
-        frame = run_study(plain, out_dir, run_id=out_dir.name)
+        inputs = load_study_inputs(plain)  # bad inputs answer here, before litellm is even imported
+        from experiments.study import run_study
+        from judge.secrets import install_log_redaction
+
+        install_log_redaction()
+        frame = run_study(plain, inputs, out_dir, run_id=out_dir.name)
     except StudyError as exc:
         _remove_if_empty(out_dir)
         print(f"error: {exc}", file=sys.stderr)
@@ -38,5 +41,26 @@ def _remove_if_empty(folder: Path) -> None:
         pass
 
 
+GROUPS = ("judge", "mode", "rubric", "dataset", "experiment")
+
+
+def unknown_choice(argv: list[str]) -> str | None:
+    """One line naming an unknown `group=name` on the command line (before Hydra's multi-line error)."""
+    conf = Path(__file__).resolve().parent.parent / "conf"
+    for arg in argv:
+        group, sep, value = arg.lstrip("+~").partition("=")
+        if not sep or group not in GROUPS:
+            continue
+        known = sorted(p.stem for p in (conf / group).glob("*.yaml"))
+        for name in value.split(","):
+            if name and name not in known:
+                return f"{group}={name}: unknown {group}; choose one of: {', '.join(known)}"
+    return None
+
+
 if __name__ == "__main__":
+    problem = unknown_choice(sys.argv[1:])
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(2)
     main()

@@ -19,22 +19,16 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
-from experiments.datasets import DatasetError, Instance, dataset_hash, load_dataset
-from experiments.modes import MODES, Prompt, build_prompts
+from experiments.datasets import Instance, dataset_hash
+from experiments.inputs import StudyError, load_study_inputs
+from experiments.modes import Prompt, build_prompts
 from experiments.rows import rows_for, to_frame
 from judge.cache import CallCache
 from judge.client import CallResult, Judge
 from judge.completer import LiteLLMCompleter
-from judge.local_provider import register as register_local_provider
 from judge.retry import FatalProviderError, RetryPolicy
-from judge.rubric import Rubric, rubric_from_config
+from judge.rubric import Rubric
 from judge.secrets import redact, redact_config
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-
-class StudyError(RuntimeError):
-    """A problem with the study's inputs, reported as one line before anything is written."""
 
 
 @dataclass
@@ -72,28 +66,6 @@ class Tally:
                 self.cost_usd += comp.cost_usd
 
 
-def resolve_path(path: str) -> Path:
-    """A dataset path as given, else relative to the project root (so any working directory works)."""
-    candidate = Path(path).expanduser()
-    if candidate.is_absolute() or candidate.exists():
-        return candidate
-    return PROJECT_ROOT / candidate
-
-
-def check_inputs(cfg: Mapping[str, Any], rubric: Rubric) -> None:
-    """Reject an inconsistent study before any call or file: mode/rubric pairing and the API key."""
-    mode = cfg["mode"]["name"]
-    if mode not in MODES:
-        raise StudyError(f"mode.name: unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    if (mode == "pairwise") != (rubric.kind == "preference"):
-        need = "a preference rubric (rubric=pairwise or review_pairwise)" if mode == "pairwise" else \
-            "a scores rubric (novelty, narrowness, review_quality)"  # fmt: skip
-        raise StudyError(f"rubric={rubric.name}: mode={mode} needs {need}")
-    env = cfg["judge"].get("api_key_env")
-    if env and not os.environ.get(env):
-        raise StudyError(f"judge={cfg['judge']['name']}: the environment variable {env} is not set (API key)")
-
-
 def make_judge(cfg: Mapping[str, Any]) -> Judge:
     """The judge of this study: litellm completer + call cache + retry policy."""
     jcfg = cfg["judge"]
@@ -101,7 +73,9 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge:
         jcfg["model"], api_base=jcfg.get("api_base"), api_key_env=jcfg.get("api_key_env"),
         timeout_s=float(jcfg.get("timeout_s", 120)), extra=jcfg.get("extra") or {},
     )  # fmt: skip
-    register_local_provider()  # makes "local/..." a litellm provider like any other; loads nothing yet
+    from judge.local_provider import register  # noqa: PLC0415 (kept out of import time)
+
+    register()  # makes "local/..." a litellm provider like any other; loads no weights until called
     policy = RetryPolicy(**(cfg.get("retry") or {}))
     cache = CallCache(cfg.get("cache_dir"))
     return Judge(completer, cache, policy=policy, concurrency=int(jcfg.get("concurrency", 8)),
@@ -138,22 +112,11 @@ def write_atomic(path: Path, write: Any) -> None:
     os.replace(tmp, path)
 
 
-def load_study_inputs(cfg: Mapping[str, Any]) -> tuple[Rubric, list[Instance], Path]:
-    rubric = rubric_from_config(cfg["rubric"])
-    check_inputs(cfg, rubric)
-    path = resolve_path(str(cfg["dataset"]["path"]))
-    try:
-        instances = load_dataset(path)
-    except DatasetError as exc:
-        raise StudyError(str(exc)) from None
-    limit = cfg.get("limit")
-    return rubric, instances[: int(limit)] if limit is not None else instances, path
-
-
-def run_study(cfg: Mapping[str, Any], out_dir: Path, run_id: str) -> pd.DataFrame:
+def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path] | None, out_dir: Path,
+              run_id: str) -> pd.DataFrame:  # fmt: skip
     """Run the study described by a plain (resolved) config and write its outputs into `out_dir`."""
     started = time.perf_counter()
-    rubric, instances, data_path = load_study_inputs(cfg)
+    rubric, instances, data_path = inputs or load_study_inputs(cfg)
     prompts = build_prompts(instances, rubric, cfg["mode"]["name"], seed=int(cfg["seed"]),
                             k_per_source=cfg["mode"].get("k_per_source"))  # fmt: skip
     judge = make_judge(cfg)

@@ -6,7 +6,9 @@ text); it counts every request, so tests can assert exactly how many calls reach
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -89,3 +91,28 @@ def scripted(steps: list[Step], then: Step | None = None) -> Callable[[dict[str,
         return then or steps[-1]
 
     return next_step
+
+
+_PLACEHOLDER = re.compile(r"<integer (\d+)-(\d+)>")
+
+
+def rubric_answer(body: dict[str, Any]) -> str:
+    """A valid answer to any judgescope rubric prompt, derived from the prompt itself (deterministic).
+
+    It fills the JSON example the prompt ends with: integers from a hash of (prompt, seed), choices likewise.
+    """
+    prompt = body["messages"][-1]["content"]
+    example = prompt.rsplit("Answer with only this JSON object", 1)[1].split("\n", 1)[1].strip()
+    digest = hashlib.sha256((prompt + str(body.get("seed"))).encode()).digest()
+    counter = iter(range(10_000))
+
+    def number(match: re.Match[str]) -> str:
+        low, high = int(match.group(1)), int(match.group(2))
+        return str(low + digest[next(counter) % len(digest)] % (high - low + 1))
+
+    def choice(match: re.Match[str]) -> str:
+        options = re.findall(r'"([^"]+)"', match.group(0))
+        return f'"{options[digest[next(counter) % len(digest)] % len(options)]}"'
+
+    filled = _PLACEHOLDER.sub(number, example)
+    return re.sub(r'"[^"]+"(?:\|"[^"]+")+', choice, filled)

@@ -1,0 +1,103 @@
+"""The Hydra study runner end to end, through litellm's real HTTP path to a local scripted server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from experiments.rows import COLUMNS
+from tests.openai_server import ScriptedServer, Step, rubric_answer
+
+ROOT = Path(__file__).resolve().parent.parent
+PLANTED = "sk-planted-0123456789abcdef-SECRET"
+
+
+def run(args: list[str], tmp: Path, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update({"JUDGESCOPE_CACHE_DIR": str(tmp / "cache"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                **(env_extra or {})})  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "experiments.run", *args, "progress=false"], cwd=tmp,
+                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ScriptedServer]:
+    srv = ScriptedServer(lambda body: Step(200, rubric_answer(body)))
+    with srv.running():
+        yield srv
+
+
+def test_three_modes_multirun_then_cached_rerun(server: ScriptedServer, tmp_path: Path) -> None:
+    args = ["-m", "judge=qwen", f"judge.api_base={server.api_base}", "judge.api_key_env=QWEN_API_KEY",
+            "mode=independent,comparative,pairwise", "limit=2", "n_samples=2"]  # fmt: skip
+    env = {"QWEN_API_KEY": PLANTED}
+    first = run([*args, f"hydra.sweep.dir={tmp_path / 'a'}"], tmp_path, env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    n_first = len(server.requests)
+    tables = {p.parent.name: pd.read_parquet(p) for p in sorted((tmp_path / "a").glob("*/results.parquet"))}
+    assert sorted(tables) == ["0_qwen_independent_novelty", "1_qwen_comparative_novelty", "2_qwen_pairwise_pairwise"]
+    ind, cmp_, pw = tables.values()
+    for table in tables.values():
+        assert list(table.columns) == COLUMNS and table["parse_ok"].all()
+    # 2 instances x 11 candidates x 2 samples x 3 dimensions
+    assert len(ind) == 2 * 11 * 2 * 3 and ind["position"].isna().all()
+    assert len(cmp_) == 2 * 11 * 2 * 3
+    per_prompt = cmp_[cmp_.dimension == "originality"].groupby(["instance_id", "sample_idx"])
+    assert all(sorted(g["position"]) == list(range(11)) for _, g in per_prompt)
+    assert set(cmp_["label"]) == {f"Q{i}" for i in range(1, 12)}
+    assert len(pw) == 2 * 10 * 2 * 2 and set(pw["preference"]) <= {"a", "b", "tie"}
+    assert pw["inconsistent"].notna().all()
+    assert n_first == (22 + 2 + 40) * 2  # prompts x samples, no retries
+    manifest = json.loads((tmp_path / "a" / "0_qwen_independent_novelty" / "manifest.json").read_text())
+    assert manifest["calls_made"] == 44 and manifest["calls_cached"] == 0 and manifest["parse_rate"] == 1.0
+
+    again = run([*args, f"hydra.sweep.dir={tmp_path / 'b'}"], tmp_path, env)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert len(server.requests) == n_first
+    for path in sorted((tmp_path / "b").glob("*/manifest.json")):
+        m = json.loads(path.read_text())
+        assert m["calls_made"] == 0 and m["calls_cached"] == m["calls_total"] > 0
+    replay = pd.read_parquet(tmp_path / "b" / "1_qwen_comparative_novelty" / "results.parquet")
+    cols = ["candidate_id", "dimension", "sample_idx", "score", "position", "label"]
+    pd.testing.assert_frame_equal(replay[cols], cmp_[cols])
+
+    # the planted key is nowhere on disk: outputs, cache, configs
+    for path in [*tmp_path.rglob("*")]:
+        if path.is_file():
+            assert PLANTED.encode() not in path.read_bytes(), path
+    assert PLANTED not in first.stderr + first.stdout + again.stderr + again.stdout
+
+
+def test_unknown_judge_is_one_line(tmp_path: Path) -> None:
+    out = run(["judge=nope"], tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [out.stderr.strip()]
+    assert "judge=nope: unknown judge; choose one of:" in out.stderr and "gpt-4o" in out.stderr
+
+
+def test_missing_api_key_writes_nothing(tmp_path: Path) -> None:
+    out = run(["judge=gpt-4o", "hydra.run.dir=run"], tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().endswith("error: judge=gpt-4o: the environment variable OPENAI_API_KEY is not set (API key)")
+    assert not (tmp_path / "run").exists()
+
+
+def test_invalid_dataset_names_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"instance_id": "x", "background": [], "candidates": []}\n{not json\n')
+    out = run([f"dataset.path={bad}", "hydra.run.dir=run"], tmp_path)
+    assert out.returncode == 2
+    assert f"{bad}:2:" in out.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_mode_rubric_mismatch(tmp_path: Path) -> None:
+    out = run(["mode=independent", "rubric=pairwise", "hydra.run.dir=run"], tmp_path)
+    assert out.returncode == 2 and "rubric=pairwise: mode=independent needs a scores rubric" in out.stderr
