@@ -93,6 +93,17 @@ def neutralise(text: str) -> str:
     return str(text).replace(BEGIN, "< < <").replace(END, "> > >")
 
 
+def render_template(name: str, **variables: Any) -> str:
+    """Render any template under rubrics/ (generation prompts use this; rubrics use Rubric.render)."""
+    return _environment().get_template(name).render(**variables).strip() + "\n"
+
+
+def template_version(*names: str) -> str:
+    """Hash of the named templates' text: part of every cache key, so editing a prompt invalidates it."""
+    blob = "\n".join(_template_source(n) for n in names)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
+
+
 def _template_source(name: str) -> str:
     return resources.files("rubrics").joinpath(name).read_text(encoding="utf-8")
 

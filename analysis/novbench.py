@@ -1,0 +1,249 @@
+"""NovBench reference-based metrics (seed paper Sec. 3.2) for generated novelty evaluations.
+
+Unit of text: an *item* = one bullet of a Positive/Neutral/Negative section (see ``analysis.sections``),
+as in the released code, which scores bullets rather than re-splitting them into sentences.
+
+* Relevance = mean over source (paper-novelty) sentences of the max over output items of
+  IMS = clip(cos, 0, 1)·4 + 1 (Wright et al. 2022, ``scientific_information_change/estimate_similarity.py``).
+  NovBench used the SPICED model; it cannot be downloaded here, so the default is MiniLM and the output
+  names the model (``relevance_model``).
+* Correctness = DistAcc = 1 − Σ|p_i − t_i|/2 over the positive/neutral/negative shares.
+* Coverage = share of human items whose best cosine to an output item is ≥ τ = 0.7 (MiniLM).
+* Clarity: ``"released"`` = 0.5·KC + 0.5·LS exactly as ``evaluate_single_set`` in
+  github njust-winchy/llm4novelty ``code/comment_evaluate.py`` (commit f7823aa); ``"paper"`` = (KC + LS + FS)/3 with
+  FS = mean over output items of 1/(1+PPL).
+
+Undefined values are NaN, never 0: no output items → every metric NaN; no human items → Correctness and
+Coverage NaN; no source sentences → Relevance NaN; no keyword in the source → KC NaN. (The released code
+writes 0 for an empty generation, which drags a model's mean down in a way a reader cannot see.)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from analysis.embeddings import SupportsEncode, default_embedder, l2_normalise, model_name_of
+from analysis.sections import LABELS, Sections, parse_sections
+
+Clarity = Literal["paper", "released"]
+KeywordMatch = Literal["substring", "token"]
+PplFn = Callable[[list[str]], Sequence[float]]
+
+COVERAGE_TAU = 0.7
+LS_TARGET_WORDS = 20  # released code: min(avg_len / 20, 1)
+_WORD = re.compile(r"\b[A-Za-z0-9\-]+\b")  # released code's keyword regex
+_SCORE_COLUMNS = ["relevance", "correctness", "coverage", "clarity", "kc", "ls", "fs", "n_generated", "n_human",
+                  "n_source", "generated_parsed", *(f"gen_{k}" for k in LABELS)]
+METRICS: dict[str, str] = {"relevance": "Rel.", "coverage": "Cov.", "clarity": "Clarity", "correctness": "DistAcc"}
+
+
+# ---- single metrics (pure, on already-parsed items) ---------------------------------------------------------
+def ims(cos: np.ndarray | float) -> np.ndarray:
+    """Information matching score from a cosine: clip(cos, 0, 1)·4 + 1, in [1, 5]."""
+    return np.clip(np.asarray(cos, dtype=np.float64), 0.0, 1.0) * 4.0 + 1.0
+
+
+def dist_acc(pred_counts: dict[str, int], true_counts: dict[str, int]) -> float:
+    """DistAcc = 1 − L1(p, t)/2 over label shares; NaN when either side has no item."""
+    n_p, n_t = sum(pred_counts.values()), sum(true_counts.values())
+    if n_p == 0 or n_t == 0:
+        return math.nan
+    l1 = sum(abs(pred_counts.get(k, 0) / n_p - true_counts.get(k, 0) / n_t) for k in LABELS)
+    return 1.0 - l1 / 2.0
+
+
+def relevance_from_cos(cos_src_out: np.ndarray) -> float:
+    """Mean over source rows of the max IMS over output columns; NaN if either side is empty."""
+    if cos_src_out.size == 0:
+        return math.nan
+    return float(ims(cos_src_out).max(axis=1).mean())
+
+
+def coverage_from_cos(cos_human_out: np.ndarray, tau: float = COVERAGE_TAU) -> float:
+    """Share of human rows whose best cosine to any output column is ≥ tau."""
+    if cos_human_out.size == 0:
+        return math.nan
+    return float((cos_human_out.max(axis=1) >= tau).mean())
+
+
+def keywords(source: Iterable[str]) -> list[str]:
+    """Alphanumeric/hyphen tokens longer than 5 characters in the source sentences (released code)."""
+    return [w for s in source for w in _WORD.findall(s) if len(w) > 5]
+
+
+def keyword_coverage(texts: Sequence[str], kws: Sequence[str], match: KeywordMatch = "token") -> float:
+    """KC = share of output items that contain at least one keyword, case-insensitively.
+
+    The default ``"token"`` (a whole-token match) is what judgescope's specification asks for;
+    ``"substring"`` reproduces the released code (``k.lower() in t.lower()``, so "model" matches inside
+    "models") for exact comparison with NovBench's published numbers.
+    """
+    if not texts or not kws:
+        return math.nan
+    low = {k.lower() for k in kws}
+    if match == "token":
+        hits = sum(bool(low & {w.lower() for w in _WORD.findall(t)}) for t in texts)
+    else:
+        hits = sum(any(k in t.lower() for k in low) for t in texts)
+    return hits / len(texts)
+
+
+def length_score(texts: Sequence[str]) -> float:
+    """LS = min(mean whitespace word count / 20, 1) (released code)."""
+    if not texts:
+        return math.nan
+    return min(float(np.mean([len(t.split()) for t in texts])) / LS_TARGET_WORDS, 1.0)
+
+
+def fluency_score(ppls: Sequence[float]) -> float:
+    """FS = mean of 1/(1+PPL); an infinite PPL counts as 0, a NaN PPL is skipped."""
+    vals = [1.0 / (1.0 + p) for p in ppls if not math.isnan(p)]
+    return float(np.mean(vals)) if vals else math.nan
+
+
+# ---- item-level scoring --------------------------------------------------------------------------------------
+def _vectors(embedder: SupportsEncode, texts: Iterable[str]) -> dict[str, np.ndarray]:
+    uniq = list(dict.fromkeys(texts))
+    if not uniq:
+        return {}
+    return dict(zip(uniq, l2_normalise(np.asarray(embedder.encode(uniq))), strict=True))
+
+
+def _mat(lookup: dict[str, np.ndarray], texts: Sequence[str]) -> np.ndarray:
+    return np.stack([lookup[t] for t in texts]) if texts else np.zeros((0, 1))
+
+
+def _cos(lookup: dict[str, np.ndarray], a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+    if not a or not b:
+        return np.zeros((len(a), len(b)))
+    return _mat(lookup, a) @ _mat(lookup, b).T
+
+
+def _source_list(value: Any) -> list[str]:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return []
+    items = [value] if isinstance(value, str) else list(value)
+    return [s.strip() for s in map(str, items) if s.strip()]
+
+
+def _default_ppl() -> tuple[PplFn, str]:
+    try:
+        from judge import local_model
+    except ImportError as exc:  # pragma: no cover - depends on the judge package state
+        raise RuntimeError("clarity='paper' needs judge.local_model.perplexity or an explicit ppl_fn") from exc
+    name = getattr(local_model, "MODEL_NAME", None) or getattr(local_model, "DEFAULT_MODEL", "SmolLM2")
+    return local_model.perplexity, str(name)
+
+
+def _score_one(gen: Sections, source: list[str], human: Sections, cov_vec: dict[str, np.ndarray],
+               rel_vec: dict[str, np.ndarray], ppl: dict[str, float] | None, clarity: Clarity,
+               keyword_match: KeywordMatch) -> dict[str, Any]:
+    out_t, hum_t = gen.texts, human.texts
+    kc = keyword_coverage(out_t, keywords(source), keyword_match)
+    ls = length_score(out_t)
+    fs = fluency_score([ppl[t] for t in out_t]) if ppl is not None and out_t else math.nan
+    clar = 0.5 * kc + 0.5 * ls if clarity == "released" else (kc + ls + fs) / 3.0
+    return {
+        "relevance": relevance_from_cos(_cos(rel_vec, source, out_t)),
+        "correctness": dist_acc(gen.counts(), human.counts()) if out_t else math.nan,
+        "coverage": coverage_from_cos(_cos(cov_vec, hum_t, out_t)) if out_t else math.nan,
+        "clarity": clar if out_t else math.nan,
+        "kc": kc, "ls": ls, "fs": fs,
+        "n_generated": len(out_t), "n_human": len(hum_t), "n_source": len(source),
+        "generated_parsed": gen.found_header,
+        **{f"gen_{k}": v for k, v in gen.counts().items()},
+    }
+
+
+def _models(embedder: object, rel_embedder: object, clarity: Clarity, ppl_name: str | None) -> dict[str, Any]:
+    return {"clarity_variant": clarity, "relevance_model": model_name_of(rel_embedder),
+            "coverage_model": model_name_of(embedder), "ppl_model": ppl_name if clarity == "paper" else None}
+
+
+def _ppl_setup(clarity: Clarity, ppl_fn: PplFn | None) -> tuple[PplFn | None, str | None]:
+    if clarity not in ("paper", "released"):
+        raise ValueError(f"clarity must be 'paper' or 'released', got {clarity!r}")
+    if clarity == "released":
+        return None, None
+    if ppl_fn is None:
+        return _default_ppl()
+    return ppl_fn, str(getattr(ppl_fn, "model_name", getattr(ppl_fn, "__name__", type(ppl_fn).__name__)))
+
+
+def score(generated: str, novelty_sentences: Sequence[str], human_evaluation: str, clarity: Clarity = "paper",
+          *, embedder: SupportsEncode | None = None, relevance_embedder: SupportsEncode | None = None,
+          ppl_fn: PplFn | None = None, keyword_match: KeywordMatch = "token") -> dict[str, Any]:
+    """All four NovBench metrics for one generated evaluation (see the module docstring)."""
+    row = score_frame(pd.DataFrame({"g": [generated], "n": [list(novelty_sentences)], "h": [human_evaluation]}),
+                       "g", "n", "h", clarity=clarity, embedder=embedder, relevance_embedder=relevance_embedder,
+                       ppl_fn=ppl_fn, keyword_match=keyword_match).iloc[0]
+    return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
+
+
+def score_frame(df: pd.DataFrame, generated_col: str, novelty_col: str, human_col: str, clarity: Clarity = "paper",
+                *, embedder: SupportsEncode | None = None, relevance_embedder: SupportsEncode | None = None,
+                ppl_fn: PplFn | None = None, keyword_match: KeywordMatch = "token") -> pd.DataFrame:
+    """Score every row; each distinct text is embedded (and its perplexity computed) exactly once.
+
+    Returns ``df`` without the three text columns, plus one column per metric and the model names.
+    """
+    fn, ppl_name = _ppl_setup(clarity, ppl_fn)
+    embedder = embedder if embedder is not None else default_embedder()
+    rel = relevance_embedder if relevance_embedder is not None else embedder
+    gens = [parse_sections(x if isinstance(x, str) else None) for x in df[generated_col]]
+    hums = [parse_sections(x if isinstance(x, str) else None) for x in df[human_col]]
+    srcs = [_source_list(x) for x in df[novelty_col]]
+    gen_texts = [t for g in gens for t in g.texts]
+    cov_vec = _vectors(embedder, gen_texts + [t for h in hums for t in h.texts]
+                       + ([s for src in srcs for s in src] if rel is embedder else []))
+    rel_vec = cov_vec if rel is embedder else _vectors(rel, gen_texts + [s for src in srcs for s in src])
+    ppl: dict[str, float] | None = None
+    if fn is not None:
+        uniq = list(dict.fromkeys(gen_texts))
+        ppl = dict(zip(uniq, [float(x) for x in fn(uniq)], strict=True)) if uniq else {}
+    rows = [_score_one(g, s, h, cov_vec, rel_vec, ppl, clarity, keyword_match)
+            for g, s, h in zip(gens, srcs, hums, strict=True)]
+    scores = pd.DataFrame(rows or None, index=df.index, columns=None if rows else _SCORE_COLUMNS).assign(**_models(embedder, rel, clarity, ppl_name))
+    keep = df.drop(columns=list({generated_col, novelty_col, human_col}))
+    return pd.concat([keep, scores], axis=1)
+
+
+# ---- aggregation ---------------------------------------------------------------------------------------------
+def mean_ci(values: Iterable[float], n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
+            ) -> tuple[float, float, float, int]:
+    """(mean, CI low, CI high, n) with a seeded percentile bootstrap; NaNs are dropped first."""
+    x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=np.float64)
+    if x.size == 0:
+        return math.nan, math.nan, math.nan, 0
+    boots = x[np.random.default_rng(seed).integers(0, x.size, (n_boot, x.size))].mean(axis=1)
+    lo, hi = np.quantile(boots, [alpha / 2, 1 - alpha / 2])
+    return float(x.mean()), float(lo), float(hi), int(x.size)
+
+
+def summary_table(scores_df: pd.DataFrame, by: Sequence[str] = ("model", "strategy"), n_boot: int = 2000,
+                  seed: int = 0) -> pd.DataFrame:
+    """NovBench Table 2: per group, Rel./Cov./Clarity/DistAcc means with n and a 95% bootstrap CI.
+
+    Columns: the ``by`` keys, ``n`` (rows), and for each metric ``<label>``, ``<label>_lo``, ``<label>_hi``,
+    ``<label>_n`` (non-NaN rows that entered the mean). ``by=()`` gives one overall row.
+    """
+    by = list(by)
+    missing = [c for c in by if c not in scores_df.columns]
+    if missing:
+        raise KeyError(f"summary_table: grouping columns not in scores: {missing}")
+    groups = scores_df.groupby(by, sort=True, dropna=False) if by else [((), scores_df)]
+    rows = []
+    for key, g in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        row: dict[str, Any] = dict(zip(by, key, strict=True)) | {"n": len(g)}
+        for col, label in METRICS.items():
+            m, lo, hi, n = mean_ci(g[col], n_boot=n_boot, seed=seed)
+            row |= {label: m, f"{label}_lo": lo, f"{label}_hi": hi, f"{label}_n": n}
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,116 @@
+"""Hydra entry point of the generation stage: `python -m experiments.generate task=questions judge=gpt-4o`.
+
+Writes into the run folder: `generated.jsonl` (questions / reviews: an instance file for experiments.run)
+or `novelty_evaluations.jsonl` (NovBench records with the generated text), plus `manifest.json`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.datasets import DatasetError, Instance, Paper, load_dataset
+
+
+def instance_record(inst: Instance) -> dict[str, Any]:
+    """The instance JSONL record (the format load_instances reads back)."""
+    record: dict[str, Any] = {"instance_id": inst.instance_id, "field": inst.field,
+                              "background": [asdict(p) for p in inst.background],
+                              "candidates": [asdict(c) for c in inst.candidates]}  # fmt: skip
+    if inst.reference is not None:
+        record["reference"] = {"candidate_id": inst.reference.candidate_id, "text": inst.reference.text}
+    return record
+
+
+def write_jsonl(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    tmp.replace(path)
+
+
+def load_corpus(path: str | None, records: Sequence[Mapping[str, Any]]) -> list[Paper]:
+    """RAG corpus: a JSONL of {title, abstract}, or by default the dataset's own papers."""
+    if path is None:
+        return [Paper(str(r["title"]), str(r["abstract"])) for r in records]
+    rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [Paper(str(r["title"]), str(r.get("abstract", r.get("text", "")))) for r in rows]
+
+
+def generate(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
+    """Run one generation task; returns the manifest."""
+    from experiments import generation as gen
+    from experiments.inputs import resolve_path
+    from experiments.novbench_data import load_novbench_records
+    from experiments.study import make_judge
+
+    task, name, limit = cfg["task"], cfg["judge"]["name"], cfg.get("limit")
+    data_path = resolve_path(str(cfg["dataset"]["path"]))
+    params = {"temperature": float(cfg["temperature"]), "max_tokens": int(cfg["max_tokens"]),
+              "seed": int(cfg["seed"])}  # fmt: skip
+    judge = make_judge(cfg)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        if task == "novelty":
+            records = load_novbench_records(data_path)[: limit if limit is not None else None]
+            related = None
+            if cfg["strategy"] == "rag":
+                from analysis.embeddings import Embedder
+
+                corpus = load_corpus(cfg.get("corpus"), load_novbench_records(data_path))
+                related = gen.rag_related(records, corpus, int(cfg["rag_top_k"]), Embedder())
+            requests = gen.novelty_requests(records, cfg["strategy"], seed=int(cfg["seed"]), related=related)
+            results = asyncio.run(gen.call_many(judge, requests, params, bool(cfg["progress"])))
+            rows = [{"id": r["id"], "title": r["title"], "model": name, "strategy": cfg["strategy"],
+                     "generated": res.completion.text if res.completion else "", "error": res.error,
+                     "paper_novelty": r["paper_novelty"], "output_format": r["output_format"]}
+                    for r, res in zip(records, results, strict=True)]  # fmt: skip
+            write_jsonl(out_dir / "novelty_evaluations.jsonl", rows)
+        else:
+            instances = load_dataset(data_path)[: limit if limit is not None else None]
+            if task == "questions":
+                requests = gen.question_requests(instances, int(cfg["k"]))
+                results = asyncio.run(gen.call_many(judge, requests, params, bool(cfg["progress"])))
+                new, audit = gen.questions_to_instances(instances, results, name, int(cfg["k"]))
+                write_jsonl(out_dir / "generation_audit.jsonl", audit)
+            elif task == "reviews":
+                requests = gen.review_requests(instances)
+                results = asyncio.run(gen.call_many(judge, requests, params, bool(cfg["progress"])))
+                new = gen.reviews_to_instances(instances, results, name)
+            else:
+                raise ValueError(f"task: unknown task {task!r}; choose questions, novelty or reviews")
+            write_jsonl(out_dir / "generated.jsonl", [instance_record(i) for i in new])
+    finally:
+        judge.cache.close()
+    manifest = {"task": task, "generator": name, "model": cfg["judge"]["model"], "strategy": cfg.get("strategy"),
+                "dataset_path": str(data_path), "items": len(results),
+                "calls_made": sum(1 for r in results if r.completion is not None and not r.cached),
+                "calls_cached": sum(r.cached for r in results), "retries": sum(r.retries for r in results),
+                "provider_errors": sum(r.completion is None for r in results)}  # fmt: skip
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return manifest
+
+
+@hydra.main(version_base="1.3", config_path="pkg://conf", config_name="generate")
+def main(cfg: DictConfig) -> None:
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(plain, dict)
+    try:
+        manifest = generate(plain, out_dir)
+    except (DatasetError, ValueError) as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        sys.exit(2)
+    print(json.dumps(manifest), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

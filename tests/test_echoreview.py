@@ -1,0 +1,133 @@
+"""Known-value tests for the EchoReview metrics (analysis.echoreview)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.echoreview import (
+    QUALITY_DIMENSIONS,
+    decisions_frame,
+    issue_overlap,
+    macro_overlap,
+    match_by_embedding,
+    match_by_judge,
+    matched_pairs,
+    max_bipartite_matching,
+    overall_quality,
+    quality_by_source,
+)
+
+
+class FakeEmbedder:
+    """Fake embedder: fixed 2-D vectors per text."""
+
+    model_name = "fake-2d"
+
+    def __init__(self, table: dict[str, tuple[float, float]]) -> None:
+        self.table = table
+
+    def encode(self, sentences: Sequence[str]) -> np.ndarray:
+        return np.array([self.table[s] for s in sentences], dtype=float)
+
+
+def test_issue_overlap_one_to_one() -> None:
+    # H = 3, E = 4; decisions (0,0) (0,1) (1,1) (2,3) -> maximum matching 0-0, 1-1, 2-3: |O| = 3
+    # |H ∪ E| = 3 + 4 - 3 = 4 -> overlap 3/4; human-only 0/3; model-only 1/4
+    r = issue_overlap(["h0", "h1", "h2"], ["e0", "e1", "e2", "e3"], [(0, 0), (0, 1), (1, 1), (2, 3)])
+    assert (r["overlap"], r["human_only"], r["model_only"]) == pytest.approx((0.75, 0.0, 0.25))
+    assert r["n_matched"] == 3
+
+
+def test_issue_overlap_many_to_one_counts_once() -> None:
+    # one human issue matched by three model restatements: |O| = 1, |H ∪ E| = 2 + 3 - 1 = 4
+    # overlap 1/4, human-only 1/2, model-only 2/3
+    r = issue_overlap(["h0", "h1"], ["e0", "e1", "e2"], [(0, 0), (0, 1), (0, 2)])
+    assert (r["overlap"], r["human_only"], r["model_only"]) == pytest.approx((0.25, 0.5, 2 / 3))
+
+
+def test_max_bipartite_matching_needs_augmenting_path() -> None:
+    # greedy 0-0 would block human 1 (who only matches 0); the maximum matching is 0-1, 1-0
+    assert max_bipartite_matching([(0, 0), (0, 1), (1, 0)]) == [(0, 1), (1, 0)]
+    assert max_bipartite_matching([]) == []
+
+
+def test_issue_overlap_edge_cases() -> None:
+    r = issue_overlap([], ["e0"], [])
+    assert math.isnan(r["human_only"]) and r["model_only"] == 1.0 and r["overlap"] == 0.0
+    r = issue_overlap([], [], [])
+    assert all(math.isnan(r[k]) for k in ("overlap", "human_only", "model_only"))
+    with pytest.raises(IndexError):
+        issue_overlap(["h0"], ["e0"], [(0, 1)])
+
+
+def test_match_by_embedding_records_every_pair() -> None:
+    emb = FakeEmbedder({"h0": (1, 0), "h1": (0, 1), "e0": (0.8, 0.6), "e1": (0.6, 0.8)})
+    dec = match_by_embedding(["h0", "h1"], ["e0", "e1"], emb, threshold=0.7)
+    assert len(dec) == 4
+    # cos(h0,e0) = .8 yes; cos(h0,e1) = .6 no; cos(h1,e0) = .6 no; cos(h1,e1) = .8 yes
+    assert [d.similarity for d in dec] == pytest.approx([0.8, 0.6, 0.6, 0.8])
+    assert matched_pairs(dec) == [(0, 0), (1, 1)]
+    assert dec[0].method == "embedding:fake-2d@0.7"
+    assert list(decisions_frame(dec).columns) == ["human_idx", "model_idx", "decision", "similarity", "method"]
+    assert match_by_embedding([], ["e0"], emb) == []
+
+
+def test_match_by_judge_keeps_unscored_out_of_matches() -> None:
+    def fake_decide(h: str, m: str) -> bool | None:
+        return None if m == "e1" else h[1] == m[1]
+
+    dec = match_by_judge(["h0", "h1"], ["e0", "e1"], fake_decide)
+    assert [(d.human_idx, d.model_idx, d.decision) for d in dec] == [
+        (0, 0, True), (0, 1, None), (1, 0, False), (1, 1, None)]
+    assert matched_pairs(dec) == [(0, 0)]
+    r = issue_overlap(["h0", "h1"], ["e0", "e1"], matched_pairs(dec))
+    assert r["overlap"] == pytest.approx(1 / 3)  # 1 / (2 + 2 - 1)
+
+
+def test_macro_overlap() -> None:
+    per_paper = pd.DataFrame({"source": ["m"] * 3, "overlap": [0.75, 0.25, float("nan")],
+                              "human_only": [0.0, 0.5, float("nan")], "model_only": [0.25, 2 / 3, 1.0]})
+    out = macro_overlap(per_paper, by=("source",)).iloc[0]
+    assert out["overlap"] == pytest.approx(0.5) and out["overlap_n"] == 2  # (.75 + .25)/2, NaN left out
+    assert out["model_only"] == pytest.approx((0.25 + 2 / 3 + 1.0) / 3)
+    assert out["overlap_lo"] <= 0.5 <= out["overlap_hi"] and out["n_papers"] == 3
+
+
+def _results() -> pd.DataFrame:
+    rows = []
+    # review r1 (human): sample 0 dims 6,8,7,9 -> 7.5; sample 1 dims 8,8,8,8 -> 8; sample 2 one unparsed -> dropped
+    # overall = (7.5 + 8) / 2 = 7.75.  review r2 (gpt): only sample 0 complete: 4,5,6,5 -> 5.0
+    spec: dict[tuple[str, str], list[list[int | None]]] = {("r1", "human"): [[6, 8, 7, 9], [8, 8, 8, 8], [9, None, 9, 9]],
+            ("r2", "gpt"): [[4, 5, 6, 5], [None, None, None, None]]}
+    for (cand, src), samples in spec.items():
+        for k, scores in enumerate(samples):
+            for dim, s in zip(QUALITY_DIMENSIONS, scores, strict=True):
+                rows.append({"instance_id": "p1", "candidate_id": cand, "source": src, "rubric": "review_quality",
+                             "dimension": dim, "sample_idx": k, "score": np.nan if s is None else float(s),
+                             "parse_ok": s is not None})
+    # a row of another rubric must be ignored
+    rows.append({"instance_id": "p1", "candidate_id": "r1", "source": "human", "rubric": "other",
+                 "dimension": "comprehensiveness", "sample_idx": 0, "score": 0.0, "parse_ok": True})
+    # r3: never scored -> NaN, not 0
+    rows.append({"instance_id": "p2", "candidate_id": "r3", "source": "gpt", "rubric": "review_quality",
+                 "dimension": "specificity", "sample_idx": 0, "score": np.nan, "parse_ok": False})
+    return pd.DataFrame(rows)
+
+
+def test_overall_quality_per_review() -> None:
+    out = overall_quality(_results()).set_index("candidate_id")
+    assert out.loc["r1", "overall"] == pytest.approx(7.75) and out.loc["r1", "n_samples"] == 2
+    assert out.loc["r1", "n_dropped"] == 1
+    assert out.loc["r2", "overall"] == pytest.approx(5.0) and out.loc["r2", "n_samples"] == 1
+    assert math.isnan(out.loc["r3", "overall"])
+
+
+def test_quality_by_source() -> None:
+    tab = quality_by_source(overall_quality(_results())).set_index("source")
+    assert tab.loc["human", "overall"] == pytest.approx(7.75) and tab.loc["human", "n"] == 1
+    assert tab.loc["gpt", "overall"] == pytest.approx(5.0) and tab.loc["gpt", "n_unscored"] == 1
