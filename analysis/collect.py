@@ -1,0 +1,93 @@
+"""Find and load every results table below a run or multirun folder, and the human labels file.
+
+Only the columns the analysis uses are read (the raw completions can dominate a table's size), and string
+columns arrive as pandas categoricals, so a million-row multirun stays small and groups quickly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from analysis.humans import check_humans
+
+COLUMNS: tuple[str, ...] = (
+    "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
+    "candidate_id", "source", "other_id", "order", "dimension", "sample_idx", "position", "score",
+    "preference", "inconsistent", "parse_ok", "cost_usd", "cached", "candidate_text",
+)  # fmt: skip
+REQUIRED: tuple[str, ...] = ("judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score")
+KEY_COLUMNS: tuple[str, ...] = (
+    "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
+    "candidate_id", "source", "other_id", "order", "dimension", "preference", "candidate_text",
+)  # fmt: skip
+
+
+def find_results(root: str | Path) -> list[Path]:
+    """Every run's results file below `root` (or `root` itself): results.parquet, else results.csv."""
+    root = Path(root)
+    if root.is_file():
+        return [root]
+    found = []
+    for folder in sorted(
+        {p.parent for p in root.rglob("results.parquet")} | {p.parent for p in root.rglob("results.csv")}
+    ):
+        parquet = folder / "results.parquet"
+        found.append(parquet if parquet.exists() else folder / "results.csv")
+    return found
+
+
+def _read_one(path: Path) -> pa.Table:
+    if path.suffix == ".parquet":
+        names = set(pq.read_schema(path).names)
+        table = pq.read_table(path, columns=[c for c in COLUMNS if c in names])
+    else:
+        frame = pd.read_csv(path, usecols=lambda c: c in COLUMNS, low_memory=False)
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+    for name in table.column_names:
+        col = table.column(name)
+        if name in KEY_COLUMNS and not pa.types.is_dictionary(col.type):
+            table = table.set_column(
+                table.schema.get_field_index(name), name, col.cast(pa.string()).dictionary_encode()
+            )
+    return table
+
+
+def load_results(root: str | Path) -> pd.DataFrame:
+    """All results tables below `root` as one frame (analysis columns only, strings as categoricals)."""
+    paths = find_results(root)
+    if not paths:
+        raise FileNotFoundError(f"no results.parquet or results.csv below {root}")
+    tables = [_read_one(p) for p in paths]
+    try:
+        frame = pa.concat_tables(tables, promote_options="permissive").to_pandas()
+    except (
+        pa.ArrowInvalid,
+        pa.ArrowTypeError,
+    ):  # a column typed differently across runs (e.g. CSV vs parquet)
+        frame = pd.concat([t.to_pandas() for t in tables], ignore_index=True)
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        raise ValueError(f"results tables below {root} lack required column(s) {missing}")
+    return prepare(frame)
+
+
+def prepare(results: pd.DataFrame) -> pd.DataFrame:
+    """Key columns as categoricals and a float score; a judge that ran several rubrics in one mode is
+    split into ``judge/rubric`` so that different rubrics are never averaged together."""
+    out = results.copy()
+    if "rubric" in out and out.groupby(["judge", "mode"], observed=True)["rubric"].nunique().gt(1).any():
+        out["judge"] = out["judge"].astype(str) + "/" + out["rubric"].astype(str)
+    for col in KEY_COLUMNS:
+        if col in out and not isinstance(out[col].dtype, pd.CategoricalDtype):
+            out[col] = out[col].astype("category")
+    out["score"] = pd.to_numeric(out["score"], errors="coerce").astype(float)
+    return out
+
+
+def load_humans(path: str | Path) -> pd.DataFrame:
+    """The human labels CSV (annotator, instance_id, candidate_id, source, dimension, score)."""
+    return check_humans(pd.read_csv(path))

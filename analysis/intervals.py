@@ -1,0 +1,83 @@
+"""Confidence intervals shared by the analysis modules.
+
+Bootstrap CIs here resample *units* (instances, items) with replacement, vectorised. Every statistic we
+bootstrap is a function of how many units fall into each of a few categories (win/tie/loss, a cell of a
+confusion table, a pattern of ratings on one item), and resampling N units with replacement makes those
+category counts exactly Multinomial(N, observed shares). So one multinomial draw per replicate replaces an
+N-long index vector: the same bootstrap distribution, at a cost independent of N.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from scipy import special
+from statsmodels.stats.proportion import proportion_confint
+
+LEVEL = 0.95
+
+
+def resample_counts(counts: np.ndarray, n_boot: int, seed: int | np.random.Generator = 0) -> np.ndarray:
+    """Bootstrap replicates of category counts: shape (n_boot, *counts.shape).
+
+    `counts[..., c]` is how many units of one group fall into category c. Groups with no unit give zeros.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    n = counts.sum(axis=-1)
+    safe = np.where(n[..., None] > 0, counts, 1)
+    p = safe / safe.sum(axis=-1, keepdims=True)
+    draws = rng.multinomial(n, p, size=(n_boot, *counts.shape[:-1]))
+    return draws
+
+
+def percentile_ci(boot: np.ndarray, level: float = LEVEL, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile interval of bootstrap replicates along `axis`, ignoring undefined (NaN) replicates."""
+    tail = (1.0 - level) / 2.0
+    boot = np.asarray(boot, dtype=float)
+    if boot.shape[axis] == 0:
+        nan = np.full(tuple(np.delete(np.array(boot.shape), axis)), np.nan)
+        return nan, nan.copy()
+    if not np.isnan(boot).any():
+        lo, hi = np.quantile(boot, [tail, 1.0 - tail], axis=axis)
+        return lo, hi
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN, which is what we want
+        lo, hi = np.nanquantile(boot, [tail, 1.0 - tail], axis=axis)
+    return lo, hi
+
+
+def t_interval(
+    mean: np.ndarray, sd: np.ndarray, n: np.ndarray, level: float = LEVEL
+) -> tuple[np.ndarray, np.ndarray]:
+    """Student-t interval for a mean (NaN where n < 2)."""
+    mean, sd, n = (np.asarray(x, dtype=float) for x in (mean, sd, n))
+    with np.errstate(all="ignore"):
+        half = special.stdtrit(np.where(n > 1, n - 1, np.nan), 0.5 + level / 2.0) * sd / np.sqrt(n)
+    return mean - half, mean + half
+
+
+def wilson_interval(
+    successes: np.ndarray, n: np.ndarray, level: float = LEVEL
+) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval for a proportion (statsmodels); NaN where n == 0."""
+    successes, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
+    safe = np.where(n > 0, n, 1.0)
+    lo, hi = proportion_confint(successes, safe, alpha=1.0 - level, method="wilson")
+    bad = n <= 0
+    return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi)
+
+
+def fisher_z_interval(r: float, n: int, kind: str = "spearman", level: float = LEVEL) -> tuple[float, float]:
+    """CI of a rank correlation through Fisher's z.
+
+    Standard errors: Bonett & Wright (2000) for Spearman, sqrt((1 + r^2/2) / (n - 3)); Fieller et al. (1957)
+    for Kendall, sqrt(0.437 / (n - 4)).
+    """
+    if not np.isfinite(r) or n < 5:
+        return float("nan"), float("nan")
+    se = np.sqrt(0.437 / (n - 4)) if kind == "kendall" else np.sqrt((1 + r * r / 2) / (n - 3))
+    z = np.arctanh(np.clip(r, -0.999999999, 0.999999999))
+    q = special.ndtri(0.5 + level / 2.0)
+    return float(np.tanh(z - q * se)), float(np.tanh(z + q * se))

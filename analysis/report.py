@@ -1,0 +1,188 @@
+"""`python -m analysis.report <run-or-multirun-dir> [--humans FILE] [--out DIR]`
+
+Collects every results table below the folder, computes the study's tables (DESIGN.md "Statistics") and
+writes report.md, report.html (tables and embedded figures) and one CSV per table. `compute_tables` is
+the whole computation without plotting, which is what benchmarks/analysis_bench.py times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis import consistency, illusion, scores, winrate
+from analysis import humans as human_mod
+from analysis.agreement import agreement_table
+from analysis.collect import load_humans, load_results
+from analysis.scores import LOWER_IS_BETTER
+
+Tables = dict[str, pd.DataFrame]
+
+
+def overview(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: judge, model, mode, rubric, rows, prompts, scored share, cost, cached share."""
+    keys = [c for c in ("run_id", "judge", "model", "mode", "rubric") if c in results]
+    frame = results[keys].assign(
+        _scored=results["score"].notna().to_numpy()
+        | (results["preference"].notna().to_numpy() if "preference" in results else False),
+        _cost=results["cost_usd"].astype(float) if "cost_usd" in results else np.nan,
+        _cached=results["cached"].astype(float) if "cached" in results else np.nan,
+    )
+    out = frame.groupby(keys, observed=True, dropna=False).agg(
+        rows=("_scored", "size"),
+        scored=("_scored", "mean"),
+        cost_usd=("_cost", "sum"),
+        cached=("_cached", "mean"),
+    )
+    if "prompt_id" in results:
+        out.insert(1, "prompts", results.groupby(keys, observed=True, dropna=False)["prompt_id"].nunique())
+    return out.reset_index()
+
+
+def score_raters(results: pd.DataFrame, humans: pd.DataFrame | None) -> pd.DataFrame:
+    """Candidate scores per rater (judge [mode], human:<annotator>) for agreement and distributions."""
+    frames = [scores.candidate_scores(results)]
+    if humans is not None and len(humans):
+        frames.append(scores.candidate_scores(human_mod.human_results(humans)))
+    cols = ["judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score"]
+    out = pd.concat([f[cols].astype({c: str for c in cols[:-1]}) for f in frames], ignore_index=True)
+    out.insert(0, "rater", human_mod.rater_label(out["judge"], out["mode"]))
+    return out
+
+
+def _modes(results: pd.DataFrame) -> set[str]:
+    return {str(m) for m in results["mode"].dropna().unique()}
+
+
+def _winrate_tables(cands: pd.DataFrame, reference: str, n_boot: int, seed: int,
+                    lower: Iterable[str]) -> Tables:  # fmt: skip
+    tables = {
+        "winrate": winrate.win_tie_loss(cands, reference, n_boot=n_boot, seed=seed, lower_is_better=lower)
+    }
+    if cands["judge"].nunique() > 1:
+        combined = [winrate.win_tie_loss(cands, reference, combine=c, n_boot=n_boot, seed=seed,
+                                         lower_is_better=lower).assign(combine=c)
+                    for c in ("mean", "unanimous", "majority")]  # fmt: skip
+        tables["winrate_combined"] = pd.concat(combined, ignore_index=True)
+    if {"independent", "comparative"} <= _modes(cands):
+        tables["mode_shift"] = illusion.mode_shift(
+            cands, reference, n_boot=n_boot, seed=seed, lower_is_better=lower
+        )
+    return tables
+
+
+def _agreement_tables(cands: pd.DataFrame, humans: pd.DataFrame | None, reference: str, n_boot: int,
+                      seed: int, lower: Iterable[str]) -> Tables:  # fmt: skip
+    tables: Tables = {}
+    raters = score_raters(cands, humans)
+    if raters["rater"].nunique() > 1:
+        raters["score"] = np.floor(raters["score"] + 0.5)  # the rubric's integer scale, half up
+        tables["score_agreement"] = agreement_table(
+            raters, "rater", ["instance_id", "candidate_id", "dimension"], "score", "ordinal", n_boot, seed
+        )
+    outcomes = human_mod.rater_outcomes(cands, humans, reference, lower)
+    if outcomes["rater"].nunique() > 1:
+        tables["winner_agreement"] = illusion.agreement_matrix(outcomes, n_boot, seed)
+        tables["winner_agreement_by_kind"] = illusion.agreement_by_kind(tables["winner_agreement"])
+    if humans is not None and len(humans):
+        tables["preference_gap"] = illusion.preference_gap(outcomes, n_boot, seed)
+        tables["human_reliability"] = human_mod.human_reliability(humans, n_boot, seed)
+        pairs = illusion.default_alignment_pairs(outcomes)
+        if pairs:
+            tables["alignment"] = illusion.cross_dimension_alignment(outcomes, pairs, n_boot, seed)
+    return tables
+
+
+def _bias_tables(results: pd.DataFrame, n_boot: int, seed: int, families: Mapping[str, str] | None,
+                 reference: str, lower: Iterable[str]) -> Tables:  # fmt: skip
+    modes = _modes(results)
+    tables = {"self_consistency": consistency.self_consistency(results, n_boot=n_boot, seed=seed)}
+    if "comparative" in modes and "position" in results:
+        tables["position_bias"] = consistency.position_bias(results, lower)
+    if "pairwise" in modes and "order" in results:
+        tables["pairwise_bias"] = consistency.pairwise_bias(results)
+    if "candidate_text" in results:
+        tables["length_bias"] = consistency.length_bias(results, lower)
+    tables["self_preference"] = consistency.self_preference(results, families, reference, lower)
+    return tables
+
+
+def compute_tables(
+    results: pd.DataFrame,
+    humans: pd.DataFrame | None = None,
+    reference: str = "reference",
+    n_boot: int = 1000,
+    seed: int = 0,
+    families: Mapping[str, str] | None = None,
+    lower_is_better: Iterable[str] = LOWER_IS_BETTER,
+) -> Tables:
+    """Every table of the report, keyed by name; tables that do not apply (one judge, no humans, no
+    comparative mode, …) are absent.
+
+    Candidate scores are computed once: the outcome and agreement functions accept a candidate-level
+    table in place of the results, since the mean of one "sample" is the candidate score itself.
+    """
+    lower = frozenset(lower_is_better)
+    cands = scores.candidate_scores(results)
+    tables: Tables = {"overview": overview(results), "score_summary": scores.score_summary(cands)}
+    tables |= _winrate_tables(cands, reference, n_boot, seed, lower)
+    tables |= _agreement_tables(cands, humans, reference, n_boot, seed, lower)
+    tables |= _bias_tables(results, n_boot, seed, families, reference, lower)
+    return tables
+
+
+def build_figures(results: pd.DataFrame, tables: Tables, humans: pd.DataFrame | None = None,
+                  reference: str = "reference") -> dict:  # fmt: skip
+    """Figures keyed by name (None where there is nothing to draw)."""
+    from analysis import plots  # matplotlib only when drawing
+
+    figures = {
+        "winrate": plots.winrate_bars(tables["winrate"]),
+        "mode_shift": plots.mode_shift_plot(tables["mode_shift"]) if "mode_shift" in tables else None,
+        "score_distributions": plots.score_distributions(score_raters(results, humans), reference),
+    }
+    if "score_agreement" in tables:
+        figures["score_agreement"] = plots.agreement_heatmap(
+            tables["score_agreement"], "kappa_w", "quadratic-weighted κ on candidate scores"
+        )
+    if "winner_agreement" in tables:
+        figures["winner_agreement"] = plots.agreement_heatmap(
+            tables["winner_agreement"], "kappa", "Cohen's κ on win / tie / loss"
+        )
+    return figures
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point."""
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis.report",
+        description="Collect every results table below a run or multirun folder and write report.md, report.html, "
+        "figures and one CSV per table.",
+    )
+    parser.add_argument("root", help="a run folder or a multirun folder (searched recursively)")
+    parser.add_argument("--humans", help="human labels CSV: annotator, instance_id, candidate_id, source, "
+                                         "dimension, score")  # fmt: skip
+    parser.add_argument("--out", help="output folder (default: <root>/report)")
+    parser.add_argument("--reference", default="reference", help="source name of the reference candidate")
+    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (default 1000)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    from analysis.render import write_report  # matplotlib output only when writing
+
+    results = load_results(args.root)
+    humans = load_humans(args.humans) if args.humans else None
+    tables = compute_tables(results, humans, args.reference, args.n_boot, args.seed)
+    figures = build_figures(results, tables, humans, args.reference)
+    out = Path(args.out) if args.out else Path(args.root) / "report"
+    md, html = write_report(tables, figures, out, source=str(args.root))
+    print(f"{len(results)} rows, {len(tables)} tables -> {md} and {html}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,124 @@
+"""Clear win / tie / loss of each generator against the reference (DESIGN.md, "Statistics").
+
+Per instance and dimension, a generator's best-of-K is compared with the reference's score: better is a
+win, equal a tie, worse a loss. Rates are over instances, each with a 95% bootstrap CI over instances.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from analysis.intervals import percentile_ci, resample_counts
+from analysis.scores import LOWER_IS_BETTER, best_of_k, candidate_scores, direction
+
+Combine = Literal["mean", "unanimous", "majority"] | None
+OUTCOMES: tuple[int, int, int] = (1, 0, -1)  # win, tie, loss
+#: Scores closer than this are equal (means of integer scores can differ in the last bit).
+TIE_TOL = 1e-9
+ITEM_KEYS: tuple[str, ...] = ("instance_id", "source", "dimension")
+
+
+def _combined_name(judges: Iterable[str], combine: str) -> str:
+    return f"{combine}({'+'.join(sorted(map(str, judges)))})"
+
+
+def _compare(best: pd.DataFrame, reference: str, lower_is_better: Iterable[str]) -> pd.DataFrame:
+    """Join each generator's best-of-K with the reference score of the same judge, mode, instance, dimension."""
+    is_ref = (best["source"] == reference).to_numpy()
+    keys = ["judge", "mode", "instance_id", "dimension"]
+    ref = best.loc[is_ref, keys + ["best"]].rename(columns={"best": "ref_best"})
+    gen = best.loc[~is_ref].rename(columns={"best": "gen_best"})
+    out = gen.merge(ref, on=keys, how="inner")
+    diff = (out["gen_best"] - out["ref_best"]).to_numpy() * direction(out["dimension"], lower_is_better)
+    out["outcome"] = np.select([diff > TIE_TOL, diff < -TIE_TOL], [1, -1], 0).astype(np.int8)
+    if isinstance(out["source"].dtype, pd.CategoricalDtype):
+        out["source"] = out["source"].cat.remove_unused_categories()
+    return out
+
+
+def _vote(outcomes: pd.DataFrame, combine: str) -> pd.DataFrame:
+    """Combine per-judge outcomes: `unanimous` (win/loss only if every judge agrees, else tie) or `majority`
+    (win/loss if more than half of the judges say so, else tie). Items not judged by every judge of the
+    mode are dropped, so that "every judge" means the same set for all items."""
+    keys = ["mode", *ITEM_KEYS]
+    o = outcomes["outcome"].to_numpy()
+    frame = outcomes[keys].assign(_w=(o == 1).astype(np.int32), _l=(o == -1).astype(np.int32), _n=1)
+    agg = frame.groupby(keys, observed=True, sort=False)[["_w", "_l", "_n"]].sum().reset_index()
+    n_judges = outcomes.groupby("mode", observed=True)["judge"].nunique()
+    need = agg["mode"].map(n_judges).to_numpy(dtype=float)
+    agg = agg.loc[agg["_n"].to_numpy() == need]
+    w, loss, n = (agg[c].to_numpy() for c in ("_w", "_l", "_n"))
+    if combine == "unanimous":
+        win_mask, loss_mask = w == n, loss == n
+    else:
+        win_mask, loss_mask = 2 * w > n, 2 * loss > n
+    out = agg[keys].copy()
+    out.insert(0, "judge", _combined_name(outcomes["judge"].unique(), combine))
+    out["n_judges"] = n
+    out["outcome"] = np.select([win_mask, loss_mask], [1, -1], 0).astype(np.int8)
+    return out
+
+
+def instance_outcomes(
+    results: pd.DataFrame,
+    reference: str = "reference",
+    combine: Combine = None,
+    lower_is_better: Iterable[str] = LOWER_IS_BETTER,
+) -> pd.DataFrame:
+    """Per judge × mode × instance × generator × dimension: `outcome` 1 (win), 0 (tie), -1 (loss).
+
+    With `combine="mean"` the judges' candidate scores are averaged (over the judges that scored the
+    candidate) before best-of-K, and `judge` becomes e.g. ``mean(a+b)``.
+    """
+    if combine not in (None, "mean", "unanimous", "majority"):
+        raise ValueError(f"combine must be None, 'mean', 'unanimous' or 'majority', not {combine!r}")
+    cands = candidate_scores(results)
+    if combine == "mean":
+        name = _combined_name(cands["judge"].unique(), "mean")
+        keys = ["mode", "instance_id", "candidate_id", "source", "dimension"]
+        cands = cands.groupby(keys, observed=True, sort=False)["score"].mean().reset_index()
+        cands.insert(0, "judge", name)
+    out = _compare(best_of_k(cands, lower_is_better), reference, lower_is_better)
+    if combine in ("unanimous", "majority"):
+        out = _vote(out, combine)
+    return out
+
+
+def outcome_rates(
+    outcomes: pd.DataFrame, by: Sequence[str], n_boot: int = 1000, seed: int = 0, level: float = 0.95
+) -> pd.DataFrame:
+    """Win/tie/loss rates per `by` group with percentile bootstrap CIs over the group's instances."""
+    codes = 1 - outcomes["outcome"].to_numpy().astype(np.int64)  # win 0, tie 1, loss 2
+    frame = outcomes[list(by)].assign(_c=codes)
+    counts = frame.groupby([*by, "_c"], observed=True).size().unstack("_c", fill_value=0)
+    counts = counts.reindex(columns=[0, 1, 2], fill_value=0)
+    table = counts.to_numpy()
+    n = table.sum(axis=1)
+    out = counts.index.to_frame(index=False)
+    out["n"] = n
+    for j, name in enumerate(("win", "tie", "loss")):
+        out[f"n_{name}"] = table[:, j]
+    boot = resample_counts(table, n_boot, seed) / np.maximum(n, 1)[None, :, None]
+    lo, hi = percentile_ci(boot, level)
+    for j, name in enumerate(("win", "tie", "loss")):
+        out[name] = table[:, j] / n
+        out[f"{name}_lo"], out[f"{name}_hi"] = lo[:, j], hi[:, j]
+    return out
+
+
+def win_tie_loss(
+    results: pd.DataFrame,
+    reference: str = "reference",
+    by: Sequence[str] = ("judge", "mode", "source", "dimension"),
+    combine: Combine = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    lower_is_better: Iterable[str] = LOWER_IS_BETTER,
+) -> pd.DataFrame:
+    """Win/tie/loss rates of each generator vs `reference`, with 95% bootstrap CIs over instances and n."""
+    outcomes = instance_outcomes(results, reference, combine, lower_is_better)
+    return outcome_rates(outcomes, by, n_boot=n_boot, seed=seed)

@@ -1,0 +1,119 @@
+"""Time the report's computations (no plotting) on a ~1,000,000-row results table.
+
+    python benchmarks/analysis_bench.py [--instances 1111] [--n-boot 1000] [--naive-instances 111]
+
+Table: instances × 10 candidates (reference + 3 generators × 3) × 5 dimensions × 3 samples × 3 judges ×
+2 modes (1111 instances → 999,900 rows), plus 3 annotators' labels on the first 300 instances. Prints
+rows/s and peak memory (max RSS of the process), and the baseline: a naive per-group Python loop for
+candidate scores → best-of-K → win/tie/loss with a bootstrap (one index draw per replicate), against
+`win_tie_loss` on the same rows (all of them unless --naive-instances).
+Goal (issue 4): all tables for 1M rows in < 20 s and < 3 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import resource
+import time
+from collections import defaultdict
+
+import numpy as np
+import pandas as pd
+
+from analysis.report import compute_tables
+from analysis.scores import LOWER_IS_BETTER
+from analysis.synthetic import synthetic_humans, synthetic_results
+from analysis.winrate import win_tie_loss
+
+DIMENSIONS = ("originality", "gap_addressing", "non_obviousness", "source_boundedness", "specificity")
+
+
+def build(instances: int, seed: int = 0) -> pd.DataFrame:
+    """The benchmark table (categorical string columns, as analysis.collect.load_results returns)."""
+    return synthetic_results(n_instances=instances, generators=("narrow_gen", "broad_gen", "gpt-5"), k=3,
+                             dimensions=DIMENSIONS, judges=("gpt-4o", "gemini", "deepseek"),
+                             models=("openai/gpt-4o", "gemini/gemini-2.5-pro", "deepseek/deepseek-chat"),
+                             n_samples=3, shift=0.5, unscored=0.02, seed=seed)  # fmt: skip
+
+
+def naive_win_tie_loss(results: pd.DataFrame, n_boot: int, seed: int = 0) -> dict:
+    """The baseline: dictionaries and Python loops, one bootstrap index draw per replicate and group."""
+    sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0])
+    cols = ["judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score"]
+    for j, m, i, c, s, d, score in results[cols].itertuples(index=False, name=None):
+        if score == score:  # not NaN
+            acc = sums[(j, m, i, c, s, d)]
+            acc[0] += score
+            acc[1] += 1
+    best: dict[tuple, float] = {}
+    for (j, m, i, _c, s, d), (total, count) in sums.items():
+        sign = -1.0 if d in LOWER_IS_BETTER else 1.0
+        value = sign * total / count
+        key = (j, m, i, s, d)
+        best[key] = max(best.get(key, -np.inf), value)
+    outcomes: dict[tuple, list[int]] = defaultdict(list)
+    for (j, m, i, s, d), value in best.items():
+        ref = best.get((j, m, i, "reference", d))
+        if s != "reference" and ref is not None:
+            outcomes[(j, m, s, d)].append(1 if value > ref + 1e-9 else (-1 if value < ref - 1e-9 else 0))
+    rng = random.Random(seed)
+    table = {}
+    for key, values in outcomes.items():
+        n = len(values)
+        wins = sorted(sum(v == 1 for v in rng.choices(values, k=n)) / n for _ in range(n_boot))
+        table[key] = (
+            sum(v == 1 for v in values) / n,
+            wins[int(0.025 * n_boot)],
+            wins[int(0.975 * n_boot) - 1],
+        )
+    return table
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--instances", type=int, default=1111)
+    parser.add_argument("--n-boot", type=int, default=1000)
+    parser.add_argument("--naive-instances", type=int, default=None, help="baseline on the first N instances")
+    args = parser.parse_args()
+    load = os.getloadavg()[0]
+
+    t0 = time.perf_counter()
+    results = build(args.instances)
+    humans = synthetic_humans(results.loc[results["instance_id"].cat.codes.to_numpy() < 300])
+    build_s, rss_data = time.perf_counter() - t0, _peak_mb()
+    t0, c0 = time.perf_counter(), time.process_time()
+    tables = compute_tables(results, humans, n_boot=args.n_boot)
+    report_s, report_cpu, rss_peak = time.perf_counter() - t0, time.process_time() - c0, _peak_mb()
+
+    limit = args.naive_instances if args.naive_instances is not None else args.instances
+    subset = results.loc[results["instance_id"].cat.codes.to_numpy() < limit]
+    t0 = time.perf_counter()
+    win_tie_loss(subset, n_boot=args.n_boot)
+    vec_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    naive_win_tie_loss(subset, args.n_boot)
+    naive_s = time.perf_counter() - t0
+
+    n, m = len(results), len(subset)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {load:.1f} at start; "
+          f"python {platform.python_version()}, pandas {pd.__version__}, numpy {np.__version__}")  # fmt: skip
+    print(f"rows: {n:,} (+{len(humans):,} human labels), built in {build_s:.1f} s; n_boot = {args.n_boot}")
+    print("| what | rows | wall s | rows/s |")
+    print("|---|---|---|---|")
+    print(f"| all {len(tables)} report tables, no plotting ({report_cpu:.1f} s CPU) | {n:,} | {report_s:.2f} "
+          f"| {n / report_s:,.0f} |")  # fmt: skip
+    print(f"| win_tie_loss, vectorised | {m:,} | {vec_s:.2f} | {m / vec_s:,.0f} |")
+    print(f"| win/tie/loss, naive per-group Python loop | {m:,} | {naive_s:.2f} | {m / naive_s:,.0f} |")
+    print(f"baseline ratio (naive / vectorised win/tie/loss): {naive_s / vec_s:,.0f}x")
+    print(f"peak RSS: {rss_data:,.0f} MiB with the table built, {rss_peak:,.0f} MiB after all tables")
+
+
+if __name__ == "__main__":
+    main()

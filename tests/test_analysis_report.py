@@ -1,0 +1,101 @@
+"""analysis.report end to end: collect a multirun folder, compute every table, write md/html/csv/png."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.collect import find_results, load_results, prepare
+from analysis.render import NO_HUMANS, ONE_RATER, markdown_table
+from analysis.report import compute_tables, main
+from analysis.synthetic import synthetic_humans, synthetic_pairwise, synthetic_results
+
+
+def write_runs(root: Path, frame: pd.DataFrame, csv: tuple[str, ...] = ()) -> None:
+    """One run folder per judge × mode, like a multirun: results.parquet (or results.csv) in each."""
+    for (judge, mode), part in frame.groupby(["judge", "mode"], observed=True):
+        folder = root / f"{judge}-{mode}"
+        folder.mkdir(parents=True)
+        part = part.astype({c: str for c in part.columns if isinstance(part[c].dtype, pd.CategoricalDtype)})
+        if mode in csv:
+            part.to_csv(folder / "results.csv", index=False)
+        else:
+            part.to_parquet(folder / "results.parquet", index=False)
+        (folder / "manifest.json").write_text("{}")
+
+
+@pytest.fixture(scope="module")
+def study() -> pd.DataFrame:
+    return synthetic_results(n_instances=12, shift=1.0, unscored=0.05, generators=("gpt-5", "narrow_gen"),
+                             models=("openai/gpt-4o", "gemini/gemini-2.5-pro"), seed=1)  # fmt: skip
+
+
+def test_collect_reads_parquet_and_csv_runs(tmp_path: Path, study: pd.DataFrame) -> None:
+    write_runs(tmp_path, study, csv=("comparative",))
+    assert len(find_results(tmp_path)) == 4
+    loaded = load_results(tmp_path)
+    assert len(loaded) == len(study)
+    assert isinstance(loaded["judge"].dtype, pd.CategoricalDtype) and loaded["score"].dtype == float
+    with pytest.raises(FileNotFoundError):
+        load_results(tmp_path / "nothing-here")
+
+
+def test_prepare_splits_a_judge_that_ran_two_rubrics(study: pd.DataFrame) -> None:
+    two = pd.concat([study.astype({"rubric": str}), study.astype({"rubric": str}).assign(rubric="other")])
+    assert set(prepare(two)["judge"].astype(str)) == {
+        "judge_a/rq",
+        "judge_a/other",
+        "judge_b/rq",
+        "judge_b/other",
+    }
+
+
+def test_full_report_on_a_multirun_with_humans(tmp_path: Path, study: pd.DataFrame) -> None:
+    write_runs(tmp_path / "multirun", study)
+    pairwise = synthetic_pairwise(n_instances=10, judges=("judge_a",), first_bias=0.5)
+    (tmp_path / "multirun" / "pw").mkdir()
+    pairwise.to_parquet(tmp_path / "multirun" / "pw" / "results.parquet", index=False)
+    synthetic_humans(study, seed=2).to_csv(tmp_path / "humans.csv", index=False)
+    out = tmp_path / "report"
+    assert main([str(tmp_path / "multirun"), "--humans", str(tmp_path / "humans.csv"), "--out", str(out),
+                 "--n-boot", "100"]) == 0  # fmt: skip
+    tables = {p.stem for p in (out / "tables").glob("*.csv")}
+    assert {"overview", "winrate", "winrate_combined", "mode_shift", "preference_gap", "score_agreement",
+            "winner_agreement", "winner_agreement_by_kind", "human_reliability", "alignment", "score_summary",
+            "self_consistency", "position_bias", "pairwise_bias", "length_bias"} <= tables  # fmt: skip
+    figures = {p.stem for p in (out / "figures").glob("*.png")}
+    assert figures == {"winrate", "mode_shift", "score_agreement", "winner_agreement", "score_distributions"}
+    md, html = (out / "report.md").read_text(), (out / "report.html").read_text()
+    assert "## Mode shift (the novelty illusion)" in md and "![Win / tie / loss" in md
+    assert html.count("data:image/png;base64,") == 5 and "<table" in html
+    shift = pd.read_csv(out / "tables" / "mode_shift.csv")
+    assert {"delta_win", "delta_win_lo", "delta_win_hi", "mcnemar_p", "n"} <= set(shift.columns)
+
+
+def test_one_judge_one_mode_degrades_to_sentences(tmp_path: Path, study: pd.DataFrame) -> None:
+    one = study.loc[(study["judge"] == "judge_a") & (study["mode"] == "independent")]
+    write_runs(tmp_path / "run", one)
+    out = tmp_path / "report"
+    assert main([str(tmp_path / "run" / "judge_a-independent"), "--out", str(out), "--n-boot", "50"]) == 0
+    md = (out / "report.md").read_text()
+    assert ONE_RATER in md and NO_HUMANS in md and "Only one judge" in md
+    assert "No judge ran both independent and comparative mode" in md
+    assert not (out / "figures" / "score_agreement.png").exists()
+    assert {p.stem for p in (out / "figures").glob("*.png")} == {"winrate", "score_distributions"}
+
+
+def test_compute_tables_without_humans_has_no_human_tables(study: pd.DataFrame) -> None:
+    tables = compute_tables(study, n_boot=50)
+    assert "preference_gap" not in tables and "alignment" not in tables
+    assert {"winrate", "mode_shift", "score_agreement", "winner_agreement"} <= set(tables)
+    kinds = set(tables["winner_agreement"]["kind"])
+    assert kinds == {"judge-judge", "all"}
+
+
+def test_markdown_table_formats_and_cuts() -> None:
+    frame = pd.DataFrame({"a": [1.23456, float("nan")], "b": ["x|y", "z"]})
+    assert markdown_table(frame).splitlines()[2] == "| 1.235 | x\\|y |"
+    assert markdown_table(frame).splitlines()[3] == "|  | z |"
+    assert "1 of 2 rows shown" in markdown_table(frame, max_rows=1)

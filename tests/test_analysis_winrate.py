@@ -1,0 +1,126 @@
+"""analysis.winrate: win / tie / loss against the reference, judge combinations, bootstrap CIs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.winrate import instance_outcomes, outcome_rates, win_tie_loss
+
+
+def study(scores: dict[str, dict[str, list[float]]], judge: str = "j1", mode: str = "independent",
+          dimension: str = "originality") -> pd.DataFrame:  # fmt: skip
+    """{instance: {"ref": [score], "gen": [candidate scores]}} -> results rows, two samples per candidate
+    (score ± 0.5, so the candidate score is the given value) plus one unscored sample."""
+    rows = []
+    for inst, by_source in scores.items():
+        for source, values in by_source.items():
+            for c, value in enumerate(values):
+                for s, (score, ok) in enumerate([(value - 0.5, True), (value + 0.5, True), (np.nan, False)]):
+                    rows.append({"judge": judge, "mode": mode, "instance_id": inst, "candidate_id": f"{source}{c}",
+                                 "source": "reference" if source == "ref" else source, "dimension": dimension,
+                                 "sample_idx": s, "score": score, "parse_ok": ok})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+HAND = {
+    "i1": {"ref": [5], "gen": [4, 6]},  # best 6 > 5: win  (lower is better: min 4 < 5: win)
+    "i2": {"ref": [5], "gen": [5, 3]},  # best 5 = 5: tie  (min 3 < 5: win)
+    "i3": {"ref": [7], "gen": [6, 6]},  # best 6 < 7: loss (min 6 < 7: win)
+    "i4": {"ref": [4], "gen": [5]},  # 5 > 4: win          (5 > 4: loss)
+}
+
+
+def test_win_tie_loss_by_hand() -> None:
+    out = win_tie_loss(study(HAND), n_boot=200).iloc[0]
+    # wins i1, i4; tie i2; loss i3 -> .5 / .25 / .25 over n = 4 instances
+    assert (out["n"], out["n_win"], out["n_tie"], out["n_loss"]) == (4, 2, 1, 1)
+    assert (out["win"], out["tie"], out["loss"]) == (0.5, 0.25, 0.25)
+    for name in ("win", "tie", "loss"):
+        assert 0 <= out[f"{name}_lo"] <= out[name] <= out[f"{name}_hi"] <= 1
+
+
+def test_lower_is_better_dimension_uses_min_and_reverses() -> None:
+    out = win_tie_loss(study(HAND, dimension="source_boundedness"), n_boot=200).iloc[0]
+    # min-of-K: i1 4<5, i2 3<5, i3 6<7 win; i4 5>4 loss -> .75 / 0 / .25
+    assert (out["win"], out["tie"], out["loss"]) == (0.75, 0.0, 0.25)
+    same_as_higher = win_tie_loss(study(HAND, dimension="source_boundedness"), n_boot=200, lower_is_better=())
+    assert same_as_higher.iloc[0]["win"] == 0.5
+
+
+def test_instance_outcomes_keep_the_scores() -> None:
+    out = instance_outcomes(study(HAND)).set_index("instance_id").sort_index()
+    assert out["outcome"].tolist() == [1, 0, -1, 1]
+    assert out["gen_best"].tolist() == [6.0, 5.0, 6.0, 5.0] and out["ref_best"].tolist() == [
+        5.0,
+        5.0,
+        7.0,
+        4.0,
+    ]
+    assert out.loc["i1", "k"] == 2
+
+
+def test_instance_without_reference_score_is_left_out() -> None:
+    frame = study({"i1": {"ref": [5], "gen": [6]}, "i2": {"gen": [6]}})
+    assert win_tie_loss(frame, n_boot=50).iloc[0]["n"] == 1
+
+
+def test_all_wins_give_a_degenerate_interval() -> None:
+    out = win_tie_loss(study({f"i{x}": {"ref": [3], "gen": [5]} for x in range(10)}), n_boot=200).iloc[0]
+    assert (out["win"], out["win_lo"], out["win_hi"]) == (1.0, 1.0, 1.0)
+
+
+def test_bootstrap_interval_is_seeded_and_shrinks_with_n() -> None:
+    rng = np.random.default_rng(0)
+    small = pd.DataFrame({"g": "a", "instance_id": range(40), "outcome": rng.choice([1, 0, -1], 40)})
+    large = pd.DataFrame({"g": "a", "instance_id": range(4000), "outcome": rng.choice([1, 0, -1], 4000)})
+    a, b = outcome_rates(small, ["g"], 500, seed=3), outcome_rates(small, ["g"], 500, seed=3)
+    pd.testing.assert_frame_equal(a, b)
+    wide, narrow = a.iloc[0], outcome_rates(large, ["g"], 500).iloc[0]
+    assert narrow["win_hi"] - narrow["win_lo"] < (wide["win_hi"] - wide["win_lo"]) / 5
+    # 95% of a binomial proportion: half width ≈ 1.96·sqrt(p(1 − p)/n)
+    p = narrow["win"]
+    assert (narrow["win_hi"] - narrow["win_lo"]) / 2 == pytest.approx(
+        1.96 * np.sqrt(p * (1 - p) / 4000), rel=0.15
+    )
+
+
+def two_judges() -> pd.DataFrame:
+    j1 = {"i1": {"ref": [5], "gen": [6]}, "i2": {"ref": [5], "gen": [6]}, "i3": {"ref": [5], "gen": [3]}}
+    j2 = {"i1": {"ref": [5], "gen": [7]}, "i2": {"ref": [5], "gen": [5]}, "i3": {"ref": [5], "gen": [4]}}
+    return pd.concat([study(j1, judge="j1"), study(j2, judge="j2")], ignore_index=True)
+
+
+def test_combine_mean_unanimous_majority_by_hand() -> None:
+    frame = two_judges()
+    # per judge: i1 win/win, i2 win/tie, i3 loss/loss
+    mean = win_tie_loss(frame, combine="mean", n_boot=50).iloc[0]
+    # mean scores: i1 ref 5 gen 6.5 win; i2 ref 5 gen 5.5 win; i3 ref 5 gen 3.5 loss -> 2/3, 0, 1/3
+    assert mean["judge"] == "mean(j1+j2)"
+    assert (mean["win"], mean["tie"], mean["loss"]) == pytest.approx((2 / 3, 0, 1 / 3))
+    unanimous = win_tie_loss(frame, combine="unanimous", n_boot=50).iloc[0]
+    # i1 both win -> win; i2 win + tie -> no verdict (tie); i3 both loss -> loss
+    assert (unanimous["win"], unanimous["tie"], unanimous["loss"]) == pytest.approx((1 / 3, 1 / 3, 1 / 3))
+    majority = win_tie_loss(frame, combine="majority", n_boot=50).iloc[0]
+    # i2: 1 win of 2 judges is not more than half -> tie
+    assert (majority["win"], majority["tie"], majority["loss"]) == pytest.approx((1 / 3, 1 / 3, 1 / 3))
+
+
+def test_majority_of_three_and_items_missing_a_judge() -> None:
+    frame = pd.concat([two_judges(), study({"i1": {"ref": [5], "gen": [4]}, "i2": {"ref": [5], "gen": [6]}},
+                                           judge="j3")], ignore_index=True)  # fmt: skip
+    out = instance_outcomes(frame, combine="majority").set_index("instance_id")
+    # i1: win, win, loss -> 2 of 3 win; i2: win, tie, win -> win; i3 has no j3 verdict -> dropped
+    assert out["outcome"].to_dict() == {"i1": 1, "i2": 1} and (out["n_judges"] == 3).all()
+
+
+def test_unknown_combine_is_refused() -> None:
+    with pytest.raises(ValueError, match="combine"):
+        win_tie_loss(two_judges(), combine="median")  # type: ignore[arg-type]
+
+
+def test_by_pools_groups() -> None:
+    frame = pd.concat([study(HAND, mode="independent"), study(HAND, mode="comparative")], ignore_index=True)
+    out = win_tie_loss(frame, by=("source",), n_boot=50).iloc[0]
+    assert (out["n"], out["win"]) == (8, 0.5)
