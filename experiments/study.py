@@ -27,7 +27,7 @@ from judge.cache import CallCache
 from judge.client import CallResult, Judge
 from judge.completer import LiteLLMCompleter
 from judge.retry import FatalProviderError, RetryPolicy
-from judge.rubric import Rubric
+from judge.rubric import Rubric, response_format
 from judge.secrets import redact, redact_config
 
 
@@ -90,8 +90,11 @@ async def execute(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
     jobs = [(p, s) for p in prompts for s in range(int(cfg["n_samples"]))]
     bar = tqdm(total=len(jobs), disable=not cfg.get("progress", True), file=sys.stderr, unit="call")
 
+    structured = bool(cfg["judge"].get("structured_output", False))
+
     async def one(index: int, prompt: Prompt, sample_idx: int) -> tuple[int, list[dict[str, Any]]]:
-        result = await judge(prompt.messages, params, sample_idx=sample_idx, rubric_version=rubric.version)
+        call_params = {**params, "response_format": prompt_format(rubric, prompt)} if structured else params
+        result = await judge(prompt.messages, call_params, sample_idx=sample_idx, rubric_version=rubric.version)
         rows = rows_for(prompt, sample_idx, result, rubric, meta)
         tally.add(result, scored=all(r["parse_ok"] for r in rows))
         bar.update(1)
@@ -103,6 +106,12 @@ async def execute(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
     finally:
         bar.close()
     return [row for _, rows in sorted(done, key=lambda item: item[0]) for row in rows]
+
+
+def prompt_format(rubric: Rubric, prompt: Prompt) -> dict[str, Any]:
+    """The structured-output schema for one prompt (labelled per item in comparative mode)."""
+    labels = [s.label or "" for s in prompt.shown] if prompt.mode == "comparative" else None
+    return response_format(rubric, labels)
 
 
 def write_atomic(path: Path, write: Any) -> None:

@@ -64,6 +64,29 @@ class Rubric:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": text.strip() + "\n"}]
 
 
+def _value_schema(d: Dimension) -> dict[str, Any]:
+    if d.choices:
+        return {"type": "string", "enum": list(d.choices)}
+    assert d.low is not None and d.high is not None, f"{d.name}: a score needs low and high"
+    return {"type": "integer", "enum": list(range(int(d.low), int(d.high) + 1))}
+
+
+def _object_schema(properties: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": dict(properties), "required": list(properties),
+            "additionalProperties": False}  # fmt: skip
+
+
+def response_format(rubric: Rubric, labels: Sequence[str] | None = None) -> dict[str, Any]:
+    """OpenAI-style structured-output request built from the same spec the parser checks.
+
+    With labels (comparative mode) the answer is one object per label. Providers that support
+    structured output (OpenAI, Gemini, Ollama, vLLM, the embedded local model) then return valid JSON.
+    """
+    inner = _object_schema({d.name: _value_schema(d) for d in rubric.dimensions})
+    schema = _object_schema({label: inner for label in labels}) if labels else inner
+    return {"type": "json_schema", "json_schema": {"name": rubric.name, "strict": True, "schema": schema}}
+
+
 def rubric_from_config(cfg: Mapping[str, Any]) -> Rubric:
     """Build a Rubric from its Hydra config node (a plain mapping)."""
     dims = tuple(

@@ -1,0 +1,154 @@
+"""Structured output for the embedded model: decoding constrained to a JSON schema of enum values.
+
+What OpenAI's structured outputs, Ollama's `format` and vLLM's guided decoding do for their models: the
+JSON skeleton (braces, keys, commas) is forced, and at every value the model chooses among the schema's
+allowed values only, by its own probabilities (sampled at the requested temperature with a seeded
+generator, or greedy at 0). A 135M model cannot reliably write valid JSON by itself; with this every answer
+parses, and the scores are still the model's choices.
+
+Supported schemas: objects (properties in declared order, nested objects allowed) whose leaves are `enum`s
+of integers or strings — exactly what `judge.rubric.response_format` produces.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from judge import local_model
+
+
+class UnsupportedSchema(ValueError):
+    """The schema uses something this decoder does not handle (only objects of enums are supported)."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A value position: one of `options` (JSON texts); `follow` is the literal text right after it."""
+
+    options: tuple[str, ...]
+
+
+Segment = str | Choice
+
+
+def schema_segments(schema: Mapping[str, Any]) -> list[Segment]:
+    """Flatten a schema into literal text and value choices, in output order."""
+    if "enum" in schema:
+        values = schema["enum"]
+        if not values:
+            raise UnsupportedSchema("an enum needs at least one value")
+        return [Choice(tuple(json.dumps(v) for v in values))]
+    if schema.get("type") != "object" or not isinstance(schema.get("properties"), Mapping):
+        raise UnsupportedSchema(f"unsupported schema node: {json.dumps(schema)[:80]}")
+    out: list[Segment] = ["{"]
+    for i, (name, sub) in enumerate(schema["properties"].items()):
+        out.append(("" if i == 0 else ", ") + json.dumps(name) + ": ")
+        out.extend(schema_segments(sub))
+    out.append("}")
+    return _merge_literals(out)
+
+
+def _merge_literals(segments: Sequence[Segment]) -> list[Segment]:
+    merged: list[Segment] = []
+    for seg in segments:
+        if isinstance(seg, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += seg
+        else:
+            merged.append(seg)
+    return merged
+
+
+def _with_follow(segments: Sequence[Segment]) -> list[tuple[Segment, str]]:
+    """Pair each choice with the first character of the literal after it.
+
+    Options then end with that character ("1," vs "10,"), so no option is a prefix of another and the
+    model itself decides where a value ends.
+    """
+    out: list[tuple[Segment, str]] = []
+    for i, seg in enumerate(segments):
+        nxt = segments[i + 1] if i + 1 < len(segments) else ""
+        follow = nxt[0] if isinstance(seg, Choice) and isinstance(nxt, str) and nxt else ""
+        out.append((seg, follow))
+    return out
+
+
+def generate_structured(messages: list[dict[str, Any]], schema: Mapping[str, Any], *, temperature: float,
+                        seed: int | None) -> local_model.GenerationResult:  # fmt: skip
+    """One answer that matches `schema`, each value chosen by the model."""
+    import torch
+
+    segments = _with_follow(schema_segments(schema))
+    model, tokenizer = local_model.load_model()
+    prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    if len(prompt_ids) >= local_model.CONTEXT_LENGTH - 64:
+        raise local_model.PromptTooLong(
+            f"prompt is {len(prompt_ids)} tokens; the local model's context window is {local_model.CONTEXT_LENGTH}")
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(int(seed or 0))
+    decoder = _Decoder(model, torch, prompt_ids)
+    text, skip = "", 0
+    with local_model._RUN_LOCK, torch.inference_mode():
+        for seg, follow in segments:
+            if isinstance(seg, str):
+                literal = seg[skip:]
+                skip = 0
+                if literal:
+                    decoder.push(tokenizer(literal, add_special_tokens=False)["input_ids"])
+                    text += literal
+                continue
+            options = [tokenizer(o + follow, add_special_tokens=False)["input_ids"] for o in seg.options]
+            chosen = decoder.choose(options, temperature, gen)
+            text += seg.options[chosen] + follow
+            skip = len(follow)
+    return local_model.GenerationResult(text=text, prompt_tokens=len(prompt_ids),
+                                        completion_tokens=decoder.generated, finish_reason="stop")  # fmt: skip
+
+
+class _Decoder:
+    """Feeds tokens through the model with a KV cache; picks tokens restricted to an option trie."""
+
+    def __init__(self, model: Any, torch: Any, prompt_ids: list[int]) -> None:
+        self.model, self.torch = model, torch
+        self.pending: list[int] = list(prompt_ids)
+        self.cache: Any = None
+        self.logits: Any = None
+        self.generated = 0  # tokens after the prompt: the answer's length
+
+    def push(self, ids: Sequence[int]) -> None:
+        self.pending.extend(ids)
+        self.generated += len(ids)
+
+    def _flush(self) -> None:
+        if not self.pending:
+            return
+        ids = self.torch.tensor([self.pending])
+        kwargs = {"past_key_values": self.cache} if self.cache is not None else {}
+        out = self.model(input_ids=ids, use_cache=True, **kwargs)
+        self.cache = out.past_key_values if "past_key_values" in out else out["cache"]
+        self.logits = out.logits[0, -1]
+        self.pending = []
+
+    def choose(self, options: Sequence[Sequence[int]], temperature: float, gen: Any) -> int:
+        """Walk the options' token trie; the model picks wherever options diverge. Returns the option index."""
+        prefix: list[int] = []
+        while True:
+            alive = [i for i, o in enumerate(options) if list(o[: len(prefix)]) == prefix]
+            finished = [i for i in alive if len(options[i]) == len(prefix)]
+            if finished:
+                return finished[0]
+            allowed = sorted({options[i][len(prefix)] for i in alive})
+            token = allowed[0] if len(allowed) == 1 else self._pick(allowed, temperature, gen)
+            prefix.append(token)
+            self.push([token])
+
+    def _pick(self, allowed: list[int], temperature: float, gen: Any) -> int:
+        self._flush()
+        logits = self.logits[allowed].float()
+        if temperature <= 0:
+            return allowed[int(self.torch.argmax(logits).item())]
+        probs = self.torch.softmax(logits / temperature, dim=-1)
+        return allowed[int(self.torch.multinomial(probs, 1, generator=gen).item())]
