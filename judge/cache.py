@@ -2,6 +2,11 @@
 
 The key covers everything that changes an answer: model (and endpoint), rendered messages, decoding
 parameters, the sample index and the rubric version. Secrets never enter the key or the value.
+
+Each value is stored as `<checksum>\n<completion JSON>`, the checksum covering the key and the JSON, so an
+entry damaged on disk - or one that an index corruption hands back for another key - is detected, dropped and
+asked for again, never used. A cache whose database cannot be read at all raises `CacheError` with the folder
+and what to do. Several processes may share one folder (SQLite in WAL mode, one connection per process).
 """
 
 from __future__ import annotations
@@ -56,11 +61,16 @@ def cache_key(
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _checksum(key: str, payload: str) -> str:
+    return hashlib.sha256(f"{key}\n{payload}".encode()).hexdigest()[:32]
+
+
 class CallCache:
     """A diskcache.Cache of `Completion`s; safe for several processes sharing one folder (SQLite WAL)."""
 
     def __init__(self, directory: str | Path | None = None) -> None:
         self.directory = Path(directory) if directory else default_cache_dir()
+        self.damaged = 0  # entries found damaged (dropped and treated as misses) since this object was opened
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._cache = diskcache.Cache(str(self.directory), size_limit=2**40, eviction_policy="none")
@@ -69,26 +79,51 @@ class CallCache:
                 f"{self.directory}: cannot open the call cache ({exc}); move the folder aside to rebuild it"
             ) from exc
 
+    def _damaged(self, where: str, exc: BaseException) -> CacheError:
+        return CacheError(
+            f"{self.directory}: the call cache is damaged ({where}: {exc}); move the folder aside to rebuild "
+            "it (finished calls will be asked for again)"
+        )
+
+    def _drop(self, key: str) -> None:
+        self.damaged += 1
+        try:
+            self._cache.delete(key)
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged("delete", exc) from exc
+
     def get(self, key: str) -> Completion | None:
-        """The stored completion, or None; an unreadable entry is treated as a miss and dropped."""
+        """The stored completion, or None; a damaged entry is dropped and treated as a miss."""
         try:
             value = self._cache.get(key)
         except sqlite3.DatabaseError as exc:
-            raise CacheError(f"{self.directory}: the call cache is damaged ({exc}); move it aside") from exc
+            raise self._damaged("read", exc) from exc
         except Exception:  # a corrupt value file (pickle/zlib/OSError): recompute rather than trust it
-            self._cache.delete(key)
+            self._drop(key)
             return None
         if value is None:
             return None
         try:
-            return Completion.from_dict(json.loads(value))
+            if not isinstance(value, str):
+                raise TypeError("not text")
+            checksum, sep, payload = value.partition("\n")
+            if sep and checksum != _checksum(key, payload):
+                raise ValueError("checksum mismatch")
+            return Completion.from_dict(json.loads(payload if sep else value))
         except (ValueError, KeyError, TypeError):
-            self._cache.delete(key)
+            self._drop(key)
             return None
 
     def set(self, key: str, completion: Completion) -> None:
-        """Store a completion as JSON text (no pickles: readable and safe to load)."""
-        self._cache.set(key, json.dumps(completion.to_dict(), ensure_ascii=False))
+        """Store a completion as checksummed JSON text (no pickles: readable and safe to load)."""
+        payload = json.dumps(completion.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        try:
+            self._cache.set(key, f"{_checksum(key, payload)}\n{payload}")
+        except sqlite3.DatabaseError as exc:  # disk full, a damaged database, ...
+            raise CacheError(
+                f"{self.directory}: cannot write the call cache ({exc}); free disk space, or move the folder "
+                "aside if it is damaged"
+            ) from exc
 
     def __contains__(self, key: str) -> bool:
         return key in self._cache

@@ -1,6 +1,17 @@
 """The judge call path: cache -> retry -> completer, with a concurrency limit and per-call accounting.
 
 `Judge` is a plain async callable; everything provider-specific lives in the `Completer`.
+
+What happens to each kind of provider failure (see `judge.retry` for the classification):
+- transient (rate limit, timeout, 5xx, dropped connection, a 200 whose body is not a completion): retried
+  with backoff; when the attempts run out the call comes back unscored with the error and is NOT cached,
+  so a rerun tries it again;
+- permanent for this prompt only (context window exceeded, content policy): unscored with the error, not
+  retried, not cached;
+- fatal for the whole study (authentication, permission, unknown model, bad request, any other provider
+  error): `FatalProviderError` with one redacted line, raised at once.
+An answer that arrives is cached even when it will not parse (non-rubric text, truncated output): it is an
+answer, and re-asking would pay twice for the same sample.
 """
 
 from __future__ import annotations
@@ -12,7 +23,15 @@ from typing import Any
 
 from judge.cache import CallCache, cache_key
 from judge.completer import Completer, Completion, Message
-from judge.retry import FATAL_ERRORS, FatalProviderError, RetryPolicy, describe_fatal, is_transient
+from judge.retry import (
+    FATAL_ERRORS,
+    PER_CALL_ERRORS,
+    FatalProviderError,
+    RetryPolicy,
+    describe_fatal,
+    is_provider_error,
+    is_transient,
+)
 from judge.secrets import redact
 
 
@@ -54,6 +73,44 @@ class Judge:
     def key(self, messages: Sequence[Message], params: Mapping[str, Any], sample_idx: int, version: str) -> str:
         return cache_key(self.completer.model, messages, params, sample_idx, version, self.api_base)
 
+    @staticmethod
+    def sample_params(params: Mapping[str, Any], sample_idx: int) -> dict[str, Any]:
+        """The parameters of one sample: the sample index picks the seed, so samples differ on every provider."""
+        return {**params, "seed": int(params.get("seed", 0)) + sample_idx}
+
+    def lookup(self, messages: Sequence[Message], params: Mapping[str, Any], *, sample_idx: int,
+               rubric_version: str) -> tuple[dict[str, Any], str, CallResult | None]:  # fmt: skip
+        """(sample params, cache key, the cached result or None) - no provider call."""
+        sample = self.sample_params(params, sample_idx)
+        key = self.key(messages, sample, sample_idx, rubric_version)
+        hit = self.cache.get(key)
+        return sample, key, (CallResult(hit, cached=True, retries=0) if hit is not None else None)
+
+    async def call_provider(self, messages: Sequence[Message], sample_params: Mapping[str, Any],
+                            key: str) -> CallResult:  # fmt: skip
+        """Ask the provider (with retries) and cache the answer under `key`; see the module doc for failures."""
+        attempts = 0
+        try:
+            async for attempt in self.policy.retrying():
+                with attempt:
+                    attempts += 1
+                    async with self._semaphore():
+                        completion = await self.completer.acomplete(messages, sample_params)
+        except PER_CALL_ERRORS as exc:
+            error = f"provider: {type(exc).__name__} (not retried): {str(exc)[:300]}"
+            return CallResult(None, cached=False, retries=attempts - 1, error=redact(error))
+        except FATAL_ERRORS as exc:
+            raise FatalProviderError(redact(describe_fatal(exc, self.completer.model))) from None
+        except Exception as exc:
+            if is_transient(exc):
+                error = f"provider: {type(exc).__name__} after {attempts} attempts: {str(exc)[:200]}"
+                return CallResult(None, cached=False, retries=attempts - 1, error=redact(error))
+            if is_provider_error(exc):
+                raise FatalProviderError(redact(describe_fatal(exc, self.completer.model))) from None
+            raise
+        self.cache.set(key, completion)
+        return CallResult(completion, cached=False, retries=attempts - 1)
+
     async def __call__(
         self,
         messages: Sequence[Message],
@@ -62,25 +119,8 @@ class Judge:
         sample_idx: int,
         rubric_version: str,
     ) -> CallResult:
-        """One sample of one prompt; the sample index picks the seed, so samples differ on every provider."""
-        params = {**params, "seed": int(params.get("seed", 0)) + sample_idx}
-        key = self.key(messages, params, sample_idx, rubric_version)
-        hit = self.cache.get(key)
+        """One sample of one prompt: from the cache, else from the provider (then cached)."""
+        sample, key, hit = self.lookup(messages, params, sample_idx=sample_idx, rubric_version=rubric_version)
         if hit is not None:
-            return CallResult(hit, cached=True, retries=0)
-        attempts = 0
-        try:
-            async for attempt in self.policy.retrying():
-                with attempt:
-                    attempts += 1
-                    async with self._semaphore():
-                        completion = await self.completer.acomplete(messages, params)
-        except FATAL_ERRORS as exc:
-            raise FatalProviderError(redact(describe_fatal(exc, self.completer.model))) from None
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            error = f"provider: {type(exc).__name__} after {attempts} attempts: {str(exc)[:200]}"
-            return CallResult(None, cached=False, retries=attempts - 1, error=redact(error))
-        self.cache.set(key, completion)
-        return CallResult(completion, cached=False, retries=attempts - 1)
+            return hit
+        return await self.call_provider(messages, sample, key)

@@ -6,6 +6,7 @@ Every judge - the embedded local model, an API model, a local OpenAI-compatible 
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import os
 import time
@@ -73,6 +74,54 @@ def cost_of(model: str, prompt_tokens: int, completion_tokens: int) -> float | N
     return prices[0] * prompt_tokens + prices[1] * completion_tokens
 
 
+# --- lean litellm calls -----------------------------------------------------------------------------------
+# litellm post-processes every successful call twice in ways the framework never reads: it prices the
+# response (`update_response_metadata` -> cost map look-ups with model-name generalisation, the largest
+# per-call CPU cost in a profile) and it builds a standard logging payload for success callbacks
+# (`dispatch_success_logging`). judgescope prices calls itself from token counts (`cost_of`, one look-up per
+# model) and registers no callbacks, so calls made by a `LiteLLMCompleter` skip both - unless the user has
+# configured litellm callbacks or a budget, which need them. The skip is scoped by a context variable: any
+# other litellm call in the same process is untouched. Set JUDGESCOPE_LEAN_LITELLM=0 to turn it off.
+
+_LEAN_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar("judgescope_lean_litellm", default=False)
+_LEAN_HOOKS = ("update_response_metadata", "dispatch_success_logging")
+
+
+def _litellm_observed() -> bool:
+    """True when the user configured litellm callbacks or a budget (which read cost and success logs)."""
+    names = ("success_callback", "_async_success_callback", "callbacks", "input_callback")
+    return any(getattr(litellm, n, None) for n in names) or bool(getattr(litellm, "max_budget", None))
+
+
+def _lean_wrapper(original: Any) -> Any:
+    @functools.wraps(original)
+    def hook(*args: Any, **kwargs: Any) -> Any:
+        if _LEAN_CALL.get() and not _litellm_observed():
+            return None
+        return original(*args, **kwargs)
+
+    hook.judgescope_lean = True  # type: ignore[attr-defined]
+    return hook
+
+
+@functools.lru_cache(maxsize=1)
+def install_lean_litellm() -> bool:
+    """Wrap litellm's per-call post-processing hooks once per process; False if this litellm lacks them."""
+    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner printed for every retried error
+    module = getattr(litellm, "utils", None)
+    hooks = [getattr(module, name, None) for name in _LEAN_HOOKS]
+    if module is None or not all(callable(h) for h in hooks):
+        return False
+    for name, original in zip(_LEAN_HOOKS, hooks, strict=True):
+        if not getattr(original, "judgescope_lean", False):
+            setattr(module, name, _lean_wrapper(original))
+    return True
+
+
+def lean_enabled() -> bool:
+    return os.environ.get("JUDGESCOPE_LEAN_LITELLM", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 class LiteLLMCompleter:
     """A `Completer` over `litellm.completion` / `acompletion`.
 
@@ -94,6 +143,7 @@ class LiteLLMCompleter:
         self.api_key_env = api_key_env
         self.timeout_s = timeout_s
         self.extra = dict(extra or {})
+        self.lean = lean_enabled() and install_lean_litellm()
 
     def _kwargs(self, messages: Sequence[Message], params: Mapping[str, Any]) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -129,11 +179,18 @@ class LiteLLMCompleter:
 
     def complete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:
         started = time.perf_counter()
-        response = litellm.completion(**self._kwargs(messages, params))
+        token = _LEAN_CALL.set(self.lean)
+        try:
+            response = litellm.completion(**self._kwargs(messages, params))
+        finally:
+            _LEAN_CALL.reset(token)
         return self._completion(response, started)
 
     async def acomplete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:
         started = time.perf_counter()
-        response = await litellm.acompletion(**self._kwargs(messages, params))
+        token = _LEAN_CALL.set(self.lean)
+        try:
+            response = await litellm.acompletion(**self._kwargs(messages, params))
+        finally:
+            _LEAN_CALL.reset(token)
         return self._completion(response, started)
-

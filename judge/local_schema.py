@@ -12,6 +12,7 @@ of integers or strings — exactly what `judge.rubric.response_format` produces.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -108,15 +109,58 @@ def generate_structured(messages: list[dict[str, Any]], schema: Mapping[str, Any
                                         completion_tokens=decoder.generated, finish_reason="stop")  # fmt: skip
 
 
+class _PrefixCache:
+    """KV caches of recent prompts, so a prompt that shares a prefix with one of them (the same instance's
+    background, or another sample of the same prompt) only computes its new tokens - like vLLM's
+    automatic prefix caching. Entries are copied in and out, never mutated in place."""
+
+    def __init__(self, size: int = 4, min_shared: int = 16) -> None:
+        self.size, self.min_shared = size, min_shared
+        self.entries: list[tuple[tuple[int, ...], Any]] = []
+
+    def lookup(self, ids: Sequence[int]) -> tuple[int, Any]:
+        """(number of leading tokens whose KV is reused, a private copy of that cache) or (0, None)."""
+        best, best_len, best_cache = 0, 0, None
+        for stored, cache in self.entries:
+            n = _shared(stored, ids)
+            if n > best:
+                best, best_len, best_cache = n, len(stored), cache
+        best = min(best, len(ids) - 1)  # always recompute the last token: its logits are needed
+        if best < self.min_shared or best_cache is None:
+            return 0, None
+        cache = copy.deepcopy(best_cache)
+        if best < best_len:
+            cache.crop(best - best_len)  # transformers 5: a negative count removes that many tokens
+        return best, cache
+
+    def store(self, ids: Sequence[int], cache: Any) -> None:
+        self.entries = [e for e in self.entries if e[0] != tuple(ids)][-(self.size - 1):]
+        self.entries.append((tuple(ids), copy.deepcopy(cache)))
+
+
+def _shared(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+PREFIX_CACHE = _PrefixCache()
+
+
 class _Decoder:
     """Feeds tokens through the model with a KV cache; picks tokens restricted to an option trie."""
 
     def __init__(self, model: Any, torch: Any, prompt_ids: list[int]) -> None:
         self.model, self.torch = model, torch
-        self.pending: list[int] = list(prompt_ids)
-        self.cache: Any = None
+        self.prompt_ids = list(prompt_ids)
+        reused, self.cache = PREFIX_CACHE.lookup(prompt_ids)
+        self.pending: list[int] = self.prompt_ids[reused:]
         self.logits: Any = None
         self.generated = 0  # tokens after the prompt: the answer's length
+        self._prompt_stored = False
 
     def push(self, ids: Sequence[int]) -> None:
         self.pending.extend(ids)
@@ -126,11 +170,14 @@ class _Decoder:
         if not self.pending:
             return
         ids = self.torch.tensor([self.pending])
-        kwargs = {"past_key_values": self.cache} if self.cache is not None else {}
-        out = self.model(input_ids=ids, use_cache=True, **kwargs)
-        self.cache = out.past_key_values if "past_key_values" in out else out["cache"]
+        kwargs = {"cache": self.cache} if self.cache is not None else {}
+        out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **kwargs)
+        self.cache = out["cache"]
         self.logits = out.logits[0, -1]
         self.pending = []
+        if not self._prompt_stored:  # the first flush ends with the prompt's last token
+            PREFIX_CACHE.store(self.prompt_ids, self.cache)
+            self._prompt_stored = True
 
     def choose(self, options: Sequence[Sequence[int]], temperature: float, gen: Any) -> int:
         """Walk the options' token trie; the model picks wherever options diverge. Returns the option index."""

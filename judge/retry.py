@@ -6,23 +6,65 @@ message, because retrying it would only spend time (and, on some providers, mone
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import litellm
+import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_base, wait_random_exponential
 
+
+def _optional(module: Any, *names: str) -> tuple[type[BaseException], ...]:
+    """The named exception classes this version of a library has (older litellm lacks some)."""
+    found = (getattr(module, n, None) for n in names)
+    return tuple(c for c in found if isinstance(c, type) and issubclass(c, BaseException))
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """Raw network errors, in case one escapes litellm's exception mapping."""
+    errors: list[type[BaseException]] = [ConnectionError, TimeoutError, asyncio.TimeoutError]
+    try:
+        import httpx  # noqa: PLC0415
+
+        errors.append(httpx.TransportError)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        import aiohttp  # noqa: PLC0415
+
+        errors += [aiohttp.ClientConnectionError, aiohttp.ClientPayloadError]
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(errors)
+
+
+# Transient: a later attempt may well succeed. Besides rate limits, timeouts, 5xx and dropped connections this
+# covers a 200 whose body is not a chat completion (not JSON, cut off, no `choices`): litellm raises that as
+# an InternalServerError, and it is a transport/gateway fault, not the model's answer.
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     litellm.RateLimitError,
     litellm.Timeout,
     litellm.APIConnectionError,
     litellm.ServiceUnavailableError,
     litellm.InternalServerError,
+    *_optional(litellm, "BadGatewayError"),
+    *_optional(openai, "APITimeoutError", "APIConnectionError", "RateLimitError", "InternalServerError"),
+    *_transport_errors(),
 )
+# HTTP statuses worth another attempt whatever exception class litellm maps them to (it maps e.g. 502 to
+# BadGatewayError and 409/425/520-529 to a bare APIError): timeouts, conflicts, too early, rate limits and
+# server-side failures - except 501 Not Implemented and 505, which a retry cannot fix.
+TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
+PERMANENT_5XX = frozenset({501, 505})
+# Permanent for this one prompt, not for the study: recorded unscored with the error, never retried or cached.
+PER_CALL_ERRORS: tuple[type[BaseException], ...] = _optional(
+    litellm, "ContextWindowExceededError", "ContentPolicyViolationError"
+)
+# Fatal for the whole study: every other call would fail the same way.
 FATAL_ERRORS: tuple[type[BaseException], ...] = (
     litellm.AuthenticationError,
     litellm.PermissionDeniedError,
@@ -31,15 +73,43 @@ FATAL_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+PROVIDER_ERRORS: tuple[type[BaseException], ...] = (
+    openai.OpenAIError,
+    *_optional(litellm, "APIError"),
+    *_optional(litellm.exceptions, "OpenAIError"),
+)
+
+
 class FatalProviderError(RuntimeError):
     """A non-retryable provider error, reworded as one line that says what to check."""
 
 
+def status_code(exc: BaseException) -> int | None:
+    """The HTTP status an exception carries (litellm and the OpenAI SDK both set `status_code`)."""
+    code = getattr(exc, "status_code", None)
+    if code is None:
+        code = getattr(getattr(exc, "response", None), "status_code", None)
+    try:
+        return int(code) if code is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
 def is_transient(exc: BaseException) -> bool:
     """True for errors a later attempt may not see (rate limits, timeouts, 5xx, dropped connections)."""
-    if isinstance(exc, FATAL_ERRORS):
+    if isinstance(exc, FATAL_ERRORS) or isinstance(exc, PER_CALL_ERRORS):
         return False
-    return isinstance(exc, TRANSIENT_ERRORS)
+    if isinstance(exc, TRANSIENT_ERRORS):
+        return True
+    if not is_provider_error(exc):
+        return False
+    code = status_code(exc)
+    return code is not None and (code in TRANSIENT_STATUS or (code >= 500 and code not in PERMANENT_5XX))
+
+
+def is_provider_error(exc: BaseException) -> bool:
+    """An error raised by the provider layer (litellm / the OpenAI SDK), as opposed to a bug in our code."""
+    return isinstance(exc, PROVIDER_ERRORS) or isinstance(exc, TRANSIENT_ERRORS)
 
 
 def _headers(exc: BaseException) -> dict[str, str]:
