@@ -60,14 +60,16 @@ def generate(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
         if task == "novelty":
-            records = load_novbench_records(data_path)[: limit if limit is not None else None]
+            pool = load_novbench_records(data_path)
+            records = pool[: limit if limit is not None else None]
             related = None
             if cfg["strategy"] == "rag":
                 from analysis.embeddings import Embedder
 
-                corpus = load_corpus(cfg.get("corpus"), load_novbench_records(data_path))
+                corpus = load_corpus(cfg.get("corpus"), pool)
                 related = gen.rag_related(records, corpus, int(cfg["rag_top_k"]), Embedder())
-            requests = gen.novelty_requests(records, cfg["strategy"], seed=int(cfg["seed"]), related=related)
+            requests = gen.novelty_requests(records, cfg["strategy"], seed=int(cfg["seed"]), related=related,
+                                            pool=pool)  # fmt: skip
             results = asyncio.run(gen.call_many(judge, requests, params, bool(cfg["progress"])))
             rows = [{"id": r["id"], "title": r["title"], "model": name, "strategy": cfg["strategy"],
                      "generated": res.completion.text if res.completion else "", "error": res.error,

@@ -84,11 +84,11 @@ def questions_to_instances(instances: Sequence[Instance], results: Sequence[Call
 
 # --- NovBench novelty evaluations -----------------------------------------------------------------------
 
-def few_shot_demos(records: Sequence[Mapping[str, Any]], index: int, seed: int, n: int = 2) -> list[dict[str, Any]]:
+def few_shot_demos(pool: Sequence[Mapping[str, Any]], item: Mapping[str, Any], seed: int,
+                   n: int = 2) -> list[dict[str, Any]]:  # fmt: skip
     """n demonstrations from the same dataset, never the item itself, drawn reproducibly per item."""
-    others = [r for i, r in enumerate(records) if i != index]
-    rng = random.Random(f"{seed}:{records[index]['id']}")
-    chosen = rng.sample(others, min(n, len(others)))
+    others = [r for r in pool if r["id"] != item["id"]]
+    chosen = random.Random(f"{seed}:{item['id']}").sample(others, min(n, len(others)))
     return [{"claims": r["paper_novelty"], "evaluation": r["output_format"]} for r in chosen]
 
 
@@ -106,14 +106,15 @@ def rag_related(records: Sequence[Mapping[str, Any]], corpus: Sequence[Paper], t
 
 
 def novelty_requests(records: Sequence[Mapping[str, Any]], strategy: str, *, seed: int,
-                     related: Sequence[Sequence[Paper]] | None = None) -> list[Request]:  # fmt: skip
-    """One prompt per record for the chosen prompting strategy."""
+                     related: Sequence[Sequence[Paper]] | None = None,
+                     pool: Sequence[Mapping[str, Any]] | None = None) -> list[Request]:  # fmt: skip
+    """One prompt per record; few-shot demonstrations come from `pool` (default: the records)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy: unknown {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     version = template_version("novelty_evaluation.jinja")
     requests = []
     for i, rec in enumerate(records):
-        demos = few_shot_demos(records, i, seed) if strategy == "few_shot" else []
+        demos = few_shot_demos(pool or records, rec, seed) if strategy == "few_shot" else []
         rel = list(related[i]) if strategy == "rag" and related else []
         messages = _messages("novelty_evaluation.jinja", title=rec["title"], claims=rec["paper_novelty"],
                              demonstrations=demos, related=rel)  # fmt: skip

@@ -23,7 +23,7 @@ from experiments.datasets import Instance, dataset_hash
 from experiments.inputs import StudyError, load_study_inputs
 from experiments.modes import Prompt, build_prompts
 from experiments.rows import rows_for, to_frame
-from judge.cache import CallCache
+from judge.cache import CacheError, CallCache
 from judge.client import CallResult, Judge
 from judge.completer import LiteLLMCompleter
 from judge.retry import FatalProviderError, RetryPolicy
@@ -44,6 +44,7 @@ class Tally:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     cost_known: bool = True
+    cache_damaged: int = 0
     errors: list[str] = field(default_factory=list)
 
     def add(self, result: CallResult, scored: bool) -> None:
@@ -82,36 +83,122 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge:
                  api_base=jcfg.get("api_base"))  # fmt: skip
 
 
-async def execute(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[str, Any],
+@dataclass(frozen=True)
+class Call:
+    """One uncached (prompt, sample) call: where its rows go, what to send, and its cache key."""
+
+    index: int
+    prompt: Prompt
+    sample_idx: int
+    params: dict[str, Any]
+    key: str
+
+
+def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[str, Any],
                   meta: Mapping[str, Any], tally: Tally) -> list[dict[str, Any]]:  # fmt: skip
-    """Every (prompt, sample) call, concurrently; rows come back in a stable order."""
+    """Every (prompt, sample) call; rows come back in a stable (prompt, sample) order.
+
+    Cached calls are replayed first, in this process. The others go to the provider: concurrently on one
+    event loop, or spread over worker processes (`workers`, see `plan_workers`) when client CPU would
+    otherwise be the bottleneck. A call whose key repeats within the run is asked for once.
+    """
     params = {"temperature": float(cfg["temperature"]), "max_tokens": int(cfg["max_tokens"]),
               "seed": int(cfg["seed"])}  # fmt: skip
+    version = rubric.version  # hashes the template files: once per run, not per call
     jobs = [(p, s) for p in prompts for s in range(int(cfg["n_samples"]))]
+    done: list[list[dict[str, Any]] | None] = [None] * len(jobs)
+    structured = bool(cfg["judge"].get("structured_output", False))
+    formats: dict[tuple[str, ...] | None, dict[str, Any]] = {}
+
+    def call_params(prompt: Prompt) -> dict[str, Any]:
+        """The decoding parameters of one prompt: with its structured-output schema where asked for."""
+        if not structured:
+            return params
+        labels = tuple(s.label or "" for s in prompt.shown) if prompt.mode == "comparative" else None
+        if labels not in formats:
+            formats[labels] = {**params, "response_format": prompt_format(rubric, prompt)}
+        return formats[labels]
+
     bar = tqdm(total=len(jobs), disable=not cfg.get("progress", True), file=sys.stderr, unit="call")
 
-    structured = bool(cfg["judge"].get("structured_output", False))
-
-    async def one(index: int, prompt: Prompt, sample_idx: int) -> tuple[int, list[dict[str, Any]]]:
-        call_params = {**params, "response_format": prompt_format(rubric, prompt)} if structured else params
-        result = await judge(prompt.messages, call_params, sample_idx=sample_idx, rubric_version=rubric.version)
+    def finish(index: int, prompt: Prompt, sample_idx: int, result: CallResult) -> None:
         rows = rows_for(prompt, sample_idx, result, rubric, meta)
         tally.add(result, scored=all(r["parse_ok"] for r in rows))
+        done[index] = rows
         bar.update(1)
-        bar.set_postfix(made=tally.calls, cached=tally.cached, unscored=tally.unscored, refresh=False)
-        return index, rows
+        if not bar.disable:
+            bar.set_postfix(made=tally.calls, cached=tally.cached, unscored=tally.unscored, refresh=False)
 
     try:
-        done = await asyncio.gather(*(one(i, p, s) for i, (p, s) in enumerate(jobs)))
+        misses: list[Call] = []
+        followers: dict[str, list[Call]] = {}
+        for index, (prompt, sample_idx) in enumerate(jobs):
+            sample, key, hit = judge.lookup(prompt.messages, call_params(prompt), sample_idx=sample_idx,
+                                            rubric_version=version)  # fmt: skip
+            if hit is not None:
+                finish(index, prompt, sample_idx, hit)
+            elif key in followers:
+                followers[key].append(Call(index, prompt, sample_idx, sample, key))
+            else:
+                followers[key] = []
+                misses.append(Call(index, prompt, sample_idx, sample, key))
+
+        def settle(call: Call, result: CallResult) -> None:
+            finish(call.index, call.prompt, call.sample_idx, result)
+            for twin in followers.get(call.key, ()):
+                same = CallResult(result.completion, cached=True, retries=0) if result.completion else result
+                finish(twin.index, twin.prompt, twin.sample_idx, same)
+
+        if misses:
+            n_workers = plan_workers(cfg, judge, len(misses))
+            if n_workers > 1:
+                from experiments.workers import run_in_workers  # noqa: PLC0415
+
+                run_in_workers(judge, misses, n_workers, settle)
+            else:
+                asyncio.run(_call_all(judge, misses, settle))
     finally:
         bar.close()
-    return [row for _, rows in sorted(done, key=lambda item: item[0]) for row in rows]
+    return [row for rows in done for row in rows or ()]
+
+
+async def _call_all(judge: Judge, calls: Sequence[Call], settle: Any) -> None:
+    async def one(call: Call) -> None:
+        settle(call, await judge.call_provider(call.prompt.messages, call.params, call.key))
+
+    await asyncio.gather(*(one(c) for c in calls))
 
 
 def prompt_format(rubric: Rubric, prompt: Prompt) -> dict[str, Any]:
     """The structured-output schema for one prompt (labelled per item in comparative mode)."""
     labels = [s.label or "" for s in prompt.shown] if prompt.mode == "comparative" else None
     return response_format(rubric, labels)
+
+
+# Calls per worker below which forking is not worth it, and the most workers `auto` starts.
+MIN_CALLS_PER_WORKER = 100
+MAX_AUTO_WORKERS = 4
+
+
+def plan_workers(cfg: Mapping[str, Any], judge: Judge, n_calls: int) -> int:
+    """How many processes make this run's provider calls (1 = this process, on one event loop).
+
+    `workers: N` forces N (where fork is available); `workers: null` (auto) uses one per CPU core, up to
+    MAX_AUTO_WORKERS, when the run has at least MIN_CALLS_PER_WORKER uncached calls per worker and the judge
+    allows two requests in flight per worker - but never for a model served inside this process (a litellm
+    custom provider such as the embedded local model), which would load it once per worker.
+    """
+    from experiments.workers import fork_available, in_process_provider  # noqa: PLC0415
+
+    wanted = cfg.get("workers")
+    if not fork_available() or (wanted is not None and int(wanted) <= 1):
+        return 1
+    if wanted is not None:
+        return max(1, min(int(wanted), judge.concurrency, n_calls))
+    if in_process_provider(judge.completer.model):
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, MAX_AUTO_WORKERS, judge.concurrency // 2, n_calls // MIN_CALLS_PER_WORKER))
 
 
 def write_atomic(path: Path, write: Any) -> None:
@@ -128,16 +215,20 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     rubric, instances, data_path = inputs or load_study_inputs(cfg)
     prompts = build_prompts(instances, rubric, cfg["mode"]["name"], seed=int(cfg["seed"]),
                             k_per_source=cfg["mode"].get("k_per_source"))  # fmt: skip
-    judge = make_judge(cfg)
+    try:
+        judge = make_judge(cfg)
+    except CacheError as exc:
+        raise StudyError(str(exc)) from None
     meta = {"run_id": run_id, "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"],
             "mode": cfg["mode"]["name"], "rubric": rubric.name, "rubric_version": rubric.version,
             "temperature": float(cfg["temperature"])}  # fmt: skip
     tally = Tally()
     try:
-        rows = asyncio.run(execute(judge, prompts, rubric, cfg, meta, tally))
-    except FatalProviderError as exc:
+        rows = execute_calls(judge, prompts, rubric, cfg, meta, tally)
+    except (FatalProviderError, CacheError) as exc:
         raise StudyError(str(exc)) from None
     finally:
+        tally.cache_damaged += judge.cache.damaged
         judge.cache.close()
     frame = to_frame(rows)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -166,5 +257,6 @@ def build_manifest(cfg: Mapping[str, Any], frame: pd.DataFrame, tally: Tally, ru
         "rows": len(frame), "prompt_tokens": tally.prompt_tokens, "completion_tokens": tally.completion_tokens,
         "cost_usd": round(tally.cost_usd, 6) if tally.cost_known else None,
         "wall_time_s": round(time.perf_counter() - started, 3),
+        "cache_damaged_entries": tally.cache_damaged,
         "first_provider_errors": tally.errors[:5],
     }  # fmt: skip

@@ -160,6 +160,8 @@ class LiteLLMCompleter:
             kwargs["api_base"] = self.api_base
         if self.api_key_env:
             kwargs["api_key"] = os.environ.get(self.api_key_env)
+        elif self.api_base and self.model.startswith("openai/"):
+            kwargs["api_key"] = "no-key"  # a keyless OpenAI-compatible server (vLLM, llama.cpp): the SDK needs a value
         return kwargs
 
     def _completion(self, response: Any, started: float) -> Completion:

@@ -1,0 +1,117 @@
+"""EchoReview issue sets: extract each review's weaknesses, match human vs model issues, compute overlaps.
+
+`python -m experiments.issues judge=<model> dataset=sample_reviews matcher=judge|embedding` writes
+`weaknesses.csv` (every extracted issue), `matches.csv` (every pair's decision, for audit),
+`overlap_per_paper.csv` and `overlap.csv` (macro-averaged ratios with 95% CIs, per generator).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import hydra
+import pandas as pd
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+
+async def extract_all(judge: Any, reviews: Sequence[str], params: Mapping[str, Any]) -> list[list[str]]:
+    """The weakness list of every review (one cached judge call each)."""
+    from experiments.generation import call_many, parse_list, weakness_request
+
+    results = await call_many(judge, [weakness_request(r) for r in reviews], params, progress=False)
+    return [parse_list(r.completion.text) if r.completion else [] for r in results]
+
+
+async def judge_decisions(judge: Any, rubric: Any, pairs: Sequence[tuple[str, str]],
+                          params: Mapping[str, Any], structured: bool) -> list[bool | None]:  # fmt: skip
+    """issue_match verdicts for (human issue, model issue) pairs; None where the answer did not parse."""
+    from judge.parse import parse_object
+    from judge.rubric import response_format
+
+    call_params = {**params, "response_format": response_format(rubric)} if structured else dict(params)
+
+    async def one(a: str, b: str) -> bool | None:
+        res = await judge(rubric.render(statement_a=a, statement_b=b), call_params, sample_idx=0,
+                          rubric_version=rubric.version)  # fmt: skip
+        parsed = parse_object(res.completion.text if res.completion else "", rubric.fields)
+        return parsed.values["same_issue"] == "yes" if parsed.ok else None
+
+    return list(await asyncio.gather(*(one(a, b) for a, b in pairs)))
+
+
+def match_issues(cfg: Mapping[str, Any], judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
+                 human: Sequence[str], model: Sequence[str]) -> list[Any]:  # fmt: skip
+    """Every (human, model) issue pair decided by the embedding threshold or by the issue_match judge."""
+    from analysis import echoreview as er
+
+    if embedder is not None:
+        return er.match_by_embedding(human, model, embedder, float(cfg["threshold"]))
+    pairs = [(h, m) for h in human for m in model]
+    structured = bool(cfg["judge"].get("structured_output"))
+    verdicts = asyncio.run(judge_decisions(judge, rubric, pairs, params, structured))
+    table = dict(zip(pairs, verdicts, strict=True))
+    return er.match_by_judge(human, model, lambda h, m: table[(h, m)])
+
+
+def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
+    """The whole issue-set study for one judge; returns the macro table."""
+    from analysis import echoreview as er
+    from experiments.inputs import load_study_inputs
+    from experiments.study import make_judge
+
+    rubric, instances, _ = load_study_inputs({**cfg, "mode": {"name": "independent"}})
+    judge = make_judge(cfg)
+    params = {"temperature": float(cfg["temperature"]), "max_tokens": int(cfg["max_tokens"]), "seed": int(cfg["seed"])}
+    reviews = [(inst, c) for inst in instances for c in inst.all_candidates()]
+    try:
+        issues = asyncio.run(extract_all(judge, [c.text for _, c in reviews], params))
+        by_id = {c.candidate_id: iss for (_, c), iss in zip(reviews, issues, strict=True)}
+        embedder = None
+        if cfg["matcher"] == "embedding":
+            from analysis.embeddings import Embedder
+
+            embedder = Embedder()
+        per_paper, audit = [], []
+        for inst in instances:
+            human = by_id.get(inst.reference.candidate_id, []) if inst.reference else []
+            for cand in inst.candidates:
+                model = by_id[cand.candidate_id]
+                decisions = match_issues(cfg, judge, rubric, params, embedder, human, model)
+                per_paper.append({"instance_id": inst.instance_id, "source": cand.source,
+                                  **er.issue_overlap(human, model, er.matched_pairs(decisions))})
+                audit += [{"instance_id": inst.instance_id, "source": cand.source, "human_issue": human[d.human_idx],
+                           "model_issue": model[d.model_idx], **vars(d)} for d in decisions]
+    finally:
+        judge.cache.close()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame([{"candidate_id": k, "issue": i} for k, v in by_id.items() for i in v]).to_csv(
+        out_dir / "weaknesses.csv", index=False)
+    pd.DataFrame(audit).to_csv(out_dir / "matches.csv", index=False)
+    frame = pd.DataFrame(per_paper)
+    frame.to_csv(out_dir / "overlap_per_paper.csv", index=False)
+    macro = er.macro_overlap(frame, by=("source",))
+    macro.to_csv(out_dir / "overlap.csv", index=False)
+    return macro
+
+
+@hydra.main(version_base="1.3", config_path="pkg://conf", config_name="issues")
+def main(cfg: DictConfig) -> None:
+    from experiments.inputs import StudyError
+
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(plain, dict)
+    try:
+        macro = run_issues(plain, Path(HydraConfig.get().runtime.output_dir))
+    except StudyError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    print(macro.to_string(index=False), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""Spread a run's provider calls over worker processes, one per CPU core.
+
+litellm spends several milliseconds of CPU per call, so on a small machine one Python process tops out well
+below what a fast provider (or a local server) answers. `run_in_workers` forks N workers after the cache has
+been read; each takes every N-th uncached call, runs it through the same `Judge.call_provider` path (retry
+policy, its own connection to the shared cache folder, its share of the concurrency limit) on its own event
+loop, and sends each `CallResult` back through a pipe. The parent turns results into rows as they arrive.
+
+Failure handling: a fatal provider error or a cache error in a worker stops the run with that message (the
+other workers are stopped; what they finished is cached); a worker that dies is reported with its exit code.
+Workers die with their parent (PR_SET_PDEATHSIG on Linux, plus a parent-pid watchdog), so a killed run never
+leaves orphans that keep calling the provider. Fork only (Linux): elsewhere the calls stay in one process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection, wait
+from typing import TYPE_CHECKING, Any
+
+from judge.cache import CacheError, CallCache
+from judge.client import CallResult, Judge
+from judge.retry import FatalProviderError
+from judge.secrets import redact
+
+if TYPE_CHECKING:
+    from experiments.study import Call
+
+_PR_SET_PDEATHSIG = 1
+_WATCHDOG_S = 0.5
+
+
+def fork_available() -> bool:
+    """Workers are forked (they inherit the loaded modules and prompts at no cost); Linux only."""
+    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+
+
+def in_process_provider(model: str) -> bool:
+    """True when litellm serves `model` inside this process (a registered custom provider)."""
+    import litellm  # noqa: PLC0415
+
+    prefix = model.split("/", 1)[0]
+    return any(entry.get("provider") == prefix for entry in getattr(litellm, "custom_provider_map", []) or [])
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies; then check it has not died already."""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+async def _watch_parent(parent_pid: int) -> None:
+    while True:
+        await asyncio.sleep(_WATCHDOG_S)
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+
+def _worker(judge: Judge, calls: Sequence[Call], concurrency: int, conn: Connection, parent_pid: int) -> None:
+    """Body of one worker process: its calls on its own event loop, each result sent to the parent."""
+    _die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
+    # a fresh connection to the cache folder: SQLite connections must not cross a fork
+    mine = Judge(judge.completer, CallCache(judge.cache.directory), policy=judge.policy, concurrency=concurrency,
+                 api_base=judge.api_base)  # fmt: skip
+
+    async def main() -> None:
+        watchdog = asyncio.create_task(_watch_parent(parent_pid))
+
+        async def one(call: Call) -> None:
+            result = await mine.call_provider(call.prompt.messages, call.params, call.key)
+            conn.send(("result", call.index, result))
+
+        try:
+            await asyncio.gather(*(one(c) for c in calls))
+        finally:
+            watchdog.cancel()
+
+    try:
+        asyncio.run(main())
+        mine.cache.close()
+        conn.send(("done", None, None))
+    except (FatalProviderError, CacheError) as exc:
+        conn.send(("fatal", type(exc).__name__, str(exc)))
+    except BaseException as exc:  # noqa: BLE001  (reported to the parent, which raises it)
+        conn.send(("crash", type(exc).__name__, redact("".join(traceback.format_exception(exc))[-4000:])))
+    finally:
+        conn.close()
+
+
+def run_in_workers(judge: Judge, calls: Sequence[Call], n_workers: int,
+                   settle: Callable[[Call, CallResult], None]) -> None:  # fmt: skip
+    """Make `calls` in `n_workers` forked processes; `settle(call, result)` runs here as each one finishes."""
+    ctx = multiprocessing.get_context("fork")
+    by_index = {c.index: c for c in calls}
+    shares = [judge.concurrency // n_workers + (w < judge.concurrency % n_workers) for w in range(n_workers)]
+    procs: dict[Connection, Any] = {}
+    parent_pid = os.getpid()
+    try:
+        for w in range(n_workers):
+            reader, writer = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_worker, args=(judge, calls[w::n_workers], max(1, shares[w]), writer, parent_pid),
+                               name=f"judgescope-worker-{w}", daemon=True)  # fmt: skip
+            proc.start()
+            writer.close()
+            procs[reader] = proc
+        finished = 0
+        while procs:
+            for conn in wait(list(procs)):
+                assert isinstance(conn, Connection)
+                try:
+                    kind, a, b = conn.recv()
+                except EOFError:
+                    proc = procs.pop(conn)
+                    proc.join()
+                    raise RuntimeError(f"{proc.name} died (exit code {proc.exitcode}); rerun the same command "
+                                       "to resume from the cache") from None  # fmt: skip
+                if kind == "result":
+                    settle(by_index[a], b)
+                elif kind == "done":
+                    procs.pop(conn).join()
+                    finished += 1
+                elif kind == "fatal":
+                    raise (FatalProviderError if a == "FatalProviderError" else CacheError)(b)
+                else:
+                    raise RuntimeError(f"a worker failed with {a}:\n{b}")
+    finally:
+        for proc in procs.values():
+            proc.kill()
+        for proc in procs.values():
+            proc.join(timeout=5)
