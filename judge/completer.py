@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -17,6 +18,9 @@ from typing import Any, Protocol
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm  # noqa: E402  (the env var above must be set before the import)
+
+if not os.environ.get("LITELLM_LOG"):  # litellm logs one INFO line per call; keep the progress bar readable
+    logging.getLogger("LiteLLM").setLevel(logging.WARNING)
 
 Message = Mapping[str, str]
 
