@@ -33,10 +33,14 @@ def load_evaluations(root: Path) -> pd.DataFrame:
 
 def table_markdown(table: pd.DataFrame, scores: pd.DataFrame) -> str:
     """NovBench Table 2 as Markdown: mean [95% CI] per metric, with the models that produced them."""
-    lines = ["| model | strategy | n | Rel. | Cov. | Clarity | DistAcc |", "|---|---|---|---|---|---|---|"]
+    lines = ["| model | strategy | n | in format | Rel. | Cov. | Clarity | DistAcc |", "|---|---|---|---|---|---|---|---|"]
+    parsed = scores.groupby(["model", "strategy"])["generated_parsed"].sum()
     for _, r in table.iterrows():
         cells = [f"{r[m]:.3f} [{r[f'{m}_lo']:.3f}, {r[f'{m}_hi']:.3f}]" for m in ("Rel.", "Cov.", "Clarity", "DistAcc")]
-        lines.append(f"| {r['model']} | {r['strategy']} | {r['n']} | " + " | ".join(cells) + " |")
+        fmt = int(parsed.get((r["model"], r["strategy"]), 0))
+        lines.append(f"| {r['model']} | {r['strategy']} | {r['n']} | {fmt} | " + " | ".join(cells) + " |")
+    lines.append("\n`in format`: generated texts with Positive/Neutral/Negative sections; the metrics are undefined "
+                 "(NaN, never 0) for the others.")
     models = {c: sorted(set(scores[c].dropna().astype(str))) for c in scores.columns if c.endswith("_model")}
     notes = "; ".join(f"{k}: {', '.join(v)}" for k, v in models.items() if v)
     return "\n".join(lines) + f"\n\nModels: {notes}.\n"

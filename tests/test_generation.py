@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from analysis import novbench_report
 from experiments.datasets import load_instances
 from experiments.generate import generate
 from experiments.generation import few_shot_demos, parse_list
@@ -91,6 +92,12 @@ def test_novelty_strategies_and_few_shot_never_uses_the_item(server: ScriptedSer
         assert [r["strategy"] for r in rows] == [strategy] * 2 and rows[0]["generated"] == EVALUATION
     prompts = [r["messages"][-1]["content"] for r in server.requests[seen:]]
     assert sorted(p.count("Example ") for p in prompts) == [0, 0, 2, 2]  # zero-shot: none; few-shot: two
+    # NovBench Table 2 over both runs (real MiniLM embeddings; clarity as in the released code)
+    assert novbench_report.main([str(tmp_path), "--clarity", "released"]) == 0
+    table = pd.read_csv(tmp_path / "novbench_table.csv")
+    assert sorted(table["strategy"]) == ["few_shot", "zero_shot"] and (table["n"] == 2).all()
+    assert table["DistAcc"].between(0, 1).all() and table["Rel."].between(1, 5).all()
+    assert "| 2 |" in (tmp_path / "novbench_table.md").read_text()  # both outputs in the sectioned format
 
 
 def test_issue_sets_by_judge(server: ScriptedServer, tmp_path: Path) -> None:
