@@ -19,12 +19,13 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 
-async def extract_all(judge: Any, reviews: Sequence[str], params: Mapping[str, Any]) -> list[list[str]]:
-    """The weakness list of every review (one cached judge call each)."""
+async def extract_all(judge: Any, reviews: Sequence[str], params: Mapping[str, Any]) -> list[list[str] | None]:
+    """The weakness list of every review (one cached judge call each); None where the call failed or the
+    answer held no list - a failure is not "no weaknesses" and must not enter the overlap ratios."""
     from experiments.generation import call_many, parse_list, weakness_request
 
     results = await call_many(judge, [weakness_request(r) for r in reviews], params, progress=False)
-    return [parse_list(r.completion.text) if r.completion else [] for r in results]
+    return [(parse_list(r.completion.text) or None) if r.completion else None for r in results]
 
 
 async def judge_decisions(judge: Any, rubric: Any, pairs: Sequence[tuple[str, str]],
@@ -70,7 +71,7 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
     reviews = [(inst, c) for inst in instances for c in inst.all_candidates()]
     try:
         issues = asyncio.run(extract_all(judge, [c.text for _, c in reviews], params))
-        by_id = {c.candidate_id: iss for (_, c), iss in zip(reviews, issues, strict=True)}
+        by_id = {(i.instance_id, c.candidate_id): iss for (i, c), iss in zip(reviews, issues, strict=True)}
         embedder = None
         if cfg["matcher"] == "embedding":
             from analysis.embeddings import Embedder
@@ -78,9 +79,13 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
             embedder = Embedder()
         per_paper, audit = [], []
         for inst in instances:
-            human = by_id.get(inst.reference.candidate_id, []) if inst.reference else []
+            human = by_id.get((inst.instance_id, inst.reference.candidate_id)) if inst.reference else None
             for cand in inst.candidates:
-                model = by_id[cand.candidate_id]
+                model = by_id[(inst.instance_id, cand.candidate_id)]
+                if human is None or model is None:  # unscored extraction: recorded, not counted
+                    per_paper.append({"instance_id": inst.instance_id, "source": cand.source,
+                                      "error": "no weakness list extracted"})
+                    continue
                 decisions = match_issues(cfg, judge, rubric, params, embedder, human, model)
                 per_paper.append({"instance_id": inst.instance_id, "source": cand.source,
                                   **er.issue_overlap(human, model, er.matched_pairs(decisions))})
@@ -89,12 +94,14 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
     finally:
         judge.cache.close()
     out_dir.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame([{"candidate_id": k, "issue": i} for k, v in by_id.items() for i in v]).to_csv(
+    pd.DataFrame([{"instance_id": k[0], "candidate_id": k[1], "issue": i} for k, v in by_id.items()
+                  for i in (v or [])]).to_csv(
         out_dir / "weaknesses.csv", index=False)
     pd.DataFrame(audit).to_csv(out_dir / "matches.csv", index=False)
     frame = pd.DataFrame(per_paper)
     frame.to_csv(out_dir / "overlap_per_paper.csv", index=False)
-    macro = er.macro_overlap(frame, by=("source",))
+    scored = frame[frame["error"].isna()] if "error" in frame else frame
+    macro = er.macro_overlap(scored, by=("source",))
     macro.to_csv(out_dir / "overlap.csv", index=False)
     return macro
 

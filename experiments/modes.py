@@ -39,10 +39,10 @@ def _items(shown: Sequence[Shown]) -> list[dict[str, str]]:
     return [{"label": s.label or "", "text": s.candidate.text} for s in shown]
 
 
-def independent_prompts(instance: Instance, rubric: Rubric) -> list[Prompt]:
+def independent_prompts(instance: Instance, rubric: Rubric, k_per_source: int | None = None) -> list[Prompt]:
     """One prompt per candidate (the reference included), judged alone against the background."""
     prompts = []
-    for cand in instance.all_candidates():
+    for cand in select_candidates(instance, k_per_source):
         shown = (Shown(cand, None, None),)
         messages = rubric.render(background=instance.background, items=_items(shown), comparative=False)
         prompt_id = f"{instance.instance_id}|{cand.candidate_id}"
@@ -51,7 +51,10 @@ def independent_prompts(instance: Instance, rubric: Rubric) -> list[Prompt]:
 
 
 def select_candidates(instance: Instance, k_per_source: int | None) -> list[Candidate]:
-    """The reference plus the first K candidates of every generator (all of them when K is None)."""
+    """The reference plus the first K candidates of every generator (all of them when K is None).
+
+    Every mode uses the same selection, so independent and comparative results cover the same candidates.
+    """
     chosen: list[Candidate] = [instance.reference] if instance.reference else []
     taken: dict[str, int] = {}
     for cand in instance.candidates:
@@ -73,13 +76,13 @@ def comparative_prompts(
     return [Prompt(prompt_id, instance.instance_id, messages, shown, "comparative")]
 
 
-def pairwise_prompts(instance: Instance, rubric: Rubric) -> list[Prompt]:
+def pairwise_prompts(instance: Instance, rubric: Rubric, k_per_source: int | None = None) -> list[Prompt]:
     """Each generated candidate against the reference, asked as (A=candidate, B=reference) and swapped."""
     if instance.reference is None:
         return []
     prompts = []
     ref = instance.reference
-    for cand in instance.candidates:
+    for cand in select_candidates(instance, k_per_source)[1:]:
         for order, pair in (("ab", (cand, ref)), ("ba", (ref, cand))):
             shown = tuple(Shown(c, pos, "AB"[pos]) for pos, c in enumerate(pair))
             messages = rubric.render(background=instance.background, items=_items(shown), comparative=False)
@@ -97,9 +100,9 @@ def build_prompts(
     prompts: list[Prompt] = []
     for inst in instances:
         if mode == "independent":
-            prompts += independent_prompts(inst, rubric)
+            prompts += independent_prompts(inst, rubric, k_per_source)
         elif mode == "comparative":
             prompts += comparative_prompts(inst, rubric, seed=seed, k_per_source=k_per_source)
         else:
-            prompts += pairwise_prompts(inst, rubric)
+            prompts += pairwise_prompts(inst, rubric, k_per_source)
     return prompts

@@ -155,9 +155,9 @@ class _Decoder:
 
     def __init__(self, model: Any, torch: Any, prompt_ids: list[int]) -> None:
         self.model, self.torch = model, torch
-        self.prompt_ids = list(prompt_ids)
         reused, self.cache = PREFIX_CACHE.lookup(prompt_ids)
-        self.pending: list[int] = self.prompt_ids[reused:]
+        self.fed: list[int] = list(prompt_ids[:reused])  # exactly the tokens whose KV is in self.cache
+        self.pending: list[int] = list(prompt_ids[reused:])
         self.logits: Any = None
         self.generated = 0  # tokens after the prompt: the answer's length
         self._prompt_stored = False
@@ -174,9 +174,10 @@ class _Decoder:
         out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **kwargs)
         self.cache = out["cache"]
         self.logits = out.logits[0, -1]
+        self.fed += self.pending
         self.pending = []
-        if not self._prompt_stored:  # the first flush ends with the prompt's last token
-            PREFIX_CACHE.store(self.prompt_ids, self.cache)
+        if not self._prompt_stored:  # the prompt (and the answer's forced opening) is now in the cache
+            PREFIX_CACHE.store(self.fed, self.cache)
             self._prompt_stored = True
 
     def choose(self, options: Sequence[Sequence[int]], temperature: float, gen: Any) -> int:

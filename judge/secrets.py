@@ -36,7 +36,8 @@ def redact_config(obj: Any) -> Any:
     """A copy of a plain config tree with secret-named entries and secret values replaced."""
     if isinstance(obj, Mapping):
         return {
-            k: (REDACTED if _SECRET_NAME.search(str(k)) and not str(k).endswith("_env") and v else redact_config(v))
+            k: (REDACTED if isinstance(v, str) and v and _SECRET_NAME.search(str(k)) and not str(k).endswith("_env")
+                else redact_config(v))
             for k, v in obj.items()
         }
     if isinstance(obj, list | tuple):

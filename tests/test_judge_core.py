@@ -112,3 +112,14 @@ def test_retry_through_real_litellm_http_path(tmp_path) -> None:  # type: ignore
         assert server.requests[-1]["seed"] == 0 and server.requests[-1]["temperature"] == 0.1
         again = _run(Judge(completer, CallCache(tmp_path), policy=FAST))
         assert again.cached and len(server.requests) == 3
+
+
+def test_config_redaction_keeps_numbers_and_drops_keys(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from judge.secrets import REDACTED, redact_config
+
+    monkeypatch.setenv("MY_API_KEY", "sk-abcdefgh12345678")
+    cfg = {"max_tokens": 160, "api_key": "sk-literal", "api_key_env": "MY_API_KEY",
+           "extra": {"headers": "Bearer sk-abcdefgh12345678"}}  # fmt: skip
+    out = redact_config(cfg)
+    assert out["max_tokens"] == 160 and out["api_key_env"] == "MY_API_KEY"
+    assert out["api_key"] == REDACTED and out["extra"]["headers"] == f"Bearer {REDACTED}"

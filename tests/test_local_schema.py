@@ -69,3 +69,21 @@ def test_real_structured_answers_parse_through_litellm() -> None:
     resp = litellm.completion(model="local/smollm2-135m", messages=one, temperature=0.0, max_tokens=64,
                               response_format=response_format(nov))  # fmt: skip
     assert parse_object(resp.choices[0].message.content, nov.fields).ok
+
+
+@pytest.mark.slow
+def test_prefix_reuse_gives_the_same_answer_as_a_cold_start() -> None:
+    """The reused KV state must be exactly the shared prefix: sampled answers match a cold computation."""
+    from judge import local_schema
+
+    nov = rubric("novelty")
+    background = [{"title": "A new parser", "text": "We present a parser for noisy text."}]
+    prompt_a, prompt_b = (nov.render(background=background, items=[{"label": "", "text": t}], comparative=False)
+                          for t in ("Does X help?", "Why does the parser fail on tweets?"))  # fmt: skip
+    schema = response_format(nov)["json_schema"]["schema"]
+    local_schema.PREFIX_CACHE.entries.clear()
+    cold = [local_schema.generate_structured(prompt_b, schema, temperature=1.0, seed=s).text for s in range(4)]
+    local_schema.PREFIX_CACHE.entries.clear()
+    local_schema.generate_structured(prompt_a, schema, temperature=1.0, seed=0)  # shares the long prefix
+    warm = [local_schema.generate_structured(prompt_b, schema, temperature=1.0, seed=s).text for s in range(4)]
+    assert warm == cold

@@ -110,3 +110,11 @@ def test_pairwise_both_orders_mapping_and_flip_detection() -> None:
     assert list(frame["position"]) == [0, 1, 0, 1] and list(frame["label"]) == ["A", "B", "A", "B"]
     assert list(frame["inconsistent"]) == [False, False, True, True]
     assert list(frame.columns) == COLUMNS
+
+
+def test_k_per_source_applies_to_every_mode() -> None:
+    inst = instance(3)
+    ind = build_prompts([inst], load("novelty"), "independent", seed=0, k_per_source=1)
+    assert [p.shown[0].candidate.source for p in ind] == ["reference", "narrow_gen", "broad_gen"]
+    pw = build_prompts([inst], load("pairwise"), "pairwise", seed=0, k_per_source=1)
+    assert len(pw) == 4  # 2 candidates x 2 orders
