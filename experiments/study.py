@@ -25,7 +25,7 @@ from experiments.modes import Prompt, build_prompts
 from experiments.rows import rows_for, to_frame
 from judge.cache import CacheError, CallCache
 from judge.client import CallResult, Judge
-from judge.completer import LiteLLMCompleter
+from judge.completer import LiteLLMCompleter, use_inline_setup
 from judge.retry import FatalProviderError, RetryPolicy
 from judge.rubric import Rubric, response_format
 from judge.secrets import redact, redact_config
@@ -154,7 +154,10 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
             if n_workers > 1:
                 from experiments.workers import run_in_workers  # noqa: PLC0415
 
-                run_in_workers(judge, misses, n_workers, settle)
+                # the first call here: it pays litellm's one-off warm-up (lazy imports, ~0.5 s of CPU) once
+                # instead of once per worker, and a fatal error (key, model) surfaces before any fork
+                asyncio.run(_call_all(judge, misses[:1], settle))
+                run_in_workers(judge, misses[1:], n_workers, settle)
             else:
                 asyncio.run(_call_all(judge, misses, settle))
     finally:
@@ -163,6 +166,8 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
 
 
 async def _call_all(judge: Judge, calls: Sequence[Call], settle: Any) -> None:
+    use_inline_setup()
+
     async def one(call: Call) -> None:
         settle(call, await judge.call_provider(call.prompt.messages, call.params, call.key))
 

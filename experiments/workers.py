@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import gc
 import multiprocessing
 import os
 import signal
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from judge.cache import CacheError, CallCache
 from judge.client import CallResult, Judge
+from judge.completer import use_inline_setup
 from judge.retry import FatalProviderError
 from judge.secrets import redact
 
@@ -76,6 +78,7 @@ def _worker(judge: Judge, calls: Sequence[Call], concurrency: int, conn: Connect
                  api_base=judge.api_base)  # fmt: skip
 
     async def main() -> None:
+        use_inline_setup()
         watchdog = asyncio.create_task(_watch_parent(parent_pid))
 
         async def one(call: Call) -> None:
@@ -107,6 +110,9 @@ def run_in_workers(judge: Judge, calls: Sequence[Call], n_workers: int,
     shares = [judge.concurrency // n_workers + (w < judge.concurrency % n_workers) for w in range(n_workers)]
     procs: dict[Connection, Any] = {}
     parent_pid = os.getpid()
+    # objects that exist now go to a permanent GC generation, so a worker's collections do not touch (and
+    # copy-on-write) the parent's whole heap
+    gc.freeze()
     try:
         for w in range(n_workers):
             reader, writer = ctx.Pipe(duplex=False)
@@ -115,6 +121,7 @@ def run_in_workers(judge: Judge, calls: Sequence[Call], n_workers: int,
             proc.start()
             writer.close()
             procs[reader] = proc
+        gc.unfreeze()
         finished = 0
         while procs:
             for conn in wait(list(procs)):
@@ -136,6 +143,7 @@ def run_in_workers(judge: Judge, calls: Sequence[Call], n_workers: int,
                 else:
                     raise RuntimeError(f"a worker failed with {a}:\n{b}")
     finally:
+        gc.unfreeze()
         for proc in procs.values():
             proc.kill()
         for proc in procs.values():

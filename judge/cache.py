@@ -11,6 +11,7 @@ and what to do. Several processes may share one folder (SQLite in WAL mode, one 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -39,6 +40,23 @@ def default_cache_dir() -> Path:
     return Path(base) / "judgescope" / "calls"
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _messages_json(messages: tuple[tuple[tuple[str, Any], ...], ...]) -> str:
+    return _dumps([dict(m) for m in messages])
+
+
+def _messages_blob(messages: Sequence[Message]) -> str:
+    """The canonical JSON of the messages; memoised, since every sample of a prompt sends the same ones."""
+    try:
+        return _messages_json(tuple(tuple(sorted(m.items())) for m in messages))
+    except TypeError:  # unhashable content (e.g. a list of content parts)
+        return _dumps([dict(m) for m in messages])
+
+
 def cache_key(
     model: str,
     messages: Sequence[Message],
@@ -47,17 +65,15 @@ def cache_key(
     rubric_version: str,
     api_base: str | None = None,
 ) -> str:
-    """SHA-256 over a canonical JSON of what determines the answer (secrets dropped)."""
+    """SHA-256 over a canonical JSON of what determines the answer (secrets dropped).
+
+    The JSON is `json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))` of
+    {"api_base", "messages", "model", "params", "rubric_version", "sample_idx"}, assembled field by field so
+    that the messages (most of the bytes) are serialised once per prompt, not once per sample.
+    """
     clean = {k: v for k, v in params.items() if k not in SECRET_PARAMS}
-    payload = {
-        "model": model,
-        "api_base": api_base,
-        "messages": [dict(m) for m in messages],
-        "params": clean,
-        "sample_idx": sample_idx,
-        "rubric_version": rubric_version,
-    }
-    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    blob = (f'{{"api_base":{_dumps(api_base)},"messages":{_messages_blob(messages)},"model":{_dumps(model)},'
+            f'"params":{_dumps(clean)},"rubric_version":{_dumps(rubric_version)},"sample_idx":{_dumps(sample_idx)}}}')
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 

@@ -6,12 +6,14 @@ Every judge - the embedded local model, an API model, a local OpenAI-compatible 
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -126,6 +128,53 @@ def lean_enabled() -> bool:
     return os.environ.get("JUDGESCOPE_LEAN_LITELLM", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+# `litellm.acompletion` runs its synchronous request set-up (`litellm.main.completion`, a few ms of pure CPU
+# for HTTP providers) in the event loop's default thread pool, then awaits the request on the loop. With
+# dozens of calls in flight the pool threads and the loop thread fight over the GIL, which costs more CPU
+# and latency than the set-up itself. The framework's own event loops (`use_inline_setup`) run that set-up
+# inline instead - only for providers whose set-up does no blocking I/O (a static API key, no credential
+# refresh) and only for calls made by a `LiteLLMCompleter`; anything else still goes to a thread.
+INLINE_SETUP_PROVIDERS = frozenset({
+    "openai", "hosted_vllm", "deepseek", "openrouter", "together_ai", "groq", "fireworks_ai", "mistral",
+    "anthropic", "gemini", "xai", "cerebras", "deepinfra", "perplexity", "lm_studio", "llamafile",
+})  # fmt: skip
+_INLINE_SETUP: contextvars.ContextVar[bool] = contextvars.ContextVar("judgescope_inline_setup", default=False)
+
+
+def _is_litellm_setup(fn: Any) -> bool:
+    """`partial(ctx.run, partial(litellm.main.completion, ...))`, as litellm.acompletion submits it."""
+    inner = fn.args[0] if isinstance(fn, functools.partial) and fn.args else None
+    target = getattr(getattr(litellm, "main", None), "completion", None)
+    return isinstance(inner, functools.partial) and target is not None and inner.func is target
+
+
+class InlineSetupExecutor(ThreadPoolExecutor):
+    """A default executor that runs litellm's request set-up inline for judge calls (see above)."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        if _INLINE_SETUP.get() and _is_litellm_setup(fn):
+            future: Future[Any] = Future()
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except Exception as exc:  # noqa: BLE001  (handed to the awaiting coroutine, as a thread would)
+                future.set_exception(exc)
+            return future
+        return super().submit(fn, *args, **kwargs)
+
+
+def use_inline_setup() -> None:
+    """Make the running event loop (one the framework owns) run litellm's set-up inline for judge calls."""
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(InlineSetupExecutor(max_workers=4, thread_name_prefix="judgescope"))
+
+
+def _provider(model: str, api_base: str | None) -> str | None:
+    try:
+        return str(litellm.get_llm_provider(model=model, api_base=api_base)[1])
+    except Exception:  # noqa: BLE001  (an unknown provider only loses the optimisation)
+        return None
+
+
 class LiteLLMCompleter:
     """A `Completer` over `litellm.completion` / `acompletion`.
 
@@ -148,6 +197,7 @@ class LiteLLMCompleter:
         self.timeout_s = timeout_s
         self.extra = dict(extra or {})
         self.lean = lean_enabled() and install_lean_litellm()
+        self.inline_setup = self.lean and _provider(model, api_base) in INLINE_SETUP_PROVIDERS
 
     def _kwargs(self, messages: Sequence[Message], params: Mapping[str, Any]) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -194,9 +244,10 @@ class LiteLLMCompleter:
 
     async def acomplete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:
         started = time.perf_counter()
-        token = _LEAN_CALL.set(self.lean)
+        token, inline = _LEAN_CALL.set(self.lean), _INLINE_SETUP.set(self.inline_setup)
         try:
             response = await litellm.acompletion(**self._kwargs(messages, params))
         finally:
+            _INLINE_SETUP.reset(inline)
             _LEAN_CALL.reset(token)
         return self._completion(response, started)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -19,6 +20,7 @@ import jinja2
 from judge.parse import Field
 
 BEGIN, END = "<<<", ">>>"
+_DELIMITER_RUN = re.compile(r"<{3,}|>{3,}")  # any run, so "<<<<<" cannot leave a "<<<" behind
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ def rubric_from_config(cfg: Mapping[str, Any]) -> Rubric:
 
 def neutralise(text: str) -> str:
     """Break any delimiter inside untrusted text, so a paper cannot close its block and address the judge."""
-    return str(text).replace(BEGIN, "< < <").replace(END, "> > >")
+    return _DELIMITER_RUN.sub(lambda m: " ".join(m.group()), str(text))
 
 
 def render_template(name: str, **variables: Any) -> str:
