@@ -40,8 +40,9 @@ def default_cache_dir() -> Path:
     return Path(base) / "judgescope" / "calls"
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+# one encoder: json.dumps with non-default options builds a new JSONEncoder on every call
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+_dumps = _ENCODER.encode  # == json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 @functools.lru_cache(maxsize=4096)
