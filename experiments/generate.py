@@ -32,9 +32,11 @@ def instance_record(inst: Instance) -> dict[str, Any]:
 
 
 def write_jsonl(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    tmp.replace(path)
+    """One JSON record per line, written atomically like every other study output."""
+    from experiments.study import write_atomic
+
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def load_corpus(path: str | None, records: Sequence[Mapping[str, Any]]) -> list[Paper]:

@@ -104,7 +104,6 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
     """
     params = {"temperature": float(cfg["temperature"]), "max_tokens": int(cfg["max_tokens"]),
               "seed": int(cfg["seed"])}  # fmt: skip
-    version = rubric.version  # hashes the template files: once per run, not per call
     jobs = [(p, s) for p in prompts for s in range(int(cfg["n_samples"]))]
     done: list[list[dict[str, Any]] | None] = [None] * len(jobs)
     structured = bool(cfg["judge"].get("structured_output", False))
@@ -134,7 +133,7 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
         followers: dict[str, list[Call]] = {}
         for index, (prompt, sample_idx) in enumerate(jobs):
             sample, key, hit = judge.lookup(prompt.messages, call_params(prompt), sample_idx=sample_idx,
-                                            rubric_version=version)  # fmt: skip
+                                            rubric_version=rubric.version)  # fmt: skip
             if hit is not None:
                 finish(index, prompt, sample_idx, hit)
             elif key in followers:

@@ -53,9 +53,11 @@ class Rubric:
     def fields(self) -> tuple[Field, ...]:
         return tuple(d.field for d in self.dimensions)
 
-    @property
+    @functools.cached_property
     def version(self) -> str:
-        """Hash of the template text and everything else that shapes the prompt or its parsing."""
+        """Hash of the template text and everything else that shapes the prompt or its parsing.
+
+        Computed once per Rubric (it reads the template files): every call's cache key uses it."""
         sources = [_template_source(self.template), _template_source("_common.jinja")]
         blob = "\n".join([*sources, self.system, self.item_noun, repr(self.dimensions)])
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
