@@ -45,17 +45,32 @@ _ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",",
 _dumps = _ENCODER.encode  # == json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+def canonical_params(params: Mapping[str, Any]) -> str:
+    """The decoding parameters as they enter the key: canonical JSON, secrets dropped.
+
+    A study asks for it once per distinct (parameters, sample) pair and passes it to `cache_key`, instead of
+    re-serialising the same structured-output schema for every call."""
+    return _dumps({k: v for k, v in params.items() if k not in SECRET_PARAMS})
+
+
+def _head_text(api_base: str | None, messages: Sequence[Message], model: str) -> bytes:
+    messages_json = _dumps([dict(m) for m in messages])
+    return f'{{"api_base":{_dumps(api_base)},"messages":{messages_json},"model":{_dumps(model)},"params":'.encode()
+
+
 @functools.lru_cache(maxsize=4096)
-def _messages_json(messages: tuple[tuple[tuple[str, Any], ...], ...]) -> str:
-    return _dumps([dict(m) for m in messages])
+def _head_hash(api_base: str | None, messages: tuple[tuple[tuple[str, Any], ...], ...], model: str) -> Any:
+    return hashlib.sha256(_head_text(api_base, [dict(m) for m in messages], model))
 
 
-def _messages_blob(messages: Sequence[Message]) -> str:
-    """The canonical JSON of the messages; memoised, since every sample of a prompt sends the same ones."""
+def _head(api_base: str | None, messages: Sequence[Message], model: str) -> Any:
+    """SHA-256 state after everything up to the parameters (most of the bytes): memoised, since every sample
+    of a prompt sends the same messages."""
     try:
-        return _messages_json(tuple(tuple(sorted(m.items())) for m in messages))
+        # the memo key need not be canonical (the hashed text sorts the keys), only hashable
+        return _head_hash(api_base, tuple(tuple(m.items()) for m in messages), model)
     except TypeError:  # unhashable content (e.g. a list of content parts)
-        return _dumps([dict(m) for m in messages])
+        return hashlib.sha256(_head_text(api_base, messages, model))
 
 
 def cache_key(
@@ -65,17 +80,22 @@ def cache_key(
     sample_idx: int,
     rubric_version: str,
     api_base: str | None = None,
+    *,
+    params_json: str | None = None,
 ) -> str:
     """SHA-256 over a canonical JSON of what determines the answer (secrets dropped).
 
     The JSON is `json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))` of
-    {"api_base", "messages", "model", "params", "rubric_version", "sample_idx"}, assembled field by field so
-    that the messages (most of the bytes) are serialised once per prompt, not once per sample.
+    {"api_base", "messages", "model", "params", "rubric_version", "sample_idx"}, hashed field by field so that
+    the messages are serialised and hashed once per prompt, not once per sample. `params_json`, when given,
+    must be `canonical_params(params)`.
     """
-    clean = {k: v for k, v in params.items() if k not in SECRET_PARAMS}
-    blob = (f'{{"api_base":{_dumps(api_base)},"messages":{_messages_blob(messages)},"model":{_dumps(model)},'
-            f'"params":{_dumps(clean)},"rubric_version":{_dumps(rubric_version)},"sample_idx":{_dumps(sample_idx)}}}')
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    digest = _head(api_base, messages, model).copy()
+    params_part = params_json or canonical_params(params)
+    index = str(sample_idx) if type(sample_idx) is int else _dumps(sample_idx)  # the JSON of an int, faster
+    tail = f'{params_part},"rubric_version":{_dumps(rubric_version)},"sample_idx":{index}}}'
+    digest.update(tail.encode())
+    return digest.hexdigest()
 
 
 def _checksum(key: str, payload: str) -> str:

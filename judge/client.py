@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from judge.cache import CallCache, cache_key
+from judge.cache import CallCache, cache_key, canonical_params
 from judge.completer import Completer, Completion, Message
 from judge.retry import (
     FATAL_ERRORS,
@@ -33,6 +33,15 @@ from judge.retry import (
     is_transient,
 )
 from judge.secrets import redact
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The decoding parameters of one sample of a prompt, with their canonical JSON for the cache key."""
+
+    index: int
+    params: dict[str, Any]
+    params_json: str
 
 
 @dataclass(frozen=True)
@@ -70,21 +79,21 @@ class Judge:
             self._semaphores = {loop_id: asyncio.Semaphore(self.concurrency)}
         return self._semaphores[loop_id]
 
-    def key(self, messages: Sequence[Message], params: Mapping[str, Any], sample_idx: int, version: str) -> str:
-        return cache_key(self.completer.model, messages, params, sample_idx, version, self.api_base)
-
     @staticmethod
-    def sample_params(params: Mapping[str, Any], sample_idx: int) -> dict[str, Any]:
-        """The parameters of one sample: the sample index picks the seed, so samples differ on every provider."""
-        return {**params, "seed": int(params.get("seed", 0)) + sample_idx}
+    def sample(params: Mapping[str, Any], sample_idx: int) -> Sample:
+        """The parameters of one sample: the sample index picks the seed, so samples differ on every provider.
 
-    def lookup(self, messages: Sequence[Message], params: Mapping[str, Any], *, sample_idx: int,
-               rubric_version: str) -> tuple[dict[str, Any], str, CallResult | None]:  # fmt: skip
-        """(sample params, cache key, the cached result or None) - no provider call."""
-        sample = self.sample_params(params, sample_idx)
-        key = self.key(messages, sample, sample_idx, rubric_version)
+        A study builds one per (parameters, sample index) and reuses it for every prompt."""
+        sample = {**params, "seed": int(params.get("seed", 0)) + sample_idx}
+        return Sample(sample_idx, sample, canonical_params(sample))
+
+    def lookup(self, messages: Sequence[Message], sample: Sample,
+               rubric_version: str) -> tuple[str, CallResult | None]:  # fmt: skip
+        """(cache key, the cached result or None) - no provider call."""
+        key = cache_key(self.completer.model, messages, sample.params, sample.index, rubric_version, self.api_base,
+                        params_json=sample.params_json)  # fmt: skip
         hit = self.cache.get(key)
-        return sample, key, (CallResult(hit, cached=True, retries=0) if hit is not None else None)
+        return key, (CallResult(hit, cached=True, retries=0) if hit is not None else None)
 
     async def call_provider(self, messages: Sequence[Message], sample_params: Mapping[str, Any],
                             key: str) -> CallResult:  # fmt: skip
@@ -120,7 +129,8 @@ class Judge:
         rubric_version: str,
     ) -> CallResult:
         """One sample of one prompt: from the cache, else from the provider (then cached)."""
-        sample, key, hit = self.lookup(messages, params, sample_idx=sample_idx, rubric_version=rubric_version)
+        sample = self.sample(params, sample_idx)
+        key, hit = self.lookup(messages, sample, rubric_version)
         if hit is not None:
             return hit
-        return await self.call_provider(messages, sample, key)
+        return await self.call_provider(messages, sample.params, key)

@@ -49,8 +49,9 @@ class Rubric:
     add_overall: bool = False  # EchoReview: also report the mean of the dimensions as "overall"
     item_noun: str = "QUESTION"  # how the template names what is judged (pairwise / comparative)
 
-    @property
+    @functools.cached_property
     def fields(self) -> tuple[Field, ...]:
+        """The parser's view of the dimensions (built once: every parsed answer uses it)."""
         return tuple(d.field for d in self.dimensions)
 
     @functools.cached_property
@@ -116,8 +117,13 @@ def rubric_from_config(cfg: Mapping[str, Any]) -> Rubric:
 
 
 def neutralise(text: str) -> str:
-    """Break any delimiter inside untrusted text, so a paper cannot close its block and address the judge."""
-    return _DELIMITER_RUN.sub(lambda m: " ".join(m.group()), str(text))
+    """Break any delimiter inside untrusted text, so a paper cannot close its block and address the judge.
+
+    The `in` tests skip the regex for the usual text without a delimiter (the regex costs ~50 us per paper)."""
+    text = str(text)
+    if BEGIN not in text and END not in text:
+        return text
+    return _DELIMITER_RUN.sub(lambda m: " ".join(m.group()), text)
 
 
 def render_template(name: str, **variables: Any) -> str:
@@ -144,6 +150,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        auto_reload=False,  # templates ship with the package: no stat() of every file on every render
     )
     env.filters["neutral"] = neutralise
     env.globals["example_json"] = example_json

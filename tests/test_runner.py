@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis.collect import load_results
 from experiments.rows import COLUMNS
 from tests.openai_server import ScriptedServer, Step, rubric_answer
 
@@ -67,6 +68,12 @@ def test_three_modes_multirun_then_cached_rerun(server: ScriptedServer, tmp_path
     replay = pd.read_parquet(tmp_path / "b" / "1_qwen_comparative_novelty" / "results.parquet")
     cols = ["candidate_id", "dimension", "sample_idx", "score", "position", "label"]
     pd.testing.assert_frame_equal(replay[cols], cmp_[cols])
+
+    # results.csv (written by Arrow's CSV writer) reads back, through the analysis loader, as the parquet does
+    for folder in sorted((tmp_path / "a").glob("*_qwen_*")):
+        from_csv, from_parquet = (load_results(folder / f"results.{kind}") for kind in ("csv", "parquet"))
+        as_values = [f.astype(object).where(f.notna(), None) for f in (from_csv, from_parquet)]  # one null
+        pd.testing.assert_frame_equal(*as_values, check_dtype=False)
 
     # the planted key is nowhere on disk: outputs, cache, configs
     for path in [*tmp_path.rglob("*")]:
