@@ -63,7 +63,7 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
     """The whole issue-set study for one judge; returns the macro table."""
     from analysis import echoreview as er
     from experiments.inputs import load_study_inputs
-    from experiments.study import make_judge
+    from experiments.study import make_judge, write_atomic
 
     rubric, instances, _ = load_study_inputs({**cfg, "mode": {"name": "independent"}})
     judge = make_judge(cfg)
@@ -93,16 +93,15 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
                            "model_issue": model[d.model_idx], **vars(d)} for d in decisions]
     finally:
         judge.cache.close()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame([{"instance_id": k[0], "candidate_id": k[1], "issue": i} for k, v in by_id.items()
-                  for i in (v or [])]).to_csv(
-        out_dir / "weaknesses.csv", index=False)
-    pd.DataFrame(audit).to_csv(out_dir / "matches.csv", index=False)
+    weaknesses = pd.DataFrame([{"instance_id": k[0], "candidate_id": k[1], "issue": i}
+                               for k, v in by_id.items() for i in (v or [])])  # fmt: skip
     frame = pd.DataFrame(per_paper)
-    frame.to_csv(out_dir / "overlap_per_paper.csv", index=False)
     scored = frame[frame["error"].isna()] if "error" in frame else frame
     macro = er.macro_overlap(scored, by=("source",))
-    macro.to_csv(out_dir / "overlap.csv", index=False)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tables = {"weaknesses": weaknesses, "matches": pd.DataFrame(audit), "overlap_per_paper": frame, "overlap": macro}
+    for name, table in tables.items():  # each through a temporary file: a crash never leaves half a table
+        write_atomic(out_dir / f"{name}.csv", lambda p, t=table: t.to_csv(p, index=False))
     return macro
 
 

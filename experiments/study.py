@@ -74,9 +74,10 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge:
         jcfg["model"], api_base=jcfg.get("api_base"), api_key_env=jcfg.get("api_key_env"),
         timeout_s=float(jcfg.get("timeout_s", 120)), extra=jcfg.get("extra") or {},
     )  # fmt: skip
-    from judge.local_provider import register  # noqa: PLC0415 (kept out of import time)
+    if str(jcfg["model"]).startswith("local/"):  # the embedded model's litellm provider (judge.local_provider)
+        from judge.local_provider import register  # noqa: PLC0415 (kept out of import time)
 
-    register()  # makes "local/..." a litellm provider like any other; loads no weights until called
+        register()  # makes "local/..." a litellm provider like any other; loads no weights until called
     policy = RetryPolicy(**(cfg.get("retry") or {}))
     cache = CallCache(cfg.get("cache_dir"))
     return Judge(completer, cache, policy=policy, concurrency=int(jcfg.get("concurrency", 8)),
