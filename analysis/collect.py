@@ -19,6 +19,8 @@ COLUMNS: tuple[str, ...] = (
     "candidate_id", "source", "other_id", "order", "dimension", "sample_idx", "position", "score",
     "preference", "inconsistent", "parse_ok", "cost_usd", "cached", "candidate_text",
 )  # fmt: skip
+# a CSV writer may print a whole-number float as "3" (Arrow does): read these as floats whatever the text
+FLOAT_COLUMNS = {"score": "float64", "cost_usd": "float64"}
 REQUIRED: tuple[str, ...] = ("judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score")
 KEY_COLUMNS: tuple[str, ...] = (
     "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
@@ -45,7 +47,7 @@ def _read_one(path: Path) -> pa.Table:
         names = set(pq.read_schema(path).names)
         table = pq.read_table(path, columns=[c for c in COLUMNS if c in names])
     else:
-        frame = pd.read_csv(path, usecols=lambda c: c in COLUMNS, low_memory=False)
+        frame = pd.read_csv(path, usecols=lambda c: c in COLUMNS, dtype=FLOAT_COLUMNS, low_memory=False)
         table = pa.Table.from_pandas(frame, preserve_index=False)
     for name in table.column_names:
         col = table.column(name)

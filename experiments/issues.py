@@ -96,12 +96,17 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
     weaknesses = pd.DataFrame([{"instance_id": k[0], "candidate_id": k[1], "issue": i}
                                for k, v in by_id.items() for i in (v or [])])  # fmt: skip
     frame = pd.DataFrame(per_paper)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    def save(name: str, table: pd.DataFrame) -> None:  # through a temporary file: never half a table
+        write_atomic(out_dir / f"{name}.csv", lambda p: table.to_csv(p, index=False))
+
+    save("weaknesses", weaknesses)
+    save("matches", pd.DataFrame(audit))
+    save("overlap_per_paper", frame)
     scored = frame[frame["error"].isna()] if "error" in frame else frame
     macro = er.macro_overlap(scored, by=("source",))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tables = {"weaknesses": weaknesses, "matches": pd.DataFrame(audit), "overlap_per_paper": frame, "overlap": macro}
-    for name, table in tables.items():  # each through a temporary file: a crash never leaves half a table
-        write_atomic(out_dir / f"{name}.csv", lambda p, t=table: t.to_csv(p, index=False))
+    save("overlap", macro)
     return macro
 
 

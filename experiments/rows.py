@@ -96,7 +96,8 @@ def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The results table with its columns in contract order and pairwise flips marked."""
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame["position"] = frame["position"].astype("Int64")
-    frame["score"] = frame["score"].astype(float)
+    for col in ("score", "cost_usd", "latency_s", "temperature"):  # float even when all unknown (NaN)
+        frame[col] = frame[col].astype(float)
     return mark_inconsistent(frame)
 
 

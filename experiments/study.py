@@ -70,11 +70,13 @@ class Tally:
 def make_judge(cfg: Mapping[str, Any]) -> Judge:
     """The judge of this study: litellm completer + call cache + retry policy."""
     jcfg = cfg["judge"]
+    extra = jcfg.get("extra") or {}
     completer = LiteLLMCompleter(
         jcfg["model"], api_base=jcfg.get("api_base"), api_key_env=jcfg.get("api_key_env"),
-        timeout_s=float(jcfg.get("timeout_s", 120)), extra=jcfg.get("extra") or {},
+        timeout_s=float(jcfg.get("timeout_s", 120)), extra=extra,
     )  # fmt: skip
-    if str(jcfg["model"]).startswith("local/"):  # the embedded model's litellm provider (judge.local_provider)
+    if str(jcfg["model"]).startswith("local/") or extra.get("custom_llm_provider") == "local":
+        # the embedded model's litellm provider (judge.local_provider)
         from judge.local_provider import register  # noqa: PLC0415 (kept out of import time)
 
         register()  # makes "local/..." a litellm provider like any other; loads no weights until called

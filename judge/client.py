@@ -35,9 +35,12 @@ from judge.retry import (
 from judge.secrets import redact
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Sample:
-    """The decoding parameters of one sample of a prompt, with their canonical JSON for the cache key."""
+    """The decoding parameters of one sample of a prompt, with their canonical JSON for the cache key.
+
+    One Sample serves many calls, so `params` must not change after it is built (the completer copies
+    what it sends)."""
 
     index: int
     params: dict[str, Any]

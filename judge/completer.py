@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import functools
 import logging
 import os
@@ -210,6 +211,9 @@ class LiteLLMCompleter:
             **self.extra,
             **params,
         }
+        if isinstance(kwargs.get("response_format"), dict):
+            # the caller's cache key covers this schema and litellm's transforms may edit it in place
+            kwargs["response_format"] = copy.deepcopy(kwargs["response_format"])
         if self.api_base:
             kwargs["api_base"] = self.api_base
         if self.api_key_env:

@@ -63,9 +63,14 @@ class Rubric:
         blob = "\n".join([*sources, self.system, self.item_noun, repr(self.dimensions)])
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
 
+    @functools.cached_property
+    def _compiled(self) -> jinja2.Template:
+        """The template, looked up once per Rubric (as `version` is read once): no file stat per render."""
+        return _environment().get_template(self.template)
+
     def render(self, **variables: Any) -> list[dict[str, str]]:
         """The chat messages for one prompt."""
-        text = _environment().get_template(self.template).render(rubric=self, **variables)
+        text = self._compiled.render(rubric=self, **variables)
         return [{"role": "system", "content": self.system}, {"role": "user", "content": text.strip() + "\n"}]
 
 
@@ -150,7 +155,6 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
-        auto_reload=False,  # templates ship with the package: no stat() of every file on every render
     )
     env.filters["neutral"] = neutralise
     env.globals["example_json"] = example_json

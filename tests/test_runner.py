@@ -70,8 +70,12 @@ def test_three_modes_multirun_then_cached_rerun(server: ScriptedServer, tmp_path
     pd.testing.assert_frame_equal(replay[cols], cmp_[cols])
 
     # results.csv (written by Arrow's CSV writer) reads back, through the analysis loader, as the parquet does
-    for folder in sorted((tmp_path / "a").glob("*_qwen_*")):
+    folders = sorted((tmp_path / "a").glob("*_qwen_*"))
+    assert len(folders) == 3
+    for folder in folders:
         from_csv, from_parquet = (load_results(folder / f"results.{kind}") for kind in ("csv", "parquet"))
+        assert from_csv["score"].dtype == from_parquet["score"].dtype == "float64"  # "2" in the CSV is 2.0
+        assert from_csv["cost_usd"].dtype == from_parquet["cost_usd"].dtype
         as_values = [f.astype(object).where(f.notna(), None) for f in (from_csv, from_parquet)]  # one null
         pd.testing.assert_frame_equal(*as_values, check_dtype=False)
 
