@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from experiments.datasets import Instance, dataset_hash
@@ -218,10 +221,6 @@ def write_atomic(path: Path, write: Any) -> None:
 
 def write_results(frame: pd.DataFrame, out_dir: Path) -> None:
     """results.parquet and results.csv from one Arrow table (Arrow's CSV writer is ~10x pandas')."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.csv as pa_csv  # noqa: PLC0415
-    import pyarrow.parquet as pq  # noqa: PLC0415
-
     table = pa.Table.from_pandas(frame, preserve_index=False)
     write_atomic(out_dir / "results.parquet", lambda p: pq.write_table(table, p))
     write_atomic(out_dir / "results.csv", lambda p: pa_csv.write_csv(table, p))
