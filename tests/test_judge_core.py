@@ -34,6 +34,39 @@ def test_cache_key_covers_every_input() -> None:
     assert cache_key("m", MSGS, {"temperature": 0.1, "api_key": "sk-secret"}, 0, "v1") == base
 
 
+def test_precomputed_parameters_give_the_same_key() -> None:
+    """A study serialises a sample's parameters once (Judge.sample) and reuses them: same key as computed fresh."""
+    schema = {"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "object"}}}
+    params = {"temperature": 0.1, "seed": 5, "response_format": schema}
+    for idx in range(3):
+        sample = Judge.sample(params, idx)
+        assert sample.params["seed"] == 5 + idx
+        fresh = cache_key("m", MSGS, sample.params, idx, "v1", "http://x")
+        assert cache_key("m", MSGS, {}, idx, "v1", "http://x", params_json=sample.params_json) == fresh
+
+
+def test_completer_sends_a_copy_of_the_schema() -> None:
+    """litellm may edit a request's schema in place; the dict other calls' keys cover must stay untouched."""
+    schema = {"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "object"}}}
+    sent = LiteLLMCompleter("openai/m", api_base="http://x")._kwargs(MSGS, {"response_format": schema})
+    assert sent["response_format"] == schema and sent["response_format"] is not schema
+    assert sent["response_format"]["json_schema"] is not schema["json_schema"]
+
+
+def test_embedded_provider_registered_only_for_local_judges(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from experiments import study
+    from judge import local_provider
+
+    calls: list[int] = []
+    monkeypatch.setattr(local_provider, "register", lambda: calls.append(1))
+    base = {"name": "j", "api_base": "http://127.0.0.1:1/v1"}
+    for model, extra, expected in [("openai/m", {}, 0), ("local/smollm2-135m", {}, 1),
+                                   ("smollm2-135m", {"custom_llm_provider": "local"}, 2)]:  # fmt: skip
+        judge = study.make_judge({"judge": {**base, "model": model, "extra": extra}, "cache_dir": str(tmp_path)})
+        judge.cache.close()
+        assert len(calls) == expected, model
+
+
 def _run(judge: Judge, sample_idx: int = 0, version: str = "v1"):  # type: ignore[no-untyped-def]
     return asyncio.run(judge(MSGS, {"temperature": 0.1, "seed": 0}, sample_idx=sample_idx, rubric_version=version))
 
