@@ -66,11 +66,12 @@ def _head_hash(api_base: str | None, messages: tuple[tuple[tuple[str, Any], ...]
 def _head(api_base: str | None, messages: Sequence[Message], model: str) -> Any:
     """SHA-256 state after everything up to the parameters (most of the bytes): memoised, since every sample
     of a prompt sends the same messages."""
-    try:
-        # the memo key need not be canonical (the hashed text sorts the keys), only hashable
-        return _head_hash(api_base, tuple(tuple(m.items()) for m in messages), model)
-    except TypeError:  # unhashable content (e.g. a list of content parts)
-        return hashlib.sha256(_head_text(api_base, messages, model))
+    items = tuple(tuple(m.items()) for m in messages)
+    # the memo key need not be canonical (the hashed text sorts the keys), but it must tell apart what the
+    # JSON tells apart: only all-string messages are memoised (1, 1.0 and True are equal as memo keys)
+    if all(type(k) is str and type(v) is str for m in items for k, v in m):
+        return _head_hash(api_base, items, model)
+    return hashlib.sha256(_head_text(api_base, messages, model))  # e.g. a list of content parts
 
 
 def cache_key(

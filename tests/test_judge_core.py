@@ -32,6 +32,9 @@ def test_cache_key_covers_every_input() -> None:
     }) == 7  # fmt: skip
     # a key never depends on (or contains) a secret
     assert cache_key("m", MSGS, {"temperature": 0.1, "api_key": "sk-secret"}, 0, "v1") == base
+    # values equal in Python but not in JSON are different prompts (the messages memo must not merge them)
+    odd = [cache_key("m", [{"role": "user", "content": v}], {}, 0, "v1") for v in (1, True, 1.0, "1")]
+    assert len(set(odd)) == 4
 
 
 def test_precomputed_parameters_give_the_same_key() -> None:
