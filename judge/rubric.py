@@ -55,18 +55,21 @@ class Rubric:
         return tuple(d.field for d in self.dimensions)
 
     @functools.cached_property
-    def version(self) -> str:
-        """Hash of the template text and everything else that shapes the prompt or its parsing.
+    def _sources(self) -> dict[str, str]:
+        """The template and the macros it imports, read once per Rubric: the prompts and `version` both come
+        from this text, so a template edited during a run can never get the other's version."""
+        return {name: _template_source(name) for name in (self.template, "_common.jinja")}
 
-        Computed once per Rubric (it reads the template files): every call's cache key uses it."""
-        sources = [_template_source(self.template), _template_source("_common.jinja")]
-        blob = "\n".join([*sources, self.system, self.item_noun, repr(self.dimensions)])
+    @functools.cached_property
+    def version(self) -> str:
+        """Hash of the template text and everything else that shapes the prompt or its parsing."""
+        blob = "\n".join([*self._sources.values(), self.system, self.item_noun, repr(self.dimensions)])
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
 
     @functools.cached_property
     def _compiled(self) -> jinja2.Template:
-        """The template, looked up once per Rubric (as `version` is read once): no file stat per render."""
-        return _environment().get_template(self.template)
+        """Compiled once per Rubric from `_sources` (no file look-up per render, not even for the import)."""
+        return _make_environment(jinja2.DictLoader(self._sources), auto_reload=False).get_template(self.template)
 
     def render(self, **variables: Any) -> list[dict[str, str]]:
         """The chat messages for one prompt."""
@@ -146,19 +149,25 @@ def _template_source(name: str) -> str:
     return resources.files("rubrics").joinpath(name).read_text(encoding="utf-8")
 
 
-@functools.lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
+def _make_environment(loader: jinja2.BaseLoader, *, auto_reload: bool = True) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("rubrics", ""),
+        loader=loader,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        auto_reload=auto_reload,
     )
     env.filters["neutral"] = neutralise
     env.globals["example_json"] = example_json
     return env
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    """Every template under rubrics/ (generation prompts; a Rubric compiles its own from its sources)."""
+    return _make_environment(jinja2.PackageLoader("rubrics", ""))
 
 
 def example_json(dimensions: Sequence[Dimension]) -> str:
