@@ -121,8 +121,8 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
         comparative = structured and prompt.mode == "comparative"
         labels = tuple(s.label or "" for s in prompt.shown) if comparative else None
         if (labels, sample_idx) not in samples:
-            fmt = {"response_format": prompt_format(rubric, prompt)} if structured else {}
-            samples[labels, sample_idx] = judge.sample({**params, **fmt}, sample_idx)
+            schema = {"response_format": response_format(rubric, labels)} if structured else {}
+            samples[labels, sample_idx] = judge.sample({**params, **schema}, sample_idx)
         return samples[labels, sample_idx]
 
     bar = tqdm(total=len(jobs), disable=not cfg.get("progress", True), file=sys.stderr, unit="call")
@@ -178,12 +178,6 @@ async def _call_all(judge: Judge, calls: Sequence[Call], settle: Any) -> None:
         settle(call, await judge.call_provider(call.prompt.messages, call.params, call.key))
 
     await asyncio.gather(*(one(c) for c in calls))
-
-
-def prompt_format(rubric: Rubric, prompt: Prompt) -> dict[str, Any]:
-    """The structured-output schema for one prompt (labelled per item in comparative mode)."""
-    labels = [s.label or "" for s in prompt.shown] if prompt.mode == "comparative" else None
-    return response_format(rubric, labels)
 
 
 # Calls per worker below which forking is not worth it, and the most workers `auto` starts.

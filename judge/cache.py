@@ -53,14 +53,15 @@ def canonical_params(params: Mapping[str, Any]) -> str:
     return _dumps({k: v for k, v in params.items() if k not in SECRET_PARAMS})
 
 
-def _head_text(api_base: str | None, messages: Sequence[Message], model: str) -> bytes:
+def _head_text(api_base: str | None, messages: Sequence[Any], model: str) -> bytes:
+    """The key's JSON up to the parameters; `messages` are mappings or their `items()` tuples."""
     messages_json = _dumps([dict(m) for m in messages])
     return f'{{"api_base":{_dumps(api_base)},"messages":{messages_json},"model":{_dumps(model)},"params":'.encode()
 
 
 @functools.lru_cache(maxsize=4096)
 def _head_hash(api_base: str | None, messages: tuple[tuple[tuple[str, Any], ...], ...], model: str) -> Any:
-    return hashlib.sha256(_head_text(api_base, [dict(m) for m in messages], model))
+    return hashlib.sha256(_head_text(api_base, messages, model))
 
 
 def _head(api_base: str | None, messages: Sequence[Message], model: str) -> Any:
