@@ -19,6 +19,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.datasets import DatasetError, Instance, Paper, load_dataset
+from experiments.inputs import StudyError
 
 
 def instance_record(inst: Instance) -> dict[str, Any]:
@@ -52,54 +53,55 @@ def generate(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     from experiments import generation as gen
     from experiments.inputs import resolve_path
     from experiments.novbench_data import load_novbench_records
-    from experiments.study import make_judge
+    from experiments.study import Tally, make_judge, sampling_params, write_atomic
 
     task, name, limit = cfg["task"], cfg["judge"]["name"], cfg.get("limit")
+    if task not in ("questions", "novelty", "reviews"):
+        raise ValueError(f"task: unknown task {task!r}; choose questions, novelty or reviews")
     data_path = resolve_path(str(cfg["dataset"]["path"]))
-    params = {"temperature": float(cfg["temperature"]), "max_tokens": int(cfg["max_tokens"]),
-              "seed": int(cfg["seed"])}  # fmt: skip
     judge = make_judge(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
         if task == "novelty":
             pool = load_novbench_records(data_path)
-            records = pool[: limit if limit is not None else None]
+            records = pool[:limit]
             related = None
             if cfg["strategy"] == "rag":
-                from analysis.embeddings import Embedder
+                from analysis.embeddings import default_embedder
 
                 corpus = load_corpus(cfg.get("corpus"), pool)
-                related = gen.rag_related(records, corpus, int(cfg["rag_top_k"]), Embedder())
+                related = gen.rag_related(records, corpus, int(cfg["rag_top_k"]), default_embedder())
             requests = gen.novelty_requests(records, cfg["strategy"], seed=int(cfg["seed"]), related=related,
                                             pool=pool)  # fmt: skip
-            results = asyncio.run(gen.call_many(judge, requests, params, bool(cfg["progress"])))
+        else:
+            instances = load_dataset(data_path)[:limit]
+            k = int(cfg["k"]) if task == "questions" else 0
+            requests = (gen.question_requests(instances, k) if task == "questions"
+                        else gen.review_requests(instances))  # fmt: skip
+        results = asyncio.run(gen.call_many(judge, requests, sampling_params(cfg), bool(cfg["progress"])))
+        if task == "novelty":
             rows = [{"id": r["id"], "title": r["title"], "model": name, "strategy": cfg["strategy"],
                      "generated": res.completion.text if res.completion else "", "error": res.error,
                      "paper_novelty": r["paper_novelty"], "output_format": r["output_format"]}
                     for r, res in zip(records, results, strict=True)]  # fmt: skip
             write_jsonl(out_dir / "novelty_evaluations.jsonl", rows)
         else:
-            instances = load_dataset(data_path)[: limit if limit is not None else None]
             if task == "questions":
-                requests = gen.question_requests(instances, int(cfg["k"]))
-                results = asyncio.run(gen.call_many(judge, requests, params, bool(cfg["progress"])))
-                new, audit = gen.questions_to_instances(instances, results, name, int(cfg["k"]))
+                new, audit = gen.questions_to_instances(instances, results, name, k)
                 write_jsonl(out_dir / "generation_audit.jsonl", audit)
-            elif task == "reviews":
-                requests = gen.review_requests(instances)
-                results = asyncio.run(gen.call_many(judge, requests, params, bool(cfg["progress"])))
-                new = gen.reviews_to_instances(instances, results, name)
             else:
-                raise ValueError(f"task: unknown task {task!r}; choose questions, novelty or reviews")
+                new = gen.reviews_to_instances(instances, results, name)
             write_jsonl(out_dir / "generated.jsonl", [instance_record(i) for i in new])
     finally:
         judge.cache.close()
+    tally = Tally()
+    for res in results:
+        tally.add(res, scored=True)
     manifest = {"task": task, "generator": name, "model": cfg["judge"]["model"], "strategy": cfg.get("strategy"),
-                "dataset_path": str(data_path), "items": len(results),
-                "calls_made": sum(1 for r in results if r.completion is not None and not r.cached),
-                "calls_cached": sum(r.cached for r in results), "retries": sum(r.retries for r in results),
-                "provider_errors": sum(r.completion is None for r in results)}  # fmt: skip
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
+                "dataset_path": str(data_path), "items": len(results), "calls_made": tally.calls,
+                "calls_cached": tally.cached, "retries": tally.retries,
+                "provider_errors": tally.provider_errors}  # fmt: skip
+    write_atomic(out_dir / "manifest.json", lambda p: p.write_text(json.dumps(manifest, indent=2)))
     return manifest
 
 
@@ -110,7 +112,7 @@ def main(cfg: DictConfig) -> None:
     assert isinstance(plain, dict)
     try:
         manifest = generate(plain, out_dir)
-    except (DatasetError, ValueError) as exc:
+    except (DatasetError, StudyError, ValueError) as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)
     print(json.dumps(manifest), file=sys.stderr)

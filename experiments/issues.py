@@ -63,20 +63,20 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
     """The whole issue-set study for one judge; returns the macro table."""
     from analysis import echoreview as er
     from experiments.inputs import load_study_inputs
-    from experiments.study import make_judge, write_atomic
+    from experiments.study import make_judge, sampling_params, write_atomic
 
     rubric, instances, _ = load_study_inputs({**cfg, "mode": {"name": "independent"}})
     judge = make_judge(cfg)
-    params = {"temperature": float(cfg["temperature"]), "max_tokens": int(cfg["max_tokens"]), "seed": int(cfg["seed"])}
+    params = sampling_params(cfg)
     reviews = [(inst, c) for inst in instances for c in inst.all_candidates()]
     try:
         issues = asyncio.run(extract_all(judge, [c.text for _, c in reviews], params))
         by_id = {(i.instance_id, c.candidate_id): iss for (i, c), iss in zip(reviews, issues, strict=True)}
         embedder = None
         if cfg["matcher"] == "embedding":
-            from analysis.embeddings import Embedder
+            from analysis.embeddings import default_embedder
 
-            embedder = Embedder()
+            embedder = default_embedder()
         per_paper, audit = [], []
         for inst in instances:
             human = by_id.get((inst.instance_id, inst.reference.candidate_id)) if inst.reference else None

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,8 +70,15 @@ class Tally:
                 self.cost_usd += comp.cost_usd
 
 
+def sampling_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The decoding parameters every call of a run shares (each sample adds its index to the seed)."""
+    return {"temperature": float(cfg["temperature"]), "max_tokens": int(cfg["max_tokens"]),
+            "seed": int(cfg["seed"])}  # fmt: skip
+
+
 def make_judge(cfg: Mapping[str, Any]) -> Judge:
-    """The judge of this study: litellm completer + call cache + retry policy."""
+    """The judge of this study: litellm completer + call cache + retry policy (an unusable cache folder is a
+    one-line StudyError for every entry point)."""
     jcfg = cfg["judge"]
     extra = jcfg.get("extra") or {}
     completer = LiteLLMCompleter(
@@ -84,7 +91,10 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge:
 
         register()  # makes "local/..." a litellm provider like any other; loads no weights until called
     policy = RetryPolicy(**(cfg.get("retry") or {}))
-    cache = CallCache(cfg.get("cache_dir"))
+    try:
+        cache = CallCache(cfg.get("cache_dir"))
+    except CacheError as exc:
+        raise StudyError(str(exc)) from None
     return Judge(completer, cache, policy=policy, concurrency=int(jcfg.get("concurrency", 8)),
                  api_base=jcfg.get("api_base"))  # fmt: skip
 
@@ -108,8 +118,7 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
     event loop, or spread over worker processes (`workers`, see `plan_workers`) when client CPU would
     otherwise be the bottleneck. A call whose key repeats within the run is asked for once.
     """
-    params = {"temperature": float(cfg["temperature"]), "max_tokens": int(cfg["max_tokens"]),
-              "seed": int(cfg["seed"])}  # fmt: skip
+    params = sampling_params(cfg)
     jobs = [(p, s) for p in prompts for s in range(int(cfg["n_samples"]))]
     done: list[list[dict[str, Any]] | None] = [None] * len(jobs)
     structured = bool(cfg["judge"].get("structured_output", False))
@@ -162,16 +171,18 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
 
                 # the first call here: it pays litellm's one-off warm-up (lazy imports, ~0.5 s of CPU) once
                 # instead of once per worker, and a fatal error (key, model) surfaces before any fork
-                asyncio.run(_call_all(judge, misses[:1], settle))
+                asyncio.run(call_all(judge, misses[:1], settle))
                 run_in_workers(judge, misses[1:], n_workers, settle)
             else:
-                asyncio.run(_call_all(judge, misses, settle))
+                asyncio.run(call_all(judge, misses, settle))
     finally:
         bar.close()
     return [row for rows in done for row in rows or ()]
 
 
-async def _call_all(judge: Judge, calls: Sequence[Call], settle: Any) -> None:
+async def call_all(judge: Judge, calls: Sequence[Call],
+                   settle: Callable[[Call, CallResult], None]) -> None:  # fmt: skip
+    """Every call on this event loop (at most the judge's concurrency in flight); `settle` gets each result."""
     use_inline_setup()
 
     async def one(call: Call) -> None:
@@ -227,10 +238,7 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     rubric, instances, data_path = inputs or load_study_inputs(cfg)
     prompts = build_prompts(instances, rubric, cfg["mode"]["name"], seed=int(cfg["seed"]),
                             k_per_source=cfg["mode"].get("k_per_source"))  # fmt: skip
-    try:
-        judge = make_judge(cfg)
-    except CacheError as exc:
-        raise StudyError(str(exc)) from None
+    judge = make_judge(cfg)
     meta = {"run_id": run_id, "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"],
             "mode": cfg["mode"]["name"], "rubric": rubric.name, "rubric_version": rubric.version,
             "temperature": float(cfg["temperature"])}  # fmt: skip

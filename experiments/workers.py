@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from judge.cache import CacheError, CallCache
 from judge.client import CallResult, Judge
-from judge.completer import use_inline_setup
 from judge.retry import FatalProviderError
 from judge.secrets import redact
 
@@ -78,15 +77,11 @@ def _worker(judge: Judge, calls: Sequence[Call], concurrency: int, conn: Connect
                  api_base=judge.api_base)  # fmt: skip
 
     async def main() -> None:
-        use_inline_setup()
+        from experiments.study import call_all  # noqa: PLC0415 (study imports this module lazily)
+
         watchdog = asyncio.create_task(_watch_parent(parent_pid))
-
-        async def one(call: Call) -> None:
-            result = await mine.call_provider(call.prompt.messages, call.params, call.key)
-            conn.send(("result", call.index, result))
-
         try:
-            await asyncio.gather(*(one(c) for c in calls))
+            await call_all(mine, calls, lambda call, result: conn.send(("result", call.index, result)))
         finally:
             watchdog.cancel()
 
@@ -122,7 +117,6 @@ def run_in_workers(judge: Judge, calls: Sequence[Call], n_workers: int,
             writer.close()
             procs[reader] = proc
         gc.unfreeze()
-        finished = 0
         while procs:
             for conn in wait(list(procs)):
                 assert isinstance(conn, Connection)
@@ -137,7 +131,6 @@ def run_in_workers(judge: Judge, calls: Sequence[Call], n_workers: int,
                     settle(by_index[a], b)
                 elif kind == "done":
                     procs.pop(conn).join()
-                    finished += 1
                 elif kind == "fatal":
                     raise (FatalProviderError if a == "FatalProviderError" else CacheError)(b)
                 else:
