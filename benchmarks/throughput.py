@@ -254,7 +254,7 @@ def overhead(config: Path) -> dict[str, Any]:
     from experiments.modes import build_prompts  # noqa: PLC0415
     from experiments.rows import rows_for  # noqa: PLC0415
     from judge.cache import cache_key  # noqa: PLC0415
-    from judge.client import CallResult  # noqa: PLC0415
+    from judge.client import CallResult, Judge  # noqa: PLC0415
     from judge.completer import Completion  # noqa: PLC0415
     from judge.parse import parse_object  # noqa: PLC0415
 
@@ -263,11 +263,12 @@ def overhead(config: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     prompts = build_prompts(instances, rubric, "independent", seed=0, k_per_source=None)
     render = (time.perf_counter() - t0) / len(prompts)
-    params = {"temperature": 0.1, "max_tokens": 160, "seed": 0}
+    sample = Judge.sample({"temperature": 0.1, "max_tokens": 160, "seed": 0}, 0)  # as run_study builds it
     version = rubric.version
     t0 = time.perf_counter()
-    for p in prompts:
-        cache_key(MODEL, p.messages, params, 0, version, "http://127.0.0.1:1/v1")
+    for p in prompts:  # the first sample of each prompt: it serialises the messages (later samples reuse them)
+        cache_key(MODEL, p.messages, sample.params, 0, version, "http://127.0.0.1:1/v1",
+                  params_json=sample.params_json)  # fmt: skip
     key = (time.perf_counter() - t0) / len(prompts)
     t0 = time.perf_counter()
     for _ in prompts:

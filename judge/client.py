@@ -24,7 +24,6 @@ from typing import Any
 from judge.cache import CallCache, cache_key, canonical_params
 from judge.completer import Completer, Completion, Message
 from judge.retry import (
-    FATAL_ERRORS,
     PER_CALL_ERRORS,
     FatalProviderError,
     RetryPolicy,
@@ -111,9 +110,7 @@ class Judge:
         except PER_CALL_ERRORS as exc:
             error = f"provider: {type(exc).__name__} (not retried): {str(exc)[:300]}"
             return CallResult(None, cached=False, retries=attempts - 1, error=redact(error))
-        except FATAL_ERRORS as exc:
-            raise FatalProviderError(redact(describe_fatal(exc, self.completer.model))) from None
-        except Exception as exc:
+        except Exception as exc:  # fatal classes (auth, bad request, ...) are provider errors, never transient
             if is_transient(exc):
                 error = f"provider: {type(exc).__name__} after {attempts} attempts: {str(exc)[:200]}"
                 return CallResult(None, cached=False, retries=attempts - 1, error=redact(error))

@@ -180,9 +180,9 @@ class LocalLLM(CustomLLM):
 
         results = []
         for i in range(n):
+            sample_seed = None if seed is None else int(seed) + i
             try:
                 if schema is not None:
-                    sample_seed = None if seed is None else int(seed) + i
                     results.append(
                         generate_structured(chat, schema, temperature=temperature, seed=sample_seed)
                     )
@@ -192,7 +192,7 @@ class LocalLLM(CustomLLM):
                         chat,
                         max_tokens=int(max_tokens),
                         temperature=temperature,
-                        seed=None if seed is None else int(seed) + i,
+                        seed=sample_seed,
                         prefill=prefill,
                         top_p=top_p,
                         stop=stop,

@@ -80,7 +80,6 @@ class FaultServer:
         self.lock = threading.Lock()
         self.seen: Counter[str] = Counter()
         self.authorizations: set[str] = set()  # the Authorization headers received (to check a key was sent)
-        self.stopped = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -154,7 +153,8 @@ class FaultServer:
         elif fault == "off_rubric":
             text = OFF_RUBRIC
         elif fault == "truncated":
-            text = self.answer(body)[: max(1, len(self.answer(body)) // 2)]
+            full = self.answer(body)
+            text = full[: max(1, len(full) // 2)]
         with self.lock:
             if attempt >= 0:
                 self.log.append(Served(call, attempt, fault, text))

@@ -31,6 +31,7 @@ from judge.cache import CacheError, CallCache
 from judge.completer import Completion
 from judge.retry import is_transient
 from tests.fault_server import ANSWERS, OFF_RUBRIC, TRANSIENT, FaultServer
+from tests.openai_server import ScriptedServer, Step
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = "sk-planted-fault-path-0123456789-SECRET"
@@ -308,13 +309,11 @@ def small_study(tmp_path: Path) -> Iterator[tuple[FaultServer, dict[str, Any], p
         yield server, cfg, table
 
 
-_rerun = run_in_process
-
 
 def test_tampered_entry_is_detected_and_asked_again(small_study: Any, tmp_path: Path) -> None:
     server, cfg, table = small_study
     db = sqlite3.connect(tmp_path / "cache" / "cache.db")
-    (rowid, value), (rowid2, value2) = db.execute("SELECT rowid, value FROM Cache ORDER BY rowid LIMIT 2").fetchall()
+    rowid, value = db.execute("SELECT rowid, value FROM Cache ORDER BY rowid LIMIT 1").fetchone()
     checksum, payload = value.split("\n", 1)
     # a flipped digit inside the stored answer: still valid JSON, still a valid rubric answer
     digit = next(i for i, ch in enumerate(payload) if ch in "0123" and payload[i - 1] == " ")
@@ -323,7 +322,7 @@ def test_tampered_entry_is_detected_and_asked_again(small_study: Any, tmp_path: 
     db.commit()
     db.close()
     before = server.requests
-    again, manifest = _rerun(cfg, tmp_path / "again")
+    again, manifest = run_in_process(cfg, tmp_path / "again")
     assert server.requests == before + 1 and manifest["cache_damaged_entries"] == 1
     pd.testing.assert_frame_equal(judgments(again), judgments(table))
     # an entry handed back for another key (as an index corruption would) is caught the same way
@@ -335,10 +334,9 @@ def test_tampered_entry_is_detected_and_asked_again(small_study: Any, tmp_path: 
     db.commit()
     db.close()
     before = server.requests
-    third, manifest = _rerun(cfg, tmp_path / "third")
+    third, manifest = run_in_process(cfg, tmp_path / "third")
     assert server.requests == before + 2 and manifest["cache_damaged_entries"] == 2
     pd.testing.assert_frame_equal(judgments(third), judgments(table))
-    del rowid2, value2
 
 
 def test_damaged_database_is_a_clear_error_or_a_clean_rebuild(small_study: Any, tmp_path: Path) -> None:
@@ -356,7 +354,7 @@ def test_damaged_database_is_a_clear_error_or_a_clean_rebuild(small_study: Any, 
             data[rng.randrange(100, len(data))] ^= 0xFF
         db.write_bytes(bytes(data))
         try:
-            again, _ = _rerun(cfg, tmp_path / f"damaged{seed}")
+            again, _ = run_in_process(cfg, tmp_path / f"damaged{seed}")
         except StudyError as exc:
             assert "call cache" in str(exc) and str(tmp_path / "cache") in str(exc) and "move the folder" in str(exc)
             outcomes.append("error")
@@ -367,7 +365,7 @@ def test_damaged_database_is_a_clear_error_or_a_clean_rebuild(small_study: Any, 
     (tmp_path / "cache" / "cache.db").write_bytes(b"this is not a database" * 100)
     before = server.requests
     with pytest.raises(StudyError, match="cannot open the call cache"):
-        _rerun(cfg, tmp_path / "garbage")
+        run_in_process(cfg, tmp_path / "garbage")
     assert server.requests == before and not (tmp_path / "garbage").exists()
     with pytest.raises(CacheError):
         CallCache(tmp_path / "cache")
@@ -375,7 +373,7 @@ def test_damaged_database_is_a_clear_error_or_a_clean_rebuild(small_study: Any, 
     for name in ("cache.db", "cache.db-wal", "cache.db-shm"):
         (tmp_path / "cache" / name).unlink(missing_ok=True)
     (tmp_path / "cache" / "cache.db").write_bytes(b"")
-    rebuilt, manifest = _rerun(cfg, tmp_path / "rebuilt")
+    rebuilt, manifest = run_in_process(cfg, tmp_path / "rebuilt")
     assert server.requests == before + 48 and manifest["calls_made"] == 48
     pd.testing.assert_frame_equal(judgments(rebuilt), judgments(table))
     assert len(outcomes) == 6, outcomes
@@ -441,42 +439,11 @@ def test_status_classification_through_litellm() -> None:
     async def all_statuses(api_base: str) -> list[tuple[int, str, bool]]:
         return list(await asyncio.gather(*(classify(api_base, status) for status in STATUSES)))
 
-    with _status_server() as api_base:
-        got = asyncio.run(all_statuses(api_base))
+    # the scripted server answers a request for model `status-<code>` with that HTTP status and an error body
+    server = ScriptedServer(lambda body: Step(status=int(str(body["model"]).rsplit("-", 1)[1])))
+    with server.running():
+        got = asyncio.run(all_statuses(server.api_base))
     assert {status: transient for status, _, transient in got} == STATUSES, got
-
-
-class _status_server:  # noqa: N801
-    """Answers a request for model `status-<code>` with that HTTP status and an OpenAI-style error body."""
-
-    def __init__(self) -> None:
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                status = int(str(request["model"]).rsplit("-", 1)[1])
-                body = json.dumps({"error": {"message": f"status {status}", "code": status}}).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 # --- the lean litellm path and the worker plan -------------------------------------------------------------
