@@ -171,9 +171,7 @@ def pairwise_bias(results: pd.DataFrame) -> pd.DataFrame:
 def _word_counts(results: pd.DataFrame) -> pd.DataFrame:
     """Length in words of each (instance, candidate)'s text, counted once per distinct text."""
     first = results.drop_duplicates(["instance_id", "candidate_id"])
-    codes, uniques = pd.factorize(first["candidate_text"].astype(object))
-    words = pd.Series(uniques, dtype=object).astype(str).str.count(r"\S+").to_numpy(dtype=float)
-    length = np.where(codes >= 0, words[np.maximum(codes, 0)] if len(words) else np.nan, np.nan)
+    length = map_distinct(first["candidate_text"], lambda text: len(str(text).split())).astype(float)
     return first[["instance_id", "candidate_id"]].assign(length=length)
 
 

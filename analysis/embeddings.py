@@ -105,9 +105,6 @@ class Embedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._cache[s] for s in sentences])
 
-    def clear_cache(self) -> None:
-        self._cache.clear()
-
 
 @lru_cache(maxsize=1)
 def default_embedder() -> Embedder:

@@ -63,8 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     scores.to_csv(out / "novbench_scores.csv", index=False)
     table.to_csv(out / "novbench_table.csv", index=False)
-    (out / "novbench_table.md").write_text(table_markdown(table, scores))
-    print(table_markdown(table, scores))
+    markdown = table_markdown(table, scores)
+    (out / "novbench_table.md").write_text(markdown)
+    print(markdown)
     return 0
 
 

@@ -16,7 +16,6 @@ from analysis.intervals import percentile_ci, resample_counts
 from analysis.scores import LOWER_IS_BETTER, best_of_k, candidate_scores, direction
 
 Combine = Literal["mean", "unanimous", "majority"] | None
-OUTCOMES: tuple[int, int, int] = (1, 0, -1)  # win, tie, loss
 #: Scores closer than this are equal (means of integer scores can differ in the last bit).
 TIE_TOL = 1e-9
 ITEM_KEYS: tuple[str, ...] = ("instance_id", "source", "dimension")
