@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.embeddings import SupportsEncode, cosine_matrix, model_name_of
-from analysis.novbench import mean_ci
+from analysis.intervals import grouped_mean_ci, mean_ci
 
 QUALITY_DIMENSIONS: tuple[str, ...] = ("comprehensiveness", "specificity", "evidence_support", "consistency")
 _REVIEW_KEYS: tuple[str, ...] = ("run_id", "judge", "model", "instance_id", "candidate_id", "source")
@@ -164,13 +164,5 @@ def macro_overlap(per_paper: pd.DataFrame, by: Sequence[str] = (), n_boot: int =
     ``per_paper`` has one row per paper (and per ``by`` group, e.g. the generator) with the columns of
     ``issue_overlap``. NaN ratios (empty issue sets) are left out of that ratio's mean and counted in ``_n``.
     """
-    groups = per_paper.groupby(list(by), sort=True, dropna=False) if by else [((), per_paper)]
-    rows = []
-    for key, g in groups:
-        key = key if isinstance(key, tuple) else (key,)
-        row: dict[str, object] = dict(zip(by, key, strict=True)) | {"n_papers": len(g)}
-        for col in ("overlap", "human_only", "model_only"):
-            m, lo, hi, n = mean_ci(g[col], n_boot=n_boot, seed=seed)
-            row |= {col: m, f"{col}_lo": lo, f"{col}_hi": hi, f"{col}_n": n}
-        rows.append(row)
-    return pd.DataFrame(rows)
+    ratios = {col: col for col in ("overlap", "human_only", "model_only")}
+    return grouped_mean_ci(per_paper, by, ratios, "n_papers", n_boot=n_boot, seed=seed)

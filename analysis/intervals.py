@@ -9,9 +9,13 @@ N-long index vector: the same bootstrap distribution, at a cost independent of N
 
 from __future__ import annotations
 
+import math
 import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy import special
 from statsmodels.stats.proportion import proportion_confint
 
@@ -81,3 +85,31 @@ def fisher_z_interval(r: float, n: int, kind: str = "spearman", level: float = L
     z = np.arctanh(np.clip(r, -0.999999999, 0.999999999))
     q = special.ndtri(0.5 + level / 2.0)
     return float(np.tanh(z - q * se)), float(np.tanh(z + q * se))
+
+
+def mean_ci(values: Iterable[float], n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
+            ) -> tuple[float, float, float, int]:
+    """(mean, CI low, CI high, n) with a seeded percentile bootstrap; NaNs are dropped first."""
+    x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=np.float64)
+    if x.size == 0:
+        return math.nan, math.nan, math.nan, 0
+    boots = x[np.random.default_rng(seed).integers(0, x.size, (n_boot, x.size))].mean(axis=1)
+    lo, hi = np.quantile(boots, [alpha / 2, 1 - alpha / 2])
+    return float(x.mean()), float(lo), float(hi), int(x.size)
+
+
+def grouped_mean_ci(frame: pd.DataFrame, by: Sequence[str], columns: Mapping[str, str], count: str,
+                    n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:  # fmt: skip
+    """One row per `by` group (one overall row when `by` is empty): its size as `count` and, for each
+    column -> label, ``<label>``, ``<label>_lo``, ``<label>_hi`` (`mean_ci`) and ``<label>_n``."""
+    by = list(by)
+    groups = frame.groupby(by, sort=True, dropna=False) if by else [((), frame)]
+    rows = []
+    for key, g in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        row: dict[str, Any] = dict(zip(by, key, strict=True)) | {count: len(g)}
+        for col, label in columns.items():
+            m, lo, hi, n = mean_ci(g[col], n_boot=n_boot, seed=seed)
+            row |= {label: m, f"{label}_lo": lo, f"{label}_hi": hi, f"{label}_n": n}
+        rows.append(row)
+    return pd.DataFrame(rows)

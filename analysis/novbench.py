@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.embeddings import SupportsEncode, default_embedder, l2_normalise, model_name_of
+from analysis.intervals import grouped_mean_ci
 from analysis.sections import LABELS, Sections, parse_sections
 
 Clarity = Literal["paper", "released"]
@@ -215,17 +216,6 @@ def score_frame(df: pd.DataFrame, generated_col: str, novelty_col: str, human_co
 
 
 # ---- aggregation ---------------------------------------------------------------------------------------------
-def mean_ci(values: Iterable[float], n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
-            ) -> tuple[float, float, float, int]:
-    """(mean, CI low, CI high, n) with a seeded percentile bootstrap; NaNs are dropped first."""
-    x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=np.float64)
-    if x.size == 0:
-        return math.nan, math.nan, math.nan, 0
-    boots = x[np.random.default_rng(seed).integers(0, x.size, (n_boot, x.size))].mean(axis=1)
-    lo, hi = np.quantile(boots, [alpha / 2, 1 - alpha / 2])
-    return float(x.mean()), float(lo), float(hi), int(x.size)
-
-
 def summary_table(scores_df: pd.DataFrame, by: Sequence[str] = ("model", "strategy"), n_boot: int = 2000,
                   seed: int = 0) -> pd.DataFrame:
     """NovBench Table 2: per group, Rel./Cov./Clarity/DistAcc means with n and a 95% bootstrap CI.
@@ -237,13 +227,4 @@ def summary_table(scores_df: pd.DataFrame, by: Sequence[str] = ("model", "strate
     missing = [c for c in by if c not in scores_df.columns]
     if missing:
         raise KeyError(f"summary_table: grouping columns not in scores: {missing}")
-    groups = scores_df.groupby(by, sort=True, dropna=False) if by else [((), scores_df)]
-    rows = []
-    for key, g in groups:
-        key = key if isinstance(key, tuple) else (key,)
-        row: dict[str, Any] = dict(zip(by, key, strict=True)) | {"n": len(g)}
-        for col, label in METRICS.items():
-            m, lo, hi, n = mean_ci(g[col], n_boot=n_boot, seed=seed)
-            row |= {label: m, f"{label}_lo": lo, f"{label}_hi": hi, f"{label}_n": n}
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return grouped_mean_ci(scores_df, by, METRICS, "n", n_boot=n_boot, seed=seed)

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.intervals import mean_ci
 from analysis.novbench import (
     dist_acc,
     fluency_score,
@@ -18,7 +19,6 @@ from analysis.novbench import (
     keyword_coverage,
     keywords,
     length_score,
-    mean_ci,
     score,
     score_frame,
     summary_table,
