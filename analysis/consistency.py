@@ -24,7 +24,9 @@ from analysis.scores import (
     direction,
     group_ids,
     map_distinct,
+    scored_rows,
     split_groups,
+    usable_mask,
 )
 
 GROUP = ["judge", "mode", "dimension"]
@@ -32,8 +34,7 @@ PREFERENCE_VALUE = {"a": 1.0, "tie": 0.0, "b": -1.0}
 
 
 def _usable(results: pd.DataFrame) -> pd.DataFrame:
-    ok = results["parse_ok"].fillna(True).astype(bool) if "parse_ok" in results else True
-    return results.loc[ok] if not isinstance(ok, bool) else results
+    return results.loc[usable_mask(results)]
 
 
 def _prompt_keys(results: pd.DataFrame) -> list[str]:
@@ -103,11 +104,10 @@ def position_bias(
     """Per judge × dimension × shown position in comparative prompts: mean score and win rate (share of
     prompt samples in which the candidate shown there scored best, ties split), each with a t CI, and the
     win rate expected without position bias (mean of 1 / number shown)."""
-    rows = _usable(results)
-    keep = (rows["mode"] == mode).to_numpy() & rows["score"].notna().to_numpy()
-    rows = rows.loc[keep & rows["position"].notna().to_numpy()]
+    rows = scored_rows(results)
+    rows = rows.loc[(rows["mode"] == mode).to_numpy() & rows["position"].notna().to_numpy()]
     prompt = ["judge", *_prompt_keys(rows), "sample_idx", "dimension"]
-    codes = rows.groupby(prompt, observed=True, sort=False).ngroup().to_numpy()
+    codes = group_ids(rows, prompt)[0]
     signed = rows["score"].to_numpy(dtype=float) * direction(rows["dimension"], lower_is_better)
     best = np.full(codes.max() + 1 if len(codes) else 0, -np.inf)
     np.maximum.at(best, codes, signed)

@@ -44,11 +44,16 @@ def map_distinct(series: pd.Series, fn: Callable[[Any], Any]) -> np.ndarray:
     return mapped[codes]  # code -1 (missing) picks the trailing NaN
 
 
+def usable_mask(results: pd.DataFrame) -> np.ndarray:
+    """Rows whose answer parsed (parse_ok not False; a table without parse_ok is all usable)."""
+    if "parse_ok" not in results:
+        return np.ones(len(results), dtype=bool)
+    return results["parse_ok"].fillna(True).astype(bool).to_numpy()
+
+
 def scored_rows(results: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """Rows that carry a usable score (score not NaN, parse_ok not False), optionally only `columns`."""
-    ok = results["score"].notna().to_numpy()
-    if "parse_ok" in results:
-        ok = ok & results["parse_ok"].fillna(True).astype(bool).to_numpy()
+    ok = results["score"].notna().to_numpy() & usable_mask(results)
     return results.loc[ok, list(columns) if columns is not None else slice(None)]
 
 
