@@ -27,9 +27,8 @@ STRATEGIES = ("zero_shot", "few_shot", "rag")
 
 @dataclass(frozen=True)
 class Request:
-    """One generation prompt: what it is for, its messages, and the template version for the cache key."""
+    """One generation prompt: its messages and the template version for the cache key."""
 
-    key: str
     messages: list[dict[str, str]]
     version: str
 
@@ -64,8 +63,8 @@ def parse_list(text: str, limit: int | None = None) -> list[str]:
 
 def question_requests(instances: Sequence[Instance], k: int) -> list[Request]:
     version = template_version("generate_questions.jinja", "_common.jinja")
-    return [Request(inst.instance_id, _messages("generate_questions.jinja", background=inst.background, k=k),
-                    version) for inst in instances]  # fmt: skip
+    return [Request(_messages("generate_questions.jinja", background=inst.background, k=k), version)
+            for inst in instances]  # fmt: skip
 
 
 def questions_to_instances(instances: Sequence[Instance], results: Sequence[CallResult], source: str,
@@ -118,7 +117,7 @@ def novelty_requests(records: Sequence[Mapping[str, Any]], strategy: str, *, see
         rel = list(related[i]) if strategy == "rag" and related else []
         messages = _messages("novelty_evaluation.jinja", title=rec["title"], claims=rec["paper_novelty"],
                              demonstrations=demos, related=rel)  # fmt: skip
-        requests.append(Request(str(rec["id"]), messages, version))
+        requests.append(Request(messages, version))
     return requests
 
 
@@ -126,7 +125,7 @@ def novelty_requests(records: Sequence[Mapping[str, Any]], strategy: str, *, see
 
 def review_requests(instances: Sequence[Instance]) -> list[Request]:
     version = template_version("write_review.jinja")
-    return [Request(inst.instance_id, _messages("write_review.jinja", background=inst.background), version)
+    return [Request(_messages("write_review.jinja", background=inst.background), version)
             for inst in instances]  # fmt: skip
 
 
@@ -143,5 +142,5 @@ def reviews_to_instances(instances: Sequence[Instance], results: Sequence[CallRe
 
 def weakness_request(review: str) -> Request:
     """EchoReview: ask a judge to list a review's weaknesses (cached like every call)."""
-    return Request("weaknesses", _messages("extract_weaknesses.jinja", review=review),
-                   template_version("extract_weaknesses.jinja"))  # fmt: skip
+    version = template_version("extract_weaknesses.jinja")
+    return Request(_messages("extract_weaknesses.jinja", review=review), version)
