@@ -31,18 +31,17 @@ async def extract_all(judge: Any, reviews: Sequence[str], params: Mapping[str, A
 async def judge_decisions(judge: Any, rubric: Any, pairs: Sequence[tuple[str, str]],
                           params: Mapping[str, Any], structured: bool) -> list[bool | None]:  # fmt: skip
     """issue_match verdicts for (human issue, model issue) pairs; None where the answer did not parse."""
+    from experiments.generation import Request, call_many
     from judge.parse import parse_object
     from judge.rubric import response_format
 
     call_params = {**params, "response_format": response_format(rubric)} if structured else dict(params)
-
-    async def one(a: str, b: str) -> bool | None:
-        res = await judge(rubric.render(statement_a=a, statement_b=b), call_params, sample_idx=0,
-                          rubric_version=rubric.version)  # fmt: skip
+    requests = [Request(rubric.render(statement_a=a, statement_b=b), rubric.version) for a, b in pairs]
+    verdicts = []
+    for res in await call_many(judge, requests, call_params, progress=False):
         parsed = parse_object(res.completion.text if res.completion else "", rubric.fields)
-        return parsed.values["same_issue"] == "yes" if parsed.ok else None
-
-    return list(await asyncio.gather(*(one(a, b) for a, b in pairs)))
+        verdicts.append(parsed.values["same_issue"] == "yes" if parsed.ok else None)
+    return verdicts
 
 
 def match_issues(cfg: Mapping[str, Any], judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
