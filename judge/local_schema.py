@@ -27,7 +27,7 @@ class UnsupportedSchema(ValueError):
 
 @dataclass(frozen=True)
 class Choice:
-    """A value position: one of `options` (JSON texts); `follow` is the literal text right after it."""
+    """A value position: one of `options` (JSON texts), chosen by the model."""
 
     options: tuple[str, ...]
 
@@ -195,8 +195,4 @@ class _Decoder:
 
     def _pick(self, allowed: list[int], temperature: float, gen: Any) -> int:
         self._flush()
-        logits = self.logits[allowed].float()
-        if temperature <= 0:
-            return allowed[int(self.torch.argmax(logits).item())]
-        probs = self.torch.softmax(logits / temperature, dim=-1)
-        return allowed[int(self.torch.multinomial(probs, 1, generator=gen).item())]
+        return allowed[local_model._sample(self.logits[allowed], temperature, 1.0, gen)]
