@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.datasets import DatasetError, Instance, Paper, load_dataset
 from experiments.inputs import StudyError
+from experiments.validation import ProblemLog, read_jsonl
 
 
 def instance_record(inst: Instance) -> dict[str, Any]:
@@ -44,7 +45,9 @@ def load_corpus(path: str | None, records: Sequence[Mapping[str, Any]]) -> list[
     """RAG corpus: a JSONL of {title, abstract}, or by default the dataset's own papers."""
     if path is None:
         return [Paper(str(r["title"]), str(r["abstract"])) for r in records]
-    rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    log = ProblemLog(path)
+    rows = [value for _, value in read_jsonl(Path(path), log)]
+    log.raise_if_any()  # file:line of every undecodable line, as for a dataset
     return [Paper(str(r["title"]), str(r.get("abstract", r.get("text", "")))) for r in rows]
 
 
