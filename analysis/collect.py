@@ -1,7 +1,8 @@
 """Find and load every results table below a run or multirun folder, and the human labels file.
 
-Only the columns the analysis uses are read (the raw completions can dominate a table's size), and string
-columns arrive as pandas categoricals, so a million-row multirun stays small and groups quickly.
+Only the columns the analysis uses are read, and string columns arrive as pandas categoricals, so a
+million-row multirun stays small and groups quickly. `raw` (the judge's answer) is kept, as a categorical:
+one copy per distinct answer, however many candidate × dimension rows share it.
 """
 
 from __future__ import annotations
@@ -14,17 +15,18 @@ import pyarrow.parquet as pq
 
 from analysis.humans import check_humans
 
+# in the results table's column order (a CSV's columns arrive in file order)
 COLUMNS: tuple[str, ...] = (
     "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
     "candidate_id", "source", "other_id", "order", "dimension", "sample_idx", "position", "score",
-    "preference", "inconsistent", "parse_ok", "cost_usd", "cached", "candidate_text",
+    "preference", "inconsistent", "parse_ok", "raw", "cost_usd", "cached", "candidate_text",
 )  # fmt: skip
 # a CSV writer may print a whole-number float as "3" (Arrow does): read these as floats whatever the text
 FLOAT_COLUMNS = {"score": "float64", "cost_usd": "float64"}
 REQUIRED: tuple[str, ...] = ("judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score")
 KEY_COLUMNS: tuple[str, ...] = (
     "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
-    "candidate_id", "source", "other_id", "order", "dimension", "preference", "candidate_text",
+    "candidate_id", "source", "other_id", "order", "dimension", "preference", "candidate_text", "raw",
 )  # fmt: skip
 
 

@@ -231,6 +231,17 @@ def write_results(frame: pd.DataFrame, out_dir: Path) -> None:
     write_atomic(out_dir / "results.csv", lambda p: pa_csv.write_csv(table, p))
 
 
+def write_prompts(prompts: Sequence[Prompt], out_dir: Path) -> None:
+    """prompts.parquet: every prompt exactly as sent (chat messages as JSON), keyed by the results'
+    `prompt_id`, so any results row leads back to what the judge was shown."""
+    table = pa.table({
+        "prompt_id": [p.prompt_id for p in prompts], "instance_id": [p.instance_id for p in prompts],
+        "mode": [p.mode for p in prompts], "order": [p.order for p in prompts],
+        "messages": [json.dumps(p.messages, ensure_ascii=False) for p in prompts],
+    })  # fmt: skip
+    write_atomic(out_dir / "prompts.parquet", lambda p: pq.write_table(table, p, compression="zstd"))
+
+
 def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path] | None, out_dir: Path,
               run_id: str) -> pd.DataFrame:  # fmt: skip
     """Run the study described by a plain (resolved) config and write its outputs into `out_dir`."""
@@ -253,6 +264,7 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     frame = to_frame(rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_results(frame, out_dir)
+    write_prompts(prompts, out_dir)
     manifest = build_manifest(cfg, frame, tally, rubric, data_path, len(instances), len(prompts), started)
     write_atomic(out_dir / "manifest.json", lambda p: p.write_text(redact(json.dumps(manifest, indent=2))))
     config_text = json.dumps(redact_config(dict(cfg)), indent=2, default=str)

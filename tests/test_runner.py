@@ -56,6 +56,11 @@ def test_three_modes_multirun_then_cached_rerun(server: ScriptedServer, tmp_path
     assert len(pw) == 2 * 10 * 2 * 2 and set(pw["preference"]) <= {"a", "b", "tie"}
     assert pw["inconsistent"].notna().all()
     assert n_first == (22 + 2 + 40) * 2  # prompts x samples, no retries
+    for folder, table in zip(sorted((tmp_path / "a").glob("*_qwen_*")), tables.values(), strict=True):
+        prompts = pd.read_parquet(folder / "prompts.parquet")  # every results row leads to its prompt
+        assert set(table["prompt_id"]) == set(prompts["prompt_id"]) and prompts["prompt_id"].is_unique
+        sent = {json.dumps(r["messages"]) for r in server.requests}
+        assert all(json.dumps(json.loads(m)) in sent for m in prompts["messages"])
     manifest = json.loads((tmp_path / "a" / "0_qwen_independent_novelty" / "manifest.json").read_text())
     assert manifest["calls_made"] == 44 and manifest["calls_cached"] == 0 and manifest["parse_rate"] == 1.0
 
@@ -76,6 +81,7 @@ def test_three_modes_multirun_then_cached_rerun(server: ScriptedServer, tmp_path
         from_csv, from_parquet = (load_results(folder / f"results.{kind}") for kind in ("csv", "parquet"))
         assert from_csv["score"].dtype == from_parquet["score"].dtype == "float64"  # "2" in the CSV is 2.0
         assert from_csv["cost_usd"].dtype == from_parquet["cost_usd"].dtype
+        assert from_parquet["raw"].str.startswith("{").all()  # the loader keeps each answer as received
         as_values = [f.astype(object).where(f.notna(), None) for f in (from_csv, from_parquet)]  # one null
         pd.testing.assert_frame_equal(*as_values, check_dtype=False)
 
