@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis import latent
+
 MD_ROWS = 60  # longer tables are cut in report.md (never in the CSV or the HTML)
 NO_HUMANS = "No human labels were given (`--humans FILE`)."
 ONE_RATER = "Only one rater (a single judge in a single mode, and no human labels): agreement needs two."
@@ -98,6 +100,7 @@ SECTIONS: tuple[Section, ...] = (
         None,
         NO_HUMANS,
     ),
+    Section(latent.SECTION_TITLE, latent.SECTION_TEXT, latent.SECTION_TABLES, None, latent.SECTION_MISSING),
     Section(
         "Score summaries",
         "Candidate scores (mean over samples) per judge, mode, source, dimension.",

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import consistency, illusion, scores, winrate
+from analysis import consistency, illusion, latent, scores, winrate
 from analysis import humans as human_mod
 from analysis.agreement import agreement_table
 from analysis.collect import load_humans, load_results
@@ -132,6 +132,7 @@ def compute_tables(
     tables: Tables = {"overview": overview(results), "score_summary": scores.score_summary(cands)}
     tables |= _winrate_tables(cands, reference, n_boot, seed, lower)
     tables |= _agreement_tables(cands, humans, reference, n_boot, seed, lower)
+    tables |= latent.latent_tables(cands, humans, reference, n_boot, seed, lower)  # empty under 3 raters
     tables |= _bias_tables(results, n_boot, seed, families, reference, lower)
     return tables
 

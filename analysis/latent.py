@@ -1,0 +1,337 @@
+"""Latent-truth aggregation: each item's latent label and each rater's reliability, from the labels alone.
+
+Raters are judge × mode (``judge [mode]``) and human annotators (``human:<annotator>``); an item is one
+(instance, generator, dimension) with the rater's win / tie / loss vs the reference (`outcome_labels`), or
+one (instance, candidate, dimension) with the rater's candidate score rounded to the rubric scale
+(`score_labels`). The models are crowd-kit's — Dawid–Skene (a confusion matrix per rater), MACE (a
+competence per rater), GLAD (an ability per rater) — next to majority vote as the baseline.
+
+Every fit reports, per rater, `accuracy`: the expected share of the rater's labels that equal the latent
+label, Σ_items P(z_i = y_ri) / n_r, which reads the same for every model. Dawid–Skene also gives the model's
+own accuracy Σ_c p_c · e_r[c, c] (`model_accuracy`) and the full confusion matrix. Bootstrap CIs resample
+items; by default the posteriors stay at the full-data fit (vectorised, any `n_boot`), and on request the
+model is refitted per replicate (crowd-kit's EM takes seconds per fit on small studies, so that is opt-in).
+
+`python -m analysis.latent <run-or-multirun-dir> --humans FILE [--out DIR]` writes the tables as CSV.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from crowdkit.aggregation import GLAD, MACE, DawidSkene, MajorityVote
+
+from analysis import humans as human_mod
+from analysis.intervals import percentile_ci
+from analysis.scores import LOWER_IS_BETTER, candidate_scores
+from analysis.winrate import ITEM_KEYS, outcome_rates
+
+SEP = " | "
+
+
+@dataclass(frozen=True)
+class LatentFit:
+    """One model's answer: item posteriors (task × label), per-rater accuracy, and model parameters."""
+
+    method: str
+    posteriors: pd.DataFrame
+    accuracy: pd.Series
+    parameter: pd.Series | None = None  # DS model accuracy, MACE competence, GLAD ability
+    confusion: pd.DataFrame | None = None  # DS: (rater, observed label) × true label
+
+    @property
+    def labels(self) -> pd.Series:
+        """The most probable latent label per task."""
+        return self.posteriors.idxmax(axis=1)
+
+
+Fitter = Callable[[pd.DataFrame], LatentFit]
+
+
+def outcome_labels(
+    results: pd.DataFrame,
+    humans: pd.DataFrame | None = None,
+    reference: str = "reference",
+    lower_is_better: Iterable[str] = LOWER_IS_BETTER,
+) -> pd.DataFrame:
+    """Win / tie / loss labels (1 / 0 / -1) per rater and item, as crowd-kit's task / worker / label frame
+    (plus the item's instance_id, source, dimension and the rater's kind). The human majority is left out:
+    it is an aggregate, not a rater."""
+    out = human_mod.rater_outcomes(results, humans, reference, lower_is_better)
+    out = out.loc[out["kind"] != "majority"]
+    task = out["instance_id"].str.cat([out["source"], out["dimension"]], sep=SEP)
+    return pd.DataFrame(
+        {"task": task, "worker": out["rater"], "label": out["outcome"].astype(int), "kind": out["kind"]}
+        | {k: out[k] for k in ITEM_KEYS}
+    ).reset_index(drop=True)
+
+
+def score_labels(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Candidate scores rounded half up to the rubric's integer scale, per rater and candidate × dimension."""
+    frames = [candidate_scores(results)]
+    if humans is not None and len(humans):
+        frames.append(candidate_scores(human_mod.human_results(humans)))
+    cols = ["judge", "mode", "instance_id", "candidate_id", "source", "dimension"]
+    c = pd.concat([f[[*cols, "score"]].astype({k: str for k in cols}) for f in frames], ignore_index=True)
+    rater = human_mod.rater_label(c["judge"], c["mode"])
+    return pd.DataFrame(
+        {
+            "task": c["candidate_id"].str.cat(c["dimension"], sep=SEP),
+            "worker": rater,
+            "label": np.floor(c["score"].to_numpy() + 0.5).astype(int),
+            "kind": np.where(c["mode"] == human_mod.HUMAN_MODE, "expert", "judge"),
+        }
+        | {k: c[k] for k in ITEM_KEYS}
+    )
+
+
+def expected_accuracy(labels: pd.DataFrame, posteriors: pd.DataFrame) -> pd.Series:
+    """Per rater: mean over its items of the posterior probability of the label it gave."""
+    post = posteriors.reindex(columns=sorted(set(posteriors.columns) | set(labels["label"])), fill_value=0.0)
+    rows = post.index.get_indexer(labels["task"])
+    cols = post.columns.get_indexer(labels["label"])
+    p = post.to_numpy()[rows, cols]
+    return pd.Series(p, index=labels["worker"].to_numpy()).groupby(level=0).mean().rename("accuracy")
+
+
+def _crowd(labels: pd.DataFrame) -> pd.DataFrame:
+    return labels[["task", "worker", "label"]]
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """crowd-kit 1.4 calls pandas APIs that pandas 3 deprecates; its warnings are not the user's business."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+
+def majority_vote(labels: pd.DataFrame) -> LatentFit:
+    """Majority vote: posterior = each label's share of the item's votes."""
+    share = labels.groupby(["task", "label"]).size().unstack("label", fill_value=0)
+    post = share.div(share.sum(axis=1), axis=0)
+    with _quiet():
+        skills = MajorityVote().fit(_crowd(labels)).skills_  # agreement with the (tie-broken) majority
+    return LatentFit("majority vote", post, expected_accuracy(labels, post), skills.rename("mv_agreement"))
+
+
+def dawid_skene(labels: pd.DataFrame, n_iter: int = 100) -> LatentFit:
+    """Dawid–Skene EM (crowd-kit): a full confusion matrix per rater and a label prior."""
+    with _quiet():
+        ds = DawidSkene(n_iter=n_iter).fit(_crowd(labels))
+    errors, prior = ds.errors_, ds.priors_
+    diag = {
+        w: float(sum(prior[c] * errors.loc[(w, c), c] for c in prior.index))
+        for w in errors.index.get_level_values("worker").unique()
+    }
+    model_acc = pd.Series(diag, name="model_accuracy")
+    return LatentFit("Dawid-Skene", ds.probas_, expected_accuracy(labels, ds.probas_), model_acc, errors)
+
+
+def mace(labels: pd.DataFrame, seed: int = 0, restarts: int = 2) -> LatentFit:
+    """MACE (crowd-kit): per rater, the probability of answering from knowledge rather than spamming."""
+    with _quiet():
+        model = MACE(n_restarts=restarts, n_iter=50, random_state=seed).fit(_crowd(labels))
+    names = pd.factorize(labels["worker"])[1]
+    competence = pd.Series(model.spamming_[:, 1], index=names, name="competence")
+    return LatentFit("MACE", model.probas_, expected_accuracy(labels, model.probas_), competence)
+
+
+def glad(labels: pd.DataFrame) -> LatentFit:
+    """GLAD (crowd-kit): per rater an ability α (higher is better, negative is adversarial)."""
+    with _quiet():
+        model = GLAD(n_iter=50).fit(_crowd(labels))
+    probas = model.probas_.rename_axis(columns=None)
+    return LatentFit("GLAD", probas, expected_accuracy(labels, probas), model.alphas_.rename("ability"))
+
+
+def _resample(labels: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+    """Items drawn with replacement; a repeated item becomes distinct tasks (``task#k``)."""
+    tasks = labels["task"].unique()
+    drawn = rng.choice(len(tasks), size=len(tasks), replace=True)
+    pos = pd.Series(np.arange(len(labels))).groupby(pd.Categorical(labels["task"], categories=tasks)).indices
+    idx = [(pos[tasks[t]], k) for k, t in enumerate(drawn)]
+    take = np.concatenate([p for p, _ in idx])
+    copy = np.concatenate([np.full(len(p), k) for p, k in idx])
+    out = labels.iloc[take].copy()
+    out["task"] = out["task"].to_numpy() + "#" + copy.astype(str)
+    return out
+
+
+def _fixed_posterior_boot(labels: pd.DataFrame, fit: LatentFit, raters: pd.Index, n_boot: int,
+                          seed: int) -> np.ndarray:  # fmt: skip
+    """Accuracy replicates with items resampled and the posteriors held at the full-data fit: per replicate,
+    item weights w ~ Multinomial(n, 1/n) and accuracy_r = Σ w_i P(z_i = y_ri) / Σ_{i rated by r} w_i."""
+    tasks, task_idx = np.unique(labels["task"].to_numpy(), return_inverse=True)
+    rater_idx = raters.get_indexer(labels["worker"])
+    post = fit.posteriors.reindex(
+        index=tasks, columns=sorted(set(fit.posteriors.columns) | set(labels["label"]))
+    )
+    p = post.fillna(0.0).to_numpy()[task_idx, post.columns.get_indexer(labels["label"])]
+    hit = np.zeros((len(tasks), len(raters)))
+    rated = np.zeros_like(hit)
+    np.add.at(hit, (task_idx, rater_idx), p)
+    np.add.at(rated, (task_idx, rater_idx), 1.0)
+    w = np.random.default_rng(seed).multinomial(len(tasks), np.full(len(tasks), 1 / len(tasks)), size=n_boot)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (w @ hit) / (w @ rated)
+
+
+def competence_table(labels: pd.DataFrame, fit: LatentFit, fitter: Fitter | None = None,
+                     n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:  # fmt: skip
+    """Per rater: n items, accuracy vs the latent label (and the model's parameter), with bootstrap CIs
+    over items. With a `fitter` every replicate refits the model (the parameter gets a CI too); without,
+    the posteriors are held at the full-data fit (fast; ignores the model's own estimation error)."""
+    raters = pd.Index(fit.accuracy.index)
+    par = np.full((n_boot if fitter else 0, len(raters)), np.nan)
+    if fitter is None:
+        acc = _fixed_posterior_boot(labels, fit, raters, n_boot, seed)
+    else:
+        rng = np.random.default_rng(seed)
+        acc = np.full((n_boot, len(raters)), np.nan)
+        for b in range(n_boot):
+            boot = fitter(_resample(labels, rng))
+            acc[b] = boot.accuracy.reindex(raters).to_numpy()
+            if boot.parameter is not None:
+                par[b] = boot.parameter.reindex(raters).to_numpy()
+    kind = labels.drop_duplicates("worker").set_index("worker")["kind"]
+    out = pd.DataFrame({"method": fit.method, "rater": raters, "kind": kind.reindex(raters).to_numpy()})
+    out["n_items"] = labels.groupby("worker")["task"].nunique().reindex(raters).to_numpy()
+    out["accuracy"] = fit.accuracy.to_numpy()
+    out["accuracy_lo"], out["accuracy_hi"] = percentile_ci(acc)
+    if fit.parameter is not None:
+        name = str(fit.parameter.name)
+        out[name] = fit.parameter.reindex(raters).to_numpy()
+        out[f"{name}_lo"], out[f"{name}_hi"] = percentile_ci(par)
+    out["ci"] = "refit" if fitter else "posteriors fixed"
+    return out.sort_values("accuracy", ascending=False, ignore_index=True)
+
+
+def posterior_table(labels: pd.DataFrame, fit: LatentFit) -> pd.DataFrame:
+    """Per item: its keys, P(each label), the latent label, posterior entropy (bits) and the raters' votes."""
+    items = labels.drop_duplicates("task").set_index("task")[list(ITEM_KEYS)]
+    post = fit.posteriors.reindex(items.index).fillna(0.0)
+    p = post.to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        entropy = -np.nansum(np.where(p > 0, p * np.log2(p), 0.0), axis=1)
+    out = items.reset_index()
+    for col in post.columns:
+        out[f"p[{col}]"] = post[col].to_numpy()
+    out["latent"] = post.idxmax(axis=1).to_numpy()
+    out["entropy_bits"] = entropy
+    votes = labels.groupby("task")["label"].agg(lambda s: " ".join(map(str, s)))
+    out["votes"] = votes.reindex(out["task"]).to_numpy()
+    return out.sort_values("entropy_bits", ascending=False, ignore_index=True)
+
+
+def latent_winrate(labels: pd.DataFrame, fit: LatentFit, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Win / tie / loss rates on the latent labels next to every single rater's, per generator and
+    dimension, with `delta_win` / `delta_tie` = rater minus latent (outcome labels only)."""
+    items = labels.drop_duplicates("task").set_index("task")[list(ITEM_KEYS)]
+    latent = items.assign(outcome=fit.labels.reindex(items.index).astype(int).to_numpy(), rater="latent")
+    per_rater = labels.rename(columns={"worker": "rater", "label": "outcome"})
+    both = pd.concat([latent.reset_index(drop=True), per_rater[["rater", *ITEM_KEYS, "outcome"]]])
+    rates = outcome_rates(both, ["rater", "source", "dimension"], n_boot=n_boot, seed=seed)
+    base = rates.loc[rates["rater"] == "latent"].set_index(["source", "dimension"])
+    for name in ("win", "tie"):
+        ref = base[name].reindex(pd.MultiIndex.from_frame(rates[["source", "dimension"]])).to_numpy()
+        rates[f"delta_{name}"] = rates[name].to_numpy() - ref
+    rates.insert(0, "method", fit.method)
+    return rates
+
+
+def latent_tables(results: pd.DataFrame, humans: pd.DataFrame | None = None, reference: str = "reference",
+                  n_boot: int = 1000, seed: int = 0, lower_is_better: Iterable[str] = LOWER_IS_BETTER,
+                  refit_boot: int = 0, with_glad: bool = False) -> dict[str, pd.DataFrame]:  # fmt: skip
+    """The report's latent-model tables on win / tie / loss outcomes; empty with fewer than three raters.
+    `refit_boot` > 0 adds Dawid–Skene CIs from that many refits (slow: a full EM per replicate); GLAD is
+    opt-in (`with_glad`: minutes on 10^4 items, where Dawid–Skene takes a second and MACE tens)."""
+    labels = outcome_labels(results, humans, reference, lower_is_better)
+    if labels["worker"].nunique() < 3 or labels.empty:
+        return {}
+    ds = dawid_skene(labels)
+    fits = [ds, majority_vote(labels), mace(labels, seed, restarts=1)] + ([glad(labels)] if with_glad else [])
+    competence = [competence_table(labels, f, None, n_boot, seed) for f in fits]
+    if refit_boot:
+        competence.append(competence_table(labels, ds, dawid_skene, refit_boot, seed))
+    return {
+        "latent_competence": pd.concat(competence, ignore_index=True),
+        "latent_confusion": ds.confusion.rename_axis(index=["rater", "observed"]).reset_index(),
+        "latent_posteriors": posterior_table(labels, ds),
+        "latent_winrate": latent_winrate(labels, ds, n_boot, seed),
+    }
+
+
+SECTION_TITLE = "Latent truth (Dawid–Skene, MACE, majority vote)"
+SECTION_TEXT = (
+    "Raters are judge [mode] and human annotators; an item is (instance, generator, dimension) with the "
+    "rater's win / tie / loss vs the reference. `accuracy` = expected share of a rater's labels equal to the "
+    "latent label, with bootstrap CIs over items (posteriors fixed, or `refit`). "
+    "Posteriors: most uncertain items first. Win rates on latent labels vs each single rater (delta = rater − latent)."
+)
+SECTION_MISSING = "Fewer than three raters (judges × modes and annotators): no latent model."
+SECTION_TABLES: tuple[str, ...] = (
+    "latent_competence",
+    "latent_confusion",
+    "latent_posteriors",
+    "latent_winrate",
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: fit the latent models on a study's outcomes and write one CSV per table."""
+    from analysis.collect import load_humans, load_results
+
+    parser = argparse.ArgumentParser(prog="python -m analysis.latent", description=__doc__.split("\n")[0])
+    parser.add_argument("root", help="a run or multirun folder (searched recursively)")
+    parser.add_argument("--humans", help="human labels CSV (annotator, instance_id, candidate_id, ...)")
+    parser.add_argument("--out", help="output folder (default: <root>/latent)")
+    parser.add_argument("--reference", default="reference")
+    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (posteriors fixed)")
+    parser.add_argument(
+        "--refit-boot", type=int, default=0, help="also Dawid-Skene CIs from this many refits"
+    )
+    parser.add_argument("--glad", action="store_true", help="also fit GLAD (slow on large studies)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        results = load_results(args.root)
+        humans = load_humans(args.humans) if args.humans else None
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    tables = latent_tables(
+        results,
+        humans,
+        args.reference,
+        args.n_boot,
+        args.seed,
+        refit_boot=args.refit_boot,
+        with_glad=args.glad,
+    )
+    if not tables:
+        print(
+            "error: the latent model needs at least three raters (judges × modes and annotators)",
+            file=sys.stderr,
+        )
+        return 2
+    out = Path(args.out) if args.out else Path(args.root) / "latent"
+    out.mkdir(parents=True, exist_ok=True)
+    for name, table in tables.items():
+        table.to_csv(out / f"{name}.csv", index=False)
+    print(tables["latent_competence"].round(3).to_string(index=False))
+    print(f"{len(tables)} tables -> {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,224 @@
+"""Latent-truth aggregation: planted raters with known confusion matrices, and the study wiring."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import latent
+
+LABELS = np.array([-1, 0, 1])
+
+
+def _confusion(acc: float, k: int = 3) -> np.ndarray:
+    """Rows = true label, columns = given label: `acc` on the diagonal, the rest spread evenly."""
+    m = np.full((k, k), (1 - acc) / (k - 1))
+    np.fill_diagonal(m, acc)
+    return m
+
+
+def _adversary(p_wrong: float, k: int = 3) -> np.ndarray:
+    """Says the next label (true -1 -> 0, 0 -> 1, 1 -> -1) with probability `p_wrong`."""
+    m = np.full((k, k), (1 - p_wrong) / (k - 1))
+    for t in range(k):
+        m[t, (t + 1) % k] = p_wrong
+        m[t, t] = (1 - p_wrong) / (k - 1)
+    return m
+
+
+def _simulate(confusions: dict[str, np.ndarray], n_items: int, seed: int) -> tuple[pd.DataFrame, pd.Series]:
+    rng = np.random.default_rng(seed)
+    truth = rng.choice(3, size=n_items, p=[0.3, 0.3, 0.4])
+    frames = []
+    for name, m in confusions.items():
+        given = np.array([rng.choice(3, p=m[t]) for t in truth])
+        frames.append(
+            pd.DataFrame({"task": [f"i{i}" for i in range(n_items)], "worker": name, "label": LABELS[given]})
+        )
+    labels = pd.concat(frames, ignore_index=True).assign(
+        kind="judge", instance_id="x", source="g", dimension="d"
+    )
+    labels["instance_id"] = labels["task"]
+    return labels, pd.Series(LABELS[truth], index=[f"i{i}" for i in range(n_items)])
+
+
+def _true_accuracy(m: np.ndarray, prior=(0.3, 0.3, 0.4)) -> float:
+    return float(np.dot(prior, np.diag(m)))
+
+
+def test_dawid_skene_recovers_planted_accuracies_within_tolerance() -> None:
+    confusions = {"a": _confusion(0.9), "b": _confusion(0.75), "c": _confusion(0.6), "d": _confusion(0.5)}
+    labels, truth = _simulate(confusions, 400, seed=1)
+    fit = latent.dawid_skene(labels)
+    # tolerance 0.06: a binomial SE of ~0.025 at 400 items, plus EM's estimation error
+    for name, m in confusions.items():
+        assert abs(fit.parameter[name] - _true_accuracy(m)) < 0.06, name
+        assert abs(fit.accuracy[name] - _true_accuracy(m)) < 0.06, name
+    # the confusion matrix itself: P(given = t | true = t) per class within 0.1
+    for name, m in confusions.items():
+        for t, lab in enumerate(LABELS):
+            assert abs(fit.confusion.loc[(name, lab), lab] - m[t, t]) < 0.1
+    assert (fit.labels.reindex(truth.index) == truth).mean() > 0.85
+
+
+def test_latent_models_beat_majority_vote_with_an_adversarial_rater() -> None:
+    confusions = {
+        "good": _confusion(0.8),
+        "fair": _confusion(0.65),
+        "weak": _confusion(0.55),
+        "adversary": _adversary(0.9),
+        "adversary2": _adversary(0.8),
+    }
+    labels, truth = _simulate(confusions, 400, seed=2)
+    mv = latent.majority_vote(labels)
+    ds = latent.dawid_skene(labels)
+    acc = {f.method: float((f.labels.reindex(truth.index) == truth).mean()) for f in (mv, ds)}
+    assert acc["Dawid-Skene"] > acc["majority vote"] + 0.1, acc
+    # DS sees through the adversaries: their accuracy vs the latent label is ~their true (low) accuracy
+    assert abs(ds.accuracy["adversary"] - _true_accuracy(confusions["adversary"])) < 0.06
+    assert abs(ds.accuracy["good"] - _true_accuracy(confusions["good"])) < 0.06
+    # MACE ranks the good rater above the adversaries (competence = P(not spamming))
+    m = latent.mace(labels)
+    assert m.parameter["good"] > max(m.parameter["adversary"], m.parameter["adversary2"])
+
+
+def test_expected_accuracy_known_value() -> None:
+    labels = pd.DataFrame({"task": ["t1", "t1", "t2"], "worker": ["a", "b", "a"], "label": [1, 0, 0]})
+    post = pd.DataFrame({1: [0.8, 0.5], 0: [0.2, 0.5]}, index=["t1", "t2"])
+    acc = latent.expected_accuracy(labels, post)
+    assert acc["a"] == pytest.approx((0.8 + 0.5) / 2)
+    assert acc["b"] == pytest.approx(0.2)
+
+
+def test_majority_vote_posterior_is_vote_share() -> None:
+    labels = pd.DataFrame({"task": ["t"] * 4, "worker": list("abcd"), "label": [1, 1, 1, 0]})
+    fit = latent.majority_vote(labels)
+    assert fit.posteriors.loc["t", 1] == pytest.approx(0.75)
+    assert fit.labels["t"] == 1
+
+
+def test_competence_ci_covers_truth() -> None:
+    confusions = {"a": _confusion(0.85), "b": _confusion(0.7), "c": _confusion(0.6), "d": _confusion(0.6)}
+    labels, _ = _simulate(confusions, 300, seed=3)
+    table = latent.competence_table(labels, latent.dawid_skene(labels), None, n_boot=2000).set_index("rater")
+    for name, m in confusions.items():
+        lo, hi = table.loc[name, ["accuracy_lo", "accuracy_hi"]]
+        assert lo <= table.loc[name, "accuracy"] <= hi
+        assert lo - 0.02 < _true_accuracy(m) < hi + 0.02, name  # 95% CI (+ EM slack) covers the truth
+        assert 0.04 < hi - lo < 0.2  # a binomial-sized interval at 300 items
+
+
+def test_fixed_posterior_bootstrap_known_value() -> None:
+    """Two items, one rater who matches the posterior fully on t1 and not at all on t2: replicates are
+    0, 0.5 or 1 with probabilities 1/4, 1/2, 1/4 (both draws t2, one each, both t1)."""
+    labels = pd.DataFrame({"task": ["t1", "t2"], "worker": ["a", "a"], "label": [1, 1], "kind": "judge"})
+    fit = latent.LatentFit(
+        "x", pd.DataFrame({1: [1.0, 0.0], 0: [0.0, 1.0]}, index=["t1", "t2"]), pd.Series({"a": 0.5})
+    )
+    boot = latent._fixed_posterior_boot(labels, fit, pd.Index(["a"]), 4000, 0)[:, 0]
+    assert set(np.unique(boot)) == {0.0, 0.5, 1.0}
+    assert np.mean(boot == 0.5) == pytest.approx(0.5, abs=0.03)
+
+
+def test_refit_bootstrap_resamples_items() -> None:
+    confusions = {"a": _confusion(0.9), "b": _confusion(0.7), "c": _confusion(0.6)}
+    labels, _ = _simulate(confusions, 60, seed=5)
+    boot = latent._resample(labels, np.random.default_rng(0))
+    assert boot["task"].nunique() == 60 and len(boot) == len(labels)
+    assert boot["task"].str.replace(r"#\d+$", "", regex=True).nunique() < 60  # some items drawn twice
+    fitter = lambda x: latent.dawid_skene(x, n_iter=10)  # noqa: E731
+    table = latent.competence_table(labels, latent.dawid_skene(labels), fitter, n_boot=3).set_index("rater")
+    assert (table["ci"] == "refit").all() and table["model_accuracy_lo"].notna().all()
+
+
+def _study() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Two judges and three annotators over 8 instances × 2 generators × 1 dimension; truth planted."""
+    rng = np.random.default_rng(4)
+    rows, human = [], []
+    for i in range(8):
+        for g in ("g1", "g2"):
+            truth = rng.integers(0, 4)
+            for who, noise in (("j1", 0.0), ("j2", 1.0)):
+                s = float(np.clip(truth + rng.normal(0, noise), 0, 3).round())
+                rows.append(
+                    dict(
+                        judge=who,
+                        mode="independent",
+                        instance_id=f"n{i}",
+                        candidate_id=f"n{i}:{g}",
+                        source=g,
+                        dimension="originality",
+                        sample_idx=0,
+                        score=s,
+                        parse_ok=True,
+                    )
+                )
+            for a in ("x", "y", "z"):
+                human.append(
+                    dict(
+                        annotator=a,
+                        instance_id=f"n{i}",
+                        candidate_id=f"n{i}:{g}",
+                        source=g,
+                        dimension="originality",
+                        score=int(truth),
+                    )
+                )
+        for who in ("j1", "j2"):
+            rows.append(
+                dict(
+                    judge=who,
+                    mode="independent",
+                    instance_id=f"n{i}",
+                    candidate_id=f"n{i}:ref",
+                    source="reference",
+                    dimension="originality",
+                    sample_idx=0,
+                    score=1.5,
+                    parse_ok=True,
+                )
+            )
+        for a in ("x", "y", "z"):
+            human.append(
+                dict(
+                    annotator=a,
+                    instance_id=f"n{i}",
+                    candidate_id=f"n{i}:ref",
+                    source="reference",
+                    dimension="originality",
+                    score=1.5,
+                )
+            )
+    return pd.DataFrame(rows), pd.DataFrame(human)
+
+
+def test_latent_tables_on_a_study() -> None:
+    results, humans = _study()
+    tables = latent.latent_tables(results, humans, n_boot=50, with_glad=True)
+    comp = tables["latent_competence"]
+    assert set(comp["method"]) == {"Dawid-Skene", "majority vote", "MACE", "GLAD"}
+    ds = comp.loc[comp["method"] == "Dawid-Skene"].set_index("rater")
+    assert set(ds.index) == {"j1 [independent]", "j2 [independent]", "human:x", "human:y", "human:z"}
+    assert ds.loc["j1 [independent]", "accuracy"] >= ds.loc["j2 [independent]", "accuracy"]
+    post = tables["latent_posteriors"]
+    assert len(post) == 16 and post["entropy_bits"].between(0, np.log2(3) + 1e-9).all()
+    wr = tables["latent_winrate"]
+    lat = wr.loc[wr["rater"] == "latent"]
+    assert (lat["delta_win"] == 0).all()
+    assert set(wr["rater"]) >= {"latent", "j1 [independent]"}
+
+
+def test_latent_tables_need_three_raters_and_cli(tmp_path) -> None:
+    results, humans = _study()
+    assert latent.latent_tables(results, None) == {}
+    run = tmp_path / "run"
+    run.mkdir()
+    results.to_csv(run / "results.csv", index=False)
+    humans.to_csv(tmp_path / "h.csv", index=False)
+    assert (
+        latent.main([str(run), "--humans", str(tmp_path / "h.csv"), "--n-boot", "3", "--refit-boot", "2"])
+        == 0
+    )
+    assert (run / "latent" / "latent_competence.csv").exists()
+    assert latent.main([str(tmp_path / "nowhere")]) == 2
