@@ -255,7 +255,7 @@ def overhead(config: Path) -> dict[str, Any]:
     from experiments.rows import rows_for  # noqa: PLC0415
     from judge.cache import cache_key  # noqa: PLC0415
     from judge.client import CallResult, Judge  # noqa: PLC0415
-    from judge.completer import Completion  # noqa: PLC0415
+    from judge.completer import Completion, LiteLLMCompleter  # noqa: PLC0415
     from judge.parse import parse_object  # noqa: PLC0415
 
     rubric, instances, _ = load_study_inputs(cfg)
@@ -263,7 +263,8 @@ def overhead(config: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     prompts = build_prompts(instances, rubric, "independent", seed=0, k_per_source=None)
     render = (time.perf_counter() - t0) / len(prompts)
-    sample = Judge.sample({"temperature": 0.1, "max_tokens": 160, "seed": 0}, 0)  # as run_study builds it
+    judge = Judge(LiteLLMCompleter(MODEL, api_base="http://127.0.0.1:1/v1"), cache=None)  # type: ignore[arg-type]
+    sample = judge.sample({"temperature": 0.1, "max_tokens": 160, "seed": 0}, 0)  # as run_study builds it
     version = rubric.version
     t0 = time.perf_counter()
     for p in prompts:  # the first sample of each prompt: it serialises the messages (later samples reuse them)

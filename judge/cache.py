@@ -1,7 +1,9 @@
 """On-disk cache of completions, keyed so that a rerun with the same config makes zero provider calls.
 
-The key covers everything that changes an answer: model (and endpoint), rendered messages, decoding
-parameters, the sample index and the rubric version. Secrets never enter the key or the value.
+The key covers everything that changes an answer: model (and endpoint), rendered messages, every parameter
+of the request actually sent (`Completer.request_params`: decoding parameters, the response format, the
+judge's `extra`), the sample index and the rubric version. Secrets never enter the key or the value. The key
+format has not changed since v0.1: a request that sends nothing new keeps its old key (its cached answer).
 
 Each value is stored as `<checksum>\n<completion JSON>`, the checksum covering the key and the JSON, so an
 entry damaged on disk - or one that an index corruption hands back for another key - is detected, dropped and

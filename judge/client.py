@@ -81,13 +81,13 @@ class Judge:
             self._semaphores = {loop_id: asyncio.Semaphore(self.concurrency)}
         return self._semaphores[loop_id]
 
-    @staticmethod
-    def sample(params: Mapping[str, Any], sample_idx: int) -> Sample:
+    def sample(self, params: Mapping[str, Any], sample_idx: int) -> Sample:
         """The parameters of one sample: the sample index picks the seed, so samples differ on every provider.
 
-        A study builds one per (parameters, sample index) and reuses it for every prompt."""
+        Its key JSON is that of the request the completer sends (config extras, response format, ...), not
+        of `params` alone. A study builds one per (parameters, sample index) and reuses it for every prompt."""
         sample = {**params, "seed": int(params.get("seed", 0)) + sample_idx}
-        return Sample(sample_idx, sample, canonical_params(sample))
+        return Sample(sample_idx, sample, canonical_params(self.completer.request_params(sample)))
 
     def lookup(self, messages: Sequence[Message], sample: Sample,
                rubric_version: str) -> tuple[str, CallResult | None]:  # fmt: skip

@@ -56,6 +56,18 @@ class Completer(Protocol):
 
     async def acomplete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion: ...
 
+    def request_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Everything the request for `params` sends besides the model, messages and endpoint (config extras
+        included): what the cache key covers, so no parameter that reaches the provider is left out of it."""
+        ...
+
+
+# Options that change how a request travels, never what it asks for: left out of the cache key. A value the
+# completer always sends is left out while it has its default, so caches from before the key covered the whole
+# request stay valid for the requests that did not change.
+TRANSPORT_OPTIONS = frozenset({"timeout", "num_retries", "max_retries"})
+COMPLETER_DEFAULTS: Mapping[str, Any] = {"drop_params": True}
+
 
 @functools.lru_cache(maxsize=64)
 def token_prices(model: str) -> tuple[float, float] | None:
@@ -221,6 +233,21 @@ class LiteLLMCompleter:
         elif self.api_base and self.model.startswith("openai/"):
             kwargs["api_key"] = "no-key"  # a keyless OpenAI-compatible server (vLLM, llama.cpp): the SDK needs a value
         return kwargs
+
+    def request_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The request `_kwargs` builds, less the model, messages and endpoint (unless `extra` overrides
+        them), transport options, the completer's defaults and credentials (see `Completer`)."""
+        from judge.secrets import without_secrets  # noqa: PLC0415 (secrets imports nothing heavy)
+
+        sent = self._kwargs((), params)
+        del sent["messages"]
+        own = {"model": self.model, "api_base": self.api_base, **COMPLETER_DEFAULTS}
+        for name, value in own.items():
+            if name in sent and sent[name] == value:
+                del sent[name]
+        for name in TRANSPORT_OPTIONS:
+            sent.pop(name, None)
+        return without_secrets(sent)
 
     def _completion(self, response: Any, started: float) -> Completion:
         latency = time.perf_counter() - started

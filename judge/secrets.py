@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 REDACTED = "***REDACTED***"
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH(?!ORS?(?:_|$))|BEARER|COOKIE)", re.IGNORECASE)
 _MIN_SECRET_LEN = 8
 
 
@@ -32,12 +32,28 @@ def redact(text: str) -> str:
     return text
 
 
+def is_secret_entry(name: object, value: object) -> bool:
+    """A config or request entry that holds a credential: a non-empty string under a secret-looking name
+    (`api_key`, `Authorization`, ...; `api_key_env` names a variable, it is not one)."""
+    text = str(name)
+    return isinstance(value, str) and bool(value) and bool(_SECRET_NAME.search(text)) and not text.endswith("_env")
+
+
+def without_secrets(obj: Any) -> Any:
+    """A copy of a request or config tree with every credential entry left out (for cache keys: a rotated
+    key must not turn every cached answer into a miss, and a key never enters anything derived from it)."""
+    if isinstance(obj, Mapping):
+        return {k: without_secrets(v) for k, v in obj.items() if not is_secret_entry(k, v)}
+    if isinstance(obj, list | tuple):
+        return [without_secrets(v) for v in obj]
+    return obj
+
+
 def redact_config(obj: Any) -> Any:
     """A copy of a plain config tree with secret-named entries and secret values replaced."""
     if isinstance(obj, Mapping):
         return {
-            k: (REDACTED if isinstance(v, str) and v and _SECRET_NAME.search(str(k)) and not str(k).endswith("_env")
-                else redact_config(v))
+            k: REDACTED if is_secret_entry(k, v) else redact_config(v)
             for k, v in obj.items()
         }
     if isinstance(obj, list | tuple):

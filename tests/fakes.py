@@ -24,6 +24,9 @@ class FakeCompleter:
             raise out
         return Completion(out, "stop", prompt_tokens=10, completion_tokens=5, cost_usd=None, latency_s=0.001)
 
+    def request_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(params)
+
     def complete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:
         return self._answer(messages, params)
 

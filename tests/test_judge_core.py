@@ -41,8 +41,9 @@ def test_precomputed_parameters_give_the_same_key() -> None:
     """A study serialises a sample's parameters once (Judge.sample) and reuses them: same key as computed fresh."""
     schema = {"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "object"}}}
     params = {"temperature": 0.1, "seed": 5, "response_format": schema}
+    judge = Judge(FakeCompleter(lambda m, p: GOOD), cache=None)  # type: ignore[arg-type]
     for idx in range(3):
-        sample = Judge.sample(params, idx)
+        sample = judge.sample(params, idx)
         assert sample.params["seed"] == 5 + idx
         fresh = cache_key("m", MSGS, sample.params, idx, "v1", "http://x")
         assert cache_key("m", MSGS, {}, idx, "v1", "http://x", params_json=sample.params_json) == fresh
@@ -54,6 +55,26 @@ def test_completer_sends_a_copy_of_the_schema() -> None:
     sent = LiteLLMCompleter("openai/m", api_base="http://x")._kwargs(MSGS, {"response_format": schema})
     assert sent["response_format"] == schema and sent["response_format"] is not schema
     assert sent["response_format"]["json_schema"] is not schema["json_schema"]
+
+
+def test_cache_key_covers_the_request_actually_sent() -> None:
+    """judge.extra (top_p, a provider override, ...) reaches the provider, so it is in the key; credentials,
+    transport options and the completer's defaults are not, so an unchanged request keeps its old key."""
+    params = {"temperature": 0.1, "max_tokens": 160, "seed": 0}
+
+    def key(**extra):  # type: ignore[no-untyped-def]
+        completer = LiteLLMCompleter("openai/m", api_base="http://x", extra=extra)
+        sample = Judge(completer, cache=None).sample(params, 0)  # type: ignore[arg-type]
+        return cache_key("openai/m", MSGS, {}, 0, "v1", "http://x", params_json=sample.params_json)
+
+    plain = key()
+    assert plain == cache_key("openai/m", MSGS, params, 0, "v1", "http://x")  # caches from before stay valid
+    assert key(top_p=1.0) != plain and key(top_p=0.5) != key(top_p=1.0)
+    assert key(response_format={"type": "json_object"}) != plain and key(drop_params=False) != plain
+    assert key(model="openai/other") != plain  # extra overrides the model it names
+    secret_free = [key(api_key="sk-one-1234567890"), key(api_key="sk-two-0987654321"),
+                   key(extra_headers={"Authorization": "Bearer sk-one-1234567890"}), key(timeout=3)]
+    assert secret_free[:2] == [plain, plain] and secret_free[2] == key(extra_headers={}) and secret_free[3] == plain
 
 
 def test_embedded_provider_registered_only_for_local_judges(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

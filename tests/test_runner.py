@@ -23,6 +23,7 @@ PLANTED = "sk-planted-0123456789abcdef-SECRET"
 def run(args: list[str], tmp: Path, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update({"JUDGESCOPE_CACHE_DIR": str(tmp / "cache"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]),  # this checkout's code
                 **(env_extra or {})})  # fmt: skip
     return subprocess.run([sys.executable, "-m", "experiments.run", *args, "progress=false"], cwd=tmp,
                           env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
