@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.humans import check_humans
+from analysis.shards import merged_run_ids
 
 # in the results table's column order (a CSV's columns arrive in file order)
 COLUMNS: tuple[str, ...] = (
@@ -60,12 +61,21 @@ def _read_one(path: Path) -> pa.Table:
     return table
 
 
+def _as_run(table: pa.Table, run_id: str | None) -> pa.Table:
+    """The table under `run_id` (a shard under its study's run id); unchanged when None."""
+    if run_id is None or "run_id" not in table.column_names:
+        return table
+    column = pa.array([run_id] * table.num_rows, pa.string()).dictionary_encode()
+    return table.set_column(table.schema.get_field_index("run_id"), "run_id", column)
+
+
 def load_results(root: str | Path) -> pd.DataFrame:
     """All results tables below `root` as one frame (analysis columns only, strings as categoricals)."""
     paths = find_results(root)
     if not paths:
         raise FileNotFoundError(f"no results.parquet or results.csv below {root}")
-    tables = [_read_one(p) for p in paths]
+    merged = merged_run_ids(paths)  # the shards of one study become one run (ShardMergeError if they cannot)
+    tables = [_as_run(_read_one(p), merged.get(p)) for p in paths]
     try:
         frame = pa.concat_tables(tables, promote_options="permissive").to_pandas()
     except (

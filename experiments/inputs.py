@@ -12,6 +12,7 @@ from typing import Any
 
 from experiments.datasets import DatasetError, Instance, load_dataset
 from experiments.modes import MODES
+from experiments.shard import ShardError, parse_shard, select
 from judge.rubric import Rubric, rubric_from_config
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +45,12 @@ def check_inputs(cfg: Mapping[str, Any], rubric: Rubric) -> None:
 
 
 def load_study_inputs(cfg: Mapping[str, Any]) -> tuple[Rubric, list[Instance], Path]:
-    """The rubric, the (limited) instances and the dataset path, or a StudyError naming the problem."""
+    """The rubric, the (limited, then sharded) instances and the dataset path, or a StudyError naming the
+    problem."""
+    try:
+        shard = parse_shard(cfg.get("shard"))
+    except ShardError as exc:
+        raise StudyError(str(exc)) from None
     rubric = rubric_from_config(cfg["rubric"])
     check_inputs(cfg, rubric)
     path = resolve_path(str(cfg["dataset"]["path"]))
@@ -53,4 +59,5 @@ def load_study_inputs(cfg: Mapping[str, Any]) -> tuple[Rubric, list[Instance], P
     except DatasetError as exc:
         raise StudyError(str(exc)) from None
     limit = cfg.get("limit")
-    return rubric, instances[: int(limit)] if limit is not None else instances, path
+    limited = instances[: int(limit)] if limit is not None else instances
+    return rubric, select(limited, shard), path

@@ -26,6 +26,7 @@ from experiments.datasets import Instance, dataset_hash
 from experiments.inputs import StudyError, load_study_inputs
 from experiments.modes import Prompt, build_prompts
 from experiments.rows import rows_for, to_frame
+from experiments.shard import parse_shard, study_id
 from judge.cache import CacheError, CallCache
 from judge.client import CallResult, Judge, Sample
 from judge.completer import LiteLLMCompleter, use_inline_setup
@@ -276,11 +277,14 @@ def build_manifest(cfg: Mapping[str, Any], frame: pd.DataFrame, tally: Tally, ru
                    n_instances: int, n_prompts: int, started: float) -> dict[str, Any]:  # fmt: skip
     """What a reader needs to trust and reproduce the table: counts, cost, versions, dataset hash."""
     n_calls = n_prompts * int(cfg["n_samples"])
+    shard = parse_shard(cfg.get("shard"))
     return {
         "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"], "mode": cfg["mode"]["name"],
         "rubric": rubric.name, "rubric_versions": {rubric.name: rubric.version},
         "dataset": str(cfg["dataset"]["name"]), "dataset_path": str(data_path),
-        "dataset_hash": dataset_hash(data_path), "instances": n_instances, "prompts": n_prompts,
+        "dataset_hash": dataset_hash(data_path), "study_id": study_id(cfg),
+        "shard": {"index": shard.index, "count": shard.count} if shard else None,
+        "instances": n_instances, "prompts": n_prompts,
         "n_samples": int(cfg["n_samples"]), "temperature": float(cfg["temperature"]),
         "calls_total": n_calls, "calls_made": tally.calls, "calls_cached": tally.cached,
         "retries": tally.retries, "provider_errors": tally.provider_errors, "unscored_calls": tally.unscored,

@@ -1,0 +1,67 @@
+"""`shard=i/n`: one job runs a deterministic 1/n of a study, so n jobs on any launcher make the whole study.
+
+The split is by instance (instance k of the limited dataset goes to shard k mod n), so every prompt of an
+instance - a comparative prompt shows all its candidates at once, a pairwise pair is asked in both orders -
+stays whole in one shard. Prompts, cache keys and rows do not depend on the shard, so the n shards make
+exactly the calls and rows of the unsharded study. `study_id` names the study the shards belong to: a hash
+of every setting that can change a row (not the shard, nor how the calls are made), which the analysis loader
+uses to merge the shards of one study and to refuse mixing shards of different studies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
+# settings that change how the calls are made, never what they return
+EXECUTION_ONLY = frozenset({"shard", "progress", "workers", "cache_dir", "cache", "retry", "limits", "budget"})
+JUDGE_EXECUTION_ONLY = frozenset({"concurrency", "timeout_s", "api_bases", "pool"})
+
+
+class ShardError(ValueError):
+    """A `shard=` value that is not `i/n` with 0 <= i < n."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse_shard(value: Any) -> Shard | None:
+    """`"i/n"` -> Shard(i, n); None (or "", "none") -> the whole study."""
+    if value is None or str(value).strip().lower() in ("", "none", "null"):
+        return None
+    match = _SPEC.fullmatch(str(value))
+    if not match:
+        raise ShardError(f"shard={value}: expected i/n, e.g. shard=0/4 (the first of 4 shards)")
+    index, count = int(match.group(1)), int(match.group(2))
+    if count < 1 or not 0 <= index < count:
+        raise ShardError(f"shard={value}: need 0 <= i < n (the shards of n=4 are 0/4, 1/4, 2/4, 3/4)")
+    return Shard(index, count)
+
+
+def select(instances: Sequence[T], shard: Shard | None) -> list[T]:
+    """The instances of this shard: every n-th one from position i (all of them without a shard)."""
+    if shard is None:
+        return list(instances)
+    return list(instances[shard.index :: shard.count])
+
+
+def study_id(cfg: Mapping[str, Any]) -> str:
+    """A hash of the settings that decide the study's rows: shards with equal ids merge into one study."""
+    kept = {k: v for k, v in cfg.items() if k not in EXECUTION_ONLY and k != "hydra"}
+    if isinstance(kept.get("judge"), Mapping):
+        kept["judge"] = {k: v for k, v in kept["judge"].items() if k not in JUDGE_EXECUTION_ONLY}
+    text = json.dumps(kept, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
