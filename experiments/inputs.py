@@ -40,7 +40,7 @@ def check_inputs(cfg: Mapping[str, Any], rubric: Rubric) -> None:
             "a scores rubric (novelty, narrowness, review_quality)"  # fmt: skip
         raise StudyError(f"rubric={rubric.name}: mode={mode} needs {need}")
     env = cfg["judge"].get("api_key_env")
-    if env and not os.environ.get(env):
+    if env and not os.environ.get(env) and not cfg.get("plan"):  # a plan calls no provider
         raise StudyError(f"judge={cfg['judge']['name']}: the environment variable {env} is not set (API key)")
 
 

@@ -21,6 +21,12 @@ def main(cfg: DictConfig) -> None:
         plain = OmegaConf.to_container(cfg, resolve=True)
         assert isinstance(plain, dict)
         inputs = load_study_inputs(plain)  # bad inputs answer here, before litellm is even imported
+        if plain.get("plan"):
+            from experiments.plan import run_plan
+
+            sweep = Path(hc.sweep.dir) if str(hc.mode) == "RunMode.MULTIRUN" else None
+            run_plan(plain, inputs, out_dir, sweep)
+            return
         from experiments.study import run_study
         from judge.secrets import install_log_redaction
 

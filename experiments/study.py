@@ -111,6 +111,30 @@ class Call:
     key: str
 
 
+def jobs_of(prompts: Sequence[Prompt], cfg: Mapping[str, Any]) -> list[tuple[Prompt, int]]:
+    """Every (prompt, sample index) of a run, in the order its rows are written."""
+    return [(p, s) for p in prompts for s in range(int(cfg["n_samples"]))]
+
+
+def sampler(judge: Judge, rubric: Rubric, cfg: Mapping[str, Any]) -> Callable[[Prompt, int], Sample]:
+    """`sample_of(prompt, sample_idx)`: the decoding parameters of one sample (with the prompt's
+    structured-output schema where asked for), built once per distinct schema and sample index - most of a
+    cache key's serialisation."""
+    params = sampling_params(cfg)
+    structured = bool(cfg["judge"].get("structured_output", False))
+    samples: dict[tuple[tuple[str, ...] | None, int], Sample] = {}
+
+    def sample_of(prompt: Prompt, sample_idx: int) -> Sample:
+        comparative = structured and prompt.mode == "comparative"
+        labels = tuple(s.label or "" for s in prompt.shown) if comparative else None
+        if (labels, sample_idx) not in samples:
+            schema = {"response_format": response_format(rubric, labels)} if structured else {}
+            samples[labels, sample_idx] = judge.sample({**params, **schema}, sample_idx)
+        return samples[labels, sample_idx]
+
+    return sample_of
+
+
 def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[str, Any],
                   meta: Mapping[str, Any], tally: Tally) -> list[dict[str, Any]]:  # fmt: skip
     """Every (prompt, sample) call; rows come back in a stable (prompt, sample) order.
@@ -119,21 +143,9 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
     event loop, or spread over worker processes (`workers`, see `plan_workers`) when client CPU would
     otherwise be the bottleneck. A call whose key repeats within the run is asked for once.
     """
-    params = sampling_params(cfg)
-    jobs = [(p, s) for p in prompts for s in range(int(cfg["n_samples"]))]
+    jobs = jobs_of(prompts, cfg)
     done: list[list[dict[str, Any]] | None] = [None] * len(jobs)
-    structured = bool(cfg["judge"].get("structured_output", False))
-    samples: dict[tuple[tuple[str, ...] | None, int], Sample] = {}
-
-    def sample_of(prompt: Prompt, sample_idx: int) -> Sample:
-        """The decoding parameters of one sample (with the prompt's structured-output schema where asked
-        for), built once per distinct schema and sample index: most of a cache key's serialisation."""
-        comparative = structured and prompt.mode == "comparative"
-        labels = tuple(s.label or "" for s in prompt.shown) if comparative else None
-        if (labels, sample_idx) not in samples:
-            schema = {"response_format": response_format(rubric, labels)} if structured else {}
-            samples[labels, sample_idx] = judge.sample({**params, **schema}, sample_idx)
-        return samples[labels, sample_idx]
+    sample_of = sampler(judge, rubric, cfg)
 
     bar = tqdm(total=len(jobs), disable=not cfg.get("progress", True), file=sys.stderr, unit="call")
 

@@ -1,0 +1,152 @@
+"""`plan=true`: what a run (or a whole `-m` sweep) would cost, before any provider call.
+
+The plan walks exactly the (prompt, sample) calls the run would make, looks each one up in the call cache
+(the same keys as the run), and prices the calls still to make: prompt tokens counted with litellm's
+tokenizer support for the judge model, completion tokens bounded by the output budget (`max_tokens`), and
+litellm's price map (or the judge config's `input_cost_per_token`, ...). An unknown price gives an unknown
+cost (null), never 0. It writes `plan.json` into the run folder; a sweep also gets `plan.json` summed over
+its jobs in the sweep folder.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from experiments.datasets import Instance
+from experiments.inputs import StudyError
+from experiments.modes import Prompt, build_prompts
+from judge.cache import CacheError
+from judge.pricing import Prices, prices_for, prompt_tokens
+from judge.rubric import Rubric
+
+COUNTS = ("calls_total", "calls_cached", "calls_to_make", "prompt_tokens", "completion_tokens_bound",
+          "completion_tokens_expected")  # fmt: skip
+
+
+def judge_prices(jcfg: Mapping[str, Any]) -> Prices:
+    """The judge's prices (litellm's map, the config's overrides); a bad override is a StudyError."""
+    try:
+        return prices_for(str(jcfg["model"]), jcfg)
+    except ValueError as exc:
+        raise StudyError(f"judge={jcfg['name']}: {exc}") from None
+
+
+def _costs(
+    prices: Prices, prompt: float, bound: float, expected: float
+) -> dict[str, dict[str, float | None]]:
+    def rounded(value: float | None) -> float | None:
+        return None if value is None else round(value, 4)
+
+    return {kind: {"expected": rounded(prices.cost(prompt, expected, batch=batch)),
+                   "bound": rounded(prices.cost(prompt, bound, batch=batch))}
+            for kind, batch in (("live", False), ("batch", True))}  # fmt: skip
+
+
+def plan_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path]) -> dict[str, Any]:
+    """The plan of one run: counts, tokens and cost of the calls not yet in the cache. No provider call."""
+    from experiments.study import make_judge  # noqa: PLC0415 (litellm-heavy)
+
+    rubric, instances, _ = inputs
+    prompts = build_prompts(instances, rubric, cfg["mode"]["name"], seed=int(cfg["seed"]),
+                            k_per_source=cfg["mode"].get("k_per_source"))  # fmt: skip
+    judge = make_judge(cfg)
+    try:
+        counts = _count(judge, prompts, rubric, cfg)
+    except CacheError as exc:
+        raise StudyError(str(exc)) from None
+    finally:
+        judge.cache.close()
+    prices = judge_prices(cfg["judge"])
+    return {
+        "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"], "mode": cfg["mode"]["name"],
+        "rubric": rubric.name, "instances": len(instances), "prompts": len(prompts),
+        "n_samples": int(cfg["n_samples"]), "max_tokens": int(cfg["max_tokens"]), **counts,
+        "prices": dict(vars(prices)),
+        "cost_usd": _costs(prices, counts["prompt_tokens"], counts["completion_tokens_bound"],
+                           counts["completion_tokens_expected"]),
+    }  # fmt: skip
+
+
+def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[str, Any]) -> dict[str, int]:
+    """Walk the run's calls as `execute_calls` does (a key repeated within the run is asked for once)."""
+    from experiments.study import jobs_of, sampler  # noqa: PLC0415
+
+    sample_of = sampler(judge, rubric, cfg)
+    model, max_tokens = judge.completer.model, int(cfg["max_tokens"])
+    seen: set[str] = set()
+    tokens_of: dict[str, int] = {}
+    total = cached = prompt_total = 0
+    answered: list[int] = []
+    for prompt, sample_idx in jobs_of(prompts, cfg):
+        total += 1
+        key, hit = judge.lookup(prompt.messages, sample_of(prompt, sample_idx), rubric.version)
+        if hit is not None or key in seen:
+            cached += 1
+            if hit is not None and hit.completion is not None:
+                answered.append(hit.completion.completion_tokens)
+            continue
+        seen.add(key)
+        if prompt.prompt_id not in tokens_of:
+            tokens_of[prompt.prompt_id] = prompt_tokens(model, prompt.messages)
+        prompt_total += tokens_of[prompt.prompt_id]
+    to_make = len(seen)
+    # answers already in the cache say how long this judge's answers run; the output budget caps them
+    per_call = min(max_tokens, round(sum(answered) / len(answered))) if answered else max_tokens
+    return {"calls_total": total, "calls_cached": cached, "calls_to_make": to_make, "prompt_tokens": prompt_total,
+            "completion_tokens_bound": to_make * max_tokens, "completion_tokens_expected": to_make * per_call}  # fmt: skip
+
+
+def sum_plans(plans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A sweep's plan: counts and costs summed over its jobs; a cost is unknown if any job's is."""
+    total: dict[str, Any] = {"jobs": len(plans), **{k: sum(int(p[k]) for p in plans) for k in COUNTS}}
+    cost: dict[str, dict[str, float | None]] = {}
+    for kind in ("live", "batch"):
+        cost[kind] = {}
+        for bound in ("expected", "bound"):
+            parts = [p["cost_usd"][kind][bound] for p in plans if p["calls_to_make"]]
+            cost[kind][bound] = None if any(v is None for v in parts) else round(sum(parts), 4)
+    total["cost_usd"] = cost
+    total["by_job"] = [{k: p[k] for k in ("judge", "mode", "rubric", "calls_to_make")} | {"cost_usd": p["cost_usd"]}
+                       for p in plans]  # fmt: skip
+    return total
+
+
+def _usd(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:,.2f}"
+
+
+def describe(plan: Mapping[str, Any]) -> str:
+    """Two lines for the terminal."""
+    cost = plan["cost_usd"]
+    return (f"plan: {plan['calls_total']:,} calls, {plan['calls_cached']:,} cached, {plan['calls_to_make']:,} to make; "
+            f"~{plan['prompt_tokens']:,} prompt + <= {plan['completion_tokens_bound']:,} completion tokens\n"
+            f"plan: cost live {_usd(cost['live']['expected'])} (at most {_usd(cost['live']['bound'])}), "
+            f"batch {_usd(cost['batch']['expected'])} (at most {_usd(cost['batch']['bound'])})")  # fmt: skip
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> None:
+    from experiments.study import write_atomic  # noqa: PLC0415
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, lambda p: p.write_text(json.dumps(data, indent=2)))
+
+
+def run_plan(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path], out_dir: Path,
+             sweep_dir: Path | None) -> dict[str, Any]:  # fmt: skip
+    """Plan one run: write `out_dir/plan.json` (and the sweep's summed `plan.json`) and print it."""
+    plan = plan_study(cfg, inputs)
+    write_json(out_dir / "plan.json", plan)
+    print(describe(plan), file=sys.stderr)
+    if sweep_dir is not None:
+        jobs = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/plan.json"))]
+        summed = sum_plans(jobs)
+        write_json(sweep_dir / "plan.json", summed)
+        print(
+            f"sweep ({summed['jobs']} jobs so far): " + describe(summed).replace("\n", "\nsweep: "),
+            file=sys.stderr,
+        )
+    return plan

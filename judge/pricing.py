@@ -1,0 +1,80 @@
+"""Prices and token estimates for a judge, before any call is made (the plan, the budget, batch accounting).
+
+Prices come from litellm's bundled price map under litellm's own names (`input_cost_per_token`,
+`output_cost_per_token` and their `_batches` variants); a judge config may override any of them with the same
+names. A price nobody knows stays None - a cost computed from it is unknown, never 0.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import litellm
+
+from judge.completer import Message
+
+PRICE_FIELDS = ("input_cost_per_token", "output_cost_per_token", "input_cost_per_token_batches",
+                "output_cost_per_token_batches")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Prices:
+    """USD per token, live and batch; None = unknown. `source` says where each came from."""
+
+    input_cost_per_token: float | None = None
+    output_cost_per_token: float | None = None
+    input_cost_per_token_batches: float | None = None
+    output_cost_per_token_batches: float | None = None
+    source: str = "unknown"
+
+    def per_token(self, batch: bool) -> tuple[float, float] | None:
+        """(input, output) USD per token for live or batch calls, None when either is unknown."""
+        pair = ((self.input_cost_per_token_batches, self.output_cost_per_token_batches) if batch
+                else (self.input_cost_per_token, self.output_cost_per_token))  # fmt: skip
+        return None if pair[0] is None or pair[1] is None else (pair[0], pair[1])
+
+    def cost(self, prompt_tokens: float, completion_tokens: float, *, batch: bool = False) -> float | None:
+        """USD for these token counts, None when the price is unknown."""
+        pair = self.per_token(batch)
+        return None if pair is None else pair[0] * prompt_tokens + pair[1] * completion_tokens
+
+
+@functools.lru_cache(maxsize=64)
+def _litellm_prices(model: str) -> dict[str, float | None]:
+    try:
+        info: Mapping[str, Any] = dict(litellm.get_model_info(model))
+    except Exception:  # noqa: BLE001  (litellm raises a bare Exception for unmapped models)
+        return {}
+    return {name: (float(info[name]) if info.get(name) is not None else None) for name in PRICE_FIELDS}
+
+
+def prices_for(model: str, overrides: Mapping[str, Any] | None = None) -> Prices:
+    """litellm's prices for `model`, each replaced by the judge config's value where it sets one.
+
+    A bad override value is a ValueError naming the setting."""
+    found = _litellm_prices(model)
+    values: dict[str, float | None] = {name: found.get(name) for name in PRICE_FIELDS}
+    overridden = []
+    for name in PRICE_FIELDS:
+        value = (overrides or {}).get(name)
+        if value is None:
+            continue
+        try:
+            values[name] = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"judge.{name}: {value!r} is not a number (USD per token)") from None
+        if values[name] < 0:  # type: ignore[operator]
+            raise ValueError(f"judge.{name}: {value!r} is negative")
+        overridden.append(name)
+    known = any(v is not None for v in values.values())
+    source = "judge config" if overridden and len(overridden) == len(PRICE_FIELDS) else (
+        "litellm + judge config" if overridden else ("litellm" if known else "unknown"))  # fmt: skip
+    return Prices(**values, source=source)
+
+
+def prompt_tokens(model: str, messages: Sequence[Message]) -> int:
+    """Prompt tokens of `messages` with litellm's tokenizer support for `model` (tiktoken as its fallback)."""
+    return int(litellm.token_counter(model=model, messages=[dict(m) for m in messages]))

@@ -1,0 +1,118 @@
+"""plan=true: counts, tokens and cost of a run before any provider call; the counts match the run that follows."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import litellm
+import pytest
+
+from experiments.inputs import StudyError, load_study_inputs
+from experiments.plan import plan_study, run_plan, sum_plans
+from judge.pricing import prices_for
+from tests.openai_server import ScriptedServer, Step, rubric_answer
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ScriptedServer]:
+    srv = ScriptedServer(lambda body: Step(200, rubric_answer(body)))
+    with srv.running():
+        yield srv
+
+
+def compose(*overrides: str) -> dict[str, Any]:
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+    from omegaconf import OmegaConf
+
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        cfg = OmegaConf.to_container(hydra_compose(config_name="config", overrides=list(overrides)), resolve=True)
+    assert isinstance(cfg, dict)
+    return cfg
+
+
+def test_prices_known_values_and_overrides() -> None:
+    gpt4o = prices_for("gpt-4o")
+    info = litellm.get_model_info("gpt-4o")
+    assert gpt4o.input_cost_per_token == info["input_cost_per_token"] and gpt4o.source == "litellm"
+    # 1,000 prompt + 100 completion tokens at $2.50 / $10 per million (litellm's map for gpt-4o)
+    assert gpt4o.cost(1000, 100) == pytest.approx(1000 * 2.5e-6 + 100 * 1e-5)
+    assert gpt4o.cost(1000, 100, batch=True) == pytest.approx(1000 * 1.25e-6 + 100 * 5e-6)
+    unknown = prices_for("openai/some-unmapped-model")
+    assert unknown.cost(1000, 100) is None and unknown.source == "unknown"  # unknown, never 0
+    mine = prices_for("openai/some-unmapped-model", {"input_cost_per_token": 1e-6, "output_cost_per_token": "2e-6"})
+    assert mine.cost(1000, 100) == pytest.approx(1000e-6 + 200e-6) and mine.cost(1, 1, batch=True) is None
+    with pytest.raises(ValueError, match="judge.output_cost_per_token"):
+        prices_for("gpt-4o", {"output_cost_per_token": "cheap"})
+
+
+def test_plan_makes_no_call_and_matches_the_run(server: ScriptedServer, tmp_path: Path) -> None:
+    from experiments.study import run_study
+
+    cfg = compose("judge=qwen", f"judge.api_base={server.api_base}", "limit=2", "n_samples=2", "progress=false",
+                  "plan=true", "+judge.input_cost_per_token=1e-6", "+judge.output_cost_per_token=4e-6")  # fmt: skip
+    cfg["cache_dir"] = str(tmp_path / "cache")
+    inputs = load_study_inputs(cfg)
+    before = len(server.requests)
+    plan = run_plan(cfg, inputs, tmp_path / "plan", None)
+    assert len(server.requests) == before  # no provider call
+    assert json.loads((tmp_path / "plan" / "plan.json").read_text()) == plan
+    assert plan["calls_total"] == 2 * 11 * 2 and plan["calls_cached"] == 0 and plan["calls_to_make"] == 44
+    assert plan["completion_tokens_bound"] == 44 * 160 and plan["prompt_tokens"] > 44 * 100
+    expected = plan["prompt_tokens"] * 1e-6 + 44 * 160 * 4e-6
+    assert plan["cost_usd"]["live"]["bound"] == pytest.approx(expected, abs=1e-4)
+    assert plan["cost_usd"]["batch"]["bound"] is None  # no batch price known for this model: unknown
+
+    # run one instance, then plan both: the cached calls are counted as cached
+    run_study({**cfg, "plan": False, "limit": 1}, None, tmp_path / "one", run_id="one")
+    again = plan_study(cfg, load_study_inputs(cfg))
+    assert (again["calls_cached"], again["calls_to_make"]) == (22, 22)
+    # cached answers (7 completion tokens each from the server) set the expected completion length
+    assert again["completion_tokens_expected"] == 22 * 7
+    made = len(server.requests)
+    run_study({**cfg, "plan": False}, None, tmp_path / "two", run_id="two")
+    manifest = json.loads((tmp_path / "two" / "manifest.json").read_text())
+    assert len(server.requests) - made == manifest["calls_made"] == again["calls_to_make"]
+    assert manifest["calls_cached"] == again["calls_cached"] and manifest["calls_total"] == again["calls_total"]
+
+
+def test_sweep_sums_and_unknown_cost_stays_unknown() -> None:
+    def job(n: int, live: float | None) -> dict[str, Any]:
+        return {"judge": "j", "mode": "m", "rubric": "r", "calls_total": n, "calls_cached": 0, "calls_to_make": n,
+                "prompt_tokens": 10 * n, "completion_tokens_bound": 5 * n, "completion_tokens_expected": 2 * n,
+                "cost_usd": {k: {"expected": live, "bound": live} for k in ("live", "batch")}}  # fmt: skip
+
+    summed = sum_plans([job(3, 1.5), job(4, 2.0)])
+    assert summed["calls_to_make"] == 7 and summed["cost_usd"]["live"]["bound"] == 3.5
+    assert sum_plans([job(3, 1.5), job(4, None)])["cost_usd"]["live"]["bound"] is None
+    assert sum_plans([job(3, 1.5), job(0, None)])["cost_usd"]["live"]["bound"] == 1.5  # nothing to pay for
+
+
+def test_plan_cli_sweep_without_key_and_without_calls(server: ScriptedServer, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update({"JUDGESCOPE_CACHE_DIR": str(tmp_path / "cache"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})  # this checkout, not an installed copy
+    before = len(server.requests)
+    args = ["-m", "judge=gpt-4o", f"judge.api_base={server.api_base}", "mode=independent,comparative",
+            "limit=1", "plan=true", "progress=false", f"hydra.sweep.dir={tmp_path / 'sweep'}"]  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "experiments.run", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(server.requests) == before  # OPENAI_API_KEY unset and no request: a plan needs neither
+    summed = json.loads((tmp_path / "sweep" / "plan.json").read_text())
+    assert summed["jobs"] == 2 and summed["calls_to_make"] == 11 * 3 + 3
+    assert summed["cost_usd"]["batch"]["bound"] < summed["cost_usd"]["live"]["bound"]
+    assert "to make" in done.stderr and "sweep (2 jobs so far)" in done.stderr
+
+
+def test_bad_price_is_one_line(tmp_path: Path) -> None:
+    cfg = compose("judge=qwen", "limit=1", "plan=true", "+judge.output_cost_per_token=cheap")
+    cfg["cache_dir"] = str(tmp_path / "cache")
+    with pytest.raises(StudyError, match=r"judge=qwen: judge.output_cost_per_token: 'cheap' is not a number"):
+        plan_study(cfg, load_study_inputs(cfg))
