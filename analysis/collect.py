@@ -12,15 +12,18 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import yaml
 
+import conf
 from analysis.humans import check_humans
+from analysis.scores import DIRECTION, as_bool
 from analysis.shards import merged_run_ids
 
 # in the results table's column order (a CSV's columns arrive in file order)
 COLUMNS: tuple[str, ...] = (
     "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
-    "candidate_id", "source", "other_id", "order", "dimension", "sample_idx", "position", "score",
-    "preference", "inconsistent", "parse_ok", "raw", "cost_usd", "cached", "candidate_text",
+    "candidate_id", "source", "other_id", "order", "dimension", "higher_is_better", "sample_idx", "position",
+    "score", "preference", "inconsistent", "parse_ok", "raw", "cost_usd", "cached", "candidate_text",
 )  # fmt: skip
 # a CSV writer may print a whole-number float as "3" (Arrow does): read these as floats whatever the text
 FLOAT_COLUMNS = {"score": "float64", "cost_usd": "float64"}
@@ -45,12 +48,42 @@ def find_results(root: str | Path) -> list[Path]:
     return found
 
 
+def rubric_directions(name: str) -> dict[str, bool]:
+    """dimension -> higher_is_better as the shipped rubric spec conf/rubric/<name>.yaml declares it (empty
+    when there is no such spec)."""
+    spec = Path(conf.__file__).parent / "rubric" / f"{name}.yaml"
+    if not spec.is_file():
+        return {}
+    dims = (yaml.safe_load(spec.read_text(encoding="utf-8")) or {}).get("dimensions") or []
+    return {str(d["name"]): bool(d.get("higher_is_better", True)) for d in dims if isinstance(d, dict)}
+
+
+def _add_directions(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """An older results table without `higher_is_better`: each dimension's direction from its rubric's spec,
+    or one clear error naming the file when the spec does not say."""
+    if "rubric" not in frame:
+        raise ValueError(f"{path}: no {DIRECTION!r} column and no 'rubric' column to read the directions from")
+    pairs = frame[["rubric", "dimension"]].dropna().drop_duplicates().astype(str)
+    known: dict[tuple[str, str], bool] = {}
+    for rubric, dim in pairs.itertuples(index=False, name=None):
+        spec = rubric_directions(rubric)
+        if dim not in spec:
+            raise ValueError(f"{path}: no {DIRECTION!r} column, and rubric {rubric!r} has no shipped spec that "
+                             f"gives dimension {dim!r} a direction; add the column")  # fmt: skip
+        known[(rubric, dim)] = spec[dim]
+    keys = zip(frame["rubric"].astype(str), frame["dimension"].astype(str), strict=True)
+    return frame.assign(**{DIRECTION: [known.get(k, True) for k in keys]})
+
+
 def _read_one(path: Path) -> pa.Table:
     if path.suffix == ".parquet":
         names = set(pq.read_schema(path).names)
         table = pq.read_table(path, columns=[c for c in COLUMNS if c in names])
     else:
         frame = pd.read_csv(path, usecols=lambda c: c in COLUMNS, dtype=FLOAT_COLUMNS, low_memory=False)
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+    if DIRECTION not in table.column_names and "dimension" in table.column_names:
+        frame = _add_directions(table.to_pandas(), path)
         table = pa.Table.from_pandas(frame, preserve_index=False)
     for name in table.column_names:
         col = table.column(name)
@@ -99,6 +132,11 @@ def prepare(results: pd.DataFrame) -> pd.DataFrame:
         if col in out and not isinstance(out[col].dtype, pd.CategoricalDtype):
             out[col] = out[col].astype("category")
     out["score"] = pd.to_numeric(out["score"], errors="coerce").astype(float)
+    if DIRECTION in out:  # true/false whatever a CSV made of it; a row without one fails when it is used
+        known = out[DIRECTION].notna().to_numpy()
+        flags = pd.Series(pd.NA, index=out.index, dtype="boolean")
+        flags[known] = as_bool(out.loc[known, DIRECTION])
+        out[DIRECTION] = flags
     return out
 
 

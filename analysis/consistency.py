@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -19,7 +19,6 @@ from scipy import stats
 from analysis.intervals import fisher_z_interval, t_interval, wilson_interval
 from analysis.reliability import Level, alpha_from_counts
 from analysis.scores import (
-    LOWER_IS_BETTER,
     candidate_scores,
     direction,
     group_ids,
@@ -98,9 +97,7 @@ def _groups(frame: pd.DataFrame, keys: list[str]) -> Iterator[tuple[tuple, np.nd
         yield key, idx, frame.iloc[idx]
 
 
-def position_bias(
-    results: pd.DataFrame, lower_is_better: Iterable[str] = LOWER_IS_BETTER, mode: str = "comparative"
-) -> pd.DataFrame:
+def position_bias(results: pd.DataFrame, mode: str = "comparative") -> pd.DataFrame:
     """Per judge × dimension × shown position in comparative prompts: mean score and win rate (share of
     prompt samples in which the candidate shown there scored best, ties split), each with a t CI, and the
     win rate expected without position bias (mean of 1 / number shown)."""
@@ -108,7 +105,7 @@ def position_bias(
     rows = rows.loc[(rows["mode"] == mode).to_numpy() & rows["position"].notna().to_numpy()]
     prompt = ["judge", *_prompt_keys(rows), "sample_idx", "dimension"]
     codes = group_ids(rows, prompt)[0]
-    signed = rows["score"].to_numpy(dtype=float) * direction(rows["dimension"], lower_is_better)
+    signed = rows["score"].to_numpy(dtype=float) * direction(rows)
     best = np.full(codes.max() + 1 if len(codes) else 0, -np.inf)
     np.maximum.at(best, codes, signed)
     top = (signed >= best[codes] - 1e-9).astype(float)
@@ -175,7 +172,7 @@ def _word_counts(results: pd.DataFrame) -> pd.DataFrame:
     return first[["instance_id", "candidate_id"]].assign(length=length)
 
 
-def length_bias(results: pd.DataFrame, lower_is_better: Iterable[str] = LOWER_IS_BETTER) -> pd.DataFrame:
+def length_bias(results: pd.DataFrame) -> pd.DataFrame:
     """Spearman ρ of candidate score vs length in words per judge × mode × dimension (Fisher-z CI).
 
     `rho_better` is ρ signed so that > 0 means longer texts are judged better on either kind of dimension.
@@ -187,7 +184,7 @@ def length_bias(results: pd.DataFrame, lower_is_better: Iterable[str] = LOWER_IS
             warnings.simplefilter("ignore")  # constant input gives NaN
             rho = float(stats.spearmanr(part["score"], part["length"])[0]) if len(part) > 1 else np.nan
         lo, hi = fisher_z_interval(rho, len(part), "spearman")
-        sign = direction(pd.Series([key[2]]), lower_is_better)[0]
+        sign = direction(part.iloc[:1])[0]
         rows.append(
             {
                 **dict(zip(GROUP, key, strict=True)),
@@ -235,7 +232,6 @@ def self_preference(
     results: pd.DataFrame,
     families: Mapping[str, str] | None = None,
     reference: str = "reference",
-    lower_is_better: Iterable[str] = LOWER_IS_BETTER,
 ) -> pd.DataFrame:
     """Per judge × mode × dimension: mean candidate score for generators of the judge's own family vs the
     other generators (reference and human texts excluded), their difference with a Welch CI and p, and
@@ -255,7 +251,7 @@ def self_preference(
     for key, idx, part in _groups(cands, GROUP):
         mine, theirs = part["score"].to_numpy()[own[idx]], part["score"].to_numpy()[~own[idx]]
         if len(mine) and len(theirs):
-            sign = direction(pd.Series([key[2]]), lower_is_better)[0]
+            sign = direction(part.iloc[:1])[0]
             rows.append({**dict(zip(GROUP, key, strict=True)), "family": judge_family.get(str(key[0])),
                          **_own_vs_other(mine, theirs, sign)})  # fmt: skip
     return pd.DataFrame(rows, columns=list(SELF_PREFERENCE_COLUMNS))

@@ -2,23 +2,39 @@
 
 The labels file has one row per annotator × candidate × dimension (`annotator, instance_id, candidate_id,
 source, dimension, score`). Each annotator becomes a rater ``human:<annotator>`` in mode ``human``.
+
+Judges and humans are compared on the same pairs: a pair is one candidate the humans rated against the
+instance's reference (in the RQ-Bench paper, one generator's best RQ vs the reference), and every rater's
+outcome on it compares that candidate's score with the reference's, never a rater's own best-of-K over
+candidates the humans did not see. The human majority is a strict majority of the annotators who rated the
+pair; pairs without one are excluded and counted (NovBench's rule). Labels carry no direction: each
+dimension takes the judges' `higher_is_better` (or the labels' own column, when the file has one).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from analysis.reliability import alpha_with_ci, fleiss_with_ci
-from analysis.scores import LOWER_IS_BETTER, group_ids
-from analysis.winrate import ITEM_KEYS, instance_outcomes
+from analysis.scores import (
+    DIRECTION,
+    candidate_scores,
+    dimension_directions,
+    direction,
+    group_ids,
+    with_directions,
+)
+from analysis.winrate import ITEM_KEYS, TIE_TOL, instance_outcomes
 
 HUMAN_COLUMNS: tuple[str, ...] = ("annotator", "instance_id", "candidate_id", "source", "dimension", "score")
 PREFIX = "human:"
 MAJORITY = "human:majority"
 HUMAN_MODE = "human"
+#: A pair the humans rated: one candidate of one instance (compared with that instance's reference).
+PAIR_KEYS: tuple[str, ...] = ("instance_id", "candidate_id", "source", "dimension")
 
 
 def check_humans(humans: pd.DataFrame) -> pd.DataFrame:
@@ -26,17 +42,24 @@ def check_humans(humans: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in HUMAN_COLUMNS if c not in humans.columns]
     if missing:
         raise ValueError(f"human labels lack column(s) {missing}; need {list(HUMAN_COLUMNS)}")
-    out = humans.loc[:, list(HUMAN_COLUMNS)].copy()
+    out = humans.loc[:, [*HUMAN_COLUMNS, *([DIRECTION] if DIRECTION in humans else [])]].copy()
     for col in HUMAN_COLUMNS[:-1]:
         out[col] = out[col].astype(str)
     out["score"] = pd.to_numeric(out["score"], errors="coerce")
     return out
 
 
-def human_results(humans: pd.DataFrame) -> pd.DataFrame:
-    """Human labels shaped like a results table (judge ``human:<annotator>``, mode ``human``, one sample)."""
+def human_results(humans: pd.DataFrame, directions: Mapping[str, bool] | None = None) -> pd.DataFrame:
+    """Human labels shaped like a results table (judge ``human:<annotator>``, mode ``human``, one sample).
+
+    Each dimension's direction is the labels' own `higher_is_better` column where the file has one, else
+    `directions[dimension]`; labels of a dimension with neither are dropped (no judge scored it, so there
+    is nothing to compare them with)."""
     h = check_humans(humans)
-    return pd.DataFrame(
+    if DIRECTION not in h:
+        known = dict(directions or {})
+        h = with_directions(h.loc[h["dimension"].isin(list(known)).to_numpy()], known, "human labels")
+    out = pd.DataFrame(
         {
             "judge": PREFIX + h["annotator"],
             "model": "human",
@@ -48,23 +71,51 @@ def human_results(humans: pd.DataFrame) -> pd.DataFrame:
             "sample_idx": 0,
             "score": h["score"],
             "parse_ok": h["score"].notna(),
+            DIRECTION: h[DIRECTION],
         }
     )
+    dimension_directions(out, "human labels")  # one clear error on an empty or two-way direction
+    return out
 
 
-def majority_outcomes(outcomes: pd.DataFrame, name: str = MAJORITY) -> pd.DataFrame:
-    """Plurality outcome over raters per item; items where two outcomes tie for most are excluded
-    (ties excluded, as in NovBench)."""
-    counts = outcomes.groupby([*ITEM_KEYS, "outcome"], observed=True).size().unstack("outcome", fill_value=0)
+def majority_vote(outcomes: pd.DataFrame, keys: Sequence[str] = PAIR_KEYS) -> pd.DataFrame:
+    """Every item of `outcomes` (one outcome per rater and item): `n_raters`, and `outcome` where a strict
+    majority (more than half of the raters who rated it) agrees, else missing."""
+    counts = outcomes.groupby([*keys, "outcome"], observed=True).size().unstack("outcome", fill_value=0)
     counts = counts.reindex(columns=[1, 0, -1], fill_value=0)
     table = counts.to_numpy()
-    top = table.max(axis=1)
-    unique = (table == top[:, None]).sum(axis=1) == 1
-    out = counts.index.to_frame(index=False).loc[unique].reset_index(drop=True)
-    out["outcome"] = np.array([1, 0, -1], dtype=np.int8)[table[unique].argmax(axis=1)]
-    out["n_raters"] = table[unique].sum(axis=1)
+    n = table.sum(axis=1)
+    strict = 2 * table.max(axis=1) > n
+    out = counts.index.to_frame(index=False)
+    out["n_raters"] = n
+    out["outcome"] = pd.array(np.where(strict, np.array([1, 0, -1])[table.argmax(axis=1)], 0), dtype="Int8")
+    out.loc[~strict, "outcome"] = pd.NA
+    return out
+
+
+def majority_outcomes(outcomes: pd.DataFrame, name: str = MAJORITY, keys: Sequence[str] = PAIR_KEYS
+                      ) -> pd.DataFrame:  # fmt: skip
+    """The strict-majority outcome per item, as a rater `name` in mode ``human``; items without a strict
+    majority are left out (`majority_coverage` counts them)."""
+    keys = [k for k in keys if k in outcomes]
+    votes = majority_vote(outcomes, keys)
+    out = votes.loc[votes["outcome"].notna().to_numpy()].reset_index(drop=True)
+    out["outcome"] = out["outcome"].astype(np.int8)
     out.insert(0, "mode", HUMAN_MODE)
     out.insert(0, "judge", name)
+    return out
+
+
+def majority_coverage(outcomes: pd.DataFrame, keys: Sequence[str] = PAIR_KEYS) -> pd.DataFrame:
+    """Per generator × dimension: the pairs the annotators rated, how many have a strict majority, and how
+    many are excluded for lack of one."""
+    keys = [k for k in keys if k in outcomes]
+    votes = majority_vote(outcomes, keys)
+    frame = votes.assign(_m=votes["outcome"].notna().to_numpy())
+    out = frame.groupby(["source", "dimension"], observed=True, sort=True)["_m"].agg(n_pairs="size",
+                                                                                   n_majority="sum")
+    out = out.reset_index()
+    out["n_excluded"] = out["n_pairs"] - out["n_majority"]
     return out
 
 
@@ -78,28 +129,44 @@ def rater_label(judge: pd.Series, mode: pd.Series) -> pd.Series:
     return pd.Series(np.asarray(labels, dtype=object)[ids], index=judge.index)
 
 
-def rater_outcomes(
-    results: pd.DataFrame,
-    humans: pd.DataFrame | None = None,
-    reference: str = "reference",
-    lower_is_better: Iterable[str] = LOWER_IS_BETTER,
-) -> pd.DataFrame:
-    """Win/tie/loss outcomes per rater (judge × mode, each annotator, and the human majority) and item."""
-    frames = [instance_outcomes(results, reference, None, lower_is_better)]
-    if humans is not None and len(humans):
-        human = instance_outcomes(human_results(humans), reference, None, lower_is_better)
-        frames += [human, majority_outcomes(human)]
-    cols = ["judge", "mode", *ITEM_KEYS, "outcome"]
+def pair_outcomes(cands: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
+    """Per rater (judge × mode) and pair: the candidate's score vs the same rater's reference score on that
+    instance and dimension, 1 (better), 0 (equal), -1 (worse); no best-of-K."""
+    is_ref = (cands["source"] == reference).to_numpy()
+    keys = ["judge", "mode", "instance_id", "dimension"]
+    ref = cands.loc[is_ref, [*keys, "score"]].rename(columns={"score": "ref_score"})
+    out = cands.loc[~is_ref].merge(ref, on=keys, how="inner")
+    diff = (out["score"] - out["ref_score"]).to_numpy() * direction(out)
+    out["outcome"] = np.select([diff > TIE_TOL, diff < -TIE_TOL], [1, -1], 0).astype(np.int8)
+    return out
+
+
+def _as_raters(frames: list[pd.DataFrame], keys: Sequence[str]) -> pd.DataFrame:
+    """Outcome frames stacked with string keys, a `rater` label and its `kind` (judge, expert, majority)."""
+    cols = ["judge", "mode", *keys, "outcome"]
     out = pd.concat([f[cols].astype({c: str for c in cols[:-1]}) for f in frames], ignore_index=True)
     out.insert(0, "rater", rater_label(out["judge"], out["mode"]))
-    out.insert(
-        1,
-        "kind",
-        np.where(
-            out["mode"] != HUMAN_MODE, "judge", np.where(out["judge"] == MAJORITY, "majority", "expert")
-        ),
-    )
+    is_judge = (out["mode"] != HUMAN_MODE).to_numpy()
+    kind = np.where(is_judge, "judge", np.where(out["judge"] == MAJORITY, "majority", "expert"))
+    out.insert(1, "kind", kind)
     return out
+
+
+def rater_outcomes(results: pd.DataFrame, humans: pd.DataFrame | None = None, reference: str = "reference"
+                   ) -> pd.DataFrame:  # fmt: skip
+    """Win/tie/loss outcomes per rater (judge × mode, each annotator, and the human majority) and item.
+
+    With human labels an item is a pair the humans rated (`PAIR_KEYS`: each rater's candidate-vs-reference
+    outcome on exactly that candidate); without, it is a generator's best-of-K on an instance (`ITEM_KEYS`).
+    """
+    if humans is None or not len(humans):
+        return _as_raters([instance_outcomes(results, reference)], ITEM_KEYS)
+    human = pair_outcomes(candidate_scores(human_results(humans, dimension_directions(results))), reference)
+    seen = ["instance_id", "candidate_id", "source"]  # the candidates the humans rated, on every dimension
+    rated = human[seen].astype(str).drop_duplicates()
+    judge = pair_outcomes(candidate_scores(results), reference)
+    judge = judge.astype({k: str for k in PAIR_KEYS}).merge(rated, on=seen, how="inner")
+    return _as_raters([judge, human, majority_outcomes(human)], PAIR_KEYS)
 
 
 def human_reliability(humans: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:

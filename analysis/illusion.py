@@ -18,10 +18,14 @@ import pandas as pd
 from statsmodels.stats.contingency_tables import mcnemar
 
 from analysis.agreement import agreement_table, pair_agreement
-from analysis.humans import MAJORITY
+from analysis.humans import MAJORITY, PAIR_KEYS
 from analysis.intervals import percentile_ci, resample_counts
-from analysis.scores import LOWER_IS_BETTER
 from analysis.winrate import ITEM_KEYS, Combine, instance_outcomes
+
+
+def item_keys(raters: pd.DataFrame) -> list[str]:
+    """What one rated item is: a pair the humans rated (with `candidate_id`) or a generator's best-of-K."""
+    return list(PAIR_KEYS) if "candidate_id" in raters else list(ITEM_KEYS)
 
 
 def _mcnemar_p(table: np.ndarray) -> float:
@@ -68,10 +72,10 @@ def mode_shift(
     n_boot: int = 1000,
     seed: int = 0,
     alpha: float = 0.05,
-    lower_is_better: Iterable[str] = LOWER_IS_BETTER,
 ) -> pd.DataFrame:
-    """Independent → comparative shift per judge × generator × dimension (`*_before` is modes[0])."""
-    out = instance_outcomes(results, reference, combine, lower_is_better)
+    """Independent → comparative shift per judge × generator × dimension (`*_before` is modes[0]); with
+    `combine` the judges' combination (e.g. ``mean(a+b)``) is the one judge."""
+    out = instance_outcomes(results, reference, combine)
     keys = ["judge", *ITEM_KEYS]
     before = out.loc[out["mode"] == modes[0], [*keys, "outcome"]].rename(columns={"outcome": "before"})
     after = out.loc[out["mode"] == modes[1], [*keys, "outcome"]].rename(columns={"outcome": "after"})
@@ -85,14 +89,14 @@ def preference_gap(
     """Judge vs human majority on the same (instance, generator, dimension), per judge × mode × generator ×
     dimension; `raters` from `analysis.humans.rater_outcomes` (with human labels).
 
-    `human_win` / `judge_win` are the two win rates on the shared pairs; `gap_win` = judge − human, the
-    judge's excess preference for generated over reference, with a paired bootstrap CI and McNemar p.
+    `human_win` / `judge_win` are the two win rates on the shared pairs (the candidates the humans rated,
+    each against the reference); `gap_win` = judge − human, the judge's excess preference for generated
+    over reference, with a paired bootstrap CI and McNemar p.
     """
-    human = raters.loc[raters["rater"] == MAJORITY, [*ITEM_KEYS, "outcome"]].rename(
-        columns={"outcome": "before"}
-    )
-    judge = raters.loc[raters["kind"] == "judge", ["judge", "mode", *ITEM_KEYS, "outcome"]]
-    paired = judge.rename(columns={"outcome": "after"}).merge(human, on=list(ITEM_KEYS), how="inner")
+    keys = item_keys(raters)
+    human = raters.loc[raters["rater"] == MAJORITY, [*keys, "outcome"]].rename(columns={"outcome": "before"})
+    judge = raters.loc[raters["kind"] == "judge", ["judge", "mode", *keys, "outcome"]]
+    paired = judge.rename(columns={"outcome": "after"}).merge(human, on=keys, how="inner")
     out = paired_shift(paired, ["judge", "mode", "source", "dimension"], n_boot, seed, alpha)
     names = {
         "win_before": "human_win",
@@ -115,7 +119,7 @@ def agreement_matrix(raters: pd.DataFrame, n_boot: int = 1000, seed: int = 0) ->
     """Agreement on winners (win/tie/loss per instance × generator × dimension) between every two raters
     of `raters` (from `analysis.humans.rater_outcomes`), with `kind` expert-expert, expert-judge,
     judge-judge (and expert-majority / majority-judge for the human majority)."""
-    table = agreement_table(raters, "rater", list(ITEM_KEYS), "outcome", "ordinal", n_boot, seed)
+    table = agreement_table(raters, "rater", item_keys(raters), "outcome", "ordinal", n_boot, seed)
     kinds = raters.drop_duplicates("rater").set_index("rater")["kind"]
     pair = table["rater_a"] != "(all)"
     table.insert(2, "kind", "all")
@@ -152,8 +156,10 @@ def cross_dimension_alignment(
     seed: int = 0,
 ) -> pd.DataFrame:
     """Agreement between rater A's winner on dimension A and rater B's winner on dimension B, on the same
-    (instance, generator); `outcomes` as from `rater_outcomes`, `pairs` as (rater_a, dim_a, rater_b, dim_b)."""
-    keyed = outcomes.set_index(["rater", "dimension", "instance_id", "source"])["outcome"].sort_index()
+    (instance, generator), or on the same candidate when the outcomes are per pair the humans rated;
+    `outcomes` as from `rater_outcomes`, `pairs` as (rater_a, dim_a, rater_b, dim_b)."""
+    pair = [k for k in item_keys(outcomes) if k != "dimension"]
+    keyed = outcomes.set_index(["rater", "dimension", *pair])["outcome"].sort_index()
     rows = []
     for rater_a, dim_a, rater_b, dim_b in pairs:
         a, b = _select(keyed, rater_a, dim_a), _select(keyed, rater_b, dim_b)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +31,7 @@ from crowdkit.aggregation import GLAD, MACE, DawidSkene, MajorityVote
 
 from analysis import humans as human_mod
 from analysis.intervals import percentile_ci
-from analysis.scores import LOWER_IS_BETTER, candidate_scores
+from analysis.scores import candidate_scores, dimension_directions
 from analysis.winrate import ITEM_KEYS, outcome_rates
 
 SEP = " | "
@@ -60,14 +60,14 @@ def outcome_labels(
     results: pd.DataFrame,
     humans: pd.DataFrame | None = None,
     reference: str = "reference",
-    lower_is_better: Iterable[str] = LOWER_IS_BETTER,
 ) -> pd.DataFrame:
     """Win / tie / loss labels (1 / 0 / -1) per rater and item, as crowd-kit's task / worker / label frame
     (plus the item's instance_id, source, dimension and the rater's kind). The human majority is left out:
     it is an aggregate, not a rater."""
-    out = human_mod.rater_outcomes(results, humans, reference, lower_is_better)
+    out = human_mod.rater_outcomes(results, humans, reference)
     out = out.loc[out["kind"] != "majority"]
-    task = out["instance_id"].str.cat([out["source"], out["dimension"]], sep=SEP)
+    pair = ["candidate_id"] if "candidate_id" in out else []  # with humans: the pairs they rated
+    task = out["instance_id"].str.cat([*(out[k] for k in pair), out["source"], out["dimension"]], sep=SEP)
     return pd.DataFrame(
         {"task": task, "worker": out["rater"], "label": out["outcome"].astype(int), "kind": out["kind"]}
         | {k: out[k] for k in ITEM_KEYS}
@@ -78,7 +78,7 @@ def score_labels(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> p
     """Candidate scores rounded half up to the rubric's integer scale, per rater and candidate × dimension."""
     frames = [candidate_scores(results)]
     if humans is not None and len(humans):
-        frames.append(candidate_scores(human_mod.human_results(humans)))
+        frames.append(candidate_scores(human_mod.human_results(humans, dimension_directions(results))))
     cols = ["judge", "mode", "instance_id", "candidate_id", "source", "dimension"]
     c = pd.concat([f[[*cols, "score"]].astype({k: str for k in cols}) for f in frames], ignore_index=True)
     rater = human_mod.rater_label(c["judge"], c["mode"])
@@ -250,12 +250,11 @@ def latent_winrate(labels: pd.DataFrame, fit: LatentFit, n_boot: int = 1000, see
 
 
 def latent_tables(results: pd.DataFrame, humans: pd.DataFrame | None = None, reference: str = "reference",
-                  n_boot: int = 1000, seed: int = 0, lower_is_better: Iterable[str] = LOWER_IS_BETTER,
-                  refit_boot: int = 0, with_glad: bool = False) -> dict[str, pd.DataFrame]:  # fmt: skip
+                  n_boot: int = 1000, seed: int = 0, refit_boot: int = 0, with_glad: bool = False) -> dict[str, pd.DataFrame]:  # fmt: skip
     """The report's latent-model tables on win / tie / loss outcomes; empty with fewer than three raters.
     `refit_boot` > 0 adds Dawid–Skene CIs from that many refits (slow: a full EM per replicate); GLAD is
     opt-in (`with_glad`: minutes on 10^4 items, where Dawid–Skene takes a second and MACE tens)."""
-    labels = outcome_labels(results, humans, reference, lower_is_better)
+    labels = outcome_labels(results, humans, reference)
     if labels["worker"].nunique() < 3 or labels.empty:
         return {}
     ds = dawid_skene(labels)

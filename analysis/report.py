@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +19,6 @@ from analysis import consistency, illusion, latent, scores, winrate
 from analysis import humans as human_mod
 from analysis.agreement import agreement_table
 from analysis.collect import load_humans, load_results
-from analysis.scores import LOWER_IS_BETTER
 
 Tables = dict[str, pd.DataFrame]
 
@@ -48,7 +47,8 @@ def score_raters(results: pd.DataFrame, humans: pd.DataFrame | None) -> pd.DataF
     """Candidate scores per rater (judge [mode], human:<annotator>) for agreement and distributions."""
     frames = [scores.candidate_scores(results)]
     if humans is not None and len(humans):
-        frames.append(scores.candidate_scores(human_mod.human_results(humans)))
+        directions = scores.dimension_directions(results)
+        frames.append(scores.candidate_scores(human_mod.human_results(humans, directions)))
     cols = ["judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score"]
     out = pd.concat([f[cols].astype({c: str for c in cols[:-1]}) for f in frames], ignore_index=True)
     out.insert(0, "rater", human_mod.rater_label(out["judge"], out["mode"]))
@@ -59,25 +59,23 @@ def _modes(results: pd.DataFrame) -> set[str]:
     return {str(m) for m in results["mode"].dropna().unique()}
 
 
-def _winrate_tables(cands: pd.DataFrame, reference: str, n_boot: int, seed: int,
-                    lower: Iterable[str]) -> Tables:  # fmt: skip
-    tables = {
-        "winrate": winrate.win_tie_loss(cands, reference, n_boot=n_boot, seed=seed, lower_is_better=lower)
-    }
-    if cands["judge"].nunique() > 1:
-        combined = [winrate.win_tie_loss(cands, reference, combine=c, n_boot=n_boot, seed=seed,
-                                         lower_is_better=lower).assign(combine=c)
+def _winrate_tables(cands: pd.DataFrame, reference: str, n_boot: int, seed: int) -> Tables:
+    tables = {"winrate": winrate.win_tie_loss(cands, reference, n_boot=n_boot, seed=seed)}
+    several = cands["judge"].nunique() > 1
+    if several:
+        combined = [winrate.win_tie_loss(cands, reference, combine=c, n_boot=n_boot, seed=seed).assign(combine=c)
                     for c in ("mean", "unanimous", "majority")]  # fmt: skip
         tables["winrate_combined"] = pd.concat(combined, ignore_index=True)
     if {"independent", "comparative"} <= _modes(cands):
-        tables["mode_shift"] = illusion.mode_shift(
-            cands, reference, n_boot=n_boot, seed=seed, lower_is_better=lower
-        )
+        tables["mode_shift"] = illusion.mode_shift(cands, reference, n_boot=n_boot, seed=seed)
+        if several:
+            tables["mode_shift_combined"] = illusion.mode_shift(cands, reference, combine="mean", n_boot=n_boot,
+                                                                seed=seed)  # fmt: skip
     return tables
 
 
 def _agreement_tables(cands: pd.DataFrame, humans: pd.DataFrame | None, reference: str, n_boot: int,
-                      seed: int, lower: Iterable[str]) -> Tables:  # fmt: skip
+                      seed: int) -> Tables:  # fmt: skip
     tables: Tables = {}
     raters = score_raters(cands, humans)
     if raters["rater"].nunique() > 1:
@@ -85,11 +83,12 @@ def _agreement_tables(cands: pd.DataFrame, humans: pd.DataFrame | None, referenc
         tables["score_agreement"] = agreement_table(
             raters, "rater", ["instance_id", "candidate_id", "dimension"], "score", "ordinal", n_boot, seed
         )
-    outcomes = human_mod.rater_outcomes(cands, humans, reference, lower)
+    outcomes = human_mod.rater_outcomes(cands, humans, reference)
     if outcomes["rater"].nunique() > 1:
         tables["winner_agreement"] = illusion.agreement_matrix(outcomes, n_boot, seed)
         tables["winner_agreement_by_kind"] = illusion.agreement_by_kind(tables["winner_agreement"])
     if humans is not None and len(humans):
+        tables["human_majority"] = human_mod.majority_coverage(outcomes.loc[outcomes["kind"] == "expert"])
         tables["preference_gap"] = illusion.preference_gap(outcomes, n_boot, seed)
         tables["human_reliability"] = human_mod.human_reliability(humans, n_boot, seed)
         pairs = illusion.default_alignment_pairs(outcomes)
@@ -99,16 +98,16 @@ def _agreement_tables(cands: pd.DataFrame, humans: pd.DataFrame | None, referenc
 
 
 def _bias_tables(results: pd.DataFrame, n_boot: int, seed: int, families: Mapping[str, str] | None,
-                 reference: str, lower: Iterable[str]) -> Tables:  # fmt: skip
+                 reference: str) -> Tables:  # fmt: skip
     modes = _modes(results)
     tables = {"self_consistency": consistency.self_consistency(results, n_boot=n_boot, seed=seed)}
     if "comparative" in modes and "position" in results:
-        tables["position_bias"] = consistency.position_bias(results, lower)
+        tables["position_bias"] = consistency.position_bias(results)
     if "pairwise" in modes and "order" in results:
         tables["pairwise_bias"] = consistency.pairwise_bias(results)
     if "candidate_text" in results:
-        tables["length_bias"] = consistency.length_bias(results, lower)
-    tables["self_preference"] = consistency.self_preference(results, families, reference, lower)
+        tables["length_bias"] = consistency.length_bias(results)
+    tables["self_preference"] = consistency.self_preference(results, families, reference)
     return tables
 
 
@@ -119,7 +118,6 @@ def compute_tables(
     n_boot: int = 1000,
     seed: int = 0,
     families: Mapping[str, str] | None = None,
-    lower_is_better: Iterable[str] = LOWER_IS_BETTER,
 ) -> Tables:
     """Every table of the report, keyed by name; tables that do not apply (one judge, no humans, no
     comparative mode, …) are absent.
@@ -127,13 +125,13 @@ def compute_tables(
     Candidate scores are computed once: the outcome and agreement functions accept a candidate-level
     table in place of the results, since the mean of one "sample" is the candidate score itself.
     """
-    lower = frozenset(lower_is_better)
     cands = scores.candidate_scores(results)
-    tables: Tables = {"overview": overview(results), "score_summary": scores.score_summary(cands)}
-    tables |= _winrate_tables(cands, reference, n_boot, seed, lower)
-    tables |= _agreement_tables(cands, humans, reference, n_boot, seed, lower)
-    tables |= latent.latent_tables(cands, humans, reference, n_boot, seed, lower)  # empty under 3 raters
-    tables |= _bias_tables(results, n_boot, seed, families, reference, lower)
+    tables: Tables = {"overview": overview(results), "score_summary": scores.score_summary(cands),
+                      "best_of_k_scores": scores.best_of_k_scores(cands, reference)}  # fmt: skip
+    tables |= _winrate_tables(cands, reference, n_boot, seed)
+    tables |= _agreement_tables(cands, humans, reference, n_boot, seed)
+    tables |= latent.latent_tables(cands, humans, reference, n_boot, seed)  # empty under 3 raters
+    tables |= _bias_tables(results, n_boot, seed, families, reference)
     return tables
 
 

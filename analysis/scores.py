@@ -2,12 +2,13 @@
 
 A judge's score for a candidate is the mean over its samples; unscored samples (NaN score or parse_ok False)
 are dropped, and a candidate with no scored sample is left out. Best-of-K keeps, per generator and instance,
-the best candidate on each dimension: the max, or the min where lower is better.
+the best candidate on each dimension: the max, or the min where lower is better. Which way is better is read
+from the results table's `higher_is_better` column (written from the rubric spec), never assumed from a name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,26 +16,71 @@ import pandas as pd
 
 from analysis.intervals import t_interval
 
-#: Dimensions on which a lower score is better (the rubric asks how source-bound / how diagnostic a text is).
-LOWER_IS_BETTER: frozenset[str] = frozenset({"source_boundedness", "diagnostic_framing"})
-
-CANDIDATE_KEYS: tuple[str, ...] = ("judge", "mode", "instance_id", "candidate_id", "source", "dimension")
-BEST_KEYS: tuple[str, ...] = ("judge", "mode", "instance_id", "source", "dimension")
+#: The results-table column that says, per row, whether a higher score is better on its dimension.
+DIRECTION = "higher_is_better"
+CANDIDATE_KEYS: tuple[str, ...] = ("judge", "mode", "instance_id", "candidate_id", "source", "dimension", DIRECTION)
+BEST_KEYS: tuple[str, ...] = ("judge", "mode", "instance_id", "source", "dimension", DIRECTION)
 SUMMARY_KEYS: tuple[str, ...] = ("judge", "mode", "source", "dimension")
 
 
-def direction(dimensions: pd.Series, lower_is_better: Iterable[str] = LOWER_IS_BETTER) -> np.ndarray:
-    """+1 where higher is better, -1 where lower is better, aligned with `dimensions`.
+def dimension_directions(frame: pd.DataFrame, what: str = "results") -> dict[str, bool]:
+    """dimension -> higher_is_better, from the table's column; one clear error when the column is absent,
+    a row lacks it, or one dimension is said to go both ways."""
+    if DIRECTION not in frame:
+        raise ValueError(f"{what} lack the {DIRECTION!r} column (each dimension's direction, from the rubric "
+                         "spec); re-run the study or add the column")  # fmt: skip
+    pairs = frame[["dimension", DIRECTION]].drop_duplicates()
+    pairs = pairs.loc[pairs["dimension"].notna().to_numpy()]
+    if pairs[DIRECTION].isna().any():
+        dims = sorted(map(str, pairs.loc[pairs[DIRECTION].isna().to_numpy(), "dimension"]))
+        raise ValueError(f"{what}: {DIRECTION!r} is empty for dimension(s) {dims}")
+    seen: dict[str, set[bool]] = {}
+    for dim, hib in zip(pairs["dimension"].astype(str), as_bool(pairs[DIRECTION]), strict=True):
+        seen.setdefault(dim, set()).add(bool(hib))
+    both = sorted(d for d, v in seen.items() if len(v) > 1)
+    if both:
+        raise ValueError(f"{what}: dimension(s) {both} are higher-is-better in some rows and lower-is-better "
+                         "in others")  # fmt: skip
+    return {d: v.pop() for d, v in seen.items()}
+
+
+def with_directions(frame: pd.DataFrame, directions: Mapping[str, bool], what: str) -> pd.DataFrame:
+    """`frame` with the `higher_is_better` column set from `directions` (e.g. human labels, which carry no
+    direction, take the judges'); a dimension without a known direction is one clear error."""
+    unknown = sorted(set(map(str, frame["dimension"].dropna().unique())) - set(directions))
+    if unknown:
+        raise ValueError(f"{what}: no direction (higher_is_better) known for dimension(s) {unknown}")
+    hib = map_distinct(frame["dimension"], lambda d: directions[str(d)])
+    return frame.assign(**{DIRECTION: hib.astype(bool)})
+
+
+def direction(frame: pd.DataFrame) -> np.ndarray:
+    """+1 where higher is better, -1 where lower is better, per row of `frame` (its `higher_is_better`).
 
     Multiplying a score by its direction turns every dimension into higher-is-better.
     """
-    lower = frozenset(lower_is_better)
-    if isinstance(dimensions.dtype, pd.CategoricalDtype):
-        cats = dimensions.cat.categories
-        per_cat = np.where(np.isin(np.asarray(cats, dtype=object), list(lower)), -1.0, 1.0)
-        codes = dimensions.cat.codes.to_numpy()
-        return np.where(codes >= 0, per_cat[codes], 1.0)
-    return np.where(dimensions.isin(list(lower)).to_numpy(), -1.0, 1.0)
+    if DIRECTION not in frame:
+        raise ValueError(f"the table lacks the {DIRECTION!r} column (each dimension's direction)")
+    return np.where(as_bool(frame[DIRECTION]), 1.0, -1.0)
+
+
+def _parse_bool(value: Any) -> bool:
+    text = str(value).strip().lower()
+    if text in ("true", "1", "1.0", "yes"):
+        return True
+    if text in ("false", "0", "0.0", "no"):
+        return False
+    raise ValueError(f"{DIRECTION!r} must be true or false, not {value!r}")
+
+
+def as_bool(values: pd.Series) -> np.ndarray:
+    """A true/false column as a bool array, whether it arrived as bools, 0/1 or the text of a CSV cell
+    ("False" must not read as true); a missing or other value is one clear error."""
+    if values.isna().any():
+        raise ValueError(f"{DIRECTION!r} is empty in some rows: every scored row needs its dimension's direction")
+    if pd.api.types.is_bool_dtype(values.dtype):
+        return values.to_numpy(dtype=bool)
+    return map_distinct(values, _parse_bool).astype(bool)
 
 
 def map_distinct(series: pd.Series, fn: Callable[[Any], Any]) -> np.ndarray:
@@ -104,6 +150,8 @@ def candidate_scores(results: pd.DataFrame, keys: Sequence[str] = CANDIDATE_KEYS
 
     Pairwise rows have no score and so never appear here.
     """
+    if DIRECTION in keys and DIRECTION not in results:
+        dimension_directions(results)  # raises the one-line error
     rows = scored_rows(results, [*keys, "score"])
     ids, first = group_ids(rows, keys)
     score = rows["score"].to_numpy(dtype=float)
@@ -116,21 +164,58 @@ def candidate_scores(results: pd.DataFrame, keys: Sequence[str] = CANDIDATE_KEYS
     return out.assign(score=mean, sd=sd, n_scored=n)
 
 
-def best_of_k(
-    cands: pd.DataFrame,
-    lower_is_better: Iterable[str] = LOWER_IS_BETTER,
-    keys: Sequence[str] = BEST_KEYS,
-) -> pd.DataFrame:
+def best_of_k(cands: pd.DataFrame, keys: Sequence[str] = BEST_KEYS) -> pd.DataFrame:
     """Best candidate score per `keys` (generator × instance × dimension × judge × mode): `best`, `k`.
 
     `k` is how many scored candidates the best was taken over (1 for the reference).
     """
-    signed = cands["score"].to_numpy() * direction(cands["dimension"], lower_is_better)
+    signed = cands["score"].to_numpy() * direction(cands)
     frame = cands[list(keys)].assign(_signed=signed)
     grouped = frame.groupby(list(keys), observed=True, sort=False)["_signed"]
     out = grouped.agg(best="max", k="size").reset_index()
-    out["best"] = out["best"] * direction(out["dimension"], lower_is_better)
+    out["best"] = out["best"] * direction(out)
     return out
+
+
+def combined_name(judges: Iterable[str], combine: str) -> str:
+    """The name of a judge combination, e.g. ``mean(a+b)``."""
+    return f"{combine}({'+'.join(sorted(map(str, judges)))})"
+
+
+def combined_pairs(cands: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
+    """The judges' `mean` combination, per mode × instance × generated candidate × dimension: `score` and
+    `ref_score`, each averaged over only the judges that scored both that candidate and the instance's
+    reference (`n_judges` of them), so a judge missing one side never tilts the comparison."""
+    is_ref = (cands["source"] == reference).to_numpy()
+    keys = ["judge", "mode", "instance_id", "dimension"]
+    ref = cands.loc[is_ref, [*keys, "score"]].rename(columns={"score": "ref_score"})
+    both = cands.loc[~is_ref].merge(ref, on=keys, how="inner")
+    item = ["mode", "instance_id", "candidate_id", "source", "dimension", DIRECTION]
+    out = both.groupby(item, observed=True, sort=False).agg(
+        score=("score", "mean"), ref_score=("ref_score", "mean"), n_judges=("judge", "nunique")
+    )
+    out = out.reset_index()
+    out.insert(0, "judge", combined_name(cands["judge"].unique(), "mean"))
+    return out
+
+
+def best_of_k_scores(cands: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
+    """The paper's best-five table: per judge × mode × source × dimension, `n` instances and the `mean` ± `sd`
+    over instances of the best-of-K candidate score (the reference's own score for the reference). With
+    several judges it adds their `mean` combination: candidate scores averaged over the judges that scored
+    both the candidate and the reference (`combined_pairs`), the reference over the judges that scored it."""
+    frames = [best_of_k(cands)]
+    if cands["judge"].nunique() > 1:
+        pairs = combined_pairs(cands, reference)
+        is_ref = (cands["source"] == reference).to_numpy()
+        keys = ["mode", "instance_id", "candidate_id", "source", "dimension", DIRECTION]
+        ref = cands.loc[is_ref].groupby(keys, observed=True, sort=False)["score"].mean().reset_index()
+        ref.insert(0, "judge", combined_name(cands["judge"].unique(), "mean"))
+        combined = pd.concat([pairs.drop(columns=["ref_score", "n_judges"]), ref], ignore_index=True)
+        frames.append(best_of_k(combined.astype({"source": str, "dimension": str})))
+    best = pd.concat([f.astype({c: str for c in SUMMARY_KEYS}) for f in frames], ignore_index=True)
+    out = best.groupby(list(SUMMARY_KEYS), sort=True)["best"].agg(n="size", mean="mean", sd="std")
+    return out.reset_index()
 
 
 def score_summary(cands: pd.DataFrame, by: Sequence[str] = SUMMARY_KEYS, level: float = 0.95) -> pd.DataFrame:

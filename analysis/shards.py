@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-
 class ShardMergeError(ValueError):
     """Shards that cannot form one study; the message names the study, the folders and what is wrong."""
 

@@ -52,9 +52,10 @@ def synthetic_results(
     noise: float = 0.5,
     unscored: float = 0.0,
     seed: int = 0,
+    lower_is_better: Sequence[str] = ("source_boundedness", "diagnostic_framing"),
 ) -> pd.DataFrame:
     """A results table of n_instances × (1 reference + K per generator) × dimensions × samples × judges
-    × modes rows (independent and comparative modes)."""
+    × modes rows (independent and comparative modes); `higher_is_better` is false on `lower_is_better`."""
     rng = np.random.default_rng(seed)
     n_c = 1 + k * len(generators)
     shape = (len(judges), len(modes), n_instances, n_c, len(dimensions), n_samples)
@@ -77,6 +78,7 @@ def synthetic_results(
         "rubric_version": _cat(np.zeros_like(j), ["v1"]), "prompt_id": prompt_id,
         "instance_id": _cat(i, [f"inst{x:05d}" for x in range(n_instances)]), "candidate_id": _cat(c, cand_names),
         "source": _cat(source_code[c], ["reference", *generators]), "dimension": _cat(d, dimensions),
+        "higher_is_better": ~np.isin(np.asarray(dimensions, dtype=object), list(lower_is_better))[d],
         "sample_idx": s, "temperature": 0.1, "position": position, "score": np.where(parse_ok, score, np.nan),
         "parse_ok": parse_ok, "prompt_tokens": 500, "completion_tokens": 80, "cost_usd": 0.001, "latency_s": 1.0,
         "cached": False, "candidate_text": _cat(i * n_c + c, _texts(n_instances, n_c, rng)),
@@ -138,6 +140,7 @@ def synthetic_pairwise(
             "other_id": "ref",
             "order": np.where(o == 0, "ab", "ba"),
             "dimension": dimension,
+            "higher_is_better": True,
             "sample_idx": s,
             "position": o.astype(float),
             "score": np.nan,

@@ -6,14 +6,14 @@ win, equal a tie, worse a loss. Rates are over instances, each with a 95% bootst
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from analysis.intervals import percentile_ci, resample_counts
-from analysis.scores import LOWER_IS_BETTER, best_of_k, candidate_scores, direction
+from analysis.scores import DIRECTION, best_of_k, candidate_scores, combined_name, combined_pairs, direction
 
 Combine = Literal["mean", "unanimous", "majority"] | None
 #: Scores closer than this are equal (means of integer scores can differ in the last bit).
@@ -21,22 +21,35 @@ TIE_TOL = 1e-9
 ITEM_KEYS: tuple[str, ...] = ("instance_id", "source", "dimension")
 
 
-def _combined_name(judges: Iterable[str], combine: str) -> str:
-    return f"{combine}({'+'.join(sorted(map(str, judges)))})"
+def _outcome(out: pd.DataFrame) -> pd.DataFrame:
+    """`outcome` from `gen_best` vs `ref_best` in the dimension's direction (1 win, 0 tie, -1 loss)."""
+    diff = (out["gen_best"] - out["ref_best"]).to_numpy() * direction(out)
+    out["outcome"] = np.select([diff > TIE_TOL, diff < -TIE_TOL], [1, -1], 0).astype(np.int8)
+    if isinstance(out["source"].dtype, pd.CategoricalDtype):
+        out["source"] = out["source"].cat.remove_unused_categories()
+    return out
 
 
-def _compare(best: pd.DataFrame, reference: str, lower_is_better: Iterable[str]) -> pd.DataFrame:
+def _compare(best: pd.DataFrame, reference: str) -> pd.DataFrame:
     """Join each generator's best-of-K with the reference score of the same judge, mode, instance, dimension."""
     is_ref = (best["source"] == reference).to_numpy()
     keys = ["judge", "mode", "instance_id", "dimension"]
     ref = best.loc[is_ref, keys + ["best"]].rename(columns={"best": "ref_best"})
     gen = best.loc[~is_ref].rename(columns={"best": "gen_best"})
-    out = gen.merge(ref, on=keys, how="inner")
-    diff = (out["gen_best"] - out["ref_best"]).to_numpy() * direction(out["dimension"], lower_is_better)
-    out["outcome"] = np.select([diff > TIE_TOL, diff < -TIE_TOL], [1, -1], 0).astype(np.int8)
-    if isinstance(out["source"].dtype, pd.CategoricalDtype):
-        out["source"] = out["source"].cat.remove_unused_categories()
-    return out
+    return _outcome(gen.merge(ref, on=keys, how="inner"))
+
+
+def _combined_mean_outcomes(cands: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """Best-of-K on the combined candidate scores, compared with the reference's combined score over the
+    same judges as that best candidate (ties on the score broken by the larger margin)."""
+    pairs = combined_pairs(cands, reference)
+    sign = direction(pairs)
+    pairs = pairs.assign(_s=pairs["score"] * sign, _m=(pairs["score"] - pairs["ref_score"]) * sign)
+    keys = ["judge", "mode", "instance_id", "source", "dimension", DIRECTION]
+    pairs["k"] = pairs.groupby(keys, observed=True, sort=False)["score"].transform("size")
+    best = pairs.sort_values(["_s", "_m"], ascending=False, kind="stable").drop_duplicates(keys)
+    best = best.rename(columns={"score": "gen_best", "ref_score": "ref_best"})
+    return _outcome(best[[*keys, "gen_best", "k", "ref_best", "n_judges"]].reset_index(drop=True))
 
 
 def _vote(outcomes: pd.DataFrame, combine: str) -> pd.DataFrame:
@@ -56,32 +69,27 @@ def _vote(outcomes: pd.DataFrame, combine: str) -> pd.DataFrame:
     else:
         win_mask, loss_mask = 2 * w > n, 2 * loss > n
     out = agg[keys].copy()
-    out.insert(0, "judge", _combined_name(outcomes["judge"].unique(), combine))
+    out.insert(0, "judge", combined_name(outcomes["judge"].unique(), combine))
     out["n_judges"] = n
     out["outcome"] = np.select([win_mask, loss_mask], [1, -1], 0).astype(np.int8)
     return out
 
 
 def instance_outcomes(
-    results: pd.DataFrame,
-    reference: str = "reference",
-    combine: Combine = None,
-    lower_is_better: Iterable[str] = LOWER_IS_BETTER,
+    results: pd.DataFrame, reference: str = "reference", combine: Combine = None
 ) -> pd.DataFrame:
     """Per judge × mode × instance × generator × dimension: `outcome` 1 (win), 0 (tie), -1 (loss).
 
-    With `combine="mean"` the judges' candidate scores are averaged (over the judges that scored the
-    candidate) before best-of-K, and `judge` becomes e.g. ``mean(a+b)``.
+    With `combine="mean"` the judges' candidate scores are averaged (over the judges that scored both the
+    candidate and the reference, see `combined_pairs`) before best-of-K, and `judge` becomes e.g.
+    ``mean(a+b)``.
     """
     if combine not in (None, "mean", "unanimous", "majority"):
         raise ValueError(f"combine must be None, 'mean', 'unanimous' or 'majority', not {combine!r}")
     cands = candidate_scores(results)
     if combine == "mean":
-        name = _combined_name(cands["judge"].unique(), "mean")
-        keys = ["mode", "instance_id", "candidate_id", "source", "dimension"]
-        cands = cands.groupby(keys, observed=True, sort=False)["score"].mean().reset_index()
-        cands.insert(0, "judge", name)
-    out = _compare(best_of_k(cands, lower_is_better), reference, lower_is_better)
+        return _combined_mean_outcomes(cands, reference)
+    out = _compare(best_of_k(cands), reference)
     if combine in ("unanimous", "majority"):
         out = _vote(out, combine)
     return out
@@ -116,8 +124,7 @@ def win_tie_loss(
     combine: Combine = None,
     n_boot: int = 1000,
     seed: int = 0,
-    lower_is_better: Iterable[str] = LOWER_IS_BETTER,
 ) -> pd.DataFrame:
     """Win/tie/loss rates of each generator vs `reference`, with 95% bootstrap CIs over instances and n."""
-    outcomes = instance_outcomes(results, reference, combine, lower_is_better)
+    outcomes = instance_outcomes(results, reference, combine)
     return outcome_rates(outcomes, by, n_boot=n_boot, seed=seed)

@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 
 from analysis.report import compute_tables
-from analysis.scores import LOWER_IS_BETTER
 from analysis.synthetic import synthetic_humans, synthetic_results
 from analysis.winrate import win_tie_loss
 
@@ -42,15 +41,18 @@ def build(instances: int, seed: int = 0) -> pd.DataFrame:
 def naive_win_tie_loss(results: pd.DataFrame, n_boot: int, seed: int = 0) -> dict:
     """The baseline: dictionaries and Python loops, one bootstrap index draw per replicate and group."""
     sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0])
-    cols = ["judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score"]
-    for j, m, i, c, s, d, score in results[cols].itertuples(index=False, name=None):
+    cols = ["judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score", "higher_is_better"]
+    lower = set()
+    for j, m, i, c, s, d, score, higher in results[cols].itertuples(index=False, name=None):
+        if not higher:
+            lower.add(d)
         if score == score:  # not NaN
             acc = sums[(j, m, i, c, s, d)]
             acc[0] += score
             acc[1] += 1
     best: dict[tuple, float] = {}
     for (j, m, i, _c, s, d), (total, count) in sums.items():
-        sign = -1.0 if d in LOWER_IS_BETTER else 1.0
+        sign = -1.0 if d in lower else 1.0
         value = sign * total / count
         key = (j, m, i, s, d)
         best[key] = max(best.get(key, -np.inf), value)

@@ -22,7 +22,7 @@ from analysis.synthetic import synthetic_pairwise
 def samples(prompts: dict[str, list[float]], mode: str = "independent") -> pd.DataFrame:
     """{prompt: sample scores} for one candidate per prompt, judge j, dimension d."""
     rows = [{"judge": "j", "mode": mode, "dimension": "d", "prompt_id": p, "instance_id": p, "candidate_id": "c",
-             "source": "gen", "sample_idx": s, "score": v, "parse_ok": not np.isnan(v)}
+             "source": "gen", "sample_idx": s, "score": v, "parse_ok": not np.isnan(v), "higher_is_better": True}
             for p, values in prompts.items() for s, v in enumerate(values)]  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -47,9 +47,10 @@ def test_self_consistency_reads_pairwise_preferences() -> None:
     assert list(out["mode"]) == ["pairwise"] and out.iloc[0]["n_prompts"] == 40  # 20 pairs × 2 orders
 
 
-def comparative(scores_by_sample: list[list[float]], dimension: str = "d") -> pd.DataFrame:
+def comparative(scores_by_sample: list[list[float]], higher_is_better: bool = True) -> pd.DataFrame:
     """One comparative prompt; sample s shows candidates at positions 0, 1, 2 with the given scores."""
-    rows = [{"judge": "j", "mode": "comparative", "dimension": dimension, "prompt_id": "p", "instance_id": "i",
+    rows = [{"judge": "j", "mode": "comparative", "dimension": "d", "higher_is_better": higher_is_better,
+             "prompt_id": "p", "instance_id": "i",
              "candidate_id": f"c{pos}", "source": "gen", "sample_idx": s, "position": float(pos), "score": v}
             for s, values in enumerate(scores_by_sample) for pos, v in enumerate(values)]  # fmt: skip
     return pd.DataFrame(rows)
@@ -62,7 +63,7 @@ def test_position_bias_by_hand() -> None:
     assert out["mean_score"].tolist() == [6.5, 6.5, 6.0]
     assert out["expected"].tolist() == pytest.approx([1 / 3] * 3)
     # lower is better: sample 0 best is position 1 (5); sample 1 position 2 (5)
-    low = position_bias(comparative([[7, 5, 7], [6, 8, 5]], "source_boundedness")).set_index("position")
+    low = position_bias(comparative([[7, 5, 7], [6, 8, 5]], higher_is_better=False)).set_index("position")
     assert low["win_rate"].tolist() == [0.0, 0.5, 0.5]
 
 
@@ -86,12 +87,12 @@ def test_pairwise_bias_by_hand() -> None:
 def test_length_bias_by_hand() -> None:
     texts = ["a", "a b", "a b c", "a b c d", "a b c d e"]
     frame = pd.DataFrame({"judge": "j", "mode": "independent", "instance_id": "i",
-                          "candidate_id": [f"c{k}" for k in range(5)], "source": "gen", "dimension": "d",
+                          "candidate_id": [f"c{k}" for k in range(5)], "source": "gen", "dimension": "d", "higher_is_better": True,
                           "sample_idx": 0, "score": [1.0, 3.0, 2.0, 4.0, 5.0], "candidate_text": texts})  # fmt: skip
     out = length_bias(frame).iloc[0]
     # lengths 1..5, scores 1 3 2 4 5: d = (0, −1, 1, 0, 0) -> ρ = 1 − 6·2/(5·24) = .9
     assert out["rho"] == pytest.approx(0.9) and out["rho_better"] == pytest.approx(0.9) and out["n"] == 5
-    low = length_bias(frame.assign(dimension="source_boundedness")).iloc[0]
+    low = length_bias(frame.assign(higher_is_better=False)).iloc[0]
     assert low["rho_better"] == pytest.approx(-0.9)  # longer scored higher = judged worse there
 
 
@@ -106,7 +107,8 @@ def test_self_preference_by_hand() -> None:
     scores = {("gpt-5", "a"): 8.0, ("gpt-5", "b"): 6.0, ("gemini-2.5", "c"): 5.0, ("gemini-2.5", "d"): 3.0,
               ("reference", "r"): 9.0}  # fmt: skip
     frame = pd.DataFrame([{"judge": "judge-x", "model": "openai/gpt-4o", "mode": "independent", "instance_id": "i",
-                           "candidate_id": c, "source": s, "dimension": dim, "sample_idx": 0, "score": v}
+                           "candidate_id": c, "source": s, "dimension": dim, "sample_idx": 0, "score": v,
+                           "higher_is_better": dim == "originality"}
                           for (s, c), v in scores.items() for dim in ("originality", "source_boundedness")])  # fmt: skip
     out = self_preference(frame).set_index("dimension")
     row = out.loc["originality"]

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from statsmodels.stats import inter_rater
 
-from analysis.humans import MAJORITY, human_reliability, majority_outcomes, rater_outcomes
+from analysis.humans import MAJORITY, human_reliability, majority_coverage, majority_outcomes, rater_outcomes
 from analysis.illusion import (
     agreement_by_kind,
     agreement_matrix,
@@ -42,6 +42,7 @@ def planted(shift: float) -> pd.DataFrame:
                         for s, value in enumerate([score - 1, score, score + 1, np.nan]):
                             rows.append({"judge": judge, "mode": mode, "instance_id": f"i{i:03d}",
                                          "candidate_id": cid, "source": source, "dimension": dim, "sample_idx": s,
+                                         "higher_is_better": dim == "originality",
                                          "score": value + bias, "parse_ok": not np.isnan(value)})  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -133,16 +134,19 @@ def test_preference_gap_by_hand() -> None:
     assert out["mcnemar_p"] == pytest.approx(0.5)
 
 
-def test_majority_vote_excludes_ties() -> None:
+def test_majority_vote_is_a_strict_majority_and_counts_the_excluded() -> None:
     outcomes = pd.DataFrame({
-        "judge": ["h1", "h2", "h3"] * 3 + ["h1", "h2"], "mode": "human",
-        "instance_id": ["i1"] * 3 + ["i2"] * 3 + ["i3"] * 3 + ["i4"] * 2, "source": "gen", "dimension": "d",
-        "outcome": [1, 1, -1, 1, 0, -1, 0, 0, 1, 1, -1],
+        "judge": ["h1", "h2", "h3"] * 3 + ["h1", "h2"] + ["h1", "h2", "h3", "h4"], "mode": "human",
+        "instance_id": ["i1"] * 3 + ["i2"] * 3 + ["i3"] * 3 + ["i4"] * 2 + ["i5"] * 4, "source": "gen",
+        "dimension": "d", "outcome": [1, 1, -1, 1, 0, -1, 0, 0, 1, 1, -1, 1, 1, 0, -1],
     })  # fmt: skip
     out = majority_outcomes(outcomes).set_index("instance_id")
-    # i1 win,win,loss -> win; i2 one of each -> excluded; i3 tie,tie,win -> tie; i4 win,loss -> excluded
+    # i1 win,win,loss -> win (2 of 3); i2 one of each -> excluded; i3 tie,tie,win -> tie; i4 win,loss ->
+    # excluded; i5 win,win,tie,loss: win is the plurality but 2 of 4 is not more than half -> excluded
     assert out["outcome"].to_dict() == {"i1": 1, "i3": 0}
-    assert out.loc["i1", "judge"] == MAJORITY
+    assert out.loc["i1", "judge"] == MAJORITY and out.loc["i1", "n_raters"] == 3
+    coverage = majority_coverage(outcomes).iloc[0]
+    assert (coverage["n_pairs"], coverage["n_majority"], coverage["n_excluded"]) == (5, 2, 3)
 
 
 def test_cross_dimension_alignment_by_hand() -> None:
@@ -194,3 +198,49 @@ def test_human_labels_join_results_with_numeric_ids() -> None:
     raters = rater_outcomes(numeric, humans)
     assert set(raters.loc[raters["kind"] == "judge", "instance_id"]) == set(raters.loc[raters["kind"] == "expert",
                                                                                        "instance_id"])  # fmt: skip
+
+
+# The paper's setting: the experts rated one candidate (c1) of generator g against the reference r; the
+# judge also scored c2, which it likes better. Judge scores are (r, c1, c2) per instance.
+JUDGE = {"non_obviousness": {"i1": (2, 1, 3), "i2": (2, 2, 3), "i3": (1, 2, 0), "i4": (3, 1, 1)},
+         "source_boundedness": {"i1": (2, 1, 3), "i2": (1, 2, 0), "i3": (2, 1, 3), "i4": (1, 2, 0)}}  # fmt: skip
+# (r, c1) per annotator h1, h2, h3, on non-obviousness only
+EXPERTS = {"i1": ((1, 2), (1, 2), (2, 1)), "i2": ((2, 2), (1, 2), (2, 1)), "i3": ((1, 2), (1, 3), (1, 1)),
+           "i4": ((2, 1), (2, 1), (2, 2))}  # fmt: skip
+
+
+def same_pairs_study() -> tuple[pd.DataFrame, pd.DataFrame]:
+    rows = [{"judge": "j", "mode": "independent", "instance_id": inst, "candidate_id": cid,
+             "source": "reference" if cid == "r" else "g", "dimension": dim, "higher_is_better": dim != "source_boundedness",
+             "sample_idx": 0, "score": float(v), "parse_ok": True}
+            for dim, by_inst in JUDGE.items() for inst, values in by_inst.items()
+            for cid, v in zip(("r", "c1", "c2"), values, strict=True)]  # fmt: skip
+    labels = [{"annotator": f"h{a + 1}", "instance_id": inst, "candidate_id": cid,
+               "source": "reference" if cid == "r" else "g", "dimension": "non_obviousness", "score": v}
+              for inst, per_annotator in EXPERTS.items() for a, pair in enumerate(per_annotator)
+              for cid, v in zip(("r", "c1"), pair, strict=True)]  # fmt: skip
+    return pd.DataFrame(rows), pd.DataFrame(labels)
+
+
+def test_judge_vs_humans_on_exactly_the_pairs_the_humans_rated() -> None:
+    results, humans = same_pairs_study()
+    raters = rater_outcomes(results, humans)
+    judge = raters.loc[raters["kind"] == "judge"]
+    assert set(judge["candidate_id"]) == {"c1"}  # never the judge's own best-of-K over c2
+    # experts: i1 win, win, loss -> win; i2 tie, win, loss -> no strict majority (excluded, counted);
+    # i3 win, win, tie -> win; i4 loss, loss, tie -> loss
+    majority = raters.loc[raters["rater"] == MAJORITY].set_index("instance_id")["outcome"]
+    assert majority.to_dict() == {"i1": 1, "i3": 1, "i4": -1}
+    coverage = majority_coverage(raters.loc[raters["kind"] == "expert"]).iloc[0]
+    assert (coverage["n_pairs"], coverage["n_excluded"]) == (4, 1)
+    gap = preference_gap(raters, n_boot=200).set_index("dimension").loc["non_obviousness"]
+    # judge on c1 vs r: i1 1<2 loss, i3 2>1 win, i4 1<3 loss -> 1/3 on the 3 shared pairs; experts 2/3.
+    # (Best-of-K would have given the judge i1 3>2 win too: 2/3, and a gap of 0.)
+    assert (gap["n"], gap["human_win"], gap["judge_win"]) == pytest.approx((3, 2 / 3, 1 / 3))
+    assert gap["gap_win"] == pytest.approx(-1 / 3)
+    aligned = cross_dimension_alignment(
+        raters, [(MAJORITY, "non_obviousness", "j [independent]", "source_boundedness")], n_boot=100
+    ).iloc[0]
+    # judge source-boundedness (lower is better) on c1: i1 1<2 win, i3 1<2 win, i4 2>1 loss: all three
+    # agree with the experts' non-obviousness (min-of-K would have said i4 0<1 win: 2/3)
+    assert (aligned["n"], aligned["percent"]) == (3, 1.0)

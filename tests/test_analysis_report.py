@@ -42,6 +42,22 @@ def test_collect_reads_parquet_and_csv_runs(tmp_path: Path, study: pd.DataFrame)
         load_results(tmp_path / "nothing-here")
 
 
+def test_direction_survives_a_csv_and_old_tables_take_it_from_the_rubric_spec(tmp_path: Path,
+                                                                            study: pd.DataFrame) -> None:
+    write_runs(tmp_path / "new", study, csv=("comparative",))
+    loaded = load_results(tmp_path / "new")
+    flags = loaded.groupby("dimension", observed=True)["higher_is_better"].unique()
+    assert {d: list(v) for d, v in flags.items()} == {"originality": [True], "source_boundedness": [False]}
+    # a results file written before the column existed: the shipped narrowness spec says lower is better
+    old = study.drop(columns=["higher_is_better"]).astype({"rubric": str}).assign(rubric="narrowness")
+    write_runs(tmp_path / "old", old.assign(dimension=old["dimension"].astype(str).replace(
+        {"originality": "diagnostic_framing"})))  # fmt: skip
+    assert not load_results(tmp_path / "old")["higher_is_better"].any()
+    write_runs(tmp_path / "custom", old.assign(rubric="my_rubric"), csv=("independent", "comparative"))
+    with pytest.raises(ValueError, match=r"results\.csv: no 'higher_is_better' column, and rubric 'my_rubric'"):
+        load_results(tmp_path / "custom")
+
+
 def test_prepare_splits_a_judge_that_ran_two_rubrics(study: pd.DataFrame) -> None:
     two = pd.concat([study.astype({"rubric": str}), study.astype({"rubric": str}).assign(rubric="other")])
     assert set(prepare(two)["judge"].astype(str)) == {

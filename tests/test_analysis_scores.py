@@ -8,28 +8,47 @@ import pytest
 
 from analysis.scores import (
     CANDIDATE_KEYS,
-    LOWER_IS_BETTER,
     best_of_k,
+    best_of_k_scores,
     candidate_scores,
+    combined_pairs,
+    dimension_directions,
     direction,
     group_ids,
     map_distinct,
     score_summary,
+    with_directions,
 )
 
 
 def rows(*specs: tuple) -> pd.DataFrame:
     """(instance, candidate, source, dimension, sample, score, parse_ok) -> results rows of judge j, mode m."""
     cols = ["instance_id", "candidate_id", "source", "dimension", "sample_idx", "score", "parse_ok"]
-    return pd.DataFrame(specs, columns=cols).assign(judge="j", mode="independent")
+    return pd.DataFrame(specs, columns=cols).assign(judge="j", mode="independent", higher_is_better=True)
 
 
-def test_lower_is_better_constant() -> None:
-    assert LOWER_IS_BETTER == frozenset({"source_boundedness", "diagnostic_framing"})
-    dims = pd.Series(["originality", "source_boundedness", "diagnostic_framing"])
-    assert direction(dims).tolist() == [1.0, -1.0, -1.0]
-    assert direction(dims.astype("category")).tolist() == [1.0, -1.0, -1.0]
-    assert direction(dims, lower_is_better={"originality"}).tolist() == [-1.0, 1.0, 1.0]
+def test_direction_is_read_from_the_table_never_from_the_name() -> None:
+    frame = pd.DataFrame({"dimension": ["originality", "source_boundedness", "made_up"],
+                          "higher_is_better": [True, False, False]})  # fmt: skip
+    assert direction(frame).tolist() == [1.0, -1.0, -1.0]
+    # a CSV may hand the flags over as text: "False" must not read as true
+    assert direction(frame.astype({"higher_is_better": str})).tolist() == [1.0, -1.0, -1.0]
+    assert direction(frame.astype({"higher_is_better": "category"})).tolist() == [1.0, -1.0, -1.0]
+    assert dimension_directions(frame) == {"originality": True, "source_boundedness": False, "made_up": False}
+
+
+def test_a_table_without_directions_fails_in_one_clear_line() -> None:
+    frame = pd.DataFrame({"dimension": ["a", "b"], "score": [1.0, 2.0]})
+    with pytest.raises(ValueError, match="lack the 'higher_is_better' column"):
+        dimension_directions(frame)
+    with pytest.raises(ValueError, match="higher_is_better"):
+        candidate_scores(frame.assign(judge="j", mode="m", instance_id="i", candidate_id="c", source="s"))
+    both = frame.assign(dimension="a", higher_is_better=[True, False])
+    with pytest.raises(ValueError, match=r"\['a'\] are higher-is-better in some rows"):
+        dimension_directions(both)
+    with pytest.raises(ValueError, match=r"no direction .* for dimension\(s\) \['b'\]"):
+        with_directions(frame, {"a": True}, "human labels")
+    assert with_directions(frame, {"a": True, "b": False}, "x")["higher_is_better"].tolist() == [True, False]
 
 
 def test_candidate_score_is_the_mean_of_scored_samples() -> None:
@@ -53,6 +72,7 @@ def test_candidate_scores_equal_a_pandas_groupby_on_categoricals() -> None:
     n = 2000
     frame = pd.DataFrame({k: rng.choice([f"{k}{x}" for x in range(4)], n) for k in CANDIDATE_KEYS})
     frame = frame.astype("category").assign(score=rng.integers(1, 10, n).astype(float))
+    frame["higher_is_better"] = rng.random(n) < 0.5
     frame.loc[rng.random(n) < 0.1, "score"] = np.nan
     got = candidate_scores(frame).set_index(list(CANDIDATE_KEYS)).sort_index()
     expected = frame.dropna(subset=["score"]).groupby(list(CANDIDATE_KEYS), observed=True)["score"]
@@ -76,12 +96,12 @@ def test_best_of_k_max_or_min_by_direction() -> None:
     cands = pd.DataFrame({
         "judge": "j", "mode": "independent", "instance_id": "i1", "source": ["gen", "gen", "gen", "gen"],
         "dimension": ["originality", "originality", "source_boundedness", "source_boundedness"],
-        "score": [4.0, 7.0, 4.0, 7.0],
+        "higher_is_better": [True, True, False, False], "score": [4.0, 7.0, 4.0, 7.0],
     })  # fmt: skip
     out = best_of_k(cands).set_index("dimension")
     assert out.loc["originality", "best"] == 7.0 and out.loc["source_boundedness", "best"] == 4.0
     assert out.loc["originality", "k"] == 2
-    flipped = best_of_k(cands, lower_is_better=()).set_index("dimension")
+    flipped = best_of_k(cands.assign(higher_is_better=True)).set_index("dimension")
     assert flipped.loc["source_boundedness", "best"] == 7.0
 
 
@@ -102,3 +122,54 @@ def test_map_distinct_calls_once_per_value() -> None:
     assert (
         out[[0, 1, 2, 4]].tolist() == ["A", "B", "A", "A"] and pd.isna(out[3]) and sorted(calls) == ["a", "b"]
     )
+
+
+# Candidate scores of two judges (g has K = 2 candidates c1, c2; r is the reference). Judge b did not score
+# the reference of i2 on originality, and only judge a scored source_boundedness (lower is better).
+PLANTED = {
+    ("a", "originality"): {"i1": (2, 1, 3), "i2": (1, 2, 2), "i3": (3, 0, 1)},  # (r, c1, c2)
+    ("b", "originality"): {"i1": (3, 3, 1), "i2": (None, 0, 0), "i3": (3, 2, 2)},
+    ("a", "source_boundedness"): {"i1": (2, 1, 3), "i2": (0, 2, 3), "i3": (1, 0, 3)},
+}
+
+
+def planted_cands() -> pd.DataFrame:
+    rows = []
+    for (judge, dim), by_instance in PLANTED.items():
+        for inst, values in by_instance.items():
+            for cid, value in zip(("r", "c1", "c2"), values, strict=True):
+                if value is not None:
+                    rows.append({"judge": judge, "mode": "independent", "instance_id": inst, "candidate_id": cid,
+                                 "source": "reference" if cid == "r" else "g", "dimension": dim,
+                                 "higher_is_better": dim == "originality", "score": float(value)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_best_of_k_scores_per_judge_and_combined_by_hand() -> None:
+    out = best_of_k_scores(candidate_scores(planted_cands()))
+    assert list(out.columns) == ["judge", "mode", "source", "dimension", "n", "mean", "sd"]
+    got = {(r.judge, r.source, r.dimension): (r.n, r.mean, r.sd) for r in out.itertuples()}
+    # judge a, originality: best of (1, 3), (2, 2), (0, 1) = 3, 2, 1 -> mean 2, sd 1 over the 3 instances
+    assert got[("a", "g", "originality")] == pytest.approx((3, 2.0, 1.0))
+    assert got[("a", "reference", "originality")] == pytest.approx((3, 2.0, 1.0))  # 2, 1, 3
+    # source-boundedness, lower is better: min of (1, 3), (2, 3), (0, 3) = 1, 2, 0 -> mean 1, sd 1
+    assert got[("a", "g", "source_boundedness")] == pytest.approx((3, 1.0, 1.0))
+    # judge b: best 3, 0, 2 -> mean 5/3, sd sqrt(((4/3)² + (5/3)² + (1/3)²)/2) = sqrt(7/3); reference 3, 3
+    assert got[("b", "g", "originality")] == pytest.approx((3, 5 / 3, np.sqrt(7 / 3)))
+    assert got[("b", "reference", "originality")] == pytest.approx((2, 3.0, 0.0))
+    # mean(a+b): i1 c1 (1+3)/2 = 2, c2 (3+1)/2 = 2 -> 2; i2 only a scored both sides: c1 2, c2 2 -> 2
+    # (b's zeros are left out); i3 c1 1, c2 1.5 -> 1.5. mean 11/6, sd sqrt(((1/6)² + (1/6)² + (1/3)²)/2)
+    assert got[("mean(a+b)", "g", "originality")] == pytest.approx((3, 11 / 6, np.sqrt(1 / 12)))
+    # the reference over the judges that scored it: 2.5, 1, 3 -> mean 13/6, sd sqrt(13/12)
+    assert got[("mean(a+b)", "reference", "originality")] == pytest.approx((3, 13 / 6, np.sqrt(13 / 12)))
+    assert got[("mean(a+b)", "g", "source_boundedness")] == pytest.approx((3, 1.0, 1.0))
+
+
+def test_combined_mean_only_over_judges_that_scored_both_sides() -> None:
+    pairs = combined_pairs(candidate_scores(planted_cands()))
+    i2 = pairs.loc[(pairs["instance_id"] == "i2") & (pairs["dimension"] == "originality")]
+    # b scored c1, c2 of i2 but not its reference: the old mean over every judge gave c1 (2 + 0)/2 = 1
+    assert i2["score"].tolist() == [2.0, 2.0] and i2["ref_score"].tolist() == [1.0, 1.0]
+    assert (i2["n_judges"] == 1).all()
+    i1 = pairs.loc[(pairs["instance_id"] == "i1") & (pairs["dimension"] == "originality")]
+    assert i1["ref_score"].tolist() == [2.5, 2.5] and (i1["n_judges"] == 2).all()

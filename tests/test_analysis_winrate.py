@@ -10,7 +10,7 @@ from analysis.winrate import instance_outcomes, outcome_rates, win_tie_loss
 
 
 def study(scores: dict[str, dict[str, list[float]]], judge: str = "j1", mode: str = "independent",
-          dimension: str = "originality") -> pd.DataFrame:  # fmt: skip
+          dimension: str = "originality", higher_is_better: bool = True) -> pd.DataFrame:  # fmt: skip
     """{instance: {"ref": [score], "gen": [candidate scores]}} -> results rows, two samples per candidate
     (score ± 0.5, so the candidate score is the given value) plus one unscored sample."""
     rows = []
@@ -20,7 +20,7 @@ def study(scores: dict[str, dict[str, list[float]]], judge: str = "j1", mode: st
                 for s, (score, ok) in enumerate([(value - 0.5, True), (value + 0.5, True), (np.nan, False)]):
                     rows.append({"judge": judge, "mode": mode, "instance_id": inst, "candidate_id": f"{source}{c}",
                                  "source": "reference" if source == "ref" else source, "dimension": dimension,
-                                 "sample_idx": s, "score": score, "parse_ok": ok})  # fmt: skip
+                                 "higher_is_better": higher_is_better, "sample_idx": s, "score": score, "parse_ok": ok})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -42,10 +42,11 @@ def test_win_tie_loss_by_hand() -> None:
 
 
 def test_lower_is_better_dimension_uses_min_and_reverses() -> None:
-    out = win_tie_loss(study(HAND, dimension="source_boundedness"), n_boot=200).iloc[0]
+    # a custom dimension: its direction comes from the table, whatever its name
+    out = win_tie_loss(study(HAND, dimension="my_cost", higher_is_better=False), n_boot=200).iloc[0]
     # min-of-K: i1 4<5, i2 3<5, i3 6<7 win; i4 5>4 loss -> .75 / 0 / .25
     assert (out["win"], out["tie"], out["loss"]) == (0.75, 0.0, 0.25)
-    same_as_higher = win_tie_loss(study(HAND, dimension="source_boundedness"), n_boot=200, lower_is_better=())
+    same_as_higher = win_tie_loss(study(HAND, dimension="source_boundedness"), n_boot=200)
     assert same_as_higher.iloc[0]["win"] == 0.5
 
 
@@ -105,6 +106,16 @@ def test_combine_mean_unanimous_majority_by_hand() -> None:
     majority = win_tie_loss(frame, combine="majority", n_boot=50).iloc[0]
     # i2: 1 win of 2 judges is not more than half -> tie
     assert (majority["win"], majority["tie"], majority["loss"]) == pytest.approx((1 / 3, 1 / 3, 1 / 3))
+
+
+def test_combined_mean_leaves_out_a_judge_missing_the_reference() -> None:
+    j2 = {"i1": {"ref": [5], "gen": [7]}, "i2": {"gen": [1]}, "i3": {"ref": [5], "gen": [4]}}  # no i2 reference
+    frame = pd.concat([study({"i1": {"ref": [5], "gen": [6]}, "i2": {"ref": [5], "gen": [6]},
+                              "i3": {"ref": [5], "gen": [3]}}, judge="j1"), study(j2, judge="j2")])  # fmt: skip
+    out = instance_outcomes(frame, combine="mean").set_index("instance_id").sort_index()
+    # i2: only j1 scored both sides: 6 vs 5, a win (the old mean over every judge: (6 + 1)/2 = 3.5, a loss)
+    assert out["outcome"].to_dict() == {"i1": 1, "i2": 1, "i3": -1}
+    assert out["gen_best"].tolist() == [6.5, 6.0, 3.5] and out["n_judges"].tolist() == [2, 1, 2]
 
 
 def test_majority_of_three_and_items_missing_a_judge() -> None:
