@@ -22,6 +22,10 @@ class StudyError(RuntimeError):
     """A problem with the study's inputs, reported as one line before anything is written."""
 
 
+class BudgetStop(StudyError):
+    """The run stopped at its `budget_usd`; its outputs (what was paid for) are written. Exit code 3."""
+
+
 def resolve_path(path: str) -> Path:
     """A dataset path as given, else relative to the project root (so any working directory works)."""
     candidate = Path(path).expanduser()

@@ -19,20 +19,13 @@ from typing import Any
 from experiments.datasets import Instance
 from experiments.inputs import StudyError
 from experiments.modes import Prompt, build_prompts
+from experiments.spend import judge_prices
 from judge.cache import CacheError
-from judge.pricing import Prices, prices_for, prompt_tokens
+from judge.pricing import Prices, prompt_tokens
 from judge.rubric import Rubric
 
 COUNTS = ("calls_total", "calls_cached", "calls_to_make", "prompt_tokens", "completion_tokens_bound",
           "completion_tokens_expected")  # fmt: skip
-
-
-def judge_prices(jcfg: Mapping[str, Any]) -> Prices:
-    """The judge's prices (litellm's map, the config's overrides); a bad override is a StudyError."""
-    try:
-        return prices_for(str(jcfg["model"]), jcfg)
-    except ValueError as exc:
-        raise StudyError(f"judge={jcfg['name']}: {exc}") from None
 
 
 def _costs(

@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Thin: resolve the config, run the study, turn input problems into one line and exit code 2."""
-    from experiments.inputs import StudyError, load_study_inputs  # light: no litellm yet
+    from experiments.inputs import BudgetStop, StudyError, load_study_inputs  # light: no litellm yet
 
     hc = HydraConfig.get()
     out_dir = Path(hc.runtime.output_dir)
@@ -32,6 +32,9 @@ def main(cfg: DictConfig) -> None:
 
         install_log_redaction()
         frame = run_study(plain, inputs, out_dir, run_id=out_dir.name)
+    except BudgetStop as exc:  # the outputs are written; the run is incomplete
+        print(f"stopped: {exc}", file=sys.stderr)
+        sys.exit(3)
     except StudyError as exc:
         _remove_if_empty(out_dir)
         print(f"error: {exc}", file=sys.stderr)

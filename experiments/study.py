@@ -23,10 +23,11 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from experiments.datasets import Instance, dataset_hash
-from experiments.inputs import StudyError, load_study_inputs
+from experiments.inputs import BudgetStop, StudyError, load_study_inputs
 from experiments.modes import Prompt, build_prompts
 from experiments.rows import rows_for, to_frame
 from experiments.shard import parse_shard, study_id
+from experiments.spend import budget_for, budget_manifest, budget_message
 from judge.cache import CacheError, CallCache
 from judge.client import CallResult, Judge, Sample
 from judge.completer import LiteLLMCompleter, use_inline_setup
@@ -48,10 +49,14 @@ class Tally:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     cost_known: bool = True
+    not_started: int = 0
     cache_damaged: int = 0
     errors: list[str] = field(default_factory=list)
 
     def add(self, result: CallResult, scored: bool) -> None:
+        if result.not_started:  # a budget stop: no row, nothing paid
+            self.not_started += 1
+            return
         self.retries += result.retries
         self.unscored += 0 if scored else 1
         if result.cached:
@@ -96,8 +101,10 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge:
         cache = CallCache(cfg.get("cache_dir"))
     except CacheError as exc:
         raise StudyError(str(exc)) from None
-    return Judge(completer, cache, policy=policy, concurrency=int(jcfg.get("concurrency", 8)),
-                 api_base=jcfg.get("api_base"))  # fmt: skip
+    judge = Judge(completer, cache, policy=policy, concurrency=int(jcfg.get("concurrency", 8)),
+                  api_base=jcfg.get("api_base"))  # fmt: skip
+    judge.budget = budget_for(cfg)
+    return judge
 
 
 @dataclass(frozen=True)
@@ -150,7 +157,7 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
     bar = tqdm(total=len(jobs), disable=not cfg.get("progress", True), file=sys.stderr, unit="call")
 
     def finish(index: int, prompt: Prompt, sample_idx: int, result: CallResult) -> None:
-        rows = rows_for(prompt, sample_idx, result, rubric, meta)
+        rows = [] if result.not_started else rows_for(prompt, sample_idx, result, rubric, meta)
         tally.add(result, scored=all(r["parse_ok"] for r in rows))
         done[index] = rows
         bar.update(1)
@@ -220,6 +227,8 @@ def plan_workers(cfg: Mapping[str, Any], judge: Judge, n_calls: int) -> int:
     from experiments.workers import fork_available, in_process_provider  # noqa: PLC0415
 
     wanted = cfg.get("workers")
+    if judge.budget is not None:
+        return 1  # one process keeps the run's one spend account
     if not fork_available() or (wanted is not None and int(wanted) <= 1):
         return 1
     if wanted is not None:
@@ -279,9 +288,12 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     write_results(frame, out_dir)
     write_prompts(prompts, out_dir)
     manifest = build_manifest(cfg, frame, tally, rubric, data_path, len(instances), len(prompts), started)
+    manifest.update(budget_manifest(judge.budget, tally.not_started))
     write_atomic(out_dir / "manifest.json", lambda p: p.write_text(redact(json.dumps(manifest, indent=2))))
     config_text = json.dumps(redact_config(dict(cfg)), indent=2, default=str)
     write_atomic(out_dir / "config.json", lambda p: p.write_text(config_text))
+    if judge.budget is not None and judge.budget.stopped:
+        raise BudgetStop(budget_message(judge.budget, tally.not_started))
     return frame
 
 

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from judge.budget import Budget
 from judge.cache import CallCache, cache_key, canonical_params
 from judge.completer import Completer, Completion, Message
 from judge.retry import (
@@ -54,6 +55,7 @@ class CallResult:
     cached: bool
     retries: int
     error: str | None = None
+    not_started: bool = False  # the run's budget stopped it before it reached the provider
 
 
 class Judge:
@@ -74,6 +76,7 @@ class Judge:
         self.concurrency = concurrency
         self.api_base = api_base
         self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self.budget: Budget | None = None  # set by a run with budget_usd (judge.budget)
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop_id = id(asyncio.get_running_loop())
@@ -99,7 +102,21 @@ class Judge:
 
     async def call_provider(self, messages: Sequence[Message], sample_params: Mapping[str, Any],
                             key: str) -> CallResult:  # fmt: skip
-        """Ask the provider (with retries) and cache the answer under `key`; see the module doc for failures."""
+        """Ask the provider (with retries) and cache the answer under `key`; see the module doc for failures.
+        Under a budget, a call that would not fit is not started."""
+        if self.budget is None:
+            return await self._ask(messages, sample_params, key)
+        reserved = self.budget.start(messages)
+        if reserved is None:
+            return CallResult(None, cached=False, retries=0, error="not started: budget_usd reached", not_started=True)
+        result: CallResult | None = None
+        try:
+            result = await self._ask(messages, sample_params, key)
+        finally:
+            self.budget.finish(reserved, result.completion if result else None)
+        return result
+
+    async def _ask(self, messages: Sequence[Message], sample_params: Mapping[str, Any], key: str) -> CallResult:
         attempts = 0
         try:
             async for attempt in self.policy.retrying():

@@ -1,0 +1,46 @@
+"""A run's spend: the judge's prices from its config and the `budget_usd` cap with its manifest fields."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from experiments.inputs import StudyError
+from judge.budget import Budget, BudgetError
+from judge.pricing import Prices, prices_for
+
+
+def judge_prices(jcfg: Mapping[str, Any]) -> Prices:
+    """The judge's prices (litellm's map, the config's overrides); a bad override is a StudyError."""
+    try:
+        return prices_for(str(jcfg["model"]), jcfg)
+    except ValueError as exc:
+        raise StudyError(f"judge={jcfg['name']}: {exc}") from None
+
+
+def budget_for(cfg: Mapping[str, Any]) -> Budget | None:
+    """The run's spend cap (`budget_usd`), or None; one that cannot be enforced is a StudyError."""
+    limit = cfg.get("budget_usd")
+    if limit is None:
+        return None
+    try:
+        return Budget(
+            float(limit), str(cfg["judge"]["model"]), judge_prices(cfg["judge"]), int(cfg["max_tokens"])
+        )
+    except (BudgetError, TypeError, ValueError) as exc:
+        raise StudyError(f"budget_usd={limit!r}: {exc}") from None
+
+
+def budget_manifest(budget: Budget | None, not_started: int) -> dict[str, Any]:
+    """The manifest's budget fields (none without a budget)."""
+    if budget is None:
+        return {}
+    return {"budget_usd": budget.limit_usd, "spend_usd": round(budget.spent_usd, 6),
+            "stopped": "budget" if budget.stopped else None, "calls_not_started": not_started}  # fmt: skip
+
+
+def budget_message(budget: Budget, not_started: int) -> str:
+    return (
+        f"budget_usd={budget.limit_usd:g} reached: spent ${budget.spent_usd:.4f}; {not_started} calls not "
+        "started (everything paid for is cached: rerun with a larger budget_usd to continue)"
+    )

@@ -1,0 +1,70 @@
+"""A spend cap for one run (`budget_usd`): a call starts only while it cannot push the spend past the cap.
+
+Before a call starts, its worst case is reserved: its prompt tokens (litellm's tokenizer for the model) plus
+the whole output budget (`max_tokens`) at the judge's prices. The call starts only if the spend so far, the
+reservations of the calls in flight and its own fit under the cap; the first call that does not fit stops the
+run (no later call starts, even a cheaper one), and the calls in flight finish and are cached. When a call
+ends its reservation is replaced by its actual cost: the provider-reported cost where the completion has one
+(litellm's price map over the provider's usage counts), else the judge's prices over the usage, else the
+reservation itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from judge.completer import Completion, Message
+from judge.pricing import Prices, prompt_tokens
+
+
+class BudgetError(ValueError):
+    """A budget that cannot be enforced (no known price for the judge)."""
+
+
+@dataclass
+class Budget:
+    """Spend so far against `limit_usd`; single event loop (no locks needed: no await inside a method)."""
+
+    limit_usd: float
+    model: str
+    prices: Prices
+    max_tokens: int
+    spent_usd: float = 0.0
+    reserved_usd: float = 0.0
+    stopped: bool = False
+    not_started: int = 0
+
+    def __post_init__(self) -> None:
+        if self.prices.per_token(batch=False) is None:
+            raise BudgetError(f"needs a price for {self.model}: set the judge's input_cost_per_token "
+                              "and output_cost_per_token (USD per token) in its config")  # fmt: skip
+        if self.limit_usd < 0:
+            raise BudgetError(f"must be >= 0, not {self.limit_usd}")
+
+    def bound(self, messages: Sequence[Message]) -> float:
+        """The most one call with these messages can cost: its prompt plus the whole output budget."""
+        cost = self.prices.cost(prompt_tokens(self.model, messages), self.max_tokens)
+        assert cost is not None  # checked in __post_init__
+        return cost
+
+    def start(self, messages: Sequence[Message]) -> float | None:
+        """Reserve a call's worst case and return it, or None (and stop the run) when it does not fit."""
+        if not self.stopped:
+            bound = self.bound(messages)
+            if self.spent_usd + self.reserved_usd + bound <= self.limit_usd:
+                self.reserved_usd += bound
+                return bound
+            self.stopped = True
+        self.not_started += 1
+        return None
+
+    def finish(self, reserved: float, completion: Completion | None) -> None:
+        """Release a reservation; what the call cost (if it was answered) joins the spend."""
+        self.reserved_usd = max(0.0, self.reserved_usd - reserved)
+        if completion is None:
+            return  # a failed call is not billed
+        cost = completion.cost_usd if self.prices.source == "litellm" else None  # else the config's prices
+        if cost is None:
+            cost = self.prices.cost(completion.prompt_tokens, completion.completion_tokens)
+        self.spent_usd += reserved if cost is None else cost

@@ -1,0 +1,99 @@
+"""budget_usd: the stop (no call past the cap, in-flight calls finish and are cached), the manifest, the exit
+code, and a rerun with a larger budget that repeats no call."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from experiments.inputs import BudgetStop, StudyError
+from judge.budget import Budget, BudgetError
+from judge.completer import Completion
+from judge.pricing import Prices, prompt_tokens
+from tests.openai_server import ScriptedServer, Step, rubric_answer
+from tests.test_plan import compose
+
+ROOT = Path(__file__).resolve().parent.parent
+PRICES = ["+judge.input_cost_per_token=1e-5", "+judge.output_cost_per_token=1e-5"]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ScriptedServer]:
+    srv = ScriptedServer(lambda body: Step(200, rubric_answer(body)))
+    with srv.running():
+        yield srv
+
+
+def _request_ids(server: ScriptedServer) -> Counter[str]:
+    return Counter(json.dumps([r["messages"], r.get("seed")], sort_keys=True) for r in server.requests)
+
+
+def test_budget_reserves_the_worst_case_and_stops_at_the_first_misfit() -> None:
+    prices = Prices(1e-5, 1e-5, source="litellm")
+    messages = [{"role": "user", "content": "word " * 50}]
+    bound = (prompt_tokens("gpt-4o", messages) + 100) * 1e-5
+    budget = Budget(2.5 * bound, "gpt-4o", prices, max_tokens=100)
+    first, second = budget.start(messages), budget.start(messages)
+    assert first == second == pytest.approx(bound)
+    assert budget.start(messages) is None and budget.stopped  # a third would not fit next to two in flight
+    done = Completion("x", "stop", 10, 5, cost_usd=None, latency_s=0.1)
+    budget.finish(first, done)  # type: ignore[arg-type]
+    assert budget.spent_usd == pytest.approx(15 * 1e-5)  # actual usage at the judge's prices
+    assert budget.start(messages) is None and budget.not_started == 2  # stopped: nothing new starts
+    budget.finish(second, None)  # type: ignore[arg-type]  (failed: not billed)
+    assert budget.reserved_usd == 0 and budget.spent_usd == pytest.approx(15e-5)
+    with pytest.raises(BudgetError, match="needs a price"):
+        Budget(1.0, "openai/unmapped", Prices(), max_tokens=10)
+
+
+def test_budget_stop_manifest_and_resume_without_repeats(server: ScriptedServer, tmp_path: Path) -> None:
+    from experiments.study import run_study
+
+    cfg = compose("judge=qwen", f"judge.api_base={server.api_base}", "limit=2", "n_samples=2", "progress=false",
+                  "max_tokens=40", *PRICES)  # fmt: skip
+    cfg["cache_dir"] = str(tmp_path / "cache")
+    before = len(server.requests)
+    with pytest.raises(BudgetStop, match=r"budget_usd=0.05 reached: spent \$0\.0\d+; \d+ calls not started"):
+        run_study({**cfg, "budget_usd": 0.05}, None, tmp_path / "a", run_id="a")
+    made = len(server.requests) - before
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["stopped"] == "budget" and 0 < manifest["spend_usd"] <= 0.05
+    assert 0 < made == manifest["calls_made"] < 44
+    assert manifest["calls_not_started"] == 44 - made
+    # the spend is the provider-reported usage (12 prompt + 7 completion tokens per call) at the judge's prices
+    assert manifest["spend_usd"] == pytest.approx(made * 19 * 1e-5)
+    assert manifest["cost_usd"] is None  # litellm's map has no price for this model: unknown in the table
+
+    # a larger budget continues: only the calls not made before reach the provider, none twice
+    run_study({**cfg, "budget_usd": 5.0}, None, tmp_path / "b", run_id="b")
+    resumed = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert resumed["stopped"] is None and resumed["calls_cached"] == made
+    assert resumed["calls_made"] == 44 - made and len(server.requests) - before == 44
+    assert max(_request_ids(server).values()) == 1
+
+
+def test_budget_without_a_price_is_one_line(tmp_path: Path) -> None:
+    from experiments.study import run_study
+
+    cfg = compose("judge=qwen", "limit=1", "budget_usd=1")
+    with pytest.raises(StudyError, match=r"budget_usd=1: needs a price for openai/Qwen"):
+        run_study({**cfg, "cache_dir": str(tmp_path / "cache")}, None, tmp_path / "out", run_id="x")
+
+
+def test_budget_stop_exit_code(server: ScriptedServer, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update({"JUDGESCOPE_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)})
+    args = ["judge=qwen", f"judge.api_base={server.api_base}", "limit=1", "n_samples=1", "max_tokens=40",
+            "budget_usd=0.02", *PRICES, "progress=false", f"hydra.run.dir={tmp_path / 'run'}"]  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "experiments.run", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "stopped: budget_usd=0.02 reached" in done.stderr and "Traceback" not in done.stderr
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["stopped"] == "budget"
