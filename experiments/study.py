@@ -253,11 +253,11 @@ def write_results(frame: pd.DataFrame, out_dir: Path) -> None:
     write_atomic(out_dir / "results.csv", lambda p: pa_csv.write_csv(table, p))
 
 
-def write_prompts(prompts: Sequence[Prompt], out_dir: Path) -> None:
+def write_prompts(prompts: Sequence[Prompt], out_dir: Path, run_id: str) -> None:
     """prompts.parquet: every prompt exactly as sent (chat messages as JSON), keyed by the results'
-    `prompt_id`, so any results row leads back to what the judge was shown."""
+    (`run_id`, `prompt_id`), so any results row leads back to what the judge was shown."""
     table = pa.table({
-        "prompt_id": [p.prompt_id for p in prompts], "instance_id": [p.instance_id for p in prompts],
+        "run_id": [run_id] * len(prompts), "prompt_id": [p.prompt_id for p in prompts], "instance_id": [p.instance_id for p in prompts],
         "mode": [p.mode for p in prompts], "order": [p.order for p in prompts],
         "messages": [json.dumps(p.messages, ensure_ascii=False) for p in prompts],
     })  # fmt: skip
@@ -286,7 +286,7 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     frame = to_frame(rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_results(frame, out_dir)
-    write_prompts(prompts, out_dir)
+    write_prompts(prompts, out_dir, run_id)
     manifest = build_manifest(cfg, frame, tally, rubric, data_path, len(instances), len(prompts), started)
     manifest.update(budget_manifest(judge.budget, tally.not_started))
     write_atomic(out_dir / "manifest.json", lambda p: p.write_text(redact(json.dumps(manifest, indent=2))))

@@ -1,0 +1,176 @@
+"""`python -m analysis.view <run-or-multirun-dir> [--humans FILE] [--port P] [--no-browser]`
+
+A local web page (127.0.0.1 only) to read every judgment of a study: the list of judged items, filtered,
+paged and sorted by disagreement in DuckDB (analysis.viewdata), and an item page with the prompt as sent,
+each sample's raw answer and parse status, every judge's and mode's scores side by side and the human
+labels. Server-rendered HTML (FastAPI + Jinja2 templates shipped in the package): no CDN, works offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import socket
+import sys
+import threading
+import webbrowser
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+from urllib.parse import urlencode
+
+import pandas as pd
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from analysis.viewdata import FILTERS, PAGE_SIZE, SORTS, Study, ViewError
+
+BACKGROUND = re.compile(r"<<<PAPER 1>>>.*<<<END PAPER \d+>>>\n?", re.DOTALL)
+RUN_KEYS = ["judge", "rubric", "mode", "run_id", "prompt_id"]
+
+
+def split_background(text: str) -> tuple[str, str, str]:
+    """(before, background papers, after) of a prompt message, so the page can fold the long middle."""
+    match = BACKGROUND.search(text)
+    if not match:
+        return text, "", ""
+    return text[: match.start()], match.group(0), text[match.end() :]
+
+
+def _cell(values: pd.Series) -> str:
+    """A score cell: the mean over samples and each sample's value."""
+    scores = values.dropna()
+    if scores.empty:
+        return "–"
+    each = ", ".join(f"{v:g}" for v in scores)
+    return f"{scores.mean():.2f} ({each})" if len(scores) > 1 else f"{scores.iloc[0]:g}"
+
+
+def score_grid(rows: pd.DataFrame, humans: pd.DataFrame) -> pd.DataFrame:
+    """Dimension × (judge · rubric · mode, then each annotator): every rater's score side by side."""
+    judged = rows.assign(rater=rows["judge"] + " · " + rows["rubric"].fillna("") + " · " + rows["mode"])
+    value = judged["score"].where(judged["score"].notna(), judged["preference"])
+    if value.notna().any() and judged["score"].isna().all():
+        grid = judged.assign(v=value).pivot_table(index="dimension", columns="rater", values="v",
+                                                  aggfunc=lambda s: "/".join(map(str, s)))  # fmt: skip
+    else:
+        grid = judged.pivot_table(
+            index="dimension", columns="rater", values="score", aggfunc=_cell, dropna=False
+        )
+    for annotator, part in humans.groupby("annotator"):
+        grid["human:" + str(annotator)] = part.set_index("dimension")["score"].reindex(grid.index)
+    return grid.fillna("–")
+
+
+def _text(value: Any) -> str:
+    return "" if value is None or pd.isna(value) else str(value)
+
+
+def _sample(part: pd.DataFrame) -> dict[str, Any]:
+    """One sample of one prompt: parse status, its values for this candidate, and the raw answer."""
+    first = part.iloc[0]
+    values = part["score"].where(part["score"].notna(), part["preference"])
+    return {
+        "sample_idx": int(first["sample_idx"]), "parse_ok": _text(first["parse_ok"]) != "False",
+        "error": _text(first["error"]), "finish_reason": _text(first["finish_reason"]), "raw": _text(first["raw"]),
+        "values": " · ".join(f"{d} {v:g}" if isinstance(v, float) else f"{d} {v}"
+                             for d, v in zip(part["dimension"], values, strict=True) if pd.notna(v)),
+    }  # fmt: skip
+
+
+def judgments(rows: pd.DataFrame, study: Study) -> list[dict[str, Any]]:
+    """One block per prompt that showed this candidate: where it was shown, the messages, the samples."""
+    keys = rows[["run_id", "prompt_id"]].drop_duplicates().astype(str)
+    messages = study.prompt_messages(list(keys.itertuples(index=False, name=None)))
+    blocks = []
+    for key, part in rows.groupby(RUN_KEYS, dropna=False, sort=True):
+        first = part.iloc[0]
+        sent = messages.get((str(first["run_id"]), str(first["prompt_id"])), [])
+        blocks.append({
+            **dict(zip(RUN_KEYS, key, strict=True)), "label": _text(first["label"]), "order": _text(first["order"]),
+            "position": None if pd.isna(first["position"]) else int(first["position"]),
+            "messages": [{"role": m.get("role", ""), "parts": split_background(str(m.get("content", "")))}
+                         for m in sent],
+            "samples": [_sample(s) for _, s in part.groupby("sample_idx", sort=True)],
+        })  # fmt: skip
+    return blocks
+
+
+def _query(params: dict[str, str], **change: Any) -> str:
+    return "?" + urlencode({k: v for k, v in {**params, **change}.items() if v not in (None, "")})
+
+
+def create_app(study: Study) -> FastAPI:
+    """The viewer's web app for one opened study."""
+    app = FastAPI(title="judgescope viewer", docs_url=None, redoc_url=None, openapi_url=None)
+    assets = resources.files("analysis")
+    templates = Jinja2Templates(directory=str(assets / "templates"))
+    app.mount("/static", StaticFiles(directory=str(assets / "static")), name="static")
+    choices = study.choices()
+
+    @app.get("/", response_class=HTMLResponse)
+    def items(request: Request, sort: str = "item", offset: int = 0) -> HTMLResponse:
+        filters = {c: request.query_params.get(c, "") for c in FILTERS}
+        page = study.page(filters, sort, max(offset, 0))
+        params = {**filters, "sort": sort}
+        return templates.TemplateResponse(request, "view_list.html", {
+            "page": page, "filters": filters, "choices": choices, "sort": sort, "sorts": SORTS,
+            "size": PAGE_SIZE, "query": lambda **kw: _query(params, **kw), "root": str(study.root),
+        })  # fmt: skip
+
+    @app.get("/item", response_class=HTMLResponse)
+    def item(request: Request, instance_id: str, candidate_id: str) -> HTMLResponse:
+        rows = study.item_rows(instance_id, candidate_id)
+        humans = study.human_rows(instance_id, candidate_id)
+        grid = score_grid(rows, humans) if len(rows) else pd.DataFrame()
+        return templates.TemplateResponse(request, "view_item.html", {
+            "instance_id": instance_id, "candidate_id": candidate_id, "found": len(rows) > 0,
+            "source": rows["source"].iloc[0] if len(rows) else "",
+            "text": rows["candidate_text"].iloc[0] if len(rows) else "", "grid": grid,
+            "blocks": judgments(rows, study), "has_prompts": study.has_prompts, "root": str(study.root),
+        }, status_code=200 if len(rows) else 404)  # fmt: skip
+
+    return app
+
+
+def bind(port: int) -> socket.socket:
+    """A listening socket on 127.0.0.1 (port 0: any free port)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    return sock
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point."""
+    parser = argparse.ArgumentParser(prog="python -m analysis.view",
+                                     description="Serve a local page to read every judgment of a study.")  # fmt: skip
+    parser.add_argument("root", help="a run folder or a multirun folder (searched recursively)")
+    parser.add_argument("--humans", help="human labels CSV (annotator, instance_id, candidate_id, source, "
+                                         "dimension, score)")  # fmt: skip
+    parser.add_argument(
+        "--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0: any free)"
+    )
+    parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    args = parser.parse_args(argv)
+    try:
+        humans = pd.read_csv(args.humans) if args.humans else None
+        study = Study(args.root, humans)
+        sock = bind(args.port)
+    except (ViewError, ValueError, OSError) as exc:
+        print(f"analysis.view: {exc}", file=sys.stderr)
+        return 2
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    print(f"judgescope viewer for {args.root}: {url}  (Ctrl-C to stop)", flush=True)
+    if not args.no_browser:
+        threading.Timer(0.5, webbrowser.open, [url]).start()
+    server = uvicorn.Server(uvicorn.Config(create_app(study), log_level="warning"))
+    server.run(sockets=[sock])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""A small real study for the viewer and report tests: 2 judges × 2 modes through litellm's HTTP path to a
+local scripted OpenAI-compatible server (tests.openai_server), run in this process.
+
+The second judge (another model name) answers with every score one lower, and one prompt in eleven gets an
+unparseable answer, so the study has judge–judge disagreement and parse failures to show.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from tests.openai_server import ScriptedServer, Step, rubric_answer
+
+UNPARSEABLE = "I would rather not give numbers for this one."
+
+
+def answer(body: dict[str, Any]) -> Step:
+    """A valid rubric answer; judge "qwen-b" scores one lower; ~1 prompt in 11 is unparseable."""
+    prompt = body["messages"][-1]["content"]
+    if hashlib.sha256(prompt.encode()).digest()[0] % 11 == 0:
+        return Step(200, UNPARSEABLE)
+    text = rubric_answer(body)
+    if "qwen-b" in str(body.get("model")):
+        text = re.sub(r'": ([1-9])', lambda m: f'": {int(m.group(1)) - 1}', text)
+    return Step(200, text)
+
+
+def config(overrides: list[str]) -> dict[str, Any]:
+    """The resolved config `python -m experiments.run <overrides>` would run."""
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        cfg = OmegaConf.to_container(compose(config_name="config", overrides=overrides), resolve=True)
+    assert isinstance(cfg, dict)
+    return cfg
+
+
+def run_sample_study(root: Path, limit: int = 2, n_samples: int = 2) -> Path:
+    """Run judges qwen_a and qwen_b × independent, comparative on the shipped sample; one folder per run."""
+    from experiments.study import run_study
+
+    os.environ.setdefault("OPENAI_API_KEY", "sk-local-test-server")
+    with ScriptedServer(answer).running() as server:
+        for j, (name, model) in enumerate((("qwen_a", "qwen-a"), ("qwen_b", "qwen-b"))):
+            for m, mode in enumerate(("independent", "comparative")):
+                cfg = config(["judge=qwen", f"judge.name={name}", f"judge.model=openai/{model}",
+                              f"judge.api_base={server.api_base}", f"mode={mode}", f"limit={limit}",
+                              f"n_samples={n_samples}", "progress=false", "workers=1",
+                              f"cache_dir={root / 'cache'}"])  # fmt: skip
+                out = root / "multirun" / f"{2 * j + m}_{name}_{mode}_novelty"
+                run_study(cfg, None, out, run_id=out.name)
+    return root / "multirun"

@@ -1,0 +1,123 @@
+"""The study viewer: DuckDB list queries with planted disagreements, a real fake-provider study served over
+HTTP, and a real headless Chromium driving the list and item pages (tests.browser)."""
+
+from __future__ import annotations
+
+import html
+import json
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import uvicorn
+
+from analysis.synthetic import synthetic_humans, synthetic_results
+from analysis.view import bind, create_app, main, split_background
+from analysis.viewdata import Study, ViewError
+from tests.browser import browser_page
+from tests.studies import UNPARSEABLE, run_sample_study
+
+
+def write_synthetic(root: Path) -> pd.DataFrame:
+    """Two judges × two modes of synthetic results, one run folder each; one planted outlier sample."""
+    frame = synthetic_results(n_instances=5, seed=3)
+    frame = frame.astype({c: str for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)})
+    outlier = ((frame["judge"] == "judge_b") & (frame["mode"] == "independent") & (frame["sample_idx"] == 1)
+               & (frame["candidate_id"] == "narrow_gen_2") & (frame["instance_id"] == "inst00003"))  # fmt: skip
+    frame.loc[outlier, "score"] = 30.0
+    for (judge, mode), part in frame.groupby(["judge", "mode"]):
+        (root / f"{judge}-{mode}").mkdir(parents=True)
+        part.to_parquet(root / f"{judge}-{mode}" / "results.parquet", index=False)
+    return frame
+
+
+def test_list_counts_filters_and_sorts_by_planted_disagreement(tmp_path: Path) -> None:
+    frame = write_synthetic(tmp_path)
+    humans = synthetic_humans(frame.astype({"judge": "category", "mode": "category"}), seed=1)
+    study = Study(tmp_path, humans)
+    items = frame.drop_duplicates(["instance_id", "candidate_id", "judge", "mode"])
+    assert study.page({}).total == len(items) == 5 * 7 * 4
+    assert study.page({"judge": "judge_a", "mode": "comparative"}).total == 5 * 7
+    assert study.page({"source": "reference", "dimension": "originality"}).total == 5 * 4
+    for sort in ("spread", "judge_judge", "mode_shift", "judge_human"):
+        top = study.page({}, sort, size=3).rows[0]
+        assert (top["instance_id"], top["candidate_id"]) == ("inst00003", "narrow_gen_2"), sort
+    spread = study.page({"judge": "judge_b", "mode": "independent"}, "spread", size=1).rows[0]
+    samples = frame.loc[(frame["judge"] == "judge_b") & (frame["mode"] == "independent")
+                        & (frame["candidate_id"] == "narrow_gen_2") & (frame["instance_id"] == "inst00003")]  # fmt: skip
+    expected = samples.groupby("dimension")["score"].agg(lambda s: s.max() - s.min()).max()
+    assert spread["spread"] == pytest.approx(expected)
+    second = study.page({}, "item", offset=50, size=50)
+    assert second.offset == 50 and len(second.rows) == 50 and second.rows[0] != study.page({}).rows[0]
+
+
+def test_bad_folders_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ViewError, match="no results.parquet or results.csv"):
+        Study(tmp_path)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results.parquet").write_bytes(b"PAR1 not really parquet")
+    assert main([str(tmp_path), "--no-browser", "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "could not be read" in err and str(tmp_path) in err
+
+
+def test_split_background_folds_only_the_papers() -> None:
+    text = "Rate it.\n<<<PAPER 1>>>\nA\n<<<END PAPER 1>>>\n<<<PAPER 2>>>\nB\n<<<END PAPER 2>>>\nQ?"
+    before, papers, after = split_background(text)
+    assert before == "Rate it.\n" and papers.startswith("<<<PAPER 1>>>") and papers.endswith("2>>>\n")
+    assert after == "Q?" and split_background("no papers") == ("no papers", "", "")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The viewer on a real 2-judge × 2-mode study (fake provider), on a free port of 127.0.0.1."""
+    root = run_sample_study(tmp_path_factory.mktemp("view"))
+    humans = pd.read_csv(Path(__file__).resolve().parent.parent / "data" / "sample" / "humans.csv")
+    sock = bind(0)
+    server = uvicorn.Server(uvicorn.Config(create_app(Study(root, humans)), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}/", root
+    server.should_exit = True
+    thread.join(10)
+
+
+def test_item_page_shows_prompt_answers_and_every_rater(served: tuple[str, Path]) -> None:
+    url, root = served
+    results = pd.concat([pd.read_parquet(p) for p in root.glob("*/results.parquet")])
+    bad = results.loc[results["raw"] == UNPARSEABLE].iloc[0]
+    query = f"item?instance_id={bad['instance_id']}&candidate_id={bad['candidate_id']}".replace(":", "%3A")
+    page = html.unescape(urllib.request.urlopen(url + query).read().decode())
+    assert UNPARSEABLE in page and "not parsed" in page and "<<<PAPER 1>>>" in page
+    for rater in ("qwen_a · novelty · independent", "qwen_b · novelty · comparative", "human:expert_a"):
+        assert rater in page
+    prompts = pd.concat([pd.read_parquet(p) for p in root.glob("*/prompts.parquet")])
+    sent = json.loads(prompts.loc[prompts["prompt_id"] == bad["prompt_id"], "messages"].iloc[0])
+    assert sent[0]["content"].splitlines()[0] in page
+
+
+def test_browser_filters_and_opens_an_item(served: tuple[str, Path]) -> None:
+    url, _ = served
+    with browser_page() as (page, errors):
+        page.goto(url)
+        total = page.inner_text("#total")
+        assert int(total.split()[0]) == 2 * 2 * 2 * 11  # 2 instances × 11 candidates × 2 judges × 2 modes
+        page.select_option("select[name=judge]", "qwen_b")
+        page.wait_for_url("**judge=qwen_b**")
+        assert page.inner_text("#total") != total
+        assert set(page.locator("#items tbody td:nth-child(4)").all_inner_texts()) == {"qwen_b"}
+        page.select_option("select[name=sort]", "judge_judge")
+        page.wait_for_url("**sort=judge_judge**")
+        page.locator("#items tbody a").first.click()
+        page.wait_for_selector("#scores")
+        assert page.locator("details.prompt pre").count() >= 2  # system and user messages
+        assert page.locator("details.background").count() >= 1
+        assert page.locator("pre.raw").count() >= 4  # 2 samples × 2 modes of one judge at least
+        assert not page.locator("details.background pre").first.is_visible()  # background folded
+        assert errors == []
