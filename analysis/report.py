@@ -19,6 +19,7 @@ from analysis import consistency, illusion, latent, scores, winrate
 from analysis import humans as human_mod
 from analysis.agreement import agreement_table
 from analysis.collect import load_humans, load_results
+from analysis.paper_tables import write_paper_tables
 
 Tables = dict[str, pd.DataFrame]
 
@@ -179,7 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures = build_figures(results, tables, humans, args.reference)
     out = Path(args.out) if args.out else Path(args.root) / "report"
     md, html = write_report(tables, figures, out, source=str(args.root))
-    print(f"{len(results)} rows, {len(tables)} tables -> {md} and {html}", file=sys.stderr)
+    paper_md, paper_tex = write_paper_tables(tables, out)
+    print(f"{len(results)} rows, {len(tables)} tables -> {md} and {html} (paper tables: {paper_md}, {paper_tex})",
+          file=sys.stderr)  # fmt: skip
     return 0
 
 

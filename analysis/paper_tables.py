@@ -1,0 +1,240 @@
+"""The RQ-Bench paper's tables, ready to paste: paper_tables.md and paper_tables.tex.
+
+Every cell is a value of one of the report's tables (`best_of_k_scores`, `winrate`, `winrate_combined`,
+`mode_shift`, `mode_shift_combined`, `preference_gap`, `human_majority`, `alignment`), only formatted, never
+recomputed, so the paper and the CSVs cannot disagree. LaTeX comes from great-tables, Markdown from
+pandas/tabulate; a table whose inputs are absent (no humans, one mode, …) is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from great_tables import GT
+
+Tables = dict[str, pd.DataFrame]
+MODES: tuple[str, ...] = ("independent", "comparative")
+OUTCOMES: tuple[str, ...] = ("win", "tie", "loss")
+
+
+@dataclass(frozen=True)
+class PaperTable:
+    """One table as shown: display strings, and column groups (spanner label, columns) for the header."""
+
+    key: str
+    title: str
+    note: str
+    frame: pd.DataFrame
+    spanners: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+def mean_sd(mean: float, sd: float, digits: int = 2) -> str:
+    """``1.98 ± 0.25``; the mean alone where the sd is undefined (one instance)."""
+    if pd.isna(mean):
+        return ""
+    return f"{mean:.{digits}f}" if pd.isna(sd) else f"{mean:.{digits}f} ± {sd:.{digits}f}"
+
+
+def pct(value: float, digits: int = 1) -> str:
+    """A share as a percentage, ``27.2%``."""
+    return "" if pd.isna(value) else f"{100 * value:.{digits}f}%"
+
+
+def pct_ci(value: float, lo: float, hi: float) -> str:
+    """``27.2% [18.0, 36.4]``."""
+    if pd.isna(value):
+        return ""
+    return pct(value) if pd.isna(lo) else f"{pct(value)} [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def p_value(p: float) -> str:
+    return "" if pd.isna(p) else ("<0.001" if p < 0.001 else f"{p:.3f}")
+
+
+def _ordered(frame: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
+    """Rows by judge (combinations last), mode (independent first), source (reference first), dimension."""
+    text = {c: frame[c].astype(str).to_numpy() for c in ("judge", "mode", "source", "dimension") if c in frame}
+    keys = []  # np.lexsort sorts by the last key first
+    if "dimension" in text:
+        keys.append(text["dimension"])
+    if "source" in text:
+        keys += [text["source"], text["source"] != reference]
+    if "mode" in text:
+        keys += [text["mode"], np.array([MODES.index(m) if m in MODES else len(MODES) for m in text["mode"]])]
+    keys += [text["judge"], np.char.find(text["judge"].astype(str), "(") >= 0]
+    return frame.iloc[np.lexsort(keys)].reset_index(drop=True)
+
+
+def best_five(tables: Tables, reference: str = "reference") -> PaperTable | None:
+    """Best-of-K mean ± sd per judge × mode × source (rows) and dimension (columns)."""
+    scores = tables.get("best_of_k_scores")
+    if scores is None or scores.empty:
+        return None
+    cells = scores.assign(cell=[mean_sd(m, s) for m, s in zip(scores["mean"], scores["sd"], strict=True)])
+    wide = cells.pivot_table(index=["judge", "mode", "source"], columns="dimension", values="cell",
+                             aggfunc="first", sort=False).reset_index()  # fmt: skip
+    wide.columns.name = None
+    return PaperTable("best_five", "Best-of-K scores", "mean ± sd over instances of each generator's best-of-K "
+                      "candidate score (the reference: its own score)", _ordered(wide.fillna(""), reference))
+
+
+def _rates(tables: Tables) -> pd.DataFrame:
+    """Per-judge and `mean`-combined win/tie/loss rows (judge, mode, source, dimension, n, win, tie, loss)."""
+    frames = [tables[k] for k in ("winrate",) if k in tables]
+    if "winrate_combined" in tables:
+        combined = tables["winrate_combined"]
+        frames.append(combined.loc[combined["combine"] == "mean"])
+    if not frames:
+        return pd.DataFrame()
+    cols = ["judge", "mode", "source", "dimension", "n", *OUTCOMES]
+    return pd.concat([f[cols].astype({c: str for c in cols[:4]}) for f in frames], ignore_index=True)
+
+
+def _shifts(tables: Tables) -> pd.DataFrame:
+    frames = [tables[k] for k in ("mode_shift", "mode_shift_combined") if k in tables]
+    if not frames:
+        return pd.DataFrame(columns=["judge", "source", "dimension"])
+    cols = ["judge", "source", "dimension", "delta_win", "delta_tie", "mcnemar_p"]
+    return pd.concat([f[cols].astype({c: str for c in cols[:3]}) for f in frames], ignore_index=True)
+
+
+def win_tie_loss_by_mode(tables: Tables) -> PaperTable | None:
+    """Win / tie / loss vs the reference, independent next to comparative, per judge and combined, with the
+    shift (Δwin, Δtie, McNemar p) where both modes ran."""
+    rates = _rates(tables)
+    if rates.empty:
+        return None
+    keys = ["judge", "source", "dimension"]
+    out = rates[keys].drop_duplicates().reset_index(drop=True)
+    spanners = []
+    for mode in [m for m in MODES if m in set(rates["mode"])]:
+        part = rates.loc[rates["mode"] == mode].drop(columns="mode")
+        part = part.assign(**{o: part[o].map(pct) for o in OUTCOMES})
+        names = {c: f"{mode} {c}" for c in ("n", *OUTCOMES)}
+        out = out.merge(part.rename(columns=names), on=keys, how="left")
+        out[names["n"]] = out[names["n"]].astype("Int64")
+        spanners.append((mode, tuple(names.values())))
+    shifts = _shifts(tables)
+    if len(shifts):
+        shown = shifts.assign(**{"win shift": shifts["delta_win"].map(_points), "tie shift": shifts["delta_tie"].map(_points),
+                                 "McNemar p": shifts["mcnemar_p"].map(p_value)})  # fmt: skip
+        out = out.merge(shown[[*keys, "win shift", "tie shift", "McNemar p"]], on=keys, how="left")
+        spanners.append(("comparative - independent", ("win shift", "tie shift", "McNemar p")))
+    return PaperTable("win_tie_loss", "Win / tie / loss vs the reference, independent vs comparative",
+                      "per judge and for the judges' mean; rates over instances; shift in percentage points",
+                      _ordered(out.fillna("")), tuple(spanners))  # fmt: skip
+
+
+def _points(delta: float) -> str:
+    return "" if pd.isna(delta) else f"{100 * delta:+.1f}"
+
+
+def expert_vs_judge(tables: Tables) -> PaperTable | None:
+    """Experts' (strict majority) and each judge's win rate on the same pairs, the gap with its CI and p,
+    and how many pairs had no strict majority."""
+    gap = tables.get("preference_gap")
+    if gap is None or gap.empty:
+        return None
+    out = gap[["judge", "mode", "source", "dimension", "n"]].astype({c: str for c in ("judge", "mode", "source",
+                                                                                      "dimension")})  # fmt: skip
+    out["experts win"] = gap["human_win"].map(pct).to_numpy()
+    out["judge win"] = gap["judge_win"].map(pct).to_numpy()
+    out["gap [95% CI]"] = [_gap(g, lo, hi) for g, lo, hi in zip(gap["gap_win"], gap["gap_win_lo"],
+                                                                 gap["gap_win_hi"], strict=True)]  # fmt: skip
+    out["McNemar p"] = gap["mcnemar_p"].map(p_value).to_numpy()
+    majority = tables.get("human_majority")
+    if majority is not None and len(majority):
+        excluded = majority[["source", "dimension", "n_excluded"]].astype({"source": str, "dimension": str})
+        out = out.merge(excluded.rename(columns={"n_excluded": "no majority"}), on=["source", "dimension"],
+                        how="left")  # fmt: skip
+    return PaperTable("expert_vs_judge", "Experts vs judges on the same pairs",
+                      "win rate of the rated candidate over the reference; experts by strict majority (pairs "
+                      "without one excluded and counted); gap = judge - experts, in points",
+                      _ordered(out.fillna("")))  # fmt: skip
+
+
+def _gap(g: float, lo: float, hi: float) -> str:
+    return "" if pd.isna(g) else f"{100 * g:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+
+
+def boundedness(tables: Tables, dimension: str = "source_boundedness",
+                reference: str = "reference") -> PaperTable | None:  # fmt: skip
+    """One dimension's best-of-K mean ± sd per judge × mode × source, with each generator's win and loss
+    rates against the reference (the paper's source-boundedness table)."""
+    scores = tables.get("best_of_k_scores")
+    if scores is None or not (scores["dimension"].astype(str) == dimension).any():
+        return None
+    part = scores.loc[scores["dimension"].astype(str) == dimension]
+    out = part[["judge", "mode", "source"]].astype(str)
+    out[f"{dimension} (mean ± sd)"] = [mean_sd(m, s) for m, s in zip(part["mean"], part["sd"], strict=True)]
+    rates = _rates(tables)
+    if len(rates):
+        rates = rates.loc[rates["dimension"] == dimension, ["judge", "mode", "source", "win", "loss"]]
+        out = out.merge(rates.assign(win=rates["win"].map(pct), loss=rates["loss"].map(pct)),
+                        on=["judge", "mode", "source"], how="left")  # fmt: skip
+    return PaperTable("boundedness", f"{dimension}: best-of-K mean ± sd with win / loss",
+                      "win / loss of each generator's best-of-K against the reference",
+                      _ordered(out.fillna(""), reference))  # fmt: skip
+
+
+def alignment(tables: Tables) -> PaperTable | None:
+    """Agreement between one rater's winner on one dimension and another's on another, on the same pairs."""
+    table = tables.get("alignment")
+    if table is None or table.empty:
+        return None
+    out = table[["rater_a", "dimension_a", "rater_b", "dimension_b", "n"]].astype(
+        {c: str for c in ("rater_a", "dimension_a", "rater_b", "dimension_b")}
+    )
+    out["agreement [95% CI]"] = [pct_ci(v, lo, hi) for v, lo, hi in zip(table["percent"], table["percent_lo"],
+                                                                       table["percent_hi"], strict=True)]  # fmt: skip
+    out["kappa"] = table["kappa"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}").to_numpy()
+    return PaperTable("alignment", "Cross-dimension alignment",
+                      "share of pairs on which rater A's winner on dimension A equals rater B's on dimension B",
+                      out)  # fmt: skip
+
+
+BUILDERS: tuple[Callable[[Tables], PaperTable | None], ...] = (
+    best_five, win_tie_loss_by_mode, expert_vs_judge, boundedness, alignment,
+)  # fmt: skip
+
+
+def paper_tables(tables: Tables) -> list[PaperTable]:
+    """Every paper table the report's tables can fill, in the paper's order."""
+    return [t for t in (build(tables) for build in BUILDERS) if t is not None]
+
+
+def to_markdown(shown: Sequence[PaperTable]) -> str:
+    """One section per table: title, note, and a pipe table (spanner names prefix their columns)."""
+    parts = ["# Paper tables", ""]
+    for t in shown:
+        parts += [f"## {t.title}", "", f"*{t.note}*", "", t.frame.to_markdown(index=False, disable_numparse=True), ""]
+    return "\n".join(parts)
+
+
+def to_latex(shown: Sequence[PaperTable]) -> str:
+    """The tables as LaTeX (great-tables; needs booktabs and caption), one table environment each."""
+    parts = []
+    for t in shown:
+        gt = GT(t.frame).tab_header(title=t.title, subtitle=t.note)
+        for label, columns in t.spanners:
+            gt = gt.tab_spanner(label=label, columns=list(columns))
+            labels: dict[str, Any] = {c: c.removeprefix(f"{label} ") for c in columns}
+            gt = gt.cols_label(cases=labels)
+        parts.append(gt.as_latex())
+    return "% judgescope paper tables: \\usepackage{booktabs,caption}\n" + "\n\n".join(parts) + "\n"
+
+
+def write_paper_tables(tables: Tables, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write paper_tables.md and paper_tables.tex under `out_dir`; return both paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    shown = paper_tables(tables)
+    md, tex = out / "paper_tables.md", out / "paper_tables.tex"
+    md.write_text(to_markdown(shown), encoding="utf-8")
+    tex.write_text(to_latex(shown), encoding="utf-8")
+    return md, tex

@@ -1,0 +1,90 @@
+"""analysis.paper_tables: every cell is a value of a report table, formatted, never recomputed."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from analysis import paper_tables as pt
+from analysis.report import compute_tables
+from analysis.synthetic import synthetic_humans, synthetic_results
+
+
+@pytest.fixture(scope="module")
+def tables() -> dict[str, pd.DataFrame]:
+    results = synthetic_results(n_instances=15, shift=1.0, unscored=0.05, seed=7)
+    return compute_tables(results, synthetic_humans(results, seed=8), n_boot=100)
+
+
+@pytest.fixture(scope="module")
+def shown(tables: dict[str, pd.DataFrame]) -> dict[str, pt.PaperTable]:
+    return {t.key: t for t in pt.paper_tables(tables)}
+
+
+def test_formatting_by_hand() -> None:
+    assert pt.mean_sd(1.98, 0.254) == "1.98 ± 0.25" and pt.mean_sd(0.47, float("nan")) == "0.47"
+    assert pt.pct(0.272) == "27.2%" and pt.pct_ci(0.5, 0.25, 0.75) == "50.0% [25.0, 75.0]"
+    assert pt.p_value(0.0001) == "<0.001" and pt.p_value(0.25) == "0.250"
+
+
+def test_best_five_cells_are_the_best_of_k_table(tables: dict, shown: dict) -> None:
+    wide = shown["best_five"].frame.set_index(["judge", "mode", "source"])
+    best = tables["best_of_k_scores"]
+    assert len(best) == wide.size and "mean(judge_a+judge_b)" in set(best["judge"])
+    for row in best.itertuples():
+        assert wide.loc[(row.judge, row.mode, row.source), row.dimension] == f"{row.mean:.2f} ± {row.sd:.2f}"
+    assert wide.index.get_level_values("source")[0] == "reference"  # the reference first, as in the paper
+
+
+def test_win_tie_loss_cells_are_the_winrate_and_shift_tables(tables: dict, shown: dict) -> None:
+    frame = shown["win_tie_loss"].frame.set_index(["judge", "source", "dimension"])
+    combined = tables["winrate_combined"].loc[tables["winrate_combined"]["combine"] == "mean"]
+    rates = pd.concat([tables["winrate"], combined])
+    assert len(rates) == 2 * len(frame)  # both modes of every judge, the mean combination included
+    for row in rates.itertuples():
+        cell = frame.loc[(row.judge, row.source, row.dimension)]
+        for name in ("win", "tie", "loss"):
+            assert cell[f"{row.mode} {name}"] == f"{100 * getattr(row, name):.1f}%"
+        assert cell[f"{row.mode} n"] == row.n
+    shifts = pd.concat([tables["mode_shift"], tables["mode_shift_combined"]])
+    assert "mean(judge_a+judge_b)" in set(tables["mode_shift_combined"]["judge"])
+    for row in shifts.itertuples():
+        cell = frame.loc[(row.judge, row.source, row.dimension)]
+        assert cell["win shift"] == f"{100 * row.delta_win:+.1f}" and cell["tie shift"] == f"{100 * row.delta_tie:+.1f}"
+
+
+def test_expert_and_alignment_cells_are_the_human_tables(tables: dict, shown: dict) -> None:
+    frame = shown["expert_vs_judge"].frame.set_index(["judge", "mode", "source", "dimension"])
+    excluded = tables["human_majority"].set_index(["source", "dimension"])["n_excluded"]
+    for row in tables["preference_gap"].itertuples():
+        cell = frame.loc[(row.judge, row.mode, row.source, row.dimension)]
+        assert (cell["n"], cell["experts win"], cell["judge win"]) == (
+            row.n, f"{100 * row.human_win:.1f}%", f"{100 * row.judge_win:.1f}%")  # fmt: skip
+        assert cell["gap [95% CI]"].startswith(f"{100 * row.gap_win:+.1f} [")
+        assert cell["no majority"] == excluded.loc[(row.source, row.dimension)]
+    aligned = shown["alignment"].frame
+    assert len(aligned) == len(tables["alignment"])
+    for shown_row, row in zip(aligned.itertuples(), tables["alignment"].itertuples(), strict=True):
+        assert shown_row[6] == f"{100 * row.percent:.1f}% [{100 * row.percent_lo:.1f}, {100 * row.percent_hi:.1f}]"
+
+
+def test_boundedness_cells_and_the_written_files(tables: dict, shown: dict, tmp_path) -> None:
+    frame = shown["boundedness"].frame.set_index(["judge", "mode", "source"])
+    best = tables["best_of_k_scores"]
+    for row in best.loc[best["dimension"] == "source_boundedness"].itertuples():
+        assert frame.loc[(row.judge, row.mode, row.source), "source_boundedness (mean ± sd)"] == pt.mean_sd(
+            row.mean, row.sd)  # fmt: skip
+    wins = tables["winrate"].loc[tables["winrate"]["dimension"] == "source_boundedness"]
+    for row in wins.itertuples():
+        assert frame.loc[(row.judge, row.mode, row.source), "loss"] == pt.pct(row.loss)
+    md, tex = pt.write_paper_tables(tables, tmp_path)
+    text = md.read_text()
+    assert text.count("\n## ") == 5 and pt.mean_sd(best["mean"].iloc[0], best["sd"].iloc[0]) in text
+    latex = tex.read_text()
+    assert latex.count("\\begin{table}") == 5 and "\\multicolumn{4}{c}{comparative}" in latex
+
+
+def test_tables_without_humans_or_modes_are_left_out(tables: dict) -> None:
+    judge_only = {k: v for k, v in tables.items() if k in ("best_of_k_scores", "winrate")}
+    assert [t.key for t in pt.paper_tables(judge_only)] == ["best_five", "win_tie_loss", "boundedness"]
+    assert pt.paper_tables({}) == []
