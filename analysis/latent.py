@@ -85,6 +85,7 @@ def score_labels(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> p
     return pd.DataFrame(
         {
             "task": c["candidate_id"].str.cat(c["dimension"], sep=SEP),
+            "candidate_id": c["candidate_id"],
             "worker": rater,
             "label": np.floor(c["score"].to_numpy() + 0.5).astype(int),
             "kind": np.where(c["mode"] == human_mod.HUMAN_MODE, "expert", "judge"),
@@ -128,11 +129,11 @@ def dawid_skene(labels: pd.DataFrame, n_iter: int = 100) -> LatentFit:
     """Dawid–Skene EM (crowd-kit): a full confusion matrix per rater and a label prior."""
     with _quiet():
         ds = DawidSkene(n_iter=n_iter).fit(_crowd(labels))
-    errors, prior = ds.errors_, ds.priors_
-    diag = {
-        w: float(sum(prior[c] * errors.loc[(w, c), c] for c in prior.index))
-        for w in errors.index.get_level_values("worker").unique()
-    }
+    prior = ds.priors_
+    workers = ds.errors_.index.get_level_values("worker").unique()
+    full = pd.MultiIndex.from_product([workers, prior.index], names=["worker", "label"])
+    errors = ds.errors_.reindex(index=full, columns=prior.index, fill_value=0.0)  # labels a rater never gave
+    diag = {w: float(sum(prior[c] * errors.loc[(w, c), c] for c in prior.index)) for w in workers}
     model_acc = pd.Series(diag, name="model_accuracy")
     return LatentFit("Dawid-Skene", ds.probas_, expected_accuracy(labels, ds.probas_), model_acc, errors)
 

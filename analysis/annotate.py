@@ -1,0 +1,194 @@
+"""Disagreement-driven human annotation: send experts the items whose labels are most uncertain.
+
+`python -m analysis.annotate export <run-or-multirun-dir> --out DIR --n 50 [--by entropy|disagreement|flip]`
+ranks every (candidate, dimension) by one uncertainty column — `entropy`: Dawid–Skene posterior entropy of
+the raters' rounded scores; `disagreement`: range of the judges' candidate scores; `flip`: the largest
+change of one judge's score between independent and comparative mode — and writes a blinded set:
+`sheet.csv` (what annotators see: background, text, the rubric's own wording for the dimension, its scale;
+no judge, generator or reference names), `labelstudio_tasks.json` + `labelstudio_config.xml` (Label Studio
+import), and `key.csv` (for the study only: item → instance, candidate, source, dimension, and the
+randomised position each item was shown at).
+
+`python -m analysis.annotate ingest <sheet.csv | labelstudio-export.json> --key DIR/key.csv --out FILE`
+turns completed annotations into the human-labels format (annotator, instance_id, candidate_id, source,
+dimension, score); with `--root DIR` it then recomputes inter-annotator reliability and the latent model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis import annotate_io as io
+from analysis import latent
+from analysis.humans import HUMAN_COLUMNS, HUMAN_MODE
+from analysis.scores import candidate_scores
+
+UNCERTAINTY = ("entropy", "disagreement", "flip")
+
+
+def uncertainty(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per (candidate, dimension): instance_id, source, entropy (bits), disagreement, flip (NaN if n/a)."""
+    labels = latent.score_labels(results, humans)
+    keys = ["task", "instance_id", "candidate_id", "source", "dimension"]
+    out = labels.drop_duplicates("task")[keys].set_index("task")
+    if labels["worker"].nunique() >= 2:
+        post = latent.dawid_skene(labels).posteriors.reindex(out.index).fillna(0.0).to_numpy()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["entropy"] = -np.where(post > 0, post * np.log2(post), 0.0).sum(axis=1)
+    else:
+        out["entropy"] = np.nan
+    cands = candidate_scores(results).astype({"candidate_id": str, "dimension": str, "mode": str})
+    cands["task"] = cands["candidate_id"].str.cat(cands["dimension"], sep=latent.SEP)
+    judged = cands.loc[cands["mode"] != HUMAN_MODE]
+    out["disagreement"] = judged.groupby("task")["score"].agg(lambda s: s.max() - s.min()).reindex(out.index)
+    by_mode = judged.pivot_table(index=["task", "judge"], columns="mode", values="score", observed=True)
+    if {"independent", "comparative"} <= set(by_mode.columns):
+        flip = (by_mode["independent"] - by_mode["comparative"]).abs().groupby(level="task").max()
+        out["flip"] = flip.reindex(out.index)
+    else:
+        out["flip"] = np.nan
+    return out.reset_index()
+
+
+def select(table: pd.DataFrame, n: int, by: str, seed: int = 0) -> pd.DataFrame:
+    """The `n` most uncertain items by column `by` (ties broken by the other columns, then at random)."""
+    if by not in UNCERTAINTY:
+        raise ValueError(f"--by must be one of {', '.join(UNCERTAINTY)}, not {by!r}")
+    if table[by].isna().all():
+        raise ValueError(f"--by {by}: no item has this measure (e.g. flip needs a judge in both modes)")
+    others = [c for c in UNCERTAINTY if c != by]
+    shuffled = table.sample(frac=1.0, random_state=seed)
+    ranked = shuffled.sort_values([by, *others], ascending=False, na_position="last", kind="stable")
+    return ranked.head(n).assign(selected_by=by)
+
+
+def blind(chosen: pd.DataFrame, rubrics: dict[str, io.RubricInfo], texts: dict[str, io.ItemText],
+          seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+    """(sheet, key): items in a seeded random order under neutral ids; the key records the order."""
+    order = np.random.default_rng(seed).permutation(len(chosen))
+    key = chosen.iloc[order].reset_index(drop=True)
+    key.insert(0, "position", np.arange(1, len(key) + 1))
+    key.insert(0, "item", [f"item-{p:03d}" for p in key["position"]])
+    rubric = next(iter(rubrics.values()))
+    key["rubric"] = rubric.name
+    key["low"] = [rubric.ranges[d][0] for d in key["dimension"]]
+    key["high"] = [rubric.ranges[d][1] for d in key["dimension"]]
+    rows = []
+    for r in key.itertuples(index=False):
+        text = texts[r.candidate_id]
+        rows.append(
+            {
+                "item": r.item,
+                "position": r.position,
+                "background": text.background,
+                "text": text.text,
+                "dimension": r.dimension,
+                "question": rubric.wording(r.dimension),
+                "scale": rubric.scale(r.dimension),
+                "annotator": "",
+                "score": "",
+                "comment": "",
+            }
+        )
+    return pd.DataFrame(rows), key
+
+
+def export(root: str | Path, out: str | Path, n: int = 50, by: str = "entropy", humans: pd.DataFrame | None = None,
+           dataset: str | Path | None = None, seed: int = 0) -> pd.DataFrame:  # fmt: skip
+    """Write the blinded annotation set for the `n` most uncertain items; returns the key."""
+    from analysis.collect import load_results
+
+    results = load_results(root)
+    rubrics, data_path = io.study_inputs(root)
+    texts = io.item_texts(Path(dataset) if dataset else data_path)
+    chosen = select(uncertainty(results, humans), n, by, seed)
+    sheet, key = blind(chosen, rubrics, texts, seed)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    sheet.to_csv(out / "sheet.csv", index=False)
+    key.to_csv(out / "key.csv", index=False)
+    (out / "labelstudio_tasks.json").write_text(
+        json.dumps(io.labelstudio_tasks(sheet), indent=1, ensure_ascii=False)
+    )
+    (out / "labelstudio_config.xml").write_text(io.labelstudio_config(next(iter(rubrics.values()))))
+    return key
+
+
+def ingest(path: str | Path, key_path: str | Path, annotator: str | None = None) -> pd.DataFrame:
+    """Completed annotations (sheet CSV or Label Studio JSON export) as human labels, checked against the key."""
+    path, key = Path(path), pd.read_csv(key_path, dtype=str)
+    raw = io.read_labelstudio(path) if path.suffix.lower() == ".json" else io.read_sheet(path, annotator)
+    merged = raw.merge(key, on="item", how="left", validate="many_to_one")
+    unknown = merged.loc[merged["candidate_id"].isna()]
+    if len(unknown):
+        first = unknown.iloc[0]
+        raise io.AnnotationError(f"{path}: {first['line']}: item: {first['item']!r} is not in {key_path}")
+    io.check_scores(merged, path)
+    return merged[list(HUMAN_COLUMNS)].reset_index(drop=True)
+
+
+def _recompute(root: str, labels: pd.DataFrame) -> None:
+    from analysis.collect import load_results
+    from analysis.humans import human_reliability
+
+    print(human_reliability(labels, n_boot=200).round(3).to_string(index=False))
+    tables = latent.latent_tables(load_results(root), labels, n_boot=200)
+    if tables:
+        comp = tables["latent_competence"]
+        print(comp.loc[comp["method"] == "Dawid-Skene"].round(3).to_string(index=False))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: `export` or `ingest` (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m analysis.annotate", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    ex = sub.add_parser("export", help="write a blinded annotation set of the most uncertain items")
+    ex.add_argument("root")
+    ex.add_argument("--out", required=True)
+    ex.add_argument("--n", type=int, default=50)
+    ex.add_argument("--by", choices=UNCERTAINTY, default="entropy")
+    ex.add_argument("--humans", help="existing human labels (count as raters for the entropy)")
+    ex.add_argument("--dataset", help="the instances JSONL (default: the runs' own dataset_path)")
+    ex.add_argument("--seed", type=int, default=0)
+    ing = sub.add_parser("ingest", help="completed sheet CSV or Label Studio JSON -> human labels CSV")
+    ing.add_argument("file")
+    ing.add_argument("--key", required=True, help="key.csv written by export")
+    ing.add_argument("--out", required=True, help="human labels CSV to write")
+    ing.add_argument("--annotator", help="annotator name for a sheet without an annotator column")
+    ing.add_argument("--humans", help="existing labels to keep (written together with the new ones)")
+    ing.add_argument("--root", help="results folder: recompute reliability and the latent model")
+    args = parser.parse_args(argv)
+    from analysis.collect import load_humans
+
+    try:
+        if args.command == "export":
+            humans = load_humans(args.humans) if args.humans else None
+            key = export(args.root, args.out, args.n, args.by, humans, args.dataset, args.seed)
+            print(
+                f"{len(key)} items by {args.by} -> {args.out} (sheet.csv, labelstudio_*, key.csv)",
+                file=sys.stderr,
+            )
+            return 0
+        labels = ingest(args.file, args.key, args.annotator)
+        if args.humans:
+            labels = pd.concat([load_humans(args.humans), labels], ignore_index=True)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        labels.to_csv(args.out, index=False)
+        print(f"{len(labels)} labels -> {args.out}", file=sys.stderr)
+        if args.root:
+            _recompute(args.root, labels)
+    except (OSError, ValueError, KeyError, io.AnnotationError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,195 @@
+"""Files of the annotation round trip: the study's rubric and texts in, sheet / Label Studio out and back.
+
+Label Studio's import format is a JSON list of ``{"data": {...}}`` tasks; its JSON export adds
+``annotations: [{completed_by, was_cancelled, result: [{from_name, value: {choices: [...]}}]}]`` per task
+(labelstud.io/guide/export). `completed_by` is a user id, or an object with an email in some versions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from html import escape
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.collect import find_results
+
+SCORE_FIELD = "score"  # the Label Studio control whose choice is the score
+
+
+class AnnotationError(ValueError):
+    """A problem in an annotation file, reported as one line naming the file and row."""
+
+
+@dataclass(frozen=True)
+class RubricInfo:
+    """What annotators are told about each dimension: the template's own wording and the scale."""
+
+    name: str
+    template_text: str
+    ranges: dict[str, tuple[int, int]]
+
+    def wording(self, dimension: str) -> str:
+        """The template's block for `dimension` (its line ``<name> - ...`` and the indented anchors below)."""
+        lines = self.template_text.splitlines()
+        for i, line in enumerate(lines):
+            if re.match(rf"^{re.escape(dimension)}\s+-\s+", line):
+                block = [line]
+                block += [ln.strip() for ln in _indented_after(lines, i)]
+                return "\n".join(block)
+        return dimension
+
+    def scale(self, dimension: str) -> str:
+        low, high = self.ranges[dimension]
+        return f"integer {low}-{high}"
+
+
+def _indented_after(lines: list[str], i: int) -> list[str]:
+    out = []
+    for line in lines[i + 1 :]:
+        if not line[:1].isspace() or not line.strip():
+            break
+        out.append(line)
+    return out
+
+
+@dataclass(frozen=True)
+class ItemText:
+    background: str
+    text: str
+
+
+def _run_folders(root: str | Path) -> list[Path]:
+    return [p.parent for p in find_results(root)]
+
+
+def study_inputs(root: str | Path) -> tuple[dict[str, RubricInfo], Path]:
+    """The rubrics (from each run's config.json) and the dataset path (from its manifest.json)."""
+    rubrics: dict[str, RubricInfo] = {}
+    data_path: Path | None = None
+    for folder in _run_folders(root):
+        config_file, manifest_file = folder / "config.json", folder / "manifest.json"
+        if not config_file.exists() or not manifest_file.exists():
+            raise AnnotationError(
+                f"{folder}: no config.json / manifest.json (was it written by experiments.run?)"
+            )
+        rubric = json.loads(config_file.read_text())["rubric"]
+        text = resources.files("rubrics").joinpath(str(rubric["template"])).read_text(encoding="utf-8")
+        ranges = {str(d["name"]): (int(d["low"]), int(d["high"])) for d in rubric["dimensions"] if "low" in d}
+        rubrics[str(rubric["name"])] = RubricInfo(str(rubric["name"]), text, ranges)
+        data_path = data_path or Path(json.loads(manifest_file.read_text())["dataset_path"])
+    if not rubrics or data_path is None:
+        raise AnnotationError(f"{root}: no run folder found")
+    if len(rubrics) > 1:
+        raise AnnotationError(
+            f"{root}: runs of several rubrics ({', '.join(rubrics)}); export one rubric at a time"
+        )
+    return rubrics, data_path
+
+
+def item_texts(dataset: Path) -> dict[str, ItemText]:
+    """candidate_id → (the instance's background as shown to judges, the candidate's text)."""
+    from experiments.datasets import DatasetError, load_dataset
+
+    try:
+        instances = load_dataset(dataset)
+    except DatasetError as exc:
+        raise AnnotationError(str(exc)) from None
+    out = {}
+    for inst in instances:
+        background = "\n\n".join(f"{p.title}\n{p.text}" for p in inst.background)
+        for cand in inst.all_candidates():
+            out[cand.candidate_id] = ItemText(background, cand.text)
+    return out
+
+
+def labelstudio_tasks(sheet: pd.DataFrame) -> list[dict[str, Any]]:
+    """One Label Studio task per sheet row, in the sheet's (randomised) order."""
+    cols = ["item", "position", "background", "text", "dimension", "question", "scale"]
+    return [{"data": {c: (int(v) if c == "position" else str(v)) for c, v in zip(cols, row, strict=True)}}
+            for row in sheet[cols].itertuples(index=False)]  # fmt: skip
+
+
+def labelstudio_config(rubric: RubricInfo) -> str:
+    """Labelling config: background, text, the dimension's wording, one choice per score on the scale."""
+    lows, highs = zip(*rubric.ranges.values(), strict=True)
+    choices = "\n".join(f'    <Choice value="{v}"/>' for v in range(min(lows), max(highs) + 1))
+    return f"""<View>
+  <Header value="Background"/>
+  <Text name="background" value="$background"/>
+  <Header value="Text to rate"/>
+  <Text name="text" value="$text"/>
+  <Header value="$question"/>
+  <Text name="scale" value="$scale"/>
+  <Choices name="{SCORE_FIELD}" toName="text" choice="single" required="true">
+{choices}
+  </Choices>
+  <TextArea name="comment" toName="text" placeholder="optional comment"/>
+</View>
+<!-- rubric: {escape(rubric.name)} -->
+"""
+
+
+def read_sheet(path: Path, annotator: str | None) -> pd.DataFrame:
+    """item, annotator, score, line from a completed sheet; rows without a score are not yet done."""
+    sheet = pd.read_csv(path, dtype=str, keep_default_na=False)
+    for col in ("item", "score"):
+        if col not in sheet:
+            raise AnnotationError(f"{path}: no {col!r} column")
+    who = sheet["annotator"].str.strip() if "annotator" in sheet else pd.Series("", index=sheet.index)
+    if annotator:
+        who = who.where(who != "", annotator)
+    out = pd.DataFrame({"item": sheet["item"], "annotator": who, "score": sheet["score"].str.strip(),
+                        "line": [f"row {i}" for i in range(1, len(sheet) + 1)]})  # fmt: skip
+    out = out.loc[out["score"] != ""]
+    missing = out.loc[out["annotator"] == ""]
+    if len(missing):
+        raise AnnotationError(f"{path}: {missing['line'].iloc[0]}: annotator: empty (or pass --annotator)")
+    return out
+
+
+def _user(completed_by: Any) -> str:
+    if isinstance(completed_by, dict):
+        return str(completed_by.get("email") or completed_by.get("id"))
+    return f"labelstudio:{completed_by}"
+
+
+def read_labelstudio(path: Path) -> pd.DataFrame:
+    """item, annotator, score, line from a Label Studio JSON export (cancelled annotations skipped)."""
+    try:
+        tasks = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise AnnotationError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(tasks, list):
+        raise AnnotationError(f"{path}: expected a JSON list of tasks (Label Studio's JSON export)")
+    rows = []
+    for n, task in enumerate(tasks, start=1):
+        item = (task.get("data") or {}).get("item")
+        for ann in task.get("annotations") or []:
+            if ann.get("was_cancelled"):
+                continue
+            for res in ann.get("result") or []:
+                if res.get("from_name") == SCORE_FIELD:
+                    choice = (res.get("value") or {}).get("choices") or [""]
+                    rows.append((item, _user(ann.get("completed_by")), str(choice[0]), f"task {n}"))
+    return pd.DataFrame(rows, columns=["item", "annotator", "score", "line"])
+
+
+def check_scores(merged: pd.DataFrame, path: Path) -> None:
+    """Scores must be integers on the dimension's scale; turns them into floats in place."""
+    value = pd.to_numeric(merged["score"], errors="coerce")
+    low, high = merged["low"].astype(float), merged["high"].astype(float)
+    bad = value.isna() | (value != np.round(value)) | (value < low) | (value > high)
+    if bad.any():
+        row = merged.loc[bad].iloc[0]
+        raise AnnotationError(
+            f"{path}: {row['line']}: score: {row['score']!r} for {row['item']} is not an integer "
+            f"from {int(float(row['low']))} to {int(float(row['high']))}"
+        )
+    merged["score"] = value.astype(float)
