@@ -41,7 +41,7 @@ def write_fake_run(
                 rows.append(
                     dict(run_id=folder.name, judge=judge, model=f"fake/{judge}", mode=mode, rubric="novelty",
                          rubric_version="v1", prompt_id=f"{cand}", instance_id=inst, candidate_id=cand,
-                         source=source, dimension=dim, sample_idx=k, score=score, parse_ok=score is not None,
+                         source=source, dimension=dim, higher_is_better=True, sample_idx=k, score=score, parse_ok=score is not None,
                          cost_usd=None, latency_s=0.5, cached=False, candidate_text=text)
                 )  # fmt: skip
     folder.mkdir(parents=True, exist_ok=True)
