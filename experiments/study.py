@@ -28,12 +28,13 @@ from experiments.modes import Prompt, build_prompts
 from experiments.rows import rows_for, to_frame
 from experiments.shard import parse_shard, study_id
 from experiments.spend import budget_for, budget_manifest, budget_message
-from judge.cache import CacheError, CallCache
+from judge.cache import CacheError
 from judge.client import CallResult, Judge, Sample
 from judge.completer import LiteLLMCompleter, use_inline_setup
 from judge.retry import FatalProviderError, RetryPolicy
 from judge.rubric import Rubric, response_format
 from judge.secrets import redact, redact_config
+from judge.stores import open_cache
 
 
 @dataclass
@@ -98,7 +99,7 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge:
         register()  # makes "local/..." a litellm provider like any other; loads no weights until called
     policy = RetryPolicy(**(cfg.get("retry") or {}))
     try:
-        cache = CallCache(cfg.get("cache_dir"))
+        cache = open_cache(cfg.get("cache"), cfg.get("cache_dir"))
     except CacheError as exc:
         raise StudyError(str(exc)) from None
     judge = Judge(completer, cache, policy=policy, concurrency=int(jcfg.get("concurrency", 8)),
@@ -143,8 +144,10 @@ def sampler(judge: Judge, rubric: Rubric, cfg: Mapping[str, Any]) -> Callable[[P
 
 
 def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[str, Any],
-                  meta: Mapping[str, Any], tally: Tally) -> list[dict[str, Any]]:  # fmt: skip
-    """Every (prompt, sample) call; rows come back in a stable (prompt, sample) order.
+                  meta: Mapping[str, Any], tally: Tally,
+                  keys: list[str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Every (prompt, sample) call; rows come back in a stable (prompt, sample) order (and each call's cache
+    key is appended to `keys`, in the same order, when given).
 
     Cached calls are replayed first, in this process. The others go to the provider: concurrently on one
     event loop, or spread over worker processes (`workers`, see `plan_workers`) when client CPU would
@@ -170,6 +173,8 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
         for index, (prompt, sample_idx) in enumerate(jobs):
             sample = sample_of(prompt, sample_idx)
             key, hit = judge.lookup(prompt.messages, sample, rubric.version)
+            if keys is not None:
+                keys.append(key)
             if hit is not None:
                 finish(index, prompt, sample_idx, hit)
             elif key in followers:
@@ -276,8 +281,9 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
             "mode": cfg["mode"]["name"], "rubric": rubric.name, "rubric_version": rubric.version,
             "temperature": float(cfg["temperature"])}  # fmt: skip
     tally = Tally()
+    keys: list[str] = []
     try:
-        rows = execute_calls(judge, prompts, rubric, cfg, meta, tally)
+        rows = execute_calls(judge, prompts, rubric, cfg, meta, tally, keys)
     except (FatalProviderError, CacheError) as exc:
         raise StudyError(str(exc)) from None
     finally:
@@ -287,6 +293,8 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     out_dir.mkdir(parents=True, exist_ok=True)
     write_results(frame, out_dir)
     write_prompts(prompts, out_dir, run_id)
+    # the cache entries this run used, one key per call: what `python -m judge.cache export` publishes
+    write_atomic(out_dir / "cache_keys.txt", lambda p: p.write_text("".join(f"{k}\n" for k in keys)))
     manifest = build_manifest(cfg, frame, tally, rubric, data_path, len(instances), len(prompts), started)
     manifest.update(budget_manifest(judge.budget, tally.not_started))
     write_atomic(out_dir / "manifest.json", lambda p: p.write_text(redact(json.dumps(manifest, indent=2))))

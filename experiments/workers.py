@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any
 
-from judge.cache import CacheError, CallCache
+from judge.cache import CacheError
 from judge.client import CallResult, Judge
 from judge.retry import FatalProviderError
 from judge.secrets import redact
@@ -73,7 +73,7 @@ def _worker(judge: Judge, calls: Sequence[Call], concurrency: int, conn: Connect
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
     # a fresh connection to the cache folder: SQLite connections must not cross a fork
-    mine = Judge(judge.completer, CallCache(judge.cache.directory), policy=judge.policy, concurrency=concurrency,
+    mine = Judge(judge.completer, judge.cache.reopen(), policy=judge.policy, concurrency=concurrency,
                  api_base=judge.api_base)  # fmt: skip
 
     async def main() -> None:

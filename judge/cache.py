@@ -20,11 +20,14 @@ import os
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import diskcache
 
 from judge.completer import Completion, Message
+
+if TYPE_CHECKING:
+    from judge.stores import TextStore
 
 SECRET_PARAMS = frozenset({"api_key", "api_token", "azure_ad_token", "aws_secret_access_key"})
 
@@ -109,9 +112,16 @@ def _checksum(key: str, payload: str) -> str:
 class CallCache:
     """A diskcache.Cache of `Completion`s; safe for several processes sharing one folder (SQLite WAL)."""
 
-    def __init__(self, directory: str | Path | None = None) -> None:
+    def __init__(self, directory: str | Path | None = None, *, store: TextStore | None = None) -> None:
+        """A folder (diskcache), or `store` (see judge.stores: a Redis server) holding the same entries."""
         self.directory = Path(directory) if directory else default_cache_dir()
         self.damaged = 0  # entries found damaged (dropped and treated as misses) since this object was opened
+        self.store = store
+        if store is not None:
+            self.location = store.location
+            self._cache: Any = store
+            return
+        self.location = str(self.directory)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._cache = diskcache.Cache(str(self.directory), size_limit=2**40, eviction_policy="none")
@@ -139,6 +149,8 @@ class CallCache:
             value = self._cache.get(key)
         except sqlite3.DatabaseError as exc:
             raise self._damaged("read", exc) from exc
+        except CacheError:  # a store that cannot be reached: never a miss (that would re-ask every call)
+            raise
         except Exception:  # a corrupt value file (pickle/zlib/OSError): recompute rather than trust it
             self._drop(key)
             return None
@@ -174,3 +186,17 @@ class CallCache:
 
     def close(self) -> None:
         self._cache.close()
+
+    def reopen(self) -> CallCache:
+        """A new connection to the same cache, for a forked worker (connections must not cross a fork)."""
+        if self.store is not None:
+            return CallCache(store=self.store.reopen())
+        return CallCache(self.directory)
+
+
+if __name__ == "__main__":  # `python -m judge.cache export|import ...` (see judge.cache_bundle)
+    import sys
+
+    from judge.cache_bundle import main
+
+    sys.exit(main())

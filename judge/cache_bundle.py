@@ -1,0 +1,190 @@
+"""Publish a study's cache: `python -m judge.cache export <run-or-multirun-dir> <file>` and `... import <file>`.
+
+Export writes exactly the cache entries the runs below a folder used (each run lists its keys in
+cache_keys.txt) into one zip file: `entries.jsonl` (key, checksum, completion JSON - the checksum is the one
+the cache stores) and `manifest.json` (models, rubric versions, runs, counts, the SHA-256 of entries.jsonl).
+Import checks the whole file first - the manifest's hash and count, every entry's checksum and completion -
+and writes nothing unless all of it is sound; then a rerun of the study makes 0 provider calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import zipfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from judge.cache import CacheError, CallCache, _checksum
+from judge.completer import Completion
+from judge.stores import open_cache
+
+FORMAT = "judgescope-cache-export/1"
+ENTRIES, MANIFEST = "entries.jsonl", "manifest.json"
+
+
+class BundleError(RuntimeError):
+    """An export or import that cannot be done; one line naming the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run folder that used the cache: its keys and its manifest."""
+
+    folder: Path
+    keys: list[str]
+    manifest: dict[str, Any]
+
+
+def find_runs(root: Path) -> list[Run]:
+    """Every run below `root` (or `root` itself) that lists the cache keys it used."""
+    lists = [root / "cache_keys.txt"] if (root / "cache_keys.txt").exists() else sorted(root.rglob("cache_keys.txt"))
+    if not lists:
+        raise BundleError(f"{root}: no run folder with cache_keys.txt below it (runs of `python -m experiments.run`)")
+    runs = []
+    for path in lists:
+        try:
+            manifest = json.loads((path.parent / "manifest.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise BundleError(f"{path.parent / 'manifest.json'}: cannot read the run's manifest ({exc})") from None
+        runs.append(Run(path.parent, path.read_text().split(), manifest))
+    return runs
+
+
+def _entry_line(key: str, completion: Completion) -> bytes:
+    payload = json.dumps(completion.to_dict(), ensure_ascii=False, separators=(",", ":"))  # as CallCache.set
+    return json.dumps({"key": key, "checksum": _checksum(key, payload), "completion": payload}).encode() + b"\n"
+
+
+def export_runs(root: Path, target: Path, cache: CallCache) -> dict[str, Any]:
+    """Write the entries the runs below `root` used to `target`; returns the manifest written.
+
+    A key without an entry is allowed only for calls the runs never got answered (their provider errors);
+    more missing entries mean this is not the cache the runs used."""
+    runs = find_runs(root)
+    owner: dict[str, Run] = {}
+    for run in runs:
+        for key in run.keys:
+            owner.setdefault(key, run)
+    unanswered = sum(int(r.manifest.get("provider_errors") or 0) for r in runs)
+    digest, missing = hashlib.sha256(), 0
+    models: dict[str, int] = {}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.partial")
+    with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        with zf.open(ENTRIES, "w") as out:
+            for key, run in owner.items():
+                completion = cache.get(key)
+                if completion is None:
+                    missing += 1
+                    continue
+                line = _entry_line(key, completion)
+                digest.update(line)
+                out.write(line)
+                model = str(run.manifest.get("model"))
+                models[model] = models.get(model, 0) + 1
+        if missing > unanswered:
+            partial.unlink()
+            raise BundleError(f"{cache.location}: {missing} of the {len(owner)} entries the runs below {root} used "
+                              "are not in this cache; export from the cache the runs used (--cache-dir or "
+                              "--redis-url)")  # fmt: skip
+        manifest = build_manifest(root, runs, len(owner) - missing, missing, models, digest.hexdigest())
+        zf.writestr(MANIFEST, json.dumps(manifest, indent=2))
+    os.replace(partial, target)
+    return manifest
+
+
+def build_manifest(root: Path, runs: Sequence[Run], n_entries: int, missing: int, models: dict[str, int],
+                   sha256: str) -> dict[str, Any]:  # fmt: skip
+    """What a reader of the published cache needs: which models and rubric versions, how many entries."""
+    versions: dict[str, set[str]] = {}
+    for run in runs:
+        for rubric, version in (run.manifest.get("rubric_versions") or {}).items():
+            versions.setdefault(rubric, set()).add(str(version))
+    return {
+        "format": FORMAT, "entries": n_entries, "entries_sha256": sha256, "unanswered_calls": missing,
+        "models": models, "rubric_versions": {k: sorted(v) for k, v in sorted(versions.items())},
+        "runs": [{"run": str(r.folder.relative_to(root)) if r.folder != root else ".",
+                  **{k: r.manifest.get(k) for k in ("judge", "model", "mode", "rubric", "study_id", "shard",
+                                                      "dataset_hash")},
+                  "calls": len(r.keys)} for r in runs],
+    }  # fmt: skip
+
+
+def read_bundle(source: Path) -> tuple[dict[str, Any], list[tuple[str, Completion]]]:
+    """The manifest and every entry of an exported file, each one verified; BundleError on the first flaw."""
+    try:
+        with zipfile.ZipFile(source) as zf:
+            manifest = json.loads(zf.read(MANIFEST))
+            data = zf.read(ENTRIES)
+    except (OSError, zipfile.BadZipFile, KeyError, ValueError) as exc:
+        raise BundleError(f"{source}: not a judgescope cache export ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise BundleError(f"{source}: {MANIFEST}: format is not {FORMAT}")
+    if hashlib.sha256(data).hexdigest() != manifest.get("entries_sha256"):
+        raise BundleError(f"{source}: {ENTRIES} does not match the SHA-256 in {MANIFEST} (damaged or edited)")
+    entries = list(_verified(source, data.splitlines()))
+    if len(entries) != manifest.get("entries"):
+        raise BundleError(f"{source}: {len(entries)} entries, but {MANIFEST} says {manifest.get('entries')}")
+    return manifest, entries
+
+
+def _verified(source: Path, lines: Sequence[bytes]) -> Iterator[tuple[str, Completion]]:
+    for number, line in enumerate(lines, 1):
+        try:
+            item = json.loads(line)
+            key, checksum, payload = item["key"], item["checksum"], item["completion"]
+            if checksum != _checksum(key, payload):
+                raise ValueError("checksum mismatch")
+            yield key, Completion.from_dict(json.loads(payload))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BundleError(f"{source}: {ENTRIES}:{number}: bad entry ({exc})") from None
+
+
+def import_bundle(source: Path, cache: CallCache) -> tuple[int, int]:
+    """Load a verified export into `cache`: (entries written, entries it already held unchanged)."""
+    _, entries = read_bundle(source)
+    written = present = 0
+    for key, completion in entries:
+        if cache.get(key) == completion:
+            present += 1
+        else:
+            cache.set(key, completion)
+            written += 1
+    return written, present
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: one line on success, one line (exit code 2) on any problem."""
+    parser = argparse.ArgumentParser(prog="python -m judge.cache", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    exp = sub.add_parser("export", help="write the entries the runs below a folder used to one file")
+    exp.add_argument("root", type=Path, help="a run or multirun folder")
+    exp.add_argument("file", type=Path, help="the file to write (a zip: manifest.json + entries.jsonl)")
+    imp = sub.add_parser("import", help="load an exported file into a cache, verifying every entry")
+    imp.add_argument("file", type=Path)
+    for p in (exp, imp):
+        p.add_argument("--cache-dir", help="the cache folder (default: $JUDGESCOPE_CACHE_DIR or ~/.cache/...)")
+        p.add_argument("--redis-url", help="a Redis cache instead of a folder (redis://host:6379/0)")
+    args = parser.parse_args(argv)
+    settings = {"backend": "redis", "url": args.redis_url} if args.redis_url else None
+    try:
+        cache = open_cache(settings, args.cache_dir)
+        try:
+            if args.command == "export":
+                manifest = export_runs(args.root, args.file, cache)
+                print(f"{manifest['entries']} entries of {len(manifest['runs'])} run(s) -> {args.file}", file=sys.stderr)
+            else:
+                written, present = import_bundle(args.file, cache)
+                print(f"{written} entries imported ({present} already there) into {cache.location}", file=sys.stderr)
+        finally:
+            cache.close()
+    except (BundleError, CacheError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

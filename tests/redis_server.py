@@ -1,0 +1,63 @@
+"""A real redis-server (Debian's package) on 127.0.0.1 and a free port, its data in a temporary folder."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """One redis-server process; `url` points at its database 0; `stop()` kills it (a dead cache)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(folder), "--save", "",
+             "--appendonly", "no", "--protected-mode", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+@contextmanager
+def redis_server(folder: Path) -> Iterator[RedisServer]:
+    """A running redis-server, or the test skipped (one line) where the Debian package is not installed."""
+    if not Path(REDIS_SERVER).exists():
+        pytest.skip("redis-server not installed (apt-get install -y redis-server)")
+    server = RedisServer(folder)
+    try:
+        yield server
+    finally:
+        server.stop()
