@@ -20,11 +20,14 @@ import pandas as pd
 
 from analysis.reliability import alpha_with_ci, fleiss_with_ci
 from analysis.scores import (
+    CONTEXT,
+    CONTEXT_KEYS,
     DIRECTION,
     candidate_scores,
     dimension_directions,
     direction,
     group_ids,
+    join_reference,
     with_directions,
 )
 from analysis.winrate import ITEM_KEYS, TIE_TOL, instance_outcomes
@@ -134,8 +137,8 @@ def pair_outcomes(cands: pd.DataFrame, reference: str = "reference") -> pd.DataF
     instance and dimension, 1 (better), 0 (equal), -1 (worse); no best-of-K."""
     is_ref = (cands["source"] == reference).to_numpy()
     keys = ["judge", "mode", "instance_id", "dimension"]
-    ref = cands.loc[is_ref, [*keys, "score"]].rename(columns={"score": "ref_score"})
-    out = cands.loc[~is_ref].merge(ref, on=keys, how="inner")
+    ref = cands.loc[is_ref, [*keys, *([CONTEXT] if CONTEXT in cands else []), "score"]]
+    out = join_reference(cands.loc[~is_ref], ref.rename(columns={"score": "ref_score"}), keys)
     diff = (out["score"] - out["ref_score"]).to_numpy() * direction(out)
     out["outcome"] = np.select([diff > TIE_TOL, diff < -TIE_TOL], [1, -1], 0).astype(np.int8)
     return out
@@ -164,7 +167,7 @@ def rater_outcomes(results: pd.DataFrame, humans: pd.DataFrame | None = None, re
     human = pair_outcomes(candidate_scores(human_results(humans, dimension_directions(results))), reference)
     seen = ["instance_id", "candidate_id", "source"]  # the candidates the humans rated, on every dimension
     rated = human[seen].astype(str).drop_duplicates()
-    judge = pair_outcomes(candidate_scores(results), reference)
+    judge = pair_outcomes(candidate_scores(results, CONTEXT_KEYS, reference), reference)
     judge = judge.astype({k: str for k in PAIR_KEYS}).merge(rated, on=seen, how="inner")
     return _as_raters([judge, human, majority_outcomes(human)], PAIR_KEYS)
 

@@ -126,8 +126,9 @@ def compute_tables(
     Candidate scores are computed once: the outcome and agreement functions accept a candidate-level
     table in place of the results, since the mean of one "sample" is the candidate score itself.
     """
-    cands = scores.candidate_scores(results)
-    tables: Tables = {"overview": overview(results), "score_summary": scores.score_summary(cands),
+    cands = scores.candidate_scores(results, scores.CONTEXT_KEYS, reference)  # reference per prompt context
+    tables: Tables = {"overview": overview(results),
+                      "score_summary": scores.score_summary(scores.candidate_scores(cands)),
                       "best_of_k_scores": scores.best_of_k_scores(cands, reference)}  # fmt: skip
     tables |= _winrate_tables(cands, reference, n_boot, seed)
     tables |= _agreement_tables(cands, humans, reference, n_boot, seed)

@@ -21,6 +21,12 @@ DIRECTION = "higher_is_better"
 CANDIDATE_KEYS: tuple[str, ...] = ("judge", "mode", "instance_id", "candidate_id", "source", "dimension", DIRECTION)
 BEST_KEYS: tuple[str, ...] = ("judge", "mode", "instance_id", "source", "dimension", DIRECTION)
 SUMMARY_KEYS: tuple[str, ...] = ("judge", "mode", "source", "dimension")
+#: The generator whose comparative prompt a reference score came from; "" where the prompt did not show
+#: exactly one generator (independent mode, or every generator in one prompt). The paper compares a
+#: generator's best-of-K with the reference scored in the same context.
+CONTEXT = "context"
+CONTEXT_KEYS: tuple[str, ...] = (*CANDIDATE_KEYS, CONTEXT)
+BEST_CONTEXT_KEYS: tuple[str, ...] = (*BEST_KEYS, CONTEXT)
 
 
 def dimension_directions(frame: pd.DataFrame, what: str = "results") -> dict[str, bool]:
@@ -145,14 +151,42 @@ def split_groups(frame: pd.DataFrame, keys: Sequence[str]) -> list[tuple[tuple, 
     return [(key, order[bounds[g] : bounds[g + 1]]) for g, key in enumerate(key_values)]
 
 
-def candidate_scores(results: pd.DataFrame, keys: Sequence[str] = CANDIDATE_KEYS) -> pd.DataFrame:
-    """One row per judged candidate: `score` (mean of scored samples), `sd`, `n_scored`.
+def reference_context(results: pd.DataFrame, reference: str = "reference") -> np.ndarray:
+    """`CONTEXT` of every row: for a reference row of a prompt (judge × mode × prompt_id) whose other rows
+    all come from one generator, that generator; "" otherwise (and everywhere without `prompt_id`)."""
+    if CONTEXT in results:
+        return results[CONTEXT].astype(object).where(results[CONTEXT].notna(), "").astype(str).to_numpy(object)
+    out = np.full(len(results), "", dtype=object)
+    if "prompt_id" not in results or results.empty:
+        return out
+    ids, first = group_ids(results, ["judge", "mode", "prompt_id"])
+    is_ref = (results["source"] == reference).to_numpy()
+    codes, names = pd.factorize(results["source"])
+    gen = ~is_ref & (codes >= 0)
+    lo, hi = np.full(len(first), np.iinfo(np.int64).max), np.full(len(first), -1)
+    np.minimum.at(lo, ids[gen], codes[gen])
+    np.maximum.at(hi, ids[gen], codes[gen])
+    single = np.asarray(names, dtype=object)[np.clip(hi, 0, None)] if len(names) else np.full(len(first), "")
+    per_prompt = np.where((hi >= 0) & (lo == hi), single, "")
+    out[is_ref] = per_prompt[ids[is_ref]]
+    return out
+
+
+def candidate_scores(results: pd.DataFrame, keys: Sequence[str] = CANDIDATE_KEYS,
+                     reference: str = "reference") -> pd.DataFrame:  # fmt: skip
+    """One row per judged candidate: `score` (mean of scored samples), `sd`, `n_scored`. With `CONTEXT` among
+    the keys, a reference scored in several generators' comparative prompts has one row per prompt context.
 
     Pairwise rows have no score and so never appear here.
     """
     if DIRECTION in keys and DIRECTION not in results:
         dimension_directions(results)  # raises the one-line error
-    rows = scored_rows(results, [*keys, "score"])
+    if CONTEXT in keys:
+        ok = results["score"].notna().to_numpy() & usable_mask(results)
+        context = reference_context(results, reference)[ok]
+        rows = results.loc[ok, [k for k in keys if k != CONTEXT] + ["score"]].assign(**{CONTEXT: context})
+    else:
+        rows = scored_rows(results, [*keys, "score"])
     ids, first = group_ids(rows, keys)
     score = rows["score"].to_numpy(dtype=float)
     n = np.bincount(ids, minlength=len(first))
@@ -182,14 +216,30 @@ def combined_name(judges: Iterable[str], combine: str) -> str:
     return f"{combine}({'+'.join(sorted(map(str, judges)))})"
 
 
+def join_reference(gen: pd.DataFrame, ref: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """Every generated row of `gen` with the reference row of `ref` on the same `keys`: the reference scored
+    in that generator's own prompt (`CONTEXT` == its source) where there is one, else the reference scored
+    outside any one generator's prompt; a row with neither is dropped."""
+    keys = list(keys)
+    context = ref[CONTEXT].astype(str).to_numpy() if CONTEXT in ref else np.full(len(ref), "")
+    own = ref.loc[context != ""].drop(columns=CONTEXT, errors="ignore").assign(_src=context[context != ""])
+    shared = ref.loc[context == ""].drop(columns=CONTEXT, errors="ignore")
+    g = gen.drop(columns=CONTEXT, errors="ignore").reset_index(drop=True)
+    g = g.assign(_row=np.arange(len(g)), _src=g["source"].astype(str).to_numpy())
+    both = pd.concat([g.merge(own, on=[*keys, "_src"], how="inner"),
+                      g.merge(shared, on=keys, how="inner")], ignore_index=True)  # fmt: skip
+    both = both.drop_duplicates("_row").sort_values("_row", kind="stable")  # own context first
+    return both.drop(columns=["_row", "_src"]).reset_index(drop=True)
+
+
 def combined_pairs(cands: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
     """The judges' `mean` combination, per mode × instance × generated candidate × dimension: `score` and
     `ref_score`, each averaged over only the judges that scored both that candidate and the instance's
     reference (`n_judges` of them), so a judge missing one side never tilts the comparison."""
     is_ref = (cands["source"] == reference).to_numpy()
     keys = ["judge", "mode", "instance_id", "dimension"]
-    ref = cands.loc[is_ref, [*keys, "score"]].rename(columns={"score": "ref_score"})
-    both = cands.loc[~is_ref].merge(ref, on=keys, how="inner")
+    ref = cands.loc[is_ref, [*keys, *([CONTEXT] if CONTEXT in cands else []), "score"]]
+    both = join_reference(cands.loc[~is_ref], ref.rename(columns={"score": "ref_score"}), keys)
     item = ["mode", "instance_id", "candidate_id", "source", "dimension", DIRECTION]
     out = both.groupby(item, observed=True, sort=False).agg(
         score=("score", "mean"), ref_score=("ref_score", "mean"), n_judges=("judge", "nunique")
@@ -201,10 +251,12 @@ def combined_pairs(cands: pd.DataFrame, reference: str = "reference") -> pd.Data
 
 def best_of_k_scores(cands: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
     """The paper's best-five table: per judge × mode × source × dimension, `n` instances and the `mean` ± `sd`
-    over instances of the best-of-K candidate score (the reference's own score for the reference). With
+    over instances of the best-of-K candidate score (the reference's own score for the reference, averaged
+    over the generators' prompts it was scored in). With
     several judges it adds their `mean` combination: candidate scores averaged over the judges that scored
     both the candidate and the reference (`combined_pairs`), the reference over the judges that scored it."""
-    frames = [best_of_k(cands)]
+    best = best_of_k(cands, [*BEST_KEYS, *([CONTEXT] if CONTEXT in cands else [])])
+    frames = [best.groupby(list(BEST_KEYS), observed=True, sort=False)["best"].mean().reset_index()]
     if cands["judge"].nunique() > 1:
         pairs = combined_pairs(cands, reference)
         is_ref = (cands["source"] == reference).to_numpy()

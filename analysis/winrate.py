@@ -13,7 +13,18 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import percentile_ci, resample_counts
-from analysis.scores import DIRECTION, best_of_k, candidate_scores, combined_name, combined_pairs, direction
+from analysis.scores import (
+    BEST_CONTEXT_KEYS,
+    CONTEXT,
+    CONTEXT_KEYS,
+    DIRECTION,
+    best_of_k,
+    candidate_scores,
+    combined_name,
+    combined_pairs,
+    direction,
+    join_reference,
+)
 
 Combine = Literal["mean", "unanimous", "majority"] | None
 #: Scores closer than this are equal (means of integer scores can differ in the last bit).
@@ -31,12 +42,13 @@ def _outcome(out: pd.DataFrame) -> pd.DataFrame:
 
 
 def _compare(best: pd.DataFrame, reference: str) -> pd.DataFrame:
-    """Join each generator's best-of-K with the reference score of the same judge, mode, instance, dimension."""
+    """Join each generator's best-of-K with the reference score of the same judge, mode, instance, dimension
+    (in comparative mode, the reference scored in that generator's own prompt: `join_reference`)."""
     is_ref = (best["source"] == reference).to_numpy()
     keys = ["judge", "mode", "instance_id", "dimension"]
-    ref = best.loc[is_ref, keys + ["best"]].rename(columns={"best": "ref_best"})
+    ref = best.loc[is_ref, [*keys, CONTEXT, "best"]].rename(columns={"best": "ref_best"})
     gen = best.loc[~is_ref].rename(columns={"best": "gen_best"})
-    return _outcome(gen.merge(ref, on=keys, how="inner"))
+    return _outcome(join_reference(gen, ref, keys))
 
 
 def _combined_mean_outcomes(cands: pd.DataFrame, reference: str) -> pd.DataFrame:
@@ -86,10 +98,10 @@ def instance_outcomes(
     """
     if combine not in (None, "mean", "unanimous", "majority"):
         raise ValueError(f"combine must be None, 'mean', 'unanimous' or 'majority', not {combine!r}")
-    cands = candidate_scores(results)
+    cands = candidate_scores(results, CONTEXT_KEYS, reference)
     if combine == "mean":
         return _combined_mean_outcomes(cands, reference)
-    out = _compare(best_of_k(cands), reference)
+    out = _compare(best_of_k(cands, BEST_CONTEXT_KEYS), reference)
     if combine in ("unanimous", "majority"):
         out = _vote(out, combine)
     return out

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.scores import CONTEXT_KEYS, best_of_k_scores, candidate_scores
 from analysis.winrate import instance_outcomes, outcome_rates, win_tie_loss
 
 
@@ -135,3 +136,32 @@ def test_by_pools_groups() -> None:
     frame = pd.concat([study(HAND, mode="independent"), study(HAND, mode="comparative")], ignore_index=True)
     out = win_tie_loss(frame, by=("source",), n_boot=50).iloc[0]
     assert (out["n"], out["win"]) == (8, 0.5)
+
+
+def per_generator_prompts() -> pd.DataFrame:
+    """Comparative mode as the paper runs it: one prompt per (instance, generator) holding the reference and
+    that generator's candidates, so the reference is scored once in each generator's context."""
+    prompts = {  # prompt: (instance, {candidate: (source, score)})
+        "i1-A": ("i1", {"ref": ("reference", 5), "a0": ("gA", 6), "a1": ("gA", 4)}),
+        "i1-B": ("i1", {"ref": ("reference", 7), "b0": ("gB", 6), "b1": ("gB", 6)}),
+        "i2-A": ("i2", {"ref": ("reference", 4), "a0": ("gA", 4)}),
+        "i2-B": ("i2", {"ref": ("reference", 2), "b0": ("gB", 3)}),
+    }
+    return pd.DataFrame([{"judge": "j", "mode": "comparative", "prompt_id": p, "instance_id": inst,
+                          "candidate_id": f"{inst}:{c}", "source": src, "dimension": "d", "higher_is_better": True,
+                          "sample_idx": 0, "score": float(v), "parse_ok": True}
+                         for p, (inst, cands) in prompts.items() for c, (src, v) in cands.items()])  # fmt: skip
+
+
+def test_comparative_reference_is_taken_from_the_generators_own_prompt() -> None:
+    out = instance_outcomes(per_generator_prompts()).set_index(["instance_id", "source"])["outcome"]
+    # i1: gA best 6 vs the reference in gA's prompt 5: win; gB 6 vs 7: loss. i2: gA 4 vs 4 tie; gB 3 vs 2 win.
+    # (Averaging the reference over both prompts, 6 and 3, would give tie, tie, win, tie.)
+    assert out.sort_index().to_dict() == {("i1", "gA"): 1, ("i1", "gB"): -1, ("i2", "gA"): 0, ("i2", "gB"): 1}
+    one_prompt = per_generator_prompts().assign(prompt_id=lambda f: f["instance_id"])  # every generator at once
+    mixed = instance_outcomes(one_prompt).set_index(["instance_id", "source"])["outcome"]
+    assert mixed.sort_index().to_dict() == {("i1", "gA"): 0, ("i1", "gB"): 0, ("i2", "gA"): 1, ("i2", "gB"): 0}
+    best = best_of_k_scores(candidate_scores(per_generator_prompts(), CONTEXT_KEYS)).set_index("source")
+    # the reference's row averages its prompts per instance: (5 + 7)/2 = 6, (4 + 2)/2 = 3 -> 4.5 ± sqrt(4.5)
+    assert (best.loc["reference", "n"], best.loc["reference", "mean"]) == (2, 4.5)
+    assert best.loc["reference", "sd"] == pytest.approx(np.sqrt(4.5))
