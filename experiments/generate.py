@@ -111,7 +111,7 @@ def generate(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="generate")
 def main(cfg: DictConfig) -> None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     assert isinstance(plain, dict)
     try:
         manifest = generate(plain, out_dir)
@@ -122,4 +122,10 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    from experiments.config import command_line_problem
+
+    problem = command_line_problem(sys.argv[1:], "generate")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(2)
     main()

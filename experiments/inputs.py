@@ -13,7 +13,7 @@ from typing import Any
 from experiments.datasets import DatasetError, Instance, load_dataset
 from experiments.modes import MODES
 from experiments.shard import ShardError, parse_shard, select
-from judge.rubric import Rubric, rubric_from_config
+from judge.rubric import Rubric, RubricKind, rubric_from_config
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +39,7 @@ def check_inputs(cfg: Mapping[str, Any], rubric: Rubric) -> None:
     mode = cfg["mode"]["name"]
     if mode not in MODES:
         raise StudyError(f"mode.name: unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    if (mode == "pairwise") != (rubric.kind == "preference"):
+    if (mode == "pairwise") != (rubric.kind is RubricKind.preference):
         need = "a preference rubric (rubric=pairwise or review_pairwise)" if mode == "pairwise" else \
             "a scores rubric (novelty, narrowness, review_quality)"  # fmt: skip
         raise StudyError(f"rubric={rubric.name}: mode={mode} needs {need}")

@@ -113,7 +113,7 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
 def main(cfg: DictConfig) -> None:
     from experiments.inputs import StudyError
 
-    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     assert isinstance(plain, dict)
     try:
         macro = run_issues(plain, Path(HydraConfig.get().runtime.output_dir))
@@ -124,4 +124,10 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    from experiments.config import command_line_problem
+
+    problem = command_line_problem(sys.argv[1:], "issues")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(2)
     main()

@@ -9,16 +9,20 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.config import command_line_problem
+
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Thin: resolve the config, run the study, turn input problems into one line and exit code 2."""
+    from experiments.config import ConfigError, load
     from experiments.inputs import BudgetStop, StudyError, load_study_inputs  # light: no litellm yet
 
     hc = HydraConfig.get()
     out_dir = Path(hc.runtime.output_dir)
     try:
-        plain = OmegaConf.to_container(cfg, resolve=True)
+        load(cfg)  # the typed model: a setting Hydra let through (e.g. `+judge.typo=1`) is named here
+        plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
         assert isinstance(plain, dict)
         inputs = load_study_inputs(plain)  # bad inputs answer here, before litellm is even imported
         if plain.get("plan"):
@@ -35,7 +39,7 @@ def main(cfg: DictConfig) -> None:
     except BudgetStop as exc:  # the outputs are written; the run is incomplete
         print(f"stopped: {exc}", file=sys.stderr)
         sys.exit(3)
-    except StudyError as exc:
+    except (StudyError, ConfigError) as exc:
         _remove_if_empty(out_dir)
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -68,7 +72,7 @@ def unknown_choice(argv: list[str]) -> str | None:
 
 
 if __name__ == "__main__":
-    problem = unknown_choice(sys.argv[1:])
+    problem = unknown_choice(sys.argv[1:]) or command_line_problem(sys.argv[1:], "config")
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(2)

@@ -7,6 +7,7 @@ producing a prompt with a hole in it.
 
 from __future__ import annotations
 
+import enum
 import functools
 import hashlib
 import re
@@ -21,6 +22,14 @@ from judge.parse import Field
 
 BEGIN, END = "<<<", ">>>"
 _DELIMITER_RUN = re.compile(r"<{3,}|>{3,}")  # any run, so "<<<<<" cannot leave a "<<<" behind
+
+
+class RubricKind(enum.Enum):
+    """What a rubric asks the judge for: scores per dimension, a preference between two texts, or a match."""
+
+    scores = "scores"
+    preference = "preference"
+    match = "match"
 
 
 @dataclass(frozen=True)
@@ -43,7 +52,7 @@ class Dimension:
 class Rubric:
     name: str
     template: str
-    kind: str  # "scores", "preference" or "match"
+    kind: RubricKind
     system: str
     dimensions: tuple[Dimension, ...]
     add_overall: bool = False  # EchoReview: also report the mean of the dimensions as "overall"
@@ -116,7 +125,7 @@ def rubric_from_config(cfg: Mapping[str, Any]) -> Rubric:
     return Rubric(
         name=str(cfg["name"]),
         template=str(cfg["template"]),
-        kind=str(cfg["kind"]),
+        kind=RubricKind(getattr(cfg["kind"], "value", cfg["kind"])),
         system=str(cfg["system"]),
         dimensions=dims,
         add_overall=bool(cfg.get("add_overall", False)),

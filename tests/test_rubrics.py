@@ -11,7 +11,7 @@ import yaml
 
 from experiments.datasets import Paper
 from judge.parse import parse_labelled, parse_object
-from judge.rubric import Rubric, example_json, neutralise, rubric_from_config
+from judge.rubric import Rubric, RubricKind, example_json, neutralise, rubric_from_config
 
 CONF = Path(__file__).resolve().parent.parent / "conf" / "rubric"
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -29,7 +29,7 @@ def render_text(name: str, comparative: bool) -> str:
     if name == "issue_match":
         messages = rubric.render(statement_a="The baselines are weak.", statement_b="Missing strong baselines.")
     else:
-        n = 3 if comparative else (2 if rubric.kind == "preference" else 1)
+        n = 3 if comparative else (2 if rubric.kind is RubricKind.preference else 1)
         labels = [f"Q{i + 1}" for i in range(n)] if comparative else (["A", "B"] if n == 2 else [""])
         items = [{"label": lab, "text": f"Candidate text {i}."} for i, lab in enumerate(labels)]
         messages = rubric.render(background=BACKGROUND, items=items, comparative=comparative)

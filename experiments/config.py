@@ -1,0 +1,260 @@
+"""The typed study model: every setting of every entry point is a field of a frozen dataclass.
+
+The dataclasses are registered as Hydra structured configs (`register`), so Hydra checks every YAML file and
+every command-line override against them while composing: a misspelt key or a value of the wrong type is an
+error that names the setting, never a silent fall-back to a default. `load` turns a composed config (or a
+plain mapping, as the tests build) into these frozen objects; the code then reads attributes, not strings.
+
+Add a setting by adding a field here (with its default) and, where a shipped YAML should show it, to that YAML.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional, TypeVar  # noqa: UP035  (OmegaConf reads Optional, not `X | None`, on 3.10)
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from judge.rubric import RubricKind
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A setting that does not fit the typed study model, as one line naming it."""
+
+
+@dataclass(frozen=True)
+class DimensionConfig:
+    """One rubric dimension as declared in conf/rubric/*.yaml (a score range or a set of choices)."""
+
+    name: str = MISSING
+    description: str = ""
+    low: Optional[float] = None  # noqa: UP045
+    high: Optional[float] = None  # noqa: UP045
+    choices: list[str] = field(default_factory=list)
+    higher_is_better: bool = True
+
+
+@dataclass(frozen=True)
+class RubricConfig:
+    """A rubric spec (conf/rubric/<name>.yaml): its template, what it asks for and its dimensions."""
+
+    name: str = MISSING
+    template: str = MISSING
+    kind: RubricKind = RubricKind.scores
+    system: str = MISSING
+    dimensions: list[DimensionConfig] = field(default_factory=list)
+    add_overall: bool = False
+    item_noun: str = "QUESTION"
+
+
+@dataclass(frozen=True)
+class ModeConfig:
+    """A study mode (conf/mode/<name>.yaml): which prompts are sent for one instance."""
+
+    name: str = MISSING
+    k_per_source: Optional[int] = None  # noqa: UP045
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """A judge model (conf/judge/<name>.yaml); the key is read from `api_key_env` at call time, never stored."""
+
+    name: str = MISSING
+    model: str = MISSING
+    api_base: Optional[str] = None  # noqa: UP045
+    api_key_env: Optional[str] = None  # noqa: UP045
+    timeout_s: float = 120.0
+    structured_output: bool = False
+    concurrency: int = 8
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """A dataset (conf/dataset/<name>.yaml): a JSONL file of instances."""
+
+    name: str = MISSING
+    path: str = MISSING
+
+
+@dataclass(frozen=True)
+class RetryConfig:
+    """Retries of transient provider errors: attempts in all and the exponential backoff between them."""
+
+    max_attempts: int = 6
+    initial_wait_s: float = 1.0
+    max_wait_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """One judging study (conf/config.yaml): dataset x rubric x mode x judge and how the calls are made."""
+
+    judge: JudgeConfig = MISSING
+    rubric: RubricConfig = MISSING
+    mode: ModeConfig = MISSING
+    dataset: DatasetConfig = MISSING
+    n_samples: int = 3
+    temperature: float = 0.1
+    max_tokens: int = 160
+    seed: int = 0
+    limit: Optional[int] = None  # noqa: UP045
+    shard: Optional[str] = None  # noqa: UP045  ("i/n": one deterministic 1/n of the instances)
+    cache_dir: Optional[str] = None  # noqa: UP045
+    plan: bool = False  # count calls, tokens and cost into plan.json; no provider call
+    budget_usd: Optional[float] = None  # noqa: UP045  (no call starts that could push the spend past it)
+    progress: bool = True
+    workers: Optional[int] = None  # noqa: UP045
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    # a run whose parse rate falls below this still writes everything, then exits non-zero
+    min_parse_rate: float = 0.9
+
+
+@dataclass(frozen=True)
+class GenerateConfig:
+    """The generation stage (conf/generate.yaml): questions, novelty ratings or reviews from a model."""
+
+    judge: JudgeConfig = MISSING
+    dataset: DatasetConfig = MISSING
+    task: str = "questions"
+    k: int = 5
+    strategy: str = "zero_shot"
+    rag_top_k: int = 3
+    corpus: Optional[str] = None  # noqa: UP045
+    temperature: float = 0.7
+    max_tokens: int = 320
+    seed: int = 0
+    limit: Optional[int] = None  # noqa: UP045
+    cache_dir: Optional[str] = None  # noqa: UP045
+    progress: bool = True
+    retry: RetryConfig = field(default_factory=RetryConfig)
+
+
+@dataclass(frozen=True)
+class IssuesConfig:
+    """EchoReview issue sets (conf/issues.yaml): weaknesses extracted by a judge, then matched."""
+
+    judge: JudgeConfig = MISSING
+    dataset: DatasetConfig = MISSING
+    rubric: RubricConfig = MISSING
+    matcher: str = "judge"
+    threshold: float = 0.7
+    temperature: float = 0.0
+    max_tokens: int = 200
+    seed: int = 0
+    limit: Optional[int] = None  # noqa: UP045
+    cache_dir: Optional[str] = None  # noqa: UP045
+    progress: bool = True
+    retry: RetryConfig = field(default_factory=RetryConfig)
+
+
+SCHEMAS: dict[str, type] = {"config_schema": StudyConfig, "generate_schema": GenerateConfig,
+                            "issues_schema": IssuesConfig}  # fmt: skip
+
+
+def _writable(node: Any) -> Any:
+    """A frozen dataclass becomes a read-only node; Hydra must merge the YAML files into it, so unfreeze the
+    schema node (the objects `load` returns stay frozen)."""
+    OmegaConf.set_readonly(node, None)
+    if isinstance(node, DictConfig):
+        for key in node.keys():
+            child = node._get_node(key)
+            if OmegaConf.is_config(child):
+                _writable(child)
+    return node
+
+
+def register() -> None:
+    """Put the schemas into Hydra's ConfigStore (idempotent); conf/*.yaml name them in their defaults."""
+    from hydra.core.config_store import ConfigStore  # noqa: PLC0415
+
+    store = ConfigStore.instance()
+    for name, schema in SCHEMAS.items():
+        store.store(name=name, node=_writable(OmegaConf.structured(schema)))
+
+
+def _unknown_keys(node: DictConfig, schema: type, prefix: str) -> str | None:
+    """The first key in `node` that `schema` does not declare (Hydra's `+key=...` can add one)."""
+    known = {f.name: f for f in dataclasses.fields(schema)}
+    for key in node.keys():
+        path = f"{prefix}{key}"
+        if key not in known:
+            return f"{path}: unknown setting; {schema.__name__} has: {', '.join(known)}"
+        child = node._get_node(key)
+        sub = known[str(key)].type
+        sub_schema = _SUBSCHEMAS.get(sub if isinstance(sub, str) else getattr(sub, "__name__", ""))
+        if sub_schema is not None and isinstance(child, DictConfig) and not child._is_none():
+            problem = _unknown_keys(child, sub_schema, f"{path}.")
+            if problem:
+                return problem
+    return None
+
+
+_SUBSCHEMAS: dict[str, type] = {c.__name__: c for c in (JudgeConfig, RubricConfig, ModeConfig, DatasetConfig,
+                                                        RetryConfig)}  # fmt: skip
+
+
+def describe(exc: BaseException) -> str:
+    """One line for an OmegaConf/Hydra configuration error: the setting it concerns and what is wrong."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, OmegaConfBaseException):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    key = getattr(cause, "full_key", None)
+    msg = str(getattr(cause, "msg", None) or cause).strip().splitlines()[0]
+    return f"{key}: {msg}" if key else msg
+
+
+def load(cfg: Any, schema: type[T] = StudyConfig) -> T:  # type: ignore[assignment]
+    """The frozen, typed config from a composed DictConfig or a plain mapping; ConfigError names the setting."""
+    if isinstance(cfg, schema):
+        return cfg
+    try:
+        node = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg) if isinstance(cfg, Mapping) else cfg)
+        problem = _unknown_keys(node, schema, "")
+        if problem:
+            raise ConfigError(problem)
+        merged = OmegaConf.merge(_writable(OmegaConf.structured(schema)), node)
+        obj = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(describe(exc)) from None
+    assert isinstance(obj, schema)
+    return obj
+
+
+def command_line_problem(argv: list[str], config_name: str) -> str | None:
+    """Compose the config the command line asks for (each combination of a `-m` sweep, up to 32) and check it
+    against the typed model, so a misspelt key or a wrong type is one line here instead of Hydra's report."""
+    from hydra import compose, initialize_config_module  # noqa: PLC0415
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415
+
+    args = [a for a in argv if a not in ("-m", "--multirun")]
+    if any(a.startswith("-") for a in args):
+        return None  # --help, --cfg, -cn ...: Hydra's own business
+    try:
+        overrides = [o for o in OverridesParser.create().parse_overrides(args) if not o.is_hydra_override()]
+        choices = [values for values in map(_values, overrides) if values]
+        combos = list(itertools.islice(itertools.product(*choices), 32))
+        with initialize_config_module(config_module="conf", version_base="1.3"):
+            for combo in combos:
+                load(compose(config_name=config_name, overrides=list(combo)), SCHEMAS[f"{config_name}_schema"])
+    except Exception as exc:  # noqa: BLE001  (any composition or validation error becomes one line)
+        return describe(exc)
+    return None
+
+
+def _values(override: Any) -> list[str]:
+    """The `key=value` strings one override stands for (one per value of a sweep)."""
+    if not override.is_sweep_override():
+        return [override.input_line]
+    try:
+        return [f"{override.get_key_element()}={v}" for v in override.sweep_string_iterator()]
+    except Exception:  # noqa: BLE001  (glob() needs Hydra's loader: left to Hydra)
+        return []
