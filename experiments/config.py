@@ -73,6 +73,11 @@ class JudgeConfig:
     structured_output: bool = False
     concurrency: int = 8
     extra: dict[str, Any] = field(default_factory=dict)
+    # USD per token, overriding litellm's price map (judge.pricing); null = litellm's price, if it has one
+    input_cost_per_token: Optional[float] = None  # noqa: UP045
+    output_cost_per_token: Optional[float] = None  # noqa: UP045
+    input_cost_per_token_batches: Optional[float] = None  # noqa: UP045
+    output_cost_per_token_batches: Optional[float] = None  # noqa: UP045
 
 
 @dataclass(frozen=True)

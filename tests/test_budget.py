@@ -21,7 +21,7 @@ from tests.openai_server import ScriptedServer, Step, rubric_answer
 from tests.test_plan import compose
 
 ROOT = Path(__file__).resolve().parent.parent
-PRICES = ["+judge.input_cost_per_token=1e-5", "+judge.output_cost_per_token=1e-5"]
+PRICES = ["judge.input_cost_per_token=1e-5", "judge.output_cost_per_token=1e-5"]
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,7 @@ def test_budget_without_a_price_is_one_line(tmp_path: Path) -> None:
     from experiments.study import run_study
 
     cfg = compose("judge=qwen", "limit=1", "budget_usd=1")
-    with pytest.raises(StudyError, match=r"budget_usd=1: needs a price for openai/Qwen"):
+    with pytest.raises(StudyError, match=r"budget_usd=1(\.0)?: needs a price for openai/Qwen"):
         run_study({**cfg, "cache_dir": str(tmp_path / "cache")}, None, tmp_path / "out", run_id="x")
 
 

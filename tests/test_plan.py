@@ -56,7 +56,7 @@ def test_plan_makes_no_call_and_matches_the_run(server: ScriptedServer, tmp_path
     from experiments.study import run_study
 
     cfg = compose("judge=qwen", f"judge.api_base={server.api_base}", "limit=2", "n_samples=2", "progress=false",
-                  "plan=true", "+judge.input_cost_per_token=1e-6", "+judge.output_cost_per_token=4e-6")  # fmt: skip
+                  "plan=true", "judge.input_cost_per_token=1e-6", "judge.output_cost_per_token=4e-6")  # fmt: skip
     cfg["cache_dir"] = str(tmp_path / "cache")
     inputs = load_study_inputs(cfg)
     before = len(server.requests)
@@ -112,7 +112,7 @@ def test_plan_cli_sweep_without_key_and_without_calls(server: ScriptedServer, tm
 
 
 def test_bad_price_is_one_line(tmp_path: Path) -> None:
-    cfg = compose("judge=qwen", "limit=1", "plan=true", "+judge.output_cost_per_token=cheap")
-    cfg["cache_dir"] = str(tmp_path / "cache")
-    with pytest.raises(StudyError, match=r"judge=qwen: judge.output_cost_per_token: 'cheap' is not a number"):
-        plan_study(cfg, load_study_inputs(cfg))
+    from experiments.config import command_line_problem
+
+    problem = command_line_problem(["judge=qwen", "plan=true", "judge.output_cost_per_token=cheap"], "config")
+    assert problem == "judge.output_cost_per_token: Value 'cheap' of type 'str' could not be converted to Float"
