@@ -88,10 +88,7 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge:
     one-line StudyError for every entry point)."""
     jcfg = cfg["judge"]
     extra = jcfg.get("extra") or {}
-    completer = LiteLLMCompleter(
-        jcfg["model"], api_base=jcfg.get("api_base"), api_key_env=jcfg.get("api_key_env"),
-        timeout_s=float(jcfg.get("timeout_s", 120)), extra=extra,
-    )  # fmt: skip
+    completer = make_completer(jcfg)
     if str(jcfg["model"]).startswith("local/") or extra.get("custom_llm_provider") == "local":
         # the embedded model's litellm provider (judge.local_provider)
         from judge.local_provider import register  # noqa: PLC0415 (kept out of import time)
@@ -103,9 +100,24 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge:
     except CacheError as exc:
         raise StudyError(str(exc)) from None
     judge = Judge(completer, cache, policy=policy, concurrency=int(jcfg.get("concurrency", 8)),
-                  api_base=jcfg.get("api_base"))  # fmt: skip
+                  api_base=completer.api_base)  # fmt: skip
     judge.budget = budget_for(cfg)
     return judge
+
+
+def make_completer(jcfg: Mapping[str, Any]) -> LiteLLMCompleter:
+    """litellm for one endpoint (`api_base`), or litellm's Router over replicas (`api_bases`, judge.pool)."""
+    common = {"api_key_env": jcfg.get("api_key_env"), "timeout_s": float(jcfg.get("timeout_s", 120)),
+              "extra": jcfg.get("extra") or {}}  # fmt: skip
+    if not jcfg.get("api_bases"):
+        return LiteLLMCompleter(jcfg["model"], api_base=jcfg.get("api_base"), **common)
+    from judge.pool import PoolSettings, RouterCompleter  # noqa: PLC0415 (only pools need the Router)
+
+    try:
+        pool = PoolSettings.from_config(jcfg.get("pool"))
+    except (TypeError, ValueError) as exc:
+        raise StudyError(str(exc)) from None
+    return RouterCompleter(jcfg["model"], api_bases=list(jcfg["api_bases"]), pool=pool, **common)
 
 
 @dataclass(frozen=True)

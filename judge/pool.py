@@ -1,0 +1,116 @@
+"""One judge, many endpoints: calls spread over replicas of one model (vLLM / SGLang) by litellm's Router.
+
+A judge YAML lists the replicas under `api_bases`; litellm's Router picks one per request (`pool.routing`:
+`least-busy` by default - a slow replica holds more requests in flight and gets fewer new ones), keeps each
+under its own limits (`pool.max_parallel_requests`, `pool.rpm`) and rests a replica that fails
+(`pool.allowed_fails` failures in a minute, then `pool.cooldown_s` seconds out). The Router makes no retries
+of its own: a failed request comes back to the framework's retry policy, which counts it, and the retry is
+routed to a replica that is not resting - so the manifest's calls and retries are exactly the requests the
+replicas saw. The cache key is that of a one-endpoint judge on the first replica: it never depends on which
+replica answered.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import litellm
+from litellm.types.router import RouterRateLimitError
+
+from judge.completer import Completion, LiteLLMCompleter, Message
+
+GROUP = "judge"  # the Router's name for the pool's one model group
+ROUTINGS = ("least-busy", "simple-shuffle", "latency-based-routing", "usage-based-routing-v2")
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """How calls are spread over the replicas (the judge YAML's `pool:`); limits are per replica."""
+
+    routing: str = "least-busy"
+    max_parallel_requests: int | None = None
+    rpm: int | None = None
+    allowed_fails: int = 1
+    cooldown_s: float = 30.0
+
+    @classmethod
+    def from_config(cls, data: Mapping[str, Any] | None) -> PoolSettings:
+        """From the YAML's mapping; an unknown key or routing is a ValueError naming the setting."""
+        data = dict(data or {})
+        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"judge.pool.{unknown[0]}: unknown setting; known: {', '.join(cls.__dataclass_fields__)}")
+        settings = cls(**data)
+        if settings.routing not in ROUTINGS:
+            raise ValueError(f"judge.pool.routing={settings.routing}: choose one of {', '.join(ROUTINGS)}")
+        return settings
+
+
+class RouterCompleter(LiteLLMCompleter):
+    """A `LiteLLMCompleter` whose requests go through a litellm Router over `api_bases` (see module doc)."""
+
+    def __init__(self, model: str, *, api_bases: Sequence[str], api_key_env: str | None = None,
+                 timeout_s: float = 120.0, extra: Mapping[str, Any] | None = None,
+                 pool: PoolSettings | None = None) -> None:  # fmt: skip
+        if not api_bases:
+            raise ValueError("judge.api_bases: list at least one endpoint")
+        # the first replica stands for the pool in the cache key (request_params drops it as "own endpoint")
+        super().__init__(model, api_base=api_bases[0], api_key_env=api_key_env, timeout_s=timeout_s, extra=extra)
+        self.api_bases = list(api_bases)
+        self.pool = pool or PoolSettings()
+        self.lean = False  # the Router's routing reads litellm's success/failure callbacks
+        self.inline_setup = False
+        self._router: litellm.Router | None = None
+        self._pid = 0
+
+    def _deployment(self, api_base: str) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self.model, "api_base": api_base, "timeout": self.timeout_s}
+        if self.api_key_env:
+            params["api_key"] = os.environ.get(self.api_key_env)
+        elif self.model.startswith("openai/"):
+            params["api_key"] = "no-key"  # a keyless OpenAI-compatible server: the SDK needs a value
+        for name in ("max_parallel_requests", "rpm"):
+            if getattr(self.pool, name) is not None:
+                params[name] = getattr(self.pool, name)
+        return {"model_name": GROUP, "litellm_params": params}
+
+    def router(self) -> litellm.Router:
+        """This process's Router (a forked worker builds its own: its clients must not cross the fork)."""
+        if self._router is None or self._pid != os.getpid():
+            self._router = litellm.Router(
+                model_list=[self._deployment(b) for b in self.api_bases], routing_strategy=self.pool.routing,
+                num_retries=0, allowed_fails=self.pool.allowed_fails, cooldown_time=self.pool.cooldown_s,
+            )  # fmt: skip
+            self._pid = os.getpid()
+        return self._router
+
+    def _routed(self, messages: Sequence[Message], params: Mapping[str, Any]) -> dict[str, Any]:
+        kwargs = self._kwargs(messages, params)
+        for name in ("model", "api_base", "api_key"):  # the deployment's, not the call's
+            kwargs.pop(name, None)
+        return kwargs
+
+    def _resting(self, exc: RouterRateLimitError) -> litellm.RateLimitError:
+        """Every replica resting after failures: a rate limit (transient: retried after a wait)."""
+        return litellm.RateLimitError(message=f"every endpoint of the pool is resting: {exc}",
+                                      llm_provider="router", model=self.model)  # fmt: skip
+
+    def complete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:
+        started = time.perf_counter()
+        try:
+            response = self.router().completion(model=GROUP, **self._routed(messages, params))
+        except RouterRateLimitError as exc:
+            raise self._resting(exc) from None
+        return self._completion(response, started)
+
+    async def acomplete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:
+        started = time.perf_counter()
+        try:
+            response = await self.router().acompletion(model=GROUP, **self._routed(messages, params))
+        except RouterRateLimitError as exc:
+            raise self._resting(exc) from None
+        return self._completion(response, started)

@@ -1,0 +1,67 @@
+"""One judge, many endpoints: litellm's Router over three local replicas - one slow, one failing, one healthy.
+
+The replicas are `tests.fault_server` servers (real HTTP through litellm); each counts the requests it saw.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from experiments.inputs import StudyError
+from judge.pool import PoolSettings
+from tests.fault_server import FaultServer
+from tests.test_reliability import config, run_in_process
+
+CONCURRENCY = 8
+FAST = ["retry.initial_wait_s=0.01", "retry.max_wait_s=0.05"]
+
+
+def pooled(api_bases: list[str], cache: Path, **pool: Any) -> dict[str, Any]:
+    cfg = config(["judge=qwen", "limit=2", "n_samples=2", f"cache_dir={cache}", "workers=1",
+                  f"judge.concurrency={CONCURRENCY}", *FAST])  # fmt: skip
+    cfg["judge"]["api_bases"] = api_bases
+    cfg["judge"]["pool"] = pool
+    return cfg
+
+
+def test_calls_spread_over_replicas_avoid_the_failing_one(tmp_path: Path) -> None:
+    healthy = FaultServer(faults={}, answers={})
+    slow = FaultServer(faults={}, answers={}, latency_s=1.0)
+    failing = FaultServer(faults={}, answers={}, dead_rate=1.0)  # a 503 for every request
+    with healthy.running(), slow.running(), failing.running():
+        cfg = pooled([healthy.api_base, slow.api_base, failing.api_base], tmp_path / "cache", cooldown_s=60)
+        table, manifest = run_in_process(cfg, tmp_path / "pool")
+        # every call completed; each failed request was one retry, routed to another replica
+        assert manifest["calls_made"] == manifest["calls_total"] == 2 * 11 * 2
+        assert manifest["provider_errors"] == 0 and table["parse_ok"].all()
+        assert healthy.requests + slow.requests == manifest["calls_made"]
+        assert failing.requests == manifest["retries"] > 0
+        # the failing replica rests after its first failures: at most the requests already in flight reach it
+        assert failing.requests <= CONCURRENCY
+        assert slow.requests > 0 and slow.requests < healthy.requests  # least-busy: the slow one gets fewer
+
+        # the key does not depend on the replica: a one-endpoint judge on the first replica replays it all
+        seen = healthy.requests + slow.requests + failing.requests
+        single = config(["judge=qwen", f"judge.api_base={healthy.api_base}", "limit=2", "n_samples=2",
+                         f"cache_dir={tmp_path / 'cache'}", "workers=1"])  # fmt: skip
+        _, replay = run_in_process(single, tmp_path / "single")
+        assert replay["calls_made"] == 0 and replay["calls_cached"] == manifest["calls_total"]
+        assert healthy.requests + slow.requests + failing.requests == seen
+
+
+def test_pool_settings_are_checked() -> None:
+    assert PoolSettings.from_config(None) == PoolSettings()
+    with pytest.raises(ValueError, match=r"^judge\.pool\.retries: unknown setting"):
+        PoolSettings.from_config({"retries": 3})
+    with pytest.raises(ValueError, match=r"^judge\.pool\.routing=round-robin: choose one of least-busy"):
+        PoolSettings.from_config({"routing": "round-robin"})
+
+
+def test_bad_pool_setting_is_one_line(tmp_path: Path) -> None:
+    cfg = pooled(["http://127.0.0.1:9/v1"], tmp_path / "cache", routing="fastest")
+    with pytest.raises(StudyError, match=r"^judge\.pool\.routing=fastest: choose one of"):
+        run_in_process(cfg, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
