@@ -98,6 +98,14 @@ class RetryConfig:
 
 
 @dataclass(frozen=True)
+class CacheConfig:
+    """Where cached calls live: `disk` (the cache_dir folder) or `redis` (a server at `url`, shared)."""
+
+    backend: str = "disk"
+    url: Optional[str] = None  # noqa: UP045
+
+
+@dataclass(frozen=True)
 class StudyConfig:
     """One judging study (conf/config.yaml): dataset x rubric x mode x judge and how the calls are made."""
 
@@ -112,6 +120,7 @@ class StudyConfig:
     limit: Optional[int] = None  # noqa: UP045
     shard: Optional[str] = None  # noqa: UP045  ("i/n": one deterministic 1/n of the instances)
     cache_dir: Optional[str] = None  # noqa: UP045
+    cache: CacheConfig = field(default_factory=CacheConfig)
     plan: bool = False  # count calls, tokens and cost into plan.json; no provider call
     budget_usd: Optional[float] = None  # noqa: UP045  (no call starts that could push the spend past it)
     progress: bool = True
@@ -137,6 +146,7 @@ class GenerateConfig:
     seed: int = 0
     limit: Optional[int] = None  # noqa: UP045
     cache_dir: Optional[str] = None  # noqa: UP045
+    cache: CacheConfig = field(default_factory=CacheConfig)
     progress: bool = True
     retry: RetryConfig = field(default_factory=RetryConfig)
 
@@ -155,6 +165,7 @@ class IssuesConfig:
     seed: int = 0
     limit: Optional[int] = None  # noqa: UP045
     cache_dir: Optional[str] = None  # noqa: UP045
+    cache: CacheConfig = field(default_factory=CacheConfig)
     progress: bool = True
     retry: RetryConfig = field(default_factory=RetryConfig)
 
@@ -202,7 +213,7 @@ def _unknown_keys(node: DictConfig, schema: type, prefix: str) -> str | None:
 
 
 _SUBSCHEMAS: dict[str, type] = {c.__name__: c for c in (JudgeConfig, RubricConfig, ModeConfig, DatasetConfig,
-                                                        RetryConfig)}  # fmt: skip
+                                                        RetryConfig, CacheConfig)}  # fmt: skip
 
 
 def describe(exc: BaseException) -> str:
