@@ -1,28 +1,34 @@
 """NovBench reference-based metrics (seed paper Sec. 3.2) for generated novelty evaluations.
 
-Unit of text: an *item* = one bullet of a Positive/Neutral/Negative section (see ``analysis.sections``),
-as in the released code, which scores bullets rather than re-splitting them into sentences.
+Unit of text (``unit``): by default a *sentence*, as the paper defines every metric ("output sentences");
+each bullet of a Positive/Neutral/Negative section (see ``analysis.sections``) is split into sentences
+(pysbd) that keep the bullet's label. ``unit="item"`` scores whole bullets, as the released code does.
 
-* Relevance = mean over source (paper-novelty) sentences of the max over output items of
+* Relevance = mean over source (paper-novelty) sentences of the max over output units of
   IMS = clip(cos, 0, 1)·4 + 1 (Wright et al. 2022, ``scientific_information_change/estimate_similarity.py``).
   NovBench used the SPICED model; it cannot be downloaded here, so the default is MiniLM and the output
   names the model (``relevance_model``).
-* Correctness = DistAcc = 1 − Σ|p_i − t_i|/2 over the positive/neutral/negative shares.
-* Coverage = share of human items whose best cosine to an output item is ≥ τ = 0.7 (MiniLM).
-* Clarity: ``"released"`` = 0.5·KC + 0.5·LS exactly as ``evaluate_single_set`` in
-  github njust-winchy/llm4novelty ``code/comment_evaluate.py`` (commit f7823aa); ``"paper"`` = (KC + LS + FS)/3 with
-  FS = mean over output items of 1/(1+PPL).
+* Correctness = DistAcc = 1 − Σ|p_i − t_i|/2 over the positive/neutral/negative shares of units.
+* Coverage = share of human units whose best cosine to an output unit is ≥ τ = 0.7 (MiniLM).
+* Clarity: ``"paper"`` (default) = (KC + LS + FS)/3 with FS = mean over output units of 1/(1+PPL) — the only
+  formula that fits the paper's Table 2; ``"released"`` = 0.5·KC + 0.5·LS exactly as ``evaluate_single_set``
+  in github njust-winchy/llm4novelty ``code/comment_evaluate.py`` (commit f7823aa). The variant is a column of
+  every output (``clarity_variant``), as are the embedding and perplexity models.
 
-Undefined values are NaN, never 0: no output items → every metric NaN; no human items → Correctness and
-Coverage NaN; no source sentences → Relevance NaN; no keyword in the source → KC NaN. (The released code
-writes 0 for an empty generation, which drags a model's mean down in a way a reader cannot see.)
+Failed generations (``failed``): a generation with no usable unit (an error, a refusal, empty sections).
+``"zero"`` (default) scores all four metrics 0, as the paper's Table 2 and its released code do (so a model
+that fails pays for it in its mean); ``"nan"`` leaves them undefined. Either way the row has
+``failed = True`` and the tables count such rows. Other undefined values stay NaN: no human units →
+Correctness and Coverage NaN; no source sentences → Relevance NaN; no keyword in the source → KC NaN.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
@@ -30,17 +36,20 @@ import pandas as pd
 
 from analysis.embeddings import SupportsEncode, default_embedder, l2_normalise, model_name_of
 from analysis.intervals import grouped_mean_ci
-from analysis.sections import LABELS, Sections, parse_sections
+from analysis.sections import LABELS, MIN_ITEM_CHARS, Sections, parse_sections
 
 Clarity = Literal["paper", "released"]
 KeywordMatch = Literal["substring", "token"]
+Unit = Literal["sentence", "item"]
+FailedPolicy = Literal["zero", "nan"]
+Labelled = list[tuple[str, str]]
 PplFn = Callable[[list[str]], Sequence[float]]
 
 COVERAGE_TAU = 0.7
 LS_TARGET_WORDS = 20  # released code: min(avg_len / 20, 1)
 _WORD = re.compile(r"\b[A-Za-z0-9\-]+\b")  # released code's keyword regex
-_SCORE_COLUMNS = ["relevance", "correctness", "coverage", "clarity", "kc", "ls", "fs", "n_generated", "n_human",
-                  "n_source", "generated_parsed", *(f"gen_{k}" for k in LABELS)]
+_SCORE_COLUMNS = ["relevance", "correctness", "coverage", "clarity", "kc", "ls", "fs", "failed", "n_generated",
+                  "n_human", "n_source", "generated_parsed", *(f"gen_{k}" for k in LABELS)]
 METRICS: dict[str, str] = {"relevance": "Rel.", "coverage": "Cov.", "clarity": "Clarity", "correctness": "DistAcc"}
 
 
@@ -142,29 +151,65 @@ def _default_ppl() -> tuple[PplFn, str]:
     return local_model.perplexity, str(name)
 
 
-def _score_one(gen: Sections, source: list[str], human: Sections, cov_vec: dict[str, np.ndarray],
+@lru_cache(maxsize=1)
+def _segmenter() -> Any:
+    import pysbd
+
+    return pysbd.Segmenter(language="en", clean=False)
+
+
+@lru_cache(maxsize=65536)
+def sentences(text: str) -> tuple[str, ...]:
+    """The sentences of one item (pysbd); pieces shorter than the item filter's 10 characters are dropped
+    (list markers, stray abbreviations); an item with no such sentence stays whole."""
+    parts = tuple(p.strip() for p in _segmenter().segment(text) if len(p.strip()) >= MIN_ITEM_CHARS)
+    return parts or (text,)
+
+
+def units(sections: Sections, unit: Unit = "sentence") -> Labelled:
+    """(label, text) units: the section items, or their sentences (each keeps its item's label)."""
+    if unit == "item":
+        return sections.items
+    if unit != "sentence":
+        raise ValueError(f"unit must be 'sentence' or 'item', got {unit!r}")
+    return [(lab, s) for lab, t in sections.items for s in sentences(t)]
+
+
+def _counts(labelled: Labelled) -> dict[str, int]:
+    got = Counter(lab for lab, _ in labelled)
+    return {lab: got.get(lab, 0) for lab in LABELS}
+
+
+def _failed_row(failed: FailedPolicy) -> dict[str, float]:
+    value = 0.0 if failed == "zero" else math.nan
+    return dict.fromkeys(("relevance", "correctness", "coverage", "clarity", "kc", "ls", "fs"), value)
+
+
+def _score_one(gen: Labelled, source: list[str], human: Labelled, cov_vec: dict[str, np.ndarray],
                rel_vec: dict[str, np.ndarray], ppl: dict[str, float] | None, clarity: Clarity,
-               keyword_match: KeywordMatch) -> dict[str, Any]:
-    out_t, hum_t = gen.texts, human.texts
+               keyword_match: KeywordMatch, failed: FailedPolicy) -> dict[str, Any]:
+    out_t, hum_t = [t for _, t in gen], [t for _, t in human]
+    sizes = {"n_generated": len(out_t), "n_human": len(hum_t), "n_source": len(source),
+             **{f"gen_{k}": v for k, v in _counts(gen).items()}}
+    if not out_t:
+        return {**_failed_row(failed), "failed": True, **sizes}
     kc = keyword_coverage(out_t, keywords(source), keyword_match)
     ls = length_score(out_t)
-    fs = fluency_score([ppl[t] for t in out_t]) if ppl is not None and out_t else math.nan
-    clar = 0.5 * kc + 0.5 * ls if clarity == "released" else (kc + ls + fs) / 3.0
+    fs = fluency_score([ppl[t] for t in out_t]) if ppl is not None else math.nan
     return {
         "relevance": relevance_from_cos(_cos(rel_vec, source, out_t)),
-        "correctness": dist_acc(gen.counts(), human.counts()) if out_t else math.nan,
-        "coverage": coverage_from_cos(_cos(cov_vec, hum_t, out_t)) if out_t else math.nan,
-        "clarity": clar if out_t else math.nan,
-        "kc": kc, "ls": ls, "fs": fs,
-        "n_generated": len(out_t), "n_human": len(hum_t), "n_source": len(source),
-        "generated_parsed": gen.found_header,
-        **{f"gen_{k}": v for k, v in gen.counts().items()},
+        "correctness": dist_acc(_counts(gen), _counts(human)),
+        "coverage": coverage_from_cos(_cos(cov_vec, hum_t, out_t)),
+        "clarity": 0.5 * kc + 0.5 * ls if clarity == "released" else (kc + ls + fs) / 3.0,
+        "kc": kc, "ls": ls, "fs": fs, "failed": False, **sizes,
     }
 
 
-def _models(embedder: object, rel_embedder: object, clarity: Clarity, ppl_name: str | None) -> dict[str, Any]:
-    return {"clarity_variant": clarity, "relevance_model": model_name_of(rel_embedder),
-            "coverage_model": model_name_of(embedder), "ppl_model": ppl_name if clarity == "paper" else None}
+def _models(embedder: object, rel_embedder: object, clarity: Clarity, ppl_name: str | None, unit: Unit,
+            failed: FailedPolicy) -> dict[str, Any]:
+    return {"clarity_variant": clarity, "unit": unit, "failed_policy": failed,
+            "relevance_model": model_name_of(rel_embedder), "coverage_model": model_name_of(embedder),
+            "ppl_model": ppl_name if clarity == "paper" else None}
 
 
 def _ppl_setup(clarity: Clarity, ppl_fn: PplFn | None) -> tuple[PplFn | None, str | None]:
@@ -179,38 +224,45 @@ def _ppl_setup(clarity: Clarity, ppl_fn: PplFn | None) -> tuple[PplFn | None, st
 
 def score(generated: str, novelty_sentences: Sequence[str], human_evaluation: str, clarity: Clarity = "paper",
           *, embedder: SupportsEncode | None = None, relevance_embedder: SupportsEncode | None = None,
-          ppl_fn: PplFn | None = None, keyword_match: KeywordMatch = "token") -> dict[str, Any]:
+          ppl_fn: PplFn | None = None, keyword_match: KeywordMatch = "token", unit: Unit = "sentence",
+          failed: FailedPolicy = "zero") -> dict[str, Any]:
     """All four NovBench metrics for one generated evaluation (see the module docstring)."""
     row = score_frame(pd.DataFrame({"g": [generated], "n": [list(novelty_sentences)], "h": [human_evaluation]}),
                        "g", "n", "h", clarity=clarity, embedder=embedder, relevance_embedder=relevance_embedder,
-                       ppl_fn=ppl_fn, keyword_match=keyword_match).iloc[0]
+                       ppl_fn=ppl_fn, keyword_match=keyword_match, unit=unit, failed=failed).iloc[0]
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
 
 
 def score_frame(df: pd.DataFrame, generated_col: str, novelty_col: str, human_col: str, clarity: Clarity = "paper",
                 *, embedder: SupportsEncode | None = None, relevance_embedder: SupportsEncode | None = None,
-                ppl_fn: PplFn | None = None, keyword_match: KeywordMatch = "token") -> pd.DataFrame:
+                ppl_fn: PplFn | None = None, keyword_match: KeywordMatch = "token", unit: Unit = "sentence",
+                failed: FailedPolicy = "zero") -> pd.DataFrame:
     """Score every row; each distinct text is embedded (and its perplexity computed) exactly once.
 
-    Returns ``df`` without the three text columns, plus one column per metric and the model names.
+    Returns ``df`` without the three text columns, plus one column per metric, ``failed``, and the
+    definitions used (clarity variant, unit, failed policy, models).
     """
+    if failed not in ("zero", "nan"):
+        raise ValueError(f"failed must be 'zero' or 'nan', got {failed!r}")
     fn, ppl_name = _ppl_setup(clarity, ppl_fn)
     embedder = embedder if embedder is not None else default_embedder()
     rel = relevance_embedder if relevance_embedder is not None else embedder
-    gens = [parse_sections(x if isinstance(x, str) else None) for x in df[generated_col]]
-    hums = [parse_sections(x if isinstance(x, str) else None) for x in df[human_col]]
+    parsed = [parse_sections(x if isinstance(x, str) else None) for x in df[generated_col]]
+    gens = [units(sec, unit) for sec in parsed]
+    hums = [units(parse_sections(x if isinstance(x, str) else None), unit) for x in df[human_col]]
     srcs = [_source_list(x) for x in df[novelty_col]]
-    gen_texts = [t for g in gens for t in g.texts]
-    cov_vec = _vectors(embedder, gen_texts + [t for h in hums for t in h.texts]
+    gen_texts = [t for g in gens for _, t in g]
+    cov_vec = _vectors(embedder, gen_texts + [t for h in hums for _, t in h]
                        + ([s for src in srcs for s in src] if rel is embedder else []))
     rel_vec = cov_vec if rel is embedder else _vectors(rel, gen_texts + [s for src in srcs for s in src])
     ppl: dict[str, float] | None = None
     if fn is not None:
         uniq = list(dict.fromkeys(gen_texts))
         ppl = dict(zip(uniq, [float(x) for x in fn(uniq)], strict=True)) if uniq else {}
-    rows = [_score_one(g, s, h, cov_vec, rel_vec, ppl, clarity, keyword_match)
-            for g, s, h in zip(gens, srcs, hums, strict=True)]
-    scores = pd.DataFrame(rows or None, index=df.index, columns=None if rows else _SCORE_COLUMNS).assign(**_models(embedder, rel, clarity, ppl_name))
+    rows = [_score_one(g, s, h, cov_vec, rel_vec, ppl, clarity, keyword_match, failed)
+            | {"generated_parsed": sec.found_header} for g, s, h, sec in zip(gens, srcs, hums, parsed, strict=True)]
+    scores = pd.DataFrame(rows or None, index=df.index, columns=_SCORE_COLUMNS)
+    scores = scores.assign(**_models(embedder, rel, clarity, ppl_name, unit, failed))
     keep = df.drop(columns=list({generated_col, novelty_col, human_col}))
     return pd.concat([keep, scores], axis=1)
 

@@ -89,3 +89,50 @@ def novbench_instance(record: dict[str, Any]) -> Instance:
 def load_novbench(path: str | Path) -> list[Instance]:
     """NovBench records as instances (see :func:`novbench_instance`)."""
     return [novbench_instance(record) for record in load_novbench_records(path)]
+
+
+# ---- NovBench human study (App. D): A/B pairs with expert preferences -----------------------------------------
+PAIR_KEYS = ("id", "review_text", "introduction", "original_text_1", "original_text_2")
+VOTES = ("A", "B")
+
+
+def _check_pair(record: Any, line: int, log: ProblemLog) -> dict[str, Any] | None:
+    """One pair as {id, source, human, text_a, text_b, votes}; None (with problems logged) if unusable."""
+    if not isinstance(record, dict):
+        log.add(line, "<record>", "must be a JSON object")
+        return None
+    before = len(log.items)
+    record_id = _record_id(record, line, log)
+    texts = {k: get_str(record, k, k, line, log, empty_ok=True) for k in PAIR_KEYS[1:]}
+    annotators = sorted(k for k in record if k.startswith("annotator"))
+    if not annotators:
+        log.add(line, "annotator_*", "at least one annotator column is required")
+    for k in annotators:
+        if record[k] not in VOTES:
+            log.add(line, k, f"must be 'A' or 'B', got {record[k]!r}")
+    if len(log.items) != before:
+        return None
+    source = [s.strip() for s in str(texts["introduction"]).splitlines() if s.strip()]
+    return {"id": record_id, "source": source, "human": texts["review_text"], "text_a": texts["original_text_1"],
+            "text_b": texts["original_text_2"], "votes": {k: record[k] for k in annotators}}
+
+
+def load_human_pairs(path: str | Path) -> list[dict[str, Any]]:
+    """The pairs of a NovBench human-study file, validated (every problem as file:line: field: message)."""
+    path = Path(path)
+    log = ProblemLog(path)
+    pairs, first = [], None
+    for line, value in read_jsonl(path, log):
+        pair = _check_pair(value, line, log)
+        if pair is None:
+            continue
+        first = first or (line, sorted(pair["votes"]))
+        if sorted(pair["votes"]) != first[1]:
+            log.add(line, "annotator_*", f"has {sorted(pair['votes'])}; line {first[0]} has {first[1]} "
+                    "(every pair needs the same annotators for Fleiss' kappa)")
+            continue
+        pairs.append(pair)
+    if not pairs and not log.items:
+        log.add(None, "<file>", "no pairs (the file is empty)")
+    log.raise_if_any()
+    return pairs

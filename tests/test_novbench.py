@@ -21,7 +21,9 @@ from analysis.novbench import (
     length_score,
     score,
     score_frame,
+    sentences,
     summary_table,
+    units,
 )
 from analysis.sections import parse_sections
 
@@ -129,20 +131,49 @@ def test_fs_and_paper_clarity_with_fake_ppl() -> None:
     assert rel["clarity"] == pytest.approx(0.5 * 1.0 + 0.5 * 0.275) and math.isnan(rel["fs"])
 
 
-def test_edge_cases_are_nan_not_zero() -> None:
+def test_failed_generations_are_zero_by_default_and_nan_on_request() -> None:
     emb = FakeEmbedder(TABLE)
     for generated in ("", "I cannot evaluate this paper.", "Positive Novelty Evaluations\n- None\n"):
-        res = score(generated, [S1], HUMAN, clarity="released", embedder=emb)
+        zero = score(generated, [S1], HUMAN, clarity="released", embedder=emb)  # the paper's Table 2 rule
+        nan = score(generated, [S1], HUMAN, clarity="released", embedder=emb, failed="nan")
         for k in ("relevance", "correctness", "coverage", "clarity"):
-            assert math.isnan(res[k]), (generated, k)
-        assert res["n_generated"] == 0
+            assert zero[k] == 0.0 and math.isnan(nan[k]), (generated, k)
+        assert zero["failed"] is True and zero["n_generated"] == 0 and zero["failed_policy"] == "zero"
+    # one good output (relevance 5.0) + one refusal: the paper's mean is 2.5 on n = 2, not 5.0 on n = 1
+    df = pd.DataFrame({"model": ["m", "m"], "strategy": ["z", "z"], "gen": [GEN, "I cannot."],
+                       "nov": [[S1], [S1]], "hum": [HUMAN, HUMAN]})
+    tab = summary_table(score_frame(df, "gen", "nov", "hum", clarity="released", embedder=emb))
+    assert tab.loc[0, "Rel."] == pytest.approx(2.5) and tab.loc[0, "Rel._n"] == 2
+    tab = summary_table(score_frame(df, "gen", "nov", "hum", clarity="released", embedder=emb, failed="nan"))
+    assert tab.loc[0, "Rel."] == pytest.approx(5.0) and tab.loc[0, "Rel._n"] == 1
     assert score("I cannot evaluate.", [S1], HUMAN, "released", embedder=emb)["generated_parsed"] is False
-    no_human = score(GEN, [S1], "", clarity="released", embedder=emb)
-    assert math.isnan(no_human["coverage"]) and math.isnan(no_human["correctness"])
+    no_human = score(GEN, [S1], "", clarity="released", embedder=emb)  # not a failure: undefined stays NaN
+    assert math.isnan(no_human["coverage"]) and math.isnan(no_human["correctness"]) and not no_human["failed"]
     assert no_human["relevance"] == pytest.approx(5.0)
     assert math.isnan(score(GEN, [], HUMAN, clarity="released", embedder=emb)["relevance"])
     with pytest.raises(ValueError):
         score(GEN, [S1], HUMAN, clarity="other", embedder=emb)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        score(GEN, [S1], HUMAN, embedder=emb, failed="drop")  # type: ignore[arg-type]
+
+
+def test_sentence_units_split_items_and_keep_labels() -> None:
+    two = "The method is clearly novel. The evaluation set is rather small."
+    assert sentences(two) == (G1, G2)
+    assert sentences("Too short.") == ("Too short.",)  # nothing of 10+ characters: the item stays whole
+    gen = f"Positive Novelty Evaluations\n- {two}\n"
+    assert units(parse_sections(gen)) == [("positive", G1), ("positive", G2)]
+    assert units(parse_sections(gen), "item") == [("positive", two)]
+    emb = FakeEmbedder(TABLE | {two: (0.0, 0.0)})
+    by_sentence = score(gen, [S1, S2, S3], HUMAN, clarity="released", embedder=emb)
+    # sentences G1 (1,0), G2 (0,1): identical to GEN's two bullets except both are positive
+    assert by_sentence["relevance"] == pytest.approx(3.4) and by_sentence["coverage"] == pytest.approx(0.5)
+    # gen (2, 0, 0)/2 vs human (2, 1, 1)/4: |1-.5| + .25 + .25 = 1 -> 0.5; LS = (5 + 6)/2 / 20
+    assert by_sentence["correctness"] == pytest.approx(0.5) and by_sentence["ls"] == pytest.approx(0.275)
+    assert by_sentence["n_generated"] == 2 and by_sentence["unit"] == "sentence"
+    by_item = score(gen, [S1, S2, S3], HUMAN, clarity="released", embedder=emb, unit="item")
+    # one item whose (fake) vector is 0: every cosine 0 -> IMS 1; LS = 11 words / 20
+    assert by_item["relevance"] == pytest.approx(1.0) and by_item["ls"] == pytest.approx(0.55)
 
 
 def test_section_parser_header_and_bullet_variants() -> None:
@@ -185,7 +216,7 @@ def test_score_frame_embeds_each_distinct_sentence_once_and_matches_score() -> N
     single = score(GEN, [S1, S2, S3], HUMAN, clarity="released", embedder=FakeEmbedder(TABLE))
     for k in ("relevance", "correctness", "coverage", "clarity"):
         assert out.loc[0, k] == pytest.approx(single[k])
-    assert math.isnan(out.loc[2, "coverage"])
+    assert out.loc[2, "coverage"] == 0.0 and out.loc[2, "failed"]  # empty generation: 0, as the paper
     empty = score_frame(df.iloc[:0], "gen", "nov", "hum", clarity="released", embedder=emb)
     assert list(empty.columns) == list(out.columns)
 
