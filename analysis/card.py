@@ -1,0 +1,225 @@
+"""`python -m analysis.card <run-or-multirun-dir> [--humans FILE] [--out DIR]`: one reliability card per judge.
+
+Every card has the same fields (`CARD_FIELDS`), so cards compare across judges and across versions of one
+judge; a field that does not apply is an empty list or null with the reason in `notes`, never left out.
+Cost stays null ("unknown") when any run of the judge could not price its calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from analysis import consistency, latent
+from analysis.agreement import pair_agreement
+from analysis.card_markdown import card_markdown
+from analysis.collect import find_results
+from analysis.humans import human_results
+from analysis.scores import candidate_scores, dimension_directions
+
+CARD_FIELDS: tuple[str, ...] = (
+    "judge", "models", "rubric_versions", "dataset_hashes", "modes", "rows", "parse_rate", "cost_usd",
+    "latency_s", "human_agreement", "self_consistency", "position_bias", "length_bias", "self_preference",
+    "robustness", "latent_competence", "notes",
+)  # fmt: skip
+
+
+def _records(frame: pd.DataFrame | None, cols: Sequence[str]) -> list[dict[str, Any]]:
+    if frame is None or frame.empty:
+        return []
+    out = frame[[c for c in cols if c in frame]].astype(object)
+    return [{k: _plain(v) for k, v in row.items()} for row in out.to_dict("records")]
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe scalars: numpy numbers to Python, NaN to None."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def run_facts(root: str | Path) -> pd.DataFrame:
+    """Per run folder: judge, model, mode, rubric versions, dataset hash, cost (None = unknown), and the
+    latencies of the calls actually made (cached rows are not timed)."""
+    rows = []
+    for path in find_results(root):
+        man_file = path.parent / "manifest.json"
+        man = json.loads(man_file.read_text()) if man_file.exists() else {}
+        cols = ["judge", "latency_s", "cached", "prompt_id", "sample_idx"]
+        if path.suffix == ".parquet":
+            frame = pq.read_table(
+                path, columns=[c for c in cols if c in pq.read_schema(path).names]
+            ).to_pandas()
+        else:
+            frame = pd.read_csv(path, usecols=lambda c, wanted=frozenset(cols): c in wanted)
+        calls = frame.drop_duplicates([c for c in ("prompt_id", "sample_idx") if c in frame])
+        if "cached" in calls:
+            calls = calls.loc[~calls["cached"].astype(str).str.lower().isin(["true", "1"])]
+        rows.append({"judge": man.get("judge", str(frame["judge"].iloc[0]) if len(frame) else None),
+                     "model": man.get("model"), "mode": man.get("mode"),
+                     "rubric_versions": man.get("rubric_versions") or {}, "dataset_hash": man.get("dataset_hash"),
+                     "cost_usd": man.get("cost_usd"), "has_manifest": bool(man),
+                     "latency": calls["latency_s"].dropna().to_numpy(float) if "latency_s" in calls else np.array([])})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def human_agreement(cands: pd.DataFrame, humans: pd.DataFrame | None, n_boot: int, seed: int) -> pd.DataFrame:
+    """Per judge × mode × dimension: the judge's rounded candidate score vs the annotators' median (rounded
+    half up): n, quadratic-weighted κ with its bootstrap CI, Spearman ρ, percent agreement."""
+    if humans is None or not len(humans):
+        return pd.DataFrame()
+    h = candidate_scores(human_results(humans, dimension_directions(cands)))
+    med = h.groupby(["candidate_id", "dimension"], observed=True)["score"].median()
+    med = np.floor(med + 0.5).rename("human")
+    rows = []
+    for (judge, mode, dim), part in cands.groupby(["judge", "mode", "dimension"], observed=True):
+        key = pd.MultiIndex.from_arrays([part["candidate_id"].astype(str), part["dimension"].astype(str)])
+        joined = pd.DataFrame({"judge": np.floor(part["score"].to_numpy() + 0.5),
+                               "human": med.reindex(key).to_numpy()}).dropna()  # fmt: skip
+        stats = pair_agreement(joined["judge"], joined["human"], n_boot, seed)
+        rows.append({"judge": judge, "mode": mode, "dimension": dim} | stats)
+    return pd.DataFrame(rows)
+
+
+def _position_summary(results: pd.DataFrame) -> pd.DataFrame:
+    """Per judge × dimension: the shown position whose win rate is furthest from the unbiased rate."""
+    if "position" not in results or not (results["mode"] == "comparative").any():
+        return pd.DataFrame()
+    pos = consistency.position_bias(results)
+    pos["excess"] = pos["win_rate"] - pos["expected"]
+    idx = pos.groupby(["judge", "dimension"], observed=True)["excess"].apply(lambda s: s.abs().idxmax())
+    return pos.loc[idx.to_numpy()]
+
+
+def study_tables(
+    results: pd.DataFrame, humans: pd.DataFrame | None, n_boot: int, seed: int
+) -> dict[str, pd.DataFrame]:
+    """Every per-judge table a card draws from, computed once for all judges."""
+    cands = candidate_scores(results)
+    tables = {
+        "human_agreement": human_agreement(cands, humans, n_boot, seed),
+        "self_consistency": consistency.self_consistency(results, n_boot=n_boot, seed=seed),
+        "position_bias": _position_summary(results),
+        "length_bias": consistency.length_bias(results) if "candidate_text" in results else pd.DataFrame(),
+        "self_preference": consistency.self_preference(results),
+    }
+    lt = latent.latent_tables(cands, humans, n_boot=n_boot, seed=seed)
+    comp = lt.get("latent_competence", pd.DataFrame())
+    if len(comp):
+        comp = comp.assign(judge=comp["rater"].str.replace(r" \[[^\]]*\]$", "", regex=True))
+    tables["latent_competence"] = comp
+    return tables
+
+
+FIELD_COLUMNS: dict[str, tuple[str, ...]] = {
+    "human_agreement": ("mode", "dimension", "n", "kappa_w", "kappa_w_lo", "kappa_w_hi", "rho", "percent"),
+    "self_consistency": ("mode", "dimension", "n_prompts", "mean_sd", "disagree", "alpha", "alpha_lo", "alpha_hi"),
+    "position_bias": ("dimension", "position", "n", "win_rate", "expected", "win_lo", "win_hi"),
+    "length_bias": ("mode", "dimension", "n", "rho", "rho_lo", "rho_hi", "rho_better"),
+    "self_preference": ("mode", "dimension", "family", "diff", "diff_lo", "diff_hi", "favours_own"),
+    "robustness": ("mode", "perturbation", "dimension", "n", "shift", "shift_lo", "shift_hi", "flip_rate"),
+    "latent_competence": ("method", "rater", "accuracy", "accuracy_lo", "accuracy_hi"),
+}  # fmt: skip
+WHY_EMPTY: dict[str, str] = {
+    "human_agreement": "no human labels (--humans)",
+    "self_consistency": "fewer than 2 scored samples per prompt",
+    "position_bias": "no comparative run",
+    "length_bias": "results carry no candidate_text",
+    "self_preference": "no generator of the judge's own model family",
+    "robustness": "no experiment=robustness run",
+    "latent_competence": "fewer than 3 raters",
+}
+
+
+def make_card(
+    judge: str, results: pd.DataFrame, facts: pd.DataFrame, tables: dict[str, pd.DataFrame]
+) -> dict:
+    """One judge's card: every field of CARD_FIELDS, in that order."""
+    mine = results.loc[results["judge"].astype(str) == judge]
+    runs = facts.loc[facts["judge"] == judge]
+    costs = runs["cost_usd"].tolist()
+    latency = np.concatenate(runs["latency"].tolist()) if len(runs) else np.array([])
+    versions: dict[str, set[str]] = {}
+    for rv in runs["rubric_versions"]:
+        for name, ver in rv.items():
+            versions.setdefault(name, set()).add(ver)
+    parsed = mine["parse_ok"].astype(bool).mean() if "parse_ok" in mine and len(mine) else None
+    card: dict[str, Any] = {
+        "judge": judge,
+        "models": sorted({str(m) for m in runs["model"].dropna()} | {str(m) for m in mine.get("model", pd.Series()).dropna().unique()}),
+        "rubric_versions": {k: sorted(v) for k, v in sorted(versions.items())},
+        "dataset_hashes": sorted({str(h) for h in runs["dataset_hash"].dropna()}),
+        "modes": sorted(map(str, mine["mode"].dropna().unique())),
+        "rows": len(mine),
+        "parse_rate": _plain(float(parsed)) if parsed is not None else None,
+        "cost_usd": None if (not costs or any(pd.isna(c) for c in costs)) else round(float(sum(costs)), 6),
+        "latency_s": {"calls": len(latency), "median": _plain(float(np.median(latency))) if len(latency) else None,
+                      "p90": _plain(float(np.quantile(latency, 0.9))) if len(latency) else None},
+    }  # fmt: skip
+    notes = []
+    if card["cost_usd"] is None:
+        notes.append("cost unknown: a run could not price its calls (or has no manifest)")
+    for field, cols in FIELD_COLUMNS.items():
+        table = tables.get(field, pd.DataFrame())
+        part = table.loc[table["judge"].astype(str) == judge] if len(table) else table
+        card[field] = _records(part, cols)
+        if not card[field]:
+            notes.append(f"{field}: {WHY_EMPTY[field]}")
+    card["notes"] = notes
+    return {k: card[k] for k in CARD_FIELDS}
+
+
+def write_cards(root: str | Path, out: str | Path, humans: pd.DataFrame | None = None, n_boot: int = 1000,
+                seed: int = 0, extra: dict[str, pd.DataFrame] | None = None) -> list[dict]:  # fmt: skip
+    """Compute and write <out>/<judge>.md and <out>/<judge>.json for every judge below `root`."""
+    from analysis.collect import load_results
+
+    results = load_results(root)
+    facts = run_facts(root)
+    tables = study_tables(results, humans, n_boot, seed) | (extra or {})
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cards = []
+    for judge in sorted(map(str, results["judge"].dropna().unique())):
+        card = make_card(judge, results, facts, tables)
+        stem = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in judge)
+        (out / f"{stem}.json").write_text(json.dumps(card, indent=2))
+        (out / f"{stem}.md").write_text(card_markdown(card))
+        cards.append(card)
+    return cards
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point."""
+    from analysis.collect import load_humans
+
+    parser = argparse.ArgumentParser(prog="python -m analysis.card", description=__doc__.split("\n")[0])
+    parser.add_argument("root", help="a run or multirun folder (searched recursively)")
+    parser.add_argument("--humans", help="human labels CSV")
+    parser.add_argument("--out", help="output folder (default: <root>/cards)")
+    parser.add_argument("--n-boot", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        humans = load_humans(args.humans) if args.humans else None
+        out = Path(args.out) if args.out else Path(args.root) / "cards"
+        cards = write_cards(args.root, out, humans, args.n_boot, args.seed)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(cards)} cards -> {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

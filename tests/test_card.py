@@ -1,0 +1,87 @@
+"""Reliability cards: planted judges with known agreement, consistency, parse rate, cost and latency."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from analysis import card
+from tests.study_folders import DIMENSIONS, sample_candidates, write_fake_run
+
+TEXT_LEN = {c: len(t.split()) for _, c, _, t in sample_candidates()}
+
+
+def _truth(cand: str, dim: str) -> int:
+    return (sum(map(ord, cand + dim))) % 4
+
+
+def _exact(judge: str, cand: str, dim: str, k: int) -> float:
+    return float(_truth(cand, dim))
+
+
+def _noisy(judge: str, cand: str, dim: str, k: int) -> float | None:
+    """Fails to parse on sample 2 of every candidate; otherwise scores by length, samples 0 and 1 apart by 1
+    on originality."""
+    if k == 2:
+        return None
+    base = min(3, max(0, (TEXT_LEN[cand] - 20) // 3))
+    return float(base + (k if base < 3 else -k) if dim == "originality" else base)
+
+
+@pytest.fixture()
+def study(tmp_path):
+    root = tmp_path / "multirun"
+    write_fake_run(root / "a1", "judge-a", "independent", _exact, n_samples=3, cost_usd=0.5)
+    write_fake_run(root / "a2", "judge-a", "comparative", _exact, n_samples=3, cost_usd=0.25)
+    write_fake_run(root / "b1", "judge-b", "independent", _noisy, n_samples=3, cost_usd=None)
+    rows = [(a, inst, cand, src, dim, _truth(cand, dim)) for a in ("h1", "h2", "h3")
+            for inst, cand, src, _ in sample_candidates() for dim in DIMENSIONS]  # fmt: skip
+    humans = pd.DataFrame(
+        rows, columns=["annotator", "instance_id", "candidate_id", "source", "dimension", "score"]
+    )
+    return root, humans
+
+
+def test_cards_have_the_same_fields_and_the_planted_values(study, tmp_path) -> None:
+    root, humans = study
+    cards = {c["judge"]: c for c in card.write_cards(root, tmp_path / "cards", humans, n_boot=50)}
+    a, b = cards["judge-a"], cards["judge-b"]
+    assert list(a) == list(b) == list(card.CARD_FIELDS)
+    # provenance
+    assert a["models"] == ["fake/judge-a"] and a["rubric_versions"] == {"novelty": ["v1"]}
+    assert a["dataset_hashes"] == ["abc123"] and a["modes"] == ["comparative", "independent"]
+    # cost: known sum for a; unknown (not 0) for b
+    assert a["cost_usd"] == pytest.approx(0.75) and b["cost_usd"] is None
+    assert any("cost unknown" in n for n in b["notes"])
+    # parse rate: b fails one sample in three
+    assert a["parse_rate"] == 1.0 and b["parse_rate"] == pytest.approx(2 / 3)
+    # latency: every uncached call took 0.5 s
+    assert a["latency_s"]["median"] == pytest.approx(0.5) and a["latency_s"]["calls"] > 0
+    # agreement with the humans: a is exact on every dimension
+    agree = pd.DataFrame(a["human_agreement"])
+    assert set(agree["dimension"]) == set(DIMENSIONS) and (agree["kappa_w"] - 1.0).abs().max() < 1e-9
+    # self-consistency: a never disagrees with itself; b always on originality, never elsewhere
+    sc_b = pd.DataFrame(b["self_consistency"]).set_index("dimension")
+    assert sc_b.loc["originality", "disagree"] == pytest.approx(1.0)
+    assert sc_b.loc["gap_addressing", "disagree"] == pytest.approx(0.0)
+    assert all(r["disagree"] == 0 for r in a["self_consistency"])
+    # length bias: b scores by length -> positive rho
+    lb = pd.DataFrame(b["length_bias"]).set_index("dimension")
+    assert lb.loc["gap_addressing", "rho"] > 0.5
+    # latent competence: a (exact) at least as accurate as b
+    lc = pd.DataFrame(a["latent_competence"] + b["latent_competence"])
+    ds = lc.loc[lc["method"] == "Dawid-Skene"].set_index("rater")["accuracy"]
+    assert ds["judge-a [independent]"] >= ds["judge-b [independent]"]
+    # empty measures are present, empty, and explained
+    assert b["position_bias"] == [] and any(n.startswith("position_bias:") for n in b["notes"])
+    assert b["robustness"] == [] and any(n.startswith("robustness:") for n in b["notes"])
+    md = (tmp_path / "cards" / "judge-b.md").read_text()
+    assert "- cost: unknown" in md and "## Position bias" in md and "Not measured." in md
+    assert json.loads((tmp_path / "cards" / "judge-a.json").read_text())["judge"] == "judge-a"
+
+
+def test_card_cli_reports_a_bad_folder(tmp_path, capsys) -> None:
+    assert card.main([str(tmp_path / "missing")]) == 2
+    assert "error:" in capsys.readouterr().err
