@@ -22,6 +22,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from experiments.batching import batch_manifest
 from experiments.datasets import Instance, dataset_hash
 from experiments.inputs import BudgetStop, StudyError, load_study_inputs
 from experiments.modes import Prompt, build_prompts
@@ -51,6 +52,7 @@ class Tally:
     cost_usd: float = 0.0
     cost_known: bool = True
     not_started: int = 0
+    batch: Any = None  # judge.batch.BatchStats of a batch=true run
     cache_damaged: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -201,7 +203,9 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
                 same = CallResult(result.completion, cached=True, retries=0) if result.completion else result
                 finish(twin.index, twin.prompt, twin.sample_idx, same)
 
-        if misses:
+        if misses and cfg.get("batch"):
+            tally.batch = batch_calls(judge, misses, cfg, settle)
+        elif misses:
             n_workers = plan_workers(cfg, judge, len(misses))
             if n_workers > 1:
                 from experiments.workers import run_in_workers  # noqa: PLC0415
@@ -215,6 +219,18 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
     finally:
         bar.close()
     return [row for rows in done for row in rows or ()]
+
+
+def batch_calls(judge: Judge, calls: Sequence[Call], cfg: Mapping[str, Any],
+                settle: Callable[[Call, CallResult], None]) -> Any:  # fmt: skip
+    """The calls through the provider's batch API (`experiments.batching`); its BatchStats."""
+    from experiments.batching import run_batches  # noqa: PLC0415
+    from judge.batch import BatchRequest  # noqa: PLC0415
+
+    results, stats = run_batches(judge, [BatchRequest(c.key, c.prompt.messages, c.params) for c in calls], cfg)
+    for call in calls:
+        settle(call, results[call.key])
+    return stats
 
 
 async def call_all(judge: Judge, calls: Sequence[Call],
@@ -309,6 +325,7 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     write_atomic(out_dir / "cache_keys.txt", lambda p: p.write_text("".join(f"{k}\n" for k in keys)))
     manifest = build_manifest(cfg, frame, tally, rubric, data_path, len(instances), len(prompts), started)
     manifest.update(budget_manifest(judge.budget, tally.not_started))
+    manifest.update(batch_manifest(tally.batch))
     write_atomic(out_dir / "manifest.json", lambda p: p.write_text(redact(json.dumps(manifest, indent=2))))
     config_text = json.dumps(redact_config(dict(cfg)), indent=2, default=str)
     write_atomic(out_dir / "config.json", lambda p: p.write_text(config_text))

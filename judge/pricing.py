@@ -8,11 +8,14 @@ names. A price nobody knows stays None - a cost computed from it is unknown, nev
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import litellm
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm: no price-map download
+
+import litellm  # noqa: E402
 
 from judge.completer import Message
 

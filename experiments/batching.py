@@ -1,0 +1,71 @@
+"""`batch=true` for a study: its uncached calls through the provider's batch API (`judge.batch`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from experiments.inputs import StudyError
+from experiments.spend import judge_prices
+from judge.batch import BatchClient, BatchError, BatchRequest, BatchStats
+from judge.batch_journal import BatchJournal
+from judge.batch_run import BatchRunner
+from judge.cache import CacheError
+from judge.client import CallResult, Judge
+from judge.quirks import mapped_params
+
+
+def _api_key(jcfg: Mapping[str, Any]) -> str | None:
+    """The key as the live path sends it: the judge's environment variable, or a placeholder for a keyless
+    OpenAI-compatible server."""
+    if jcfg.get("api_key_env"):
+        return os.environ.get(str(jcfg["api_key_env"]))
+    return "no-key" if jcfg.get("api_base") and str(jcfg["model"]).startswith("openai/") else None
+
+
+def batch_client(judge: Judge, jcfg: Mapping[str, Any]) -> BatchClient:
+    """The judge's batch client; the request bodies carry what a live call sends (litellm's mapping)."""
+    completer: Any = judge.completer
+    model, api_base = str(jcfg["model"]), jcfg.get("api_base")
+
+    def body_params(params: Mapping[str, Any], provider_format: bool) -> dict[str, Any]:
+        sent = (
+            dict(completer.request_params(params)) if hasattr(completer, "request_params") else dict(params)
+        )
+        return mapped_params(model, api_base, sent) if provider_format else sent
+
+    return BatchClient(model, api_base, _api_key(jcfg), body_params)
+
+
+def run_batches(
+    judge: Judge, requests: Sequence[BatchRequest], cfg: Mapping[str, Any]
+) -> tuple[dict[str, CallResult], BatchStats]:
+    """Every request answered through batches (resuming the ones a killed run left), or a StudyError."""
+    if cfg.get("budget_usd") is not None:
+        raise StudyError("budget_usd applies to live calls; price a batch run with plan=true first")
+    jcfg = cfg["judge"]
+    settings = cfg.get("batch_settings") or {}
+    progress = bool(cfg.get("progress", True))
+    try:
+        runner = BatchRunner(
+            batch_client(judge, jcfg), judge.cache, BatchJournal(judge.cache.directory), judge_prices(jcfg),
+            model=str(jcfg["model"]), api_base=jcfg.get("api_base"), poll_s=float(settings.get("poll_s", 30)),
+            rounds=int(settings.get("rounds", 3)), max_per_batch=int(settings.get("max_per_batch", 50_000)),
+            progress=(lambda line: print(line, file=sys.stderr, flush=True)) if progress else None,
+        )  # fmt: skip
+        return runner.run(requests), runner.stats
+    except (BatchError, CacheError) as exc:
+        raise StudyError(f"batch=true: {exc}") from None
+
+
+def batch_manifest(stats: BatchStats | None) -> dict[str, Any]:
+    """The manifest's `batch` block (absent for a live run)."""
+    if stats is None:
+        return {}
+    data = asdict(stats)
+    data["cost_usd"] = round(stats.cost_usd, 6) if stats.cost_known else None
+    del data["cost_known"]
+    return {"batch": data}

@@ -1,0 +1,124 @@
+"""`batch=true`: the uncached calls of a run go through the provider's batch API (about half the live price).
+
+Through litellm's `create_file` / `create_batch` / `retrieve_batch` / `file_content` (and `list_batches` to
+recover a batch whose id was never recorded). litellm 1.110 creates batches for `openai` (and
+OpenAI-compatible servers), `azure`, `vertex_ai`, `bedrock` and `hosted_vllm`; it cannot create Anthropic
+or Gemini (AI Studio) batches, so those judges are refused with one line.
+
+Requests are keyed by their cache key (`custom_id`), so an answer lands in the call cache under the key a live
+call would have used: a replay, and the results table, are the same as after a live run. Every step is
+recorded in the cache folder first (`judge.batch_journal`): a killed run polls the same batches on rerun and
+never submits a request twice. Error-file entries and the unanswered requests of an expired, cancelled or
+failed batch are submitted again in a new batch (up to `rounds` submissions), then come back unscored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import litellm
+
+from judge.completer import Completion, Message
+from judge.pricing import Prices
+
+BATCH_PROVIDERS = frozenset({"openai", "azure", "vertex_ai", "bedrock", "hosted_vllm"})
+OPENAI_FORMAT = frozenset({"openai", "azure", "hosted_vllm"})  # bodies sent as mapped; others: litellm maps
+TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+ENDPOINT = "/v1/chat/completions"
+
+
+class BatchError(RuntimeError):
+    """Batch mode cannot run for this judge, or the provider refused a batch call; one line."""
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    key: str
+    messages: Sequence[Message]
+    params: Mapping[str, Any]
+
+
+@dataclass
+class BatchStats:
+    """What the manifest reports: batches submitted and resumed, requests, failures, cost at batch prices."""
+
+    batches: int = 0
+    resumed: int = 0
+    requests: int = 0
+    failures: int = 0
+    answered: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+class BatchClient:
+    """litellm's batch and file functions for one judge (model, endpoint, credentials from the environment)."""
+
+    def __init__(
+        self, model: str, api_base: str | None, api_key: str | None, body_params: Callable[..., dict]
+    ) -> None:
+        try:
+            self.provider_model, self.provider, _, _ = litellm.get_llm_provider(
+                model=model, api_base=api_base
+            )
+        except Exception as exc:  # noqa: BLE001
+            raise BatchError(f"{model}: litellm does not know this model's provider ({exc})") from None
+        if self.provider not in BATCH_PROVIDERS:
+            raise BatchError(f"{model}: litellm cannot create {self.provider} batches (supported: "
+                             f"{', '.join(sorted(BATCH_PROVIDERS))}); run it live (batch=false)")  # fmt: skip
+        self.kwargs: dict[str, Any] = {"custom_llm_provider": self.provider}
+        if api_base:
+            self.kwargs["api_base"] = api_base
+        if api_key:
+            self.kwargs["api_key"] = api_key
+        self.body_params = body_params
+
+    def line(self, request: BatchRequest) -> str:
+        body = {"model": self.provider_model, "messages": [dict(m) for m in request.messages],
+                **self.body_params(request.params, self.provider in OPENAI_FORMAT)}  # fmt: skip
+        return json.dumps({"custom_id": request.key, "method": "POST", "url": ENDPOINT, "body": body})
+
+    def upload(self, lines: Sequence[str]) -> str:
+        data = ("\n".join(lines) + "\n").encode()
+        return str(
+            litellm.create_file(file=("judgescope-batch.jsonl", data), purpose="batch", **self.kwargs).id
+        )
+
+    def create(self, input_file_id: str) -> Any:
+        return litellm.create_batch(completion_window="24h", endpoint=ENDPOINT, input_file_id=input_file_id,
+                                    metadata={"source": "judgescope"}, **self.kwargs)  # fmt: skip
+
+    def retrieve(self, batch_id: str) -> Any:
+        return litellm.retrieve_batch(batch_id=batch_id, **self.kwargs)
+
+    def find(self, input_file_id: str) -> str | None:
+        """The batch already created from this input file, if the provider lists one."""
+        try:
+            listed = litellm.list_batches(limit=100, **self.kwargs)
+        except Exception:  # noqa: BLE001  (no listing: fall back to creating it)
+            return None
+        for batch in getattr(listed, "data", None) or []:
+            if getattr(batch, "input_file_id", None) == input_file_id:
+                return str(batch.id)
+        return None
+
+    def lines_of(self, file_id: str | None) -> list[dict[str, Any]]:
+        if not file_id:
+            return []
+        content = litellm.file_content(file_id=file_id, **self.kwargs)
+        raw = content.content if hasattr(content, "content") else bytes(content)
+        return [json.loads(x) for x in raw.decode("utf-8").splitlines() if x.strip()]
+
+
+def completion_of(body: Mapping[str, Any], prices: Prices, latency_s: float) -> Completion:
+    """A batch output's chat-completion body as the cache stores it, priced at batch prices."""
+    choice = body["choices"][0]
+    usage = body.get("usage") or {}
+    prompt, completion = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    return Completion(text=choice["message"].get("content") or "", finish_reason=choice.get("finish_reason"),
+                      prompt_tokens=prompt, completion_tokens=completion,
+                      cost_usd=prices.cost(prompt, completion, batch=True), latency_s=latency_s)  # fmt: skip

@@ -1,0 +1,170 @@
+"""Submit, resume, poll and collect a run's provider batches (see `judge.batch` for the contract)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from judge.batch import TERMINAL, BatchClient, BatchError, BatchRequest, BatchStats, completion_of
+from judge.batch_journal import BatchEntry, BatchJournal
+from judge.cache import CallCache
+from judge.client import CallResult
+from judge.pricing import Prices
+from judge.secrets import redact
+
+MAX_POLL_ERRORS = 5  # consecutive failed retrievals of one batch before the run stops (it resumes on rerun)
+
+
+class BatchRunner:
+    """Every request answered from a batch (new or resumed), retried in new batches, or unscored."""
+
+    def __init__(self, client: BatchClient, cache: CallCache, journal: BatchJournal, prices: Prices, *,
+                 model: str, api_base: str | None, poll_s: float = 30.0, rounds: int = 3,
+                 max_per_batch: int = 50_000, progress: Callable[[str], None] | None = None) -> None:  # fmt: skip
+        self.client, self.cache, self.journal, self.prices = client, cache, journal, prices
+        self.model, self.api_base = model, api_base
+        self.poll_s, self.rounds, self.max_per_batch = poll_s, max(1, rounds), max(1, max_per_batch)
+        self.progress = progress
+        self.stats = BatchStats()
+        self._poll_errors: dict[str, int] = {}
+
+    def run(self, requests: Sequence[BatchRequest]) -> dict[str, CallResult]:
+        """A result for every request: an answer (cached under its key) or an unscored error."""
+        wanted = {r.key: r for r in requests}
+        results: dict[str, CallResult] = {}
+        active = [
+            e for e in self.journal.unfinished(self.model, self.api_base) if set(e.keys) & wanted.keys()
+        ]
+        active = [e for e in active if self._recover(e)]
+        self.stats.resumed = len(active)
+        in_flight = {k for e in active for k in e.keys}
+        active += self._submit([r for r in requests if r.key not in in_flight], 1)
+        started = time.monotonic()
+        while active:
+            pending: list[BatchEntry] = []
+            for entry in active:
+                if not self._poll(entry, wanted, results, pending):
+                    pending.append(entry)
+            self._report(pending, len(results), len(wanted), time.monotonic() - started)
+            active = pending
+            if active:
+                time.sleep(self.poll_s)
+        return results
+
+    def _recover(self, entry: BatchEntry) -> bool:
+        """Make a journal entry from a killed run pollable; False if nothing was ever submitted for it."""
+        if entry.batch_id is None and entry.input_file_id is not None:
+            entry.batch_id = self.client.find(entry.input_file_id)
+            if entry.batch_id is None:
+                entry.batch_id = str(self._call(self.client.create, entry.input_file_id).id)
+                self.stats.batches += 1
+            self.journal.save(entry)
+        if entry.batch_id is None:  # killed before its upload finished: nothing can have run
+            entry.finished, entry.status = True, "never submitted"
+            self.journal.save(entry)
+            return False
+        return True
+
+    def _submit(self, requests: Sequence[BatchRequest], round_: int) -> list[BatchEntry]:
+        """New batches for `requests`, each recorded before and right after every provider call."""
+        entries = []
+        for start in range(0, len(requests), self.max_per_batch):
+            chunk = requests[start : start + self.max_per_batch]
+            entry = self.journal.new(self.model, self.api_base, [r.key for r in chunk], round_)
+            entry.input_file_id = self._call(self.client.upload, [self.client.line(r) for r in chunk])
+            self.journal.save(entry)
+            entry.batch_id = str(self._call(self.client.create, entry.input_file_id).id)
+            entry.status = "submitted"
+            self.journal.save(entry)
+            self.stats.batches += 1
+            self.stats.requests += len(chunk)
+            entries.append(entry)
+        return entries
+
+    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001  (any provider failure: one line; the journal allows a resume)
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            raise BatchError(
+                redact(f"{self.model}: batch {fn.__name__} failed: {type(exc).__name__}: {first}")
+            ) from None
+
+    def _poll(self, entry: BatchEntry, wanted: dict[str, BatchRequest], results: dict[str, CallResult],
+              pending: list[BatchEntry]) -> bool:  # fmt: skip
+        """Retrieve one batch; when it has ended, collect it (and queue its retries). True when it ended."""
+        assert entry.batch_id is not None
+        try:
+            batch = self.client.retrieve(entry.batch_id)
+            self._poll_errors.pop(entry.batch_id, None)
+        except Exception:  # noqa: BLE001  (a failed status request: try again next poll)
+            self._poll_errors[entry.batch_id] = self._poll_errors.get(entry.batch_id, 0) + 1
+            if self._poll_errors[entry.batch_id] >= MAX_POLL_ERRORS:
+                self._call(self.client.retrieve, entry.batch_id)  # raises the provider's error as one line
+            return False
+        entry.status = str(batch.status)
+        counts = getattr(batch, "request_counts", None)
+        entry.counts = {k: int(getattr(counts, k, 0) or 0) for k in ("total", "completed", "failed")}
+        if entry.status not in TERMINAL:
+            return False
+        failed = self._collect(entry, batch, wanted, results)
+        entry.finished = (
+            True  # recorded before its retries are submitted: a kill in between resubmits nothing
+        )
+        self.journal.save(entry)
+        self.stats.statuses[entry.status] = self.stats.statuses.get(entry.status, 0) + 1
+        retry = [wanted[k] for k in failed if k in wanted and entry.round < self.rounds]
+        for key, error in failed.items():
+            if key in wanted and entry.round >= self.rounds:
+                results[key] = CallResult(None, cached=False, retries=entry.round - 1, error=error)
+        pending.extend(self._submit(retry, entry.round + 1))
+        return True
+
+    def _collect(self, entry: BatchEntry, batch: Any, wanted: dict[str, BatchRequest],
+                 results: dict[str, CallResult]) -> dict[str, str]:  # fmt: skip
+        """Cache every answer of an ended batch; return {key: error} for the requests it did not answer."""
+        created = float(getattr(batch, "created_at", 0) or 0)
+        ended = float(getattr(batch, "completed_at", 0) or 0) or time.time()
+        latency = max(0.0, ended - created) if created else 0.0
+        errors: dict[str, str] = {}
+        for line in self._call(self.client.lines_of, getattr(batch, "error_file_id", None)):
+            error = line.get("error") or (line.get("response") or {}).get("body", {}).get("error") or {}
+            errors[str(line.get("custom_id"))] = (
+                f"batch: {error.get('code', 'error')}: {error.get('message', '')}"
+            )
+        answered = set()
+        for line in self._call(self.client.lines_of, getattr(batch, "output_file_id", None)):
+            key, response = str(line.get("custom_id")), line.get("response") or {}
+            body = response.get("body") or {}
+            if response.get("status_code") != 200 or not body.get("choices"):
+                errors[key] = (
+                    f"batch: status {response.get('status_code')}: {str(body.get('error', ''))[:200]}"
+                )
+                continue
+            completion = completion_of(body, self.prices, latency)
+            self.cache.set(key, completion)  # paid for: kept even if this run no longer asks for it
+            answered.add(key)
+            self.stats.answered += 1
+            if completion.cost_usd is None:
+                self.stats.cost_known = False
+            else:
+                self.stats.cost_usd += completion.cost_usd
+            if key in wanted:
+                results[key] = CallResult(completion, cached=False, retries=entry.round - 1)
+        missing = [k for k in entry.keys if k not in answered]
+        self.stats.failures += len(missing)
+        return {
+            k: errors.get(k, f"batch: {entry.status} without an answer for this request") for k in missing
+        }
+
+    def _report(self, pending: Sequence[BatchEntry], done: int, total: int, waited: float) -> None:
+        if self.progress is None:
+            return
+        statuses = ", ".join(
+            f"{e.batch_id} {e.status} {e.counts.get('completed', 0)}/{len(e.keys)}" for e in pending[:3]
+        )
+        more = f" (+{len(pending) - 3} more)" if len(pending) > 3 else ""
+        self.progress(
+            f"batch: {done}/{total} requests done, waited {waited:.0f}s; {statuses or 'all ended'}{more}"
+        )

@@ -1,0 +1,171 @@
+"""A local OpenAI-compatible batch API for tests (aiohttp on 127.0.0.1, a free port, in a background thread).
+
+It serves what litellm's `create_file` / `create_batch` / `retrieve_batch` / `file_content` / `list_batches`
+call: `POST /v1/files` (multipart upload), `GET /v1/files/{id}` and `/content`, `POST /v1/batches`,
+`GET /v1/batches[/{id}]`, `POST /v1/batches/{id}/cancel`, plus `POST /v1/chat/completions` for the live path.
+A batch moves validating -> in_progress -> (after `polls` more retrievals) its outcome: `completed`, `failed`
+(no output at all) or `expired` (only the first half of its requests answered, the rest in the error file
+as `batch_expired`). Requests for which `fail(body)` is true land in the error file of a completed batch.
+Answers are `rubric_answer(body)`, exactly what the live test servers answer, so batch and live tables agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from tests.openai_server import completion_body, rubric_answer
+
+
+@dataclass
+class BatchServer:
+    """Counts uploads, batch creations and chat requests; `outcomes` are used in order, then "completed"."""
+
+    polls: int = 2
+    outcomes: list[str] = field(default_factory=list)
+    fail: Callable[[dict[str, Any]], bool] = lambda body: False
+    files: dict[str, bytes] = field(default_factory=dict)
+    batches: dict[str, dict[str, Any]] = field(default_factory=dict)
+    created: int = 0
+    uploads: int = 0
+    chat_requests: int = 0
+    retrievals: int = 0
+    api_base: str = ""
+    _ids: Any = field(default_factory=lambda: itertools.count(1))
+
+    def _file(self, content: bytes, purpose: str) -> dict[str, Any]:
+        file_id = f"file-{next(self._ids)}"
+        self.files[file_id] = content
+        return {"id": file_id, "object": "file", "bytes": len(content), "created_at": int(time.time()),
+                "filename": f"{file_id}.jsonl", "purpose": purpose, "status": "processed"}  # fmt: skip
+
+    def _finish(self, batch: dict[str, Any]) -> None:
+        outcome = self.outcomes.pop(0) if self.outcomes else "completed"
+        lines = [json.loads(x) for x in self.files[batch["input_file_id"]].decode().splitlines() if x.strip()]
+        out, err = [], []
+        answered = lines if outcome == "completed" else lines[: len(lines) // 2] if outcome == "expired" else []
+        for i, line in enumerate(lines):
+            rid = f"batch_req_{batch['id']}_{i}"
+            if line in answered and not self.fail(line["body"]):
+                body = completion_body(rubric_answer(line["body"]), model=line["body"]["model"])
+                out.append({"id": rid, "custom_id": line["custom_id"], "error": None,
+                            "response": {"status_code": 200, "request_id": rid, "body": body}})  # fmt: skip
+            elif outcome != "failed":
+                code = "batch_expired" if line not in answered else "server_error"
+                err.append({"id": rid, "custom_id": line["custom_id"], "response": None,
+                            "error": {"code": code, "message": f"scripted {code}"}})  # fmt: skip
+        now = int(time.time())
+        batch.update(status=outcome, completed_at=now if outcome == "completed" else None,
+                     expired_at=now if outcome == "expired" else None, failed_at=now if outcome == "failed" else None,
+                     request_counts={"total": len(lines), "completed": len(out), "failed": len(err)})  # fmt: skip
+        if outcome == "failed":
+            batch["errors"] = {"object": "list", "data": [{"code": "invalid_request", "message": "scripted failure"}]}
+        for kind, rows in (("output_file_id", out), ("error_file_id", err)):
+            if rows:
+                batch[kind] = self._file("".join(json.dumps(r) + "\n" for r in rows).encode(), "batch_output")["id"]
+
+    def _advance(self, batch: dict[str, Any]) -> None:
+        if batch["status"] == "validating":
+            batch.update(status="in_progress", in_progress_at=int(time.time()))
+        elif batch["status"] == "in_progress":
+            batch["_polls"] += 1
+            done = sum(1 for _ in self.files[batch["input_file_id"]].splitlines())
+            batch["request_counts"] = {"total": done, "completed": min(done, batch["_polls"]), "failed": 0}
+            if batch["_polls"] >= self.polls:
+                self._finish(batch)
+
+    @staticmethod
+    def _public(batch: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in batch.items() if not k.startswith("_")}
+
+    def app(self) -> web.Application:
+        async def upload(request: web.Request) -> web.Response:
+            form = await request.post()
+            self.uploads += 1
+            upload = form["file"]
+            content = upload.file.read() if hasattr(upload, "file") else str(upload).encode()
+            return web.json_response(self._file(content, str(form.get("purpose", "batch"))))
+
+        async def file_meta(request: web.Request) -> web.Response:
+            file_id = request.match_info["fid"]
+            if file_id not in self.files:
+                return web.json_response({"error": {"message": "no such file"}}, status=404)
+            return web.json_response({"id": file_id, "object": "file", "bytes": len(self.files[file_id]),
+                                      "created_at": 0, "filename": file_id, "purpose": "batch"})  # fmt: skip
+
+        async def file_content(request: web.Request) -> web.Response:
+            return web.Response(body=self.files[request.match_info["fid"]], content_type="application/jsonl")
+
+        async def create(request: web.Request) -> web.Response:
+            data = await request.json()
+            self.created += 1
+            batch_id = f"batch_{self.created}"
+            self.batches[batch_id] = {
+                "id": batch_id, "object": "batch", "endpoint": data["endpoint"], "errors": None,
+                "input_file_id": data["input_file_id"], "completion_window": data["completion_window"],
+                "status": "validating", "output_file_id": None, "error_file_id": None,
+                "created_at": int(time.time()), "metadata": data.get("metadata"), "_polls": 0,
+                "request_counts": {"total": 0, "completed": 0, "failed": 0},
+            }  # fmt: skip
+            return web.json_response(self._public(self.batches[batch_id]))
+
+        async def retrieve(request: web.Request) -> web.Response:
+            batch = self.batches[request.match_info["bid"]]
+            self.retrievals += 1
+            self._advance(batch)
+            return web.json_response(self._public(batch))
+
+        async def listing(_: web.Request) -> web.Response:
+            data = [self._public(b) for b in reversed(self.batches.values())]
+            return web.json_response({"object": "list", "data": data, "has_more": False,
+                                      "first_id": data[0]["id"] if data else None,
+                                      "last_id": data[-1]["id"] if data else None})  # fmt: skip
+
+        async def cancel(request: web.Request) -> web.Response:
+            batch = self.batches[request.match_info["bid"]]
+            batch["status"] = "cancelled"
+            return web.json_response(self._public(batch))
+
+        async def chat(request: web.Request) -> web.Response:
+            body = await request.json()
+            self.chat_requests += 1
+            return web.json_response(completion_body(rubric_answer(body)))
+
+        app = web.Application(client_max_size=1 << 28)
+        app.router.add_post("/v1/files", upload)
+        app.router.add_get("/v1/files/{fid}", file_meta)
+        app.router.add_get("/v1/files/{fid}/content", file_content)
+        app.router.add_post("/v1/batches", create)
+        app.router.add_get("/v1/batches", listing)
+        app.router.add_get("/v1/batches/{bid}", retrieve)
+        app.router.add_post("/v1/batches/{bid}/cancel", cancel)
+        app.router.add_post("/v1/chat/completions", chat)
+        return app
+
+    @contextmanager
+    def running(self) -> Iterator[BatchServer]:
+        loop = asyncio.new_event_loop()
+        runner = web.AppRunner(self.app(), access_log=None)
+        loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        loop.run_until_complete(site.start())
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.api_base = f"http://127.0.0.1:{port}/v1"
+        thread = threading.Thread(target=loop.run_forever, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=5)
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
