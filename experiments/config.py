@@ -106,6 +106,15 @@ class CacheConfig:
 
 
 @dataclass(frozen=True)
+class BatchSettings:
+    """`batch=true` (judge.batch): how often to poll, how often a request is submitted, batch size."""
+
+    poll_s: float = 30.0
+    rounds: int = 3
+    max_per_batch: int = 50_000
+
+
+@dataclass(frozen=True)
 class StudyConfig:
     """One judging study (conf/config.yaml): dataset x rubric x mode x judge and how the calls are made."""
 
@@ -123,6 +132,8 @@ class StudyConfig:
     cache: CacheConfig = field(default_factory=CacheConfig)
     plan: bool = False  # count calls, tokens and cost into plan.json; no provider call
     budget_usd: Optional[float] = None  # noqa: UP045  (no call starts that could push the spend past it)
+    batch: bool = False  # the uncached calls through the provider's batch API (judge.batch)
+    batch_settings: BatchSettings = field(default_factory=BatchSettings)
     progress: bool = True
     workers: Optional[int] = None  # noqa: UP045
     retry: RetryConfig = field(default_factory=RetryConfig)
@@ -213,7 +224,7 @@ def _unknown_keys(node: DictConfig, schema: type, prefix: str) -> str | None:
 
 
 _SUBSCHEMAS: dict[str, type] = {c.__name__: c for c in (JudgeConfig, RubricConfig, ModeConfig, DatasetConfig,
-                                                        RetryConfig, CacheConfig)}  # fmt: skip
+                                                        RetryConfig, CacheConfig, BatchSettings)}  # fmt: skip
 
 
 def describe(exc: BaseException) -> str:
