@@ -23,10 +23,10 @@ from analysis.shards import merged_run_ids
 COLUMNS: tuple[str, ...] = (
     "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
     "candidate_id", "source", "other_id", "order", "dimension", "higher_is_better", "sample_idx", "position",
-    "score", "preference", "inconsistent", "parse_ok", "raw", "cost_usd", "cached", "candidate_text",
+    "score", "preference", "inconsistent", "parse_ok", "raw", "cost_usd", "latency_s", "cached", "candidate_text",
 )  # fmt: skip
 # a CSV writer may print a whole-number float as "3" (Arrow does): read these as floats whatever the text
-FLOAT_COLUMNS = {"score": "float64", "cost_usd": "float64"}
+FLOAT_COLUMNS = {"score": "float64", "cost_usd": "float64", "latency_s": "float64"}
 REQUIRED: tuple[str, ...] = ("judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score")
 KEY_COLUMNS: tuple[str, ...] = (
     "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
@@ -123,10 +123,10 @@ def load_results(root: str | Path) -> pd.DataFrame:
 
 
 def prepare(results: pd.DataFrame) -> pd.DataFrame:
-    """Key columns as categoricals and a float score; a judge that ran several rubrics in one mode is
-    split into ``judge/rubric`` so that different rubrics are never averaged together."""
+    """Key columns as categoricals and a float score; in a study of several rubrics every judge is labelled
+    ``judge/rubric``, so that different rubrics are never averaged together and labels stay consistent."""
     out = results.copy()
-    if "rubric" in out and out.groupby(["judge", "mode"], observed=True)["rubric"].nunique().gt(1).any():
+    if "rubric" in out and out["rubric"].nunique() > 1:  # every judge labelled alike, whatever it ran
         out["judge"] = out["judge"].astype(str) + "/" + out["rubric"].astype(str)
     for col in KEY_COLUMNS:
         if col in out and not isinstance(out[col].dtype, pd.CategoricalDtype):

@@ -9,14 +9,17 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis import latent
+from analysis import latent, summary
+from analysis.glossary import describe
 
 MD_ROWS = 60  # longer tables are cut in report.md (never in the CSV or the HTML)
 NO_HUMANS = "No human labels were given (`--humans FILE`)."
@@ -33,6 +36,21 @@ class Section:
 
 
 SECTIONS: tuple[Section, ...] = (
+    Section(
+        "Judge leaderboard",
+        "One row per judge, best agreement with the experts first: κ_w with the experts per dimension, "
+        "self-consistency α, position / length / self-preference bias, parse rate, cost per 1,000 judgments "
+        "(unknown when any call's cost is unknown), median latency. Click a column to sort.",
+        ("leaderboard",),
+    ),
+    Section(
+        "Agreement with the experts",
+        "Per judge and dimension: quadratic-weighted κ and Spearman ρ between the judge's candidate scores "
+        "and the experts' mean score (both rounded to the rubric scale), 95% CIs; every mode the judge ran.",
+        ("human_agreement",),
+        "human_agreement",
+        NO_HUMANS,
+    ),
     Section(
         "Runs",
         "One row per run: rows, prompts, share of rows with a verdict, cost, cached share.",
@@ -160,26 +178,114 @@ def _png(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
+def slug(title: str) -> str:
+    """The HTML id of a section."""
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def display_frame(name: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """The table as shown: the leaderboard's unknown cost reads "unknown", never 0 or blank."""
+    if name == "leaderboard" and "cost_per_1k" in frame:
+        cost = frame["cost_per_1k"].astype(float)
+        return frame.assign(cost_per_1k=[f"{v:.4f}" if np.isfinite(v) else "unknown" for v in cost])
+    return frame
+
+
+def _titled_headers(table_html: str) -> str:
+    """Each column header carries its glossary meaning as a tooltip."""
+
+    def title(match: re.Match[str]) -> str:
+        meaning = describe(html.unescape(match.group(1)))
+        return f'<th title="{html.escape(meaning)}">{match.group(1)}</th>' if meaning else match.group(0)
+
+    return re.sub(r"<th>([^<]*)</th>", title, table_html)
+
+
+def _html_table(name: str, frame: pd.DataFrame) -> str:
+    """A table inside a box that scrolls sideways; the leaderboard as a sortable DataTable (itables)."""
+    shown = display_frame(name, frame)
+    if name == "leaderboard":
+        from itables import to_html_datatable  # noqa: PLC0415 (only when writing the report)
+
+        rounded = shown.round(3)
+        return f'<div class="scroll" id="leaderboard">{to_html_datatable(rounded, connected=False, paging=False, display_logo_when_loading=False)}</div>'  # fmt: skip
+    table = shown.to_html(index=False, na_rep="", float_format=lambda v: f"{v:.3f}", border=0)
+    return f'<div class="scroll">{_titled_headers(table)}</div>'
+
+
 def _section(section: Section, tables: dict[str, pd.DataFrame], pngs: dict[str, bytes]) -> tuple[str, str]:
     """(markdown, html) of one section."""
     present = [t for t in section.tables if t in tables and len(tables[t])]
-    md, out = (
-        [f"## {section.title}", "", section.text, ""],
-        [f"<h2>{html.escape(section.title)}</h2>", f"<p>{html.escape(section.text)}</p>"],
-    )
+    md = [f"## {section.title}", "", section.text, ""]
+    out = [f'<section id="{slug(section.title)}"><h2>{html.escape(section.title)}</h2>',
+           f"<p>{html.escape(section.text)}</p>"]  # fmt: skip
     if not present:
-        return "\n".join([*md, section.missing, ""]), "\n".join([*out, f"<p><em>{section.missing}</em></p>"])
+        md.append(section.missing)
+        out.append(f"<p><em>{html.escape(section.missing)}</em></p></section>")
+        return "\n".join([*md, ""]), "\n".join(out)
     if section.figure and section.figure in pngs:
         md += [f"![{section.title}](figures/{section.figure}.png)", ""]
         data = base64.b64encode(pngs[section.figure]).decode()
-        out.append(f'<img alt="{html.escape(section.title)}" src="data:image/png;base64,{data}">')
+        out.append(
+            f'<figure><img alt="{html.escape(section.title)}" src="data:image/png;base64,{data}"></figure>'
+        )
     for name in present:
-        md += [f"`tables/{name}.csv`", "", markdown_table(tables[name]), ""]
-        out += [
-            f"<p><code>tables/{name}.csv</code></p>",
-            tables[name].to_html(index=False, na_rep="", float_format=lambda v: f"{v:.3f}", border=0),
-        ]
+        md += [f"`tables/{name}.csv`", "", markdown_table(display_frame(name, tables[name])), ""]
+        out += [f"<p><code>tables/{name}.csv</code></p>", _html_table(name, tables[name])]
+    out.append("</section>")
     return "\n".join(md), "\n".join(out)
+
+
+def summary_block(tables: dict[str, pd.DataFrame]) -> tuple[str, str]:
+    """(markdown, html) of the opening summary: one short list of sentences per study question."""
+    md, out = ["## Summary", ""], ['<section id="summary"><h2>Summary</h2>']
+    for question, lines in summary.summary_lines(tables).items():
+        md += [f"**{question}**", "", *[f"- {line}" for line in lines], ""]
+        items = "".join(f"<li>{_bold(html.escape(line))}</li>" for line in lines)
+        out.append(f"<h3>{html.escape(question)}</h3><ul>{items}</ul>")
+    out.append("</section>")
+    return "\n".join(md), "\n".join(out)
+
+
+def _bold(text: str) -> str:
+    return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
+
+
+def glossary_block(tables: dict[str, pd.DataFrame]) -> tuple[str, str]:
+    """(markdown, html) of the glossary: every column name of the report's tables and what it means."""
+    where: dict[str, list[str]] = {}
+    for name, table in tables.items():
+        for col in map(str, table.columns):
+            where.setdefault(col, []).append(name)
+    rows = pd.DataFrame([{"column": c, "meaning": describe(c) or "", "tables": ", ".join(t)}
+                         for c, t in sorted(where.items())])  # fmt: skip
+    md = "## Glossary\n\n" + markdown_table(rows, max_rows=len(rows) + 1) + "\n"
+    table = rows.to_html(index=False, border=0, escape=True)
+    return md, f'<section id="glossary"><h2>Glossary</h2><div class="scroll">{table}</div></section>'
+
+
+def contents(tables: dict[str, pd.DataFrame]) -> tuple[str, str]:
+    """(markdown, html) table of contents: summary, every section, glossary."""
+    titles = ["Summary", *[s.title for s in SECTIONS], "Glossary"]
+    md = "\n".join(f"- [{t}](#{slug(t)})" for t in titles)
+    links = "".join(f'<li><a href="#{slug(t)}">{html.escape(t)}</a></li>' for t in titles)
+    return f"## Contents\n\n{md}\n", f'<nav id="contents"><h2>Contents</h2><ol>{links}</ol></nav>'
+
+
+STYLE = (
+    "body{font-family:sans-serif;max-width:1200px;margin:auto;padding:0 1rem}table{border-collapse:collapse;"
+    "font-size:12px}td,th{padding:2px 6px;border-bottom:1px solid #ddd;white-space:nowrap}"
+    ".scroll{overflow-x:auto;max-width:100%;margin-bottom:1rem}img{max-width:100%}figure{margin:0}"
+    "#summary{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:0 1rem}"
+    "#summary li{margin:.2rem 0}nav ol{columns:2}"
+)
+
+
+def _itables_head() -> str:
+    """DataTables (shipped inside the itables wheel) inlined once, so the sortable table works offline."""
+    from itables.javascript import generate_init_offline_itables_html  # noqa: PLC0415
+
+    return generate_init_offline_itables_html(str(resources.files("itables") / "html" / "dt_bundle.js"))
 
 
 def write_report(tables: dict[str, pd.DataFrame], figures: dict[str, Figure | None], out_dir: str | Path,
@@ -193,18 +299,17 @@ def write_report(tables: dict[str, pd.DataFrame], figures: dict[str, Figure | No
     pngs = {name: _png(fig) for name, fig in figures.items() if fig is not None}
     for name, data in pngs.items():
         (out / "figures" / f"{name}.png").write_bytes(data)
-    parts = [_section(s, tables, pngs) for s in SECTIONS]
+    parts = [summary_block(tables), contents(tables), *[_section(s, tables, pngs) for s in SECTIONS],
+             glossary_block(tables)]  # fmt: skip
     title = f"judgescope report — {source}" if source else "judgescope report"
     md_path, html_path = out / "report.md", out / "report.html"
     md_path.write_text(f"# {title}\n\n" + "\n".join(p[0] for p in parts), encoding="utf-8")
-    style = (
-        "body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;"
-        "font-size:12px}td,th{padding:2px 6px;border-bottom:1px solid #ddd}img{max-width:100%}"
-    )
+    head = _itables_head() if "leaderboard" in tables and len(tables["leaderboard"]) else ""
     body = "\n".join(p[1] for p in parts)
     html_path.write_text(
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{style}</style></head><body><h1>{html.escape(title)}</h1>\n{body}</body></html>",
+        f"<link rel='icon' href='data:,'><style>{STYLE}</style>{head}</head><body><h1>{html.escape(title)}</h1>\n"
+        f"{body}</body></html>",
         encoding="utf-8",
     )
     return md_path, html_path

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from analysis import consistency, illusion, latent, scores, winrate
+from analysis import consistency, illusion, latent, scores, summary, winrate
 from analysis import humans as human_mod
 from analysis.agreement import agreement_table
 from analysis.collect import load_humans, load_results
@@ -60,18 +60,47 @@ def _modes(results: pd.DataFrame) -> set[str]:
     return {str(m) for m in results["mode"].dropna().unique()}
 
 
+def _rubric_groups(cands: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame]]:
+    """Judges are combined within one rubric only: with several rubrics (judges labelled ``judge/rubric``
+    by the loader) one group per rubric, else the whole table."""
+    judge = cands["judge"].astype(str)
+    rubric = judge.str.split("/", n=1).str[1]
+    if rubric.isna().all():
+        return [(None, cands)]
+    return [(str(r), cands.loc[(rubric == r).to_numpy()]) for r in sorted(rubric.dropna().unique())]
+
+
+def combined_label(judges: Sequence[str], combine: str, rubric: str | None) -> str:
+    """``mean of 2 judges (a+b)``, with `` / rubric`` when the study has several: judges, not judge × rubric."""
+    names = summary.judge_names(judges)
+    return f"{combine} of {len(names)} judges ({'+'.join(names)})" + (f" / {rubric}" if rubric else "")
+
+
+def _combined(cands: pd.DataFrame, compute: Callable[[pd.DataFrame, str], pd.DataFrame],
+              combines: Sequence[str]) -> pd.DataFrame:  # fmt: skip
+    """`compute(cands, combine)` per rubric group with more than one judge, relabelled by `combined_label`."""
+    frames = []
+    for rubric, part in _rubric_groups(cands):
+        judges = part["judge"].astype(str).unique()
+        if len(judges) > 1:
+            frames += [
+                compute(part, c).assign(judge=combined_label(judges, c, rubric), combine=c) for c in combines
+            ]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def _winrate_tables(cands: pd.DataFrame, reference: str, n_boot: int, seed: int) -> Tables:
     tables = {"winrate": winrate.win_tie_loss(cands, reference, n_boot=n_boot, seed=seed)}
-    several = cands["judge"].nunique() > 1
-    if several:
-        combined = [winrate.win_tie_loss(cands, reference, combine=c, n_boot=n_boot, seed=seed).assign(combine=c)
-                    for c in ("mean", "unanimous", "majority")]  # fmt: skip
-        tables["winrate_combined"] = pd.concat(combined, ignore_index=True)
+    combined = _combined(cands, lambda part, c: winrate.win_tie_loss(part, reference, combine=c, n_boot=n_boot,
+                                                                     seed=seed), ("mean", "unanimous", "majority"))  # fmt: skip
+    if len(combined):
+        tables["winrate_combined"] = combined
     if {"independent", "comparative"} <= _modes(cands):
         tables["mode_shift"] = illusion.mode_shift(cands, reference, n_boot=n_boot, seed=seed)
-        if several:
-            tables["mode_shift_combined"] = illusion.mode_shift(cands, reference, combine="mean", n_boot=n_boot,
-                                                                seed=seed)  # fmt: skip
+        shift = _combined(cands, lambda part, c: illusion.mode_shift(part, reference, combine=c, n_boot=n_boot,
+                                                                     seed=seed), ("mean",))  # fmt: skip
+        if len(shift):
+            tables["mode_shift_combined"] = shift
     return tables
 
 
@@ -134,6 +163,9 @@ def compute_tables(
     tables |= _agreement_tables(cands, humans, reference, n_boot, seed)
     tables |= latent.latent_tables(cands, humans, reference, n_boot, seed)  # empty under 3 raters
     tables |= _bias_tables(results, n_boot, seed, families, reference)
+    if humans is not None and len(humans):
+        tables["human_agreement"] = summary.human_agreement(cands, humans, n_boot, seed)
+    tables["leaderboard"] = summary.leaderboard(results, tables)
     return tables
 
 

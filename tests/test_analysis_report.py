@@ -80,10 +80,13 @@ def test_full_report_on_a_multirun_with_humans(tmp_path: Path, study: pd.DataFra
     tables = {p.stem for p in (out / "tables").glob("*.csv")}
     assert {"overview", "winrate", "winrate_combined", "mode_shift", "preference_gap", "score_agreement",
             "winner_agreement", "winner_agreement_by_kind", "human_reliability", "alignment", "score_summary",
-            "self_consistency", "position_bias", "pairwise_bias", "length_bias"} <= tables  # fmt: skip
+            "self_consistency", "position_bias", "pairwise_bias", "length_bias", "leaderboard",
+            "human_agreement"} <= tables  # fmt: skip
     figures = {p.stem for p in (out / "figures").glob("*.png")}
     assert figures == {"winrate", "mode_shift", "score_agreement", "winner_agreement", "score_distributions"}
     md, html = (out / "report.md").read_text(), (out / "report.html").read_text()
+    assert md.split("\n## ")[1].startswith("Summary") and "## Glossary" in md and "## Contents" in md
+    assert '<section id="summary">' in html and 'id="leaderboard"' in html
     assert "## Mode shift (the novelty illusion)" in md and "![Win / tie / loss" in md
     assert html.count("data:image/png;base64,") == 5 and "<table" in html
     shift = pd.read_csv(out / "tables" / "mode_shift.csv")

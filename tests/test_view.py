@@ -121,3 +121,38 @@ def test_browser_filters_and_opens_an_item(served: tuple[str, Path]) -> None:
         assert page.locator("pre.raw").count() >= 4  # 2 samples × 2 modes of one judge at least
         assert not page.locator("details.background pre").first.is_visible()  # background folded
         assert errors == []
+
+
+def test_report_in_the_browser(served: tuple[str, Path], tmp_path: Path) -> None:
+    """report.html of the same study: summary first, a sortable leaderboard, every figure loads."""
+    from analysis.report import main as report_main
+
+    _, root = served
+    humans = Path(__file__).resolve().parent.parent / "data" / "sample" / "humans.csv"
+    assert report_main([str(root), "--humans", str(humans), "--out", str(tmp_path), "--n-boot", "50"]) == 0
+    md = (tmp_path / "report.md").read_text()
+    assert (
+        md.index("## Summary")
+        < md.index("## Contents")
+        < md.index("## Judge leaderboard")
+        < md.index("## Glossary")
+    )
+    with browser_page() as (page, errors):
+        page.goto((tmp_path / "report.html").as_uri())
+        assert page.locator("section").first.get_attribute("id") == "summary"
+        assert "agrees most with the experts" in page.inner_text("#summary")
+        page.wait_for_selector("#leaderboard table.dataTable")
+        judges = page.locator("#leaderboard table.dataTable tbody tr td:first-child").all_inner_texts()
+        assert sorted(judges) == ["qwen_a", "qwen_b"]
+        header = page.locator("#leaderboard table.dataTable thead th", has_text="judge").first
+        header.click()
+        header.click()  # descending by name
+        assert page.locator("#leaderboard table.dataTable tbody tr td:first-child").all_inner_texts() == [
+            "qwen_b",
+            "qwen_a",
+        ]
+        images = page.locator("img")
+        assert images.count() >= 4
+        assert page.evaluate("[...document.images].every(i => i.complete && i.naturalWidth > 0)")
+        assert page.locator("#glossary td", has_text="kappa_w").count() >= 1
+        assert errors == []

@@ -1,0 +1,87 @@
+"""What every column of the report's tables means (the report's glossary).
+
+`describe` also reads the families of names: `<x>_lo` / `<x>_hi` (the 95% CI of x), `kappa_w:<dimension>`
+(leaderboard), `p[<label>]` (latent posterior) and a bare outcome label (a confusion-matrix count).
+"""
+
+from __future__ import annotations
+
+import re
+
+GLOSSARY: dict[str, str] = {
+    # identifiers
+    "run_id": "the run (one judge × mode × rubric folder)", "judge": "judge name (judge/rubric when the study "
+    "ran several rubrics)", "model": "the judge's litellm model", "mode": "independent, comparative or pairwise",
+    "rubric": "rubric name", "source": "generator of the candidate (the reference's source is `reference`)",
+    "dimension": "rubric dimension scored", "instance_id": "dataset instance", "position": "0-based place in the "
+    "comparative prompt", "rater": "a judge [mode] or an annotator (human:<name>)", "rater_a": "first rater of "
+    "the pair", "rater_b": "second rater of the pair", "dimension_a": "rater A's dimension",
+    "dimension_b": "rater B's dimension", "kind": "pair kind (expert-expert, expert-judge, judge-judge, all)",
+    "combine": "how judges are combined: mean score, unanimous or majority verdict", "family": "the judge's "
+    "model family", "method": "latent-truth model (Dawid-Skene, MACE, GLAD, majority vote)", "task": "item of "
+    "the latent model", "latent": "the latent model's most probable label", "votes": "the raters' labels",
+    # counts
+    "n": "number of items the statistic is computed on", "rows": "results rows", "prompts": "distinct prompts",
+    "judgments": "judge calls (prompt × sample)", "n_raters": "raters in the comparison",
+    "n_prompts": "prompt × candidate units with ≥ 2 scored samples", "n_disagree": "units whose samples differ",
+    "n_win": "instances won", "n_tie": "instances tied", "n_loss": "instances lost", "n_first": "verdicts "
+    "preferring the first-shown text", "n_flip": "verdicts that change with the order", "n_known": "verdicts "
+    "whose swapped order was scored", "n_own": "own-family candidates", "n_other": "other candidates",
+    "n_items": "items rated by ≥ 2 raters", "n_items_all": "items every annotator rated", "n_annotators":
+    "annotators", "n_pairs": "(instance, generator, dimension) pairs", "n_majority": "pairs with a strict "
+    "human majority", "n_excluded": "pairs without one (excluded)", "pairs": "rater pairs of this kind",
+    "items": "items over all pairs of this kind",
+    # scores and rates
+    "scored": "share of rows with a verdict", "parse_rate": "share of judgments whose answer parsed",
+    "cost_usd": "provider cost in USD (empty: unknown)", "cost_per_1k": "USD per 1,000 judgments (unknown when "
+    "any call's cost is unknown)", "median_latency_s": "median seconds per provider call (cache replays excluded)",
+    "cached": "share of calls replayed from the cache", "mean": "mean", "sd": "standard deviation",
+    "ci": "95% CI", "win": "share of instances where the generator's best-of-K beats the reference",
+    "tie": "share tied", "loss": "share lost", "win_before": "win rate in the first setting (independent)",
+    "win_after": "win rate in the second (comparative)", "tie_before": "tie rate in the first setting",
+    "tie_after": "tie rate in the second", "delta_win": "Δwin = after − before (paired)",
+    "delta_tie": "Δtie = after − before", "mcnemar_p": "McNemar's exact p on win / not-win",
+    "significant": "p < 0.05", "human_win": "human majority's win rate", "human_tie": "human majority's tie "
+    "rate", "judge_win": "judge's win rate on the same pairs", "judge_tie": "judge's tie rate",
+    "gap_win": "judge win − human win", "gap_tie": "judge tie − human tie",
+    # agreement
+    "percent": "share of items with the same value", "kappa": "Cohen's κ", "kappa_w": "quadratic-weighted "
+    "Cohen's κ (ordinal scores)", "rho": "Spearman ρ", "tau": "Kendall τ", "alpha": "Krippendorff's α "
+    "(ordinal)", "alpha_ordinal": "Krippendorff's α (ordinal) among annotators", "fleiss_kappa": "Fleiss' κ "
+    "among annotators", "fleiss": "Fleiss' κ", "accuracy": "share matching the latent label",
+    "competence": "latent-model competence of the rater", "model_accuracy": "accuracy from the model's "
+    "confusion", "mv_agreement": "agreement with the majority vote", "entropy_bits": "posterior entropy (bits)",
+    "observed": "rater's label (row) vs the latent label (columns)",
+    # consistency and bias
+    "self_alpha": "self-consistency: Krippendorff's α across a prompt's samples (mean over modes × dimensions)",
+    "mean_sd": "mean sd of a prompt's samples", "disagree": "share of units whose samples differ",
+    "mean_score": "mean score at this position", "sd_score": "sd of those scores", "win_rate": "share of "
+    "prompts where the candidate at this position scored best", "expected": "that share without position bias",
+    "position_bias": "comparative: largest |win rate − expected| over positions; pairwise: first-shown rate − 0.5",
+    "first_rate": "share of verdicts preferring the first-shown text", "tie_rate": "share of tie verdicts",
+    "flip_rate": "share of verdicts that change when the order is swapped", "rho_better": "Spearman ρ of "
+    "score vs length, signed so > 0 means longer is judged better", "length_rho": "mean rho_better",
+    "mean_length": "mean length in words", "mean_own": "mean score of own-family generations",
+    "mean_other": "mean score of other generations", "diff": "own − other", "p": "Welch t-test p",
+    "favours_own": "own − other signed so > 0 means the judge favours its own family",
+    "self_preference": "mean favours_own",
+}  # fmt: skip
+_CI = re.compile(r"^(?P<base>.+)_(?P<end>lo|hi)$")
+
+
+def describe(column: object) -> str | None:
+    """The meaning of a column name, or None when the glossary does not know it."""
+    name = str(column)
+    if name in GLOSSARY:
+        return GLOSSARY[name]
+    match = _CI.match(name)
+    if match and match.group("base") in GLOSSARY | {"score": "", "sd": ""}:
+        end = "lower" if match.group("end") == "lo" else "upper"
+        return f"{end} end of the 95% CI of {match.group('base')}"
+    if name.startswith("kappa_w:"):
+        return f"κ_w with the experts' mean score on {name.split(':', 1)[1]}"
+    if re.fullmatch(r"p\[.+\]", name):
+        return f"posterior probability of label {name[2:-1]}"
+    if re.fullmatch(r"-?\d+", name):
+        return f"count of items whose latent label is {name}"
+    return None

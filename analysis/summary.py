@@ -1,0 +1,189 @@
+"""What a reader of the report sees first: agreement with the experts per judge and dimension, a judge
+leaderboard, and short sentences with numbers and CIs that answer the study's questions.
+
+Everything here is computed from the report's tables (and, for parse rate, cost and latency, from the
+results rows), so a sentence can never disagree with the table it summarises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analysis.agreement import pair_agreement
+
+ALPHA = 0.05
+CALL_KEYS = ["run_id", "prompt_id", "sample_idx"]  # one judgment = one call (a prompt's sample)
+
+
+def human_agreement(cands: pd.DataFrame, humans: pd.DataFrame | None, n_boot: int = 1000,
+                    seed: int = 0) -> pd.DataFrame:  # fmt: skip
+    """Per judge × dimension: quadratic-weighted κ (bootstrap CI) and Spearman ρ between the judge's
+    candidate scores and the experts' mean score, both rounded half up to the rubric's integer scale.
+    Every mode the judge ran counts (an item is a candidate in one mode)."""
+    cols = ["judge", "dimension", "n", "kappa_w", "kappa_w_lo", "kappa_w_hi", "rho", "rho_lo", "rho_hi"]
+    if humans is None or humans.empty:
+        return pd.DataFrame(columns=cols)
+    keys = ["instance_id", "candidate_id", "dimension"]
+    expert = humans.astype({k: str for k in keys}).groupby(keys, as_index=False)["score"].mean()
+    judged = cands[["judge", *keys, "score"]].astype({"judge": str, **{k: str for k in keys}})
+    paired = judged.merge(expert.rename(columns={"score": "human"}), on=keys, how="inner")
+    rows = []
+    for (judge, dim), part in paired.groupby(["judge", "dimension"], sort=True):
+        a, b = np.floor(part["score"].to_numpy() + 0.5), np.floor(part["human"].to_numpy() + 0.5)
+        got = pair_agreement(a, b, n_boot, seed)
+        rows.append({"judge": judge, "dimension": dim, **{c: got[c] for c in cols[2:]}})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def min_detectable_shift(n: int, alpha: float = ALPHA) -> float:
+    """The smallest |Δwin| McNemar's exact test can call significant on n paired instances: k / n for the
+    fewest discordant pairs k that reach p < alpha when all go one way (k = 6 at α = 0.05); inf if n < k."""
+    for k in range(1, n + 1):
+        if stats.binomtest(k, k, 0.5).pvalue < alpha:
+            return k / n
+    return float("inf")
+
+
+def _calls(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per judgment (call) with its judge, parse status, cost, latency and cached flag."""
+    keys = [c for c in CALL_KEYS if c in results]
+    cols = [c for c in ("judge", "parse_ok", "cost_usd", "latency_s", "cached") if c in results]
+    return results.drop_duplicates(["judge", *keys])[cols] if keys else results[cols]
+
+
+def _per_judge_usage(results: pd.DataFrame) -> pd.DataFrame:
+    """Parse rate, cost per 1,000 judgments (NaN = unknown when any call's cost is unknown) and median
+    latency of the calls sent to the provider (cached replays excluded)."""
+    calls = _calls(results)
+    out = []
+    for judge, part in calls.groupby("judge", observed=True, sort=True):
+        cost = part["cost_usd"].astype(float) if "cost_usd" in part else pd.Series(np.nan, index=part.index)
+        live = ~part["cached"].fillna(False).astype(bool) if "cached" in part else np.ones(len(part), bool)
+        latency = part.loc[live, "latency_s"].astype(float) if "latency_s" in part else pd.Series(dtype=float)
+        parsed = part["parse_ok"].fillna(False).astype(bool).mean() if "parse_ok" in part else np.nan
+        out.append({"judge": str(judge), "judgments": len(part), "parse_rate": parsed,
+                    "cost_per_1k": cost.mean() * 1000 if cost.notna().all() and len(cost) else np.nan,
+                    "median_latency_s": latency.median() if len(latency) else np.nan})  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def _mean_by_judge(table: pd.DataFrame | None, value: str, name: str) -> pd.DataFrame:
+    if table is None or table.empty or value not in table:
+        return pd.DataFrame(columns=["judge", name])
+    frame = table.assign(judge=table["judge"].astype(str))
+    return frame.groupby("judge", as_index=False)[value].mean().rename(columns={value: name})
+
+
+def _position_by_judge(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Position bias per judge: comparative mode, the largest |win rate − expected| over shown positions
+    (averaged over dimensions); pairwise mode, the first-shown preference rate − 0.5."""
+    frames = []
+    pos = tables.get("position_bias")
+    if pos is not None and len(pos):
+        gap = pos.assign(judge=pos["judge"].astype(str), _gap=(pos["win_rate"] - pos["expected"]).abs())
+        per_dim = gap.groupby(["judge", "dimension"], observed=True)["_gap"].max().reset_index()
+        frames.append(per_dim.groupby("judge", as_index=False)["_gap"].mean())
+    pair = tables.get("pairwise_bias")
+    if pair is not None and len(pair):
+        first = pair.assign(judge=pair["judge"].astype(str), _gap=pair["first_rate"] - 0.5)
+        frames.append(first.groupby("judge", as_index=False)["_gap"].mean())
+    if not frames:
+        return pd.DataFrame(columns=["judge", "position_bias"])
+    both = pd.concat(frames).groupby("judge", as_index=False)["_gap"].max()
+    return both.rename(columns={"_gap": "position_bias"})
+
+
+def leaderboard(results: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per judge: κ_w with the experts per dimension, self-consistency α, position / length /
+    self-preference bias, parse rate, cost per 1,000 judgments (NaN: unknown), median latency."""
+    board = _per_judge_usage(results)
+    agree = tables.get("human_agreement")
+    if agree is not None and len(agree):
+        wide = agree.pivot_table(index="judge", columns="dimension", values="kappa_w", aggfunc="mean")
+        wide.columns = [f"kappa_w:{d}" for d in wide.columns]
+        board = wide.reset_index().merge(board, on="judge", how="outer")
+    for part in (_mean_by_judge(tables.get("self_consistency"), "alpha", "self_alpha"),
+                 _position_by_judge(tables),
+                 _mean_by_judge(tables.get("length_bias"), "rho_better", "length_rho"),
+                 _mean_by_judge(tables.get("self_preference"), "favours_own", "self_preference")):  # fmt: skip
+        board = board.merge(part, on="judge", how="left")
+    order = [c for c in board.columns if c.startswith("kappa_w:")]
+    sort = board[order].mean(axis=1) if order else board["parse_rate"]
+    return board.assign(_s=sort).sort_values("_s", ascending=False).drop(columns="_s").reset_index(drop=True)
+
+
+def _ci(value: float, lo: float, hi: float) -> str:
+    return f"{value:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def agreement_lines(agree: pd.DataFrame | None) -> list[str]:
+    """Which judge agrees most with the experts, per dimension."""
+    if agree is None or agree.empty:
+        return [
+            "No human labels were given, so agreement with the experts is not measured (`--humans FILE`)."
+        ]
+    lines = []
+    for dim, part in agree.dropna(subset=["kappa_w"]).groupby("dimension", sort=True):
+        top = part.sort_values("kappa_w", ascending=False).iloc[0]
+        rest = "" if len(part) == 1 else f" (next: {part.sort_values('kappa_w').iloc[-2]['judge']} " \
+            f"{part.sort_values('kappa_w').iloc[-2]['kappa_w']:.2f})"  # fmt: skip
+        lines.append(f"**{dim}**: {top['judge']} agrees most with the experts, κ_w = "
+                     f"{_ci(top['kappa_w'], top['kappa_w_lo'], top['kappa_w_hi'])}, n = {int(top['n'])}{rest}.")  # fmt: skip
+    return lines or ["The experts' labels share no candidate with the judges' scores."]
+
+
+def shift_lines(shift: pd.DataFrame | None) -> list[str]:
+    """Is the independent → comparative shift significant: per judge, the largest |Δwin|, its test and p."""
+    if shift is None or shift.empty:
+        return ["No judge ran both independent and comparative mode: the novelty illusion is not measured."]
+    lines = []
+    n_sig = int(shift["significant"].sum())
+    lines.append(f"{n_sig} of {len(shift)} judge × generator × dimension shifts are significant "
+                 f"(McNemar's exact test on win / not-win, α = {ALPHA}).")  # fmt: skip
+    for judge, part in shift.groupby(shift["judge"].astype(str), sort=True):
+        top = part.loc[part["delta_win"].abs().idxmax()]
+        verdict = "significant" if top["significant"] else "not significant"
+        line = (f"{judge}: largest shift Δwin = {_ci(top['delta_win'], top['delta_win_lo'], top['delta_win_hi'])} "
+                f"({top['source']}, {top['dimension']}), p = {top['mcnemar_p']:.3g}, {verdict}.")  # fmt: skip
+        n = int(part["n"].min())
+        if n < 50:
+            mds = min_detectable_shift(n)
+            line += (f" Power: n = {n} instances, too few for any shift to reach p < {ALPHA}."
+                     if not np.isfinite(mds) else
+                     f" Power: n = {n} instances, so the test cannot detect a shift below {mds:.2f}.")  # fmt: skip
+        lines.append(line)
+    return lines
+
+
+def judge_lines(board: pd.DataFrame) -> list[str]:
+    """Self-consistency, position and length bias, parse rate and cost per judge."""
+    lines = []
+    for r in board.to_dict("records"):
+        cost = "unknown" if pd.isna(r.get("cost_per_1k")) else f"${r['cost_per_1k']:.4f}"
+        parts = [f"self-consistency α = {r['self_alpha']:.2f}" if pd.notna(r.get("self_alpha")) else None,
+                 f"position bias {r['position_bias']:+.2f}" if pd.notna(r.get("position_bias")) else None,
+                 f"length ρ = {r['length_rho']:+.2f}" if pd.notna(r.get("length_rho")) else None,
+                 f"parse rate {r['parse_rate']:.0%}" if pd.notna(r.get("parse_rate")) else None,
+                 f"cost per 1,000 judgments {cost}"]  # fmt: skip
+        lines.append(f"{r['judge']}: " + ", ".join(p for p in parts if p) + ".")
+    return lines
+
+
+def summary_lines(tables: dict[str, pd.DataFrame]) -> dict[str, list[str]]:
+    """The report's opening: sentences per question, from the tables."""
+    return {
+        "Which judge agrees with the experts?": agreement_lines(tables.get("human_agreement")),
+        "Is there a novelty illusion (independent → comparative)?": shift_lines(tables.get("mode_shift")),
+        "How consistent and how biased is each judge?": judge_lines(
+            tables.get("leaderboard", pd.DataFrame())
+        ),
+    }
+
+
+def judge_names(labels: Iterable[str]) -> list[str]:
+    """Distinct judges behind rater labels: ``judge/rubric`` and ``judge [mode]`` count once."""
+    return sorted({str(x).split(" [", 1)[0].split("/", 1)[0] for x in labels})

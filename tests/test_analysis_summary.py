@@ -1,0 +1,101 @@
+"""The report's opening: agreement with the experts (planted), the leaderboard's per-judge accounting
+(known values), the power note's bound (exact binomial), the sentences, and judges-combined labels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import summary
+from analysis.collect import prepare
+from analysis.glossary import describe
+from analysis.render import display_frame
+from analysis.report import _winrate_tables, combined_label, compute_tables
+from analysis.scores import candidate_scores
+from analysis.synthetic import synthetic_results
+
+
+def test_min_detectable_shift_is_the_exact_mcnemar_bound() -> None:
+    # all k discordant pairs one way: two-sided p = 2 * 0.5**k; 0.0625 at k = 5, 0.03125 at k = 6
+    assert summary.min_detectable_shift(5) == float("inf")
+    assert summary.min_detectable_shift(6) == 1.0
+    assert summary.min_detectable_shift(12) == 0.5
+    assert summary.min_detectable_shift(100) == pytest.approx(0.06)
+
+
+def experts_and_judges(seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Experts' scores on 60 candidates × 2 dimensions; judge `copy` repeats their mean, `noise` is random."""
+    rng = np.random.default_rng(seed)
+    keys = pd.DataFrame([(f"i{i}", f"c{i}", d) for i in range(60) for d in ("orig", "gap")],
+                        columns=["instance_id", "candidate_id", "dimension"])  # fmt: skip
+    truth = rng.integers(0, 4, len(keys))
+    humans = pd.concat([keys.assign(annotator=a, source="gen", score=truth) for a in ("x", "y")])
+    cands = pd.concat([keys.assign(judge="copy", mode="independent", score=truth.astype(float)),
+                       keys.assign(judge="noise", mode="independent", score=rng.integers(0, 4, len(keys)) * 1.0)])  # fmt: skip
+    return cands, humans
+
+
+def test_human_agreement_finds_the_planted_judge() -> None:
+    cands, humans = experts_and_judges()
+    table = summary.human_agreement(cands, humans, n_boot=200)
+    copy = table.loc[table["judge"] == "copy"]
+    assert list(copy["kappa_w"]) == [1.0, 1.0] and (copy["n"] == 60).all()
+    noise = table.loc[table["judge"] == "noise"]
+    assert (noise["kappa_w"].abs() < 0.35).all() and (noise["kappa_w_lo"] < 0).all()
+    lines = summary.agreement_lines(table)
+    assert len(lines) == 2 and all("copy agrees most with the experts, κ_w = 1.00" in line for line in lines)
+
+
+def calls_table() -> pd.DataFrame:
+    """Judge a: 2 calls × 3 rows each, $0.002 per call, one cached replay; judge b: one call of unknown cost."""
+    base = {"prompt_id": "p", "instance_id": "i", "mode": "independent"}
+    rows = [{**base, "judge": "a", "run_id": "r1", "sample_idx": s, "dimension": d, "cost_usd": 0.002,
+             "latency_s": 0.0 if s == 1 else 3.0, "cached": s == 1, "parse_ok": s == 0}
+            for s in (0, 1) for d in ("x", "y", "z")]  # fmt: skip
+    rows += [{**base, "judge": "b", "run_id": "r2", "sample_idx": 0, "dimension": d, "cost_usd": None,
+              "latency_s": 2.0, "cached": False, "parse_ok": True} for d in ("x", "y")]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_leaderboard_counts_calls_not_rows_and_keeps_cost_unknown() -> None:
+    board = summary.leaderboard(calls_table(), {}).set_index("judge")
+    assert board.loc["a", "judgments"] == 2 and board.loc["a", "parse_rate"] == 0.5
+    assert board.loc["a", "cost_per_1k"] == pytest.approx(2.0)  # $0.002 a call, not 3 rows × $0.002
+    assert board.loc["a", "median_latency_s"] == 3.0  # the cached replay's 0 s is not a latency
+    assert np.isnan(board.loc["b", "cost_per_1k"])
+    shown = display_frame("leaderboard", board.reset_index()).set_index("judge")
+    assert shown.loc["b", "cost_per_1k"] == "unknown" and shown.loc["a", "cost_per_1k"] == "2.0000"
+    lines = summary.judge_lines(board.reset_index())
+    assert lines == ["b: parse rate 100%, cost per 1,000 judgments unknown.",
+                     "a: parse rate 50%, cost per 1,000 judgments $2.0000."]  # fmt: skip
+
+
+def test_shift_lines_give_the_test_p_and_power_note() -> None:
+    shift = pd.DataFrame({"judge": ["j", "j"], "source": ["g", "g"], "dimension": ["d", "e"], "n": [8, 8],
+                          "delta_win": [0.5, -0.1], "delta_win_lo": [0.1, -0.4], "delta_win_hi": [0.9, 0.2],
+                          "mcnemar_p": [0.031, 0.9], "significant": [True, False]})  # fmt: skip
+    lines = summary.shift_lines(shift)
+    assert lines[0].startswith("1 of 2 judge × generator × dimension shifts are significant")
+    assert "Δwin = 0.50 [0.10, 0.90] (g, d), p = 0.031, significant" in lines[1]
+    assert "n = 8 instances, so the test cannot detect a shift below 0.75" in lines[1]
+
+
+def test_two_rubrics_combine_judges_within_each_rubric() -> None:
+    one = synthetic_results(n_instances=6, seed=1).astype(object)
+    two = prepare(pd.concat([one, one.assign(rubric="other")], ignore_index=True))
+    assert set(two["judge"].astype(str)) == {"judge_a/rq", "judge_a/other", "judge_b/rq", "judge_b/other"}
+    combined = _winrate_tables(candidate_scores(two), "reference", 20, 0)["winrate_combined"]
+    assert set(combined["judge"]) == {f"{c} of 2 judges (judge_a+judge_b) / {r}"
+                                      for c in ("mean", "unanimous", "majority") for r in ("rq", "other")}  # fmt: skip
+    assert combined_label(["a [independent]", "b"], "mean", None) == "mean of 2 judges (a+b)"
+
+
+def test_every_column_of_the_report_is_in_the_glossary() -> None:
+    study = synthetic_results(n_instances=8, generators=("gpt-5", "narrow_gen"), models=("openai/gpt-4o",
+                              "gemini/gemini-2.5-pro"), seed=1)  # fmt: skip
+    from analysis.synthetic import synthetic_humans
+
+    tables = compute_tables(study, synthetic_humans(study, seed=2), n_boot=20)
+    unknown = {f"{name}.{col}" for name, t in tables.items() for col in t.columns if describe(col) is None}
+    assert not unknown, f"add these columns to analysis.glossary.GLOSSARY: {sorted(unknown)}"
