@@ -5,11 +5,17 @@ dimensions; per review, the mean over its samples (EchoReview: three runs at tem
 with any of the four dimensions unscored is dropped (its mean is undefined); a review with no complete
 sample is unscored (NaN), never 0.
 
-Issue overlap, per paper, with H the human issues, E the model's and O the matched pairs:
-overlap = |O| / |H ∪ E| with |H ∪ E| = |H| + |E| − |O|, human-only = |H \\ O| / |H|,
-model-only = |E \\ O| / |E|. Matching is one-to-one: the pairwise "same issue" decisions form a bipartite
-graph and |O| is the size of a maximum matching, so one human issue can absorb at most one model issue
-(otherwise a model that restates one point five times would look five times as aligned).
+Issue overlap, per paper, on *sets of issues* (EchoReview Sec. 3.2). Statements are mapped to issues first,
+since several statements may express one issue:
+
+* human issues H: the human statements, merged where a same-side decision says two express one issue;
+* each model statement expresses the human issues it was matched to; model statements matched to none
+  form model-only issues (merged likewise by same-side decisions; a statement linked to a matched one
+  shares its issues);
+* O = H ∩ E = the human issues some model statement expresses; |H ∪ E| = |H| + |model-only issues|.
+
+overlap = |O| / |H ∪ E|, human-only = |H \\ O| / |H|, model-only = |E \\ O| / |E|. Example: three human
+issues and two model statements that both restate h0 give E = {h0}: overlap 1/3, model-only 0.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 
 from analysis.embeddings import SupportsEncode, cosine_matrix, model_name_of
 from analysis.intervals import grouped_mean_ci, mean_ci
@@ -119,41 +127,43 @@ def match_by_judge(human: Sequence[str], model: Sequence[str], decide: Callable[
     return out
 
 
-def max_bipartite_matching(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """A maximum one-to-one subset of ``pairs`` (augmenting paths; issue lists are small)."""
-    adj: dict[int, list[int]] = {}
-    for h, m in dict.fromkeys(pairs):
-        adj.setdefault(h, []).append(m)
-    owner: dict[int, int] = {}  # model idx -> human idx
-
-    def augment(h: int, seen: set[int]) -> bool:
-        for m in adj[h]:
-            if m not in seen:
-                seen.add(m)
-                if m not in owner or augment(owner[m], seen):
-                    owner[m] = h
-                    return True
-        return False
-
-    for h in sorted(adj):
-        augment(h, set())
-    return sorted((h, m) for m, h in owner.items())
+def _groups(n: int, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Connected-component label of each of n statements under "same issue" pairs (scipy)."""
+    if n == 0:
+        return np.zeros(0, dtype=int)
+    rows, cols = zip(*pairs, strict=True) if pairs else ((), ())
+    graph = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+    return connected_components(graph, directed=False)[1]
 
 
-def issue_overlap(human: Sequence[str], model: Sequence[str], matches: Sequence[tuple[int, int]]
-                  ) -> dict[str, float]:
-    """overlap, human_only, model_only for one paper (module docstring); NaN where a denominator is 0."""
+def _check(pairs: Sequence[tuple[int, int]], n_a: int, n_b: int, what: str) -> None:
+    for a, b in pairs:
+        if not (0 <= a < n_a and 0 <= b < n_b):
+            raise IndexError(f"{what} ({a}, {b}) out of range for {n_a} / {n_b} statements")
+
+
+def issue_overlap(human: Sequence[str], model: Sequence[str], matches: Sequence[tuple[int, int]],
+                  same_human: Sequence[tuple[int, int]] = (), same_model: Sequence[tuple[int, int]] = ()
+                  ) -> dict[str, float]:  # fmt: skip
+    """overlap, human_only, model_only for one paper on issue sets (module docstring); NaN where a
+    denominator is 0. ``matches`` are (human, model) statement pairs; ``same_*`` pairs within one side."""
     n_h, n_e = len(human), len(model)
+    _check(matches, n_h, n_e, "match")
+    _check(same_human, n_h, n_h, "same_human")
+    _check(same_model, n_e, n_e, "same_model")
+    h_issue, m_group = _groups(n_h, same_human), _groups(n_e, same_model)
+    expressed: dict[int, set[int]] = {int(g): set() for g in m_group}
     for h, m in matches:
-        if not (0 <= h < n_h and 0 <= m < n_e):
-            raise IndexError(f"match ({h}, {m}) out of range for {n_h} human / {n_e} model issues")
-    n_o = len(max_bipartite_matching(matches))
-    union = n_h + n_e - n_o
+        expressed[int(m_group[m])].add(int(h_issue[h]))
+    shared = set().union(*expressed.values()) if expressed else set()
+    n_h_issues, n_new = len(set(h_issue.tolist())), sum(not v for v in expressed.values())
+    n_e_issues, union = len(shared) + n_new, n_h_issues + n_new
     return {
-        "overlap": n_o / union if union else math.nan,
-        "human_only": (n_h - n_o) / n_h if n_h else math.nan,
-        "model_only": (n_e - n_o) / n_e if n_e else math.nan,
-        "n_human": n_h, "n_model": n_e, "n_matched": n_o,
+        "overlap": len(shared) / union if union else math.nan,
+        "human_only": (n_h_issues - len(shared)) / n_h_issues if n_h_issues else math.nan,
+        "model_only": n_new / n_e_issues if n_e_issues else math.nan,
+        "n_human": n_h, "n_model": n_e, "n_human_issues": n_h_issues, "n_model_issues": n_e_issues,
+        "n_shared": len(shared),
     }
 
 

@@ -1,7 +1,8 @@
 """EchoReview issue sets: extract each review's weaknesses, match human vs model issues, compute overlaps.
 
 `python -m experiments.issues judge=<model> dataset=sample_reviews matcher=judge|embedding` writes
-`weaknesses.csv` (every extracted issue), `matches.csv` (every pair's decision, for audit),
+`weaknesses.csv` (every extracted statement), `matches.csv` (every human–model pair's decision, for audit),
+`same_issue_links.csv` (statements of one review found to express one issue),
 `overlap_per_paper.csv` and `overlap.csv` (macro-averaged ratios with 95% CIs, per generator).
 """
 
@@ -58,6 +59,37 @@ def match_issues(cfg: Mapping[str, Any], judge: Any, rubric: Any, params: Mappin
     return er.match_by_judge(human, model, lambda h, m: table[(h, m)])
 
 
+def same_side(cfg: Mapping[str, Any], judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
+              statements: Sequence[str]) -> list[tuple[int, int]]:  # fmt: skip
+    """Pairs (i < j) of one review's statements that express one issue, by the same matcher as across."""
+    from analysis.embeddings import cosine_matrix
+
+    pairs = [(i, j) for i in range(len(statements)) for j in range(i + 1, len(statements))]
+    if not pairs:
+        return []
+    if embedder is not None:
+        vecs = embedder.encode(list(statements))
+        cos = cosine_matrix(vecs, vecs)
+        return [(i, j) for i, j in pairs if cos[i, j] >= float(cfg["threshold"])]
+    structured = bool(cfg["judge"].get("structured_output"))
+    texts = [(statements[i], statements[j]) for i, j in pairs]
+    verdicts = asyncio.run(judge_decisions(judge, rubric, texts, params, structured))
+    return [pair for pair, same in zip(pairs, verdicts, strict=True) if same is True]
+
+
+def score_paper(cfg: Mapping[str, Any], judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
+                human: Sequence[str], model: Sequence[str]) -> tuple[dict[str, Any], list[Any], list[dict[str, Any]]]:
+    """Issue-set ratios of one (human, model) review pair, its cross decisions and its same-side links."""
+    from analysis import echoreview as er
+
+    decisions = match_issues(cfg, judge, rubric, params, embedder, human, model)
+    same_h = same_side(cfg, judge, rubric, params, embedder, human)
+    same_m = same_side(cfg, judge, rubric, params, embedder, model)
+    links = ([{"side": "human", "a": human[i], "b": human[j]} for i, j in same_h]
+             + [{"side": "model", "a": model[i], "b": model[j]} for i, j in same_m])
+    return er.issue_overlap(human, model, er.matched_pairs(decisions), same_h, same_m), decisions, links
+
+
 def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
     """The whole issue-set study for one judge; returns the macro table."""
     from analysis import echoreview as er
@@ -76,7 +108,7 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
             from analysis.embeddings import default_embedder
 
             embedder = default_embedder()
-        per_paper, audit = [], []
+        per_paper, audit, same = [], [], []
         for inst in instances:
             human = by_id.get((inst.instance_id, inst.reference.candidate_id)) if inst.reference else None
             for cand in inst.candidates:
@@ -85,9 +117,10 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
                     per_paper.append({"instance_id": inst.instance_id, "source": cand.source,
                                       "error": "no weakness list extracted"})
                     continue
-                decisions = match_issues(cfg, judge, rubric, params, embedder, human, model)
-                per_paper.append({"instance_id": inst.instance_id, "source": cand.source,
-                                  **er.issue_overlap(human, model, er.matched_pairs(decisions))})
+                ratios, decisions, links = score_paper(cfg, judge, rubric, params, embedder, human, model)
+                key = {"instance_id": inst.instance_id, "source": cand.source}
+                per_paper.append({**key, **ratios})
+                same += [{**key, **link} for link in links]
                 audit += [{"instance_id": inst.instance_id, "source": cand.source, "human_issue": human[d.human_idx],
                            "model_issue": model[d.model_idx], **vars(d)} for d in decisions]
     finally:
@@ -102,6 +135,7 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
 
     save("weaknesses", weaknesses)
     save("matches", pd.DataFrame(audit))
+    save("same_issue_links", pd.DataFrame(same, columns=["instance_id", "source", "side", "a", "b"]))
     save("overlap_per_paper", frame)
     scored = frame[frame["error"].isna()] if "error" in frame else frame
     macro = er.macro_overlap(scored, by=("source",))

@@ -17,7 +17,6 @@ from analysis.echoreview import (
     match_by_embedding,
     match_by_judge,
     matched_pairs,
-    max_bipartite_matching,
     overall_quality,
     quality_by_source,
 )
@@ -35,25 +34,30 @@ class FakeEmbedder:
         return np.array([self.table[s] for s in sentences], dtype=float)
 
 
-def test_issue_overlap_one_to_one() -> None:
-    # H = 3, E = 4; decisions (0,0) (0,1) (1,1) (2,3) -> maximum matching 0-0, 1-1, 2-3: |O| = 3
-    # |H ∪ E| = 3 + 4 - 3 = 4 -> overlap 3/4; human-only 0/3; model-only 1/4
+def test_issue_overlap_on_issue_sets_issue_example() -> None:
+    # the issue's example: 3 human issues, 2 model statements both restating h0 -> E = {h0}
+    # O = {h0}, |H ∪ E| = 3 -> overlap 1/3; human-only 2/3; model-only 0/1 (one-to-one matching gave .25, .5)
+    r = issue_overlap(["h0", "h1", "h2"], ["e0", "e1"], [(0, 0), (0, 1)])
+    assert (r["overlap"], r["human_only"], r["model_only"]) == pytest.approx((1 / 3, 2 / 3, 0.0))
+    assert (r["n_human_issues"], r["n_model_issues"], r["n_shared"]) == (3, 1, 1)
+
+
+def test_issue_overlap_statement_expressing_two_issues_and_unmatched() -> None:
+    # H = 3, statements e0..e3; (0,0) (0,1) (1,1) (2,3): e1 expresses h0 and h1, e2 matches nothing
+    # E = {h0, h1, h2, new(e2)}: O = 3, |H ∪ E| = 3 + 1 = 4 -> 3/4; human-only 0/3; model-only 1/4
     r = issue_overlap(["h0", "h1", "h2"], ["e0", "e1", "e2", "e3"], [(0, 0), (0, 1), (1, 1), (2, 3)])
     assert (r["overlap"], r["human_only"], r["model_only"]) == pytest.approx((0.75, 0.0, 0.25))
-    assert r["n_matched"] == 3
 
 
-def test_issue_overlap_many_to_one_counts_once() -> None:
-    # one human issue matched by three model restatements: |O| = 1, |H ∪ E| = 2 + 3 - 1 = 4
-    # overlap 1/4, human-only 1/2, model-only 2/3
-    r = issue_overlap(["h0", "h1"], ["e0", "e1", "e2"], [(0, 0), (0, 1), (0, 2)])
-    assert (r["overlap"], r["human_only"], r["model_only"]) == pytest.approx((0.25, 0.5, 2 / 3))
-
-
-def test_max_bipartite_matching_needs_augmenting_path() -> None:
-    # greedy 0-0 would block human 1 (who only matches 0); the maximum matching is 0-1, 1-0
-    assert max_bipartite_matching([(0, 0), (0, 1), (1, 0)]) == [(0, 1), (1, 0)]
-    assert max_bipartite_matching([]) == []
+def test_issue_overlap_same_side_links_merge_statements() -> None:
+    # two unmatched model statements that restate one point are one model-only issue, not two:
+    # H = {h0, h1}; e0 -> h0; e1 ~ e2 (linked), unmatched -> E = {h0, x}: O = 1, |H ∪ E| = 3
+    r = issue_overlap(["h0", "h1"], ["e0", "e1", "e2"], [(0, 0)], same_model=[(1, 2)])
+    assert (r["overlap"], r["human_only"], r["model_only"]) == pytest.approx((1 / 3, 0.5, 0.5))
+    # an unmatched statement linked to a matched one shares its issue; linked human statements are one issue
+    r = issue_overlap(["h0", "h1"], ["e0", "e1"], [(0, 0)], same_human=[(0, 1)], same_model=[(0, 1)])
+    assert (r["overlap"], r["human_only"], r["model_only"]) == pytest.approx((1.0, 0.0, 0.0))
+    assert r["n_human_issues"] == 1
 
 
 def test_issue_overlap_edge_cases() -> None:
@@ -63,6 +67,8 @@ def test_issue_overlap_edge_cases() -> None:
     assert all(math.isnan(r[k]) for k in ("overlap", "human_only", "model_only"))
     with pytest.raises(IndexError):
         issue_overlap(["h0"], ["e0"], [(0, 1)])
+    with pytest.raises(IndexError):
+        issue_overlap(["h0"], ["e0"], [], same_model=[(0, 1)])
 
 
 def test_match_by_embedding_records_every_pair() -> None:
@@ -86,7 +92,7 @@ def test_match_by_judge_keeps_unscored_out_of_matches() -> None:
         (0, 0, True), (0, 1, None), (1, 0, False), (1, 1, None)]
     assert matched_pairs(dec) == [(0, 0)]
     r = issue_overlap(["h0", "h1"], ["e0", "e1"], matched_pairs(dec))
-    assert r["overlap"] == pytest.approx(1 / 3)  # 1 / (2 + 2 - 1)
+    assert r["overlap"] == pytest.approx(1 / 3)  # O = {h0}; e1 model-only: 1 / (2 + 1)
 
 
 def test_macro_overlap() -> None:

@@ -109,6 +109,8 @@ def test_issue_sets_by_judge(server: ScriptedServer, tmp_path: Path) -> None:
     # human: 2 issues; each generated review: 2 issues -> 4 pairs per source; only the baselines pair matches
     assert len(matches) == 4 * macro["n_papers"].sum()
     per = pd.read_csv(tmp_path / "issues" / "overlap_per_paper.csv")
+    links = pd.read_csv(tmp_path / "issues" / "same_issue_links.csv")  # within one review: no two say one thing
+    assert list(links.columns) == ["instance_id", "source", "side", "a", "b"] and links.empty
     # |O| = 1, |H ∪ E| = 2 + 2 - 1 = 3 -> overlap 1/3; human-only 1/2; model-only 1/2
     assert per["overlap"].tolist() == pytest.approx([1 / 3] * len(per))
     assert per["human_only"].tolist() == pytest.approx([0.5] * len(per))
