@@ -44,7 +44,8 @@ def overall_quality(results: pd.DataFrame, dimensions: Sequence[str] = QUALITY_D
     Rows are filtered to ``rubric`` (when the table has a ``rubric`` column) and to ``dimensions``; a score
     counts only where ``parse_ok`` is true and the score is finite. Keys kept: whichever of run_id, judge,
     model, instance_id, candidate_id, source exist, so different judges are never averaged together here.
-    Columns: the keys, ``overall`` (NaN if unscored), ``n_samples`` (complete samples used), ``n_dropped``.
+    Columns: the keys, ``overall`` (NaN if unscored), ``n_samples`` (complete samples used), ``n_dropped``,
+    and the review's spread across its samples: ``sample_min``, ``sample_max``, ``sample_sd`` (ddof 1).
     """
     df = results
     if rubric is not None and "rubric" in df.columns:
@@ -61,7 +62,8 @@ def overall_quality(results: pd.DataFrame, dimensions: Sequence[str] = QUALITY_D
     sample_mean = per_sample.mean(axis=1).where(complete)
     grouped = sample_mean.groupby(level=keys, dropna=False)
     out = pd.DataFrame({"overall": grouped.mean(), "n_samples": grouped.count(),
-                        "n_dropped": grouped.size() - grouped.count()})
+                        "n_dropped": grouped.size() - grouped.count(), "sample_min": grouped.min(),
+                        "sample_max": grouped.max(), "sample_sd": grouped.std(ddof=1)})
     return out.reset_index()
 
 

@@ -131,6 +131,10 @@ def test_overall_quality_per_review() -> None:
     assert out.loc["r1", "n_dropped"] == 1
     assert out.loc["r2", "overall"] == pytest.approx(5.0) and out.loc["r2", "n_samples"] == 1
     assert math.isnan(out.loc["r3", "overall"])
+    # spread across runs: r1's complete runs 7.5 and 8 -> min 7.5, max 8, sd |8 - 7.5| / sqrt(2)
+    assert (out.loc["r1", "sample_min"], out.loc["r1", "sample_max"]) == (7.5, 8.0)
+    assert out.loc["r1", "sample_sd"] == pytest.approx(0.5 / math.sqrt(2))
+    assert math.isnan(out.loc["r2", "sample_sd"])  # one run: no spread
 
 
 def test_quality_by_source() -> None:

@@ -1,0 +1,79 @@
+"""EchoReview's randomized pairwise win rate (seed paper Sec. 3.3) from `review_pairwise` results rows.
+
+The pairwise mode asks the judge about every (generated review, other review) pair in both presentation
+orders; each results row holds the verdict mapped back to the candidate (``preference``: ``a`` = the
+candidate wins, ``b`` = the other review wins, ``tie``). A *comparison* is one (judge, instance, candidate,
+other, dimension, sample); its outcome under two protocols:
+
+* ``random order``: the verdict of one presentation order drawn per comparison with a seeded generator —
+  the judge sees the pair once, in random order, as in EchoReview;
+* ``both orders``: the verdict when both orders agree; a flip (the orders disagree) counts as a tie.
+
+Per generator pair (the candidate's source vs the other review's source), judge and dimension: win / tie /
+loss rates with 95% bootstrap CIs over comparisons, and the position-flip count (comparisons whose two
+orders disagree, out of those with both orders scored).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.intervals import percentile_ci, resample_counts
+
+OUTCOME = {"a": 1, "tie": 0, "b": -1}
+COMPARISON_KEYS: tuple[str, ...] = ("judge", "instance_id", "candidate_id", "source", "other_id", "dimension",
+                                    "sample_idx")
+PROTOCOLS: tuple[str, ...] = ("random order", "both orders")
+
+
+def _opponents(results: pd.DataFrame, pairs: pd.DataFrame) -> pd.Series:
+    """The other review's source: from its own rows when it was judged anywhere, else "reference"
+    (the pairwise mode's other review is the instance's reference)."""
+    known = results.drop_duplicates("candidate_id").set_index("candidate_id")["source"].astype(str)
+    return pairs["other_id"].astype(str).map(known).fillna("reference")
+
+
+def comparisons(results: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """One row per comparison: the verdict in each order (``ab``, ``ba``: 1 / 0 / −1 or NaN), ``flip``,
+    ``opponent`` and the outcome under each protocol (the module docstring)."""
+    rows = results[(results["mode"] == "pairwise") & results["preference"].isin(list(OUTCOME))]
+    keys = [k for k in COMPARISON_KEYS if k in rows.columns]
+    coded = rows.assign(_v=rows["preference"].astype(str).map(OUTCOME), order=rows["order"].astype(str))
+    wide = coded.pivot_table(index=keys, columns="order", values="_v", aggfunc="first", observed=True)
+    wide = wide.reindex(columns=["ab", "ba"]).reset_index()
+    wide.columns.name = None
+    both = wide["ab"].notna() & wide["ba"].notna()
+    wide["flip"] = both & (wide["ab"] != wide["ba"])
+    wide["both_known"] = both
+    pick_ab = np.random.default_rng(seed).random(len(wide)) < 0.5
+    first = np.where(pick_ab, wide["ab"], wide["ba"])
+    other = np.where(pick_ab, wide["ba"], wide["ab"])
+    wide["random order"] = np.where(np.isnan(first), other, first)  # only one order scored: that one
+    wide["both orders"] = np.where(both, np.where(wide["flip"], 0, wide["ab"]), np.nan)
+    wide["opponent"] = _opponents(results, wide).to_numpy()
+    for col in ("source", "dimension", "judge"):
+        if col in wide.columns:
+            wide[col] = wide[col].astype(str)
+    return wide
+
+
+def win_rates(comp: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Win / tie / loss per (judge, dimension, generator, opponent, protocol) with 95% bootstrap CIs."""
+    by = [k for k in ("judge", "dimension", "source", "opponent") if k in comp.columns]
+    rows = []
+    for key, g in comp.groupby(by, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        for protocol in PROTOCOLS:
+            out = g[protocol].dropna().to_numpy()
+            counts = np.array([(out == 1).sum(), (out == 0).sum(), (out == -1).sum()])
+            row = dict(zip(by, key, strict=True)) | {"protocol": protocol, "n": int(counts.sum())}
+            boot = resample_counts(counts, n_boot, seed) / max(int(counts.sum()), 1)
+            lo, hi = percentile_ci(boot)
+            for i, name in enumerate(("win", "tie", "loss")):
+                share = counts[i] / counts.sum() if counts.sum() else np.nan
+                row |= {name: share, f"{name}_lo": lo[i] if counts.sum() else np.nan,
+                        f"{name}_hi": hi[i] if counts.sum() else np.nan}
+            row |= {"n_flip": int(g["flip"].sum()), "n_both_orders": int(g["both_known"].sum())}
+            rows.append(row)
+    return pd.DataFrame(rows).rename(columns={"source": "generator"})

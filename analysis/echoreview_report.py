@@ -1,0 +1,98 @@
+"""`python -m analysis.echoreview_report RUN_DIR [--out DIR]`: EchoReview's Overall Quality and pairwise win rate.
+
+* Overall Quality (rows of the ``review_quality`` rubric, e.g. ``experiment=review_quality``: 3 runs at
+  T = 0.1): per review, the mean of the four dimensions per run, averaged over the runs, with the review's
+  spread across runs (min, max, sd) — ``echoreview_quality_per_review.csv``; per generator, the mean with a
+  95% bootstrap CI over reviews — ``echoreview_quality.csv``.
+* Randomized pairwise win rate (pairwise-mode rows, e.g. ``rubric=review_pairwise mode=pairwise``): win /
+  tie / loss per generator pair with bootstrap CIs and position-flip counts — ``echoreview_pairwise.csv``.
+
+Both tables also go to ``echoreview.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.collect import load_results
+from analysis.echo_pairwise import comparisons, win_rates
+from analysis.echoreview import overall_quality, quality_by_source
+
+
+def _ci(value: float, lo: float, hi: float) -> str:
+    return f"{value:.3f} [{lo:.3f}, {hi:.3f}]" if pd.notna(value) else "–"
+
+
+def quality_markdown(per_review: pd.DataFrame, by_source: pd.DataFrame) -> list[str]:
+    """Overall Quality per generator and per review (mean over runs and the spread across runs)."""
+    lines = ["## Overall Quality (mean of the 4 dimensions, averaged over runs)", "",
+             "| judge | generator | Overall [95% CI] | reviews | unscored |", "|---|---|---|---|---|"]
+    for _, r in by_source.iterrows():
+        lines.append(f"| {r['judge']} | {r['source']} | {_ci(r['overall'], r['ci_lo'], r['ci_hi'])} | {r['n']} | "
+                     f"{r['n_unscored']} |")
+    lines += ["", "| judge | review | generator | Overall | runs | min | max | sd |", "|---|---|---|---|---|---|---|---|"]
+    for _, r in per_review.iterrows():
+        vals = [f"{r[c]:.2f}" if pd.notna(r[c]) else "–" for c in ("overall", "sample_min", "sample_max", "sample_sd")]
+        lines.append(f"| {r['judge']} | {r['candidate_id']} | {r['source']} | {vals[0]} | {r['n_samples']} | "
+                     + " | ".join(vals[1:]) + " |")
+    return lines
+
+
+def pairwise_markdown(table: pd.DataFrame) -> list[str]:
+    """Win / tie / loss per generator pair and protocol, with the position flips."""
+    lines = ["## Randomized pairwise win rate", "",
+             "| judge | dimension | generator | vs | protocol | n | win | tie | loss | flips |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for _, r in table.iterrows():
+        cells = [_ci(r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in ("win", "tie", "loss")]
+        lines.append(f"| {r['judge']} | {r['dimension']} | {r['generator']} | {r['opponent']} | {r['protocol']} | "
+                     f"{r['n']} | " + " | ".join(cells) + f" | {r['n_flip']}/{r['n_both_orders']} |")
+    lines += ["", "`random order`: one presentation order per comparison, drawn with a fixed seed; `both orders`: "
+              "the verdict when both orders agree, a flip counted as a tie. `flips`: comparisons whose two orders "
+              "disagree / comparisons with both orders scored."]
+    return lines
+
+
+def report(results: pd.DataFrame, out: Path, n_boot: int = 2000) -> str:
+    """Write the tables that the results support; returns the Markdown."""
+    out.mkdir(parents=True, exist_ok=True)
+    lines: list[str] = []
+    if "rubric" in results.columns and (results["rubric"] == "review_quality").any():
+        per_review = overall_quality(results)
+        by_source = quality_by_source(per_review, by=("judge", "source"), n_boot=n_boot)
+        per_review.to_csv(out / "echoreview_quality_per_review.csv", index=False)
+        by_source.to_csv(out / "echoreview_quality.csv", index=False)
+        lines += quality_markdown(per_review, by_source) + [""]
+    if (results["mode"] == "pairwise").any():
+        table = win_rates(comparisons(results), n_boot=n_boot)
+        table.to_csv(out / "echoreview_pairwise.csv", index=False)
+        lines += pairwise_markdown(table)
+    if not lines:
+        raise ValueError("no review_quality rows and no pairwise rows in these results")
+    markdown = "\n".join(lines) + "\n"
+    (out / "echoreview.md").write_text(markdown, encoding="utf-8")
+    return markdown
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", type=Path)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--n-boot", type=int, default=2000)
+    args = parser.parse_args(argv)
+    try:
+        markdown = report(load_results(args.root), args.out or args.root, args.n_boot)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    print(markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

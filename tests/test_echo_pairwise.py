@@ -1,0 +1,66 @@
+"""EchoReview's randomized pairwise win rate and the report CLI, on hand-made results rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.echo_pairwise import comparisons, win_rates
+from analysis.echoreview import QUALITY_DIMENSIONS
+from analysis.echoreview_report import main
+
+# (instance, verdict shown A-first "ab", verdict shown B-first "ba"), already mapped back to the candidate
+PLANTED = [("p1", "a", "a"),     # both orders: win
+           ("p2", "a", "b"),     # a position flip: both orders -> tie
+           ("p3", "b", "b"),     # loss
+           ("p4", "tie", None)]  # the other order unscored: both orders undefined, random order -> tie
+
+
+def pairwise_rows() -> pd.DataFrame:
+    rows = []
+    for inst, ab, ba in PLANTED:
+        for order, pref in (("ab", ab), ("ba", ba)):
+            rows.append({"judge": "j", "mode": "pairwise", "rubric": "review_pairwise", "instance_id": inst,
+                         "candidate_id": f"{inst}:gen", "source": "gen", "other_id": f"{inst}:human",
+                         "order": order, "dimension": "overall_quality", "sample_idx": 0, "score": np.nan,
+                         "preference": pref, "parse_ok": pref is not None})
+    return pd.DataFrame(rows)
+
+
+def test_comparisons_and_win_rates_by_hand() -> None:
+    comp = comparisons(pairwise_rows(), seed=3).set_index("instance_id")
+    assert comp["flip"].tolist() == [False, True, False, False]
+    assert comp.loc["p1", "random order"] == 1 and comp.loc["p3", "random order"] == -1
+    assert comp.loc["p4", "random order"] == 0 and comp.loc["p2", "random order"] in (1, -1)
+    assert comp["both orders"].tolist()[:3] == [1, 0, -1] and np.isnan(comp.loc["p4", "both orders"])
+    assert (comp["opponent"] == "reference").all()
+    table = win_rates(comparisons(pairwise_rows(), seed=3), n_boot=400).set_index("protocol")
+    both = table.loc["both orders"]
+    # 3 comparisons with both orders: win 1/3, tie 1/3 (the flip), loss 1/3; flips 1 of 3
+    assert (both["n"], both["win"], both["tie"], both["loss"]) == (3, pytest.approx(1 / 3), pytest.approx(1 / 3),
+                                                                   pytest.approx(1 / 3))
+    assert (both["n_flip"], both["n_both_orders"]) == (1, 3) and both["generator"] == "gen"
+    assert both["win_lo"] <= both["win"] <= both["win_hi"]
+    rand = table.loc["random order"]
+    assert rand["n"] == 4 and rand["tie"] == pytest.approx(0.25) and rand["win"] + rand["loss"] == pytest.approx(0.75)
+
+
+def test_report_cli_writes_both_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    quality = [{"judge": "j", "mode": "independent", "rubric": "review_quality", "instance_id": "p1",
+                "candidate_id": "p1:gen", "source": "gen", "dimension": d, "sample_idx": k, "score": float(v),
+                "parse_ok": True, "preference": None, "order": None, "other_id": None}
+               for k, v in enumerate((6, 7, 8)) for d in QUALITY_DIMENSIONS]
+    run = tmp_path / "run"
+    run.mkdir()
+    pd.concat([pairwise_rows(), pd.DataFrame(quality)]).to_csv(run / "results.csv", index=False)
+    assert main([str(run), "--n-boot", "100"]) == 0
+    per_review = pd.read_csv(run / "echoreview_quality_per_review.csv")
+    assert per_review.loc[0, "overall"] == pytest.approx(7.0) and per_review.loc[0, "sample_sd"] == pytest.approx(1.0)
+    assert set(pd.read_csv(run / "echoreview_pairwise.csv")["protocol"]) == {"random order", "both orders"}
+    assert "Randomized pairwise win rate" in (run / "echoreview.md").read_text()
+    capsys.readouterr()
+    assert main([str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
