@@ -19,6 +19,7 @@ from typing import Any, Optional, TypeVar  # noqa: UP035  (OmegaConf reads Optio
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from judge.routing import PoolSettings
 from judge.rubric import RubricKind
 
 T = TypeVar("T")
@@ -73,6 +74,10 @@ class JudgeConfig:
     structured_output: bool = False
     concurrency: int = 8
     extra: dict[str, Any] = field(default_factory=dict)
+    # replicas of this model (vLLM / SGLang): calls spread over them by litellm's Router (judge.pool); when
+    # given, they replace api_base, and the cache key is that of the first one
+    api_bases: list[str] = field(default_factory=list)
+    pool: PoolSettings = field(default_factory=PoolSettings)
     # USD per token, overriding litellm's price map (judge.pricing); null = litellm's price, if it has one
     input_cost_per_token: Optional[float] = None  # noqa: UP045
     output_cost_per_token: Optional[float] = None  # noqa: UP045
@@ -224,7 +229,7 @@ def _unknown_keys(node: DictConfig, schema: type, prefix: str) -> str | None:
 
 
 _SUBSCHEMAS: dict[str, type] = {c.__name__: c for c in (JudgeConfig, RubricConfig, ModeConfig, DatasetConfig,
-                                                        RetryConfig, CacheConfig, BatchSettings)}  # fmt: skip
+                                                        RetryConfig, CacheConfig, BatchSettings, PoolSettings)}  # fmt: skip
 
 
 def describe(exc: BaseException) -> str:

@@ -113,7 +113,8 @@ def make_completer(jcfg: Mapping[str, Any]) -> LiteLLMCompleter:
               "extra": jcfg.get("extra") or {}}  # fmt: skip
     if not jcfg.get("api_bases"):
         return LiteLLMCompleter(jcfg["model"], api_base=jcfg.get("api_base"), **common)
-    from judge.pool import PoolSettings, RouterCompleter  # noqa: PLC0415 (only pools need the Router)
+    from judge.pool import RouterCompleter  # noqa: PLC0415 (only pools need the Router)
+    from judge.routing import PoolSettings  # noqa: PLC0415
 
     try:
         pool = PoolSettings.from_config(jcfg.get("pool"))

@@ -15,39 +15,15 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import litellm
 from litellm.types.router import RouterRateLimitError
 
 from judge.completer import Completion, LiteLLMCompleter, Message
+from judge.routing import PoolSettings
 
 GROUP = "judge"  # the Router's name for the pool's one model group
-ROUTINGS = ("least-busy", "simple-shuffle", "latency-based-routing", "usage-based-routing-v2")
-
-
-@dataclass(frozen=True)
-class PoolSettings:
-    """How calls are spread over the replicas (the judge YAML's `pool:`); limits are per replica."""
-
-    routing: str = "least-busy"
-    max_parallel_requests: int | None = None
-    rpm: int | None = None
-    allowed_fails: int = 1
-    cooldown_s: float = 30.0
-
-    @classmethod
-    def from_config(cls, data: Mapping[str, Any] | None) -> PoolSettings:
-        """From the YAML's mapping; an unknown key or routing is a ValueError naming the setting."""
-        data = dict(data or {})
-        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"judge.pool.{unknown[0]}: unknown setting; known: {', '.join(cls.__dataclass_fields__)}")
-        settings = cls(**data)
-        if settings.routing not in ROUTINGS:
-            raise ValueError(f"judge.pool.routing={settings.routing}: choose one of {', '.join(ROUTINGS)}")
-        return settings
 
 
 class RouterCompleter(LiteLLMCompleter):

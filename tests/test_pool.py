@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from experiments.inputs import StudyError
-from judge.pool import PoolSettings
+from judge.routing import PoolSettings
 from tests.fault_server import FaultServer
 from tests.test_reliability import config, run_in_process
 
@@ -20,11 +20,9 @@ FAST = ["retry.initial_wait_s=0.01", "retry.max_wait_s=0.05"]
 
 
 def pooled(api_bases: list[str], cache: Path, **pool: Any) -> dict[str, Any]:
-    cfg = config(["judge=qwen", "limit=2", "n_samples=2", f"cache_dir={cache}", "workers=1",
-                  f"judge.concurrency={CONCURRENCY}", *FAST])  # fmt: skip
-    cfg["judge"]["api_bases"] = api_bases
-    cfg["judge"]["pool"] = pool
-    return cfg
+    return config(["judge=qwen", "limit=2", "n_samples=2", f"cache_dir={cache}", "workers=1",
+                   f"judge.concurrency={CONCURRENCY}", *FAST, f"judge.api_bases=[{','.join(api_bases)}]",
+                   *(f"judge.pool.{k}={v}" for k, v in pool.items())])  # fmt: skip
 
 
 def test_calls_spread_over_replicas_avoid_the_failing_one(tmp_path: Path) -> None:
