@@ -121,7 +121,8 @@ SECTIONS: tuple[Section, ...] = (
     Section(latent.SECTION_TITLE, latent.SECTION_TEXT, latent.SECTION_TABLES, None, latent.SECTION_MISSING),
     Section(
         "Score summaries",
-        "Candidate scores (mean over samples) per judge, mode, source, dimension.",
+        "Candidate scores (mean over samples) per judge, mode, source, dimension; the figure shows each "
+        "generator apart from the reference and from the other generators.",
         ("score_summary",),
         "score_distributions",
     ),
@@ -130,13 +131,14 @@ SECTIONS: tuple[Section, ...] = (
         "Over the samples of one prompt: mean sd, share of prompts whose samples "
         "disagree, Krippendorff's α with samples as raters.",
         ("self_consistency",),
+        "self_consistency",
     ),
     Section(
         "Position and order bias",
         "Comparative: mean score and win rate by shown position (vs the "
         "rate expected without bias). Pairwise: first-shown preferred, ties, flips with the order.",
         ("position_bias", "pairwise_bias"),
-        None,
+        "position_bias",
         "No comparative or pairwise runs.",
     ),
     Section(

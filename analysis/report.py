@@ -177,15 +177,20 @@ def build_figures(results: pd.DataFrame, tables: Tables, humans: pd.DataFrame | 
     figures = {
         "winrate": plots.winrate_bars(tables["winrate"]),
         "mode_shift": plots.mode_shift_plot(tables["mode_shift"]) if "mode_shift" in tables else None,
-        "score_distributions": plots.score_distributions(score_raters(results, humans), reference),
+        "score_distributions": plots.score_distributions(score_raters(results, humans)),
+        "self_consistency": plots.self_consistency_plot(tables["self_consistency"]),
     }
+    if "position_bias" in tables:
+        figures["position_bias"] = plots.position_bias_plot(tables["position_bias"])
+    if "human_agreement" in tables:
+        figures["human_agreement"] = plots.human_agreement_matrix(tables["human_agreement"])
     if "score_agreement" in tables:
         figures["score_agreement"] = plots.agreement_heatmap(
-            tables["score_agreement"], "kappa_w", "quadratic-weighted κ on candidate scores"
+            tables["score_agreement"], "kappa_w", "quadratic-weighted κ on candidate scores (95% CI)"
         )
     if "winner_agreement" in tables:
         figures["winner_agreement"] = plots.agreement_heatmap(
-            tables["winner_agreement"], "kappa", "Cohen's κ on win / tie / loss"
+            tables["winner_agreement"], "kappa", "Cohen's κ on win / tie / loss (95% CI)"
         )
     return figures
 

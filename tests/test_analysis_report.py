@@ -42,8 +42,9 @@ def test_collect_reads_parquet_and_csv_runs(tmp_path: Path, study: pd.DataFrame)
         load_results(tmp_path / "nothing-here")
 
 
-def test_direction_survives_a_csv_and_old_tables_take_it_from_the_rubric_spec(tmp_path: Path,
-                                                                            study: pd.DataFrame) -> None:
+def test_direction_survives_a_csv_and_old_tables_take_it_from_the_rubric_spec(
+    tmp_path: Path, study: pd.DataFrame
+) -> None:
     write_runs(tmp_path / "new", study, csv=("comparative",))
     loaded = load_results(tmp_path / "new")
     flags = loaded.groupby("dimension", observed=True)["higher_is_better"].unique()
@@ -54,7 +55,9 @@ def test_direction_survives_a_csv_and_old_tables_take_it_from_the_rubric_spec(tm
         {"originality": "diagnostic_framing"})))  # fmt: skip
     assert not load_results(tmp_path / "old")["higher_is_better"].any()
     write_runs(tmp_path / "custom", old.assign(rubric="my_rubric"), csv=("independent", "comparative"))
-    with pytest.raises(ValueError, match=r"results\.csv: no 'higher_is_better' column, and rubric 'my_rubric'"):
+    with pytest.raises(
+        ValueError, match=r"results\.csv: no 'higher_is_better' column, and rubric 'my_rubric'"
+    ):
         load_results(tmp_path / "custom")
 
 
@@ -83,12 +86,13 @@ def test_full_report_on_a_multirun_with_humans(tmp_path: Path, study: pd.DataFra
             "self_consistency", "position_bias", "pairwise_bias", "length_bias", "leaderboard",
             "human_agreement"} <= tables  # fmt: skip
     figures = {p.stem for p in (out / "figures").glob("*.png")}
-    assert figures == {"winrate", "mode_shift", "score_agreement", "winner_agreement", "score_distributions"}
+    assert figures == {"winrate", "mode_shift", "score_agreement", "winner_agreement", "score_distributions",
+                       "self_consistency", "position_bias", "human_agreement"}  # fmt: skip
     md, html = (out / "report.md").read_text(), (out / "report.html").read_text()
     assert md.split("\n## ")[1].startswith("Summary") and "## Glossary" in md and "## Contents" in md
     assert '<section id="summary">' in html and 'id="leaderboard"' in html
     assert "## Mode shift (the novelty illusion)" in md and "![Win / tie / loss" in md
-    assert html.count("data:image/png;base64,") == 5 and "<table" in html
+    assert html.count("data:image/png;base64,") == 8 and "<table" in html
     shift = pd.read_csv(out / "tables" / "mode_shift.csv")
     assert {"delta_win", "delta_win_lo", "delta_win_hi", "mcnemar_p", "n"} <= set(shift.columns)
     best = pd.read_csv(out / "tables" / "best_of_k_scores.csv")
@@ -108,7 +112,8 @@ def test_one_judge_one_mode_degrades_to_sentences(tmp_path: Path, study: pd.Data
     assert ONE_RATER in md and NO_HUMANS in md and "Only one judge" in md
     assert "No judge ran both independent and comparative mode" in md
     assert not (out / "figures" / "score_agreement.png").exists()
-    assert {p.stem for p in (out / "figures").glob("*.png")} == {"winrate", "score_distributions"}
+    assert {p.stem for p in (out / "figures").glob("*.png")} == {"winrate", "score_distributions",
+                                                                 "self_consistency"}  # fmt: skip
 
 
 def test_compute_tables_without_humans_has_no_human_tables(study: pd.DataFrame) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import litellm
 import pytest
 
-from experiments.inputs import StudyError, load_study_inputs
+from experiments.inputs import load_study_inputs
 from experiments.plan import plan_study, run_plan, sum_plans
 from judge.pricing import prices_for
 from tests.openai_server import ScriptedServer, Step, rubric_answer
