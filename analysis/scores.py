@@ -216,6 +216,13 @@ def combined_name(judges: Iterable[str], combine: str) -> str:
     return f"{combine}({'+'.join(sorted(map(str, judges)))})"
 
 
+def combination_names(frame: pd.DataFrame, combine: str) -> dict[str, str]:
+    """dimension -> the name of the combination of the judges that rated it: judges split by rubric
+    (``a/novelty``) combine per rubric, ``mean(a/novelty+b/novelty)``, never across rubrics."""
+    judges = frame.groupby("dimension", observed=True, sort=False)["judge"].unique()
+    return {str(dim): combined_name(js, combine) for dim, js in judges.items()}
+
+
 def join_reference(gen: pd.DataFrame, ref: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     """Every generated row of `gen` with the reference row of `ref` on the same `keys`: the reference scored
     in that generator's own prompt (`CONTEXT` == its source) where there is one, else the reference scored
@@ -245,7 +252,7 @@ def combined_pairs(cands: pd.DataFrame, reference: str = "reference") -> pd.Data
         score=("score", "mean"), ref_score=("ref_score", "mean"), n_judges=("judge", "nunique")
     )
     out = out.reset_index()
-    out.insert(0, "judge", combined_name(cands["judge"].unique(), "mean"))
+    out.insert(0, "judge", out["dimension"].astype(str).map(combination_names(cands, "mean")).astype(object))
     return out
 
 
@@ -262,7 +269,8 @@ def best_of_k_scores(cands: pd.DataFrame, reference: str = "reference") -> pd.Da
         is_ref = (cands["source"] == reference).to_numpy()
         keys = ["mode", "instance_id", "candidate_id", "source", "dimension", DIRECTION]
         ref = cands.loc[is_ref].groupby(keys, observed=True, sort=False)["score"].mean().reset_index()
-        ref.insert(0, "judge", combined_name(cands["judge"].unique(), "mean"))
+        names = combination_names(cands, "mean")
+        ref.insert(0, "judge", ref["dimension"].astype(str).map(names).astype(object))
         combined = pd.concat([pairs.drop(columns=["ref_score", "n_judges"]), ref], ignore_index=True)
         frames.append(best_of_k(combined.astype({"source": str, "dimension": str})))
     best = pd.concat([f.astype({c: str for c in SUMMARY_KEYS}) for f in frames], ignore_index=True)

@@ -20,7 +20,7 @@ from analysis.scores import (
     DIRECTION,
     best_of_k,
     candidate_scores,
-    combined_name,
+    combination_names,
     combined_pairs,
     direction,
     join_reference,
@@ -66,22 +66,23 @@ def _combined_mean_outcomes(cands: pd.DataFrame, reference: str) -> pd.DataFrame
 
 def _vote(outcomes: pd.DataFrame, combine: str) -> pd.DataFrame:
     """Combine per-judge outcomes: `unanimous` (win/loss only if every judge agrees, else tie) or `majority`
-    (win/loss if more than half of the judges say so, else tie). Items not judged by every judge of the
-    mode are dropped, so that "every judge" means the same set for all items."""
+    (win/loss if more than half of the judges say so, else tie). Items not judged by every judge that
+    rated their dimension in that mode are dropped, so that "every judge" means the same set for all items
+    of a dimension (judges split by rubric combine per rubric)."""
     keys = ["mode", *ITEM_KEYS]
     o = outcomes["outcome"].to_numpy()
     frame = outcomes[keys].assign(_w=(o == 1).astype(np.int32), _l=(o == -1).astype(np.int32), _n=1)
     agg = frame.groupby(keys, observed=True, sort=False)[["_w", "_l", "_n"]].sum().reset_index()
-    n_judges = outcomes.groupby("mode", observed=True)["judge"].nunique()
-    need = agg["mode"].map(n_judges).to_numpy(dtype=float)
-    agg = agg.loc[agg["_n"].to_numpy() == need]
+    n_judges = outcomes.groupby(["mode", "dimension"], observed=True)["judge"].nunique().rename("_need")
+    agg = agg.merge(n_judges.reset_index(), on=["mode", "dimension"], how="left")
+    agg = agg.loc[agg["_n"].to_numpy() == agg["_need"].to_numpy()]
     w, loss, n = (agg[c].to_numpy() for c in ("_w", "_l", "_n"))
     if combine == "unanimous":
         win_mask, loss_mask = w == n, loss == n
     else:
         win_mask, loss_mask = 2 * w > n, 2 * loss > n
     out = agg[keys].copy()
-    out.insert(0, "judge", combined_name(outcomes["judge"].unique(), combine))
+    out.insert(0, "judge", out["dimension"].astype(str).map(combination_names(outcomes, combine)).astype(object))
     out["n_judges"] = n
     out["outcome"] = np.select([win_mask, loss_mask], [1, -1], 0).astype(np.int8)
     return out

@@ -162,7 +162,8 @@ def test_best_of_k_scores_per_judge_and_combined_by_hand() -> None:
     assert got[("mean(a+b)", "g", "originality")] == pytest.approx((3, 11 / 6, np.sqrt(1 / 12)))
     # the reference over the judges that scored it: 2.5, 1, 3 -> mean 13/6, sd sqrt(13/12)
     assert got[("mean(a+b)", "reference", "originality")] == pytest.approx((3, 13 / 6, np.sqrt(13 / 12)))
-    assert got[("mean(a+b)", "g", "source_boundedness")] == pytest.approx((3, 1.0, 1.0))
+    # only a rated source-boundedness: its combination is a's alone
+    assert got[("mean(a)", "g", "source_boundedness")] == pytest.approx((3, 1.0, 1.0))
 
 
 def test_combined_mean_only_over_judges_that_scored_both_sides() -> None:

@@ -127,6 +127,20 @@ def test_majority_of_three_and_items_missing_a_judge() -> None:
     assert out["outcome"].to_dict() == {"i1": 1, "i2": 1} and (out["n_judges"] == 3).all()
 
 
+def test_judges_split_by_rubric_combine_per_rubric() -> None:
+    # the loader names a judge that ran two rubrics "judge/rubric": each dimension has its own two judges
+    first = two_judges().assign(judge=lambda f: f["judge"] + "/novelty")
+    second = two_judges().assign(judge=lambda f: f["judge"] + "/narrowness", dimension="source_boundedness")
+    frame = pd.concat([first, second], ignore_index=True)
+    for combine in ("mean", "unanimous", "majority"):
+        out = win_tie_loss(frame, combine=combine, n_boot=50).set_index("dimension")
+        assert out.loc["originality", "judge"] == f"{combine}(j1/novelty+j2/novelty)"
+        assert out.loc["source_boundedness", "judge"] == f"{combine}(j1/narrowness+j2/narrowness)"
+        assert (out["n"] == 3).all()  # no item dropped for lack of the other rubric's judges
+    unanimous = win_tie_loss(frame, combine="unanimous", n_boot=50).set_index("dimension").loc["originality"]
+    assert (unanimous["win"], unanimous["tie"], unanimous["loss"]) == pytest.approx((1 / 3, 1 / 3, 1 / 3))
+
+
 def test_unknown_combine_is_refused() -> None:
     with pytest.raises(ValueError, match="combine"):
         win_tie_loss(two_judges(), combine="median")  # type: ignore[arg-type]
