@@ -89,6 +89,13 @@ def _combined(cands: pd.DataFrame, compute: Callable[[pd.DataFrame, str], pd.Dat
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def _best_of_k_scores(cands: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """Per judge, then the judges' mean within each rubric, labelled like the other combined tables."""
+    combined = _combined(cands, lambda part, _: scores.combined_best_of_k_scores(part, reference), ("mean",))
+    per_judge = scores.best_of_k_scores(cands, reference, combined=False)
+    return pd.concat([per_judge, combined.drop(columns="combine", errors="ignore")], ignore_index=True)
+
+
 def _winrate_tables(cands: pd.DataFrame, reference: str, n_boot: int, seed: int) -> Tables:
     tables = {"winrate": winrate.win_tie_loss(cands, reference, n_boot=n_boot, seed=seed)}
     combined = _combined(cands, lambda part, c: winrate.win_tie_loss(part, reference, combine=c, n_boot=n_boot,
@@ -158,7 +165,7 @@ def compute_tables(
     cands = scores.candidate_scores(results, scores.CONTEXT_KEYS, reference)  # reference per prompt context
     tables: Tables = {"overview": overview(results),
                       "score_summary": scores.score_summary(scores.candidate_scores(cands)),
-                      "best_of_k_scores": scores.best_of_k_scores(cands, reference)}  # fmt: skip
+                      "best_of_k_scores": _best_of_k_scores(cands, reference)}  # fmt: skip
     tables |= _winrate_tables(cands, reference, n_boot, seed)
     tables |= _agreement_tables(cands, humans, reference, n_boot, seed)
     tables |= latent.latent_tables(cands, humans, reference, n_boot, seed)  # empty under 3 raters

@@ -256,23 +256,36 @@ def combined_pairs(cands: pd.DataFrame, reference: str = "reference") -> pd.Data
     return out
 
 
-def best_of_k_scores(cands: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
+def best_of_k_scores(cands: pd.DataFrame, reference: str = "reference", combined: bool = True) -> pd.DataFrame:
     """The paper's best-five table: per judge × mode × source × dimension, `n` instances and the `mean` ± `sd`
     over instances of the best-of-K candidate score (the reference's own score for the reference, averaged
-    over the generators' prompts it was scored in). With
-    several judges it adds their `mean` combination: candidate scores averaged over the judges that scored
-    both the candidate and the reference (`combined_pairs`), the reference over the judges that scored it."""
+    over the generators' prompts it was scored in). With several judges and `combined`, it adds their `mean`
+    combination (`combined_best_of_k`)."""
     best = best_of_k(cands, [*BEST_KEYS, *([CONTEXT] if CONTEXT in cands else [])])
     frames = [best.groupby(list(BEST_KEYS), observed=True, sort=False)["best"].mean().reset_index()]
-    if cands["judge"].nunique() > 1:
-        pairs = combined_pairs(cands, reference)
-        is_ref = (cands["source"] == reference).to_numpy()
-        keys = ["mode", "instance_id", "candidate_id", "source", "dimension", DIRECTION]
-        ref = cands.loc[is_ref].groupby(keys, observed=True, sort=False)["score"].mean().reset_index()
-        names = combination_names(cands, "mean")
-        ref.insert(0, "judge", ref["dimension"].astype(str).map(names).astype(object))
-        combined = pd.concat([pairs.drop(columns=["ref_score", "n_judges"]), ref], ignore_index=True)
-        frames.append(best_of_k(combined.astype({"source": str, "dimension": str})))
+    if combined and cands["judge"].nunique() > 1:
+        frames.append(combined_best_of_k(cands, reference))
+    return _mean_sd_over_instances(frames)
+
+
+def combined_best_of_k(cands: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
+    """Best-of-K per instance under the judges' `mean`: candidate scores averaged over the judges that scored
+    both the candidate and the reference (`combined_pairs`), the reference over the judges that scored it."""
+    pairs = combined_pairs(cands, reference)
+    is_ref = (cands["source"] == reference).to_numpy()
+    keys = ["mode", "instance_id", "candidate_id", "source", "dimension", DIRECTION]
+    ref = cands.loc[is_ref].groupby(keys, observed=True, sort=False)["score"].mean().reset_index()
+    ref.insert(0, "judge", ref["dimension"].astype(str).map(combination_names(cands, "mean")).astype(object))
+    both = pd.concat([pairs.drop(columns=["ref_score", "n_judges"]), ref], ignore_index=True)
+    return best_of_k(both.astype({"source": str, "dimension": str}))
+
+
+def combined_best_of_k_scores(cands: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
+    """`best_of_k_scores` of the judges' `mean` combination only."""
+    return _mean_sd_over_instances([combined_best_of_k(cands, reference)])
+
+
+def _mean_sd_over_instances(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     best = pd.concat([f.astype({c: str for c in SUMMARY_KEYS}) for f in frames], ignore_index=True)
     out = best.groupby(list(SUMMARY_KEYS), sort=True)["best"].agg(n="size", mean="mean", sd="std")
     return out.reset_index()

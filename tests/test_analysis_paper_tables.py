@@ -30,7 +30,7 @@ def test_formatting_by_hand() -> None:
 def test_best_five_cells_are_the_best_of_k_table(tables: dict, shown: dict) -> None:
     wide = shown["best_five"].frame.set_index(["judge", "mode", "source"])
     best = tables["best_of_k_scores"]
-    assert len(best) == wide.size and "mean(judge_a+judge_b)" in set(best["judge"])
+    assert len(best) == wide.size and "mean of 2 judges (judge_a+judge_b)" in set(best["judge"])
     for row in best.itertuples():
         assert wide.loc[(row.judge, row.mode, row.source), row.dimension] == f"{row.mean:.2f} ± {row.sd:.2f}"
     assert wide.index.get_level_values("source")[0] == "reference"  # the reference first, as in the paper
@@ -47,7 +47,7 @@ def test_win_tie_loss_cells_are_the_winrate_and_shift_tables(tables: dict, shown
             assert cell[f"{row.mode} {name}"] == f"{100 * getattr(row, name):.1f}%"
         assert cell[f"{row.mode} n"] == row.n
     shifts = pd.concat([tables["mode_shift"], tables["mode_shift_combined"]])
-    assert "mean(judge_a+judge_b)" in set(tables["mode_shift_combined"]["judge"])
+    assert "mean of 2 judges (judge_a+judge_b)" in set(tables["mode_shift_combined"]["judge"])
     for row in shifts.itertuples():
         cell = frame.loc[(row.judge, row.source, row.dimension)]
         assert cell["win shift"] == f"{100 * row.delta_win:+.1f}" and cell["tie shift"] == f"{100 * row.delta_tie:+.1f}"
