@@ -83,6 +83,9 @@ class JudgeConfig:
     output_cost_per_token: Optional[float] = None  # noqa: UP045
     input_cost_per_token_batches: Optional[float] = None  # noqa: UP045
     output_cost_per_token_batches: Optional[float] = None  # noqa: UP045
+    # the provider's limits for this key (judge.ratelimit): requests and tokens per minute; null = none
+    rpm: Optional[float] = None  # noqa: UP045
+    tpm: Optional[float] = None  # noqa: UP045
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from experiments.spend import budget_for, budget_manifest, budget_message
 from judge.cache import CacheError
 from judge.client import CallResult, Judge, Sample
 from judge.completer import LiteLLMCompleter, use_inline_setup
+from judge.ratelimit import limiter_for
 from judge.retry import FatalProviderError, RetryPolicy
 from judge.rubric import Rubric, response_format
 from judge.secrets import redact, redact_config
@@ -104,6 +105,9 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge:
     judge = Judge(completer, cache, policy=policy, concurrency=int(jcfg.get("concurrency", 8)),
                   api_base=completer.api_base)  # fmt: skip
     judge.budget = budget_for(cfg)
+    judge.limiter = limiter_for(str(jcfg["model"]), jcfg.get("rpm"), jcfg.get("tpm"), judge.concurrency)
+    if judge.limiter is not None and hasattr(completer, "read_headers"):
+        completer.read_headers = True
     return judge
 
 
@@ -261,8 +265,8 @@ def plan_workers(cfg: Mapping[str, Any], judge: Judge, n_calls: int) -> int:
     from experiments.workers import fork_available, in_process_provider  # noqa: PLC0415
 
     wanted = cfg.get("workers")
-    if judge.budget is not None:
-        return 1  # one process keeps the run's one spend account
+    if judge.budget is not None or judge.limiter is not None:
+        return 1  # one process keeps the run's one spend account and one view of the provider's limits
     if not fork_available() or (wanted is not None and int(wanted) <= 1):
         return 1
     if wanted is not None:
@@ -327,6 +331,10 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     manifest = build_manifest(cfg, frame, tally, rubric, data_path, len(instances), len(prompts), started)
     manifest.update(budget_manifest(judge.budget, tally.not_started))
     manifest.update(batch_manifest(tally.batch))
+    if judge.limiter is not None:
+        jcfg = cfg["judge"]
+        manifest["rate_limit"] = {"rpm": jcfg.get("rpm"), "tpm": jcfg.get("tpm"),
+                                  "responses_429": judge.limiter.rate_limited}  # fmt: skip
     write_atomic(out_dir / "manifest.json", lambda p: p.write_text(redact(json.dumps(manifest, indent=2))))
     config_text = json.dumps(redact_config(dict(cfg)), indent=2, default=str)
     write_atomic(out_dir / "config.json", lambda p: p.write_text(config_text))

@@ -24,6 +24,7 @@ from typing import Any
 from judge.budget import Budget
 from judge.cache import CallCache, cache_key, canonical_params
 from judge.completer import Completer, Completion, Message
+from judge.ratelimit import RateLimiter
 from judge.retry import (
     PER_CALL_ERRORS,
     FatalProviderError,
@@ -77,6 +78,7 @@ class Judge:
         self.api_base = api_base
         self._semaphores: dict[int, asyncio.Semaphore] = {}
         self.budget: Budget | None = None  # set by a run with budget_usd (judge.budget)
+        self.limiter: RateLimiter | None = None  # set by a judge with rpm / tpm (judge.ratelimit)
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop_id = id(asyncio.get_running_loop())
@@ -122,8 +124,12 @@ class Judge:
             async for attempt in self.policy.retrying():
                 with attempt:
                     attempts += 1
-                    async with self._semaphore():
-                        completion = await self.completer.acomplete(messages, sample_params)
+                    if self.limiter is None:
+                        async with self._semaphore():
+                            completion = await self.completer.acomplete(messages, sample_params)
+                    else:
+                        async with self.limiter.slot(messages, sample_params):
+                            completion = await self.completer.acomplete(messages, sample_params)
         except PER_CALL_ERRORS as exc:
             error = f"provider: {type(exc).__name__} (not retried): {str(exc)[:300]}"
             return CallResult(None, cached=False, retries=attempts - 1, error=redact(error))

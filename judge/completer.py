@@ -181,6 +181,19 @@ def use_inline_setup() -> None:
     loop.set_default_executor(InlineSetupExecutor(max_workers=4, thread_name_prefix="judgescope"))
 
 
+# The last response's HTTP headers in this task (lower-case, without litellm's "llm_provider-" prefix), for
+# a rate-limited judge: set only by completers with `read_headers`, so other calls skip the work.
+RESPONSE_HEADERS: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "judgescope_response_headers", default=None
+)
+
+
+def response_headers(response: Any) -> dict[str, str]:
+    """The provider's response headers as litellm keeps them on a response."""
+    raw = (getattr(response, "_hidden_params", None) or {}).get("additional_headers") or {}
+    return {str(k).lower().removeprefix("llm_provider-"): str(v) for k, v in raw.items()}
+
+
 def _provider(model: str, api_base: str | None) -> str | None:
     try:
         return str(litellm.get_llm_provider(model=model, api_base=api_base)[1])
@@ -210,6 +223,7 @@ class LiteLLMCompleter:
         self.timeout_s = timeout_s
         self.extra = dict(extra or {})
         self.lean = lean_enabled() and install_lean_litellm()
+        self.read_headers = False  # set by a rate-limited judge (judge.ratelimit reads RESPONSE_HEADERS)
         self.inline_setup = self.lean and _provider(model, api_base) in INLINE_SETUP_PROVIDERS
 
     def _kwargs(self, messages: Sequence[Message], params: Mapping[str, Any]) -> dict[str, Any]:
@@ -281,4 +295,6 @@ class LiteLLMCompleter:
         finally:
             _INLINE_SETUP.reset(inline)
             _LEAN_CALL.reset(token)
+        if self.read_headers:
+            RESPONSE_HEADERS.set(response_headers(response))
         return self._completion(response, started)
