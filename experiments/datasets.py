@@ -279,4 +279,8 @@ def load_dataset(path: str | Path) -> list[Instance]:
     first = _first_record(path) if path.is_file() else None
     if first is not None and "paper_novelty" in first:
         return load_novbench(path)
+    if first is not None and "introduction_sentences" in first and "reviews" in first:
+        from experiments.coling import load_coling  # papers with their real reviews
+
+        return load_coling(path)
     return load_instances(path)

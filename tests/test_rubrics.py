@@ -28,6 +28,8 @@ def render_text(name: str, comparative: bool) -> str:
     rubric = load(name)
     if name == "issue_match":
         messages = rubric.render(statement_a="The baselines are weak.", statement_b="Missing strong baselines.")
+    elif name == "novelty_sentence":
+        messages = rubric.render(title="Sparse attention", sentence="We propose a block-sparse attention.")
     else:
         n = 3 if comparative else (2 if rubric.kind is RubricKind.preference else 1)
         labels = [f"Q{i + 1}" for i in range(n)] if comparative else (["A", "B"] if n == 2 else [""])
@@ -38,7 +40,7 @@ def render_text(name: str, comparative: bool) -> str:
 
 CASES = [("novelty", False), ("novelty", True), ("narrowness", False), ("narrowness", True),
          ("review_quality", False), ("review_quality", True), ("pairwise", False), ("review_pairwise", False),
-         ("issue_match", False)]  # fmt: skip
+         ("issue_match", False), ("paper_originality", False), ("novelty_sentence", False)]  # fmt: skip
 
 
 @pytest.mark.parametrize(("name", "comparative"), CASES)

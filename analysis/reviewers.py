@@ -1,0 +1,135 @@
+"""Judges against real reviewers: `python -m analysis.reviewers RUN_DIR --reviews coling2020_reviews.jsonl`.
+
+The judge rated each paper's originality (``paper_originality`` rubric, ``experiment=coling_originality``);
+the COLING 2020 reviewers gave each paper integer Originality scores 1–5. Per judge:
+
+* **Spearman ρ / Kendall τ** between the judge's per-paper score (mean over its samples) and the per-paper
+  mean reviewer score (Fisher-z CIs).
+* **Weighted κ** (quadratic) between the judge and each review, after the scale mapping ``SCALE_MAPPING``:
+  the rubric asks on the reviewers' own 1–5 Originality scale, so the mapping is the identity, applied to
+  the judge's per-paper mean rounded half up to an integer (bootstrap CIs over reviews).
+* **Accept/reject agreement**: the judge "accepts" a paper when its score is ≥ ``ACCEPT_AT`` (3, the scale's
+  "respectable"); percent agreement and Cohen's κ with the decision. The reviewers' own mean, thresholded
+  the same way, is the reference row.
+* **Ceiling**: the reviewers' agreement with each other on papers with two or more reviews (every pair of
+  reviews of a paper): percent, quadratic κ, ρ, τ, and Krippendorff's α (ordinal) over all their reviews.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.agreement import krippendorff_alpha, pair_agreement
+
+SCALE_MAPPING = "judge 1-5 -> reviewer 1-5: identity (same scale); judge per-paper mean rounded half up"
+ACCEPT_AT = 3.0
+STATS = ("percent", "kappa", "kappa_w", "rho", "tau")
+
+
+def judge_scores(results: pd.DataFrame, dimension: str = "originality") -> pd.DataFrame:
+    """Per (judge, paper): the mean of the judge's parsed scores over its samples, and how many there were."""
+    rows = results[(results["dimension"] == dimension) & results["parse_ok"].fillna(False).astype(bool)]
+    rows = rows.assign(score=pd.to_numeric(rows["score"], errors="coerce"), instance_id=rows["instance_id"].astype(str),
+                       judge=rows["judge"].astype(str)).dropna(subset=["score"])
+    out = rows.groupby(["judge", "instance_id"])["score"].agg(judge_score="mean", n_samples="count")
+    return out.reset_index().rename(columns={"instance_id": "paper_id"})
+
+
+def round_half_up(x: pd.Series) -> pd.Series:
+    """The scale mapping's rounding (3.5 -> 4, 2.5 -> 3; numpy's round would give 4 and 2)."""
+    return np.floor(x.astype(float) + 0.5)
+
+
+def _row(comparison: str, stats: dict[str, float], keep: Sequence[str] = STATS) -> dict[str, Any]:
+    row: dict[str, Any] = {"comparison": comparison, "n": int(stats.get("n", 0))}
+    for k in STATS:
+        for s in ("", "_lo", "_hi"):
+            row[f"{k}{s}"] = stats.get(f"{k}{s}", math.nan) if k in keep else math.nan
+    return row
+
+
+def ceiling(reviews: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
+    """Reviewers vs reviewers on papers with ≥ 2 reviews: every pair of reviews of one paper."""
+    multi = reviews.groupby("paper_id").filter(lambda g: len(g) >= 2)
+    pairs = [(a, b) for _, g in multi.groupby("paper_id") for a, b in itertools.combinations(g["score"].tolist(), 2)]
+    first, second = ([p[i] for p in pairs] for i in (0, 1))
+    row = _row(f"reviewer vs reviewer ({multi['paper_id'].nunique()} papers with >= 2 reviews)",
+               pair_agreement(first, second, seed=seed))
+    wide = multi.assign(k=multi.groupby("paper_id").cumcount()).pivot(index="k", columns="paper_id", values="score")
+    row["alpha_ordinal"] = krippendorff_alpha(wide.to_numpy(dtype=float)) if len(pairs) else math.nan
+    return row
+
+
+def compare(judged: pd.DataFrame, reviews: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """The module docstring's table for every judge, then the reviewers' ceiling and reference rows."""
+    per_paper = reviews.groupby("paper_id").agg(reviewer_mean=("score", "mean"), decision=("decision", "first"))
+    rows = []
+    for judge, g in judged.groupby("judge"):
+        both = g.set_index("paper_id").join(per_paper, how="inner")
+        rows.append({"judge": judge, **_row("judge vs mean reviewer", pair_agreement(
+            both["judge_score"], both["reviewer_mean"], seed=seed), keep=("rho", "tau"))})
+        each = reviews.merge(g, on="paper_id", how="inner")
+        rows.append({"judge": judge, **_row("judge (mapped) vs each review", pair_agreement(
+            round_half_up(each["judge_score"]), each["score"], seed=seed), keep=("percent", "kappa_w", "rho", "tau"))})
+        accept = np.where(both["judge_score"] >= ACCEPT_AT, "Accept", "Reject")
+        rows.append({"judge": judge, **_row(f"judge accept (score >= {ACCEPT_AT:g}) vs decision", pair_agreement(
+            accept, both["decision"].astype(str), seed=seed), keep=("percent", "kappa"))})
+    ref = np.where(per_paper["reviewer_mean"] >= ACCEPT_AT, "Accept", "Reject")
+    rows.append({"judge": "reviewers", **_row(f"reviewer mean >= {ACCEPT_AT:g} vs decision", pair_agreement(
+        ref, per_paper["decision"].astype(str), seed=seed), keep=("percent", "kappa"))})
+    rows.append({"judge": "reviewers", **ceiling(reviews, seed)})
+    return pd.DataFrame(rows)
+
+
+def markdown(table: pd.DataFrame, aspect: str) -> str:
+    """The comparison table with its scale mapping stated."""
+    lines = [f"| judge | comparison | n | {' | '.join(STATS)} | α (ordinal) |", "|---|---|---|" + "---|" * 6]
+    for _, r in table.iterrows():
+        cells = [f"{r[k]:.3f} [{r[f'{k}_lo']:.3f}, {r[f'{k}_hi']:.3f}]" if pd.notna(r[k]) else "–" for k in STATS]
+        alpha = r.get("alpha_ordinal", math.nan)
+        alpha_txt = f"{alpha:.3f}" if pd.notna(alpha) else "–"
+        lines.append(f"| {r['judge']} | {r['comparison']} | {r['n']} | " + " | ".join(cells) + f" | {alpha_txt} |")
+    return "\n".join(lines) + (f"\n\nReviewer aspect: {aspect}. Scale mapping: {SCALE_MAPPING}. κ_w: quadratic. "
+                               "CIs: Fisher z for ρ and τ, bootstrap over items for percent and κ.\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from analysis.collect import load_results
+    from experiments.coling import load_coling_records, review_scores
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", type=Path, help="run or multirun folder of experiment=coling_originality")
+    parser.add_argument("--reviews", type=Path, required=True, help="coling2020_reviews.jsonl")
+    parser.add_argument("--aspect", default="Originality", help="the reviewers' score to compare with")
+    parser.add_argument("--dimension", default="originality", help="the judge's rubric dimension")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    try:
+        reviews = review_scores(load_coling_records(args.reviews), args.aspect)
+        judged = judge_scores(load_results(args.root), args.dimension)
+        if judged.empty:
+            raise ValueError(f"{args.root}: no parsed '{args.dimension}' scores in these results")
+    except (FileNotFoundError, ValueError) as exc:  # DatasetError is a ValueError
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    table = compare(judged, reviews)
+    out = args.out or args.root
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "reviewers.csv", index=False)
+    text = markdown(table, args.aspect)
+    (out / "reviewers.md").write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

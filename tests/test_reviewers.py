@@ -1,0 +1,104 @@
+"""Judges vs real reviewers (analysis.reviewers) and the COLING loader (experiments.coling), on hand-made data."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.reviewers import ceiling, compare, judge_scores, main, round_half_up
+from experiments.coling import extraction_labels, load_coling, load_coling_records, review_scores
+from experiments.validation import DatasetError
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+
+
+def paper(pid: int, decision: str, scores: list[int]) -> dict[str, object]:
+    return {"paper_id": pid, "title": f"Paper {pid}", "abstract": "We do X.", "decision": decision,
+            "introduction_sentences": ["Background here.", f"We propose method {pid}."],
+            "review_novelty_sentences": [],
+            "reviews": [{"review_text": "ok", "scores": {"Originality": s, "overall": 3}} for s in scores]}
+
+
+PAPERS = [paper(1, "Accept", [4, 4]), paper(2, "Accept", [3, 2, 3]), paper(3, "Reject", [1]), paper(4, "Accept", [5])]
+
+
+def write(tmp: Path, records: list[dict[str, object]]) -> Path:
+    path = tmp / "coling.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_loader_instances_scores_and_labels(tmp_path: Path) -> None:
+    path = write(tmp_path, PAPERS)
+    inst = load_coling(path)
+    assert [i.instance_id for i in inst] == ["1", "2", "3", "4"] and inst[0].candidates[0].source == "paper"
+    assert "Abstract: We do X." in inst[0].candidates[0].text and "We propose method 1." in inst[0].candidates[0].text
+    rev = review_scores(load_coling_records(path))
+    assert len(rev) == 7 and rev[rev["paper_id"] == "2"]["score"].tolist() == [3.0, 2.0, 3.0]
+    labels = extraction_labels(load_coling_records(path), [{"id": "2", "paper_novelty": ["We propose method 2."]}])
+    assert labels["label"].tolist() == [0, 1] and set(labels["paper_id"]) == {"2"}  # papers NovBench covers
+
+
+def test_loader_reports_every_problem(tmp_path: Path) -> None:
+    bad = [paper(1, "Accept", [4]), {**paper(2, "Accept", [4]), "reviews": [{"scores": {"Originality": 7}}]},
+           {**paper(1, "Accept", [4])}]
+    with pytest.raises(DatasetError) as err:
+        load_coling_records(write(tmp_path, bad))
+    assert any(":2: reviews[0].scores.Originality: must be an integer 1-5" in p for p in err.value.problems)
+    assert any(":3: paper_id: duplicate id '1'" in p for p in err.value.problems)
+
+
+def test_judge_scores_and_rounding() -> None:
+    results = pd.DataFrame({"judge": ["j"] * 4, "instance_id": ["1", "1", "2", "2"], "dimension": ["originality"] * 4,
+                            "score": [4.0, 3.0, 2.0, math.nan], "parse_ok": [True, True, True, False]})
+    got = judge_scores(results).set_index("paper_id")
+    assert got.loc["1", "judge_score"] == 3.5 and got.loc["1", "n_samples"] == 2 and got.loc["2", "n_samples"] == 1
+    assert round_half_up(pd.Series([3.5, 2.5, 2.49])).tolist() == [4.0, 3.0, 2.0]
+
+
+def test_compare_planted_perfect_judge_and_ceiling() -> None:
+    reviews = review_scores(PAPERS)
+    # per-paper reviewer means: 4, 8/3, 1, 5 -> a judge saying 4, 3, 1, 5 ranks them identically
+    judged = pd.DataFrame({"judge": ["j"] * 4, "paper_id": ["1", "2", "3", "4"], "judge_score": [4.0, 3.0, 1.0, 5.0],
+                           "n_samples": [1] * 4})
+    table = compare(judged, reviews).set_index("comparison")
+    assert table.loc["judge vs mean reviewer", "rho"] == pytest.approx(1.0)
+    assert table.loc["judge vs mean reviewer", "tau"] == pytest.approx(1.0)
+    each = table.loc["judge (mapped) vs each review"]
+    # pairs (judge, review): (4,4) (4,4) (3,3) (3,2) (3,3) (1,1) (5,5): 6 of 7 equal
+    assert each["n"] == 7 and each["percent"] == pytest.approx(6 / 7) and 0.9 < each["kappa_w"] < 1.0
+    accept = table.loc["judge accept (score >= 3) vs decision"]
+    assert accept["percent"] == 1.0 and accept["kappa"] == pytest.approx(1.0)  # 1 2 4 accept, 3 reject
+    # ceiling: paper 1 (4, 4) -> 1 pair; paper 2 (3, 2, 3) -> 3 pairs (3,2) (3,3) (2,3): 2 of 4 pairs agree
+    ceil = ceiling(reviews)
+    assert ceil["n"] == 4 and ceil["percent"] == pytest.approx(0.5) and "2 papers" in ceil["comparison"]
+
+
+def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, PAPERS)
+    run = tmp_path / "run"
+    run.mkdir()
+    pd.DataFrame({"judge": "j", "mode": "independent", "instance_id": ["1", "2", "3", "4"], "candidate_id": "c",
+                  "source": "paper", "rubric": "paper_originality", "dimension": "originality",
+                  "score": [4.0, 3.0, 1.0, 5.0], "parse_ok": True}
+                 ).to_csv(run / "results.csv", index=False)
+    assert main([str(run), "--reviews", str(path)]) == 0
+    assert "identity" in (run / "reviewers.md").read_text() and (run / "reviewers.csv").exists()
+    capsys.readouterr()
+    assert main([str(run), "--reviews", str(tmp_path / "missing.jsonl")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.skipif(not (DATA / "coling2020_reviews.jsonl").exists(), reason="../shared/data not present")
+def test_real_coling_labels_and_ceiling() -> None:
+    papers = load_coling_records(DATA / "coling2020_reviews.jsonl")
+    novelty = [json.loads(x) for x in (DATA / "novbench_coling2020.jsonl").read_text().splitlines() if x.strip()]
+    labels = extraction_labels(papers, novelty)
+    assert labels["paper_id"].nunique() == 73 and len(labels) == 1947 and labels["label"].sum() == 512
+    reviews = review_scores(papers)
+    assert len(reviews) == 110 and reviews["paper_id"].nunique() == 86
+    assert ceiling(reviews)["n"] == 26  # 20 papers with 2 reviews (1 pair) + 2 with 3 (3 pairs)
