@@ -20,6 +20,8 @@ GLOSSARY: dict[str, str] = {
     "combine": "how judges are combined: mean score, unanimous or majority verdict", "family": "the judge's "
     "model family", "method": "latent-truth model (Dawid-Skene, MACE, GLAD, majority vote)", "task": "item of "
     "the latent model", "latent": "the latent model's most probable label", "votes": "the raters' labels",
+    "parameter": "a request parameter the provider did not get as asked", "asked": "the value the study asked "
+    "for", "sent": "what the provider received (`not sent` = dropped)", "note": "why it was dropped or changed",
     # counts
     "n": "number of items the statistic is computed on", "rows": "results rows", "prompts": "distinct prompts",
     "judgments": "judge calls (prompt × sample)", "n_raters": "raters in the comparison",

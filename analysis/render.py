@@ -53,8 +53,9 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         "Runs",
-        "One row per run: rows, prompts, share of rows with a verdict, cost, cached share.",
-        ("overview",),
+        "One row per run: rows, prompts, share of rows with a verdict, cost, cached share; then every request "
+        "parameter a provider did not receive as asked (dropped or changed by litellm's mapping).",
+        ("overview", "request_changes"),
     ),
     Section(
         "Win / tie / loss against the reference",

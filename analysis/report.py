@@ -20,6 +20,7 @@ from analysis import humans as human_mod
 from analysis.agreement import agreement_table
 from analysis.collect import load_humans, load_results
 from analysis.paper_tables import write_paper_tables
+from analysis.requests import request_changes
 
 Tables = dict[str, pd.DataFrame]
 
@@ -222,6 +223,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = load_results(args.root)
     humans = load_humans(args.humans) if args.humans else None
     tables = compute_tables(results, humans, args.reference, args.n_boot, args.seed)
+    changed = request_changes(args.root)  # parameters a provider did not get as asked (judge.quirks)
+    if len(changed):
+        tables["request_changes"] = changed
     figures = build_figures(results, tables, humans, args.reference)
     out = Path(args.out) if args.out else Path(args.root) / "report"
     md, html = write_report(tables, figures, out, source=str(args.root))

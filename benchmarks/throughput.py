@@ -144,7 +144,7 @@ def study_config(data: Path, api_base: str, concurrency: int, cache_dir: Path) -
                  f"n_samples={N_SAMPLES}", f"cache_dir={cache_dir}", "progress=false"]  # fmt: skip
     with initialize_config_module(config_module="conf", version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
-    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     assert isinstance(plain, dict)
     return plain
 

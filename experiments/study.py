@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import sys
 import time
@@ -32,6 +33,7 @@ from experiments.spend import budget_for, budget_manifest, budget_message
 from judge.cache import CacheError
 from judge.client import CallResult, Judge, Sample
 from judge.completer import LiteLLMCompleter, use_inline_setup
+from judge.quirks import RequestShape, request_shape
 from judge.ratelimit import limiter_for
 from judge.retry import FatalProviderError, RetryPolicy
 from judge.rubric import Rubric, response_format
@@ -84,6 +86,15 @@ def sampling_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The decoding parameters every call of a run shares (each sample adds its index to the seed)."""
     return {"temperature": float(cfg["temperature"]), "max_tokens": int(cfg["max_tokens"]),
             "seed": int(cfg["seed"])}  # fmt: skip
+
+
+def sent_request(cfg: Mapping[str, Any], rubric: Rubric) -> RequestShape:
+    """What this run's requests carry after litellm's parameter mapping (judge.quirks), built, never sent."""
+    jcfg = cfg["judge"]
+    asked = {**sampling_params(cfg), **(jcfg.get("extra") or {})}
+    if jcfg.get("structured_output"):
+        asked["response_format"] = response_format(rubric, None)
+    return request_shape(str(jcfg["model"]), jcfg.get("api_base"), asked)
 
 
 def make_judge(cfg: Mapping[str, Any]) -> Judge:
@@ -310,9 +321,10 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     prompts = build_prompts(instances, rubric, cfg["mode"]["name"], seed=int(cfg["seed"]),
                             k_per_source=cfg["mode"].get("k_per_source"))  # fmt: skip
     judge = make_judge(cfg)
+    shape = sent_request(cfg, rubric)
     meta = {"run_id": run_id, "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"],
             "mode": cfg["mode"]["name"], "rubric": rubric.name, "rubric_version": rubric.version,
-            "temperature": float(cfg["temperature"])}  # fmt: skip
+            "temperature": math.nan if shape.temperature is None else shape.temperature}  # fmt: skip
     tally = Tally()
     keys: list[str] = []
     try:
@@ -331,6 +343,8 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     manifest = build_manifest(cfg, frame, tally, rubric, data_path, len(instances), len(prompts), started)
     manifest.update(budget_manifest(judge.budget, tally.not_started))
     manifest.update(batch_manifest(tally.batch))
+    manifest.update(temperature=shape.temperature, temperature_asked=float(cfg["temperature"]),
+                    request={"sent": shape.sent, "changes": shape.changes})
     if judge.limiter is not None:
         jcfg = cfg["judge"]
         manifest["rate_limit"] = {"rpm": jcfg.get("rpm"), "tpm": jcfg.get("tpm"),
