@@ -21,7 +21,8 @@ T = TypeVar("T")
 
 _SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 # settings that change how the calls are made, never what they return
-EXECUTION_ONLY = frozenset({"shard", "progress", "workers", "cache_dir", "cache", "retry", "limits", "budget"})
+EXECUTION_ONLY = frozenset({"shard", "progress", "workers", "cache_dir", "cache", "retry", "plan", "budget_usd",
+                            "batch", "batch_settings", "min_parse_rate"})
 JUDGE_EXECUTION_ONLY = frozenset({"concurrency", "timeout_s", "api_bases", "pool"})
 
 

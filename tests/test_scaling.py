@@ -142,3 +142,21 @@ def test_sharded_sweep_on_a_launcher(launcher: str, server: ScriptedServer, tmp_
     whole, _ = run_in_process(config([*study(server), f"cache_dir={tmp_path / 'shared'}"]), tmp_path / "w")
     assert len(server.requests) - before == 12  # the unsharded study is all in the shards' shared cache
     pd.testing.assert_frame_equal(rows(load_results(tmp_path / "sw")), rows(load_results(tmp_path / "w")))
+
+
+@pytest.mark.slow
+def test_sharded_sweep_on_ray(server: ScriptedServer, tmp_path: Path) -> None:
+    """`hydra/launcher=ray` on a local Ray instance. hydra-ray-launcher pins cloudpickle 2.2.1, which the joblib
+    launcher's joblib>=1.5 refuses, so it is not in `.[dev]`; run it in an environment of its own:
+    `python -m venv --system-site-packages .venv-ray && .venv-ray/bin/pip install -e '.[ray]' &&
+    .venv-ray/bin/python -m pytest -q tests/test_scaling.py -k ray`."""
+    pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason="pip install -e '.[ray]' (see the docstring)")
+    before = len(server.requests)
+    out = sweep(["hydra/launcher=ray", "+hydra.launcher.ray.init.num_cpus=2", *study(server), "shard=0/2,1/2",
+                 f"hydra.sweep.dir={tmp_path / 'sw'}"], tmp_path, tmp_path / "shared")  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert len(server.requests) - before == 12
+    check_shared_cache(tmp_path / "shared", 12)
+    whole, _ = run_in_process(config([*study(server), f"cache_dir={tmp_path / 'shared'}"]), tmp_path / "w")
+    assert len(server.requests) - before == 12
+    pd.testing.assert_frame_equal(rows(load_results(tmp_path / "sw")), rows(load_results(tmp_path / "w")))
