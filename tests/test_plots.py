@@ -3,6 +3,8 @@ marked on the shift figure, each generator's own score distribution."""
 
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -12,7 +14,9 @@ from analysis.report import compute_tables, score_raters
 from analysis.synthetic import synthetic_results
 
 
+@functools.cache
 def _tables() -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """One planted study and its tables for every test here (computed once)."""
     study = synthetic_results(n_instances=30, shift=3.0, seed=4)
     return study, compute_tables(study, n_boot=100)
 
