@@ -220,7 +220,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from analysis.render import write_report  # matplotlib output only when writing
 
-    results = load_results(args.root)
+    try:
+        results = load_results(args.root)
+    except (FileNotFoundError, ValueError) as exc:  # no results, or shards that cannot be merged: one line
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     humans = load_humans(args.humans) if args.humans else None
     tables = compute_tables(results, humans, args.reference, args.n_boot, args.seed)
     changed = request_changes(args.root)  # parameters a provider did not get as asked (judge.quirks)

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from analysis.collect import load_results
+from analysis.report import main as report_main
 from analysis.shards import ShardMergeError
 from experiments.inputs import StudyError
 from experiments.shard import Shard, ShardError, parse_shard, select, study_id
@@ -79,7 +80,8 @@ def test_bad_shard_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_four_shards_merge_to_the_unsharded_study(server: ScriptedServer, tmp_path: Path) -> None:
+def test_four_shards_merge_to_the_unsharded_study(server: ScriptedServer, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     """4 shards (comparative prompts, kept whole) make exactly the unsharded study's calls and rows."""
     before = len(server.requests)
     whole, whole_manifest = run_in_process(config([*study(server), f"cache_dir={tmp_path / 'c1'}"]), tmp_path / "w")
@@ -111,6 +113,9 @@ def test_four_shards_merge_to_the_unsharded_study(server: ScriptedServer, tmp_pa
     shutil.copytree(tmp_path / "aside", tmp_path / "shards" / "3_again")
     with pytest.raises(ShardMergeError, match=r"shard 3/4 twice"):
         load_results(tmp_path / "shards")
+    assert report_main([str(tmp_path / "shards")]) == 2  # the report says so in one line, no traceback
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "shard 3/4 twice" in err and "\n" not in err
 
 
 def check_shared_cache(cache_dir: Path, expected: int) -> None:
