@@ -7,3 +7,21 @@ import tempfile
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("JUDGESCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="judgescope-test-cache-"))
+
+
+import litellm  # noqa: E402
+import pytest  # noqa: E402
+
+_LITELLM_CALLBACK_LISTS = ("callbacks", "success_callback", "failure_callback", "_async_success_callback",
+                           "_async_failure_callback", "input_callback", "service_callback")
+
+
+@pytest.fixture(autouse=True)
+def _restore_litellm_callbacks():  # type: ignore[no-untyped-def]
+    """litellm keeps callbacks in module globals, and a Router registers its own there: restore them after each
+    test, so that one test's Router does not change how the next test's calls are logged (or timed)."""
+    saved = {name: list(getattr(litellm, name, []) or []) for name in _LITELLM_CALLBACK_LISTS}
+    yield
+    for name, value in saved.items():
+        if hasattr(litellm, name):
+            setattr(litellm, name, value)
