@@ -146,6 +146,11 @@ class Study:
         except duckdb.Error as exc:
             self._build_error = str(exc).splitlines()[0]
 
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor of its own for each query: the web server answers requests on several threads, and one
+        DuckDB connection must not be used by two threads at once."""
+        return self.con.cursor()
+
     def wait(self) -> None:
         """Block until every item's disagreements are built (sorting by them needs all)."""
         self._builder.join()
@@ -156,7 +161,7 @@ class Study:
         """Distinct values of every filter column (for the filter menus)."""
         out = {}
         for col in FILTERS:
-            rows = self.con.execute(f'SELECT DISTINCT "{col}" FROM base WHERE "{col}" IS NOT NULL '
+            rows = self._cursor().execute(f'SELECT DISTINCT "{col}" FROM base WHERE "{col}" IS NOT NULL '
                                     f'ORDER BY 1 LIMIT 5000').fetchall()  # fmt: skip
             out[col] = [str(r[0]) for r in rows]
         return out
@@ -181,7 +186,7 @@ class Study:
         sql = (
             f"SELECT {keys}, count(*) OVER () AS total FROM {table} {where} ORDER BY {order} LIMIT ? OFFSET ?"
         )
-        frame = self.con.execute(sql, [*params, size, offset]).fetchdf()
+        frame = self._cursor().execute(sql, [*params, size, offset]).fetchdf()
         total = int(frame["total"].iloc[0]) if len(frame) else self._count(table, where, params)
         frame = frame.drop(columns="total").merge(self._details(frame, filters.get("dimension")), how="left")
         return Page(frame.astype(object).where(frame.notna(), None).to_dict("records"), total, offset)
@@ -194,17 +199,17 @@ class Study:
         where = f"WHERE instance_id IN ({', '.join('?' for _ in instances)})"
         where += " AND dimension = ?" if dimension else ""
         sql = ITEM_SQL.format(dims=DISAGREEMENT_SQL.format(where=where))
-        return self.con.execute(sql, [*instances, *([dimension] if dimension else [])]).fetchdf()
+        return self._cursor().execute(sql, [*instances, *([dimension] if dimension else [])]).fetchdf()
 
     def _count(self, source: str, where: str, params: list[Any]) -> int:
         sql = f"SELECT count(*) FROM {source} {where}"
-        return int(self.con.execute(sql, params).fetchone()[0])  # type: ignore[index]
+        return int(self._cursor().execute(sql, params).fetchone()[0])  # type: ignore[index]
 
     def item_rows(self, instance_id: str, candidate_id: str) -> pd.DataFrame:
         """Every results row of one candidate: all judges, modes, samples and dimensions."""
         sql = ("SELECT * FROM results WHERE instance_id = ? AND candidate_id = ? "
                "ORDER BY judge, rubric, mode, prompt_id, sample_idx, dimension")  # fmt: skip
-        return self.con.execute(sql, [instance_id, candidate_id]).fetchdf()
+        return self._cursor().execute(sql, [instance_id, candidate_id]).fetchdf()
 
     def human_rows(self, instance_id: str, candidate_id: str) -> pd.DataFrame:
         """The human labels of one candidate (empty without --humans)."""
@@ -219,6 +224,6 @@ class Study:
             return {}
         marks = " OR ".join("(run_id = ? AND prompt_id = ?)" for _ in keys)
         params = [v for key in keys for v in key]
-        rows = self.con.execute(f"SELECT run_id, prompt_id, any_value(messages) FROM prompts WHERE {marks} "
+        rows = self._cursor().execute(f"SELECT run_id, prompt_id, any_value(messages) FROM prompts WHERE {marks} "
                                 "GROUP BY 1, 2", params).fetchall()  # fmt: skip
         return {(str(r), str(p)): json.loads(m) for r, p, m in rows}

@@ -9,6 +9,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -51,6 +52,11 @@ def test_list_counts_filters_and_sorts_by_planted_disagreement(tmp_path: Path) -
                         & (frame["candidate_id"] == "narrow_gen_2") & (frame["instance_id"] == "inst00003")]  # fmt: skip
     expected = samples.groupby("dimension")["score"].agg(lambda s: s.max() - s.min()).max()
     assert spread["spread"] == pytest.approx(expected)
+    with ThreadPoolExecutor(8) as pool:  # the server answers on several threads at once
+        totals = list(
+            pool.map(lambda j: study.page({"judge": j}, "judge_judge").total, ["judge_a", "judge_b"] * 8)
+        )
+    assert totals == [5 * 7 * 2] * 16
     second = study.page({}, "item", offset=50, size=50)
     assert second.offset == 50 and len(second.rows) == 50 and second.rows[0] != study.page({}).rows[0]
 
