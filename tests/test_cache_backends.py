@@ -64,8 +64,10 @@ def table(run: Path) -> pd.DataFrame:
 def test_redis_holds_the_disk_entries_and_replays(server: ScriptedServer, redis_srv: RedisServer,
                                                   tmp_path: Path) -> None:  # fmt: skip
     before = len(server.requests)
-    run_in_process(study(server, *on_redis(redis_srv.url)), tmp_path / "r1")
+    # two forked workers, each with its own connection (CallCache.reopen), write to the one Redis
+    _, first = run_in_process(study(server, *on_redis(redis_srv.url), "workers=2"), tmp_path / "r1")
     made = len(server.requests) - before
+    assert first["calls_made"] == made
     assert made == 2 * 11 * 2  # 2 instances x 11 candidates x 2 samples
     again, manifest = run_in_process(study(server, *on_redis(redis_srv.url)), tmp_path / "r2")
     assert len(server.requests) - before == made and manifest["calls_cached"] == made
