@@ -111,6 +111,25 @@ def test_dead_redis_is_one_line_and_no_calls(server: ScriptedServer, redis_srv: 
     assert "secret" not in str(open_cache_error("redis://:secret@127.0.0.1:1/0"))
 
 
+def test_redis_dying_mid_run_stops_the_study(redis_srv: RedisServer, tmp_path: Path) -> None:
+    """The server kills Redis while answering its 5th request: the study stops with one line at the next cache
+    write, after at most the requests already in flight - no storm of calls that could not be cached."""
+
+    def answer(body: dict) -> Step:
+        if len(dying.requests) == 5:
+            redis_srv.stop()
+        return Step(200, rubric_answer(body))
+
+    dying = ScriptedServer(answer)
+    with dying.running():
+        cfg = config(["judge=qwen", f"judge.api_base={dying.api_base}", "limit=2", "n_samples=2", "workers=1",
+                      "judge.concurrency=4", *on_redis(redis_srv.url)])  # fmt: skip
+        with pytest.raises(StudyError, match=r"^redis://127\.0\.0\.1:\d+/0: cannot write the Redis call cache") as err:
+            run_in_process(cfg, tmp_path / "out")
+    assert "\n" not in str(err.value)
+    assert 5 <= len(dying.requests) <= 5 + 4  # the call that found Redis dead + those already in flight
+
+
 def open_cache_error(url: str) -> CacheError:
     with pytest.raises(CacheError) as err:
         open_cache({"backend": "redis", "url": url})
