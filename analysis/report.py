@@ -225,8 +225,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as exc:  # no results, or shards that cannot be merged: one line
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    humans = load_humans(args.humans) if args.humans else None
-    tables = compute_tables(results, humans, args.reference, args.n_boot, args.seed)
+    try:  # a labels file or a direction the tables cannot use (e.g. higher_is_better "maybe"): one line
+        humans = load_humans(args.humans) if args.humans else None
+        tables = compute_tables(results, humans, args.reference, args.n_boot, args.seed)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     changed = request_changes(args.root)  # parameters a provider did not get as asked (judge.quirks)
     if len(changed):
         tables["request_changes"] = changed

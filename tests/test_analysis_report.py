@@ -61,6 +61,19 @@ def test_direction_survives_a_csv_and_old_tables_take_it_from_the_rubric_spec(
         load_results(tmp_path / "custom")
 
 
+def test_a_bad_direction_is_one_line(tmp_path: Path, study: pd.DataFrame, capsys: pytest.CaptureFixture) -> None:
+    bad = study.astype({"higher_is_better": object}).assign(higher_is_better="maybe")
+    write_runs(tmp_path / "bad", bad, csv=("independent", "comparative"))
+    assert main([str(tmp_path / "bad"), "--n-boot", "10"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err] and "'higher_is_better' must be true or false, not 'maybe'" in err
+    labels = synthetic_humans(study, seed=2).assign(higher_is_better="sometimes")
+    write_runs(tmp_path / "ok", study)
+    labels.to_csv(tmp_path / "h.csv", index=False)
+    assert main([str(tmp_path / "ok"), "--humans", str(tmp_path / "h.csv"), "--n-boot", "10"]) == 2
+    assert "not 'sometimes'" in capsys.readouterr().err
+
+
 def test_prepare_splits_a_judge_that_ran_two_rubrics(study: pd.DataFrame) -> None:
     two = pd.concat([study.astype({"rubric": str}), study.astype({"rubric": str}).assign(rubric="other")])
     assert set(prepare(two)["judge"].astype(str)) == {
