@@ -13,6 +13,7 @@ import re
 import socket
 import sys
 import threading
+import time
 import webbrowser
 from collections.abc import Sequence
 from importlib import resources
@@ -144,6 +145,16 @@ def bind(port: int) -> socket.socket:
     return sock
 
 
+def announce(server: uvicorn.Server, url: str, root: str, browser: bool) -> None:
+    """Print the URL (and open a browser) once the server answers, not before."""
+    while not server.started and not server.should_exit:
+        time.sleep(0.05)
+    if server.started:
+        print(f"judgescope viewer for {root}: {url}  (Ctrl-C to stop)", flush=True)
+        if browser:
+            webbrowser.open(url)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point."""
     parser = argparse.ArgumentParser(prog="python -m analysis.view",
@@ -164,11 +175,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"analysis.view: {exc}", file=sys.stderr)
         return 2
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
-    print(f"judgescope viewer for {args.root}: {url}  (Ctrl-C to stop)", flush=True)
-    if not args.no_browser:
-        threading.Timer(0.5, webbrowser.open, [url]).start()
     server = uvicorn.Server(uvicorn.Config(create_app(study), log_level="warning"))
-    server.run(sockets=[sock])
+    threading.Thread(
+        target=announce, args=(server, url, str(args.root), not args.no_browser), daemon=True
+    ).start()
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn shuts down gracefully, then re-raises Ctrl-C
+        print("judgescope viewer stopped", file=sys.stderr)
     return 0
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import html
 import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -162,3 +165,18 @@ def test_report_in_the_browser(served: tuple[str, Path], tmp_path: Path) -> None
         assert page.evaluate("[...document.images].every(i => i.complete && i.naturalWidth > 0)")
         assert page.locator("#glossary td", has_text="kappa_w").count() >= 1
         assert errors == []
+
+
+def test_cli_prints_its_url_once_it_serves_and_stops_on_ctrl_c(served: tuple[str, Path]) -> None:
+    _, root = served
+    proc = subprocess.Popen([sys.executable, "-m", "analysis.view", str(root), "--no-browser", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        url = line.split(": ", 1)[1].split()[0]
+        assert url.startswith("http://127.0.0.1:")
+        assert "judged items" in urllib.request.urlopen(url).read().decode()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err
