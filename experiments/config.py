@@ -189,8 +189,26 @@ class IssuesConfig:
     retry: RetryConfig = field(default_factory=RetryConfig)
 
 
+@dataclass(frozen=True)
+class ExtractConfig:
+    """NovBench's extraction stage (conf/extract.yaml): a judge labels introduction sentences."""
+
+    judge: JudgeConfig = MISSING
+    rubric: RubricConfig = MISSING
+    papers: str = "../shared/data/coling2020_reviews.jsonl"  # introduction sentences
+    novelty: str = "../shared/data/novbench_coling2020.jsonl"  # the sentences NovBench chose
+    temperature: float = 0.0
+    max_tokens: int = 40
+    seed: int = 0
+    limit: Optional[int] = None  # noqa: UP045  (papers)
+    cache_dir: Optional[str] = None  # noqa: UP045
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    progress: bool = True
+    retry: RetryConfig = field(default_factory=RetryConfig)
+
+
 SCHEMAS: dict[str, type] = {"config_schema": StudyConfig, "generate_schema": GenerateConfig,
-                            "issues_schema": IssuesConfig}  # fmt: skip
+                            "issues_schema": IssuesConfig, "extract_schema": ExtractConfig}  # fmt: skip
 
 
 def _writable(node: Any) -> Any:

@@ -1,0 +1,116 @@
+"""NovBench's extraction stage (Sec. 3.1 / App. A): `python -m experiments.extract judge=<model> [limit=N]`.
+
+Novelty-description extraction is binary classification of introduction sentences. Each sentence of the
+COLING 2020 papers NovBench covers is shown to the judge with the ``novelty_sentence`` rubric (one cached
+call per sentence, through the same judge path as every call); the gold label is whether NovBench chose the
+sentence (``experiments.coling.extraction_labels``). Writes ``extraction_predictions.csv`` (every sentence,
+label, prediction, raw answer), ``extraction_metrics.json`` (accuracy, precision, recall, F1 of the
+"novelty description" class, the all-"no" baseline's accuracy, unscored answers) and ``manifest.json``.
+An unparsable answer is unscored: counted, left out of the metrics, never read as "no".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import hydra
+import pandas as pd
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+
+def classification_metrics(labels: Sequence[int], predicted: Sequence[int | None]) -> dict[str, float]:
+    """Accuracy, precision, recall and F1 of class 1 (scikit-learn) over the scored predictions."""
+    from sklearn.metrics import accuracy_score, precision_recall_fscore_support
+
+    pairs = [(int(y), int(p)) for y, p in zip(labels, predicted, strict=True) if p is not None and p == p]
+    out: dict[str, float] = {"n": len(pairs), "n_unscored": len(labels) - len(pairs),
+                             "n_positive": sum(y for y, _ in pairs)}
+    if not pairs:
+        return out | dict.fromkeys(("accuracy", "precision", "recall", "f1", "baseline_all_no_accuracy"), float("nan"))
+    y, p = zip(*pairs, strict=True)
+    prec, rec, f1, _ = precision_recall_fscore_support(y, p, labels=[1], average="binary", zero_division=0.0)
+    return out | {"accuracy": float(accuracy_score(y, p)), "precision": float(prec), "recall": float(rec),
+                  "f1": float(f1), "baseline_all_no_accuracy": 1.0 - sum(y) / len(y)}
+
+
+async def classify(judge: Any, rubric: Any, rows: pd.DataFrame, params: Mapping[str, Any],
+                   structured: bool, tally: Any) -> list[tuple[int | None, str]]:  # fmt: skip
+    """(1 / 0 / None, raw answer) per sentence: one cached judge call each, counted in ``tally``."""
+    from experiments.generation import Request, call_many
+    from judge.parse import parse_object
+    from judge.rubric import response_format
+
+    call_params = {**params, "response_format": response_format(rubric)} if structured else dict(params)
+    dim = rubric.dimensions[0].name
+    requests = [Request(rubric.render(title=t, sentence=s), rubric.version)
+                for t, s in zip(rows["title"], rows["sentence"], strict=True)]  # fmt: skip
+    out = []
+    for res in await call_many(judge, requests, call_params, progress=bool(rows.attrs.get("progress", False))):
+        raw = res.completion.text if res.completion else ""
+        parsed = parse_object(raw, rubric.fields)
+        tally.add(res, scored=parsed.ok)
+        out.append(((1 if parsed.values[dim] == "yes" else 0) if parsed.ok else None, raw))
+    return out
+
+
+def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
+    """Label, call, score, write; returns the metrics."""
+    from experiments.coling import extraction_labels, load_coling_records
+    from experiments.inputs import resolve_path
+    from experiments.novbench_data import load_novbench_records
+    from experiments.study import Tally, make_judge, sampling_params, write_atomic
+    from judge.rubric import rubric_from_config
+
+    papers = load_coling_records(resolve_path(str(cfg["papers"])))
+    labels = extraction_labels(papers, load_novbench_records(resolve_path(str(cfg["novelty"]))))
+    keep = list(dict.fromkeys(labels["paper_id"]))[: cfg.get("limit")]
+    rows = labels[labels["paper_id"].isin(keep)].reset_index(drop=True)
+    rows.attrs["progress"] = bool(cfg.get("progress"))
+    rubric = rubric_from_config(cfg["rubric"])
+    judge, tally = make_judge(cfg), Tally()
+    try:
+        structured = bool(cfg["judge"].get("structured_output"))
+        answers = asyncio.run(classify(judge, rubric, rows, sampling_params(cfg), structured, tally))
+    finally:
+        judge.cache.close()
+    rows = rows.assign(predicted=[a for a, _ in answers], raw=[r for _, r in answers])
+    metrics = {"judge": cfg["judge"]["name"], "papers": len(keep), **classification_metrics(rows["label"],
+                                                                                             rows["predicted"])}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(out_dir / "extraction_predictions.csv", lambda p: rows.to_csv(p, index=False))
+    write_atomic(out_dir / "extraction_metrics.json", lambda p: p.write_text(json.dumps(metrics, indent=2)))
+    manifest = {"judge": cfg["judge"]["name"], "model": cfg["judge"]["model"], "rubric_version": rubric.version,
+                "sentences": len(rows), "papers": len(keep), "calls_made": tally.calls, "calls_cached": tally.cached,
+                "retries": tally.retries, "provider_errors": tally.provider_errors, "unscored": tally.unscored}
+    write_atomic(out_dir / "manifest.json", lambda p: p.write_text(json.dumps(manifest, indent=2)))
+    return metrics
+
+
+@hydra.main(version_base="1.3", config_path="pkg://conf", config_name="extract")
+def main(cfg: DictConfig) -> None:
+    from experiments.inputs import StudyError
+
+    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    assert isinstance(plain, dict)
+    try:
+        metrics = run_extract(plain, Path(HydraConfig.get().runtime.output_dir))
+    except (StudyError, ValueError) as exc:  # DatasetError is a ValueError
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        sys.exit(2)
+    print(json.dumps(metrics), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    from experiments.config import command_line_problem
+
+    problem = command_line_problem(sys.argv[1:], "extract")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(2)
+    main()
