@@ -23,10 +23,10 @@ from analysis.shards import merged_run_ids
 COLUMNS: tuple[str, ...] = (
     "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
     "candidate_id", "source", "other_id", "order", "dimension", "higher_is_better", "sample_idx", "position",
-    "score", "preference", "inconsistent", "parse_ok", "raw", "cost_usd", "latency_s", "cached", "candidate_text",
+    "score", "score_expected", "preference", "inconsistent", "parse_ok", "raw", "cost_usd", "latency_s", "cached", "candidate_text",
 )  # fmt: skip
 # a CSV writer may print a whole-number float as "3" (Arrow does): read these as floats whatever the text
-FLOAT_COLUMNS = {"score": "float64", "cost_usd": "float64", "latency_s": "float64"}
+FLOAT_COLUMNS = {"score": "float64", "score_expected": "float64", "cost_usd": "float64", "latency_s": "float64"}
 REQUIRED: tuple[str, ...] = ("judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score")
 KEY_COLUMNS: tuple[str, ...] = (
     "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
@@ -143,3 +143,11 @@ def prepare(results: pd.DataFrame) -> pd.DataFrame:
 def load_humans(path: str | Path) -> pd.DataFrame:
     """The human labels CSV (annotator, instance_id, candidate_id, source, dimension, score)."""
     return check_humans(pd.read_csv(path))
+
+
+def expected_as_score(results: pd.DataFrame) -> pd.DataFrame:
+    """The table with `score` replaced by the G-Eval `score_expected` (runs with expected_scores=true); a
+    row without an expected score becomes unscored, so no sampled integer is mixed in."""
+    if "score_expected" not in results or results["score_expected"].isna().all():
+        raise ValueError("no score_expected in these results: run the study with expected_scores=true")
+    return results.assign(score=results["score_expected"].astype(float))

@@ -18,7 +18,7 @@ import pandas as pd
 from analysis import consistency, illusion, latent, scores, summary, winrate
 from analysis import humans as human_mod
 from analysis.agreement import agreement_table
-from analysis.collect import load_humans, load_results
+from analysis.collect import expected_as_score, load_humans, load_results
 from analysis.paper_tables import write_paper_tables
 from analysis.requests import request_changes
 
@@ -217,11 +217,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reference", default="reference", help="source name of the reference candidate")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (default 1000)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--expected", action="store_true", help="analyse score_expected (G-Eval) for score")
     args = parser.parse_args(argv)
     from analysis.render import write_report  # matplotlib output only when writing
 
     try:
         results = load_results(args.root)
+        results = expected_as_score(results) if args.expected else results
     except (FileNotFoundError, ValueError) as exc:  # no results, or shards that cannot be merged: one line
         print(f"error: {exc}", file=sys.stderr)
         return 2

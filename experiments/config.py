@@ -147,6 +147,8 @@ class StudyConfig:
     retry: RetryConfig = field(default_factory=RetryConfig)
     # a run whose parse rate falls below this still writes everything, then exits non-zero
     min_parse_rate: float = 0.9
+    # also ask for token log-probabilities and write score_expected (G-Eval: probability-weighted mean score)
+    expected_scores: bool = False
 
 
 @dataclass(frozen=True)

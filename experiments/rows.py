@@ -13,13 +13,14 @@ import pandas as pd
 
 from experiments.modes import Prompt, Shown
 from judge.client import CallResult
+from judge.expected import expected_scores
 from judge.parse import Parsed, parse_labelled, parse_object
 from judge.rubric import Rubric
 
 COLUMNS = [
     "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
     "candidate_id", "source", "other_id", "order", "dimension", "sample_idx", "temperature", "position",
-    "label", "score", "preference", "inconsistent", "parse_ok", "error", "raw", "finish_reason",
+    "label", "score", "score_expected", "preference", "inconsistent", "parse_ok", "error", "raw", "finish_reason",
     "prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "cached", "retries", "candidate_text",
 ]  # fmt: skip
 
@@ -41,6 +42,19 @@ def parse_answer(prompt: Prompt, rubric: Rubric, result: CallResult) -> dict[str
     return parsed
 
 
+def expected_by_key(prompt: Prompt, rubric: Rubric, result: CallResult) -> dict[str, dict[str, float]]:
+    """G-Eval expected scores per shown label (or candidate id), from the answer's token log-probabilities
+    (empty without them: `expected_scores=true` asks for them)."""
+    comp = result.completion
+    if comp is None or not comp.logprobs or prompt.mode == "pairwise":
+        return {}
+    keys = [s.label or s.candidate.candidate_id for s in prompt.shown]
+    if prompt.mode == "comparative":
+        return expected_scores(comp.text, comp.logprobs, rubric.fields, keys)
+    one = expected_scores(comp.text, comp.logprobs, rubric.fields).get("", {})
+    return {k: one for k in keys}
+
+
 def _values(rubric: Rubric, parsed: Parsed) -> dict[str, Any]:
     """Dimension -> value; "overall" (mean of the dimensions) added where the rubric asks for it."""
     values = {d.name: parsed.values.get(d.name) if parsed.ok else None for d in rubric.dimensions}
@@ -60,6 +74,7 @@ def rows_for(prompt: Prompt, sample_idx: int, result: CallResult, rubric: Rubric
              meta: Mapping[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
     """Rows for one sample of one prompt; `meta` holds the run-level columns."""
     parsed_by_key = parse_answer(prompt, rubric, result)
+    expected_by = expected_by_key(prompt, rubric, result)
     comp = result.completion
     account = {
         "raw": comp.text if comp else "", "finish_reason": comp.finish_reason if comp else None,
@@ -77,6 +92,7 @@ def rows_for(prompt: Prompt, sample_idx: int, result: CallResult, rubric: Rubric
     rows = []
     for shown, other in judged:
         parsed = parsed_by_key[shown.label or shown.candidate.candidate_id]
+        expected = expected_by.get(shown.label or shown.candidate.candidate_id, {}) if parsed.ok else {}
         for dim, value in _values(rubric, parsed).items():
             is_pref = prompt.mode == "pairwise"
             rows.append({
@@ -85,6 +101,7 @@ def rows_for(prompt: Prompt, sample_idx: int, result: CallResult, rubric: Rubric
                 "other_id": other.candidate.candidate_id if other else None, "order": prompt.order,
                 "dimension": dim, "sample_idx": sample_idx, "position": shown.position, "label": shown.label,
                 "score": math.nan if is_pref or value is None else float(value),
+                "score_expected": expected.get(dim, math.nan),
                 "preference": _flip(value, prompt.order) if is_pref else None, "inconsistent": None,
                 "parse_ok": parsed.ok, "error": parsed.error, "candidate_text": shown.candidate.text,
                 **account,
@@ -96,7 +113,7 @@ def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The results table with its columns in contract order and pairwise flips marked."""
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame["position"] = frame["position"].astype("Int64")
-    for col in ("score", "cost_usd", "latency_s", "temperature"):  # float even when all unknown (NaN)
+    for col in ("score", "score_expected", "cost_usd", "latency_s", "temperature"):  # float even when all unknown (NaN)
         frame[col] = frame[col].astype(float)
     return mark_inconsistent(frame)
 

@@ -33,6 +33,7 @@ from experiments.spend import budget_for, budget_manifest, budget_message
 from judge.cache import CacheError
 from judge.client import CallResult, Judge, Sample
 from judge.completer import LiteLLMCompleter, use_inline_setup
+from judge.expected import TOP_LOGPROBS
 from judge.quirks import RequestShape, request_shape
 from judge.ratelimit import limiter_for
 from judge.retry import FatalProviderError, RetryPolicy
@@ -84,8 +85,11 @@ class Tally:
 
 def sampling_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The decoding parameters every call of a run shares (each sample adds its index to the seed)."""
-    return {"temperature": float(cfg["temperature"]), "max_tokens": int(cfg["max_tokens"]),
-            "seed": int(cfg["seed"])}  # fmt: skip
+    params = {"temperature": float(cfg["temperature"]), "max_tokens": int(cfg["max_tokens"]),
+              "seed": int(cfg["seed"])}  # fmt: skip
+    if cfg.get("expected_scores"):  # G-Eval expected scores need the answer's token log-probabilities
+        params |= {"logprobs": True, "top_logprobs": TOP_LOGPROBS}
+    return params
 
 
 def sent_request(cfg: Mapping[str, Any], rubric: Rubric) -> RequestShape:

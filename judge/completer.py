@@ -22,6 +22,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm  # noqa: E402  (the env var above must be set before the import)
 
+from judge.expected import TokenLogprob, from_response  # noqa: E402
+
 if not os.environ.get("LITELLM_LOG"):  # litellm logs one INFO line per call; keep the progress bar readable
     logging.getLogger("LiteLLM").setLevel(logging.WARNING)
 
@@ -38,13 +40,21 @@ class Completion:
     completion_tokens: int
     cost_usd: float | None
     latency_s: float
+    logprobs: tuple[TokenLogprob, ...] | None = None  # only when asked for (expected_scores=true)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.logprobs is None:
+            del out["logprobs"]  # entries without them stay byte-identical to earlier versions'
+        else:
+            out["logprobs"] = [t.to_list() for t in self.logprobs]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Completion:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        fields = {k: data[k] for k in cls.__dataclass_fields__ if k != "logprobs"}
+        tokens = data.get("logprobs")
+        return cls(**fields, logprobs=tuple(TokenLogprob.from_list(t) for t in tokens) if tokens else None)
 
 
 class Completer(Protocol):
@@ -276,6 +286,7 @@ class LiteLLMCompleter:
             completion_tokens=completion_tokens,
             cost_usd=cost_of(self.model, prompt_tokens, completion_tokens),
             latency_s=latency,
+            logprobs=from_response(getattr(choice, "logprobs", None)),
         )
 
     def complete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:

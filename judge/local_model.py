@@ -60,6 +60,8 @@ class GenerationResult:
     prompt_tokens: int  # chat-templated prompt incl. the prefill
     completion_tokens: int  # tokens the model generated (a closing end-of-turn token included)
     finish_reason: Literal["stop", "length"]
+    # OpenAI-shaped `logprobs.content` (structured decoding only, when asked for): one entry per token
+    logprobs: list[dict[str, Any]] | None = None
 
 
 # --------------------------------------------------------------------------------------------- generation

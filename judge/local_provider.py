@@ -184,7 +184,8 @@ class LocalLLM(CustomLLM):
             try:
                 if schema is not None:
                     results.append(
-                        generate_structured(chat, schema, temperature=temperature, seed=sample_seed)
+                        generate_structured(chat, schema, temperature=temperature, seed=sample_seed,
+                                            logprobs=bool(params.get("logprobs")))
                     )
                     continue
                 results.append(
@@ -215,6 +216,7 @@ class LocalLLM(CustomLLM):
                     index=i,
                     finish_reason=res.finish_reason,
                     message=litellm.Message(role="assistant", content=res.text),
+                    logprobs={"content": res.logprobs} if res.logprobs else None,
                 )
             )
         model_response.choices = choices

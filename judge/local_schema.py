@@ -77,7 +77,7 @@ def _with_follow(segments: Sequence[Segment]) -> list[tuple[Segment, str]]:
 
 
 def generate_structured(messages: list[dict[str, Any]], schema: Mapping[str, Any], *, temperature: float,
-                        seed: int | None) -> local_model.GenerationResult:  # fmt: skip
+                        seed: int | None, logprobs: bool = False) -> local_model.GenerationResult:  # fmt: skip
     """One answer that matches `schema`, each value chosen by the model."""
     import torch
 
@@ -106,7 +106,23 @@ def generate_structured(messages: list[dict[str, Any]], schema: Mapping[str, Any
             text += seg.options[chosen] + follow
             skip = len(follow)
     return local_model.GenerationResult(text=text, prompt_tokens=len(prompt_ids),
-                                        completion_tokens=decoder.generated, finish_reason="stop")  # fmt: skip
+                                        completion_tokens=decoder.generated, finish_reason="stop",
+                                        logprobs=_openai_logprobs(decoder.trace, tokenizer) if logprobs else None)  # fmt: skip
+
+
+def _openai_logprobs(trace: Sequence[tuple[int, Any]], tokenizer: Any) -> list[dict[str, Any]]:
+    """The decoder's trace as OpenAI `logprobs.content`. A forced token (schema text, or the only allowed
+    option) has probability 1 under the constrained decoding; a chosen one carries the model's
+    distribution over the allowed tokens (at temperature 1: the model's own probabilities)."""
+    out = []
+    for token, dist in trace:
+        text = tokenizer.decode([token])
+        if dist is None:
+            out.append({"token": text, "logprob": 0.0, "top_logprobs": [{"token": text, "logprob": 0.0}]})
+            continue
+        top = [{"token": tokenizer.decode([a]), "logprob": lp} for a, lp in dist]
+        out.append({"token": text, "logprob": dict(dist)[token], "top_logprobs": top})
+    return out
 
 
 class _PrefixCache:
@@ -160,11 +176,14 @@ class _Decoder:
         self.pending: list[int] = list(prompt_ids[reused:])
         self.logits: Any = None
         self.generated = 0  # tokens after the prompt: the answer's length
+        # every answer token, with the (allowed token, log-probability) list where the model chose it
+        self.trace: list[tuple[int, list[tuple[int, float]] | None]] = []
         self._prompt_stored = False
 
     def push(self, ids: Sequence[int]) -> None:
         self.pending.extend(ids)
         self.generated += len(ids)
+        self.trace.extend((int(i), None) for i in ids)
 
     def _flush(self) -> None:
         if not self.pending:
@@ -192,6 +211,9 @@ class _Decoder:
             token = allowed[0] if len(allowed) == 1 else self._pick(allowed, temperature, gen)
             prefix.append(token)
             self.push([token])
+            if len(allowed) > 1:
+                logp = self.torch.log_softmax(self.logits[allowed].float(), dim=-1).tolist()
+                self.trace[-1] = (token, list(zip(allowed, logp, strict=True)))
 
     def _pick(self, allowed: list[int], temperature: float, gen: Any) -> int:
         self._flush()

@@ -26,14 +26,19 @@ class Step:
     text: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     finish_reason: str = "stop"
+    logprobs: list[dict[str, Any]] | None = None  # OpenAI `choices[0].logprobs.content`, when scripted
 
 
-def completion_body(text: str, finish_reason: str = "stop", model: str = "test-model") -> dict[str, Any]:
-    return {
+def completion_body(text: str, finish_reason: str = "stop", model: str = "test-model",
+                    logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    body = {
         "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}],
         "usage": {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19},
     }  # fmt: skip
+    if logprobs is not None:
+        body["choices"][0]["logprobs"] = {"content": logprobs}
+    return body
 
 
 class ScriptedServer:
@@ -55,7 +60,7 @@ class ScriptedServer:
                 with server.lock:
                     server.requests.append(body)
                     step = server.next_step(body)
-                payload = (completion_body(step.text, step.finish_reason) if step.status == 200 else
+                payload = (completion_body(step.text, step.finish_reason, logprobs=step.logprobs) if step.status == 200 else
                            {"error": {"message": f"scripted {step.status}", "type": "test", "code": step.status}})
                 data = json.dumps(payload).encode()
                 self.send_response(step.status)

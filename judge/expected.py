@@ -1,0 +1,126 @@
+"""Expected scores from token probabilities (the G-Eval scoring rule).
+
+A judge asked for log-probabilities (`expected_scores=true`: OpenAI-compatible `logprobs` + `top_logprobs`,
+which vLLM and the embedded model also return) gives, at the token where it wrote a score, the probability
+of every alternative token. The expected score of a dimension is Σ_v v · p(v) over the allowed integer
+values v of the rubric's range, p normalised over those values (tokens that are not an allowed value, e.g.
+a quote or a letter, are left out, as in G-Eval). It sits next to the sampled integer: finer-grained scores
+from one call, and a calibration view (how sure the judge was of the integer it wrote).
+
+The score's token is found by locating the value in the raw JSON text (`"<dimension>": <value>`, inside
+the label's object in comparative answers) and mapping its character offset to the token that covers it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from judge.parse import Field
+
+TOP_LOGPROBS = 20  # alternatives asked per token (the OpenAI maximum)
+_VALUE = re.compile(r'^[\s:"]*(-?\d+)[^\d]*$')
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token and its top alternatives (token, log-probability), the sampled one included."""
+
+    token: str
+    top: tuple[tuple[str, float], ...]
+
+    def to_list(self) -> list[Any]:
+        return [self.token, [list(t) for t in self.top]]
+
+    @classmethod
+    def from_list(cls, data: Sequence[Any]) -> TokenLogprob:
+        return cls(str(data[0]), tuple((str(t), float(lp)) for t, lp in data[1]))
+
+
+def _get(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
+def from_response(choice_logprobs: Any) -> tuple[TokenLogprob, ...] | None:
+    """The tokens of an OpenAI-compatible `choice.logprobs` (`content: [{token, logprob, top_logprobs}]`),
+    as an object or a dict; None when the provider sent none."""
+    content = _get(choice_logprobs, "content") if choice_logprobs is not None else None
+    if not content:
+        return None
+    out = []
+    for item in content:
+        token, logprob = str(_get(item, "token") or ""), _get(item, "logprob")
+        top = [(str(_get(t, "token")), float(_get(t, "logprob"))) for t in (_get(item, "top_logprobs") or [])]
+        if logprob is not None and token not in {t for t, _ in top}:
+            top.append((token, float(logprob)))
+        out.append(TokenLogprob(token, tuple(top)))
+    return tuple(out)
+
+
+def value_distribution(token: TokenLogprob, low: float, high: float) -> dict[int, float] | None:
+    """P(value) over the allowed integers among the token's alternatives, normalised; None if none is one."""
+    mass: dict[int, float] = {}
+    for text, logprob in token.top:
+        match = _VALUE.match(text)
+        if match and low <= int(match.group(1)) <= high and math.isfinite(logprob):
+            value = int(match.group(1))
+            mass[value] = mass.get(value, 0.0) + math.exp(logprob)
+    total = sum(mass.values())
+    return {v: p / total for v, p in sorted(mass.items())} if total > 0 else None
+
+
+def expected_value(token: TokenLogprob, low: float, high: float) -> float | None:
+    """Σ v · p(v) over the allowed integer values (G-Eval), or None."""
+    dist = value_distribution(token, low, high)
+    return sum(v * p for v, p in dist.items()) if dist else None
+
+
+def _token_at(tokens: Sequence[TokenLogprob], text: str, offset: int) -> TokenLogprob | None:
+    """The token covering character `offset` of `text`; None when the tokens do not spell the text."""
+    joined = "".join(t.token for t in tokens)
+    shift = joined.find(text) if joined != text else 0
+    if shift < 0:
+        return None
+    pos = 0
+    for tok in tokens:
+        if pos <= offset + shift < pos + len(tok.token):
+            prefix = tok.token[: offset + shift - pos]
+            return tok if re.fullmatch(r'[\s:"]*', prefix) else None  # the value starts this token
+        pos += len(tok.token)
+    return None
+
+
+def _regions(text: str, labels: Sequence[str] | None) -> dict[str, tuple[int, int]]:
+    """Character span of each label's object (comparative), or the whole text under the key ""."""
+    if not labels:
+        return {"": (0, len(text))}
+    starts = {}
+    for label in labels:
+        match = re.search(rf'"{re.escape(label)}"\s*:\s*\{{', text)
+        if match:
+            starts[label] = match.end()
+    ordered = sorted(starts.items(), key=lambda kv: kv[1])
+    ends = [s for _, s in ordered[1:]] + [len(text)]
+    return {label: (start, end) for (label, start), end in zip(ordered, ends, strict=True)}
+
+
+def expected_scores(text: str, tokens: Sequence[TokenLogprob], fields: Sequence[Field],
+                    labels: Sequence[str] | None = None) -> dict[str, dict[str, float]]:  # fmt: skip
+    """Per label ("" without labels) and numeric dimension: the expected score, where it can be computed."""
+    out: dict[str, dict[str, float]] = {}
+    for label, (start, end) in _regions(text, labels).items():
+        region = text[start:end]
+        values: dict[str, float] = {}
+        for f in fields:
+            if f.choices or f.low is None or f.high is None:
+                continue
+            match = re.search(rf'"{re.escape(f.name)}"\s*:\s*', region)
+            token = _token_at(tokens, text, start + match.end()) if match else None
+            value = expected_value(token, f.low, f.high) if token else None
+            if value is not None:
+                values[f.name] = value
+        out[label] = values
+    return out

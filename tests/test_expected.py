@@ -1,0 +1,127 @@
+"""Expected scores (G-Eval): known values, a local OpenAI-compatible server returning planted logprobs
+through a whole study, and the embedded model's own probabilities."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from judge.completer import Completion
+from judge.expected import TokenLogprob, expected_scores, expected_value, from_response, value_distribution
+from judge.parse import Field
+from tests.openai_server import ScriptedServer, Step, rubric_answer
+from tests.test_runner import run
+
+FIELDS = [Field("originality", 0, 3, ()), Field("gap_addressing", 0, 3, ())]
+# planted distribution of the score token: " 2" and "2" both mean 2; "x" is not a score and is dropped
+PLANTED = [(" 2", 0.5), ("2", 0.1), (" 1", 0.2), (" 3", 0.1), (" 0", 0.1), ("x", 0.05)]
+PLANTED_EXPECTED = (2 * 0.6 + 1 * 0.2 + 3 * 0.1 + 0 * 0.1) / 1.0  # = 1.7
+
+
+def _tokens(text: str, planted: list[tuple[str, float]] = PLANTED) -> list[dict]:
+    """OpenAI logprobs.content for `text`: every value digit (with its leading space) is one token with the
+    planted alternatives; every other piece is certain."""
+    out = []
+    for piece in re.findall(r" \d+|\s+|[A-Za-z_]+|.", text):
+        if piece.strip().isdigit():
+            top = [{"token": t, "logprob": math.log(p)} for t, p in planted]
+            out.append({"token": piece, "logprob": math.log(0.5), "top_logprobs": top})
+        else:
+            out.append({"token": piece, "logprob": 0.0, "top_logprobs": [{"token": piece, "logprob": 0.0}]})
+    return out
+
+
+def test_value_distribution_and_expected_value_known() -> None:
+    tok = TokenLogprob(" 2", tuple((t, math.log(p)) for t, p in PLANTED))
+    dist = value_distribution(tok, 0, 3)
+    assert dist == pytest.approx({0: 0.1, 1: 0.2, 2: 0.6, 3: 0.1})
+    assert expected_value(tok, 0, 3) == pytest.approx(1.7)
+    assert expected_value(tok, 1, 2) == pytest.approx((1 * 0.2 + 2 * 0.6) / 0.8)  # out-of-range dropped
+    assert expected_value(TokenLogprob("x", (("x", 0.0),)), 0, 3) is None
+
+
+def test_expected_scores_locate_values_in_plain_and_labelled_json() -> None:
+    text = '{"originality": 2, "gap_addressing": 1}'
+    tokens = from_response({"content": _tokens(text)})
+    assert "".join(t.token for t in tokens) == text
+    assert expected_scores(text, tokens, FIELDS) == {
+        "": pytest.approx({"originality": 1.7, "gap_addressing": 1.7})
+    }
+    labelled = (
+        '{"Q1": {"originality": 3, "gap_addressing": 0}, "Q2": {"originality": 1, "gap_addressing": 2}}'
+    )
+    toks = from_response({"content": _tokens(labelled, [(" 1", 0.25), (" 3", 0.75)])})
+    out = expected_scores(labelled, toks, FIELDS, ["Q1", "Q2"])
+    assert out["Q1"]["originality"] == pytest.approx(2.5)
+    # a sampled token missing from top_logprobs joins the alternatives (" 2" at p = 0.5 here)
+    assert out["Q2"]["gap_addressing"] == pytest.approx((1 * 0.25 + 3 * 0.75 + 2 * 0.5) / 1.5)
+    # tokens that do not spell the text give nothing rather than a value read at a wrong position
+    assert expected_scores(labelled, toks[1:], FIELDS, ["Q1", "Q2"]) == {"Q1": {}, "Q2": {}}
+
+
+def test_completion_round_trips_logprobs_and_reads_old_entries() -> None:
+    tokens = from_response({"content": _tokens('{"originality": 2}')})
+    comp = Completion("t", "stop", 1, 2, None, 0.1, tokens)
+    assert Completion.from_dict(comp.to_dict()) == comp
+    old = {"text": "t", "finish_reason": "stop", "prompt_tokens": 1, "completion_tokens": 2, "cost_usd": None,
+           "latency_s": 0.1}  # fmt: skip
+    assert (
+        Completion.from_dict(old).logprobs is None and "logprobs" not in Completion.from_dict(old).to_dict()
+    )
+
+
+def test_study_with_a_server_returning_planted_logprobs(tmp_path: Path) -> None:
+    def answer(body: dict) -> Step:
+        text = rubric_answer(body)
+        return Step(200, text, logprobs=_tokens(text) if body.get("logprobs") else None)
+
+    server = ScriptedServer(answer)
+    with server.running():
+        args = ["judge=qwen", f"judge.api_base={server.api_base}", "judge.api_key_env=null", "limit=1",
+                "n_samples=1", "expected_scores=true", f"hydra.run.dir={tmp_path / 'run'}"]  # fmt: skip
+        done = run(args, tmp_path)
+        plain = run([*args[:-2], f"hydra.run.dir={tmp_path / 'plain'}"], tmp_path)
+    assert done.returncode == 0 and plain.returncode == 0, done.stderr[-2000:] + plain.stderr[-2000:]
+    table = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    assert table["parse_ok"].all() and (table["score_expected"] - PLANTED_EXPECTED).abs().max() < 1e-9
+    assert server.requests[0]["logprobs"] is True and server.requests[0]["top_logprobs"] == 20
+    without = pd.read_parquet(tmp_path / "plain" / "results.parquet")
+    assert without["score_expected"].isna().all() and "logprobs" not in server.requests[-1]
+
+
+def test_analysis_reads_expected_scores_as_scores() -> None:
+    from analysis.collect import expected_as_score
+
+    table = pd.DataFrame({"score": [2.0, 3.0], "score_expected": [1.7, float("nan")]})
+    out = expected_as_score(table)
+    assert out["score"].iloc[0] == 1.7 and math.isnan(out["score"].iloc[1])
+    with pytest.raises(ValueError, match="expected_scores=true"):
+        expected_as_score(table.assign(score_expected=float("nan")))
+
+
+@pytest.mark.slow
+def test_embedded_model_returns_its_own_probabilities() -> None:
+    from judge.completer import LiteLLMCompleter
+    from judge.local_provider import register
+    from judge.rubric import Dimension, Rubric, response_format
+
+    register()
+    rubric = Rubric(
+        "t", "novelty.jinja", "scores", "s", tuple(Dimension(f.name, low=0, high=3) for f in FIELDS)
+    )
+    params = {"temperature": 0.0, "max_tokens": 40, "seed": 0, "response_format": response_format(rubric),
+              "logprobs": True, "top_logprobs": 20}  # fmt: skip
+    messages = [
+        {"role": "user", "content": "Rate 'Why is the sky blue?' on originality and gap_addressing, 0-3."}
+    ]
+    comp = LiteLLMCompleter("local/smollm2-135m").complete(messages, params)
+    assert comp.logprobs and "".join(t.token for t in comp.logprobs) == comp.text
+    exp = expected_scores(comp.text, comp.logprobs, FIELDS)[""]
+    for f in FIELDS:
+        chosen = [t for t in comp.logprobs if len(t.top) == 4]  # the score positions: 4 allowed values
+        assert chosen and all(abs(sum(math.exp(lp) for _, lp in t.top) - 1) < 1e-5 for t in chosen)
+        assert 0 <= exp[f.name] <= 3
