@@ -4,11 +4,11 @@ limit that adapts to what the provider says.
 - **Pacing.** Two token buckets (GCRA: a reservation per request, FIFO, no polling), one for requests and one
   for tokens. A request's tokens are estimated as the plan does: its prompt (litellm's tokenizer for the
   model) plus its whole output budget (`max_tokens`) - which is also how OpenAI counts a request against its
-  TPM limit. Each bucket holds `burst_s` (0.5 s) of its rate - less than a provider's own bucket - and the
+  TPM limit. Each bucket holds `burst_s` (0.25 s) of its rate - less than a provider's own bucket - and the
   client paces at `headroom` (97%) of the configured limit, so jitter between sending and arrival (client
   CPU, the network) does not turn into 429s.
 - **Adapting.** A 429 halves the requests allowed in flight (at most once per second), slows the pacing by
-  10% (recovering 1% per success) and stops every new request until the provider's `Retry-After` (1 s
+  5% (recovering 1% per success) and stops every new request until the provider's `Retry-After` (1 s
   without one); each success adds 1/limit to the limit, up to the configured concurrency. A success whose
   `x-ratelimit-remaining-requests` / `-tokens` header is 0 waits for the matching `x-ratelimit-reset-*`.
 
@@ -64,7 +64,7 @@ class RateLimiter:
     """rpm / tpm pacing + adaptive concurrency for one judge (see the module doc)."""
 
     def __init__(self, *, rpm: float | None, tpm: float | None, concurrency: int,
-                 tokens: Callable[[Sequence[Message], Mapping[str, Any]], int], burst_s: float = 0.5,
+                 tokens: Callable[[Sequence[Message], Mapping[str, Any]], int], burst_s: float = 0.25,
                  headroom: float = 0.97) -> None:  # fmt: skip
         self.requests = Pacer(rpm * headroom, burst_s) if rpm else None
         self.tokens = Pacer(tpm * headroom, burst_s) if tpm else None
@@ -125,7 +125,7 @@ class RateLimiter:
             self.limit = max(1.0, self.limit / 2)
             for pacer in (self.requests, self.tokens):
                 if pacer is not None:
-                    pacer.factor = max(0.5, pacer.factor * 0.9)
+                    pacer.factor = max(0.5, pacer.factor * 0.95)
 
     def _read_headers(self, headers: Mapping[str, str], now: float) -> None:
         for kind in ("requests", "tokens"):
