@@ -74,12 +74,15 @@ def test_batch_with_partial_failures_equals_live_and_replays(tmp_path: Path) -> 
         pd.testing.assert_frame_equal(again[SAME], batch[SAME])
 
 
-def test_expired_and_failed_batches(tmp_path: Path) -> None:
+def test_expired_and_failed_batches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     server = BatchServer(polls=1, outcomes=["expired", "failed", "failed"])
     with server.running():
         # expired: half answered, the rest in a new batch, which fails; rounds=2 ends there -> unscored
-        cfg = _cfg(server, tmp_path, "batch_settings.rounds=2")
+        cfg = _cfg(server, tmp_path, "batch_settings.rounds=2", "progress=true")
         frame = run_study(cfg, None, tmp_path / "a", run_id="a")
+        progress = capsys.readouterr().err
+        assert "batch: 0/22 requests done, waited 0s; batch_1 in_progress" in progress
+        assert "batch: 11/22 requests done" in progress and "batch_2 " in progress
         m = _manifest(tmp_path / "a")
         assert m["batch"]["statuses"] == {"expired": 1, "failed": 1} and m["calls_made"] == 11
         assert m["unscored_calls"] == 11 and m["provider_errors"] == 11
@@ -92,6 +95,7 @@ def test_expired_and_failed_batches(tmp_path: Path) -> None:
         assert m2["batch"]["statuses"] == {"failed": 1, "completed": 1} and m2["unscored_calls"] == 0
 
 
+@pytest.mark.slow  # a subprocess: the CLI end to end
 def test_kill_during_polling_then_rerun_resubmits_nothing(tmp_path: Path) -> None:
     server = BatchServer(polls=10_000)  # stays in_progress until the test lets it finish
     with server.running():

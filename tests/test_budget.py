@@ -87,6 +87,7 @@ def test_budget_without_a_price_is_one_line(tmp_path: Path) -> None:
         run_study({**cfg, "cache_dir": str(tmp_path / "cache")}, None, tmp_path / "out", run_id="x")
 
 
+@pytest.mark.slow  # a subprocess: the CLI end to end
 def test_budget_stop_exit_code(server: ScriptedServer, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update({"JUDGESCOPE_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)})

@@ -94,6 +94,7 @@ def test_sweep_sums_and_unknown_cost_stays_unknown() -> None:
     assert sum_plans([job(3, 1.5), job(0, None)])["cost_usd"]["live"]["bound"] == 1.5  # nothing to pay for
 
 
+@pytest.mark.slow  # a subprocess: the CLI end to end
 def test_plan_cli_sweep_without_key_and_without_calls(server: ScriptedServer, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update({"JUDGESCOPE_CACHE_DIR": str(tmp_path / "cache"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
