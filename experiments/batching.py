@@ -13,6 +13,7 @@ from experiments.spend import judge_prices
 from judge.batch import BatchClient, BatchError, BatchRequest, BatchStats
 from judge.batch_journal import BatchJournal
 from judge.batch_run import BatchRunner
+from judge.budget import Budget
 from judge.cache import CacheError
 from judge.client import CallResult, Judge
 from judge.quirks import mapped_params
@@ -44,8 +45,6 @@ def run_batches(
     judge: Judge, requests: Sequence[BatchRequest], cfg: Mapping[str, Any]
 ) -> tuple[dict[str, CallResult], BatchStats]:
     """Every request answered through batches (resuming the ones a killed run left), or a StudyError."""
-    if cfg.get("budget_usd") is not None:
-        raise StudyError("budget_usd applies to live calls; price a batch run with plan=true first")
     jcfg = cfg["judge"]
     settings = cfg.get("batch_settings") or {}
     progress = bool(cfg.get("progress", True))
@@ -56,9 +55,34 @@ def run_batches(
             rounds=int(settings.get("rounds", 3)), max_per_batch=int(settings.get("max_per_batch", 50_000)),
             progress=(lambda line: print(line, file=sys.stderr, flush=True)) if progress else None,
         )  # fmt: skip
-        return runner.run(requests), runner.stats
+        paid, not_started = within_budget(judge.budget, requests)
+        results = runner.run([r for r, _ in paid])
     except (BatchError, CacheError) as exc:
         raise StudyError(f"batch=true: {exc}") from None
+    if judge.budget is not None:
+        for request, reserved in paid:
+            result = results.get(request.key)
+            judge.budget.finish(reserved, result.completion if result else None)
+    skipped = CallResult(
+        None, cached=False, retries=0, error="not started: budget_usd reached", not_started=True
+    )
+    return {**results, **{r.key: skipped for r in not_started}}, runner.stats
+
+
+def within_budget(budget: Budget | None,
+                  requests: Sequence[BatchRequest]) -> tuple[list[tuple[BatchRequest, float]], list[BatchRequest]]:  # fmt: skip
+    """(the requests whose worst case at batch prices fits the budget, with their reservations; the others):
+    in order, and the first misfit stops the rest, as live."""
+    if budget is None:
+        return [(r, 0.0) for r in requests], []
+    paid, rest = [], []
+    for request in requests:
+        reserved = budget.start(request.messages)
+        if reserved is None:
+            rest.append(request)
+        else:
+            paid.append((request, reserved))
+    return paid, rest
 
 
 def batch_manifest(stats: BatchStats | None) -> dict[str, Any]:

@@ -24,9 +24,8 @@ def budget_for(cfg: Mapping[str, Any]) -> Budget | None:
     if limit is None:
         return None
     try:
-        return Budget(
-            float(limit), str(cfg["judge"]["model"]), judge_prices(cfg["judge"]), int(cfg["max_tokens"])
-        )
+        return Budget(float(limit), str(cfg["judge"]["model"]), judge_prices(cfg["judge"]), int(cfg["max_tokens"]),
+                      batch=bool(cfg.get("batch")))  # fmt: skip
     except (BudgetError, TypeError, ValueError) as exc:
         raise StudyError(f"budget_usd={limit!r}: {exc}") from None
 

@@ -34,17 +34,20 @@ class Budget:
     reserved_usd: float = 0.0
     stopped: bool = False
     not_started: int = 0
+    batch: bool = False  # priced at batch prices (a batch=true run)
 
     def __post_init__(self) -> None:
-        if self.prices.per_token(batch=False) is None:
-            raise BudgetError(f"needs a price for {self.model}: set the judge's input_cost_per_token "
-                              "and output_cost_per_token (USD per token) in its config")  # fmt: skip
+        if self.prices.per_token(batch=self.batch) is None:
+            suffix = "_batches" if self.batch else ""
+            raise BudgetError(f"needs a {'batch ' if self.batch else ''}price for {self.model}: set the judge's "
+                              f"input_cost_per_token{suffix} and output_cost_per_token{suffix} (USD per token) "
+                              "in its config")  # fmt: skip
         if self.limit_usd < 0:
             raise BudgetError(f"must be >= 0, not {self.limit_usd}")
 
     def bound(self, messages: Sequence[Message]) -> float:
         """The most one call with these messages can cost: its prompt plus the whole output budget."""
-        cost = self.prices.cost(prompt_tokens(self.model, messages), self.max_tokens)
+        cost = self.prices.cost(prompt_tokens(self.model, messages), self.max_tokens, batch=self.batch)
         assert cost is not None  # checked in __post_init__
         return cost
 
@@ -66,5 +69,5 @@ class Budget:
             return  # a failed call is not billed
         cost = completion.cost_usd if self.prices.source == "litellm" else None  # else the config's prices
         if cost is None:
-            cost = self.prices.cost(completion.prompt_tokens, completion.completion_tokens)
+            cost = self.prices.cost(completion.prompt_tokens, completion.completion_tokens, batch=self.batch)
         self.spent_usd += reserved if cost is None else cost

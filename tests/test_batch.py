@@ -52,8 +52,8 @@ def test_batch_with_partial_failures_equals_live_and_replays(tmp_path: Path) -> 
 
     server = BatchServer(polls=2, fail=fail_once)
     with server.running():
-        cfg = _cfg(server, tmp_path, "+judge.input_cost_per_token_batches=1e-6",
-                   "+judge.output_cost_per_token_batches=2e-6")  # fmt: skip
+        cfg = _cfg(server, tmp_path, "judge.input_cost_per_token_batches=1e-6",
+                   "judge.output_cost_per_token_batches=2e-6")  # fmt: skip
         batch = run_study(cfg, None, tmp_path / "batch", run_id="b")
         live = run_study({**cfg, "batch": False, "cache_dir": str(tmp_path / "live-cache")}, None,
                          tmp_path / "live", run_id="l")  # fmt: skip
@@ -152,3 +152,22 @@ def test_created_but_unrecorded_batch_is_found_not_recreated(tmp_path: Path) -> 
 def test_unsupported_provider_is_one_line() -> None:
     with pytest.raises(BatchError, match="litellm cannot create anthropic batches"):
         BatchClient("anthropic/claude-sonnet-4-5", None, None, lambda params, _: dict(params))
+
+
+def test_budget_caps_a_batch_run_and_the_rerun_finishes_it(tmp_path: Path) -> None:
+    from experiments.inputs import BudgetStop
+
+    server = BatchServer(polls=0)
+    with server.running():
+        cfg = _cfg(server, tmp_path, "max_tokens=40", "judge.input_cost_per_token_batches=5e-6",
+                   "judge.output_cost_per_token_batches=5e-6")  # fmt: skip
+        with pytest.raises(BudgetStop):
+            run_study({**cfg, "budget_usd": 0.03}, None, tmp_path / "a", run_id="a")
+        m = _manifest(tmp_path / "a")
+        submitted = m["batch"]["requests"]
+        assert m["stopped"] == "budget" and 0 < submitted < 22 and m["calls_not_started"] == 22 - submitted
+        assert 0 < m["spend_usd"] == pytest.approx(submitted * 19 * 5e-6)  # usage at batch prices
+        assert len(server.batches) == 1 and m["calls_made"] == submitted
+        run_study({**cfg, "budget_usd": 5.0}, None, tmp_path / "b", run_id="b")
+        m2 = _manifest(tmp_path / "b")
+        assert m2["stopped"] is None and m2["calls_cached"] == submitted and m2["batch"]["requests"] == 22 - submitted
