@@ -97,7 +97,9 @@ def test_novelty_strategies_and_few_shot_never_uses_the_item(server: ScriptedSer
     table = pd.read_csv(tmp_path / "novbench_table.csv")
     assert sorted(table["strategy"]) == ["few_shot", "zero_shot"] and (table["n"] == 2).all()
     assert table["DistAcc"].between(0, 1).all() and table["Rel."].between(1, 5).all()
-    assert "| 2 |" in (tmp_path / "novbench_table.md").read_text()  # both outputs in the sectioned format
+    md = (tmp_path / "novbench_table.md").read_text()
+    assert "| 2 | 0 | 2 |" in md  # n, failed, in the sectioned format
+    assert "clarity_variant: released" in md and "unit: sentence" in md and "failed_policy: zero" in md
 
 
 def test_issue_sets_by_judge(server: ScriptedServer, tmp_path: Path) -> None:
