@@ -18,6 +18,14 @@ import conf
 from analysis.humans import check_humans
 from analysis.scores import DIRECTION, as_bool
 from analysis.shards import merged_run_ids
+from analysis.validate import (
+    IDENTITY,
+    ResultsError,
+    check_numbers,
+    check_results,
+    read_table,
+    require_columns,
+)
 
 # in the results table's column order (a CSV's columns arrive in file order)
 COLUMNS: tuple[str, ...] = (
@@ -28,6 +36,7 @@ COLUMNS: tuple[str, ...] = (
 # a CSV writer may print a whole-number float as "3" (Arrow does): read these as floats whatever the text
 FLOAT_COLUMNS = {"score": "float64", "score_expected": "float64", "cost_usd": "float64", "latency_s": "float64"}
 REQUIRED: tuple[str, ...] = ("judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score")
+CHECKED = frozenset({*IDENTITY, *REQUIRED, "preference"})  # what analysis.validate reads
 KEY_COLUMNS: tuple[str, ...] = (
     "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
     "candidate_id", "source", "other_id", "order", "dimension", "preference", "candidate_text", "raw",
@@ -76,12 +85,21 @@ def _add_directions(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
 
 
 def _read_one(path: Path) -> pa.Table:
+    """One results file, checked (analysis.validate): a file that is not what it claims, lacks a column, holds
+    a non-number or out-of-range score or a judgment twice is a ResultsError naming it."""
     if path.suffix == ".parquet":
-        names = set(pq.read_schema(path).names)
-        table = pq.read_table(path, columns=[c for c in COLUMNS if c in names])
-    else:
-        frame = pd.read_csv(path, usecols=lambda c: c in COLUMNS, dtype=FLOAT_COLUMNS, low_memory=False)
-        table = pa.Table.from_pandas(frame, preserve_index=False)
+        names = set(read_table(path, pq.read_schema, "parquet").names)
+        table = read_table(path, lambda p: pq.read_table(p, columns=[c for c in COLUMNS if c in names]), "parquet")
+        checked = table.select([c for c in table.column_names if c in CHECKED]).to_pandas()
+    else:  # the float columns as text first, so a non-number is reported with its line
+        frame = read_table(path, lambda p: pd.read_csv(p, usecols=lambda c: c in COLUMNS, low_memory=False,
+                                                        dtype=dict.fromkeys(FLOAT_COLUMNS, str)), "CSV")  # fmt: skip
+        for col in FLOAT_COLUMNS:
+            if col in frame:
+                frame[col] = check_numbers(frame, path, col)
+        table, checked = pa.Table.from_pandas(frame, preserve_index=False), frame
+    require_columns(checked, path, REQUIRED)
+    check_results(checked, path)
     if DIRECTION not in table.column_names and "dimension" in table.column_names:
         frame = _add_directions(table.to_pandas(), path)
         table = pa.Table.from_pandas(frame, preserve_index=False)
@@ -102,13 +120,29 @@ def _as_run(table: pa.Table, run_id: str | None) -> pa.Table:
     return table.set_column(table.schema.get_field_index("run_id"), "run_id", column)
 
 
+def check_copies(paths: list[Path], tables: list[pa.Table]) -> None:
+    """Refuse two files that hold the same run (a copied run folder would count every judgment twice)."""
+    owner: dict[str, Path] = {}
+    for path, table in zip(paths, tables, strict=True):
+        if "run_id" not in table.column_names:
+            continue
+        for run_id in table.column("run_id").unique().to_pylist():
+            if run_id is not None and owner.setdefault(str(run_id), path) != path:
+                raise ResultsError(f"{path}: holds run {run_id!r}, as {owner[str(run_id)]} does: the same run twice; "
+                                   "remove the copy")  # fmt: skip
+
+
 def load_results(root: str | Path) -> pd.DataFrame:
     """All results tables below `root` as one frame (analysis columns only, strings as categoricals)."""
+    if not Path(root).exists():
+        raise FileNotFoundError(f"{root}: no such folder")
     paths = find_results(root)
     if not paths:
-        raise FileNotFoundError(f"no results.parquet or results.csv below {root}")
+        raise FileNotFoundError(f"{root}: no results.parquet or results.csv below this folder")
     merged = merged_run_ids(paths)  # the shards of one study become one run (ShardMergeError if they cannot)
-    tables = [_as_run(_read_one(p), merged.get(p)) for p in paths]
+    read = [_read_one(p) for p in paths]
+    check_copies(paths, read)
+    tables = [_as_run(table, merged.get(p)) for p, table in zip(paths, read, strict=True)]
     try:
         frame = pa.concat_tables(tables, promote_options="permissive").to_pandas()
     except (
@@ -141,8 +175,17 @@ def prepare(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def load_humans(path: str | Path) -> pd.DataFrame:
-    """The human labels CSV (annotator, instance_id, candidate_id, source, dimension, score)."""
-    return check_humans(pd.read_csv(path))
+    """The human labels CSV (annotator, instance_id, candidate_id, source, dimension, score); a file that is
+    not one (JSONL, binary, a missing column, a non-number score) is a ResultsError naming it."""
+    path = Path(path)
+    frame = read_table(path, pd.read_csv, "CSV")
+    try:
+        humans = check_humans(frame)
+    except ValueError as exc:
+        raise ResultsError(f"{path}: not a human labels CSV: {exc}") from None
+    if "score" in frame:
+        check_numbers(frame, path, "score")
+    return humans
 
 
 def expected_as_score(results: pd.DataFrame) -> pd.DataFrame:

@@ -37,12 +37,21 @@ def overview(results: pd.DataFrame) -> pd.DataFrame:
     out = frame.groupby(keys, observed=True, dropna=False).agg(
         rows=("_scored", "size"),
         scored=("_scored", "mean"),
-        cost_usd=("_cost", "sum"),
+        cost_usd=("_cost", known_sum),
         cached=("_cached", "mean"),
     )
     if "prompt_id" in results:
         out.insert(1, "prompts", results.groupby(keys, observed=True, dropna=False)["prompt_id"].nunique())
+    out["cost_usd"] = out["cost_usd"].astype(object).where(out["cost_usd"].notna(), UNKNOWN)
     return out.reset_index()
+
+
+UNKNOWN = "unknown"  # a cost the provider's price list does not give (never shown as 0)
+
+
+def known_sum(values: pd.Series) -> float:
+    """The sum, or NaN when any value is unknown (a total over unknown costs is not known either)."""
+    return float(values.sum()) if values.notna().all() else float("nan")
 
 
 def score_raters(results: pd.DataFrame, humans: pd.DataFrame | None) -> pd.DataFrame:
@@ -221,14 +230,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from analysis.render import write_report  # matplotlib output only when writing
 
-    try:
+    try:  # none, shards that cannot be merged, a damaged or hand-edited file: one line (analysis.validate)
         results = load_results(args.root)
         results = expected_as_score(results) if args.expected else results
-    except (FileNotFoundError, ValueError) as exc:  # no results, or shards that cannot be merged: one line
+        humans = load_humans(args.humans) if args.humans else None
+    except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    try:  # a labels file or a direction the tables cannot use (e.g. higher_is_better "maybe"): one line
-        humans = load_humans(args.humans) if args.humans else None
+    try:  # a direction the tables cannot use (e.g. higher_is_better "maybe"): one line
         tables = compute_tables(results, humans, args.reference, args.n_boot, args.seed)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

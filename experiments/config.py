@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar  # noqa: UP035  (OmegaConf reads Optional, not `X | None`, on 3.10)
@@ -27,6 +28,33 @@ T = TypeVar("T")
 
 class ConfigError(ValueError):
     """A setting that does not fit the typed study model, as one line naming it."""
+
+
+def bounded(default: Any, low: float | None = None, high: float | None = None, *, above: bool = False) -> Any:
+    """A numeric setting with its valid range (checked by `load`): `low <= value <= high`, or `low < value`
+    with `above`; None (where the type allows it) means "not set" and is always valid."""
+    return field(default=default, metadata={"low": low, "high": high, "above": above})
+
+
+def _range_problem(obj: Any, prefix: str) -> str | None:
+    """The first setting of a loaded config outside its declared range (see `bounded`), as one line."""
+    for f in dataclasses.fields(obj):
+        value, path = getattr(obj, f.name), f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            problem = _range_problem(value, f"{path}.")
+            if problem:
+                return problem
+            continue
+        if "low" not in f.metadata or value is None or isinstance(value, bool):
+            continue
+        low, high, above = f.metadata["low"], f.metadata["high"], f.metadata["above"]
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{path}={value}: must be a finite number"
+        if low is not None and (value <= low if above else value < low):
+            return f"{path}={value}: must be {'above' if above else 'at least'} {low:g}"
+        if high is not None and value > high:
+            return f"{path}={value}: must be at most {high:g}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -59,7 +87,7 @@ class ModeConfig:
     """A study mode (conf/mode/<name>.yaml): which prompts are sent for one instance."""
 
     name: str = MISSING
-    k_per_source: Optional[int] = None  # noqa: UP045
+    k_per_source: Optional[int] = bounded(None, 1)  # noqa: UP045
 
 
 @dataclass(frozen=True)
@@ -70,22 +98,22 @@ class JudgeConfig:
     model: str = MISSING
     api_base: Optional[str] = None  # noqa: UP045
     api_key_env: Optional[str] = None  # noqa: UP045
-    timeout_s: float = 120.0
+    timeout_s: float = bounded(120.0, 0, above=True)
     structured_output: bool = False
-    concurrency: int = 8
+    concurrency: int = bounded(8, 1)
     extra: dict[str, Any] = field(default_factory=dict)
     # replicas of this model (vLLM / SGLang): calls spread over them by litellm's Router (judge.pool); when
     # given, they replace api_base, and the cache key is that of the first one
     api_bases: list[str] = field(default_factory=list)
     pool: PoolSettings = field(default_factory=PoolSettings)
     # USD per token, overriding litellm's price map (judge.pricing); null = litellm's price, if it has one
-    input_cost_per_token: Optional[float] = None  # noqa: UP045
-    output_cost_per_token: Optional[float] = None  # noqa: UP045
-    input_cost_per_token_batches: Optional[float] = None  # noqa: UP045
-    output_cost_per_token_batches: Optional[float] = None  # noqa: UP045
+    input_cost_per_token: Optional[float] = bounded(None, 0)  # noqa: UP045
+    output_cost_per_token: Optional[float] = bounded(None, 0)  # noqa: UP045
+    input_cost_per_token_batches: Optional[float] = bounded(None, 0)  # noqa: UP045
+    output_cost_per_token_batches: Optional[float] = bounded(None, 0)  # noqa: UP045
     # the provider's limits for this key (judge.ratelimit): requests and tokens per minute; null = none
-    rpm: Optional[float] = None  # noqa: UP045
-    tpm: Optional[float] = None  # noqa: UP045
+    rpm: Optional[float] = bounded(None, 0, above=True)  # noqa: UP045
+    tpm: Optional[float] = bounded(None, 0, above=True)  # noqa: UP045
 
 
 @dataclass(frozen=True)
@@ -100,9 +128,9 @@ class DatasetConfig:
 class RetryConfig:
     """Retries of transient provider errors: attempts in all and the exponential backoff between them."""
 
-    max_attempts: int = 6
-    initial_wait_s: float = 1.0
-    max_wait_s: float = 60.0
+    max_attempts: int = bounded(6, 1)
+    initial_wait_s: float = bounded(1.0, 0)
+    max_wait_s: float = bounded(60.0, 0)
 
 
 @dataclass(frozen=True)
@@ -117,9 +145,9 @@ class CacheConfig:
 class BatchSettings:
     """`batch=true` (judge.batch): how often to poll, how often a request is submitted, batch size."""
 
-    poll_s: float = 30.0
-    rounds: int = 3
-    max_per_batch: int = 50_000
+    poll_s: float = bounded(30.0, 0, above=True)
+    rounds: int = bounded(3, 1)
+    max_per_batch: int = bounded(50_000, 1)
 
 
 @dataclass(frozen=True)
@@ -130,23 +158,23 @@ class StudyConfig:
     rubric: RubricConfig = MISSING
     mode: ModeConfig = MISSING
     dataset: DatasetConfig = MISSING
-    n_samples: int = 3
-    temperature: float = 0.1
-    max_tokens: int = 160
+    n_samples: int = bounded(3, 1)
+    temperature: float = bounded(0.1, 0, 2)
+    max_tokens: int = bounded(160, 1)
     seed: int = 0
-    limit: Optional[int] = None  # noqa: UP045
+    limit: Optional[int] = bounded(None, 1)  # noqa: UP045
     shard: Optional[str] = None  # noqa: UP045  ("i/n": one deterministic 1/n of the instances)
     cache_dir: Optional[str] = None  # noqa: UP045
     cache: CacheConfig = field(default_factory=CacheConfig)
     plan: bool = False  # count calls, tokens and cost into plan.json; no provider call
-    budget_usd: Optional[float] = None  # noqa: UP045  (no call starts that could push the spend past it)
+    budget_usd: Optional[float] = bounded(None, 0)  # noqa: UP045  (no call starts that could push the spend past it)
     batch: bool = False  # the uncached calls through the provider's batch API (judge.batch)
     batch_settings: BatchSettings = field(default_factory=BatchSettings)
     progress: bool = True
-    workers: Optional[int] = None  # noqa: UP045
+    workers: Optional[int] = bounded(None, 1)  # noqa: UP045
     retry: RetryConfig = field(default_factory=RetryConfig)
     # a run whose parse rate falls below this still writes everything, then exits non-zero
-    min_parse_rate: float = 0.9
+    min_parse_rate: float = bounded(0.9, 0, 1)
     # also ask for token log-probabilities and write score_expected (G-Eval: probability-weighted mean score)
     expected_scores: bool = False
 
@@ -158,14 +186,14 @@ class GenerateConfig:
     judge: JudgeConfig = MISSING
     dataset: DatasetConfig = MISSING
     task: str = "questions"
-    k: int = 5
+    k: int = bounded(5, 1)
     strategy: str = "zero_shot"
-    rag_top_k: int = 3
+    rag_top_k: int = bounded(3, 1)
     corpus: Optional[str] = None  # noqa: UP045
-    temperature: float = 0.7
-    max_tokens: int = 320
+    temperature: float = bounded(0.7, 0, 2)
+    max_tokens: int = bounded(320, 1)
     seed: int = 0
-    limit: Optional[int] = None  # noqa: UP045
+    limit: Optional[int] = bounded(None, 1)  # noqa: UP045
     cache_dir: Optional[str] = None  # noqa: UP045
     cache: CacheConfig = field(default_factory=CacheConfig)
     progress: bool = True
@@ -180,11 +208,11 @@ class IssuesConfig:
     dataset: DatasetConfig = MISSING
     rubric: RubricConfig = MISSING
     matcher: str = "judge"
-    threshold: float = 0.7
-    temperature: float = 0.0
-    max_tokens: int = 200
+    threshold: float = bounded(0.7, 0, 1)
+    temperature: float = bounded(0.0, 0, 2)
+    max_tokens: int = bounded(200, 1)
     seed: int = 0
-    limit: Optional[int] = None  # noqa: UP045
+    limit: Optional[int] = bounded(None, 1)  # noqa: UP045
     cache_dir: Optional[str] = None  # noqa: UP045
     cache: CacheConfig = field(default_factory=CacheConfig)
     progress: bool = True
@@ -281,6 +309,9 @@ def load(cfg: Any, schema: type[T] = StudyConfig) -> T:  # type: ignore[assignme
     except OmegaConfBaseException as exc:
         raise ConfigError(describe(exc)) from None
     assert isinstance(obj, schema)
+    problem = _range_problem(obj, "")
+    if problem:
+        raise ConfigError(problem)
     return obj
 
 

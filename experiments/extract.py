@@ -64,7 +64,8 @@ def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     from experiments.coling import extraction_labels, load_coling_records
     from experiments.inputs import resolve_path
     from experiments.novbench_data import load_novbench_records
-    from experiments.study import Tally, make_judge, sampling_params, write_atomic
+    from experiments.outputs import write_atomic
+    from experiments.study import Tally, make_judge, sampling_params
     from judge.rubric import rubric_from_config
 
     papers = load_coling_records(resolve_path(str(cfg["papers"])))

@@ -35,7 +35,7 @@ def instance_record(inst: Instance) -> dict[str, Any]:
 
 def write_jsonl(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
     """One JSON record per line, written atomically like every other study output."""
-    from experiments.study import write_atomic
+    from experiments.outputs import write_atomic
 
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
@@ -56,7 +56,8 @@ def generate(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     from experiments import generation as gen
     from experiments.inputs import resolve_path
     from experiments.novbench_data import load_novbench_records
-    from experiments.study import Tally, make_judge, sampling_params, write_atomic
+    from experiments.outputs import write_atomic
+    from experiments.study import Tally, make_judge, sampling_params
 
     task, name, limit = cfg["task"], cfg["judge"]["name"], cfg.get("limit")
     if task not in ("questions", "novelty", "reviews"):

@@ -122,7 +122,7 @@ def describe(plan: Mapping[str, Any]) -> str:
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
-    from experiments.study import write_atomic  # noqa: PLC0415
+    from experiments.outputs import write_atomic  # noqa: PLC0415
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, lambda p: p.write_text(json.dumps(data, indent=2)))

@@ -80,7 +80,7 @@ def rows_for(prompt: Prompt, sample_idx: int, result: CallResult, rubric: Rubric
         "raw": comp.text if comp else "", "finish_reason": comp.finish_reason if comp else None,
         "prompt_tokens": comp.prompt_tokens if comp else 0,
         "completion_tokens": comp.completion_tokens if comp else 0,
-        "cost_usd": comp.cost_usd if comp else None, "latency_s": 0.0 if result.cached or not comp
+        "cost_usd": comp.cost_usd if comp else None, "latency_s": 0.0 if result.cached or result.shared or not comp
         else comp.latency_s, "cached": result.cached, "retries": result.retries,
     }  # fmt: skip
     judged: list[tuple[Shown, Shown | None]]

@@ -14,33 +14,53 @@ from experiments.config import command_line_problem
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")
 def main(cfg: DictConfig) -> None:
-    """Thin: resolve the config, run the study, turn input problems into one line and exit code 2."""
+    """Thin: resolve the config, run the study, turn every problem into one line.
+
+    Exit codes: 2 a problem with the inputs, the provider (fatal) or the output folder; 3 stopped at the
+    budget (outputs written); 1 every call failed at the provider (the unscored rows are written); 130
+    interrupted (Ctrl-C). None of them leaves a folder without outputs behind."""
     from experiments.config import ConfigError, load
     from experiments.inputs import BudgetStop, StudyError, load_study_inputs  # light: no litellm yet
+    from experiments.outputs import claim_folder, release_folder
+    from judge.secrets import redact_std_streams, remember_secrets
 
+    redact_std_streams()
     hc = HydraConfig.get()
-    out_dir = Path(hc.runtime.output_dir)
+    hydra_dir = Path(hc.runtime.output_dir)
+    out_dir: Path | None = None  # this run's own folder, once claimed
     try:
         load(cfg)  # the typed model: a setting Hydra let through (e.g. `+judge.typo=1`) is named here
         plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
         assert isinstance(plain, dict)
+        remember_secrets(plain)
         inputs = load_study_inputs(plain)  # bad inputs answer here, before litellm is even imported
         if plain.get("plan"):
             from experiments.plan import run_plan
 
             sweep = Path(hc.sweep.dir) if str(hc.mode) == "RunMode.MULTIRUN" else None
-            run_plan(plain, inputs, out_dir, sweep)
+            run_plan(plain, inputs, hydra_dir, sweep)
             return
-        from experiments.study import run_study
+        out_dir = claim_folder(hydra_dir)  # Hydra's folder, or a sibling when a same-second run holds it
+        from experiments.study import AllCallsFailed, run_study
         from judge.secrets import install_log_redaction
 
         install_log_redaction()
-        frame = run_study(plain, inputs, out_dir, run_id=out_dir.name)
+        try:
+            frame = run_study(plain, inputs, out_dir, run_id=out_dir.name)
+        except AllCallsFailed as exc:
+            print(f"warning: {exc}", file=sys.stderr)
+            sys.exit(1)
     except BudgetStop as exc:  # the outputs are written; the run is incomplete
         print(f"stopped: {exc}", file=sys.stderr)
         sys.exit(3)
-    except (StudyError, ConfigError) as exc:
-        _remove_if_empty(out_dir)
+    except (StudyError, ConfigError, KeyboardInterrupt) as exc:
+        if out_dir is not None:
+            release_folder(out_dir)
+        _remove_if_empty(hydra_dir)
+        if isinstance(exc, KeyboardInterrupt):
+            print("interrupted: every answer received so far is cached; rerun the same command to resume "
+                  "(no call is paid twice)", file=sys.stderr)  # fmt: skip
+            sys.exit(130)
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     print(f"{len(frame)} rows -> {out_dir / 'results.parquet'}", file=sys.stderr)
@@ -52,6 +72,22 @@ def _remove_if_empty(folder: Path) -> None:
         folder.rmdir()
     except OSError:
         pass
+
+
+def unusable_output_dir(argv: list[str]) -> str | None:
+    """One line when the output folder given (or the default one) lies under a file: Hydra would create it
+    before the study starts and fail with a traceback."""
+    given = dict(arg.lstrip("+").split("=", 1) for arg in argv if "=" in arg)
+    multirun = any(a in ("-m", "--multirun") for a in argv)
+    setting = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    value = given.get(setting, "multirun" if multirun else "outputs")
+    literal = Path(value.split("${", 1)[0] or ".")
+    for parent in [literal, *literal.parents]:
+        if parent.exists():
+            if not parent.is_dir():
+                return f"{setting}={value}: {parent} is a file, not a folder; choose another {setting}"
+            return None
+    return None
 
 
 GROUPS = ("judge", "mode", "rubric", "dataset", "experiment")
@@ -72,8 +108,15 @@ def unknown_choice(argv: list[str]) -> str | None:
 
 
 if __name__ == "__main__":
-    problem = unknown_choice(sys.argv[1:]) or command_line_problem(sys.argv[1:], "config")
+    import os
+
+    from judge.secrets import hide_secret_overrides, redact_std_streams
+
+    redact_std_streams()
+    problem = (unknown_choice(sys.argv[1:]) or command_line_problem(sys.argv[1:], "config")
+               or unusable_output_dir(sys.argv[1:]))  # fmt: skip
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(2)
+    sys.argv[1:] = hide_secret_overrides(sys.argv[1:], os.environ)  # Hydra prints and writes its overrides
     main()

@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from experiments.batching import batch_manifest
 from experiments.datasets import Instance, dataset_hash
 from experiments.inputs import BudgetStop, StudyError, load_study_inputs
 from experiments.modes import Prompt, build_prompts
+from experiments.outputs import claim_folder, release_folder, write_outputs
 from experiments.rows import rows_for, to_frame
 from experiments.shard import parse_shard, study_id
 from experiments.spend import budget_for, budget_manifest, budget_message
@@ -38,7 +39,7 @@ from judge.quirks import RequestShape, request_shape
 from judge.ratelimit import limiter_for
 from judge.retry import FatalProviderError, RetryPolicy
 from judge.rubric import Rubric, response_format
-from judge.secrets import redact, redact_config
+from judge.secrets import redact, redact_config, remember_secrets
 from judge.stores import open_cache
 
 
@@ -48,6 +49,7 @@ class Tally:
 
     calls: int = 0
     cached: int = 0
+    shared: int = 0
     retries: int = 0
     provider_errors: int = 0
     unscored: int = 0
@@ -61,11 +63,16 @@ class Tally:
     errors: list[str] = field(default_factory=list)
 
     def add(self, result: CallResult, scored: bool) -> None:
+        """Count one call: made, cached, shared or failed (`calls + retries + provider_errors` is what the
+        provider saw; `calls_total = calls + cached + shared + provider_errors + not_started`)."""
         if result.not_started:  # a budget stop: no row, nothing paid
             self.not_started += 1
             return
-        self.retries += result.retries
         self.unscored += 0 if scored else 1
+        if result.shared:
+            self.shared += 1
+            return
+        self.retries += result.retries
         if result.cached:
             self.cached += 1
         elif result.completion is None:
@@ -104,6 +111,7 @@ def sent_request(cfg: Mapping[str, Any], rubric: Rubric) -> RequestShape:
 def make_judge(cfg: Mapping[str, Any]) -> Judge:
     """The judge of this study: litellm completer + call cache + retry policy (an unusable cache folder is a
     one-line StudyError for every entry point)."""
+    remember_secrets(cfg)  # every error, row and file of this judge is scrubbed of the config's secrets
     jcfg = cfg["judge"]
     extra = jcfg.get("extra") or {}
     completer = make_completer(jcfg)
@@ -220,8 +228,7 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
         def settle(call: Call, result: CallResult) -> None:
             finish(call.index, call.prompt, call.sample_idx, result)
             for twin in followers.get(call.key, ()):
-                same = CallResult(result.completion, cached=True, retries=0) if result.completion else result
-                finish(twin.index, twin.prompt, twin.sample_idx, same)
+                finish(twin.index, twin.prompt, twin.sample_idx, replace(result, cached=False, retries=0, shared=True))
 
         if misses and cfg.get("batch"):
             tally.batch = batch_calls(judge, misses, cfg, settle)
@@ -259,9 +266,20 @@ async def call_all(judge: Judge, calls: Sequence[Call],
     use_inline_setup()
 
     async def one(call: Call) -> None:
-        settle(call, await judge.call_provider(call.prompt.messages, call.params, call.key))
+        try:
+            result = await judge.call_provider(call.prompt.messages, call.params, call.key)
+        except BaseException:
+            judge.stopped = True  # any error ends the study (a fatal provider error, a cache that cannot write)
+            raise
+        if not (result.not_started and judge.stopped):
+            settle(call, result)
 
-    await asyncio.gather(*(one(c) for c in calls))
+    # every call runs to its end (a fatal error stops the ones not yet sent, see Judge.stopped): cancelling
+    # calls half-way would lose answers already paid for and leave litellm's coroutines never awaited
+    outcomes = await asyncio.gather(*(one(c) for c in calls), return_exceptions=True)
+    failures = [o for o in outcomes if isinstance(o, BaseException)]
+    if failures:
+        raise next((f for f in failures if isinstance(f, FatalProviderError)), failures[0])
 
 
 # Calls per worker below which forking is not worth it, and the most workers `auto` starts.
@@ -292,21 +310,13 @@ def plan_workers(cfg: Mapping[str, Any], judge: Judge, n_calls: int) -> int:
     return max(1, min(cores, MAX_AUTO_WORKERS, judge.concurrency // 2, n_calls // MIN_CALLS_PER_WORKER))
 
 
-def write_atomic(path: Path, write: Any) -> None:
-    """Write through a temporary file and rename, so a crash never leaves a half-written output."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
-def write_results(frame: pd.DataFrame, out_dir: Path) -> None:
+def results_writers(frame: pd.DataFrame) -> dict[str, Callable[[Path], object]]:
     """results.parquet and results.csv from one Arrow table (Arrow's CSV writer is ~10x pandas')."""
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    write_atomic(out_dir / "results.parquet", lambda p: pq.write_table(table, p))
-    write_atomic(out_dir / "results.csv", lambda p: pa_csv.write_csv(table, p))
+    return {"results.parquet": lambda p: pq.write_table(table, p), "results.csv": lambda p: pa_csv.write_csv(table, p)}
 
 
-def write_prompts(prompts: Sequence[Prompt], out_dir: Path, run_id: str) -> None:
+def prompts_writer(prompts: Sequence[Prompt], run_id: str) -> Callable[[Path], object]:
     """prompts.parquet: every prompt exactly as sent (chat messages as JSON), keyed by the results'
     (`run_id`, `prompt_id`), so any results row leads back to what the judge was shown."""
     table = pa.table({
@@ -314,16 +324,55 @@ def write_prompts(prompts: Sequence[Prompt], out_dir: Path, run_id: str) -> None
         "mode": [p.mode for p in prompts], "order": [p.order for p in prompts],
         "messages": [json.dumps(p.messages, ensure_ascii=False) for p in prompts],
     })  # fmt: skip
-    write_atomic(out_dir / "prompts.parquet", lambda p: pq.write_table(table, p, compression="zstd"))
+    return lambda p: pq.write_table(table, p, compression="zstd")
+
+
+class AllCallsFailed(StudyError):
+    """Every call of the run failed at the provider: the outputs are written (all unscored), exit non-zero."""
 
 
 def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path] | None, out_dir: Path,
               run_id: str) -> pd.DataFrame:  # fmt: skip
-    """Run the study described by a plain (resolved) config and write its outputs into `out_dir`."""
+    """Run the study described by a plain (resolved) config and write its outputs into `out_dir`.
+
+    The folder is claimed (ours, writable) before the first call; whatever stops the run before its outputs
+    are written (a bad config, a fatal provider error, Ctrl-C, a failed write) leaves no folder behind."""
     started = time.perf_counter()
     rubric, instances, data_path = inputs or load_study_inputs(cfg)
     prompts = build_prompts(instances, rubric, cfg["mode"]["name"], seed=int(cfg["seed"]),
                             k_per_source=cfg["mode"].get("k_per_source"))  # fmt: skip
+    if not prompts:  # e.g. pairwise on instances without a reference: a 0-row "success" would mislead
+        raise StudyError(f"mode={cfg['mode']['name']}: nothing to judge: {len(instances)} instance(s) of "
+                         f"{data_path} give 0 prompts (pairwise needs a reference and candidates)")  # fmt: skip
+    claim_folder(out_dir, exact=True)  # an OutputError (a StudyError) before the first call
+    try:
+        frame, tally, judge, shape, keys = _judge_all(cfg, prompts, rubric, run_id)
+        manifest = build_manifest(cfg, frame, tally, rubric, data_path, len(instances), len(prompts), started)
+        manifest.update(manifest_extras(cfg, judge, shape, tally))
+        config_text = json.dumps(redact_config(dict(cfg)), indent=2, default=str)
+        write_outputs(out_dir, {
+            **results_writers(frame), "prompts.parquet": prompts_writer(prompts, run_id),
+            "manifest.json": lambda p: p.write_text(redact(json.dumps(redact_config(manifest), indent=2))),
+            "config.json": lambda p: p.write_text(config_text),
+            # the cache entries this run used, one key per call: what `python -m judge.cache export` publishes
+            "cache_keys.txt": lambda p: p.write_text("".join(f"{k}\n" for k in keys)),
+        })  # fmt: skip
+    except BaseException:
+        release_folder(out_dir)
+        raise
+    if judge.budget is not None and judge.budget.stopped:
+        raise BudgetStop(budget_message(judge.budget, tally.not_started))
+    if tally.provider_errors and not (tally.calls or tally.cached):
+        raise AllCallsFailed(f"every call failed at the provider ({tally.provider_errors} calls; first error: "
+                             f"{tally.errors[0][:200]}); {out_dir} holds only unscored rows; rerun the same "
+                             "command to try them again")  # fmt: skip
+    return frame
+
+
+def _judge_all(cfg: Mapping[str, Any], prompts: Sequence[Prompt], rubric: Rubric,
+               run_id: str) -> tuple[pd.DataFrame, Tally, Judge, RequestShape, list[str]]:  # fmt: skip
+    """Every call of the run (cache first): the results table, its counts, the judge (closed), the request's
+    shape and the cache keys."""
     judge = make_judge(cfg)
     shape = sent_request(cfg, rubric)
     meta = {"run_id": run_id, "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"],
@@ -338,27 +387,19 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     finally:
         tally.cache_damaged += judge.cache.damaged
         judge.cache.close()
-    frame = to_frame(rows)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_results(frame, out_dir)
-    write_prompts(prompts, out_dir, run_id)
-    # the cache entries this run used, one key per call: what `python -m judge.cache export` publishes
-    write_atomic(out_dir / "cache_keys.txt", lambda p: p.write_text("".join(f"{k}\n" for k in keys)))
-    manifest = build_manifest(cfg, frame, tally, rubric, data_path, len(instances), len(prompts), started)
-    manifest.update(budget_manifest(judge.budget, tally.not_started))
-    manifest.update(batch_manifest(tally.batch))
-    manifest.update(temperature=shape.temperature, temperature_asked=float(cfg["temperature"]),
-                    request={"sent": shape.sent, "changes": shape.changes})
+    return to_frame(rows), tally, judge, shape, keys
+
+
+def manifest_extras(cfg: Mapping[str, Any], judge: Judge, shape: RequestShape, tally: Tally) -> dict[str, Any]:
+    """The manifest's budget, batch, request-shape and rate-limit fields."""
+    extras = {**budget_manifest(judge.budget, tally.not_started), **batch_manifest(tally.batch),
+              "temperature": shape.temperature, "temperature_asked": float(cfg["temperature"]),
+              "request": {"sent": shape.sent, "changes": shape.changes}}  # fmt: skip
     if judge.limiter is not None:
         jcfg = cfg["judge"]
-        manifest["rate_limit"] = {"rpm": jcfg.get("rpm"), "tpm": jcfg.get("tpm"),
-                                  "responses_429": judge.limiter.rate_limited}  # fmt: skip
-    write_atomic(out_dir / "manifest.json", lambda p: p.write_text(redact(json.dumps(manifest, indent=2))))
-    config_text = json.dumps(redact_config(dict(cfg)), indent=2, default=str)
-    write_atomic(out_dir / "config.json", lambda p: p.write_text(config_text))
-    if judge.budget is not None and judge.budget.stopped:
-        raise BudgetStop(budget_message(judge.budget, tally.not_started))
-    return frame
+        extras["rate_limit"] = {"rpm": jcfg.get("rpm"), "tpm": jcfg.get("tpm"),
+                                "responses_429": judge.limiter.rate_limited}  # fmt: skip
+    return extras
 
 
 def build_manifest(cfg: Mapping[str, Any], frame: pd.DataFrame, tally: Tally, rubric: Rubric, data_path: Path,
@@ -375,6 +416,7 @@ def build_manifest(cfg: Mapping[str, Any], frame: pd.DataFrame, tally: Tally, ru
         "instances": n_instances, "prompts": n_prompts,
         "n_samples": int(cfg["n_samples"]), "temperature": float(cfg["temperature"]),
         "calls_total": n_calls, "calls_made": tally.calls, "calls_cached": tally.cached,
+        "calls_shared": tally.shared,
         "retries": tally.retries, "provider_errors": tally.provider_errors, "unscored_calls": tally.unscored,
         "parse_rate": round(1 - tally.unscored / n_calls, 4) if n_calls else None,
         "rows": len(frame), "prompt_tokens": tally.prompt_tokens, "completion_tokens": tally.completion_tokens,

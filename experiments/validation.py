@@ -70,12 +70,36 @@ def read_jsonl(path: Path, log: ProblemLog) -> list[tuple[int, Any]]:
         if not text.strip():
             continue
         try:
-            rows.append((number, json.loads(text)))
+            value = json.loads(text)
+            where = _lone_surrogate(value) if b"\\u" in raw else None
+            if where is not None:
+                log.add(number, where or "<json>", "holds a lone surrogate escape (e.g. \\ud800), not valid text")
+                continue
+            rows.append((number, value))
         except json.JSONDecodeError as exc:
             log.add(number, "<json>", f"invalid JSON ({exc.msg} at col {exc.colno})")
         except (ValueError, RecursionError) as exc:  # over-long integers, absurd nesting
             log.add(number, "<json>", f"invalid JSON ({type(exc).__name__}: {str(exc)[:80]})")
     return rows
+
+
+def _lone_surrogate(value: Any, path: str = "") -> str | None:
+    """The field path of the first string (key or value) holding a lone surrogate, else None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        label = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key)
+        if isinstance(key, str) and _lone_surrogate(key) is not None:
+            return f"{path}.<key>" if path else "<key>"  # (the key itself cannot be printed)
+        found = _lone_surrogate(item, label)
+        if found is not None:
+            return found
+    return None
 
 
 def key_label(key: str) -> str:

@@ -106,7 +106,16 @@ def cache_key(
 
 
 def _checksum(key: str, payload: str) -> str:
-    return hashlib.sha256(f"{key}\n{payload}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{key}\n{payload}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _is_utf8(text: str) -> bool:
+    """False for text holding a lone surrogate, which neither UTF-8 nor SQLite can store."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class CallCache:
@@ -170,6 +179,8 @@ class CallCache:
     def set(self, key: str, completion: Completion) -> None:
         """Store a completion as checksummed JSON text (no pickles: readable and safe to load)."""
         payload = json.dumps(completion.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        if not payload.isascii() and not _is_utf8(payload):  # a lone surrogate ("\ud800"): stored escaped
+            payload = json.dumps(completion.to_dict(), separators=(",", ":"))
         try:
             self._cache.set(key, f"{_checksum(key, payload)}\n{payload}")
         except sqlite3.DatabaseError as exc:  # disk full, a damaged database, ...

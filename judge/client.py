@@ -23,12 +23,13 @@ from typing import Any
 
 from judge.budget import Budget
 from judge.cache import CallCache, cache_key, canonical_params
-from judge.completer import Completer, Completion, Message
+from judge.completer import Completer, Completion, Message, valid_text
 from judge.ratelimit import RateLimiter
 from judge.retry import (
     PER_CALL_ERRORS,
     FatalProviderError,
     RetryPolicy,
+    brief,
     describe_fatal,
     is_provider_error,
     is_transient,
@@ -57,6 +58,9 @@ class CallResult:
     retries: int
     error: str | None = None
     not_started: bool = False  # the run's budget stopped it before it reached the provider
+    # a copy of another call's answer or error: the same request came twice in one run and was sent once
+    # (no provider request, retry or cost of its own; not "cached", since it was not read from the cache)
+    shared: bool = False
 
 
 class Judge:
@@ -77,6 +81,9 @@ class Judge:
         self.concurrency = concurrency
         self.api_base = api_base
         self._semaphores: dict[int, asyncio.Semaphore] = {}
+        # set by the first fatal provider error: queued calls are not sent, in-flight ones finish (and are
+        # cached) instead of being cancelled half-way through litellm's set-up
+        self.stopped = False
         self.budget: Budget | None = None  # set by a run with budget_usd (judge.budget)
         self.limiter: RateLimiter | None = None  # set by a judge with rpm / tpm (judge.ratelimit)
 
@@ -124,21 +131,22 @@ class Judge:
             async for attempt in self.policy.retrying():
                 with attempt:
                     attempts += 1
-                    if self.limiter is None:
-                        async with self._semaphore():
-                            completion = await self.completer.acomplete(messages, sample_params)
-                    else:
-                        async with self.limiter.slot(messages, sample_params):
-                            completion = await self.completer.acomplete(messages, sample_params)
+                    slot = self._semaphore() if self.limiter is None else self.limiter.slot(messages, sample_params)
+                    async with slot:
+                        if self.stopped:  # a fatal error elsewhere: the study ends, so send nothing more
+                            return CallResult(None, cached=False, retries=attempts - 1, error="not started: the "
+                                              "study stopped at a fatal provider error", not_started=True)  # fmt: skip
+                        completion = await self.completer.acomplete(messages, sample_params)
         except PER_CALL_ERRORS as exc:
-            error = f"provider: {type(exc).__name__} (not retried): {str(exc)[:300]}"
-            return CallResult(None, cached=False, retries=attempts - 1, error=redact(error))
+            error = f"provider: {type(exc).__name__} (not retried): {brief(exc, 300)}"
+            return CallResult(None, cached=False, retries=attempts - 1, error=redact(valid_text(error)))
         except Exception as exc:  # fatal classes (auth, bad request, ...) are provider errors, never transient
             if is_transient(exc):
-                error = f"provider: {type(exc).__name__} after {attempts} attempts: {str(exc)[:200]}"
-                return CallResult(None, cached=False, retries=attempts - 1, error=redact(error))
+                error = f"provider: {type(exc).__name__} after {attempts} attempts: {brief(exc, 200)}"
+                return CallResult(None, cached=False, retries=attempts - 1, error=redact(valid_text(error)))
             if is_provider_error(exc):
-                raise FatalProviderError(redact(describe_fatal(exc, self.completer.model))) from None
+                self.stopped = True
+                raise FatalProviderError(redact(valid_text(describe_fatal(exc, self.completer.model)))) from None
             raise
         self.cache.set(key, completion)
         return CallResult(completion, cached=False, retries=attempts - 1)

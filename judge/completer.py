@@ -10,6 +10,7 @@ import asyncio
 import contextvars
 import copy
 import functools
+import json
 import logging
 import os
 import time
@@ -23,6 +24,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import litellm  # noqa: E402  (the env var above must be set before the import)
 
 from judge.expected import TokenLogprob, from_response  # noqa: E402
+from judge.secrets import redact, without_secrets  # noqa: E402
 
 if not os.environ.get("LITELLM_LOG"):  # litellm logs one INFO line per call; keep the progress bar readable
     logging.getLogger("LiteLLM").setLevel(logging.WARNING)
@@ -55,6 +57,44 @@ class Completion:
         fields = {k: data[k] for k in cls.__dataclass_fields__ if k != "logprobs"}
         tokens = data.get("logprobs")
         return cls(**fields, logprobs=tuple(TokenLogprob.from_list(t) for t in tokens) if tokens else None)
+
+
+class MalformedResponseError(RuntimeError):
+    """A 200 whose body holds no usable completion (e.g. `"choices": []`): transient, like a 5xx."""
+
+
+def _count(value: Any) -> int:
+    """A token count as reported; a provider's nonsense (None, "abc", -3, 1e400) counts as 0."""
+    try:
+        count = int(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return count if 0 <= count < 2**53 else 0
+
+
+def valid_text(text: str) -> str:
+    """`text` as valid Unicode: a lone surrogate (JSON `"\\ud800"`, which no UTF-8 file can hold) becomes
+    U+FFFD; well-formed text is returned as is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def _text(content: Any) -> str:
+    """The answer's text: a string as sent; content parts joined; any other JSON value as its JSON (so an
+    odd answer is kept, unscored, with its raw text)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in content):
+        return "".join(p["text"] for p in content)
+    try:
+        return json.dumps(content, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(content)
 
 
 class Completer(Protocol):
@@ -254,15 +294,13 @@ class LiteLLMCompleter:
             kwargs["api_base"] = self.api_base
         if self.api_key_env:
             kwargs["api_key"] = os.environ.get(self.api_key_env)
-        elif self.api_base and self.model.startswith("openai/"):
+        elif self.api_base and self.model.startswith("openai/") and not kwargs.get("api_key"):
             kwargs["api_key"] = "no-key"  # a keyless OpenAI-compatible server (vLLM, llama.cpp): the SDK needs a value
         return kwargs
 
     def request_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The request `_kwargs` builds, less the model, messages and endpoint (unless `extra` overrides
         them), transport options, the completer's defaults and credentials (see `Completer`)."""
-        from judge.secrets import without_secrets  # noqa: PLC0415 (secrets imports nothing heavy)
-
         sent = self._kwargs((), params)
         del sent["messages"]
         own = {"model": self.model, "api_base": self.api_base, **COMPLETER_DEFAULTS}
@@ -275,13 +313,18 @@ class LiteLLMCompleter:
 
     def _completion(self, response: Any, started: float) -> Completion:
         latency = time.perf_counter() - started
-        choice = response.choices[0]
+        choices = getattr(response, "choices", None)
+        if not choices:  # a 200 without an answer is a gateway fault, not the model's answer: retried
+            raise MalformedResponseError(f"{self.model}: the provider answered 200 with no choices")
+        choice = choices[0]
         usage = getattr(response, "usage", None)
-        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        prompt_tokens = _count(getattr(usage, "prompt_tokens", 0))
+        completion_tokens = _count(getattr(usage, "completion_tokens", 0))
+        content = getattr(getattr(choice, "message", None), "content", None)
+        finish = getattr(choice, "finish_reason", None)
         return Completion(
-            text=choice.message.content or "",
-            finish_reason=choice.finish_reason,
+            text=redact(valid_text(_text(content))),  # a provider that echoes the key: never stored
+            finish_reason=None if finish is None else str(finish),
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             cost_usd=cost_of(self.model, prompt_tokens, completion_tokens),

@@ -17,6 +17,8 @@ import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_base, wait_random_exponential
 
+from judge.completer import MalformedResponseError
+
 
 def _optional(module: Any, *names: str) -> tuple[type[BaseException], ...]:
     """The named exception classes this version of a library has (older litellm lacks some)."""
@@ -51,6 +53,7 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     litellm.APIConnectionError,
     litellm.ServiceUnavailableError,
     litellm.InternalServerError,
+    MalformedResponseError,
     *_optional(litellm, "BadGatewayError"),
     *_optional(openai, "APITimeoutError", "APIConnectionError", "RateLimitError", "InternalServerError"),
     *_transport_errors(),
@@ -189,5 +192,11 @@ def describe_fatal(exc: BaseException, model: str) -> str:
         "NotFoundError": "check the model name and api_base",
         "BadRequestError": "the provider rejected the request (model name, parameters or prompt length)",
     }.get(kind, "see the message")
-    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else kind
-    return f"{model}: {kind}: {hint}: {first_line[:300]}"
+    return f"{model}: {kind}: {hint}: {brief(exc, 300)}"
+
+
+def brief(exc: BaseException, limit: int) -> str:
+    """An error's message as one short line: its first line, without the traceback text litellm sometimes
+    embeds in it ("... Invalid response object Traceback (most recent call last): ...")."""
+    text = str(exc).split("Traceback (most recent call last)", 1)[0].strip()
+    return (text.splitlines() or [type(exc).__name__])[0][:limit]

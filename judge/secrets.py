@@ -1,34 +1,62 @@
-"""Keep API keys out of everything the framework writes: configs, logs, caches, results.
+"""Keep API keys out of everything the framework writes or prints: configs, logs, caches, results, errors.
 
-Keys come from the environment only; before anything is written we replace the values of secret-looking
-environment variables, and any config entry whose name looks like a secret, with a fixed marker.
+Redaction is by value: every secret the process knows is replaced by a fixed marker in any string before it
+is written or printed, whatever the string is (a provider's error echoing the Authorization header, a
+manifest, a results cell). The process knows a secret from
+- the environment: variables whose names look secret (KEY, TOKEN, AUTH, ...);
+- the config (`remember_secrets`): the value of every variable an `*_env` entry names (`api_key_env:
+  LLM_AUTH`, whatever its name) and every credential entry (`api_key`, `extra.api_key`, headers).
+The set of learnt secrets is process-wide on purpose: a line any library prints must be scrubbed too.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 REDACTED = "***REDACTED***"
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH(?!ORS?(?:_|$))|BEARER|COOKIE)", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH(?!ORS?(?:_|$))|BEARER|COOKIE)",
+                          re.IGNORECASE)  # fmt: skip
 _MIN_SECRET_LEN = 8
+_LEARNT: set[str] = set()  # secrets learnt from a config (remember_secrets); see the module doc
 
 
 def secret_values() -> list[str]:
-    """Values of environment variables whose names look secret (longest first, so prefixes go last)."""
+    """Every secret this process knows (longest first, so a secret's prefix never hides the rest of it)."""
     values = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= _MIN_SECRET_LEN}
+    values |= _LEARNT
     values.discard("True")
     return sorted(values, key=len, reverse=True)
 
 
+def remember_secrets(cfg: Any) -> None:
+    """Learn the secrets a config tree holds (see the module doc), so `redact` removes them everywhere."""
+    if isinstance(cfg, Mapping):
+        for name, value in cfg.items():
+            if is_secret_entry(name, value) and len(value) >= _MIN_SECRET_LEN:
+                _LEARNT.add(value)
+            elif str(name).endswith("_env") and isinstance(value, str) and value:
+                named = os.environ.get(value, "")
+                if len(named) >= _MIN_SECRET_LEN and _SECRET_NAME.search(str(name)):
+                    _LEARNT.add(named)
+            else:
+                remember_secrets(value)
+    elif isinstance(cfg, list | tuple):
+        for value in cfg:
+            remember_secrets(value)
+
+
 def redact(text: str) -> str:
-    """`text` with every secret environment value replaced by the marker."""
+    """`text` with every known secret replaced by the marker (also as it appears inside a JSON string)."""
     for value in secret_values():
-        if value in text:
-            text = text.replace(value, REDACTED)
+        for form in {value, json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1]}:
+            if form in text:
+                text = text.replace(form, REDACTED)
     return text
 
 
@@ -61,6 +89,61 @@ def redact_config(obj: Any) -> Any:
     if isinstance(obj, str):
         return redact(obj)
     return obj
+
+
+class RedactingStream:
+    """A text stream (stdout/stderr) that scrubs known secrets from everything written through it."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding, ...
+        return getattr(self._stream, name)
+
+
+def redact_std_streams() -> None:
+    """Route this process's stdout and stderr through `RedactingStream` (once)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if not isinstance(stream, RedactingStream):
+            setattr(sys, name, RedactingStream(stream))
+
+
+def is_secret_override(arg: str) -> bool:
+    """A command-line override that sets a credential (`+judge.extra.api_key=sk-...`), not a number
+    (`max_tokens=160`) or an interpolation."""
+    key, sep, value = arg.partition("=")
+    name = key.lstrip("+~").rsplit(".", 1)[-1]
+    if not sep or not value or value.startswith("${"):
+        return False
+    try:
+        float(value)
+        return False
+    except ValueError:
+        return is_secret_entry(name, value)
+
+
+def hide_secret_overrides(argv: list[str], environ: MutableMapping[str, str]) -> list[str]:
+    """`argv` with each credential override's value moved into `environ` and read back by interpolation.
+
+    Hydra prints and writes the overrides it is given (the `#0 : ...` job lines, multirun.yaml); it then sees
+    `+judge.extra.api_key=${oc.env:JUDGESCOPE_SECRET_3}` instead of the key, and resolves it when composing."""
+    out = []
+    for index, arg in enumerate(argv):
+        if is_secret_override(arg):
+            var = f"JUDGESCOPE_SECRET_{index}"
+            key, _, environ[var] = arg.partition("=")
+            arg = f"{key}=${{oc.env:{var}}}"
+        out.append(arg)
+    return out
 
 
 class RedactingFilter(logging.Filter):

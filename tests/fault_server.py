@@ -11,6 +11,8 @@ It listens on 127.0.0.1 on a free port, is reached through litellm's normal `ope
 | `drop`            | the connection closed without any response              | transient: retried            |
 | `slow`            | no response before the client's timeout                 | transient: retried            |
 | `not_json`        | 200 whose body is not JSON (an HTML page, cut-off JSON) | transient: retried            |
+| `empty_choices`   | 200 with `"choices": []`                                | transient: retried            |
+| `huge_int`, ...   | 200, a hostile completion (`HOSTILE`, `hostile_content`) | an answer: unscored, cached  |
 | `off_rubric`      | 200, a completion whose content is not the rubric JSON  | an answer: unscored, cached   |
 | `truncated`       | 200, a completion cut off (`finish_reason: length`)     | an answer: unscored, cached   |
 | `ok`              | 200, a valid answer (`rubric_answer`)                   | an answer: scored, cached     |
@@ -28,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import socket
 import threading
 import time
@@ -42,6 +45,10 @@ from tests.openai_server import completion_body, rubric_answer
 
 TRANSIENT = ("429_retry_after", "429", "500", "503", "drop", "slow", "not_json")
 ANSWERS = ("ok", "off_rubric", "truncated")
+# the hostile provider (issue 11), drawn only when asked for: a 200 with no choices (transient), and 200s with
+# a completion no sane judge would give (see `hostile_content`)
+EMPTY_CHOICES = "empty_choices"
+HOSTILE = ("huge_int", "odd_number", "surrogate", "wrong_type", "duplicate_label", "missing_label", "echo_key")
 DEFAULT_FAULTS = {"429_retry_after": 0.04, "429": 0.04, "500": 0.03, "503": 0.03, "drop": 0.03, "slow": 0.01,
                   "not_json": 0.03}  # fmt: skip
 DEFAULT_ANSWERS = {"off_rubric": 0.03, "truncated": 0.03}
@@ -172,6 +179,11 @@ class FaultServer:
         if fault == "slow":
             time.sleep(self.slow_s)
             return self._send(h, 200, completion_body(self.answer(body)))
+        if fault == EMPTY_CHOICES:
+            return self._send(h, 200, {**completion_body(""), "choices": []})
+        if fault in HOSTILE:
+            content = hostile_content(fault, self.answer(body), self._rng(call, "hostile"), key)
+            return self._send(h, 200, completion_body(content))  # type: ignore[arg-type]
         if fault == "not_json":
             data = b"<html><body>502 upstream hiccup</body></html>" if attempt % 2 else b'{"id": "chatcmpl-x", "choi'
             return self._send_raw(h, 200, data)
@@ -238,4 +250,37 @@ class FaultServer:
     def answered(self) -> dict[str, Served]:
         """The 200 answer each call received (the last one, if it was asked twice)."""
         with self.lock:
-            return {s.call: s for s in self.log if s.fault in ANSWERS}
+            return {s.call: s for s in self.log if s.fault in ANSWERS or s.fault in HOSTILE}
+
+
+_FIRST_INT = re.compile(r'(:\s*)(-?\d+)')
+_FIRST_LABEL = re.compile(r'"(Q\d+)"\s*:\s*(\{[^{}]*\})')
+ODD_NUMBERS = ("1e400", "NaN", "-Infinity", "-1", "2.5", "1_0", "\uff13", "\u0663", "99", "true", '"2"', "null",
+               "0x2", "+1", "01")  # fmt: skip
+
+
+def hostile_content(kind: str, valid: str, rng: random.Random, key: str) -> Any:
+    """A hostile completion built from a valid rubric answer (`valid`); not always a string (`wrong_type`)."""
+    if kind == "huge_int":
+        return _FIRST_INT.sub(lambda m: m.group(1) + "1" + "0" * rng.choice([400, 5000]), valid, count=1)
+    if kind == "odd_number":
+        return _FIRST_INT.sub(lambda m: m.group(1) + rng.choice(ODD_NUMBERS), valid, count=1)
+    if kind == "surrogate":
+        return valid.replace('"', '"\ud800', 1) if rng.random() < 0.5 else valid + " \udfff"
+    if kind == "wrong_type":
+        return rng.choice([123, 2.5, ["originality", 2], {"originality": 2}, True])
+    if kind == "duplicate_label":
+        label = _FIRST_LABEL.search(valid)
+        if label:  # the same label twice with different values
+            other = _FIRST_INT.sub(lambda m: m.group(1) + str((int(m.group(2)) + 1) % 3), label.group(2), count=1)
+            return valid[: label.end()] + f', "{label.group(1)}": {other}' + valid[label.end():]
+        return _FIRST_INT.sub(lambda m: f"{m.group(0)}, {valid.split(chr(34))[1]!r}: 0".replace("'", '"'), valid,
+                              count=1)  # fmt: skip
+    if kind == "missing_label":
+        label = _FIRST_LABEL.search(valid)
+        if label:
+            return valid[: label.start()] + valid[label.end():].lstrip(", ")
+        return re.sub(r'"\w+"\s*:\s*-?\d+\s*,?\s*', "", valid, count=1)
+    if kind == "echo_key":
+        return f"{valid}\n(for the record, your key is {key})"
+    raise ValueError(kind)

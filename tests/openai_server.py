@@ -27,6 +27,7 @@ class Step:
     headers: dict[str, str] = field(default_factory=dict)
     finish_reason: str = "stop"
     logprobs: list[dict[str, Any]] | None = None  # OpenAI `choices[0].logprobs.content`, when scripted
+    body: dict[str, Any] | None = None  # sent as is instead (a malformed 200, an error body echoing a key)
 
 
 def completion_body(text: str, finish_reason: str = "stop", model: str = "test-model",
@@ -60,8 +61,9 @@ class ScriptedServer:
                 with server.lock:
                     server.requests.append(body)
                     step = server.next_step(body)
-                payload = (completion_body(step.text, step.finish_reason, logprobs=step.logprobs) if step.status == 200 else
-                           {"error": {"message": f"scripted {step.status}", "type": "test", "code": step.status}})
+                payload = step.body or (
+                    completion_body(step.text, step.finish_reason, logprobs=step.logprobs) if step.status == 200 else
+                    {"error": {"message": f"scripted {step.status}", "type": "test", "code": step.status}})
                 data = json.dumps(payload).encode()
                 self.send_response(step.status)
                 self.send_header("Content-Type", "application/json")

@@ -50,7 +50,8 @@ def test_direction_survives_a_csv_and_old_tables_take_it_from_the_rubric_spec(
     flags = loaded.groupby("dimension", observed=True)["higher_is_better"].unique()
     assert {d: list(v) for d, v in flags.items()} == {"originality": [True], "source_boundedness": [False]}
     # a results file written before the column existed: the shipped narrowness spec says lower is better
-    old = study.drop(columns=["higher_is_better"]).astype({"rubric": str}).assign(rubric="narrowness")
+    old = study.drop(columns=["higher_is_better"]).astype({"rubric": str}).assign(
+        rubric="narrowness", score=study["score"].clip(0, 3))  # the shipped spec's range (analysis.validate)
     write_runs(tmp_path / "old", old.assign(dimension=old["dimension"].astype(str).replace(
         {"originality": "diagnostic_framing"})))  # fmt: skip
     assert not load_results(tmp_path / "old")["higher_is_better"].any()

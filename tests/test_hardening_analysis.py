@@ -1,0 +1,160 @@
+"""Issue 11 (hardening), the analysis side: every hand-edited, damaged or wrong file answers one line naming
+it, and nothing out of its rubric's range or counted twice reaches a table. Includes the hostile-results
+property (hypothesis): whatever is done to a results file, the loader either refuses it with one line or
+loads only valid values."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analysis.collect import load_results
+from analysis.report import main, overview
+from analysis.synthetic import synthetic_humans, synthetic_results
+from analysis.validate import ResultsError
+
+
+def novelty_run(n_instances: int = 3) -> pd.DataFrame:
+    """A small results table of the shipped novelty rubric (scores 0-3)."""
+    frame = synthetic_results(n_instances=n_instances, n_samples=2, judges=("j",), modes=("independent",),
+                              dimensions=("originality", "gap_addressing"), seed=3)  # fmt: skip
+    frame = frame.astype({c: str for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)})
+    frame["rubric"] = "novelty"
+    frame["score"] = frame["score"].clip(0, 3).round()
+    return frame
+
+
+def write(folder: Path, frame: pd.DataFrame, kind: str = "csv") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"results.{kind}"
+    frame.to_csv(path, index=False) if kind == "csv" else frame.to_parquet(path, index=False)
+    return path
+
+
+def one_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """`python -m analysis.report argv` must answer one line and exit 2; that line."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err, err
+    return err
+
+
+def test_a_valid_run_loads(tmp_path: Path) -> None:
+    frame = novelty_run()
+    write(tmp_path / "run", frame)
+    assert len(load_results(tmp_path)) == len(frame)
+
+
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_a_score_outside_the_rubric_range_is_refused(tmp_path: Path, kind: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    frame = novelty_run()
+    frame.loc[5, "score"] = 99
+    path = write(tmp_path / "run", frame, kind)
+    where = f"{path}:7" if kind == "csv" else f"{path}: row 6"
+    message = f"{where}: score 99 for {frame.loc[5, 'dimension']} is outside the novelty rubric's range 0-3"
+    with pytest.raises(ResultsError, match="^" + message.replace("(", r"\(")):
+        load_results(tmp_path)
+    assert one_line(capsys, [str(tmp_path)]) == f"error: {message}"
+
+
+def test_duplicated_rows_and_copied_runs_are_refused(tmp_path: Path) -> None:
+    frame = novelty_run()
+    write(tmp_path / "dup", pd.concat([frame, frame.iloc[[4]]], ignore_index=True))
+    with pytest.raises(ResultsError, match=r"results.csv:\d+: a duplicated row \(1 in all\)"):
+        load_results(tmp_path / "dup")
+    write(tmp_path / "copies" / "a", frame)
+    write(tmp_path / "copies" / "b", frame)
+    with pytest.raises(ResultsError, match="the same run twice"):
+        load_results(tmp_path / "copies")
+
+
+def test_every_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert one_line(capsys, [str(tmp_path / "missing")]) == f"error: {tmp_path / 'missing'}: no such folder"
+    (tmp_path / "empty").mkdir()
+    assert "no results.parquet or results.csv below this folder" in one_line(capsys, [str(tmp_path / "empty")])
+    frame = novelty_run()
+    text = frame.assign(score=frame["score"].astype(object))
+    text.loc[2, "score"] = "abc"
+    path = write(tmp_path / "abc", text)
+    assert one_line(capsys, [str(tmp_path / "abc")]) == f"error: {path}:4: score 'abc' is not a number"
+    binary = tmp_path / "binary" / "results.csv"
+    binary.parent.mkdir()
+    binary.write_bytes(bytes(range(256)) * 40)
+    assert one_line(capsys, [str(binary.parent)]).startswith(f"error: {binary}: ")
+    path = write(tmp_path / "nocol", frame.drop(columns=["dimension"]))
+    assert one_line(capsys, [str(tmp_path / "nocol")]).startswith(f"error: {path}: missing column(s) dimension")
+    write(tmp_path / "ok", frame)
+    humans = tmp_path / "humans.jsonl"
+    humans.write_text("\n".join(json.dumps(r) for r in synthetic_humans(frame).head(5).to_dict("records")))
+    assert one_line(capsys, [str(tmp_path / "ok"), "--humans", str(humans)]).startswith(f"error: {humans}: ")
+
+
+def test_an_unknown_cost_is_shown_as_unknown() -> None:
+    frame = novelty_run()
+    known = overview(load_ready(frame))
+    assert known["cost_usd"].iloc[0] == pytest.approx(0.001 * len(frame))
+    frame.loc[3, "cost_usd"] = np.nan
+    assert overview(load_ready(frame))["cost_usd"].tolist() == ["unknown"]
+
+
+def load_ready(frame: pd.DataFrame) -> pd.DataFrame:
+    from analysis.collect import prepare
+
+    return prepare(frame)
+
+
+# --- the hostile-results property --------------------------------------------------------------------------
+
+EDITS = st.lists(st.tuples(st.sampled_from(["score", "dimension", "run_id", "sample_idx", "cost_usd", "drop",
+                                            "duplicate", "truncate", "bytes"]),
+                           st.integers(0, 10_000), st.one_of(st.integers(-10**6, 10**6), st.floats(),
+                                                             st.text(max_size=8))),
+                 min_size=1, max_size=4)  # fmt: skip
+
+
+def hostile_edit(path: Path, frame: pd.DataFrame, edits: list[tuple[str, int, object]]) -> None:
+    """Hand-edit a results CSV as a careless (or malicious) user would."""
+    out = frame.copy().astype(object)
+    for what, at, value in edits:
+        row = at % len(out)
+        if what == "drop":
+            out = out.drop(columns=[out.columns[at % len(out.columns)]])
+        elif what == "duplicate":
+            out = pd.concat([out, out.iloc[[row]]], ignore_index=True)
+        elif what in out.columns:
+            out.iloc[row, out.columns.get_loc(what)] = value
+    out.to_csv(path, index=False)
+    data = path.read_bytes()
+    for what, at, _ in edits:
+        if what == "truncate":
+            data = data[: at % max(1, len(data))]
+        elif what == "bytes":
+            data = data[: at % max(1, len(data))] + bytes(range(256)) + data[at % max(1, len(data)):]
+    path.write_bytes(data)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(EDITS)
+def test_hostile_results_files_load_valid_or_answer_one_line(tmp_path_factory: pytest.TempPathFactory,
+                                                             edits: list[tuple[str, int, object]]) -> None:  # fmt: skip
+    frame = novelty_run(2)
+    folder = tmp_path_factory.mktemp("hostile") / "run"
+    folder.mkdir()
+    hostile_edit(folder / "results.csv", frame, edits)
+    try:
+        loaded = load_results(folder)
+    except (ResultsError, OSError) as exc:
+        assert "\n" not in str(exc) and str(folder) in str(exc)
+        return
+    assert set(loaded["dimension"].astype(str)) <= {"originality", "gap_addressing"}
+    assert loaded["score"].dropna().between(0, 3).all()
+    keys = ["run_id", "prompt_id", "candidate_id", "dimension", "sample_idx"]
+    assert not loaded[[k for k in keys if k in loaded]].astype(str).duplicated().any()

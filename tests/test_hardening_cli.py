@@ -1,0 +1,96 @@
+"""Issue 11 (hardening) at the command line: what only the real runner shows - exit codes, Hydra's own
+files and lines, Ctrl-C - each answered in one line, with no key anywhere and no empty run folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fault_server import FaultServer
+from tests.openai_server import ScriptedServer, Step
+from tests.test_runner import ROOT, run
+
+KEY = "sk-cli-planted-0123456789abcdef"
+
+
+def no_key_anywhere(tmp: Path, *outputs: str) -> None:
+    for path in tmp.rglob("*"):
+        assert not path.is_file() or KEY.encode() not in path.read_bytes(), path
+    assert not any(KEY in text for text in outputs)
+
+
+@pytest.mark.slow
+def test_a_key_on_the_command_line_reaches_no_file_and_no_line(tmp_path: Path) -> None:
+    """+judge.extra.api_key=...: not in multirun.yaml, Hydra's `#0 : ...` lines, manifests, results, stderr."""
+    srv = FaultServer(faults={}, answers={}, dead_rate=0.3, echo_key=True)  # some calls: 503 quoting the key
+    with srv.running():
+        out = run(["-m", "judge=qwen", f"judge.api_base={srv.api_base}", "judge.api_key_env=null",
+                   f"+judge.extra.api_key={KEY}", "mode=independent,comparative", "limit=1", "n_samples=3",
+                   "retry.max_attempts=2", "retry.initial_wait_s=0.01", "retry.max_wait_s=0.02",
+                   f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert srv.authorizations == {f"Bearer {KEY}"} and srv.counts()["503"] > 0  # sent, and echoed back
+    assert (tmp_path / "sweep" / "multirun.yaml").is_file() and "#0 : " in out.stdout + out.stderr
+    assert "judge.extra.api_key=${oc.env:JUDGESCOPE_SECRET_" in (tmp_path / "sweep" / "multirun.yaml").read_text()
+    no_key_anywhere(tmp_path, out.stdout, out.stderr)
+
+
+def test_an_output_folder_under_a_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    out = run(["hydra.run.dir=afile/run"], tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "error: hydra.run.dir=afile/run: afile is a file, not a folder; choose another hydra.run.dir")
+
+
+def test_a_refused_key_is_one_line_without_warnings(tmp_path: Path) -> None:
+    """A 401 stops the study at once: one line, no 'coroutine ... never awaited', no folder, exit 2."""
+    srv = ScriptedServer(lambda body: Step(401))
+    with srv.running():
+        out = run(["judge=gpt-4o", f"judge.api_base={srv.api_base}", "limit=2", "hydra.run.dir=run"], tmp_path,
+                  {"OPENAI_API_KEY": KEY})  # fmt: skip
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "AuthenticationError: check the API key" in out.stderr and "never awaited" not in out.stderr
+    assert len(srv.requests) <= 8 and not (tmp_path / "run").exists()  # at most the calls in flight
+    no_key_anywhere(tmp_path, out.stdout, out.stderr)
+
+
+def test_every_call_refused_exits_non_zero_with_a_warning(tmp_path: Path) -> None:
+    srv = ScriptedServer(lambda body: Step(503))
+    with srv.running():
+        out = run(["judge=qwen", f"judge.api_base={srv.api_base}", "limit=1", "n_samples=1", "retry.max_attempts=1",
+                   "hydra.run.dir=run"], tmp_path, {"QWEN_API_KEY": KEY})  # fmt: skip
+    assert out.returncode == 1 and out.stderr.strip().startswith("warning: every call failed at the provider (11 ")
+    assert (tmp_path / "run" / "results.parquet").is_file()  # the unscored rows are kept
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
+    srv = FaultServer(faults={}, answers={}, latency_s=1.0)
+    with srv.running():
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        env.update({"JUDGESCOPE_CACHE_DIR": str(tmp_path / "cache"), "QWEN_API_KEY": KEY,
+                    "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})  # fmt: skip
+        args = [sys.executable, "-m", "experiments.run", "judge=qwen", f"judge.api_base={srv.api_base}",
+                "judge.concurrency=2", "n_samples=1", "limit=2", "progress=false", "hydra.run.dir=run"]  # fmt: skip
+        proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while srv.requests < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        before = srv.requests
+        again = run(args[3:-1] + ["hydra.run.dir=again"], tmp_path, {"QWEN_API_KEY": KEY})
+    assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith("interrupted: every answer received so far is cached; rerun")
+    assert not (tmp_path / "run").exists()
+    assert again.returncode == 0, again.stderr[-2000:]
+    manifest = json.loads((tmp_path / "again" / "manifest.json").read_text())
+    assert manifest["calls_made"] == srv.requests - before and manifest["calls_made"] + manifest["calls_cached"] == 22
