@@ -244,3 +244,16 @@ def test_judge_vs_humans_on_exactly_the_pairs_the_humans_rated() -> None:
     # judge source-boundedness (lower is better) on c1: i1 1<2 win, i3 1<2 win, i4 2>1 loss: all three
     # agree with the experts' non-obviousness (min-of-K would have said i4 0<1 win: 2/3)
     assert (aligned["n"], aligned["percent"]) == (3, 1.0)
+
+
+def test_pairs_in_comparative_mode_use_the_reference_of_the_same_prompt() -> None:
+    # one prompt per (instance, generator): the reference is scored 5 next to gA's candidate, 7 next to gB's
+    rows = [("pA", "ref", "reference", 5), ("pA", "a0", "gA", 6), ("pB", "ref", "reference", 7), ("pB", "b0", "gB", 6)]
+    results = pd.DataFrame([{"judge": "j", "mode": "comparative", "prompt_id": p, "instance_id": "i1",
+                             "candidate_id": c, "source": s, "dimension": "d", "higher_is_better": True,
+                             "sample_idx": 0, "score": float(v), "parse_ok": True} for p, c, s, v in rows])  # fmt: skip
+    humans = pd.DataFrame([{"annotator": "h1", "instance_id": "i1", "candidate_id": c, "source": s, "dimension": "d",
+                            "score": v} for c, s, v in (("ref", "reference", 1), ("a0", "gA", 2), ("b0", "gB", 2))])  # fmt: skip
+    judge = rater_outcomes(results, humans).query("kind == 'judge'").set_index("candidate_id")["outcome"]
+    # a0: 6 vs 5 (its own prompt) win; b0: 6 vs 7 loss. Against the averaged reference (6) both would tie.
+    assert judge.to_dict() == {"a0": 1, "b0": -1}
