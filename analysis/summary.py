@@ -116,8 +116,12 @@ def leaderboard(results: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.Da
     return board.assign(_s=sort).sort_values("_s", ascending=False).drop(columns="_s").reset_index(drop=True)
 
 
+def _num(value: float) -> str:
+    return f"{round(value, 2) or 0.0:.2f}"  # -0.00 reads 0.00
+
+
 def _ci(value: float, lo: float, hi: float) -> str:
-    return f"{value:.2f} [{lo:.2f}, {hi:.2f}]"
+    return f"{_num(value)} [{_num(lo)}, {_num(hi)}]"
 
 
 def agreement_lines(agree: pd.DataFrame | None) -> list[str]:
@@ -128,11 +132,20 @@ def agreement_lines(agree: pd.DataFrame | None) -> list[str]:
         ]
     lines = []
     for dim, part in agree.dropna(subset=["kappa_w"]).groupby("dimension", sort=True):
-        top = part.sort_values("kappa_w", ascending=False).iloc[0]
-        rest = "" if len(part) == 1 else f" (next: {part.sort_values('kappa_w').iloc[-2]['judge']} " \
-            f"{part.sort_values('kappa_w').iloc[-2]['kappa_w']:.2f})"  # fmt: skip
-        lines.append(f"**{dim}**: {top['judge']} agrees most with the experts, κ_w = "
-                     f"{_ci(top['kappa_w'], top['kappa_w_lo'], top['kappa_w_hi'])}, n = {int(top['n'])}{rest}.")  # fmt: skip
+        ranked = part.sort_values("kappa_w", ascending=False)
+        top = ranked.iloc[0]
+        who = (
+            f"{top['judge']} (the only judge)"
+            if len(ranked) == 1
+            else f"{top['judge']} agrees most with the experts"
+        )
+        rest = (
+            ""
+            if len(ranked) == 1
+            else f" (next: {ranked.iloc[1]['judge']} {_num(ranked.iloc[1]['kappa_w'])})"
+        )
+        lines.append(f"**{dim}**: {who}, κ_w = {_ci(top['kappa_w'], top['kappa_w_lo'], top['kappa_w_hi'])}, "
+                     f"n = {int(top['n'])}{rest}.")  # fmt: skip
     return lines or ["The experts' labels share no candidate with the judges' scores."]
 
 
