@@ -23,6 +23,7 @@ from analysis.agreement import pair_agreement
 from analysis.card_markdown import card_markdown
 from analysis.collect import find_results
 from analysis.humans import human_results
+from analysis.robustness import robustness_table
 from analysis.scores import candidate_scores, dimension_directions
 
 CARD_FIELDS: tuple[str, ...] = (
@@ -112,6 +113,7 @@ def study_tables(
         "position_bias": _position_summary(results),
         "length_bias": consistency.length_bias(results) if "candidate_text" in results else pd.DataFrame(),
         "self_preference": consistency.self_preference(results),
+        "robustness": robustness_table(results, n_boot=n_boot, seed=seed),
     }
     lt = latent.latent_tables(cands, humans, n_boot=n_boot, seed=seed)
     comp = lt.get("latent_competence", pd.DataFrame())

@@ -31,7 +31,8 @@ from analysis.validate import (
 COLUMNS: tuple[str, ...] = (
     "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
     "candidate_id", "source", "other_id", "order", "dimension", "higher_is_better", "sample_idx", "position",
-    "score", "score_expected", "preference", "inconsistent", "parse_ok", "raw", "cost_usd", "latency_s", "cached", "candidate_text",
+    "score", "score_expected", "preference", "inconsistent", "parse_ok", "raw", "cost_usd", "latency_s", "cached",
+    "candidate_text", "perturbation",
 )  # fmt: skip
 # a CSV writer may print a whole-number float as "3" (Arrow does): read these as floats whatever the text
 FLOAT_COLUMNS = {"score": "float64", "score_expected": "float64", "cost_usd": "float64", "latency_s": "float64"}
@@ -40,6 +41,7 @@ CHECKED = frozenset({*IDENTITY, *REQUIRED, "preference"})  # what analysis.valid
 KEY_COLUMNS: tuple[str, ...] = (
     "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
     "candidate_id", "source", "other_id", "order", "dimension", "preference", "candidate_text", "raw",
+    "perturbation",
 )  # fmt: skip
 
 

@@ -7,7 +7,7 @@ seeded random order under neutral labels; pairwise = every (candidate, reference
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from experiments.datasets import Candidate, Instance
@@ -65,12 +65,19 @@ def select_candidates(instance: Instance, k_per_source: int | None) -> list[Cand
 
 
 def comparative_prompts(
-    instance: Instance, rubric: Rubric, *, seed: int, k_per_source: int | None = None
+    instance: Instance,
+    rubric: Rubric,
+    *,
+    seed: int,
+    k_per_source: int | None = None,
+    labels: Callable[[int, int], str] | None = None,
 ) -> list[Prompt]:
-    """One prompt per instance; the order is drawn from (seed, instance_id) so reruns show the same order."""
+    """One prompt per instance; the order is drawn from (seed, instance_id) so reruns show the same order.
+    `labels(position, n)` names each position (default Q1..Qn; experiment=robustness permutes them)."""
     cands = select_candidates(instance, k_per_source)
     random.Random(f"{seed}:{instance.instance_id}").shuffle(cands)
-    shown = tuple(Shown(c, pos, f"Q{pos + 1}") for pos, c in enumerate(cands))
+    name = labels or (lambda pos, n: f"Q{pos + 1}")
+    shown = tuple(Shown(c, pos, name(pos, len(cands))) for pos, c in enumerate(cands))
     messages = rubric.render(background=instance.background, items=_items(shown), comparative=True)
     prompt_id = f"{instance.instance_id}|comparative"
     return [Prompt(prompt_id, instance.instance_id, messages, shown, "comparative")]
@@ -92,7 +99,13 @@ def pairwise_prompts(instance: Instance, rubric: Rubric, k_per_source: int | Non
 
 
 def build_prompts(
-    instances: Sequence[Instance], rubric: Rubric, mode: str, *, seed: int, k_per_source: int | None
+    instances: Sequence[Instance],
+    rubric: Rubric,
+    mode: str,
+    *,
+    seed: int,
+    k_per_source: int | None,
+    labels: Callable[[int, int], str] | None = None,
 ) -> list[Prompt]:
     """All prompts of a study, in dataset order."""
     if mode not in MODES:
@@ -102,7 +115,7 @@ def build_prompts(
         if mode == "independent":
             prompts += independent_prompts(inst, rubric, k_per_source)
         elif mode == "comparative":
-            prompts += comparative_prompts(inst, rubric, seed=seed, k_per_source=k_per_source)
+            prompts += comparative_prompts(inst, rubric, seed=seed, k_per_source=k_per_source, labels=labels)
         else:
             prompts += pairwise_prompts(inst, rubric, k_per_source)
     return prompts

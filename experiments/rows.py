@@ -20,8 +20,9 @@ from judge.rubric import Rubric
 COLUMNS = [
     "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
     "candidate_id", "source", "other_id", "order", "dimension", "sample_idx", "temperature", "position",
-    "label", "score", "score_expected", "preference", "inconsistent", "parse_ok", "error", "raw", "finish_reason",
-    "prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "cached", "retries", "candidate_text",
+    "label", "score", "score_expected", "preference", "inconsistent", "parse_ok", "error", "raw",
+    "finish_reason", "prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "cached", "retries",
+    "candidate_text", "perturbation",
 ]  # fmt: skip
 
 

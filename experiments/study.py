@@ -23,6 +23,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from experiments import robustness
 from experiments.batching import batch_manifest
 from experiments.datasets import Instance, dataset_hash
 from experiments.inputs import BudgetStop, StudyError, load_study_inputs
@@ -339,8 +340,9 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     are written (a bad config, a fatal provider error, Ctrl-C, a failed write) leaves no folder behind."""
     started = time.perf_counter()
     rubric, instances, data_path = inputs or load_study_inputs(cfg)
-    prompts = build_prompts(instances, rubric, cfg["mode"]["name"], seed=int(cfg["seed"]),
-                            k_per_source=cfg["mode"].get("k_per_source"))  # fmt: skip
+    instances, audit = robustness.perturb(instances, cfg)  # experiment=robustness (as given otherwise)
+    prompts = build_prompts(instances, rubric, cfg["mode"]["name"], seed=robustness.order_seed(cfg),
+                            k_per_source=cfg["mode"].get("k_per_source"), labels=robustness.label_map(cfg))  # fmt: skip
     if not prompts:  # e.g. pairwise on instances without a reference: a 0-row "success" would mislead
         raise StudyError(f"mode={cfg['mode']['name']}: nothing to judge: {len(instances)} instance(s) of "
                          f"{data_path} give 0 prompts (pairwise needs a reference and candidates)")  # fmt: skip
@@ -356,6 +358,7 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
             "config.json": lambda p: p.write_text(config_text),
             # the cache entries this run used, one key per call: what `python -m judge.cache export` publishes
             "cache_keys.txt": lambda p: p.write_text("".join(f"{k}\n" for k in keys)),
+            **robustness.audit_writer(audit),
         })  # fmt: skip
     except BaseException:
         release_folder(out_dir)
@@ -377,7 +380,8 @@ def _judge_all(cfg: Mapping[str, Any], prompts: Sequence[Prompt], rubric: Rubric
     shape = sent_request(cfg, rubric)
     meta = {"run_id": run_id, "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"],
             "mode": cfg["mode"]["name"], "rubric": rubric.name, "rubric_version": rubric.version,
-            "temperature": math.nan if shape.temperature is None else shape.temperature}  # fmt: skip
+            "temperature": math.nan if shape.temperature is None else shape.temperature,
+            "perturbation": robustness.perturbation_of(cfg).value}  # fmt: skip
     tally = Tally()
     keys: list[str] = []
     try:

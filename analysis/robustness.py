@@ -1,0 +1,110 @@
+"""How far a judge's scores and verdicts move under meaning-preserving perturbations (experiment=robustness).
+
+Each perturbed run is paired with the `none` run of the same judge and mode, candidate by candidate
+(generated candidates only; the reference is never perturbed). Per judge × mode × perturbation × dimension:
+- `shift`: mean of (perturbed − original) candidate score, with a bootstrap CI over candidates, and
+  `abs_shift`, the mean absolute change;
+- `flip_rate`: share of (candidate, dimension) pairs whose verdict against the reference (better / equal /
+  worse, each run judging its own reference) differs from the original's, with a Wilson CI.
+A robust judge moves little under paraphrase, deletion, padding and order / label permutations, and not at all
+under injection. `order` and `labels` only change comparative prompts, so they are reported for that mode only.
+
+`python -m analysis.robustness <multirun-dir> [--out DIR]` writes robustness.csv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.humans import pair_outcomes
+from analysis.intervals import grouped_mean_ci, wilson_interval
+from analysis.scores import CANDIDATE_KEYS, candidate_scores
+
+ORIGINAL = "none"
+PROMPT_ONLY = frozenset({"order", "labels"})  # perturbations of how a comparative prompt shows the texts
+PAIR = ["judge", "mode", "instance_id", "candidate_id", "source", "dimension"]
+
+
+def _scores(results: pd.DataFrame) -> pd.DataFrame:
+    cands = candidate_scores(results, (*CANDIDATE_KEYS, "perturbation"))
+    cands = cands.astype({k: str for k in (*PAIR, "perturbation")})
+    keep = ~(cands["perturbation"].isin(PROMPT_ONLY) & (cands["mode"] != "comparative"))
+    return cands.loc[keep.to_numpy()]
+
+
+def _verdicts(cands: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """Each candidate's outcome vs its own run's reference, per perturbation."""
+    tagged = cands.assign(mode=cands["mode"] + "\t" + cands["perturbation"])
+    out = pair_outcomes(tagged, reference)
+    out[["mode", "perturbation"]] = out["mode"].str.split("\t", expand=True)
+    return out[[*PAIR, "perturbation", "outcome"]]
+
+
+def robustness_table(results: pd.DataFrame, reference: str = "reference", n_boot: int = 1000,
+                     seed: int = 0) -> pd.DataFrame:  # fmt: skip
+    """Shift (CI) and flip rate (CI) per judge × mode × perturbation × dimension; empty without a `none`
+    run and a perturbed one."""
+    if "perturbation" not in results or results["perturbation"].isna().all():
+        return pd.DataFrame()
+    cands = _scores(results)
+    if ORIGINAL not in set(cands["perturbation"]) or cands["perturbation"].nunique() < 2:
+        return pd.DataFrame()
+    gen = cands.loc[cands["source"] != reference]
+    base = gen.loc[gen["perturbation"] == ORIGINAL, [*PAIR, "score"]].rename(columns={"score": "original"})
+    moved = gen.loc[gen["perturbation"] != ORIGINAL].merge(base, on=PAIR, how="inner")
+    moved["diff"] = moved["score"] - moved["original"]
+    moved["abs_diff"] = moved["diff"].abs()
+    by = ["judge", "mode", "perturbation", "dimension"]
+    table = grouped_mean_ci(moved, by, {"diff": "shift", "abs_diff": "abs_shift"}, "n", n_boot, seed)
+    table = table.drop(columns=["shift_n", "abs_shift_n", "abs_shift_lo", "abs_shift_hi"])
+    verdicts = _verdicts(cands, reference)
+    before = verdicts.loc[verdicts["perturbation"] == ORIGINAL, [*PAIR, "outcome"]]
+    after = verdicts.loc[verdicts["perturbation"] != ORIGINAL].merge(
+        before, on=PAIR, suffixes=("", "_original")
+    )
+    after["flip"] = after["outcome"] != after["outcome_original"]
+    flips = after.groupby(by, observed=True)["flip"].agg(n_verdicts="size", n_flips="sum").reset_index()
+    flips["flip_rate"] = flips["n_flips"] / flips["n_verdicts"]
+    flips["flip_lo"], flips["flip_hi"] = wilson_interval(
+        flips["n_flips"].to_numpy(), flips["n_verdicts"].to_numpy()
+    )
+    out = table.merge(flips, on=by, how="left")
+    return out.sort_values(by, ignore_index=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: the robustness table of a multirun of experiment=robustness."""
+    from analysis.collect import load_results
+
+    parser = argparse.ArgumentParser(prog="python -m analysis.robustness", description=__doc__.split("\n")[0])
+    parser.add_argument("root", help="the multirun folder of experiment=robustness")
+    parser.add_argument("--out", help="output folder (default: <root>)")
+    parser.add_argument("--reference", default="reference")
+    parser.add_argument("--n-boot", type=int, default=1000)
+    args = parser.parse_args(argv)
+    try:
+        table = robustness_table(load_results(args.root), args.reference, args.n_boot)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if table.empty:
+        print(
+            "error: no perturbation=none run together with a perturbed one below this folder", file=sys.stderr
+        )
+        return 2
+    out = Path(args.out) if args.out else Path(args.root)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "robustness.csv", index=False)
+    with pd.option_context("display.width", 200):
+        print(table.round(3).to_string(index=False))
+    print(f"-> {out / 'robustness.csv'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
