@@ -132,12 +132,19 @@ class Study:
         self.has_prompts = bool(prompts)
         if prompts:
             self.con.execute(f"CREATE VIEW prompts AS {_scan(prompts, 'read_parquet')}")
-        # sorting the whole list by a disagreement needs it for every item: built behind the first pages
+        # sorting the whole list by a disagreement needs it for every item: built in the background once the
+        # first page is out (so it does not slow that page down), or at once when a sort needs it
         self._build_error: str | None = None
         self._builder = threading.Thread(
             target=self._build_disagreements, args=(self.con.cursor(),), daemon=True
         )
-        self._builder.start()
+        self._start_lock = threading.Lock()
+
+    def start_build(self) -> None:
+        """Start building every item's disagreements (once; later calls do nothing)."""
+        with self._start_lock:
+            if self._builder.ident is None:
+                self._builder.start()
 
     def _build_disagreements(self, cursor: duckdb.DuckDBPyConnection) -> None:
         try:
@@ -153,6 +160,7 @@ class Study:
 
     def wait(self) -> None:
         """Block until every item's disagreements are built (sorting by them needs all)."""
+        self.start_build()
         self._builder.join()
         if self._build_error:
             raise ViewError(f"{self.root}: the disagreement tables could not be built: {self._build_error}")
@@ -189,6 +197,7 @@ class Study:
         frame = self._cursor().execute(sql, [*params, size, offset]).fetchdf()
         total = int(frame["total"].iloc[0]) if len(frame) else self._count(table, where, params)
         frame = frame.drop(columns="total").merge(self._details(frame, filters.get("dimension")), how="left")
+        self.start_build()
         return Page(frame.astype(object).where(frame.notna(), None).to_dict("records"), total, offset)
 
     def _details(self, page: pd.DataFrame, dimension: str | None) -> pd.DataFrame:
