@@ -328,7 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():
         table.to_csv(out / f"{name}.csv", index=False)
-    print(tables["latent_competence"].round(3).to_string(index=False))
+    for _, part in tables["latent_competence"].groupby("method", sort=False):
+        print(part.dropna(axis=1, how="all").round(3).to_string(index=False), end="\n\n")
     print(f"{len(tables)} tables -> {out}", file=sys.stderr)
     return 0
 
