@@ -89,11 +89,14 @@ def _summary(value: Any) -> Any:
 
 def request_shape(model: str, api_base: str | None, asked: Mapping[str, Any]) -> RequestShape:
     """Build (never send) the request litellm would make for `asked`, and compare the two."""
+    as_asked = RequestShape({k: _summary(v) for k, v in asked.items()}, [], _float(asked.get("temperature")))
     try:
         provider = provider_of(model, api_base)[1]
         sent = mapped_params(model, api_base, asked)
-    except Exception:  # noqa: BLE001  (a custom provider litellm does not map: sent as asked)
-        return RequestShape({k: _summary(v) for k, v in asked.items()}, [], _float(asked.get("temperature")))
+    except Exception:  # noqa: BLE001  (a provider litellm does not know: sent as asked)
+        return as_asked
+    if provider in {entry.get("provider") for entry in litellm.custom_provider_map or []}:
+        return as_asked  # a custom provider (the embedded model) receives the parameters as asked
     changes = []
     for name, value in asked.items():
         if name not in openai_param_names():
