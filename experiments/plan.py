@@ -24,7 +24,7 @@ from judge.cache import CacheError
 from judge.pricing import Prices, prompt_tokens
 from judge.rubric import Rubric
 
-COUNTS = ("calls_total", "calls_cached", "calls_to_make", "prompt_tokens", "completion_tokens_bound",
+COUNTS = ("calls_total", "calls_cached", "calls_shared", "calls_to_make", "prompt_tokens", "completion_tokens_bound",
           "completion_tokens_expected")  # fmt: skip
 
 
@@ -72,15 +72,18 @@ def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[s
     model, max_tokens = judge.completer.model, int(cfg["max_tokens"])
     seen: set[str] = set()
     tokens_of: dict[str, int] = {}
-    total = cached = prompt_total = 0
+    total = cached = shared = prompt_total = 0
     answered: list[int] = []
     for prompt, sample_idx in jobs_of(prompts, cfg):
         total += 1
         key, hit = judge.lookup(prompt.messages, sample_of(prompt, sample_idx), rubric.version)
-        if hit is not None or key in seen:
+        if hit is not None:
             cached += 1
-            if hit is not None and hit.completion is not None:
+            if hit.completion is not None:
                 answered.append(hit.completion.completion_tokens)
+            continue
+        if key in seen:  # the same request again within the run: answered by the one call
+            shared += 1
             continue
         seen.add(key)
         if prompt.prompt_id not in tokens_of:
@@ -89,7 +92,7 @@ def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[s
     to_make = len(seen)
     # answers already in the cache say how long this judge's answers run; the output budget caps them
     per_call = min(max_tokens, round(sum(answered) / len(answered))) if answered else max_tokens
-    return {"calls_total": total, "calls_cached": cached, "calls_to_make": to_make, "prompt_tokens": prompt_total,
+    return {"calls_total": total, "calls_cached": cached, "calls_shared": shared, "calls_to_make": to_make, "prompt_tokens": prompt_total,
             "completion_tokens_bound": to_make * max_tokens, "completion_tokens_expected": to_make * per_call}  # fmt: skip
 
 

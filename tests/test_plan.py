@@ -80,11 +80,13 @@ def test_plan_makes_no_call_and_matches_the_run(server: ScriptedServer, tmp_path
     manifest = json.loads((tmp_path / "two" / "manifest.json").read_text())
     assert len(server.requests) - made == manifest["calls_made"] == again["calls_to_make"]
     assert manifest["calls_cached"] == again["calls_cached"] and manifest["calls_total"] == again["calls_total"]
+    assert manifest["calls_shared"] == again["calls_shared"] == 0
 
 
 def test_sweep_sums_and_unknown_cost_stays_unknown() -> None:
     def job(n: int, live: float | None) -> dict[str, Any]:
-        return {"judge": "j", "mode": "m", "rubric": "r", "calls_total": n, "calls_cached": 0, "calls_to_make": n,
+        return {"judge": "j", "mode": "m", "rubric": "r", "calls_total": n, "calls_cached": 0, "calls_shared": 0,
+                "calls_to_make": n,
                 "prompt_tokens": 10 * n, "completion_tokens_bound": 5 * n, "completion_tokens_expected": 2 * n,
                 "cost_usd": {k: {"expected": live, "bound": live} for k in ("live", "batch")}}  # fmt: skip
 
