@@ -24,7 +24,8 @@ from judge.cache import CacheError
 from judge.pricing import Prices, prompt_tokens
 from judge.rubric import Rubric
 
-COUNTS = ("calls_total", "calls_cached", "calls_shared", "calls_to_make", "prompt_tokens", "completion_tokens_bound",
+COUNTS = ("calls_total", "calls_cached", "calls_shared", "calls_to_make", "prompt_tokens",
+          "completion_tokens_bound",
           "completion_tokens_expected")  # fmt: skip
 
 
@@ -92,8 +93,9 @@ def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[s
     to_make = len(seen)
     # answers already in the cache say how long this judge's answers run; the output budget caps them
     per_call = min(max_tokens, round(sum(answered) / len(answered))) if answered else max_tokens
-    return {"calls_total": total, "calls_cached": cached, "calls_shared": shared, "calls_to_make": to_make, "prompt_tokens": prompt_total,
-            "completion_tokens_bound": to_make * max_tokens, "completion_tokens_expected": to_make * per_call}  # fmt: skip
+    return {"calls_total": total, "calls_cached": cached, "calls_shared": shared, "calls_to_make": to_make,
+            "prompt_tokens": prompt_total, "completion_tokens_bound": to_make * max_tokens,
+            "completion_tokens_expected": to_make * per_call}  # fmt: skip
 
 
 def sum_plans(plans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
