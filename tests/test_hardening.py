@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from experiments.inputs import StudyError, load_study_inputs
 from experiments.outputs import CLAIM, claim_folder
 from experiments.study import AllCallsFailed, run_study
-from judge.cache import CallCache
+from judge.cache import CacheError, CallCache
 from judge.completer import Completion
 from judge.secrets import REDACTED
 from tests.fault_server import FaultServer
@@ -229,3 +229,17 @@ def test_a_study_with_nothing_to_judge_is_an_error(server: ScriptedServer, tmp_p
     with pytest.raises(StudyError, match=r"^mode=pairwise: nothing to judge: 1 instance\(s\) of .* give 0 prompts"):
         study(tmp_path, server.api_base, "run", "mode=pairwise", f"dataset.path={data}", monkeypatch=monkeypatch)
     assert server.requests == [] and not (tmp_path / "run").exists()
+
+
+def test_a_full_cache_disk_is_one_line_and_leaves_no_folder(server: ScriptedServer, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A fake fault (sqlite's own words for a full disk, raised where the cache writes): one line, no folder."""
+    def full(self: CallCache, key: str, completion: Completion) -> None:
+        raise CacheError(f"{self.directory}: cannot write the call cache (database or disk is full); free disk "
+                         "space, or move the folder aside if it is damaged")  # fmt: skip
+
+    monkeypatch.setattr(CallCache, "set", full)
+    with pytest.raises(StudyError, match="cannot write the call cache \\(database or disk is full\\)") as info:
+        study(tmp_path, server.api_base, "run", monkeypatch=monkeypatch)
+    assert "\n" not in str(info.value) and not (tmp_path / "run").exists()
+    assert 1 <= len(server.requests) <= 8  # the calls in flight when the first write failed, no more
