@@ -67,11 +67,16 @@ def main(cfg: DictConfig) -> None:
 
 
 def _remove_if_empty(folder: Path) -> None:
-    """Nothing partial is left behind: drop the run folder Hydra made if the study wrote nothing."""
-    try:
-        folder.rmdir()
-    except OSError:
-        pass
+    """Nothing partial is left behind: drop the run folder Hydra made if the study wrote nothing, and the
+    date folders above it that this left empty (never the working folder or anything outside it)."""
+    here = Path.cwd().resolve()
+    for path in [folder.resolve(), *folder.resolve().parents]:
+        if path == here or here not in path.parents:
+            return
+        try:
+            path.rmdir()
+        except OSError:
+            return
 
 
 def unusable_output_dir(argv: list[str]) -> str | None:

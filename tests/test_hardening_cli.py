@@ -49,6 +49,14 @@ def test_an_output_folder_under_a_file_is_one_line(tmp_path: Path) -> None:
         "error: hydra.run.dir=afile/run: afile is a file, not a folder; choose another hydra.run.dir")
 
 
+def test_a_bad_setting_leaves_no_empty_outputs_folder(tmp_path: Path) -> None:
+    """The default `outputs/<date>/<time>` Hydra made: neither the run folder nor the date folder stays."""
+    (tmp_path / "keep").mkdir()
+    out = run(["limit=0"], tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == "error: limit=0: must be at least 1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep"]
+
+
 def test_a_refused_key_is_one_line_without_warnings(tmp_path: Path) -> None:
     """A 401 stops the study at once: one line, no 'coroutine ... never awaited', no folder, exit 2."""
     srv = ScriptedServer(lambda body: Step(401))
