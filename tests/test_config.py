@@ -44,6 +44,7 @@ def test_shipped_configs_load_as_frozen_typed_objects() -> None:
     (["+judge.timout_s=3"], "judge.timout_s: unknown setting; JudgeConfig has: name, model"),
     (["+min_parse_rat=0.5"], "min_parse_rat: unknown setting; StudyConfig has: judge"),
     (["-m", "temperature=0.1,hot"], "temperature: Value 'hot'"),
+    (["mode=independent,comparative"], "mode=independent,comparative: several values need -m"),
 ])  # fmt: skip
 def test_a_bad_setting_is_one_line_naming_it(argv: list[str], expected: str) -> None:
     problem = command_line_problem(argv, "config")
