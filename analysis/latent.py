@@ -303,6 +303,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--glad", action="store_true", help="also fit GLAD (slow on large studies)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.n_boot < 1 or args.refit_boot < 0:
+        print(f"error: --n-boot {args.n_boot} / --refit-boot {args.refit_boot}: need --n-boot >= 1 and "
+              "--refit-boot >= 0", file=sys.stderr)  # fmt: skip
+        return 2
     try:
         results = load_results(args.root)
         humans = load_humans(args.humans) if args.humans else None

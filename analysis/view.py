@@ -155,6 +155,14 @@ def announce(server: uvicorn.Server, url: str, root: str, browser: bool) -> None
             webbrowser.open(url)
 
 
+def bind_port(port: int) -> socket.socket:
+    """`bind`, with a port out of range or already taken named as the `--port` setting."""
+    try:
+        return bind(port)
+    except (OSError, OverflowError) as exc:
+        raise ViewError(f"--port {port}: {str(exc).rstrip('.')}; choose another (0: any free port)") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point."""
     parser = argparse.ArgumentParser(prog="python -m analysis.view",
@@ -170,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         humans = pd.read_csv(args.humans) if args.humans else None
         study = Study(args.root, humans)
-        sock = bind(args.port)
+        sock = bind_port(args.port)
     except (ViewError, ValueError, OSError) as exc:
         print(f"analysis.view: {exc}", file=sys.stderr)
         return 2

@@ -224,3 +224,4 @@ def test_latent_tables_need_three_raters_and_cli(tmp_path) -> None:
     )
     assert (run / "latent" / "latent_competence.csv").exists()
     assert latent.main([str(tmp_path / "nowhere")]) == 2
+    assert latent.main([str(run), "--refit-boot", "-5"]) == 2  # was "negative dimensions" from numpy

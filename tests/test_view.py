@@ -20,7 +20,7 @@ import pytest
 import uvicorn
 
 from analysis.synthetic import synthetic_humans, synthetic_results
-from analysis.view import bind, create_app, main, split_background
+from analysis.view import bind, bind_port, create_app, main, split_background
 from analysis.viewdata import Study, ViewError
 from tests.browser import browser_page
 from tests.studies import UNPARSEABLE, run_sample_study
@@ -180,3 +180,16 @@ def test_cli_prints_its_url_once_it_serves_and_stops_on_ctrl_c(served: tuple[str
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     assert "Traceback" not in err
+
+
+def test_a_bad_port_is_one_line_naming_it() -> None:
+    """Out of range (was an OverflowError traceback) and taken (was errno text without the setting)."""
+    with pytest.raises(ViewError, match=r"^--port 99999: .*choose another"):
+        bind_port(99999)
+    taken = bind_port(0)
+    taken.listen()  # as the running viewer's socket is
+    try:
+        with pytest.raises(ViewError, match=rf"^--port {taken.getsockname()[1]}: .*in use"):
+            bind_port(taken.getsockname()[1])
+    finally:
+        taken.close()
