@@ -26,23 +26,11 @@ from analysis.validate import (
     read_table,
     require_columns,
 )
+from experiments.schema import ANALYSIS_COLUMNS, FLOAT_COLUMNS, KEY_COLUMNS, REQUIRED
 
-# in the results table's column order (a CSV's columns arrive in file order)
-COLUMNS: tuple[str, ...] = (
-    "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
-    "candidate_id", "source", "other_id", "order", "dimension", "higher_is_better", "sample_idx", "position",
-    "score", "score_expected", "preference", "inconsistent", "parse_ok", "raw", "cost_usd", "latency_s", "cached",
-    "candidate_text", "perturbation",
-)  # fmt: skip
-# a CSV writer may print a whole-number float as "3" (Arrow does): read these as floats whatever the text
-FLOAT_COLUMNS = {"score": "float64", "score_expected": "float64", "cost_usd": "float64", "latency_s": "float64"}
-REQUIRED: tuple[str, ...] = ("judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score")
+# the analysis columns, their types and the key columns (loaded as categoricals) come from the one schema
+COLUMNS = ANALYSIS_COLUMNS
 CHECKED = frozenset({*IDENTITY, *REQUIRED, "preference"})  # what analysis.validate reads
-KEY_COLUMNS: tuple[str, ...] = (
-    "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
-    "candidate_id", "source", "other_id", "order", "dimension", "preference", "candidate_text", "raw",
-    "perturbation",
-)  # fmt: skip
 
 
 def find_results(root: str | Path) -> list[Path]:

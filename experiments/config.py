@@ -98,6 +98,9 @@ class JudgeConfig:
     name: str = MISSING
     model: str = MISSING
     api_base: Optional[str] = None  # noqa: UP045
+    # replicas of one model behind litellm's Router (judge.pool); `pool` holds its settings (judge.pool)
+    api_bases: Optional[list[str]] = None  # noqa: UP045
+    pool: Optional[dict[str, Any]] = None  # noqa: UP045
     api_key_env: Optional[str] = None  # noqa: UP045
     timeout_s: float = bounded(120.0, 0, above=True)
     structured_output: bool = False

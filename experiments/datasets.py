@@ -11,60 +11,22 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from experiments.instances import Candidate, HumanLabel, Instance, Paper
+from experiments.novbench_data import load_novbench
+from experiments.rqbench import RQ_FILE, load_rqbench
 from experiments.validation import DatasetError, ProblemLog, get_list, get_str, key_label, read_jsonl
 
-RQ_FILE = "rq_dataset.jsonl"
+# the instance types and loaders are also reachable from here: `from experiments.datasets import Instance`
+__all__ = ["RQ_FILE", "Candidate", "DatasetError", "HumanLabel", "Instance", "Paper", "dataset_hash",
+           "human_labels_frame", "load_dataset", "load_instances", "load_novbench", "load_rqbench",
+           "parse_instance"]  # fmt: skip
 LABEL_COLUMNS = ("annotator", "instance_id", "candidate_id", "source", "dimension", "score")
 TOP_LEVEL_KEYS = ("instance_id", "field", "background", "reference", "candidates", "human_labels", "meta")
-
-
-@dataclass(frozen=True)
-class Paper:
-    """One background passage (an abstract, a section, or a paper's introduction)."""
-
-    title: str
-    text: str
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One text to judge; ``source`` is ``reference``, a generator name, or ``human``."""
-
-    candidate_id: str
-    source: str
-    text: str
-
-
-@dataclass(frozen=True)
-class HumanLabel:
-    """One annotator's score for one candidate on one rubric dimension."""
-
-    annotator: str
-    candidate_id: str
-    dimension: str
-    score: float
-
-
-@dataclass(frozen=True)
-class Instance:
-    """One target paper's context: background, optional reference, generated candidates, labels."""
-
-    instance_id: str
-    field: str
-    background: tuple[Paper, ...]
-    reference: Candidate | None
-    candidates: tuple[Candidate, ...]
-    human_labels: tuple[HumanLabel, ...] = ()
-
-    def all_candidates(self) -> tuple[Candidate, ...]:
-        """Reference first (if any), then the generated candidates: the order modes show them in."""
-        return ((self.reference,) if self.reference is not None else ()) + self.candidates
 
 
 def _parse_papers(items: list[Any], line: int, log: ProblemLog) -> list[Paper]:
@@ -237,20 +199,6 @@ def dataset_hash(path: str | Path) -> str:
     else:
         raise DatasetError([f"{path}: <file>: does not exist"])
     return digest.hexdigest()[:16]
-
-
-def load_rqbench(folder: str | Path) -> list[Instance]:
-    """RQ-Bench's published folder layout; see :mod:`experiments.rqbench`."""
-    from experiments.rqbench import load_rqbench as load
-
-    return load(folder)
-
-
-def load_novbench(path: str | Path) -> list[Instance]:
-    """NovBench records as instances; see :mod:`experiments.novbench_data`."""
-    from experiments.novbench_data import load_novbench as load
-
-    return load(path)
 
 
 def _first_record(path: Path) -> dict[str, Any] | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from experiments.datasets import Candidate, Instance, Paper
+from experiments.instances import Candidate, Instance, Paper
 from experiments.validation import ProblemLog, get_str, read_jsonl
 
 REQUIRED_KEYS = ("id", "title", "abstract", "decision", "paper_novelty", "review_novelty", "output_format")

@@ -12,18 +12,12 @@ from typing import Any
 import pandas as pd
 
 from experiments.modes import Prompt, Shown
+from experiments.schema import COLUMNS
 from judge.client import CallResult
 from judge.expected import expected_scores
 from judge.parse import Parsed, parse_labelled, parse_object
 from judge.rubric import Rubric
 
-COLUMNS = [
-    "run_id", "judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id",
-    "candidate_id", "source", "other_id", "order", "dimension", "sample_idx", "temperature", "position",
-    "label", "score", "score_expected", "preference", "inconsistent", "parse_ok", "error", "raw",
-    "finish_reason", "prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "cached", "retries",
-    "candidate_text", "perturbation",
-]  # fmt: skip
 
 
 def parse_answer(prompt: Prompt, rubric: Rubric, result: CallResult) -> dict[str, Parsed]:
@@ -54,6 +48,14 @@ def expected_by_key(prompt: Prompt, rubric: Rubric, result: CallResult) -> dict[
         return expected_scores(comp.text, comp.logprobs, rubric.fields, keys)
     one = expected_scores(comp.text, comp.logprobs, rubric.fields).get("", {})
     return {k: one for k in keys}
+
+
+def directions(rubric: Rubric) -> dict[str, bool]:
+    """Dimension -> higher_is_better, from the rubric spec ("overall", the mean, points the same way)."""
+    out = {d.name: d.higher_is_better for d in rubric.dimensions}
+    if rubric.add_overall:
+        out["overall"] = True
+    return out
 
 
 def _values(rubric: Rubric, parsed: Parsed) -> dict[str, Any]:
@@ -91,6 +93,7 @@ def rows_for(prompt: Prompt, sample_idx: int, result: CallResult, rubric: Rubric
     else:
         judged = [(s, None) for s in prompt.shown]
     rows = []
+    higher = directions(rubric)
     for shown, other in judged:
         parsed = parsed_by_key[shown.label or shown.candidate.candidate_id]
         expected = expected_by.get(shown.label or shown.candidate.candidate_id, {}) if parsed.ok else {}
@@ -100,11 +103,12 @@ def rows_for(prompt: Prompt, sample_idx: int, result: CallResult, rubric: Rubric
                 **meta, "prompt_id": prompt.prompt_id, "instance_id": prompt.instance_id,
                 "candidate_id": shown.candidate.candidate_id, "source": shown.candidate.source,
                 "other_id": other.candidate.candidate_id if other else None, "order": prompt.order,
-                "dimension": dim, "sample_idx": sample_idx, "position": shown.position, "label": shown.label,
+                "dimension": dim, "higher_is_better": higher[dim], "sample_idx": sample_idx, "position": shown.position, "label": shown.label,
                 "score": math.nan if is_pref or value is None else float(value),
                 "score_expected": expected.get(dim, math.nan),
                 "preference": _flip(value, prompt.order) if is_pref else None, "inconsistent": None,
-                "parse_ok": parsed.ok, "error": parsed.error, "candidate_text": shown.candidate.text,
+                "parse_ok": parsed.ok, "salvaged": parsed.salvaged, "error": parsed.error,
+                "rationale": parsed.rationale, "candidate_text": shown.candidate.text,
                 **account,
             })  # fmt: skip
     return rows
@@ -114,7 +118,9 @@ def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The results table with its columns in contract order and pairwise flips marked."""
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame["position"] = frame["position"].astype("Int64")
-    for col in ("score", "score_expected", "cost_usd", "latency_s", "temperature"):  # float even when all unknown (NaN)
+    frame["higher_is_better"] = frame["higher_is_better"].astype("boolean")
+    frame["salvaged"] = frame["salvaged"].astype(bool)
+    for col in ("score", "score_expected", "cost_usd", "latency_s", "temperature"):  # float even when unknown
         frame[col] = frame[col].astype(float)
     return mark_inconsistent(frame)
 

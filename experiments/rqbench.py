@@ -28,8 +28,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from experiments.datasets import RQ_FILE, Candidate, Instance, Paper
+from experiments.instances import Candidate, Instance, Paper
 from experiments.validation import ProblemLog, get_str, read_jsonl
+
+RQ_FILE = "rq_dataset.jsonl"
 
 ID_KEYS = ("id", "rq_id", "question_id", "qid", "uid")
 FIELD_KEYS = ("field", "category", "primary_category", "subfield", "arxiv_category", "domain")

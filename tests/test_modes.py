@@ -9,7 +9,8 @@ import yaml
 
 from experiments.datasets import Candidate, Instance, Paper
 from experiments.modes import build_prompts, comparative_prompts, pairwise_prompts, select_candidates
-from experiments.rows import COLUMNS, rows_for, to_frame
+from experiments.rows import rows_for, to_frame
+from experiments.schema import COLUMNS
 from judge.client import CallResult
 from judge.completer import Completion
 from judge.rubric import Rubric, rubric_from_config

@@ -69,3 +69,77 @@ def test_labelled_partial() -> None:
 def test_extract_ignores_arrays_and_deep_nesting() -> None:
     assert extract_json_object("[1, 2]") is None
     assert not parse_object("{" * 5000, NOVELTY).ok
+
+
+# --- issue 10/11: duplicates, numbers as JSON reads them, huge integers, salvage of cut-off answers ---------
+
+ONE = '{"originality": 1, "gap_addressing": 2, "non_obviousness": 3}'
+TWO = '{"originality": 3, "gap_addressing": 0, "non_obviousness": 1}'
+
+
+def test_a_label_given_twice_with_different_values_is_unscored() -> None:
+    raw = f'{{"Q1": {ONE}, "Q2": {TWO}, "Q1": {TWO}}}'
+    out = parse_labelled(raw, ["Q1", "Q2"], NOVELTY)
+    assert not out["Q1"].ok and "given twice" in (out["Q1"].error or "")
+    assert out["Q2"].ok and out["Q2"].values["originality"] == 3.0
+    same = parse_labelled(f'{{"Q1": {ONE}, "Q1": {ONE}}}', ["Q1"], NOVELTY)  # twice, identical: fine
+    assert same["Q1"].ok
+    spelled = parse_labelled(f'{{"Q1": {ONE}, "q1": {TWO}}}', ["Q1"], NOVELTY)  # same label, other spelling
+    assert not spelled["Q1"].ok
+
+
+def test_a_field_given_twice_with_different_values_is_unscored() -> None:
+    p = parse_object('{"originality": 1, "originality": 3, "gap_addressing": 2, "non_obviousness": 0}', NOVELTY)
+    assert not p.ok and "given twice" in (p.error or "")
+
+
+def test_numbers_are_read_as_json_reads_them() -> None:
+    for bad in ('"1_0"', '"\uff12"', '"\u0662"', '"2 "x', '"0x2"', '"+2"', '"02"', "true"):
+        raw = f'{{"originality": {bad}, "gap_addressing": 2, "non_obviousness": 0}}'
+        assert not parse_object(raw, NOVELTY).ok, bad
+    review = [Field("overall", 0, 10)]
+    assert not parse_object('{"overall": "1_0"}', review).ok
+    for good, value in (('"2"', 2.0), ('" 2 "', 2.0), ("2.0", 2.0), ('"2e0"', 2.0)):
+        p = parse_object(f'{{"originality": {good}, "gap_addressing": 2, "non_obviousness": 0}}', NOVELTY)
+        assert p.ok and p.values["originality"] == value, good
+
+
+def test_huge_integers_are_unscored_with_a_reason_never_an_exception() -> None:
+    for digits in (400, 5000):
+        raw = f'{{"originality": {"9" * digits}, "gap_addressing": 2, "non_obviousness": 0}}'
+        p = parse_object(raw, NOVELTY)
+        assert not p.ok and f"{digits}-digit number" in (p.error or "")
+        labelled = parse_labelled(f'{{"Q1": {raw}, "Q2": {TWO}}}', ["Q1", "Q2"], NOVELTY)
+        assert not labelled["Q1"].ok and labelled["Q2"].ok
+        as_text = parse_object(raw.replace("9" * digits, f'"{"9" * digits}"'), NOVELTY)
+        assert not as_text.ok
+    assert not parse_object('{"originality": 1e400, "gap_addressing": 2, "non_obviousness": 0}', NOVELTY).ok
+
+
+def test_a_cut_off_answer_keeps_its_complete_entries() -> None:
+    full = f'```json\n{{\n  "Q1": {ONE},\n  "Q2": {TWO},\n  "Q3": {ONE}\n}}\n```'
+    for cut, kept in ((full.index('"Q3"') + 30, ["Q1", "Q2"]), (full.index('"Q3"') - 3, ["Q1", "Q2"]),
+                      (full.index('"Q2"') + 20, ["Q1"]), (full.index('"Q1"') + 10, [])):  # fmt: skip
+        out = parse_labelled(full[:cut], ["Q1", "Q2", "Q3"], NOVELTY)
+        assert [k for k, p in out.items() if p.ok] == kept, (cut, out)
+        assert all(p.salvaged for p in out.values() if p.ok)
+        assert all("cut off" in (p.error or "") or "missing" in (p.error or "") for p in out.values() if not p.ok)
+    # a score cut mid-number ("1" of "10") is never read as complete
+    tens = [Field("overall", 0, 10)]
+    out = parse_labelled('{"Q1": {"overall": 7}, "Q2": {"overall": 1', ["Q1", "Q2"], tens)
+    assert out["Q1"].ok and out["Q1"].values == {"overall": 7.0} and not out["Q2"].ok
+    out = parse_labelled('{"Q1": {"overall": 7}, "Q2": {"overall": 10}', ["Q1", "Q2"], tens)  # Q2 closed
+    assert out["Q2"].ok and out["Q2"].values == {"overall": 10.0}
+    complete = parse_labelled(full, ["Q1", "Q2", "Q3"], NOVELTY)
+    assert all(p.ok and not p.salvaged for p in complete.values())
+
+
+def test_a_cut_off_answer_with_a_repeated_label_does_not_score_it() -> None:
+    out = parse_labelled(f'{{"Q1": {ONE}, "Q2": {TWO}, "Q1": {TWO}, "Q3": {{"orig', ["Q1", "Q2", "Q3"], NOVELTY)
+    assert not out["Q1"].ok and out["Q2"].ok and not out["Q3"].ok
+
+
+def test_rationale_is_kept_and_never_scored() -> None:
+    raw = '{"rationale": "originality: 3, clearly {new}", "originality": 1, "gap_addressing": 2, "non_obviousness": 0}'
+    p = parse_object(raw, NOVELTY)
+    assert p.ok and p.values["originality"] == 1.0 and p.rationale == "originality: 3, clearly {new}"

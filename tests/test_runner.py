@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from analysis.collect import load_results
-from experiments.rows import COLUMNS
+from experiments.schema import COLUMNS
 from tests.openai_server import ScriptedServer, Step, rubric_answer
 
 ROOT = Path(__file__).resolve().parent.parent
