@@ -153,9 +153,10 @@ def dump_messages(cfg: dict[str, Any], path: Path) -> None:
     """The rendered messages of every call (prompt x sample), for the raw loops."""
     from experiments.inputs import load_study_inputs  # noqa: PLC0415
     from experiments.modes import build_prompts  # noqa: PLC0415
+    from experiments.modes.independent import Independent  # noqa: PLC0415
 
     rubric, instances, _ = load_study_inputs(cfg)
-    prompts = build_prompts(instances, rubric, "independent", seed=0, k_per_source=None)
+    prompts = build_prompts(instances, rubric, Independent(), seed=0)
     calls = [{"messages": p.messages, "seed": s} for p in prompts for s in range(N_SAMPLES)]
     path.write_text(json.dumps(calls))
 
@@ -252,6 +253,7 @@ def overhead(config: Path) -> dict[str, Any]:
     cfg = json.loads(config.read_text())
     from experiments.inputs import load_study_inputs  # noqa: PLC0415
     from experiments.modes import build_prompts  # noqa: PLC0415
+    from experiments.modes.independent import Independent  # noqa: PLC0415
     from experiments.rows import rows_for  # noqa: PLC0415
     from judge.cache import cache_key  # noqa: PLC0415
     from judge.client import CallResult, Judge  # noqa: PLC0415
@@ -259,9 +261,9 @@ def overhead(config: Path) -> dict[str, Any]:
     from judge.parse import parse_object  # noqa: PLC0415
 
     rubric, instances, _ = load_study_inputs(cfg)
-    build_prompts(instances[:2], rubric, "independent", seed=0, k_per_source=None)  # warm the template cache
+    build_prompts(instances[:2], rubric, Independent(), seed=0)  # warm the template cache
     t0 = time.perf_counter()
-    prompts = build_prompts(instances, rubric, "independent", seed=0, k_per_source=None)
+    prompts = build_prompts(instances, rubric, Independent(), seed=0)
     render = (time.perf_counter() - t0) / len(prompts)
     judge = Judge(LiteLLMCompleter(MODEL, api_base="http://127.0.0.1:1/v1"), cache=None)  # type: ignore[arg-type]
     sample = judge.sample({"temperature": 0.1, "max_tokens": 160, "seed": 0}, 0)  # as run_study builds it

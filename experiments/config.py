@@ -81,12 +81,15 @@ class RubricConfig:
     dimensions: list[DimensionConfig] = field(default_factory=list)
     add_overall: bool = False
     item_noun: str = "QUESTION"
+    # opt-in: the judge writes a short rationale before its scores (a `rationale` column, never scored)
+    rationale: bool = False
 
 
 @dataclass(frozen=True)
 class ModeConfig:
-    """A study mode (conf/mode/<name>.yaml): which prompts are sent for one instance."""
+    """A study mode (conf/mode/<name>.yaml): the class that builds its prompts (experiments/modes/)."""
 
+    _target_: str = MISSING
     name: str = MISSING
     k_per_source: Optional[int] = bounded(None, 1)  # noqa: UP045
 
@@ -188,7 +191,7 @@ class StudyConfig:
     dataset: DatasetConfig = MISSING
     n_samples: int = bounded(3, 1)
     temperature: float = bounded(0.1, 0, 2)
-    max_tokens: int = bounded(160, 1)
+    max_tokens: Optional[int] = bounded(None, 1)  # noqa: UP045  (null = each prompt's own output budget)
     seed: int = 0
     limit: Optional[int] = bounded(None, 1)  # noqa: UP045
     shard: Optional[str] = None  # noqa: UP045  ("i/n": one deterministic 1/n of the instances)
@@ -295,7 +298,7 @@ def _unknown_keys(node: DictConfig, schema: type, prefix: str) -> str | None:
     """The first key in `node` that `schema` does not declare (Hydra's `+key=...` can add one)."""
     known = {f.name: f for f in dataclasses.fields(schema)}
     for key in node.keys():
-        path = f"{prefix}{key}"
+        path = prefix + str(key)
         if key not in known:
             return f"{path}: unknown setting; {schema.__name__} has: {', '.join(known)}"
         child = node._get_node(key)

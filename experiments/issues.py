@@ -97,7 +97,7 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
     from experiments.outputs import write_atomic
     from experiments.study import make_judge, sampling_params
 
-    rubric, instances, _ = load_study_inputs({**cfg, "mode": {"name": "independent"}})
+    rubric, instances, _ = load_study_inputs(cfg, with_mode=False)
     judge = make_judge(cfg)
     params = sampling_params(cfg)
     reviews = [(inst, c) for inst in instances for c in inst.all_candidates()]

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from experiments.datasets import Instance
-from experiments.inputs import StudyError
-from experiments.modes import Prompt, build_prompts
+from experiments.inputs import StudyError, study_mode
+from experiments.modes import build_prompts
+from experiments.prompt import Prompt
 from experiments.spend import judge_prices
 from judge.cache import CacheError
 from judge.pricing import Prices, prompt_tokens
@@ -45,8 +46,8 @@ def plan_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Pat
     from experiments.study import make_judge  # noqa: PLC0415 (litellm-heavy)
 
     rubric, instances, _ = inputs
-    prompts = build_prompts(instances, rubric, cfg["mode"]["name"], seed=int(cfg["seed"]),
-                            k_per_source=cfg["mode"].get("k_per_source"))  # fmt: skip
+    mode = study_mode(cfg)
+    prompts = build_prompts(instances, rubric, mode, seed=int(cfg["seed"]))
     judge = make_judge(cfg)
     try:
         counts = _count(judge, prompts, rubric, cfg)
@@ -56,9 +57,9 @@ def plan_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Pat
         judge.cache.close()
     prices = judge_prices(cfg["judge"])
     return {
-        "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"], "mode": cfg["mode"]["name"],
+        "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"], "mode": mode.name,
         "rubric": rubric.name, "instances": len(instances), "prompts": len(prompts),
-        "n_samples": int(cfg["n_samples"]), "max_tokens": int(cfg["max_tokens"]), **counts,
+        "n_samples": int(cfg["n_samples"]), "max_tokens": _largest_budget(cfg, prompts), **counts,
         "prices": dict(vars(prices)),
         "cost_usd": _costs(prices, counts["prompt_tokens"], counts["completion_tokens_bound"],
                            counts["completion_tokens_expected"]),
@@ -70,7 +71,7 @@ def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[s
     from experiments.study import jobs_of, sampler  # noqa: PLC0415
 
     sample_of = sampler(judge, rubric, cfg)
-    model, max_tokens = judge.completer.model, int(cfg["max_tokens"])
+    model, max_tokens = judge.completer.model, _largest_budget(cfg, prompts)
     seen: set[str] = set()
     tokens_of: dict[str, int] = {}
     total = cached = shared = prompt_total = 0
@@ -96,6 +97,13 @@ def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[s
     return {"calls_total": total, "calls_cached": cached, "calls_shared": shared, "calls_to_make": to_make,
             "prompt_tokens": prompt_total, "completion_tokens_bound": to_make * max_tokens,
             "completion_tokens_expected": to_make * per_call}  # fmt: skip
+
+
+def _largest_budget(cfg: Mapping[str, Any], prompts: Sequence[Prompt]) -> int:
+    """The largest output budget of the run's calls (each prompt's own when `max_tokens: null`)."""
+    from experiments.study import max_tokens_of  # noqa: PLC0415
+
+    return max((max_tokens_of(cfg, p) for p in prompts), default=int(cfg.get("max_tokens") or 0))
 
 
 def sum_plans(plans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -11,13 +11,12 @@ from typing import Any
 
 import pandas as pd
 
-from experiments.modes import Prompt, Shown
+from experiments.prompt import Prompt
 from experiments.schema import COLUMNS
 from judge.client import CallResult
 from judge.expected import expected_scores
 from judge.parse import Parsed, parse_labelled, parse_object
 from judge.rubric import Rubric
-
 
 
 def parse_answer(prompt: Prompt, rubric: Rubric, result: CallResult) -> dict[str, Parsed]:
@@ -26,14 +25,14 @@ def parse_answer(prompt: Prompt, rubric: Rubric, result: CallResult) -> dict[str
     if result.completion is None:
         return {k: Parsed(False, error=result.error or "no completion") for k in keys}
     raw = result.completion.text
-    if prompt.mode == "comparative":
-        parsed = parse_labelled(raw, keys, rubric.fields)
+    if prompt.labels is not None:
+        parsed = parse_labelled(raw, prompt.labels, rubric.fields)
     else:
         one = parse_object(raw, rubric.fields)
         parsed = {k: one for k in keys}
     if result.completion.finish_reason == "length":
-        parsed = {k: p if p.ok else Parsed(False, error=f"truncated (finish_reason=length): {p.error}")
-                  for k, p in parsed.items()}  # fmt: skip
+        parsed = {k: p if p.ok else Parsed(False, error=f"truncated (finish_reason=length): {p.error}",
+                                           salvaged=p.salvaged) for k, p in parsed.items()}  # fmt: skip
     return parsed
 
 
@@ -41,11 +40,11 @@ def expected_by_key(prompt: Prompt, rubric: Rubric, result: CallResult) -> dict[
     """G-Eval expected scores per shown label (or candidate id), from the answer's token log-probabilities
     (empty without them: `expected_scores=true` asks for them)."""
     comp = result.completion
-    if comp is None or not comp.logprobs or prompt.mode == "pairwise":
+    if comp is None or not comp.logprobs or prompt.asks_preference:
         return {}
     keys = [s.label or s.candidate.candidate_id for s in prompt.shown]
-    if prompt.mode == "comparative":
-        return expected_scores(comp.text, comp.logprobs, rubric.fields, keys)
+    if prompt.labels is not None:
+        return expected_scores(comp.text, comp.logprobs, rubric.fields, list(prompt.labels))
     one = expected_scores(comp.text, comp.logprobs, rubric.fields).get("", {})
     return {k: one for k in keys}
 
@@ -86,24 +85,20 @@ def rows_for(prompt: Prompt, sample_idx: int, result: CallResult, rubric: Rubric
         "cost_usd": comp.cost_usd if comp else None, "latency_s": 0.0 if result.cached or result.shared or not comp
         else comp.latency_s, "cached": result.cached, "retries": result.retries,
     }  # fmt: skip
-    judged: list[tuple[Shown, Shown | None]]
-    if prompt.mode == "pairwise":
-        first, second = prompt.shown
-        judged = [(first, second)] if prompt.order == "ab" else [(second, first)]
-    else:
-        judged = [(s, None) for s in prompt.shown]
     rows = []
     higher = directions(rubric)
-    for shown, other in judged:
+    is_pref = prompt.asks_preference
+    for judged in prompt.judged:
+        shown, other = judged.shown, judged.against
         parsed = parsed_by_key[shown.label or shown.candidate.candidate_id]
         expected = expected_by.get(shown.label or shown.candidate.candidate_id, {}) if parsed.ok else {}
         for dim, value in _values(rubric, parsed).items():
-            is_pref = prompt.mode == "pairwise"
             rows.append({
                 **meta, "prompt_id": prompt.prompt_id, "instance_id": prompt.instance_id,
                 "candidate_id": shown.candidate.candidate_id, "source": shown.candidate.source,
                 "other_id": other.candidate.candidate_id if other else None, "order": prompt.order,
-                "dimension": dim, "higher_is_better": higher[dim], "sample_idx": sample_idx, "position": shown.position, "label": shown.label,
+                "dimension": dim, "higher_is_better": higher[dim], "sample_idx": sample_idx,
+                "position": shown.position, "label": shown.label,
                 "score": math.nan if is_pref or value is None else float(value),
                 "score_expected": expected.get(dim, math.nan),
                 "preference": _flip(value, prompt.order) if is_pref else None, "inconsistent": None,
@@ -127,7 +122,7 @@ def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 def mark_inconsistent(frame: pd.DataFrame) -> pd.DataFrame:
     """Pairwise: a preference that differs between the two orders (same sample) is inconsistent."""
-    pair = frame[frame["mode"] == "pairwise"]
+    pair = frame[frame["preference"].notna() & frame["other_id"].notna() & frame["order"].notna()]
     if pair.empty:
         return frame
     keys = ["judge", "instance_id", "candidate_id", "other_id", "dimension", "sample_idx"]

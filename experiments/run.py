@@ -20,7 +20,7 @@ def main(cfg: DictConfig) -> None:
     budget (outputs written); 1 every call failed at the provider (the unscored rows are written); 130
     interrupted (Ctrl-C). None of them leaves a folder without outputs behind."""
     from experiments.config import ConfigError, load
-    from experiments.inputs import BudgetStop, StudyError, load_study_inputs  # light: no litellm yet
+    from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs  # no litellm
     from experiments.outputs import claim_folder, release_folder
     from judge.secrets import redact_std_streams, remember_secrets
 
@@ -53,6 +53,9 @@ def main(cfg: DictConfig) -> None:
     except BudgetStop as exc:  # the outputs are written; the run is incomplete
         print(f"stopped: {exc}", file=sys.stderr)
         sys.exit(3)
+    except ParseRateError as exc:  # the outputs are written; too few answers were scored
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(4)
     except (StudyError, ConfigError, KeyboardInterrupt) as exc:
         if out_dir is not None:
             release_folder(out_dir)

@@ -8,6 +8,7 @@ from typing import Any
 from experiments.inputs import StudyError
 from judge.budget import Budget, BudgetError
 from judge.pricing import Prices, prices_for
+from judge.rubric import MIN_ANSWER_TOKENS
 
 
 def judge_prices(jcfg: Mapping[str, Any]) -> Prices:
@@ -24,8 +25,9 @@ def budget_for(cfg: Mapping[str, Any]) -> Budget | None:
     if limit is None:
         return None
     try:
-        return Budget(float(limit), str(cfg["judge"]["model"]), judge_prices(cfg["judge"]), int(cfg["max_tokens"]),
-                      batch=bool(cfg.get("batch")))  # fmt: skip
+        # run_study raises the output budget to its prompts' largest (`max_tokens: null`: per prompt)
+        return Budget(float(limit), str(cfg["judge"]["model"]), judge_prices(cfg["judge"]),
+                      int(cfg.get("max_tokens") or MIN_ANSWER_TOKENS), batch=bool(cfg.get("batch")))  # fmt: skip
     except (BudgetError, TypeError, ValueError) as exc:
         raise StudyError(f"budget_usd={limit!r}: {exc}") from None
 

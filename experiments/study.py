@@ -26,9 +26,10 @@ from tqdm import tqdm
 from experiments import robustness
 from experiments.batching import batch_manifest
 from experiments.datasets import Instance, dataset_hash
-from experiments.inputs import BudgetStop, StudyError, load_study_inputs
-from experiments.modes import Prompt, build_prompts
+from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs, study_mode
+from experiments.modes import build_prompts
 from experiments.outputs import claim_folder, release_folder, write_outputs
+from experiments.prompt import Prompt
 from experiments.rows import rows_for, to_frame
 from experiments.shard import parse_shard, study_id
 from experiments.spend import budget_for, budget_manifest, budget_message
@@ -92,12 +93,19 @@ class Tally:
 
 
 def sampling_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The decoding parameters every call of a run shares (each sample adds its index to the seed)."""
-    params = {"temperature": float(cfg["temperature"]), "max_tokens": int(cfg["max_tokens"]),
-              "seed": int(cfg["seed"])}  # fmt: skip
+    """The decoding parameters every call of a run shares (each sample adds its index to the seed);
+    `max_tokens: null` leaves the output budget to each prompt (`max_tokens_of`)."""
+    params: dict[str, Any] = {"temperature": float(cfg["temperature"]), "seed": int(cfg["seed"])}
+    if cfg.get("max_tokens") is not None:
+        params["max_tokens"] = int(cfg["max_tokens"])
     if cfg.get("expected_scores"):  # G-Eval expected scores need the answer's token log-probabilities
         params |= {"logprobs": True, "top_logprobs": TOP_LOGPROBS}
     return params
+
+
+def max_tokens_of(cfg: Mapping[str, Any], prompt: Prompt) -> int:
+    """A call's output budget: the study's `max_tokens`, else what the prompt's complete answer needs."""
+    return int(cfg["max_tokens"]) if cfg.get("max_tokens") is not None else prompt.answer_tokens
 
 
 def sent_request(cfg: Mapping[str, Any], rubric: Rubric) -> RequestShape:
@@ -173,15 +181,15 @@ def sampler(judge: Judge, rubric: Rubric, cfg: Mapping[str, Any]) -> Callable[[P
     cache key's serialisation."""
     params = sampling_params(cfg)
     structured = bool(cfg["judge"].get("structured_output", False))
-    samples: dict[tuple[tuple[str, ...] | None, int], Sample] = {}
+    samples: dict[tuple[tuple[str, ...] | None, int, int], Sample] = {}
 
     def sample_of(prompt: Prompt, sample_idx: int) -> Sample:
-        comparative = structured and prompt.mode == "comparative"
-        labels = tuple(s.label or "" for s in prompt.shown) if comparative else None
-        if (labels, sample_idx) not in samples:
+        labels = prompt.labels if structured else None
+        key = (labels, max_tokens_of(cfg, prompt), sample_idx)
+        if key not in samples:
             schema = {"response_format": response_format(rubric, labels)} if structured else {}
-            samples[labels, sample_idx] = judge.sample({**params, **schema}, sample_idx)
-        return samples[labels, sample_idx]
+            samples[key] = judge.sample({**params, "max_tokens": key[1], **schema}, sample_idx)
+        return samples[key]
 
     return sample_of
 
@@ -341,8 +349,8 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     started = time.perf_counter()
     rubric, instances, data_path = inputs or load_study_inputs(cfg)
     instances, audit = robustness.perturb(instances, cfg)  # experiment=robustness (as given otherwise)
-    prompts = build_prompts(instances, rubric, cfg["mode"]["name"], seed=robustness.order_seed(cfg),
-                            k_per_source=cfg["mode"].get("k_per_source"), labels=robustness.label_map(cfg))  # fmt: skip
+    prompts = build_prompts(instances, rubric, study_mode(cfg), seed=robustness.order_seed(cfg),
+                            labels=robustness.label_map(cfg))  # fmt: skip
     if not prompts:  # e.g. pairwise on instances without a reference: a 0-row "success" would mislead
         raise StudyError(f"mode={cfg['mode']['name']}: nothing to judge: {len(instances)} instance(s) of "
                          f"{data_path} give 0 prompts (pairwise needs a reference and candidates)")  # fmt: skip
@@ -369,6 +377,7 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
         raise AllCallsFailed(f"every call failed at the provider ({tally.provider_errors} calls; first error: "
                              f"{tally.errors[0][:200]}); {out_dir} holds only unscored rows; rerun the same "
                              "command to try them again")  # fmt: skip
+    check_parse_rate(manifest, frame, float(cfg.get("min_parse_rate", 0.0) or 0.0))
     return frame
 
 
@@ -377,6 +386,8 @@ def _judge_all(cfg: Mapping[str, Any], prompts: Sequence[Prompt], rubric: Rubric
     """Every call of the run (cache first): the results table, its counts, the judge (closed), the request's
     shape and the cache keys."""
     judge = make_judge(cfg)
+    if judge.budget is not None:  # the worst case of a call: the largest output budget of the run
+        judge.budget.max_tokens = max((max_tokens_of(cfg, p) for p in prompts), default=judge.budget.max_tokens)
     shape = sent_request(cfg, rubric)
     meta = {"run_id": run_id, "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"],
             "mode": cfg["mode"]["name"], "rubric": rubric.name, "rubric_version": rubric.version,
@@ -404,6 +415,23 @@ def manifest_extras(cfg: Mapping[str, Any], judge: Judge, shape: RequestShape, t
         extras["rate_limit"] = {"rpm": jcfg.get("rpm"), "tpm": jcfg.get("tpm"),
                                 "responses_429": judge.limiter.rate_limited}  # fmt: skip
     return extras
+
+
+def check_parse_rate(manifest: Mapping[str, Any], frame: pd.DataFrame, minimum: float) -> None:
+    """A run that scored too few answers fails (after writing everything), saying why in one line."""
+    rate = manifest.get("parse_rate")
+    if rate is None or rate >= minimum:
+        return
+    reasons = ", ".join(f"{reason} ({n})" for reason, n in error_reasons(frame)[:3])
+    raise ParseRateError(f"parse rate {rate:.3f} is below min_parse_rate={minimum:g} ({manifest['unscored_calls']} "
+                         f"of {manifest['calls_total']} calls unscored; outputs written); top reasons: {reasons}")
+
+
+def error_reasons(frame: pd.DataFrame) -> list[tuple[str, int]]:
+    """Why rows went unscored, most frequent first: each error with its labels and numbers generalised."""
+    errors = frame.loc[~frame["parse_ok"].astype(bool), "error"].dropna().astype(str)
+    general = errors.str.replace(r"'[^']*'|\"[^\"]*\"", "'…'", regex=True).str.replace(r"\d+", "N", regex=True)
+    return [(str(k), int(v)) for k, v in general.value_counts().items()]
 
 
 def build_manifest(cfg: Mapping[str, Any], frame: pd.DataFrame, tally: Tally, rubric: Rubric, data_path: Path,

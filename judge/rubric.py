@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import functools
 import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,10 +18,18 @@ from importlib import resources
 from typing import Any
 
 import jinja2
+import jinja2.meta
 
 from judge.parse import Field
 
 BEGIN, END = "<<<", ">>>"
+# the output budget: never below the old fixed default; a short rationale adds this much per judged item
+MIN_ANSWER_TOKENS = 160
+RATIONALE_TOKENS = 120
+RATIONALE_INSTRUCTION = (
+    'Before the scores, give a short rationale (at most two sentences): make "rationale" the first key of '
+    'each JSON object in your answer, e.g. {"rationale": "<why>", ...}.'
+)
 _DELIMITER_RUN = re.compile(r"<{3,}|>{3,}")  # any run, so "<<<<<" cannot leave a "<<<" behind
 
 
@@ -57,6 +66,7 @@ class Rubric:
     dimensions: tuple[Dimension, ...]
     add_overall: bool = False  # EchoReview: also report the mean of the dimensions as "overall"
     item_noun: str = "QUESTION"  # how the template names what is judged (pairwise / comparative)
+    rationale: bool = False  # the judge writes a short rationale before its scores (stored, never scored)
 
     @functools.cached_property
     def fields(self) -> tuple[Field, ...]:
@@ -72,7 +82,8 @@ class Rubric:
     @functools.cached_property
     def version(self) -> str:
         """Hash of the template text and everything else that shapes the prompt or its parsing."""
-        blob = "\n".join([*self._sources.values(), self.system, self.item_noun, repr(self.dimensions)])
+        parts = [*self._sources.values(), self.system, self.item_noun, repr(self.dimensions)]
+        blob = "\n".join(parts + ([RATIONALE_INSTRUCTION] if self.rationale else []))
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
 
     @functools.cached_property
@@ -80,10 +91,29 @@ class Rubric:
         """Compiled once per Rubric from `_sources` (no file look-up per render, not even for the import)."""
         return _make_environment(jinja2.DictLoader(self._sources), auto_reload=False).get_template(self.template)
 
+    @functools.cached_property
+    def inputs(self) -> frozenset[str]:
+        """The variables the template needs (its input contract), read from the template itself."""
+        env = _make_environment(jinja2.DictLoader(self._sources))
+        needed = jinja2.meta.find_undeclared_variables(env.parse(self._sources[self.template]))
+        return frozenset(needed) - {"rubric"} - set(env.globals)
+
     def render(self, **variables: Any) -> list[dict[str, str]]:
         """The chat messages for one prompt."""
-        text = self._compiled.render(rubric=self, **variables)
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": text.strip() + "\n"}]
+        text = self._compiled.render(rubric=self, **variables).strip() + "\n"
+        if self.rationale:
+            text += RATIONALE_INSTRUCTION + "\n"
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": text}]
+
+    def answer_tokens(self, labels: Sequence[str] | None) -> int:
+        """The output budget a complete answer needs: the longest answer the spec allows, pretty-printed in
+        a code fence (as models often write it), at 2 characters per token, plus the rationales."""
+        one: dict[str, Any] = {d.name: max(d.choices, key=len) if d.choices else int(d.high or 0)
+                               for d in self.dimensions}  # fmt: skip
+        answer = {label: one for label in labels} if labels else one
+        text = "```json\n" + json.dumps(answer, indent=2) + "\n```"
+        rationales = RATIONALE_TOKENS * (len(labels) if labels else 1) if self.rationale else 0
+        return max(MIN_ANSWER_TOKENS, len(text) // 2 + 32 + rationales)
 
 
 def _value_schema(d: Dimension) -> dict[str, Any]:
@@ -104,7 +134,8 @@ def response_format(rubric: Rubric, labels: Sequence[str] | None = None) -> dict
     With labels (comparative mode) the answer is one object per label. Providers that support
     structured output (OpenAI, Gemini, Ollama, vLLM, the embedded local model) then return valid JSON.
     """
-    inner = _object_schema({d.name: _value_schema(d) for d in rubric.dimensions})
+    values = {d.name: _value_schema(d) for d in rubric.dimensions}
+    inner = _object_schema({"rationale": {"type": "string"}, **values} if rubric.rationale else values)
     schema = _object_schema({label: inner for label in labels}) if labels else inner
     return {"type": "json_schema", "json_schema": {"name": rubric.name, "strict": True, "schema": schema}}
 
@@ -130,6 +161,7 @@ def rubric_from_config(cfg: Mapping[str, Any]) -> Rubric:
         dimensions=dims,
         add_overall=bool(cfg.get("add_overall", False)),
         item_noun=str(cfg.get("item_noun", "QUESTION")),
+        rationale=bool(cfg.get("rationale", False)),
     )
 
 

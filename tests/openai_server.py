@@ -123,3 +123,24 @@ def rubric_answer(body: dict[str, Any]) -> str:
 
     filled = _PLACEHOLDER.sub(number, example)
     return re.sub(r'"[^"]+"(?:\|"[^"]+")+', choice, filled)
+
+
+def _tokens() -> tuple[Callable[[str], list[int]], Callable[[list[int]], str]]:
+    """A real BPE tokenizer (the one litellm bundles for OpenAI models): encode and decode."""
+    import litellm  # noqa: PLC0415  (only the provider-like answers need it)
+
+    return (lambda text: list(litellm.encode(model="gpt-4o", text=text)),
+            lambda tokens: str(litellm.decode(model="gpt-4o", tokens=tokens)))  # fmt: skip
+
+
+def provider_answer(body: dict[str, Any]) -> Step:
+    """What a chat provider sends for a judgescope prompt: the rubric's answer (`rubric_answer`) written as
+    chat models write JSON - pretty-printed in a ```json fence - and cut after the request's `max_tokens`
+    tokens with finish_reason "length", as every real provider does."""
+    answer = "```json\n" + json.dumps(json.loads(rubric_answer(body)), indent=2) + "\n```"
+    encode, decode = _tokens()
+    tokens = encode(answer)
+    limit = body.get("max_tokens") or body.get("max_completion_tokens")
+    if limit is None or len(tokens) <= int(limit):
+        return Step(200, answer)
+    return Step(200, decode(tokens[: int(limit)]), finish_reason="length")

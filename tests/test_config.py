@@ -31,7 +31,7 @@ def test_shipped_configs_load_as_frozen_typed_objects() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         study.n_samples = 4  # type: ignore[misc]
     assert load(composed("config", "mode=pairwise")).rubric.kind is RubricKind.preference
-    assert load(composed("config", "experiment=review_quality")).max_tokens == 200
+    assert load(composed("config", "experiment=review_quality")).max_tokens is None  # derived per prompt
     assert load(composed("generate"), GenerateConfig).k == 5
     assert load(composed("issues"), IssuesConfig).rubric.kind is RubricKind.match
 

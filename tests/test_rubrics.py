@@ -9,7 +9,8 @@ import jinja2
 import pytest
 import yaml
 
-from experiments.datasets import Paper
+from experiments.datasets import Candidate, Instance, Paper
+from experiments.modes.comparative import Comparative
 from judge.parse import parse_labelled, parse_object
 from judge.rubric import Rubric, RubricKind, example_json, neutralise, rubric_from_config
 
@@ -24,17 +25,25 @@ def load(name: str) -> Rubric:
     return rubric_from_config(yaml.safe_load((CONF / f"{name}.yaml").read_text()))
 
 
+def paper_instance() -> Instance:
+    """The reference and 5 candidates of each of two generators (K = 5, as in the paper)."""
+    cands = tuple(Candidate(f"g1:{src}:{k}", src, f"Candidate {k} of {src}.") for src in ("gen_a", "gen_b")
+                  for k in range(5))  # fmt: skip
+    return Instance("g1", "nlp", BACKGROUND, Candidate("g1:ref", "reference", "The reference question."), cands)
+
+
 def render_text(name: str, comparative: bool) -> str:
     rubric = load(name)
-    if name == "issue_match":
+    if comparative:  # the paper's comparative prompt: the reference and ONE generator's 5 candidates
+        messages = Comparative().prompts(paper_instance(), rubric, seed=0)[0].messages
+    elif name == "issue_match":
         messages = rubric.render(statement_a="The baselines are weak.", statement_b="Missing strong baselines.")
     elif name == "novelty_sentence":
         messages = rubric.render(title="Sparse attention", sentence="We propose a block-sparse attention.")
     else:
-        n = 3 if comparative else (2 if rubric.kind is RubricKind.preference else 1)
-        labels = [f"Q{i + 1}" for i in range(n)] if comparative else (["A", "B"] if n == 2 else [""])
+        labels = ["A", "B"] if rubric.kind is RubricKind.preference else [""]
         items = [{"label": lab, "text": f"Candidate text {i}."} for i, lab in enumerate(labels)]
-        messages = rubric.render(background=BACKGROUND, items=items, comparative=comparative)
+        messages = rubric.render(background=BACKGROUND, items=items, comparative=False)
     return "\n----\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)
 
 

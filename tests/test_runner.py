@@ -50,13 +50,18 @@ def test_three_modes_multirun_then_cached_rerun(server: ScriptedServer, tmp_path
         assert list(table.columns) == COLUMNS and table["parse_ok"].all()
     # 2 instances x 11 candidates x 2 samples x 3 dimensions
     assert len(ind) == 2 * 11 * 2 * 3 and ind["position"].isna().all()
-    assert len(cmp_) == 2 * 11 * 2 * 3
-    per_prompt = cmp_[cmp_.dimension == "originality"].groupby(["instance_id", "sample_idx"])
-    assert all(sorted(g["position"]) == list(range(11)) for _, g in per_prompt)
-    assert set(cmp_["label"]) == {f"Q{i}" for i in range(1, 12)}
+    # the paper's comparative prompts: per instance, one per generator with the reference and its 5 candidates
+    assert len(cmp_) == 2 * 2 * 6 * 2 * 3
+    per_prompt = cmp_[cmp_.dimension == "originality"].groupby(["prompt_id", "sample_idx"])
+    assert len(per_prompt) == 2 * 2 * 2
+    assert all(sorted(g["position"]) == list(range(6)) for _, g in per_prompt)
+    assert all(sorted(g["source"].unique()) in (["narrow_gen", "reference"], ["broad_gen", "reference"])
+               for _, g in per_prompt)  # fmt: skip
+    assert set(cmp_["label"]) == {f"Q{i}" for i in range(1, 7)}
+    assert cmp_["higher_is_better"].all() and not cmp_["salvaged"].any()
     assert len(pw) == 2 * 10 * 2 * 2 and set(pw["preference"]) <= {"a", "b", "tie"}
     assert pw["inconsistent"].notna().all()
-    assert n_first == (22 + 2 + 40) * 2  # prompts x samples, no retries
+    assert n_first == (22 + 4 + 40) * 2  # prompts x samples, no retries
     for folder, table in zip(sorted((tmp_path / "a").glob("*_qwen_*")), tables.values(), strict=True):
         prompts = pd.read_parquet(folder / "prompts.parquet")  # every results row leads to its prompt
         assert set(table["prompt_id"]) == set(prompts["prompt_id"]) and prompts["prompt_id"].is_unique
@@ -118,4 +123,4 @@ def test_invalid_dataset_names_file_and_line(tmp_path: Path) -> None:
 
 def test_mode_rubric_mismatch(tmp_path: Path) -> None:
     out = run(["mode=independent", "rubric=pairwise", "hydra.run.dir=run"], tmp_path)
-    assert out.returncode == 2 and "rubric=pairwise: mode=independent needs a scores rubric" in out.stderr
+    assert out.returncode == 2 and "rubric=pairwise: mode=independent needs a scores rubric; pairwise asks for preference" in out.stderr
