@@ -452,6 +452,8 @@ def test_status_classification_through_litellm() -> None:
 def test_lean_hooks_skip_only_judge_calls_without_callbacks(monkeypatch: pytest.MonkeyPatch) -> None:
     from judge import completer
 
+    for name in ("success_callback", "_async_success_callback", "callbacks", "input_callback"):
+        monkeypatch.setattr(litellm, name, [])  # a litellm Router made earlier in this process leaves its own
     assert completer.install_lean_litellm() is True
     assert getattr(litellm.utils.update_response_metadata, "judgescope_lean", False)
     assert getattr(litellm.utils.dispatch_success_logging, "judgescope_lean", False)
