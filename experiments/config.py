@@ -358,7 +358,8 @@ def command_line_problem(argv: list[str], config_name: str) -> str | None:
     if any(a.startswith("-") for a in args):
         return None  # --help, --cfg, -cn ...: Hydra's own business
     try:
-        overrides = [o for o in OverridesParser.create().parse_overrides(args) if not o.is_hydra_override()]
+        overrides = [o for o in OverridesParser.create().parse_overrides(args)
+                     if not o.is_hydra_override() or o.key_or_group == "hydra.searchpath"]  # fmt: skip
         if len(args) == len(argv) and (sweep := next((o for o in overrides if o.is_sweep_override()), None)):
             return f"{sweep.input_line}: several values need -m (a multirun sweep); for a list write key=[a,b]"
         choices = [values for values in map(_values, overrides) if values]

@@ -42,9 +42,11 @@ def main(cfg: DictConfig) -> None:
             return
         out_dir = claim_folder(hydra_dir)  # Hydra's folder, or a sibling when a same-second run holds it
         from experiments.study import AllCallsFailed, run_study
+        from judge import speedups
         from judge.secrets import install_log_redaction
 
         install_log_redaction()
+        speedups.install()
         try:
             frame = run_study(plain, inputs, out_dir, run_id=out_dir.name)
         except AllCallsFailed as exc:
@@ -103,16 +105,27 @@ GROUPS = ("judge", "mode", "rubric", "dataset", "experiment")
 
 def unknown_choice(argv: list[str]) -> str | None:
     """One line naming an unknown `group=name` on the command line (before Hydra's multi-line error)."""
-    conf = Path(__file__).resolve().parent.parent / "conf"
+    roots = [Path(__file__).resolve().parent.parent / "conf", *searchpath_dirs(argv)]
     for arg in argv:
         group, sep, value = arg.lstrip("+~").partition("=")
         if not sep or group not in GROUPS:
             continue
-        known = sorted(p.stem for p in (conf / group).glob("*.yaml"))
+        known = sorted({p.stem for root in roots for p in (root / group).glob("*.yaml")})
         for name in value.split(","):
             if name and name not in known:
                 return f"{group}={name}: unknown {group}; choose one of: {', '.join(known)}"
     return None
+
+
+def searchpath_dirs(argv: list[str]) -> list[Path]:
+    """The config folders a `hydra.searchpath=[file://...]` override adds (your own rubrics, modes ...)."""
+    dirs = []
+    for arg in argv:
+        key, _, value = arg.lstrip("+").partition("=")
+        if key == "hydra.searchpath":
+            dirs += [Path(v.strip().strip("'\"").removeprefix("file://")) for v in value.strip("[]").split(",")
+                     if v.strip().strip("'\"").startswith("file://")]  # fmt: skip
+    return dirs
 
 
 if __name__ == "__main__":

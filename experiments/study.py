@@ -34,8 +34,9 @@ from experiments.rows import rows_for, to_frame
 from experiments.shard import parse_shard, study_id
 from experiments.spend import budget_for, budget_manifest, budget_message
 from judge.cache import CacheError
+from judge.calls import Call, call_all
 from judge.client import CallResult, Judge, Sample
-from judge.completer import LiteLLMCompleter, use_inline_setup
+from judge.completer import LiteLLMCompleter
 from judge.expected import TOP_LOGPROBS
 from judge.quirks import RequestShape, request_shape
 from judge.ratelimit import limiter_for
@@ -159,17 +160,6 @@ def make_completer(jcfg: Mapping[str, Any]) -> LiteLLMCompleter:
     return RouterCompleter(jcfg["model"], api_bases=list(jcfg["api_bases"]), pool=pool, **common)
 
 
-@dataclass(frozen=True)
-class Call:
-    """One uncached (prompt, sample) call: where its rows go, what to send, and its cache key."""
-
-    index: int
-    prompt: Prompt
-    sample_idx: int
-    params: dict[str, Any]
-    key: str
-
-
 def jobs_of(prompts: Sequence[Prompt], cfg: Mapping[str, Any]) -> list[tuple[Prompt, int]]:
     """Every (prompt, sample index) of a run, in the order its rows are written."""
     return [(p, s) for p in prompts for s in range(int(cfg["n_samples"]))]
@@ -229,15 +219,15 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
             if hit is not None:
                 finish(index, prompt, sample_idx, hit)
             elif key in followers:
-                followers[key].append(Call(index, prompt, sample_idx, sample.params, key))
+                followers[key].append(Call(index, prompt.messages, sample.params, key))
             else:
                 followers[key] = []
-                misses.append(Call(index, prompt, sample_idx, sample.params, key))
+                misses.append(Call(index, prompt.messages, sample.params, key))
 
         def settle(call: Call, result: CallResult) -> None:
-            finish(call.index, call.prompt, call.sample_idx, result)
+            finish(call.index, *jobs[call.index], result)
             for twin in followers.get(call.key, ()):
-                finish(twin.index, twin.prompt, twin.sample_idx, replace(result, cached=False, retries=0, shared=True))
+                finish(twin.index, *jobs[twin.index], replace(result, cached=False, retries=0, shared=True))
 
         if misses and cfg.get("batch"):
             tally.batch = batch_calls(judge, misses, cfg, settle)
@@ -263,32 +253,10 @@ def batch_calls(judge: Judge, calls: Sequence[Call], cfg: Mapping[str, Any],
     from experiments.batching import run_batches  # noqa: PLC0415
     from judge.batch import BatchRequest  # noqa: PLC0415
 
-    results, stats = run_batches(judge, [BatchRequest(c.key, c.prompt.messages, c.params) for c in calls], cfg)
+    results, stats = run_batches(judge, [BatchRequest(c.key, c.messages, c.params) for c in calls], cfg)
     for call in calls:
         settle(call, results[call.key])
     return stats
-
-
-async def call_all(judge: Judge, calls: Sequence[Call],
-                   settle: Callable[[Call, CallResult], None]) -> None:  # fmt: skip
-    """Every call on this event loop (at most the judge's concurrency in flight); `settle` gets each result."""
-    use_inline_setup()
-
-    async def one(call: Call) -> None:
-        try:
-            result = await judge.call_provider(call.prompt.messages, call.params, call.key)
-        except BaseException:
-            judge.stopped = True  # any error ends the study (a fatal provider error, a cache that cannot write)
-            raise
-        if not (result.not_started and judge.stopped):
-            settle(call, result)
-
-    # every call runs to its end (a fatal error stops the ones not yet sent, see Judge.stopped): cancelling
-    # calls half-way would lose answers already paid for and leave litellm's coroutines never awaited
-    outcomes = await asyncio.gather(*(one(c) for c in calls), return_exceptions=True)
-    failures = [o for o in outcomes if isinstance(o, BaseException)]
-    if failures:
-        raise next((f for f in failures if isinstance(f, FatalProviderError)), failures[0])
 
 
 # Calls per worker below which forking is not worth it, and the most workers `auto` starts.

@@ -25,15 +25,13 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from judge.cache import CacheError
+from judge.calls import Call, call_all
 from judge.client import CallResult, Judge
 from judge.retry import FatalProviderError
 from judge.secrets import redact
-
-if TYPE_CHECKING:
-    from experiments.study import Call
 
 _PR_SET_PDEATHSIG = 1
 _WATCHDOG_S = 0.5
@@ -77,8 +75,6 @@ def _worker(judge: Judge, calls: Sequence[Call], concurrency: int, conn: Connect
                  api_base=judge.api_base)  # fmt: skip
 
     async def main() -> None:
-        from experiments.study import call_all  # noqa: PLC0415 (study imports this module lazily)
-
         watchdog = asyncio.create_task(_watch_parent(parent_pid))
         try:
             await call_all(mine, calls, lambda call, result: conn.send(("result", call.index, result)))

@@ -6,28 +6,23 @@ Every judge - the embedded local model, an API model, a local OpenAI-compatible 
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import copy
 import functools
 import json
-import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+from judge import speedups
 
-import litellm  # noqa: E402  (the env var above must be set before the import)
+speedups.prepare_import()  # before litellm's import: the bundled price map, no network fetch
+import litellm  # noqa: E402
 
 from judge.expected import TokenLogprob, from_response  # noqa: E402
 from judge.secrets import redact, without_secrets  # noqa: E402
-
-if not os.environ.get("LITELLM_LOG"):  # litellm logs one INFO line per call; keep the progress bar readable
-    logging.getLogger("LiteLLM").setLevel(logging.WARNING)
 
 Message = Mapping[str, str]
 
@@ -143,94 +138,6 @@ def cost_of(model: str, prompt_tokens: int, completion_tokens: int) -> float | N
     return prices[0] * prompt_tokens + prices[1] * completion_tokens
 
 
-# --- lean litellm calls -----------------------------------------------------------------------------------
-# litellm post-processes every successful call twice in ways the framework never reads: it prices the
-# response (`update_response_metadata` -> cost map look-ups with model-name generalisation, the largest
-# per-call CPU cost in a profile) and it builds a standard logging payload for success callbacks
-# (`dispatch_success_logging`). judgescope prices calls itself from token counts (`cost_of`, one look-up per
-# model) and registers no callbacks, so calls made by a `LiteLLMCompleter` skip both - unless the user has
-# configured litellm callbacks or a budget, which need them. The skip is scoped by a context variable: any
-# other litellm call in the same process is untouched. Set JUDGESCOPE_LEAN_LITELLM=0 to turn it off.
-
-_LEAN_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar("judgescope_lean_litellm", default=False)
-_LEAN_HOOKS = ("update_response_metadata", "dispatch_success_logging")
-
-
-def _litellm_observed() -> bool:
-    """True when the user configured litellm callbacks or a budget (which read cost and success logs)."""
-    names = ("success_callback", "_async_success_callback", "callbacks", "input_callback")
-    return any(getattr(litellm, n, None) for n in names) or bool(getattr(litellm, "max_budget", None))
-
-
-def _lean_wrapper(original: Any) -> Any:
-    @functools.wraps(original)
-    def hook(*args: Any, **kwargs: Any) -> Any:
-        if _LEAN_CALL.get() and not _litellm_observed():
-            return None
-        return original(*args, **kwargs)
-
-    hook.judgescope_lean = True  # type: ignore[attr-defined]
-    return hook
-
-
-@functools.lru_cache(maxsize=1)
-def install_lean_litellm() -> bool:
-    """Wrap litellm's per-call post-processing hooks once per process; False if this litellm lacks them."""
-    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner printed for every retried error
-    module = getattr(litellm, "utils", None)
-    hooks = [getattr(module, name, None) for name in _LEAN_HOOKS]
-    if module is None or not all(callable(h) for h in hooks):
-        return False
-    for name, original in zip(_LEAN_HOOKS, hooks, strict=True):
-        if not getattr(original, "judgescope_lean", False):
-            setattr(module, name, _lean_wrapper(original))
-    return True
-
-
-def lean_enabled() -> bool:
-    return os.environ.get("JUDGESCOPE_LEAN_LITELLM", "1").strip().lower() not in ("0", "false", "no", "off")
-
-
-# `litellm.acompletion` runs its synchronous request set-up (`litellm.main.completion`, a few ms of pure CPU
-# for HTTP providers) in the event loop's default thread pool, then awaits the request on the loop. With
-# dozens of calls in flight the pool threads and the loop thread fight over the GIL, which costs more CPU
-# and latency than the set-up itself. The framework's own event loops (`use_inline_setup`) run that set-up
-# inline instead - only for providers whose set-up does no blocking I/O (a static API key, no credential
-# refresh) and only for calls made by a `LiteLLMCompleter`; anything else still goes to a thread.
-INLINE_SETUP_PROVIDERS = frozenset({
-    "openai", "hosted_vllm", "deepseek", "openrouter", "together_ai", "groq", "fireworks_ai", "mistral",
-    "anthropic", "gemini", "xai", "cerebras", "deepinfra", "perplexity", "lm_studio", "llamafile",
-})  # fmt: skip
-_INLINE_SETUP: contextvars.ContextVar[bool] = contextvars.ContextVar("judgescope_inline_setup", default=False)
-
-
-def _is_litellm_setup(fn: Any) -> bool:
-    """`partial(ctx.run, partial(litellm.main.completion, ...))`, as litellm.acompletion submits it."""
-    inner = fn.args[0] if isinstance(fn, functools.partial) and fn.args else None
-    target = getattr(getattr(litellm, "main", None), "completion", None)
-    return isinstance(inner, functools.partial) and target is not None and inner.func is target
-
-
-class InlineSetupExecutor(ThreadPoolExecutor):
-    """A default executor that runs litellm's request set-up inline for judge calls (see above)."""
-
-    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
-        if _INLINE_SETUP.get() and _is_litellm_setup(fn):
-            future: Future[Any] = Future()
-            try:
-                future.set_result(fn(*args, **kwargs))
-            except Exception as exc:  # noqa: BLE001  (handed to the awaiting coroutine, as a thread would)
-                future.set_exception(exc)
-            return future
-        return super().submit(fn, *args, **kwargs)
-
-
-def use_inline_setup() -> None:
-    """Make the running event loop (one the framework owns) run litellm's set-up inline for judge calls."""
-    loop = asyncio.get_running_loop()
-    loop.set_default_executor(InlineSetupExecutor(max_workers=4, thread_name_prefix="judgescope"))
-
-
 # The last response's HTTP headers in this task (lower-case, without litellm's "llm_provider-" prefix), for
 # a rate-limited judge: set only by completers with `read_headers`, so other calls skip the work.
 RESPONSE_HEADERS: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
@@ -272,9 +179,9 @@ class LiteLLMCompleter:
         self.api_key_env = api_key_env
         self.timeout_s = timeout_s
         self.extra = dict(extra or {})
-        self.lean = lean_enabled() and install_lean_litellm()
+        self.lean = speedups.lean_enabled() and speedups.install_lean_litellm()
         self.read_headers = False  # set by a rate-limited judge (judge.ratelimit reads RESPONSE_HEADERS)
-        self.inline_setup = self.lean and _provider(model, api_base) in INLINE_SETUP_PROVIDERS
+        self.inline_setup = self.lean and _provider(model, api_base) in speedups.INLINE_SETUP_PROVIDERS
 
     def _kwargs(self, messages: Sequence[Message], params: Mapping[str, Any]) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -334,21 +241,21 @@ class LiteLLMCompleter:
 
     def complete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:
         started = time.perf_counter()
-        token = _LEAN_CALL.set(self.lean)
+        token = speedups.LEAN_CALL.set(self.lean)
         try:
             response = litellm.completion(**self._kwargs(messages, params))
         finally:
-            _LEAN_CALL.reset(token)
+            speedups.LEAN_CALL.reset(token)
         return self._completion(response, started)
 
     async def acomplete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:
         started = time.perf_counter()
-        token, inline = _LEAN_CALL.set(self.lean), _INLINE_SETUP.set(self.inline_setup)
+        token, inline = speedups.LEAN_CALL.set(self.lean), speedups.INLINE_SETUP.set(self.inline_setup)
         try:
             response = await litellm.acompletion(**self._kwargs(messages, params))
         finally:
-            _INLINE_SETUP.reset(inline)
-            _LEAN_CALL.reset(token)
+            speedups.INLINE_SETUP.reset(inline)
+            speedups.LEAN_CALL.reset(token)
         if self.read_headers:
             RESPONSE_HEADERS.set(response_headers(response))
         return self._completion(response, started)

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -187,6 +188,10 @@ def template_version(*names: str) -> str:
 
 
 def _template_source(name: str) -> str:
+    """A template under rubrics/ by name, or your own template file by absolute path (a new rubric is its
+    YAML plus its template; it may still `{% import "_common.jinja" as c %}`)."""
+    if Path(name).is_absolute():
+        return Path(name).read_text(encoding="utf-8")
     return resources.files("rubrics").joinpath(name).read_text(encoding="utf-8")
 
 

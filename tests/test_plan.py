@@ -109,7 +109,7 @@ def test_plan_cli_sweep_without_key_and_without_calls(server: ScriptedServer, tm
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(server.requests) == before  # OPENAI_API_KEY unset and no request: a plan needs neither
     summed = json.loads((tmp_path / "sweep" / "plan.json").read_text())
-    assert summed["jobs"] == 2 and summed["calls_to_make"] == 11 * 3 + 3
+    assert summed["jobs"] == 2 and summed["calls_to_make"] == 11 * 3 + 2 * 3  # comparative: a prompt per generator
     assert summed["cost_usd"]["batch"]["bound"] < summed["cost_usd"]["live"]["bound"]
     assert "to make" in done.stderr and "sweep (2 jobs so far)" in done.stderr
 

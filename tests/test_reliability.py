@@ -450,23 +450,23 @@ def test_status_classification_through_litellm() -> None:
 
 
 def test_lean_hooks_skip_only_judge_calls_without_callbacks(monkeypatch: pytest.MonkeyPatch) -> None:
-    from judge import completer
+    from judge import completer, speedups
 
     for name in ("success_callback", "_async_success_callback", "callbacks", "input_callback"):
         monkeypatch.setattr(litellm, name, [])  # a litellm Router made earlier in this process leaves its own
-    assert completer.install_lean_litellm() is True
+    assert speedups.install_lean_litellm() is True
     assert getattr(litellm.utils.update_response_metadata, "judgescope_lean", False)
     assert getattr(litellm.utils.dispatch_success_logging, "judgescope_lean", False)
     seen: list[str] = []
-    hook = completer._lean_wrapper(lambda *a, **k: seen.append("ran"))
+    hook = speedups._lean_wrapper(lambda *a, **k: seen.append("ran"))
     hook(result=None)  # not a judge call: litellm's own behaviour
-    token = completer._LEAN_CALL.set(True)
+    token = speedups.LEAN_CALL.set(True)
     try:
         hook(result=None)  # a judge call: skipped
         monkeypatch.setattr(litellm, "success_callback", ["langfuse"])
         hook(result=None)  # the user wants callbacks: they get cost and logs
     finally:
-        completer._LEAN_CALL.reset(token)
+        speedups.LEAN_CALL.reset(token)
     assert seen == ["ran", "ran"]
     monkeypatch.setenv("JUDGESCOPE_LEAN_LITELLM", "0")
     assert completer.LiteLLMCompleter("openai/x").lean is False

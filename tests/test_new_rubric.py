@@ -1,0 +1,71 @@
+"""A new rubric is two files - its YAML and its template - and its direction reaches the analysis untold.
+
+The test writes both into a temporary config folder (added with Hydra's `hydra.searchpath`), runs the real
+command against a local server, and reads the table with the analysis: a lower-is-better dimension the
+analysis has never heard of gets its wins and losses the right way round.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from analysis.collect import load_results
+from analysis.winrate import win_tie_loss
+from experiments.datasets import load_dataset
+from tests.openai_server import ScriptedServer, Step
+from tests.test_reliability import run_env
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = """{% import "_common.jinja" as c %}
+Rate the research question shown at the end: verbosity (0-3, LOWER is better: fewer needless words) and
+clarity (0-3, higher is better).
+
+{{ c.background_block(background) }}
+Research question to rate:
+{{ c.items_block(items, "QUESTION") }}
+{{ c.answer_format(rubric, items, comparative) }}
+"""
+
+
+def write_rubric(conf: Path) -> None:
+    (conf / "rubric").mkdir(parents=True)
+    (conf / "rubric" / "terse.jinja").write_text(TEMPLATE)
+    (conf / "rubric" / "terse.yaml").write_text(f"""name: terse
+template: {conf / 'rubric' / 'terse.jinja'}
+kind: scores
+system: "You answer with a single JSON object and nothing else."
+dimensions:
+  - {{name: verbosity, low: 0, high: 3, higher_is_better: false}}
+  - {{name: clarity, low: 0, high: 3, higher_is_better: true}}
+""")
+
+
+def test_a_lower_is_better_rubric_in_two_files(tmp_path: Path) -> None:
+    references = {i.reference.text for i in load_dataset(ROOT / "data/sample/instances.jsonl") if i.reference}
+
+    def answer(body: dict[str, Any]) -> Step:
+        """The reference is the most verbose (3); every generated question is terse (0); clarity ties."""
+        text = re.search(r"<<<QUESTION>>>\n(.*?)\n<<<END QUESTION>>>", body["messages"][-1]["content"], re.S)
+        assert text is not None
+        return Step(200, json.dumps({"verbosity": 3 if text.group(1) in references else 0, "clarity": 2}))
+
+    write_rubric(tmp_path / "conf")
+    with ScriptedServer(answer).running() as server:
+        args = [f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "rubric=terse", "judge=qwen",
+                f"judge.api_base={server.api_base}", "limit=3", "n_samples=1", "workers=1", "progress=false",
+                f"hydra.run.dir={tmp_path / 'run'}"]  # fmt: skip
+        done = subprocess.run([sys.executable, "-m", "experiments.run", *args], cwd=tmp_path,
+                              env={**run_env(tmp_path), "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = load_results(tmp_path / "run")
+    directions = results.groupby("dimension", observed=True)["higher_is_better"].unique()
+    assert [bool(v) for v in directions["verbosity"]] == [False] and [bool(v) for v in directions["clarity"]] == [True]
+    rates = win_tie_loss(results, n_boot=50).set_index("dimension")
+    # lower verbosity than the reference is a win for every generator; equal clarity is a tie
+    assert (rates.loc["verbosity", "win"] == 1.0).all() and (rates.loc["clarity", "tie"] == 1.0).all()
