@@ -112,7 +112,8 @@ def max_tokens_of(cfg: Mapping[str, Any], prompt: Prompt) -> int:
 def sent_request(cfg: Mapping[str, Any], rubric: Rubric) -> RequestShape:
     """What this run's requests carry after litellm's parameter mapping (judge.quirks), built, never sent."""
     jcfg = cfg["judge"]
-    asked = {**sampling_params(cfg), **(jcfg.get("extra") or {})}
+    # a one-item prompt's budget stands for the run's (`max_tokens: null` sizes each prompt's own)
+    asked = {"max_tokens": rubric.answer_tokens(None), **sampling_params(cfg), **(jcfg.get("extra") or {})}
     if jcfg.get("structured_output"):
         asked["response_format"] = response_format(rubric, None)
     return request_shape(str(jcfg["model"]), jcfg.get("api_base"), asked)

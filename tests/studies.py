@@ -51,7 +51,7 @@ def run_sample_study(root: Path, limit: int = 2, n_samples: int = 2) -> Path:
                 cfg = config(["judge=qwen", f"judge.name={name}", f"judge.model=openai/{model}",
                               f"judge.api_base={server.api_base}", f"mode={mode}", f"limit={limit}",
                               f"n_samples={n_samples}", "progress=false", "workers=1",
-                              f"cache_dir={root / 'cache'}"])  # fmt: skip
+                              f"cache_dir={root / 'cache'}", "min_parse_rate=0"])  # fmt: skip
                 out = root / "multirun" / f"{2 * j + m}_{name}_{mode}_novelty"
                 run_study(cfg, None, out, run_id=out.name)
     return root / "multirun"

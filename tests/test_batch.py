@@ -78,7 +78,7 @@ def test_expired_and_failed_batches(tmp_path: Path, capsys: pytest.CaptureFixtur
     server = BatchServer(polls=1, outcomes=["expired", "failed", "failed"])
     with server.running():
         # expired: half answered, the rest in a new batch, which fails; rounds=2 ends there -> unscored
-        cfg = _cfg(server, tmp_path, "batch_settings.rounds=2", "progress=true")
+        cfg = _cfg(server, tmp_path, "batch_settings.rounds=2", "progress=true", "min_parse_rate=0")
         frame = run_study(cfg, None, tmp_path / "a", run_id="a")
         progress = capsys.readouterr().err
         assert "batch: 0/22 requests done, waited 0s; batch_1 in_progress" in progress

@@ -144,7 +144,7 @@ def test_export_import_replays_with_zero_calls(server: ScriptedServer, redis_srv
     run_in_process(study(server, cache), multi / "0_independent")
     run_in_process(study(server, cache, "mode=comparative"), multi / "1_comparative")
     made = len(server.requests) - before
-    assert made == 2 * 11 * 2 + 2 * 2
+    assert made == 2 * 11 * 2 + 2 * 2 * 2  # comparative: a prompt per generator
     # an entry the study did not use is not exported
     original = CallCache(tmp_path / "original")
     original.set("f" * 64, Completion("unrelated", "stop", 1, 1, None, 0.1))
@@ -153,7 +153,7 @@ def test_export_import_replays_with_zero_calls(server: ScriptedServer, redis_srv
     assert manifest["entries"] == made and manifest["unanswered_calls"] == 0
     assert manifest["models"] == {"openai/Qwen/Qwen2.5-7B-Instruct": made}
     assert list(manifest["rubric_versions"]) == ["novelty"] and len(manifest["runs"]) == 2
-    assert sorted(r["calls"] for r in manifest["runs"]) == [4, 44]
+    assert sorted(r["calls"] for r in manifest["runs"]) == [8, 44]
 
     # the published file, loaded into a fresh folder through the CLI (one line), replays the study: 0 calls
     out = subprocess.run([sys.executable, "-m", "judge.cache", "import", str(tmp_path / "study-cache.zip"),

@@ -391,7 +391,7 @@ def test_planted_key_never_leaks_on_the_fault_path(tmp_path: Path) -> None:
                          answers={})  # fmt: skip
     with server.running():
         args = study_args(server, data, tmp_path / "run", "judge.api_key_env=QWEN_API_KEY", "n_samples=2",
-                          "workers=2", "hydra.job_logging.root.level=DEBUG")  # fmt: skip
+                          "workers=2", "hydra.job_logging.root.level=DEBUG", "min_parse_rate=0")  # fmt: skip
         first = run(args, tmp_path, env)
         assert first.returncode == 0, first.stderr[-3000:]
         manifest = manifest_of(tmp_path / "run")

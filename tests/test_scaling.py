@@ -93,12 +93,12 @@ def test_four_shards_merge_to_the_unsharded_study(server: ScriptedServer, tmp_pa
         assert manifest["shard"] == {"index": i, "count": 4}
         assert manifest["study_id"] == whole_manifest["study_id"]
         made += manifest["calls_made"]
-    assert unsharded_calls == whole_manifest["calls_made"] == made == 6 * 2  # 6 instances x 2 samples
+    assert unsharded_calls == whole_manifest["calls_made"] == made == 6 * 2 * 2  # 6 instances x 2 generators x 2 samples
     assert len(server.requests) - before == 2 * unsharded_calls
     merged = load_results(tmp_path / "shards")
     assert list(merged["run_id"].unique()) == ["0_study"]  # one study under the first shard's run id
     pd.testing.assert_frame_equal(rows(merged), rows(load_results(tmp_path / "w")))
-    assert len(merged) == len(whole) == 6 * 11 * 2 * 3
+    assert len(merged) == len(whole) == 6 * 12 * 2 * 3  # 2 prompts of 6 items per instance
 
     # a missing shard, a repeated one, or a shard of another config: refused with one line
     shutil.move(tmp_path / "shards" / "3_study", tmp_path / "aside")
@@ -142,10 +142,10 @@ def test_sharded_sweep_on_a_launcher(launcher: str, server: ScriptedServer, tmp_
     folders = sorted(p.name for p in (tmp_path / "sw").glob("*_qwen_*"))
     assert folders == ["0_qwen_comparative_novelty", "1_qwen_comparative_novelty"]
     manifests = [json.loads((tmp_path / "sw" / f / "manifest.json").read_text()) for f in folders]
-    assert sum(m["calls_made"] for m in manifests) == len(server.requests) - before == 12
-    check_shared_cache(tmp_path / "shared", 12)
+    assert sum(m["calls_made"] for m in manifests) == len(server.requests) - before == 24
+    check_shared_cache(tmp_path / "shared", 24)
     whole, _ = run_in_process(config([*study(server), f"cache_dir={tmp_path / 'shared'}"]), tmp_path / "w")
-    assert len(server.requests) - before == 12  # the unsharded study is all in the shards' shared cache
+    assert len(server.requests) - before == 24  # the unsharded study is all in the shards' shared cache
     pd.testing.assert_frame_equal(rows(load_results(tmp_path / "sw")), rows(load_results(tmp_path / "w")))
 
 
