@@ -152,6 +152,8 @@ def run_all(args: argparse.Namespace) -> None:
 
     from experiments.inputs import load_study_inputs  # noqa: PLC0415
     from experiments.modes import build_prompts  # noqa: PLC0415
+    from experiments.modes.independent import Independent  # noqa: PLC0415
+    from experiments.study import max_tokens_of  # noqa: PLC0415
     from judge.pricing import prompt_tokens  # noqa: PLC0415
 
     if args.quick:
@@ -161,8 +163,9 @@ def run_all(args: argparse.Namespace) -> None:
         n = make_dataset(data, args.calls)
         cfg = study_config(data, "http://127.0.0.1:9/v1", args.concurrency, Path(tmp) / "c")
         rubric, instances, _ = load_study_inputs(cfg)
-        prompts = build_prompts(instances, rubric, "independent", seed=0, k_per_source=None)
-        per_call = sum(prompt_tokens("bench-judge", p.messages) for p in prompts) / len(prompts) + cfg["max_tokens"]
+        prompts = build_prompts(instances, rubric, Independent(), seed=0)
+        per_call = sum(prompt_tokens("bench-judge", p.messages) for p in prompts) / len(prompts) + \
+            max_tokens_of(cfg, prompts[0])  # fmt: skip
         if args.tpm is None:
             args.tpm = round(0.75 * args.rpm * per_call)
         allowed = min(args.rpm / 60, args.tpm / 60 / per_call)
