@@ -37,7 +37,8 @@ def server() -> Iterator[ScriptedServer]:
 def study_cfg(tmp: Path, api_base: str, *overrides: str) -> dict[str, Any]:
     """The resolved config `python -m experiments.run judge=qwen ... <overrides>` would run."""
     args = ["judge=qwen", f"judge.api_base={api_base}", "judge.api_key_env=QWEN_API_KEY", "limit=1",
-            "n_samples=1", "progress=false", "workers=1", f"cache_dir={tmp / 'cache'}", *overrides]  # fmt: skip
+            "n_samples=1", "progress=false", "workers=1", f"cache_dir={tmp / 'cache'}",
+            "min_parse_rate=0", *overrides]  # fmt: skip  (these studies plant unscored answers)
     with initialize_config_module("conf", version_base="1.3"):
         cfg = compose("config", overrides=args)
     plain = OmegaConf.to_container(cfg, resolve=True)
@@ -120,11 +121,11 @@ def test_empty_choices_are_retried_then_unscored(tmp_path: Path, monkeypatch: py
 
     srv = ScriptedServer(empty_then_answer)
     with srv.running():
-        manifest = study(tmp_path, srv.api_base, "ok", *FAST_RETRY, "mode=comparative", monkeypatch=monkeypatch)
+        manifest = study(tmp_path, srv.api_base, "ok", *FAST_RETRY, "mode=comparative_all", monkeypatch=monkeypatch)
         assert len(srv.requests) == 2 == seen(manifest) and manifest["retries"] == 1 and manifest["parse_rate"] == 1
         srv.next_step = lambda body: Step(200, body=EMPTY)
         with pytest.raises(AllCallsFailed):
-            study(tmp_path, srv.api_base, "empty", *FAST_RETRY, "mode=comparative", "seed=7", monkeypatch=monkeypatch)
+            study(tmp_path, srv.api_base, "empty", *FAST_RETRY, "mode=comparative_all", "seed=7", monkeypatch=monkeypatch)
     rows = pd.read_parquet(tmp_path / "empty" / "results.parquet")
     assert not rows["parse_ok"].any() and rows["error"].str.contains("200 with no choices").all()
 

@@ -31,7 +31,7 @@ def test_a_key_on_the_command_line_reaches_no_file_and_no_line(tmp_path: Path) -
     """+judge.extra.api_key=...: not in multirun.yaml, Hydra's `#0 : ...` lines, manifests, results, stderr."""
     srv = FaultServer(faults={}, answers={}, dead_rate=0.3, echo_key=True)  # some calls: 503 quoting the key
     with srv.running():
-        out = run(["-m", "judge=qwen", f"judge.api_base={srv.api_base}", "judge.api_key_env=null",
+        out = run(["-m", "judge=qwen", f"judge.api_base={srv.api_base}", "judge.api_key_env=null", "min_parse_rate=0",
                    f"+judge.extra.api_key={KEY}", "mode=independent,comparative", "limit=1", "n_samples=3",
                    "retry.max_attempts=2", "retry.initial_wait_s=0.01", "retry.max_wait_s=0.02",
                    f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)  # fmt: skip
