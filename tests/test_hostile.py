@@ -29,8 +29,7 @@ from tests.test_hardening import KEY, study_cfg
 FEW = settings(max_examples=6, deadline=None, derandomize=True, database=None,
                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
 TRANSIENT = ("429_retry_after", "429", "500", "503", "drop", "not_json", "empty_choices")
-# huge_int (400/5,000-digit integers) is judge.parse's case (issue 11, parser part): drawn once it is unscored
-DRAWN = tuple(k for k in HOSTILE if k != "huge_int") + ("off_rubric", "truncated")
+DRAWN = (*HOSTILE, "off_rubric", "truncated")
 RANGES = {"originality": (0, 3), "gap_addressing": (0, 3), "non_obviousness": (0, 3)}
 
 

@@ -115,9 +115,9 @@ def manifest_of(run_dir: Path) -> dict[str, Any]:
 def test_faults_every_call_accounted_for(tmp_path: Path) -> None:
     """45 instances x 8 candidates x 3 samples = 1,080 calls through every kind of fault, on 2 workers."""
     data = write_dataset(tmp_path / "data.jsonl", 45)
-    server = FaultServer(seed=7, dead_rate=0.01, max_faults=MAX_ATTEMPTS - 2, slow_s=4.0)
+    server = FaultServer(seed=7, dead_rate=0.01, max_faults=MAX_ATTEMPTS - 2, slow_s=6.0)
     with server.running():
-        args = study_args(server, data, tmp_path / "run", "n_samples=3", "judge.timeout_s=2",
+        args = study_args(server, data, tmp_path / "run", "n_samples=3", "judge.timeout_s=3",
                           "judge.concurrency=16", "workers=2")  # fmt: skip
         out = run(args, tmp_path)
         assert out.returncode == 0, out.stderr[-3000:]
