@@ -236,16 +236,20 @@ def posterior_table(labels: pd.DataFrame, fit: LatentFit) -> pd.DataFrame:
 
 def latent_winrate(labels: pd.DataFrame, fit: LatentFit, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Win / tie / loss rates on the latent labels next to every single rater's, per generator and
-    dimension, with `delta_win` / `delta_tie` = rater minus latent (outcome labels only)."""
+    dimension, with `delta_win` / `delta_tie` = rater minus latent on the items that rater labelled."""
     items = labels.drop_duplicates("task").set_index("task")[list(ITEM_KEYS)]
     latent = items.assign(outcome=fit.labels.reindex(items.index).astype(int).to_numpy(), rater="latent")
     per_rater = labels.rename(columns={"worker": "rater", "label": "outcome"})
     both = pd.concat([latent.reset_index(drop=True), per_rater[["rater", *ITEM_KEYS, "outcome"]]])
     rates = outcome_rates(both, ["rater", "source", "dimension"], n_boot=n_boot, seed=seed)
-    base = rates.loc[rates["rater"] == "latent"].set_index(["source", "dimension"])
+    # each rater is compared with the latent labels of the items it rated itself, never of other items
+    paired = per_rater.assign(latent=fit.labels.reindex(per_rater["task"]).astype(int).to_numpy())
+    own = paired.groupby(["rater", "source", "dimension"])["latent"].agg(
+        win=lambda s: float((s == 1).mean()), tie=lambda s: float((s == 0).mean()))
+    key = pd.MultiIndex.from_frame(rates[["rater", "source", "dimension"]])
     for name in ("win", "tie"):
-        ref = base[name].reindex(pd.MultiIndex.from_frame(rates[["source", "dimension"]])).to_numpy()
-        rates[f"delta_{name}"] = rates[name].to_numpy() - ref
+        ref = own[name].reindex(key).to_numpy()
+        rates[f"delta_{name}"] = np.where(rates["rater"] == "latent", 0.0, rates[name].to_numpy() - ref)
     rates.insert(0, "method", fit.method)
     return rates
 

@@ -225,3 +225,23 @@ def test_latent_tables_need_three_raters_and_cli(tmp_path) -> None:
     assert (run / "latent" / "latent_competence.csv").exists()
     assert latent.main([str(tmp_path / "nowhere")]) == 2
     assert latent.main([str(run), "--refit-boot", "-5"]) == 2  # was "negative dimensions" from numpy
+
+
+def test_latent_winrate_delta_uses_only_the_raters_own_items() -> None:
+    """Planted: the latent labels are win on items 0-1 and loss on items 2-3; rater `a` labelled all four
+    (2 wins), rater `b` only items 0-1 (1 win). b's delta is 1/2 - 2/2 = -0.5 (its own items), not 1/2 - 2/4."""
+    tasks = [f"t{i}" for i in range(4)]
+    latent_outcome = [1, 1, -1, -1]
+    rows = [(t, "a", o) for t, o in zip(tasks, [1, 1, -1, -1], strict=True)]
+    rows += [(t, "b", o) for t, o in zip(tasks[:2], [1, 0], strict=True)]
+    labels = pd.DataFrame(rows, columns=["task", "worker", "label"])
+    labels = labels.assign(instance_id=labels["task"], source="gen", dimension="originality")
+    post = pd.DataFrame(0.0, index=pd.Index(tasks, name="task"), columns=[-1, 0, 1])
+    for t, o in zip(tasks, latent_outcome, strict=True):
+        post.loc[t, o] = 1.0
+    fit = latent.LatentFit("planted", post, pd.Series({"a": 1.0, "b": 0.5}))
+    rates = latent.latent_winrate(labels, fit, n_boot=20).set_index("rater")
+    assert rates.loc["latent", "win"] == 0.5 and rates.loc["latent", "delta_win"] == 0.0
+    assert rates.loc["a", "delta_win"] == pytest.approx(0.0)
+    assert rates.loc["b", "win"] == 0.5 and rates.loc["b", "delta_win"] == pytest.approx(-0.5)
+    assert rates.loc["b", "delta_tie"] == pytest.approx(0.5)
