@@ -13,20 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments.shard import Shard
+
 
 class ShardMergeError(ValueError):
     """Shards that cannot form one study; the message names the study, the folders and what is wrong."""
-
-
-@dataclass(frozen=True)
-class Shard:
-    """Shard `index` of `count` (a manifest's `{"index": i, "count": n}`)."""
-
-    index: int
-    count: int
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
 
 
 @dataclass(frozen=True)

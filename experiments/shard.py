@@ -32,6 +32,8 @@ class ShardError(ValueError):
 
 @dataclass(frozen=True)
 class Shard:
+    """Shard `index` of `count` (`shard=i/n`; a manifest's `{"index": i, "count": n}`)."""
+
     index: int
     count: int
 
