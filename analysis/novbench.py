@@ -6,8 +6,9 @@ each bullet of a Positive/Neutral/Negative section (see ``analysis.sections``) i
 
 * Relevance = mean over source (paper-novelty) sentences of the max over output units of
   IMS = clip(cos, 0, 1)·4 + 1 (Wright et al. 2022, ``scientific_information_change/estimate_similarity.py``).
-  NovBench used the SPICED model; it cannot be downloaded here, so the default is MiniLM and the output
-  names the model (``relevance_model``).
+  NovBench used the SPICED model, which is not on PyPI; the default is SPICED's base model, all-mpnet-base-v2,
+  shipped on PyPI (``analysis.mpnet``); ``relevance_model="minilm"`` gives v0.1's MiniLM. The output names
+  the model (``relevance_model``).
 * Correctness = DistAcc = 1 − Σ|p_i − t_i|/2 over the positive/neutral/negative shares of units.
 * Coverage = share of human units whose best cosine to an output unit is ≥ τ = 0.7 (MiniLM).
 * Clarity: ``"paper"`` (default) = (KC + LS + FS)/3 with FS = mean over output units of 1/(1+PPL) — the only
@@ -34,7 +35,8 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from analysis.embeddings import SupportsEncode, default_embedder, l2_normalise, model_name_of
+from analysis.embeddings import RelevanceModel, SupportsEncode, default_embedder, l2_normalise, model_name_of
+from analysis.embeddings import relevance_embedder as relevance_embedder_for
 from analysis.intervals import grouped_mean_ci
 from analysis.sections import LABELS, MIN_ITEM_CHARS, Sections, parse_sections
 
@@ -143,12 +145,12 @@ def _source_list(value: Any) -> list[str]:
 
 
 def _default_ppl() -> tuple[PplFn, str]:
-    try:
-        from judge import local_model
-    except ImportError as exc:  # pragma: no cover - depends on the judge package state
-        raise RuntimeError("clarity='paper' needs judge.local_model.perplexity or an explicit ppl_fn") from exc
-    name = getattr(local_model, "MODEL_NAME", None) or getattr(local_model, "DEFAULT_MODEL", "SmolLM2")
-    return local_model.perplexity, str(name)
+    """The embedded model's perplexity, behind a disk cache keyed by model file and truncation."""
+    from analysis.ppl_cache import CachedPerplexity, default_directory
+    from judge import local_model
+
+    model_id = f"{local_model.MODEL_NAME}/{local_model.GGUF_FILENAME}/max{local_model.PPL_MAX_TOKENS}"
+    return CachedPerplexity(local_model.perplexity, model_id, default_directory()), str(local_model.MODEL_NAME)
 
 
 @lru_cache(maxsize=1)
@@ -225,19 +227,23 @@ def _ppl_setup(clarity: Clarity, ppl_fn: PplFn | None) -> tuple[PplFn | None, st
 def score(generated: str, novelty_sentences: Sequence[str], human_evaluation: str, clarity: Clarity = "paper",
           *, embedder: SupportsEncode | None = None, relevance_embedder: SupportsEncode | None = None,
           ppl_fn: PplFn | None = None, keyword_match: KeywordMatch = "token", unit: Unit = "sentence",
-          failed: FailedPolicy = "zero") -> dict[str, Any]:
+          failed: FailedPolicy = "zero", relevance_model: RelevanceModel = "mpnet") -> dict[str, Any]:
     """All four NovBench metrics for one generated evaluation (see the module docstring)."""
     row = score_frame(pd.DataFrame({"g": [generated], "n": [list(novelty_sentences)], "h": [human_evaluation]}),
                        "g", "n", "h", clarity=clarity, embedder=embedder, relevance_embedder=relevance_embedder,
-                       ppl_fn=ppl_fn, keyword_match=keyword_match, unit=unit, failed=failed).iloc[0]
+                       ppl_fn=ppl_fn, keyword_match=keyword_match, unit=unit, failed=failed,
+                       relevance_model=relevance_model).iloc[0]
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
 
 
 def score_frame(df: pd.DataFrame, generated_col: str, novelty_col: str, human_col: str, clarity: Clarity = "paper",
                 *, embedder: SupportsEncode | None = None, relevance_embedder: SupportsEncode | None = None,
                 ppl_fn: PplFn | None = None, keyword_match: KeywordMatch = "token", unit: Unit = "sentence",
-                failed: FailedPolicy = "zero") -> pd.DataFrame:
+                failed: FailedPolicy = "zero", relevance_model: RelevanceModel = "mpnet") -> pd.DataFrame:
     """Score every row; each distinct text is embedded (and its perplexity computed) exactly once.
+
+    With no model given, Relevance uses ``relevance_model`` (MPNet, SPICED's base, by default) and Coverage
+    MiniLM (the released code's); an explicit ``embedder`` alone serves both (tests pass one fake).
 
     Returns ``df`` without the three text columns, plus one column per metric, ``failed``, and the
     definitions used (clarity variant, unit, failed policy, models).
@@ -245,8 +251,9 @@ def score_frame(df: pd.DataFrame, generated_col: str, novelty_col: str, human_co
     if failed not in ("zero", "nan"):
         raise ValueError(f"failed must be 'zero' or 'nan', got {failed!r}")
     fn, ppl_name = _ppl_setup(clarity, ppl_fn)
+    rel = relevance_embedder if relevance_embedder is not None else (
+        embedder if embedder is not None else relevance_embedder_for(relevance_model))
     embedder = embedder if embedder is not None else default_embedder()
-    rel = relevance_embedder if relevance_embedder is not None else embedder
     parsed = [parse_sections(x if isinstance(x, str) else None) for x in df[generated_col]]
     gens = [units(sec, unit) for sec in parsed]
     hums = [units(parse_sections(x if isinstance(x, str) else None), unit) for x in df[human_col]]

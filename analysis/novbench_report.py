@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.mpnet import ModelUnavailable
 from analysis.novbench import score_frame, summary_table
 from analysis.novbench_human import Combination, default_combinations, validation_table
 
@@ -136,6 +137,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--failed", choices=("zero", "nan"), default="zero",
                         help="failed/empty generations: 0 on every metric (paper, default) or undefined")
     parser.add_argument("--keyword-match", choices=("token", "substring"), default="token")
+    parser.add_argument("--relevance-model", choices=("mpnet", "minilm"), default="mpnet",
+                        help="Relevance encoder: all-mpnet-base-v2, SPICED's base model (default), or MiniLM")
     parser.add_argument("--combine", default="relevance+correctness+coverage+clarity",
                         help="metric combination for --human-pairs, e.g. 'relevance=2,clarity=1'")
     parser.add_argument("--n-boot", type=int, default=2000)
@@ -149,14 +152,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (args.root is None) == (args.human_pairs is None):
         parser.error("give either a run folder or --human-pairs FILE")
     score_kw = {"clarity": args.clarity, "unit": args.unit, "failed": args.failed,
-                "keyword_match": args.keyword_match}
+                "keyword_match": args.keyword_match, "relevance_model": args.relevance_model}
     try:
         if args.human_pairs is not None:
             markdown = run_human(args.human_pairs, args.out or Path("novbench_human"),
                                  Combination.parse(args.combine), args.n_boot, **score_kw)
         else:
             markdown = run_table(args.root, args.out or args.root, **score_kw)
-    except (FileNotFoundError, ValueError) as exc:  # DatasetError is a ValueError
+    except (FileNotFoundError, ValueError, ModelUnavailable) as exc:  # DatasetError is a ValueError
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     print(markdown)

@@ -45,7 +45,7 @@ __all__ = [
     "unload_model",
 ]
 
-_PPL_MAX_TOKENS = 2048  # texts are truncated to this many tokens for perplexity
+PPL_MAX_TOKENS = 2048  # texts are truncated to this many tokens for perplexity
 _PPL_BATCH_TOKENS = 2048  # padded tokens per forward pass in perplexity (bounds the logits' memory)
 _RUN_LOCK = threading.Lock()  # the torch model is shared: one forward/generate at a time
 
@@ -222,7 +222,7 @@ def perplexity(texts: list[str]) -> list[float]:
     prefix_id = tokenizer.convert_tokens_to_ids("<|endoftext|>")
     prefix = [prefix_id] if isinstance(prefix_id, int) and prefix_id != tokenizer.unk_token_id else []
     encoded = [
-        (prefix + tokenizer(t, add_special_tokens=False)["input_ids"])[:_PPL_MAX_TOKENS] for t in texts
+        (prefix + tokenizer(t, add_special_tokens=False)["input_ids"])[:PPL_MAX_TOKENS] for t in texts
     ]
     results = [math.nan] * len(texts)
     order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))

