@@ -43,6 +43,7 @@ from judge.ratelimit import limiter_for
 from judge.retry import FatalProviderError, RetryPolicy
 from judge.rubric import Rubric, response_format
 from judge.secrets import redact, redact_config, remember_secrets
+from judge.speedups import frozen_heap
 from judge.stores import open_cache
 
 
@@ -233,19 +234,26 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
         if misses and cfg.get("batch"):
             tally.batch = batch_calls(judge, misses, cfg, settle)
         elif misses:
-            n_workers = plan_workers(cfg, judge, len(misses))
-            if n_workers > 1:
-                from experiments.workers import run_in_workers  # noqa: PLC0415
-
-                # the first call here: it pays litellm's one-off warm-up (lazy imports, ~0.5 s of CPU) once
-                # instead of once per worker, and a fatal error (key, model) surfaces before any fork
-                asyncio.run(call_all(judge, misses[:1], settle))
-                run_in_workers(judge, misses[1:], n_workers, settle)
-            else:
-                asyncio.run(call_all(judge, misses, settle))
+            with frozen_heap():  # see judge.speedups: the collector skips what exists before the calls
+                provider_calls(cfg, judge, misses, settle)
     finally:
         bar.close()
     return [row for rows in done for row in rows or ()]
+
+
+def provider_calls(cfg: Mapping[str, Any], judge: Judge, misses: Sequence[Call],
+                   settle: Callable[[Call, CallResult], None]) -> None:  # fmt: skip
+    """The uncached calls, live: on this process's event loop or spread over worker processes."""
+    n_workers = plan_workers(cfg, judge, len(misses))
+    if n_workers <= 1:
+        asyncio.run(call_all(judge, misses, settle))
+        return
+    from experiments.workers import run_in_workers  # noqa: PLC0415
+
+    # the first call here: it pays litellm's one-off warm-up (lazy imports, ~0.5 s of CPU) once instead of
+    # once per worker, and a fatal error (key, model) surfaces before any fork
+    asyncio.run(call_all(judge, misses[:1], settle))
+    run_in_workers(judge, misses[1:], n_workers, settle)
 
 
 def batch_calls(judge: Judge, calls: Sequence[Call], cfg: Mapping[str, Any],

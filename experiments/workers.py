@@ -2,9 +2,10 @@
 
 litellm spends several milliseconds of CPU per call, so on a small machine one Python process tops out well
 below what a fast provider (or a local server) answers. `run_in_workers` forks N workers after the cache has
-been read; each takes every N-th uncached call, runs it through the same `Judge.call_provider` path (retry
-policy, its own connection to the shared cache folder, its share of the concurrency limit) on its own event
-loop, and sends each `CallResult` back through a pipe. The parent turns results into rows as they arrive.
+been read; each takes the next uncached call from a counter they share whenever one of its runners is free
+(so no worker idles while another still has a queue), runs it through the same `Judge.call_provider` path
+(retry policy, its own connection to the shared cache folder, its share of the concurrency limit) on its own
+event loop, and sends each `CallResult` back through a pipe. The parent turns results into rows as they arrive.
 
 Failure handling: a fatal provider error or a cache error in a worker stops the run with that message (the
 other workers are stopped; what they finished is cached); a worker that dies is reported with its exit code.
@@ -28,7 +29,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from judge.cache import CacheError
-from judge.calls import Call, call_all
+from judge.calls import Call, call_taken
 from judge.client import CallResult, Judge
 from judge.retry import FatalProviderError
 from judge.secrets import redact
@@ -66,8 +67,24 @@ async def _watch_parent(parent_pid: int) -> None:
             os._exit(1)
 
 
-def _worker(judge: Judge, calls: Sequence[Call], concurrency: int, conn: Connection, parent_pid: int) -> None:
-    """Body of one worker process: its calls on its own event loop, each result sent to the parent."""
+def _taker(calls: Sequence[Call], counter: Any) -> Callable[[], Call | None]:
+    """`take()`: the next call no process has taken yet (`counter` is shared by the workers), None at the end."""
+
+    def take() -> Call | None:
+        with counter.get_lock():
+            index = counter.value
+            if index >= len(calls):
+                return None
+            counter.value = index + 1
+        return calls[index]
+
+    return take
+
+
+def _worker(judge: Judge, calls: Sequence[Call], counter: Any, concurrency: int, conn: Connection,
+            parent_pid: int) -> None:  # fmt: skip
+    """Body of one worker process: calls taken from the shared queue on its own event loop, each result sent to
+    the parent."""
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
     # a fresh connection to the cache folder: SQLite connections must not cross a fork
@@ -77,7 +94,10 @@ def _worker(judge: Judge, calls: Sequence[Call], concurrency: int, conn: Connect
     async def main() -> None:
         watchdog = asyncio.create_task(_watch_parent(parent_pid))
         try:
-            await call_all(mine, calls, lambda call, result: conn.send(("result", call.index, result)))
+            # one runner per request slot: a call waiting out a retry's back-off keeps its slot empty, so a
+            # provider that asked for patience gets fewer requests meanwhile
+            await call_taken(mine, _taker(calls, counter), concurrency,
+                             lambda call, result: conn.send(("result", call.index, result)))  # fmt: skip
         finally:
             watchdog.cancel()
 
@@ -101,18 +121,18 @@ def run_in_workers(judge: Judge, calls: Sequence[Call], n_workers: int,
     shares = [judge.concurrency // n_workers + (w < judge.concurrency % n_workers) for w in range(n_workers)]
     procs: dict[Connection, Any] = {}
     parent_pid = os.getpid()
-    # objects that exist now go to a permanent GC generation, so a worker's collections do not touch (and
-    # copy-on-write) the parent's whole heap
+    counter = ctx.Value("q", 0)  # the index of the next call to take, shared by the workers
+    # objects that exist now go to a permanent GC generation (judge.speedups.frozen_heap), so a worker's
+    # collections do not touch (and copy-on-write) the parent's whole heap
     gc.freeze()
     try:
         for w in range(n_workers):
             reader, writer = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_worker, args=(judge, calls[w::n_workers], max(1, shares[w]), writer, parent_pid),
+            proc = ctx.Process(target=_worker, args=(judge, calls, counter, max(1, shares[w]), writer, parent_pid),
                                name=f"judgescope-worker-{w}", daemon=True)  # fmt: skip
             proc.start()
             writer.close()
             procs[reader] = proc
-        gc.unfreeze()
         while procs:
             for conn in wait(list(procs)):
                 assert isinstance(conn, Connection)

@@ -15,11 +15,14 @@ failed batch are submitted again in a new batch (up to `rounds` submissions), th
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import litellm
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm: no price-map download
+
+import litellm  # noqa: E402
 
 from judge.completer import Completion, Message
 from judge.pricing import Prices

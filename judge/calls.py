@@ -46,3 +46,27 @@ async def call_all(judge: Judge, calls: Sequence[Call],
     failures = [o for o in outcomes if isinstance(o, BaseException)]
     if failures:
         raise next((f for f in failures if isinstance(f, FatalProviderError)), failures[0])
+
+
+async def call_taken(judge: Judge, take: Callable[[], Call | None], runners: int,
+                     settle: Callable[[Call, CallResult], None]) -> None:  # fmt: skip
+    """Calls taken one at a time from `take` (a queue other processes share) by `runners` coroutines until it
+    is empty, each through the same path as `call_all`; the judge's concurrency still bounds requests in
+    flight. Taking a call only when a runner is free keeps the processes busy to the end of the run."""
+    use_inline_setup()
+    failures: list[BaseException] = []
+
+    async def runner() -> None:
+        while not judge.stopped and (call := take()) is not None:
+            try:
+                result = await judge.call_provider(call.messages, call.params, call.key)
+            except BaseException as exc:  # noqa: BLE001  (raised below, after the other runners finish)
+                judge.stopped = True  # as in call_all: the study ends, calls in flight finish
+                failures.append(exc)
+                return
+            if not (result.not_started and judge.stopped):
+                settle(call, result)
+
+    await asyncio.gather(*(runner() for _ in range(max(1, runners))))
+    if failures:
+        raise next((f for f in failures if isinstance(f, FatalProviderError)), failures[0])

@@ -13,7 +13,7 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from judge import speedups
@@ -40,10 +40,11 @@ class Completion:
     logprobs: tuple[TokenLogprob, ...] | None = None  # only when asked for (expected_scores=true)
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        if self.logprobs is None:
-            del out["logprobs"]  # entries without them stay byte-identical to earlier versions'
-        else:
+        # the fields in declaration order, as `dataclasses.asdict` gives them (without its deep copies: every
+        # field but logprobs is a str, int, float or None)
+        out = {"text": self.text, "finish_reason": self.finish_reason, "prompt_tokens": self.prompt_tokens,
+               "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd, "latency_s": self.latency_s}  # fmt: skip
+        if self.logprobs is not None:  # entries without them stay byte-identical to earlier versions'
             out["logprobs"] = [t.to_list() for t in self.logprobs]
         return out
 

@@ -17,7 +17,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import litellm
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm: no price-map download
+
+import litellm  # noqa: E402
 from litellm.types.router import RouterRateLimitError
 
 from judge.completer import Completion, LiteLLMCompleter, Message

@@ -45,3 +45,55 @@ def test_inline_setup_recognises_litellms_request_setup(monkeypatch: pytest.Monk
     with ScriptedServer(lambda body: Step(200, "hello")).running() as server:
         assert asyncio.run(one(server.api_base)) == "hello"
     assert True in seen, "litellm.acompletion no longer submits litellm.main.completion as we expect"
+
+
+def test_completion_to_dict_is_dataclass_asdict() -> None:
+    """`Completion.to_dict` lists its fields by hand (no deep copies): a field added later must be listed too,
+    or the cache would drop it."""
+    import dataclasses  # noqa: PLC0415
+
+    from judge.completer import Completion  # noqa: PLC0415
+    from judge.expected import TokenLogprob  # noqa: PLC0415
+
+    plain = Completion("{}", "stop", 3, 2, None, 0.5)
+    assert plain.to_dict() == {k: v for k, v in dataclasses.asdict(plain).items() if k != "logprobs"}
+    assert list(plain.to_dict()) == [f.name for f in dataclasses.fields(Completion) if f.name != "logprobs"]
+    token = TokenLogprob("1", (("1", -0.1), ("2", -2.5)))
+    rich = Completion("1", "stop", 3, 1, 0.25, 0.5, logprobs=(token,))
+    assert Completion.from_dict(rich.to_dict()) == rich
+
+
+def test_redaction_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`redact` memoises the secrets it looks for: a key set (or removed) later must still be seen (or
+    forgotten)."""
+    from judge.secrets import REDACTED, redact  # noqa: PLC0415
+
+    assert redact("echo sk-late-key-123456") == "echo sk-late-key-123456"
+    monkeypatch.setenv("LATE_API_KEY", "sk-late-key-123456")
+    assert redact('echo sk-late-key-123456 "sk-late-key-123456"') == f'echo {REDACTED} "{REDACTED}"'
+    monkeypatch.delenv("LATE_API_KEY")
+    assert redact("echo sk-late-key-123456") == "echo sk-late-key-123456"
+
+
+def test_frozen_heap_hands_the_heap_back() -> None:
+    import gc  # noqa: PLC0415
+
+    before = gc.get_freeze_count()
+    with speedups.frozen_heap():
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0 or gc.get_freeze_count() == before == 0
+
+
+def test_workers_take_every_call_once_from_the_shared_counter() -> None:
+    """Forked workers take calls from one shared counter: each call exactly once, whoever asks."""
+    import multiprocessing  # noqa: PLC0415
+
+    from experiments.workers import _taker  # noqa: PLC0415
+    from judge.calls import Call  # noqa: PLC0415
+
+    calls = [Call(i, [], {}, f"k{i}") for i in range(7)]
+    counter = multiprocessing.get_context("fork").Value("q", 0)
+    first, second = _taker(calls, counter), _taker(calls, counter)
+    taken = [first(), second(), second(), first(), first(), second(), first(), second(), first()]
+    assert [c.index for c in taken if c is not None] == list(range(7))
+    assert taken[-2:] == [None, None]
