@@ -12,8 +12,9 @@ indented non-bullet line directly after an item continues it. Text before the fi
 
 Filtering follows ``transfer()`` in the NovBench code (github njust-winchy/llm4novelty,
 ``code/comment_evaluate.py``): an item equal to "none" or shorter than 10 characters is dropped. We also drop
-items that are a single parenthesised meta note, e.g. ``*(No positive comments were provided.)*``, which
-occur in the released data and are not evaluations.
+items that are a single parenthesised or bracketed meta note, e.g. ``*(No positive comments were provided.)*``
+or ``[No neutral novelty identified at this stage.]``, which occur in the released data and the human-study
+generations and are not evaluations.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ _HEADER = re.compile(
     r"\s*(?::\s*(?P<rest>.*))?$",
     re.IGNORECASE,
 )
-_META_NOTE = re.compile(r"^\*?\(.*\)\*?\.?$")
+_META_NOTE = re.compile(r"^\*?(?:\(.*\)|\[.*\])\*?\.?$")
 
 
 @dataclass

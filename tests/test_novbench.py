@@ -179,7 +179,8 @@ def test_sentence_units_split_items_and_keep_labels() -> None:
 def test_section_parser_header_and_bullet_variants() -> None:
     text = ("Here is my evaluation.\n\n**Positive**\n* The idea of X is new to the field.\n"
             "1. A second positive point that is long.\n  which continues here.\n"
-            "Neutral:\n- None\n- *(No neutral comments were provided.)*\n\n"
+            "Neutral:\n- None\n- *(No neutral comments were provided.)*\n"
+            "[No neutral novelty identified at this stage as only the introduction is provided.]\n\n"
             "### Negative Novelty Evaluations:\n2) Similar to prior work by Smith.\n"
             "- short\n- Positive: an inline positive item.\n")
     s = parse_sections(text)
