@@ -17,7 +17,7 @@ def main(cfg: DictConfig) -> None:
     """Thin: resolve the config, run the study, turn every problem into one line.
 
     Exit codes: 2 a problem with the inputs, the provider (fatal) or the output folder; 3 stopped at the
-    budget (outputs written); 1 every call failed at the provider (the unscored rows are written); 130
+    budget (outputs written; a -m sweep shares one budget and exits 3 at its end); 1 every call failed at the provider (the unscored rows are written); 130
     interrupted (Ctrl-C). None of them leaves a folder without outputs behind."""
     from experiments.config import ConfigError, load
     from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs  # no litellm
@@ -27,6 +27,7 @@ def main(cfg: DictConfig) -> None:
     redact_std_streams()
     hc = HydraConfig.get()
     hydra_dir = Path(hc.runtime.output_dir)
+    sweep = Path(hc.sweep.dir) if str(hc.mode) == "RunMode.MULTIRUN" else None
     out_dir: Path | None = None  # this run's own folder, once claimed
     try:
         load(cfg)  # the typed model: a setting Hydra let through (e.g. `+judge.typo=1`) is named here
@@ -37,7 +38,6 @@ def main(cfg: DictConfig) -> None:
         if plain.get("plan"):
             from experiments.plan import run_plan
 
-            sweep = Path(hc.sweep.dir) if str(hc.mode) == "RunMode.MULTIRUN" else None
             run_plan(plain, inputs, hydra_dir, sweep)
             return
         out_dir = claim_folder(hydra_dir)  # Hydra's folder, or a sibling when a same-second run holds it
@@ -48,12 +48,14 @@ def main(cfg: DictConfig) -> None:
         install_log_redaction()
         speedups.install()
         try:
-            frame = run_study(plain, inputs, out_dir, run_id=out_dir.name)
+            frame = run_study(plain, inputs, out_dir, run_id=out_dir.name, sweep_dir=sweep)
         except AllCallsFailed as exc:
             print(f"warning: {exc}", file=sys.stderr)
             sys.exit(1)
     except BudgetStop as exc:  # the outputs are written; the run is incomplete
         print(f"stopped: {exc}", file=sys.stderr)
+        if sweep is not None:  # the sweep goes on (cached answers only); exit 3 at its end (sweep_budget)
+            return
         sys.exit(3)
     except ParseRateError as exc:  # the outputs are written; too few answers were scored
         print(f"error: {exc}", file=sys.stderr)

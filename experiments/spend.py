@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from experiments.inputs import StudyError
 from judge.budget import Budget, BudgetError
+from judge.ledger import LEDGER_NAME, LedgerError, SharedSpend
 from judge.pricing import Prices, prices_for
 from judge.rubric import MIN_ANSWER_TOKENS
 
@@ -36,12 +38,32 @@ def budget_manifest(budget: Budget | None, not_started: int) -> dict[str, Any]:
     """The manifest's budget fields (none without a budget)."""
     if budget is None:
         return {}
-    return {"budget_usd": budget.limit_usd, "spend_usd": round(budget.spent_usd, 6),
-            "stopped": "budget" if budget.stopped else None, "calls_not_started": not_started}  # fmt: skip
+    fields = {"budget_usd": budget.limit_usd, "spend_usd": round(budget.spent_usd, 6),
+              "stopped": "budget" if budget.stopped else None, "calls_not_started": not_started}  # fmt: skip
+    if budget.shared is not None:  # a -m sweep: the cap is the sweep's
+        sweep = budget.shared.spent_usd()
+        fields |= {"budget_scope": "sweep", "sweep_spend_usd": None if sweep is None else round(sweep, 6),
+                   "sweep_ledger": str(budget.shared.path)}  # fmt: skip
+    return fields
 
 
 def budget_message(budget: Budget, not_started: int) -> str:
+    spent = f"spent ${budget.spent_usd:.4f}"
+    if budget.shared is not None:
+        sweep = budget.shared.spent_usd()
+        spent += f" (the sweep: {'unknown' if sweep is None else f'${sweep:.4f}'}, {budget.shared.path})"
     return (
-        f"budget_usd={budget.limit_usd:g} reached: spent ${budget.spent_usd:.4f}; {not_started} calls not "
-        "started (everything paid for is cached: rerun with a larger budget_usd to continue)"
+        f"budget_usd={budget.limit_usd:g} reached: {spent}; {not_started} calls not started (everything paid "
+        "for is cached: rerun with a larger budget_usd to continue)"
     )
+
+
+def share_budget(budget: Budget | None, sweep_dir: Path | None, job: str) -> None:
+    """In a -m sweep, make the run's budget the sweep's (judge.ledger); a ledger that cannot be used is a
+    StudyError."""
+    if budget is None or sweep_dir is None:
+        return
+    try:
+        budget.shared = SharedSpend(sweep_dir / LEDGER_NAME, job)
+    except LedgerError as exc:
+        raise StudyError(str(exc)) from None

@@ -32,12 +32,13 @@ from experiments.outputs import claim_folder, release_folder, write_outputs
 from experiments.prompt import Prompt
 from experiments.rows import rows_for, to_frame
 from experiments.shard import parse_shard, study_id
-from experiments.spend import budget_for, budget_manifest, budget_message
+from experiments.spend import budget_for, budget_manifest, budget_message, share_budget
 from judge.cache import CacheError
 from judge.calls import Call, call_all
 from judge.client import CallResult, Judge, Sample
 from judge.completer import LiteLLMCompleter
 from judge.expected import TOP_LOGPROBS
+from judge.ledger import LedgerError
 from judge.quirks import RequestShape, request_shape
 from judge.ratelimit import limiter_for
 from judge.retry import FatalProviderError, RetryPolicy
@@ -318,8 +319,9 @@ class AllCallsFailed(StudyError):
 
 
 def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path] | None, out_dir: Path,
-              run_id: str) -> pd.DataFrame:  # fmt: skip
-    """Run the study described by a plain (resolved) config and write its outputs into `out_dir`.
+              run_id: str, sweep_dir: Path | None = None) -> pd.DataFrame:  # fmt: skip
+    """Run the study described by a plain (resolved) config and write its outputs into `out_dir`; in a -m sweep
+    (`sweep_dir`), `budget_usd` is the sweep's (judge.ledger).
 
     The folder is claimed (ours, writable) before the first call; whatever stops the run before its outputs
     are written (a bad config, a fatal provider error, Ctrl-C, a failed write) leaves no folder behind."""
@@ -333,7 +335,7 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
                          f"{data_path} give 0 prompts (pairwise needs a reference and candidates)")  # fmt: skip
     claim_folder(out_dir, exact=True)  # an OutputError (a StudyError) before the first call
     try:
-        frame, tally, judge, shape, keys = _judge_all(cfg, prompts, rubric, run_id)
+        frame, tally, judge, shape, keys = _judge_all(cfg, prompts, rubric, run_id, sweep_dir)
         manifest = build_manifest(cfg, frame, tally, rubric, data_path, len(instances), len(prompts), started)
         manifest.update(manifest_extras(cfg, judge, shape, tally))
         config_text = json.dumps(redact_config(dict(cfg)), indent=2, default=str)
@@ -358,13 +360,18 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     return frame
 
 
-def _judge_all(cfg: Mapping[str, Any], prompts: Sequence[Prompt], rubric: Rubric,
-               run_id: str) -> tuple[pd.DataFrame, Tally, Judge, RequestShape, list[str]]:  # fmt: skip
+def _judge_all(cfg: Mapping[str, Any], prompts: Sequence[Prompt], rubric: Rubric, run_id: str,
+               sweep_dir: Path | None) -> tuple[pd.DataFrame, Tally, Judge, RequestShape, list[str]]:  # fmt: skip
     """Every call of the run (cache first): the results table, its counts, the judge (closed), the request's
     shape and the cache keys."""
     judge = make_judge(cfg)
     if judge.budget is not None:  # the worst case of a call: the largest output budget of the run
         judge.budget.max_tokens = max((max_tokens_of(cfg, p) for p in prompts), default=judge.budget.max_tokens)
+    try:
+        share_budget(judge.budget, sweep_dir, run_id)
+    except StudyError:
+        judge.cache.close()
+        raise
     shape = sent_request(cfg, rubric)
     meta = {"run_id": run_id, "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"],
             "mode": cfg["mode"]["name"], "rubric": rubric.name, "rubric_version": rubric.version,
@@ -374,7 +381,7 @@ def _judge_all(cfg: Mapping[str, Any], prompts: Sequence[Prompt], rubric: Rubric
     keys: list[str] = []
     try:
         rows = execute_calls(judge, prompts, rubric, cfg, meta, tally, keys)
-    except (FatalProviderError, CacheError) as exc:
+    except (FatalProviderError, CacheError, LedgerError) as exc:
         raise StudyError(str(exc)) from None
     finally:
         tally.cache_damaged += judge.cache.damaged

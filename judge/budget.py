@@ -7,6 +7,9 @@ run (no later call starts, even a cheaper one), and the calls in flight finish a
 ends its reservation is replaced by its actual cost: the provider-reported cost where the completion has one
 (litellm's price map over the provider's usage counts), else the judge's prices over the usage, else the
 reservation itself.
+
+In a `-m` sweep the account is the sweep's (`shared`, judge.ledger): every job reserves against, and adds its
+spend to, one ledger in the sweep folder, so the jobs together stay under the cap.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from judge.completer import Completion, Message
+from judge.ledger import SharedSpend
 from judge.pricing import Prices, prompt_tokens
 
 
@@ -35,6 +39,7 @@ class Budget:
     stopped: bool = False
     not_started: int = 0
     batch: bool = False  # priced at batch prices (a batch=true run)
+    shared: SharedSpend | None = None  # the sweep's ledger (a -m sweep): the cap counts every job's spend
 
     def __post_init__(self) -> None:
         if self.prices.per_token(batch=self.batch) is None:
@@ -55,7 +60,11 @@ class Budget:
         """Reserve a call's worst case and return it, or None (and stop the run) when it does not fit."""
         if not self.stopped:
             bound = self.bound(messages)
-            if self.spent_usd + self.reserved_usd + bound <= self.limit_usd:
+            if self.shared is None:
+                fits = self.spent_usd + self.reserved_usd + bound <= self.limit_usd
+            else:  # the sweep's spend and reservations, this run's included
+                fits = self.shared.reserve(bound, self.limit_usd)
+            if fits:
                 self.reserved_usd += bound
                 return bound
             self.stopped = True
@@ -65,9 +74,14 @@ class Budget:
     def finish(self, reserved: float, completion: Completion | None) -> None:
         """Release a reservation; what the call cost (if it was answered) joins the spend."""
         self.reserved_usd = max(0.0, self.reserved_usd - reserved)
-        if completion is None:
-            return  # a failed call is not billed
+        paid = 0.0 if completion is None else self.cost(completion, reserved)  # a failed call is not billed
+        self.spent_usd += paid
+        if self.shared is not None:
+            self.shared.settle(reserved, paid)
+
+    def cost(self, completion: Completion, reserved: float) -> float:
+        """What an answered call cost (see the module doc)."""
         cost = completion.cost_usd if self.prices.source == "litellm" else None  # else the config's prices
         if cost is None:
             cost = self.prices.cost(completion.prompt_tokens, completion.completion_tokens, batch=self.batch)
-        self.spent_usd += reserved if cost is None else cost
+        return reserved if cost is None else cost

@@ -80,18 +80,24 @@ class Judge:
         self.policy = policy or RetryPolicy()
         self.concurrency = concurrency
         self.api_base = api_base
-        self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self._semaphores: dict[str, asyncio.Semaphore] = {}
+        self._loop_id: int | None = None  # the event loop `_semaphores` belong to
         # set by the first fatal provider error: queued calls are not sent, in-flight ones finish (and are
         # cached) instead of being cancelled half-way through litellm's set-up
         self.stopped = False
         self.budget: Budget | None = None  # set by a run with budget_usd (judge.budget)
         self.limiter: RateLimiter | None = None  # set by a judge with rpm / tpm (judge.ratelimit)
 
-    def _semaphore(self) -> asyncio.Semaphore:
+    def _semaphore(self, purpose: str = "request") -> asyncio.Semaphore:
+        """This event loop's gate of `concurrency` slots for `purpose` (a request in flight; a budget
+        reservation held)."""
         loop_id = id(asyncio.get_running_loop())
-        if loop_id not in self._semaphores:
-            self._semaphores = {loop_id: asyncio.Semaphore(self.concurrency)}
-        return self._semaphores[loop_id]
+        if loop_id != self._loop_id:
+            self._semaphores, self._loop_id = {}, loop_id
+        gate = self._semaphores.get(purpose)
+        if gate is None:
+            gate = self._semaphores[purpose] = asyncio.Semaphore(self.concurrency)
+        return gate
 
     def sample(self, params: Mapping[str, Any], sample_idx: int) -> Sample:
         """The parameters of one sample: the sample index picks the seed, so samples differ on every provider.
@@ -115,15 +121,19 @@ class Judge:
         Under a budget, a call that would not fit is not started."""
         if self.budget is None:
             return await self._ask(messages, sample_params, key)
-        reserved = self.budget.start(messages)
-        if reserved is None:
-            return CallResult(None, cached=False, retries=0, error="not started: budget_usd reached", not_started=True)
-        result: CallResult | None = None
-        try:
-            result = await self._ask(messages, sample_params, key)
-        finally:
-            self.budget.finish(reserved, result.completion if result else None)
-        return result
+        # a call reserves its worst case only once it may be sent: at most `concurrency` reservations are
+        # held, so the calls queued behind them do not count against the budget before their turn
+        async with self._semaphore("budget"):
+            reserved = self.budget.start(messages)
+            if reserved is None:
+                return CallResult(None, cached=False, retries=0, error="not started: budget_usd reached",
+                                  not_started=True)  # fmt: skip
+            result: CallResult | None = None
+            try:
+                result = await self._ask(messages, sample_params, key)
+            finally:
+                self.budget.finish(reserved, result.completion if result else None)
+            return result
 
     async def _ask(self, messages: Sequence[Message], sample_params: Mapping[str, Any], key: str) -> CallResult:
         attempts = 0

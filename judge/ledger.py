@@ -1,0 +1,106 @@
+"""One spend account for every job of a `-m` sweep: a JSON file in the sweep folder, read and written under a
+file lock, so jobs run one after another or side by side (joblib, submitit) never spend more together than
+`budget_usd`.
+
+Each job keeps its own line (its spend and the reservations of its calls in flight); the cap is checked
+against the sum over all lines. A job that starts again in the same sweep folder (a rerun of that job) drops
+the reservations its killed predecessor left and keeps what it spent. A sweep into a new folder starts a new
+account: what earlier sweeps paid for is in the call cache and costs nothing again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+LEDGER_NAME = "spend.json"
+LOCK_TIMEOUT_S = 60.0
+
+
+class LedgerError(RuntimeError):
+    """The sweep's spend file cannot be read or written; the message names it."""
+
+
+class SharedSpend:
+    """The sweep's spend ledger as seen by one job (`job`: its folder name, unique within the sweep)."""
+
+    def __init__(self, path: Path, job: str) -> None:
+        self.path = path
+        self.job = job
+        self._lock = FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_S)
+        with self._locked() as data:
+            line = data["jobs"].setdefault(job, {"spent_usd": 0.0, "reserved_usd": 0.0})
+            line["reserved_usd"] = 0.0  # a rerun of this job: its predecessor's calls in flight are over
+
+    def reserve(self, amount: float, limit_usd: float) -> bool:
+        """Reserve `amount` for one call if the sweep's spend and reservations leave room under the cap;
+        else mark the sweep stopped (at this cap: a job with a larger one may go on) and return False."""
+        with self._locked() as data:
+            stop = data.get("stopped_at_usd")
+            if (stop is not None and limit_usd <= stop) or _committed(data) + amount > limit_usd:
+                data["stopped_at_usd"] = limit_usd  # no later call of the sweep starts, even a cheaper one
+                return False
+            data["jobs"][self.job]["reserved_usd"] += amount
+            return True
+
+    def settle(self, reserved: float, cost: float) -> None:
+        """Replace a reservation by what the call cost (0 for a call that was not answered)."""
+        with self._locked() as data:
+            line = data["jobs"][self.job]
+            line["reserved_usd"] = max(0.0, line["reserved_usd"] - reserved)
+            line["spent_usd"] += cost
+
+    def spent_usd(self) -> float | None:
+        """What the whole sweep has spent so far (None if the file cannot be read now)."""
+        try:
+            return sum(line["spent_usd"] for line in read_ledger(self.path)["jobs"].values())
+        except LedgerError:
+            return None
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        """The ledger's content under the lock, written back (atomically) when the block ends cleanly."""
+        try:
+            self._lock.acquire()
+        except (Timeout, OSError) as exc:
+            raise LedgerError(f"{self.path}: cannot lock the sweep's spend file ({exc})") from None
+        try:
+            data = read_ledger(self.path)
+            yield data
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            try:
+                tmp.write_text(json.dumps(data, indent=1))
+                os.replace(tmp, self.path)  # a reader never sees half a file
+            except OSError as exc:
+                raise LedgerError(f"{self.path}: cannot write the sweep's spend file ({exc})") from None
+        finally:
+            self._lock.release()
+
+
+def _committed(data: dict[str, Any]) -> float:
+    return sum(line["spent_usd"] + line["reserved_usd"] for line in data["jobs"].values())
+
+
+def read_ledger(path: Path) -> dict[str, Any]:
+    """The ledger's content (an empty one if the file does not exist yet); a damaged file is a LedgerError."""
+    if not path.exists():
+        return {"jobs": {}, "stopped_at_usd": None}
+    try:
+        data = json.loads(path.read_text())
+        jobs = data["jobs"]
+        if not isinstance(jobs, dict) or not all(
+            isinstance(line.get("spent_usd"), int | float) and isinstance(line.get("reserved_usd"), int | float)
+            for line in jobs.values()
+        ):
+            raise ValueError("a job line without numbers")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise LedgerError(f"{path}: the sweep's spend file is damaged ({exc}); it is the only record of what this "
+                          "sweep spent: fix it, or run the sweep into a new folder") from None  # fmt: skip
+    data.setdefault("stopped_at_usd", None)
+    return data

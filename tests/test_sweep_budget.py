@@ -1,0 +1,98 @@
+"""budget_usd across a `-m` sweep: one ledger in the sweep folder (judge.ledger) that every job reserves
+against, so the jobs together spend at most the cap; a real multirun (basic launcher) against a local
+OpenAI-compatible server, then a rerun with a larger budget that repeats no call."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from experiments.sweep_budget import budget_stop
+from judge.ledger import LedgerError, SharedSpend, read_ledger
+from tests.openai_server import ScriptedServer, Step, rubric_answer
+
+ROOT = Path(__file__).resolve().parent.parent
+PRICES = ["judge.input_cost_per_token=1e-5", "judge.output_cost_per_token=1e-5"]
+
+
+def test_ledger_is_one_account_for_every_job(tmp_path: Path) -> None:
+    path = tmp_path / "spend.json"
+    a, b = SharedSpend(path, "0_a"), SharedSpend(path, "1_b")
+    assert a.reserve(0.4, 1.0) and b.reserve(0.4, 1.0)
+    assert not b.reserve(0.3, 1.0)  # 0.8 reserved by the two jobs: 0.3 more would pass the cap
+    a.settle(0.4, 0.1)  # answered for 0.1
+    b.settle(0.4, 0.0)  # failed: not billed
+    assert a.spent_usd() == pytest.approx(0.1)
+    assert not a.reserve(0.01, 1.0)  # the sweep stopped: no later call starts, even a cheap one
+    assert a.reserve(0.5, 2.0)  # ... unless the cap is larger (a rerun into the same folder)
+    again = SharedSpend(path, "0_a")  # job 0 started again: its predecessor's reservation is dropped
+    line = read_ledger(path)["jobs"]["0_a"]
+    assert line == {"spent_usd": pytest.approx(0.1), "reserved_usd": 0.0} and again.spent_usd() == pytest.approx(0.1)
+    path.write_text('{"jobs": {"0_a": {"spent_usd": "lots"}}}')
+    with pytest.raises(LedgerError, match=r"spend.json: the sweep's spend file is damaged"):
+        a.reserve(0.1, 5.0)
+    assert a.spent_usd() is None
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ScriptedServer]:
+    srv = ScriptedServer(lambda body: Step(200, rubric_answer(body)))
+    with srv.running():
+        yield srv
+
+
+def _sweep(server: ScriptedServer, tmp_path: Path, sweep: str, budget: float) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update({"JUDGESCOPE_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)})
+    args = ["-m", "judge=qwen", f"judge.api_base={server.api_base}", "judge.concurrency=1", "limit=1",
+            "n_samples=2", "max_tokens=40",
+            "seed=0,10,20", f"budget_usd={budget}", *PRICES, "progress=false",
+            f"hydra.sweep.dir={tmp_path / sweep}"]  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "experiments.run", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+
+
+def _manifests(folder: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*/manifest.json"))]
+
+
+@pytest.mark.slow  # a three-job sweep through the CLI, twice
+def test_a_sweep_shares_one_budget_and_resumes_without_repeats(server: ScriptedServer, tmp_path: Path) -> None:
+    before = len(server.requests)
+    # a job: 22 calls answered with 19 tokens each (0.0042 USD); a call reserves at most (625 prompt tokens by
+    # Qwen's tokenizer + 40) * 1e-5 = 0.0067 before it starts: one job fits 0.013 on its own, two do not
+    done = _sweep(server, tmp_path, "sweep1", 0.013)
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "stopped: the sweep reached budget_usd=0.013" in done.stderr
+    jobs = _manifests(tmp_path / "sweep1")
+    assert len(jobs) == 3  # every job ran and wrote its folder
+    made = len(server.requests) - before
+    assert made == sum(j["calls_made"] for j in jobs) < 66  # the server saw what the manifests count
+    spent = sum(j["spend_usd"] for j in jobs)
+    assert 0 < spent <= 0.013 and spent == pytest.approx(made * 19 * 1e-5)
+    assert all(j["budget_scope"] == "sweep" and j["sweep_spend_usd"] <= 0.013 for j in jobs)
+    assert jobs[-1]["stopped"] == "budget" and jobs[-1]["sweep_spend_usd"] == pytest.approx(spent)
+    assert jobs[0]["stopped"] is None and jobs[0]["calls_made"] == 22  # the first job fit
+    assert 0 < jobs[1]["calls_made"] < 22 and jobs[2]["calls_made"] == 0  # the second ran into the cap
+    ledger = read_ledger(tmp_path / "sweep1" / "spend.json")
+    assert sum(line["spent_usd"] for line in ledger["jobs"].values()) == pytest.approx(spent)
+    assert all(line["reserved_usd"] == pytest.approx(0) for line in ledger["jobs"].values())
+
+    # the same sweep with a larger budget (a new sweep folder) continues: no call is asked twice
+    again = _sweep(server, tmp_path, "sweep2", 1.0)
+    assert again.returncode == 0, again.stderr[-3000:]
+    resumed = _manifests(tmp_path / "sweep2")
+    assert [j["stopped"] for j in resumed] == [None, None, None]
+    assert sum(j["calls_cached"] for j in resumed) == made
+    assert len(server.requests) - before == 66
+    ids = Counter(json.dumps([r["messages"], r.get("seed")], sort_keys=True) for r in server.requests[before:])
+    assert max(ids.values()) == 1
+    assert budget_stop(tmp_path / "sweep2", 1.0) is None
+    assert budget_stop(tmp_path / "sweep1", 0.013) is not None
