@@ -2,8 +2,10 @@
 
 Through litellm's `create_file` / `create_batch` / `retrieve_batch` / `file_content` (and `list_batches` to
 recover a batch whose id was never recorded). litellm 1.110 creates batches for `openai` (and
-OpenAI-compatible servers), `azure`, `vertex_ai`, `bedrock` and `hosted_vllm`; it cannot create Anthropic
-or Gemini (AI Studio) batches, so those judges are refused with one line.
+OpenAI-compatible servers), `azure` (on Azure's `/openai/...` paths, endpoint `/chat/completions`), `vertex_ai`
+(litellm turns each line into a Gemini `GenerateContentRequest` on GCS and the predictions back into chat
+completions) and `hosted_vllm`. Anthropic and Gemini (AI Studio) batches cannot be created, and Bedrock's
+output comes back in each model's own format, so those judges are refused with one line.
 
 Requests are keyed by their cache key (`custom_id`), so an answer lands in the call cache under the key a live
 call would have used: a replay, and the results table, are the same as after a live run. Every step is
@@ -27,10 +29,18 @@ import litellm  # noqa: E402
 from judge.completer import Completion, Message
 from judge.pricing import Prices
 
-BATCH_PROVIDERS = frozenset({"openai", "azure", "vertex_ai", "bedrock", "hosted_vllm"})
+BATCH_PROVIDERS = frozenset({"openai", "azure", "vertex_ai", "hosted_vllm"})
+# why a provider litellm has batch functions for still cannot run batch=true here
+REFUSED = {
+    "bedrock": "litellm 1.110 hands back Bedrock's output records in each model's own format (`modelOutput`), "
+    "not as chat completions, and a Bedrock batch job needs an IAM service role",
+}
 OPENAI_FORMAT = frozenset({"openai", "azure", "hosted_vllm"})  # bodies sent as mapped; others: litellm maps
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 ENDPOINT = "/v1/chat/completions"
+# Azure OpenAI's batch files and batches name the endpoint without the version (its documented JSONL: "url":
+# "/chat/completions"); every line's url must equal the batch's endpoint
+ENDPOINTS = {"azure": "/chat/completions"}
 
 
 class BatchError(RuntimeError):
@@ -71,19 +81,21 @@ class BatchClient:
         except Exception as exc:  # noqa: BLE001
             raise BatchError(f"{model}: litellm does not know this model's provider ({exc})") from None
         if self.provider not in BATCH_PROVIDERS:
-            raise BatchError(f"{model}: litellm cannot create {self.provider} batches (supported: "
-                             f"{', '.join(sorted(BATCH_PROVIDERS))}); run it live (batch=false)")  # fmt: skip
+            why = REFUSED.get(self.provider, f"litellm cannot create {self.provider} batches")
+            raise BatchError(f"{model}: {why} (batch=true supports: {', '.join(sorted(BATCH_PROVIDERS))}); run it "
+                             "live (batch=false)")  # fmt: skip
         self.kwargs: dict[str, Any] = {"custom_llm_provider": self.provider}
         if api_base:
             self.kwargs["api_base"] = api_base
         if api_key:
             self.kwargs["api_key"] = api_key
         self.body_params = body_params
+        self.endpoint = ENDPOINTS.get(self.provider, ENDPOINT)
 
     def line(self, request: BatchRequest) -> str:
         body = {"model": self.provider_model, "messages": [dict(m) for m in request.messages],
                 **self.body_params(request.params, self.provider in OPENAI_FORMAT)}  # fmt: skip
-        return json.dumps({"custom_id": request.key, "method": "POST", "url": ENDPOINT, "body": body})
+        return json.dumps({"custom_id": request.key, "method": "POST", "url": self.endpoint, "body": body})
 
     def upload(self, lines: Sequence[str]) -> str:
         data = ("\n".join(lines) + "\n").encode()
@@ -92,7 +104,7 @@ class BatchClient:
         )
 
     def create(self, input_file_id: str) -> Any:
-        return litellm.create_batch(completion_window="24h", endpoint=ENDPOINT, input_file_id=input_file_id,
+        return litellm.create_batch(completion_window="24h", endpoint=self.endpoint, input_file_id=input_file_id,
                                     metadata={"source": "judgescope"}, **self.kwargs)  # fmt: skip
 
     def retrieve(self, batch_id: str) -> Any:

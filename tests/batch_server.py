@@ -3,9 +3,11 @@
 It serves what litellm's `create_file` / `create_batch` / `retrieve_batch` / `file_content` / `list_batches`
 call: `POST /v1/files` (multipart upload), `GET /v1/files/{id}` and `/content`, `POST /v1/batches`,
 `GET /v1/batches[/{id}]`, `POST /v1/batches/{id}/cancel`, plus `POST /v1/chat/completions` for the live path.
-A batch moves validating -> in_progress -> (after `polls` more retrievals) its outcome: `completed`, `failed`
-(no output at all) or `expired` (only the first half of its requests answered, the rest in the error file
-as `batch_expired`). Requests for which `fail(body)` is true land in the error file of a completed batch.
+The same API is served under Azure OpenAI's paths (`/openai/files`, `/openai/batches`, ...), which, as Azure
+does, need an `api-version` query parameter and an `api-key` header. A batch moves validating -> in_progress ->
+(after `polls` more retrievals) its outcome: `completed`, `failed` (no output at all; also any batch with a
+line whose `url` is not the batch's endpoint, which the providers reject) or `expired` (only the first half
+of its requests answered, the rest in the error file as `batch_expired`). Requests for which `fail(body)` is true land in the error file of a completed batch.
 Answers are `rubric_answer(body)`, exactly what the live test servers answer, so batch and live tables agree.
 """
 
@@ -39,7 +41,9 @@ class BatchServer:
     uploads: int = 0
     chat_requests: int = 0
     retrievals: int = 0
+    azure_requests: int = 0  # requests on Azure's paths, each with its api-version and api-key
     api_base: str = ""
+    root: str = ""  # http://127.0.0.1:<port>: Azure's api_base (litellm adds /openai/...)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
 
     def _file(self, content: bytes, purpose: str) -> dict[str, Any]:
@@ -51,6 +55,8 @@ class BatchServer:
     def _finish(self, batch: dict[str, Any]) -> None:
         outcome = self.outcomes.pop(0) if self.outcomes else "completed"
         lines = [json.loads(x) for x in self.files[batch["input_file_id"]].decode().splitlines() if x.strip()]
+        if any(line.get("url") != batch["endpoint"] for line in lines):
+            outcome = "failed"
         out, err = [], []
         answered = lines if outcome == "completed" else lines[: len(lines) // 2] if outcome == "expired" else []
         for i, line in enumerate(lines):
@@ -140,14 +146,23 @@ class BatchServer:
             self.chat_requests += 1
             return web.json_response(completion_body(rubric_answer(body)))
 
-        app = web.Application(client_max_size=1 << 28)
-        app.router.add_post("/v1/files", upload)
-        app.router.add_get("/v1/files/{fid}", file_meta)
-        app.router.add_get("/v1/files/{fid}/content", file_content)
-        app.router.add_post("/v1/batches", create)
-        app.router.add_get("/v1/batches", listing)
-        app.router.add_get("/v1/batches/{bid}", retrieve)
-        app.router.add_post("/v1/batches/{bid}/cancel", cancel)
+        @web.middleware
+        async def azure(request: web.Request, handler: Any) -> web.StreamResponse:
+            if request.path.startswith("/openai/"):
+                if "api-version" not in request.query or not request.headers.get("api-key"):
+                    return web.json_response({"error": {"code": "404", "message": "Resource not found"}}, status=404)
+                self.azure_requests += 1
+            return await handler(request)
+
+        app = web.Application(client_max_size=1 << 28, middlewares=[azure])
+        for root in ("/v1", "/openai"):
+            app.router.add_post(f"{root}/files", upload)
+            app.router.add_get(f"{root}/files/{{fid}}", file_meta)
+            app.router.add_get(f"{root}/files/{{fid}}/content", file_content)
+            app.router.add_post(f"{root}/batches", create)
+            app.router.add_get(f"{root}/batches", listing)
+            app.router.add_get(f"{root}/batches/{{bid}}", retrieve)
+            app.router.add_post(f"{root}/batches/{{bid}}/cancel", cancel)
         app.router.add_post("/v1/chat/completions", chat)
         return app
 
@@ -159,7 +174,8 @@ class BatchServer:
         site = web.TCPSite(runner, "127.0.0.1", 0)
         loop.run_until_complete(site.start())
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.api_base = f"http://127.0.0.1:{port}/v1"
+        self.root = f"http://127.0.0.1:{port}"
+        self.api_base = f"{self.root}/v1"
         thread = threading.Thread(target=loop.run_forever, daemon=True)
         thread.start()
         try:

@@ -150,7 +150,7 @@ def test_created_but_unrecorded_batch_is_found_not_recreated(tmp_path: Path) -> 
 
 
 def test_unsupported_provider_is_one_line() -> None:
-    with pytest.raises(BatchError, match="litellm cannot create anthropic batches"):
+    with pytest.raises(BatchError, match="litellm cannot create anthropic batches .* run it live"):
         BatchClient("anthropic/claude-sonnet-4-5", None, None, lambda params, _: dict(params))
 
 
@@ -171,3 +171,26 @@ def test_budget_caps_a_batch_run_and_the_rerun_finishes_it(tmp_path: Path) -> No
         run_study({**cfg, "budget_usd": 5.0}, None, tmp_path / "b", run_id="b")
         m2 = _manifest(tmp_path / "b")
         assert m2["stopped"] is None and m2["calls_cached"] == submitted and m2["batch"]["requests"] == 22 - submitted
+
+
+def test_azure_batch_on_azures_paths_equals_live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An `azure/` judge: litellm uploads and creates on Azure OpenAI's paths (/openai/files, /openai/batches,
+    with api-version and the api-key header), the lines and the batch name Azure's endpoint, and the table is
+    the live table."""
+    monkeypatch.setenv("JUDGESCOPE_TEST_AZURE_KEY", "azure-test-key-123456")
+    server = BatchServer(polls=1)
+    with server.running():
+        cfg = _cfg(server, tmp_path, "judge.model=azure/judge-deployment", f"judge.api_base={server.root}",
+                   "judge.api_key_env=JUDGESCOPE_TEST_AZURE_KEY")  # fmt: skip
+        batch = run_study(cfg, None, tmp_path / "batch", run_id="b")
+        assert server.created == 1 and server.uploads == 1 and server.chat_requests == 0
+        assert server.azure_requests >= 4  # upload, create, retrieve(s), output content: all on Azure's paths
+        (created,) = server.batches.values()
+        assert created["endpoint"] == "/chat/completions" and created["status"] == "completed"
+        lines = [json.loads(x) for x in server.files[created["input_file_id"]].decode().splitlines()]
+        assert len(lines) == 22 and {x["url"] for x in lines} == {"/chat/completions"}
+        assert {x["body"]["model"] for x in lines} == {"judge-deployment"}  # the deployment, as Azure wants
+        assert _manifest(tmp_path / "batch")["batch"]["statuses"] == {"completed": 1}
+        live = run_study(_cfg(server, tmp_path, "batch=false"), None, tmp_path / "live", run_id="l")  # another model
+        assert server.chat_requests == 22
+    pd.testing.assert_frame_equal(batch[SAME], live[SAME])
