@@ -1,4 +1,4 @@
-"""Spread a run's provider calls over worker processes, one per CPU core.
+"""Spread a run's provider calls over worker processes (two per CPU core, up to 4, by default).
 
 litellm spends several milliseconds of CPU per call, so on a small machine one Python process tops out well
 below what a fast provider (or a local server) answers. `run_in_workers` forks N workers after the cache has

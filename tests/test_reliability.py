@@ -483,7 +483,7 @@ def test_worker_plan() -> None:
     assert plan_workers({"workers": 3}, judge, 10_000) == 3
     assert plan_workers({"workers": 3}, judge, 2) == 2
     assert plan_workers({"workers": None}, judge, 150) == 1  # too few calls to be worth a fork
-    assert plan_workers({"workers": None}, judge, 10_000) == min(cores, MAX_AUTO_WORKERS, 8)
+    assert plan_workers({"workers": None}, judge, 10_000) == min(2 * cores, MAX_AUTO_WORKERS, 8)
     judge.concurrency = 2
     assert plan_workers({"workers": None}, judge, 10_000) == 1
     from judge.local_provider import LOCAL_MODEL, register
