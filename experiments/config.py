@@ -212,10 +212,22 @@ class StudyConfig:
 
 
 @dataclass(frozen=True)
-class GenerateConfig:
-    """The generation stage (conf/generate.yaml): questions, novelty ratings or reviews from a model."""
+class StageConfig:
+    """What every stage besides the study shares: the model that is called and how its calls are made."""
 
     judge: JudgeConfig = MISSING
+    seed: int = 0
+    limit: Optional[int] = bounded(None, 1)  # noqa: UP045  (instances; papers for extraction)
+    cache_dir: Optional[str] = None  # noqa: UP045
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    progress: bool = True
+    retry: RetryConfig = field(default_factory=RetryConfig)
+
+
+@dataclass(frozen=True)
+class GenerateConfig(StageConfig):
+    """The generation stage (conf/generate.yaml): questions, novelty ratings or reviews from a model."""
+
     dataset: DatasetConfig = MISSING
     task: str = "questions"
     k: int = bounded(5, 1)
@@ -224,49 +236,29 @@ class GenerateConfig:
     corpus: Optional[str] = None  # noqa: UP045
     temperature: float = bounded(0.7, 0, 2)
     max_tokens: int = bounded(320, 1)
-    seed: int = 0
-    limit: Optional[int] = bounded(None, 1)  # noqa: UP045
-    cache_dir: Optional[str] = None  # noqa: UP045
-    cache: CacheConfig = field(default_factory=CacheConfig)
-    progress: bool = True
-    retry: RetryConfig = field(default_factory=RetryConfig)
 
 
 @dataclass(frozen=True)
-class IssuesConfig:
+class IssuesConfig(StageConfig):
     """EchoReview issue sets (conf/issues.yaml): weaknesses extracted by a judge, then matched."""
 
-    judge: JudgeConfig = MISSING
     dataset: DatasetConfig = MISSING
     rubric: RubricConfig = MISSING
     matcher: str = "judge"
     threshold: float = bounded(0.7, 0, 1)
     temperature: float = bounded(0.0, 0, 2)
     max_tokens: int = bounded(200, 1)
-    seed: int = 0
-    limit: Optional[int] = bounded(None, 1)  # noqa: UP045
-    cache_dir: Optional[str] = None  # noqa: UP045
-    cache: CacheConfig = field(default_factory=CacheConfig)
-    progress: bool = True
-    retry: RetryConfig = field(default_factory=RetryConfig)
 
 
 @dataclass(frozen=True)
-class ExtractConfig:
+class ExtractConfig(StageConfig):
     """NovBench's extraction stage (conf/extract.yaml): a judge labels introduction sentences."""
 
-    judge: JudgeConfig = MISSING
     rubric: RubricConfig = MISSING
     papers: str = "../shared/data/coling2020_reviews.jsonl"  # introduction sentences
     novelty: str = "../shared/data/novbench_coling2020.jsonl"  # the sentences NovBench chose
     temperature: float = 0.0
     max_tokens: int = 40
-    seed: int = 0
-    limit: Optional[int] = None  # noqa: UP045  (papers)
-    cache_dir: Optional[str] = None  # noqa: UP045
-    cache: CacheConfig = field(default_factory=CacheConfig)
-    progress: bool = True
-    retry: RetryConfig = field(default_factory=RetryConfig)
 
 
 SCHEMAS: dict[str, type] = {"config_schema": StudyConfig, "generate_schema": GenerateConfig,
