@@ -2,8 +2,10 @@
 
 Before a call starts, its worst case is reserved: its prompt tokens (litellm's tokenizer for the model) plus
 the whole output budget (`max_tokens`) at the judge's prices. The call starts only if the spend so far, the
-reservations of the calls in flight and its own fit under the cap; the first call that does not fit stops the
-run (no later call starts, even a cheaper one), and the calls in flight finish and are cached. When a call
+reservations of the calls in flight and its own fit under the cap. A call that would fit but for the
+reservations of calls in flight waits for them (they usually cost far less than their worst case); the first
+call that cannot fit even then stops the run (no later call starts, even a cheaper one), and the calls in
+flight finish and are cached. When a call
 ends its reservation is replaced by its actual cost: the provider-reported cost where the completion has one
 (litellm's price map over the provider's usage counts), else the judge's prices over the usage, else the
 reservation itself.
@@ -14,12 +16,15 @@ spend to, one ledger in the sweep folder, so the jobs together stay under the ca
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from judge.completer import Completion, Message
-from judge.ledger import SharedSpend
+from judge.ledger import Fit, SharedSpend, fit
 from judge.pricing import Prices, prompt_tokens
+
+WAIT_S = 0.05  # how often a call that fits only later checks again
 
 
 class BudgetError(ValueError):
@@ -28,7 +33,8 @@ class BudgetError(ValueError):
 
 @dataclass
 class Budget:
-    """Spend so far against `limit_usd`; single event loop (no locks needed: no await inside a method)."""
+    """Spend so far against `limit_usd`; single event loop (no locks needed: each check-and-reserve runs
+    without an await)."""
 
     limit_usd: float
     model: str
@@ -56,18 +62,38 @@ class Budget:
         assert cost is not None  # checked in __post_init__
         return cost
 
+    def _fit(self, bound: float) -> Fit:
+        if self.shared is None:
+            answer = fit(self.spent_usd, self.reserved_usd, bound, self.limit_usd)
+        else:  # the sweep's spend and reservations, this run's included (and reserved there if NOW)
+            answer = self.shared.reserve(bound, self.limit_usd)
+        if answer is Fit.NOW:
+            self.reserved_usd += bound
+        return answer
+
     def start(self, messages: Sequence[Message]) -> float | None:
-        """Reserve a call's worst case and return it, or None (and stop the run) when it does not fit."""
+        """Reserve a call's worst case and return it, or None (and stop the run) when it does not fit now
+        (for reservations that will not end before this call would start: a batch's requests)."""
         if not self.stopped:
             bound = self.bound(messages)
-            if self.shared is None:
-                fits = self.spent_usd + self.reserved_usd + bound <= self.limit_usd
-            else:  # the sweep's spend and reservations, this run's included
-                fits = self.shared.reserve(bound, self.limit_usd)
-            if fits:
-                self.reserved_usd += bound
+            if self._fit(bound) is Fit.NOW:
                 return bound
             self.stopped = True
+        self.not_started += 1
+        return None
+
+    async def wait_start(self, messages: Sequence[Message]) -> float | None:
+        """Reserve a call's worst case and return it, waiting while only calls in flight are in the way; None
+        (and stop the run) once it cannot fit."""
+        bound = self.bound(messages)
+        while not self.stopped:
+            answer = self._fit(bound)
+            if answer is Fit.NOW:
+                return bound
+            if answer is Fit.NEVER:
+                self.stopped = True
+                break
+            await asyncio.sleep(WAIT_S)
         self.not_started += 1
         return None
 

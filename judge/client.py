@@ -124,7 +124,7 @@ class Judge:
         # a call reserves its worst case only once it may be sent: at most `concurrency` reservations are
         # held, so the calls queued behind them do not count against the budget before their turn
         async with self._semaphore("budget"):
-            reserved = self.budget.start(messages)
+            reserved = await self.budget.wait_start(messages)
             if reserved is None:
                 return CallResult(None, cached=False, retries=0, error="not started: budget_usd reached",
                                   not_started=True)  # fmt: skip

@@ -11,8 +11,10 @@ account: what earlier sweeps paid for is in the call cache and costs nothing aga
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,21 @@ class LedgerError(RuntimeError):
     """The sweep's spend file cannot be read or written; the message names it."""
 
 
+class Fit(enum.Enum):
+    """Whether a call's worst case fits under the cap: now (reserved), later (only the reservations of calls
+    in flight are in the way: they may cost less), or never (what is spent already leaves no room)."""
+
+    NOW = "now"
+    LATER = "later"
+    NEVER = "never"
+
+
+def fit(spent: float, reserved: float, amount: float, limit: float) -> Fit:
+    if spent + reserved + amount <= limit:
+        return Fit.NOW
+    return Fit.LATER if reserved > 0 and spent + amount <= limit else Fit.NEVER
+
+
 class SharedSpend:
     """The sweep's spend ledger as seen by one job (`job`: its folder name, unique within the sweep)."""
 
@@ -37,17 +54,23 @@ class SharedSpend:
         with self._locked() as data:
             line = data["jobs"].setdefault(job, {"spent_usd": 0.0, "reserved_usd": 0.0})
             line["reserved_usd"] = 0.0  # a rerun of this job: its predecessor's calls in flight are over
+            line["host"], line["pid"] = socket.gethostname(), os.getpid()  # (a dead job's reservations lapse)
 
-    def reserve(self, amount: float, limit_usd: float) -> bool:
-        """Reserve `amount` for one call if the sweep's spend and reservations leave room under the cap;
-        else mark the sweep stopped (at this cap: a job with a larger one may go on) and return False."""
+    def reserve(self, amount: float, limit_usd: float) -> Fit:
+        """Reserve `amount` for one call if the sweep's spend and reservations leave room under the cap (NOW);
+        LATER if only calls in flight are in the way; NEVER marks the sweep stopped (at this cap: a job with a
+        larger one may go on)."""
         with self._locked() as data:
             stop = data.get("stopped_at_usd")
-            if (stop is not None and limit_usd <= stop) or _committed(data) + amount > limit_usd:
+            lines = data["jobs"].values()
+            spent = sum(line["spent_usd"] for line in lines)
+            reserved = sum(line["reserved_usd"] for line in lines if _alive(line))
+            answer = Fit.NEVER if stop is not None and limit_usd <= stop else fit(spent, reserved, amount, limit_usd)
+            if answer is Fit.NOW:
+                data["jobs"][self.job]["reserved_usd"] += amount
+            elif answer is Fit.NEVER:
                 data["stopped_at_usd"] = limit_usd  # no later call of the sweep starts, even a cheaper one
-                return False
-            data["jobs"][self.job]["reserved_usd"] += amount
-            return True
+            return answer
 
     def settle(self, reserved: float, cost: float) -> None:
         """Replace a reservation by what the call cost (0 for a call that was not answered)."""
@@ -83,8 +106,19 @@ class SharedSpend:
             self._lock.release()
 
 
-def _committed(data: dict[str, Any]) -> float:
-    return sum(line["spent_usd"] + line["reserved_usd"] for line in data["jobs"].values())
+def _alive(line: dict[str, Any]) -> bool:
+    """False for the line of a job on this machine whose process has gone (killed with calls in flight): its
+    reservations no longer hold anything back. Jobs on other machines are taken as alive."""
+    pid = line.get("pid")
+    if line.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists (another user's process)
+        return True
+    return True
 
 
 def read_ledger(path: Path) -> dict[str, Any]:

@@ -53,6 +53,39 @@ def test_budget_reserves_the_worst_case_and_stops_at_the_first_misfit() -> None:
         Budget(1.0, "openai/unmapped", Prices(), max_tokens=10)
 
 
+def test_calls_held_back_by_reservations_wait_and_the_cap_still_holds() -> None:
+    """Four calls at once under room for two worst cases: the others wait for the first two (which cost a
+    tenth of their bound), then run; with room for one worst case only, the second call can never fit."""
+    import asyncio  # noqa: PLC0415
+
+    prices = Prices(1e-5, 1e-5, source="config")
+    messages = [{"role": "user", "content": "word " * 50}]
+    bound = (prompt_tokens("gpt-4o", messages) + 100) * 1e-5
+    cheap = Completion("x", "stop", 1, int(bound / 1e-5 / 10), cost_usd=None, latency_s=0.0)
+
+    async def calls(budget: Budget, n: int) -> tuple[list[float | None], float]:
+        peak = 0.0
+
+        async def one() -> float | None:
+            nonlocal peak
+            reserved = await budget.wait_start(messages)
+            peak = max(peak, budget.reserved_usd)
+            if reserved is not None:
+                await asyncio.sleep(0.01)
+                budget.finish(reserved, cheap)
+            return reserved
+
+        return list(await asyncio.gather(*(one() for _ in range(n)))), peak
+
+    roomy = Budget(2.5 * bound, "gpt-4o", prices, max_tokens=100)
+    started, peak = asyncio.run(calls(roomy, 4))
+    assert all(r == pytest.approx(bound) for r in started) and peak <= 2.5 * bound and not roomy.stopped
+    tight = Budget(1.05 * bound, "gpt-4o", prices, max_tokens=100)
+    started, _ = asyncio.run(calls(tight, 3))
+    assert sum(r is not None for r in started) == 1 and tight.stopped and tight.not_started == 2
+    assert tight.spent_usd <= 1.05 * bound
+
+
 def test_budget_stop_manifest_and_resume_without_repeats(server: ScriptedServer, tmp_path: Path) -> None:
     from experiments.study import run_study
 
@@ -60,11 +93,13 @@ def test_budget_stop_manifest_and_resume_without_repeats(server: ScriptedServer,
                   "max_tokens=40", *PRICES)  # fmt: skip
     cfg["cache_dir"] = str(tmp_path / "cache")
     before = len(server.requests)
-    with pytest.raises(BudgetStop, match=r"budget_usd=0.05 reached: spent \$0\.0\d+; \d+ calls not started"):
-        run_study({**cfg, "budget_usd": 0.05}, None, tmp_path / "a", run_id="a")
+    # a call reserves (614-739 prompt tokens + 40) * 1e-5 = 0.0065-0.0078 and costs 19e-5: it fits while the
+    # spend leaves room for its reservation; calls held back only by others' reservations wait for them
+    with pytest.raises(BudgetStop, match=r"budget_usd=0.01 reached: spent \$0\.0\d+; \d+ calls not started"):
+        run_study({**cfg, "budget_usd": 0.01}, None, tmp_path / "a", run_id="a")
     made = len(server.requests) - before
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
-    assert manifest["stopped"] == "budget" and 0 < manifest["spend_usd"] <= 0.05
+    assert manifest["stopped"] == "budget" and 0.01 - 0.0078 < manifest["spend_usd"] <= 0.01
     assert 0 < made == manifest["calls_made"] < 44
     assert manifest["calls_not_started"] == 44 - made
     # the spend is the provider-reported usage (12 prompt + 7 completion tokens per call) at the judge's prices
@@ -92,9 +127,9 @@ def test_budget_stop_exit_code(server: ScriptedServer, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update({"JUDGESCOPE_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)})
     args = ["judge=qwen", f"judge.api_base={server.api_base}", "limit=1", "n_samples=1", "max_tokens=40",
-            "budget_usd=0.02", *PRICES, "progress=false", f"hydra.run.dir={tmp_path / 'run'}"]  # fmt: skip
+            "budget_usd=0.008", *PRICES, "progress=false", f"hydra.run.dir={tmp_path / 'run'}"]  # fmt: skip
     done = subprocess.run([sys.executable, "-m", "experiments.run", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 3, done.stderr[-2000:]
-    assert "stopped: budget_usd=0.02 reached" in done.stderr and "Traceback" not in done.stderr
+    assert "stopped: budget_usd=0.008 reached" in done.stderr and "Traceback" not in done.stderr
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["stopped"] == "budget"

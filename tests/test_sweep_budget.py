@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections import Counter
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from experiments.sweep_budget import budget_stop
-from judge.ledger import LedgerError, SharedSpend, read_ledger
+from judge.ledger import Fit, LedgerError, SharedSpend, read_ledger
 from tests.openai_server import ScriptedServer, Step, rubric_answer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,16 +26,28 @@ PRICES = ["judge.input_cost_per_token=1e-5", "judge.output_cost_per_token=1e-5"]
 def test_ledger_is_one_account_for_every_job(tmp_path: Path) -> None:
     path = tmp_path / "spend.json"
     a, b = SharedSpend(path, "0_a"), SharedSpend(path, "1_b")
-    assert a.reserve(0.4, 1.0) and b.reserve(0.4, 1.0)
-    assert not b.reserve(0.3, 1.0)  # 0.8 reserved by the two jobs: 0.3 more would pass the cap
+    assert a.reserve(0.4, 1.0) is Fit.NOW and b.reserve(0.4, 1.0) is Fit.NOW
+    assert b.reserve(0.3, 1.0) is Fit.LATER  # 0.8 reserved by the two jobs: 0.3 more must wait for them
     a.settle(0.4, 0.1)  # answered for 0.1
     b.settle(0.4, 0.0)  # failed: not billed
     assert a.spent_usd() == pytest.approx(0.1)
-    assert not a.reserve(0.01, 1.0)  # the sweep stopped: no later call starts, even a cheap one
-    assert a.reserve(0.5, 2.0)  # ... unless the cap is larger (a rerun into the same folder)
+    assert b.reserve(0.3, 1.0) is Fit.NOW and b.reserve(0.65, 1.0) is Fit.LATER
+    b.settle(0.3, 0.35)
+    assert a.reserve(0.6, 1.0) is Fit.NEVER  # 0.45 spent: 0.6 can never fit, and the sweep stops here ...
+    assert b.reserve(0.01, 1.0) is Fit.NEVER  # ... so no later call starts, even a cheap one
+    assert a.reserve(0.5, 2.0) is Fit.NOW  # ... unless the cap is larger (a rerun into the same folder)
     again = SharedSpend(path, "0_a")  # job 0 started again: its predecessor's reservation is dropped
     line = read_ledger(path)["jobs"]["0_a"]
-    assert line == {"spent_usd": pytest.approx(0.1), "reserved_usd": 0.0} and again.spent_usd() == pytest.approx(0.1)
+    assert line["spent_usd"] == pytest.approx(0.1) and line["reserved_usd"] == 0 and again.spent_usd() == pytest.approx(0.45)
+
+    # a job on this machine that died with calls in flight holds nothing back
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    data = read_ledger(path)
+    data["jobs"]["2_dead"] = {"spent_usd": 0.0, "reserved_usd": 5.0, "host": socket.gethostname(), "pid": dead.pid}
+    path.write_text(json.dumps(data))
+    assert again.reserve(1.0, 3.0) is Fit.NOW
+
     path.write_text('{"jobs": {"0_a": {"spent_usd": "lots"}}}')
     with pytest.raises(LedgerError, match=r"spend.json: the sweep's spend file is damaged"):
         a.reserve(0.1, 5.0)
