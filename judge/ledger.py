@@ -39,6 +39,7 @@ class Fit(enum.Enum):
 
 
 def fit(spent: float, reserved: float, amount: float, limit: float) -> Fit:
+    """Whether `amount` fits under `limit` next to what is `spent` and `reserved` (one run's or a sweep's)."""
     if spent + reserved + amount <= limit:
         return Fit.NOW
     return Fit.LATER if reserved > 0 and spent + amount <= limit else Fit.NEVER
