@@ -17,6 +17,7 @@ spend to, one ledger in the sweep folder, so the jobs together stay under the ca
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,10 @@ from judge.ledger import Fit, SharedSpend, fit
 from judge.pricing import Prices, prompt_tokens
 
 WAIT_S = 0.05  # how often a call that fits only later checks again
+# How long a call waits for others' reservations before it stops the run instead. Every call has a client
+# timeout, so in one run or on one machine they end well before this; a sweep job on another machine that died
+# with calls in flight leaves reservations nobody can release, and without this bound the sweep would hang.
+MAX_WAIT_S = 900.0
 
 
 class BudgetError(ValueError):
@@ -46,6 +51,7 @@ class Budget:
     not_started: int = 0
     batch: bool = False  # priced at batch prices (a batch=true run)
     shared: SharedSpend | None = None  # the sweep's ledger (a -m sweep): the cap counts every job's spend
+    max_wait_s: float = MAX_WAIT_S
 
     def __post_init__(self) -> None:
         if self.prices.per_token(batch=self.batch) is None:
@@ -83,15 +89,16 @@ class Budget:
         return None
 
     async def wait_start(self, messages: Sequence[Message]) -> float | None:
-        """Reserve a call's worst case and return it, waiting while only calls in flight are in the way; None
-        (and stop the run) once it cannot fit."""
+        """Reserve a call's worst case and return it, waiting (at most `max_wait_s`) while only calls in flight
+        are in the way; None (and stop the run) once it cannot fit or has waited that long."""
         bound = self.bound(messages)
+        deadline = time.monotonic() + self.max_wait_s
         while not self.stopped:
             answer = self._fit(bound)
             if answer is Fit.NOW:
                 return bound
-            if answer is Fit.NEVER:
-                self.stopped = True
+            if answer is Fit.NEVER or time.monotonic() > deadline:  # stopping never overspends; waiting on
+                self.stopped = True  # reservations that are never released would hang the run
                 break
             await asyncio.sleep(WAIT_S)
         self.not_started += 1

@@ -109,3 +109,24 @@ def test_a_sweep_shares_one_budget_and_resumes_without_repeats(server: ScriptedS
     assert max(ids.values()) == 1
     assert budget_stop(tmp_path / "sweep2", 1.0) is None
     assert budget_stop(tmp_path / "sweep1", 0.013) is not None
+
+
+def test_reservations_of_a_job_on_another_machine_stop_the_run_instead_of_hanging_it(tmp_path: Path) -> None:
+    """A job on another host that died with calls in flight: its reservations can't be released from here, so a
+    call that waits on them gives up after `max_wait_s` and stops the run (never overspending, never hanging)."""
+    import asyncio  # noqa: PLC0415
+
+    from judge.budget import Budget
+    from judge.pricing import Prices
+
+    path = tmp_path / "spend.json"
+    path.write_text(json.dumps({"jobs": {"9_elsewhere": {"spent_usd": 0.0, "reserved_usd": 0.999,
+                                                        "host": "another-machine", "pid": 1}}}))
+    shared = SharedSpend(path, "0_here")
+    budget = Budget(1.0, "gpt-4o", Prices(1e-5, 1e-5, source="config"), max_tokens=100, shared=shared,
+                    max_wait_s=0.2)  # fmt: skip
+    messages = [{"role": "user", "content": "word " * 50}]
+    assert budget.bound(messages) > 0.001  # it fits the cap alone, but not next to the foreign reservation
+    assert asyncio.run(budget.wait_start(messages)) is None
+    assert budget.stopped and budget.not_started == 1
+    assert read_ledger(path)["jobs"]["0_here"]["reserved_usd"] == 0
