@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: litellm's bundled price map
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 ANSWER = '{"originality": 2, "gap_addressing": 1, "non_obviousness": 3}'
 
@@ -115,6 +117,7 @@ def variant(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = study_config(Path(args.data), args.api_base, args.concurrency, Path(tmp) / "cache")
         cfg["judge"]["timeout_s"] = 120
+        cfg["min_parse_rate"] = 0.0  # v0.1's path leaves rate-limited calls unscored: count them, don't stop
         if args.limited:
             cfg["judge"].update(rpm=args.rpm, tpm=args.tpm)
         started = time.perf_counter()
