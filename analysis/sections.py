@@ -33,7 +33,7 @@ _HEADER = re.compile(
     r"\s*(?::\s*(?P<rest>.*))?$",
     re.IGNORECASE,
 )
-_META_NOTE = re.compile(r"^\*?(?:\(.*\)|\[.*\])\*?\.?$")
+_META_NOTE = re.compile(r"^\*?(?:\([^()]*\)|\[[^\[\]]*\])\*?\.?$")  # one note, not "(1) ... (see §3)"
 
 
 @dataclass

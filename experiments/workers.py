@@ -19,13 +19,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import gc
 import multiprocessing
 import os
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -34,6 +33,7 @@ from judge.calls import Call, call_taken
 from judge.client import CallResult, Judge
 from judge.retry import FatalProviderError
 from judge.secrets import redact
+from judge.speedups import frozen_heap
 
 _PR_SET_PDEATHSIG = 1
 _WATCHDOG_S = 0.5
@@ -141,6 +141,18 @@ def _worker(judge: Judge, calls: Sequence[Call], counter: Any, concurrency: int,
         conn.close()
 
 
+@contextlib.contextmanager
+def _reaped(procs: dict[Connection, Any]) -> Iterator[None]:
+    """On the way out (normally or on an error) no worker is left running."""
+    try:
+        yield
+    finally:
+        for proc in procs.values():
+            proc.kill()
+        for proc in procs.values():
+            proc.join(timeout=5)
+
+
 def run_in_workers(judge: Judge, calls: Sequence[Call], n_workers: int,
                    settle: Callable[[Call, CallResult], None]) -> None:  # fmt: skip
     """Make `calls` in `n_workers` forked processes; `settle(call, result)` runs here as each one finishes."""
@@ -152,8 +164,7 @@ def run_in_workers(judge: Judge, calls: Sequence[Call], n_workers: int,
     counter = ctx.Value("q", 0)  # the index of the next call to take, shared by the workers
     # objects that exist now go to a permanent GC generation (judge.speedups.frozen_heap), so a worker's
     # collections do not touch (and copy-on-write) the parent's whole heap
-    gc.freeze()
-    try:
+    with frozen_heap(), _reaped(procs):
         for w in range(n_workers):
             reader, writer = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=_worker, args=(judge, calls, counter, max(1, shares[w]), writer, parent_pid),
@@ -180,9 +191,4 @@ def run_in_workers(judge: Judge, calls: Sequence[Call], n_workers: int,
                     raise (FatalProviderError if a == "FatalProviderError" else CacheError)(b)
                 else:
                     raise RuntimeError(f"a worker failed with {a}:\n{b}")
-    finally:
-        gc.unfreeze()
-        for proc in procs.values():
-            proc.kill()
-        for proc in procs.values():
-            proc.join(timeout=5)
+

@@ -46,20 +46,23 @@ class _Forms:
     """The strings `redact` replaces, worked out for one state of the environment and the learnt secrets;
     redaction runs on every answer, and scanning the environment each time was ~60 us of it."""
 
-    environ: dict[Any, Any] = field(default_factory=dict)
-    learnt: frozenset[str] = frozenset()
-    forms: tuple[str, ...] = ()
+    # (environment, learnt secrets, forms), replaced as one tuple: a thread never sees a new snapshot with
+    # the old forms (it would skip a new secret)
+    state: tuple[dict[Any, Any], frozenset[str], tuple[str, ...]] = field(
+        default_factory=lambda: ({}, frozenset(), ()))
 
     def current(self) -> tuple[str, ...]:
         environ = _environment()
-        if environ != self.environ or _LEARNT != self.learnt:
-            self.environ, self.learnt = dict(environ), frozenset(_LEARNT)
-            forms: dict[str, None] = {}  # ordered: each secret's forms, longest secret first
+        seen_environ, seen_learnt, forms = self.state
+        if environ != seen_environ or _LEARNT != seen_learnt:
+            snapshot, learnt = dict(environ), frozenset(_LEARNT)
+            found: dict[str, None] = {}  # ordered: each secret's forms, longest secret first
             for value in secret_values():
                 for form in (value, json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1]):
-                    forms.setdefault(form)
-            self.forms = tuple(forms)
-        return self.forms
+                    found.setdefault(form)
+            forms = tuple(found)
+            self.state = (snapshot, learnt, forms)
+        return forms
 
 
 _FORMS = _Forms()

@@ -145,7 +145,13 @@ def use_inline_setup() -> None:
 
 @contextlib.contextmanager
 def frozen_heap() -> Iterator[None]:
-    """Keep the objects that exist now out of the garbage collector's passes until the block ends."""
+    """Keep the objects that exist now out of the garbage collector's passes until the block ends.
+
+    Inside another freeze (an enclosing block, or a host application that froze its own heap) it does nothing:
+    unfreezing there would hand the caller's frozen objects back to the collector."""
+    if gc.get_freeze_count() > 0:
+        yield
+        return
     gc.freeze()
     try:
         yield

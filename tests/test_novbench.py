@@ -180,7 +180,8 @@ def test_section_parser_header_and_bullet_variants() -> None:
     text = ("Here is my evaluation.\n\n**Positive**\n* The idea of X is new to the field.\n"
             "1. A second positive point that is long.\n  which continues here.\n"
             "Neutral:\n- None\n- *(No neutral comments were provided.)*\n"
-            "[No neutral novelty identified at this stage as only the introduction is provided.]\n\n"
+            "[No neutral novelty identified at this stage as only the introduction is provided.]\n"
+            "[Method] A new ranking loss for ideas, unlike [12].\n(1) The benchmark is new (see Section 3).\n\n"
             "### Negative Novelty Evaluations:\n2) Similar to prior work by Smith.\n"
             "- short\n- Positive: an inline positive item.\n")
     s = parse_sections(text)
@@ -188,9 +189,10 @@ def test_section_parser_header_and_bullet_variants() -> None:
     assert s.positive == ["The idea of X is new to the field.",
                           "A second positive point that is long. which continues here.",
                           "an inline positive item."]
-    assert s.neutral == []
+    assert s.neutral == ["[Method] A new ranking loss for ideas, unlike [12].",
+                         "(1) The benchmark is new (see Section 3)."]  # citations, not meta notes
     assert s.negative == ["Similar to prior work by Smith."]
-    assert s.counts() == {"positive": 3, "neutral": 0, "negative": 1}
+    assert s.counts() == {"positive": 3, "neutral": 2, "negative": 1}
     assert not parse_sections("just prose, no sections").found_header
 
 

@@ -84,6 +84,19 @@ def test_frozen_heap_hands_the_heap_back() -> None:
     assert gc.get_freeze_count() == 0 or gc.get_freeze_count() == before == 0
 
 
+def test_frozen_heap_inside_another_freeze_leaves_it_alone() -> None:
+    import gc  # noqa: PLC0415
+
+    gc.freeze()  # a host application (or an enclosing block) froze its heap
+    try:
+        outer = gc.get_freeze_count()
+        with speedups.frozen_heap(), speedups.frozen_heap():
+            pass
+        assert gc.get_freeze_count() == outer > 0  # still the caller's to unfreeze
+    finally:
+        gc.unfreeze()
+
+
 def test_workers_take_every_call_once_from_the_shared_counter() -> None:
     """Forked workers take calls from one shared counter: each call exactly once, whoever asks."""
     import multiprocessing  # noqa: PLC0415
