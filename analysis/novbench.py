@@ -48,6 +48,7 @@ Labelled = list[tuple[str, str]]
 PplFn = Callable[[list[str]], Sequence[float]]
 
 COVERAGE_TAU = 0.7
+PPL_METHOD = "ppl-v1"  # exp(mean token NLL) as judge.local_model.perplexity computes it; bump when that changes
 LS_TARGET_WORDS = 20  # released code: min(avg_len / 20, 1)
 _WORD = re.compile(r"\b[A-Za-z0-9\-]+\b")  # released code's keyword regex
 _SCORE_COLUMNS = ["relevance", "correctness", "coverage", "clarity", "kc", "ls", "fs", "failed", "n_generated",
@@ -149,7 +150,9 @@ def _default_ppl() -> tuple[PplFn, str]:
     from analysis.ppl_cache import CachedPerplexity, default_directory
     from judge import local_model
 
-    model_id = f"{local_model.MODEL_NAME}/{local_model.GGUF_FILENAME}/max{local_model.PPL_MAX_TOKENS}"
+    weights = local_model.gguf_path().stat().st_size  # another file under the same name never reuses values
+    model_id = (f"{PPL_METHOD}/{local_model.MODEL_NAME}/{local_model.GGUF_FILENAME}/{weights}B/"
+                f"max{local_model.PPL_MAX_TOKENS}")
     return CachedPerplexity(local_model.perplexity, model_id, default_directory()), str(local_model.MODEL_NAME)
 
 

@@ -159,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  Combination.parse(args.combine), args.n_boot, **score_kw)
         else:
             markdown = run_table(args.root, args.out or args.root, **score_kw)
-    except (FileNotFoundError, ValueError, ModelUnavailable) as exc:  # DatasetError is a ValueError
+    except (OSError, ValueError, ModelUnavailable) as exc:  # DatasetError is a ValueError; a full disk is an OSError
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     print(markdown)

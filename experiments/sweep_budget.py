@@ -21,7 +21,7 @@ from judge.ledger import LEDGER_NAME, LedgerError, read_ledger
 def budget_stop(sweep_dir: Path, budget_usd: Any) -> str | None:
     """One line when the sweep in `sweep_dir` stopped at its budget (`budget_usd`, the sweep's cap), else None."""
     path = sweep_dir / LEDGER_NAME
-    if budget_usd is None or not path.exists():
+    if not path.exists():  # (a swept budget_usd reaches the callback as None: the ledger alone decides)
         return None
     try:
         ledger = read_ledger(path)
@@ -29,7 +29,7 @@ def budget_stop(sweep_dir: Path, budget_usd: Any) -> str | None:
         return str(exc)
     stopped_at = ledger.get("stopped_at_usd")
     try:
-        cap = float(budget_usd)
+        cap = None if budget_usd is None else float(budget_usd)
     except (TypeError, ValueError):  # swept over several caps: any stop counts
         cap = None
     if stopped_at is None or (cap is not None and stopped_at < cap):

@@ -26,9 +26,11 @@ from judge.ledger import Fit, SharedSpend, fit
 from judge.pricing import Prices, prompt_tokens
 
 WAIT_S = 0.05  # how often a call that fits only later checks again
-# How long a call waits for others' reservations before it stops the run instead. Every call has a client
-# timeout, so in one run or on one machine they end well before this; a sweep job on another machine that died
-# with calls in flight leaves reservations nobody can release, and without this bound the sweep would hang.
+SHARED_WAIT_S = 0.25  # the same in a sweep, where each check takes the ledger's file lock
+# How long a call in a sweep waits while the other jobs' reservations do not change at all before it stops the
+# run instead: a job on another machine that died with calls in flight leaves reservations nobody can release,
+# and without this bound the sweep would hang. (In one run the reservations are the run's own calls, which
+# always end: there is no bound.)
 MAX_WAIT_S = 900.0
 
 
@@ -77,6 +79,12 @@ class Budget:
             self.reserved_usd += bound
         return answer
 
+    def _stop(self) -> None:
+        """Stop this run, and in a sweep the sweep (its other jobs start no call; the command exits 3)."""
+        if not self.stopped and self.shared is not None:
+            self.shared.mark_stopped(self.limit_usd)
+        self.stopped = True
+
     def start(self, messages: Sequence[Message]) -> float | None:
         """Reserve a call's worst case and return it, or None (and stop the run) when it does not fit now
         (for reservations that will not end before this call would start: a batch's requests)."""
@@ -84,30 +92,41 @@ class Budget:
             bound = self.bound(messages)
             if self._fit(bound) is Fit.NOW:
                 return bound
-            self.stopped = True
+            self._stop()
         self.not_started += 1
         return None
 
     async def wait_start(self, messages: Sequence[Message]) -> float | None:
-        """Reserve a call's worst case and return it, waiting (at most `max_wait_s`) while only calls in flight
-        are in the way; None (and stop the run) once it cannot fit or has waited that long."""
+        """Reserve a call's worst case and return it, waiting while only calls in flight are in the way; None
+        (and stop the run) once it cannot fit, or (in a sweep) once the others' reservations have not moved
+        for `max_wait_s`."""
         bound = self.bound(messages)
-        deadline = time.monotonic() + self.max_wait_s
+        blocking, since = None, time.monotonic()
         while not self.stopped:
             answer = self._fit(bound)
             if answer is Fit.NOW:
                 return bound
-            if answer is Fit.NEVER or time.monotonic() > deadline:  # stopping never overspends; waiting on
-                self.stopped = True  # reservations that are never released would hang the run
+            if answer is Fit.NEVER:
+                self._stop()
                 break
-            await asyncio.sleep(WAIT_S)
+            if self.shared is not None:  # a sweep: give up on reservations that never move (see MAX_WAIT_S)
+                if self.shared.blocking_usd != blocking:
+                    blocking, since = self.shared.blocking_usd, time.monotonic()
+                elif time.monotonic() - since > self.max_wait_s:
+                    self._stop()  # stopping never overspends
+                    break
+            await asyncio.sleep(WAIT_S if self.shared is None else SHARED_WAIT_S)
         self.not_started += 1
         return None
 
-    def finish(self, reserved: float, completion: Completion | None) -> None:
-        """Release a reservation; what the call cost (if it was answered) joins the spend."""
+    def finish(self, reserved: float, completion: Completion | None, interrupted: bool = False) -> None:
+        """Release a reservation; what the call cost (if it was answered) joins the spend. A call interrupted
+        in flight (cancelled, Ctrl-C) may have been billed without an answer: its reservation counts as spent."""
         self.reserved_usd = max(0.0, self.reserved_usd - reserved)
-        paid = 0.0 if completion is None else self.cost(completion, reserved)  # a failed call is not billed
+        if interrupted:
+            paid = reserved
+        else:
+            paid = 0.0 if completion is None else self.cost(completion, reserved)  # a failed call is not billed
         self.spent_usd += paid
         if self.shared is not None:
             self.shared.settle(reserved, paid)

@@ -52,10 +52,14 @@ class SharedSpend:
         self.path = path
         self.job = job
         self._lock = FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_S)
+        self.blocking_usd = 0.0  # what live jobs held reserved at the last `reserve` (a waiting call watches it)
         with self._locked() as data:
             line = data["jobs"].setdefault(job, {"spent_usd": 0.0, "reserved_usd": 0.0})
-            line["reserved_usd"] = 0.0  # a rerun of this job: its predecessor's calls in flight are over
-            line["host"], line["pid"] = socket.gethostname(), os.getpid()  # (a dead job's reservations lapse)
+            # a rerun of this job: its predecessor's calls in flight are over, and may have been billed, so
+            # their reservations count as spent (a kill never frees budget it may have used)
+            line["spent_usd"] += line["reserved_usd"]
+            line["reserved_usd"] = 0.0
+            line["host"], line["pid"] = socket.gethostname(), os.getpid()
 
     def reserve(self, amount: float, limit_usd: float) -> Fit:
         """Reserve `amount` for one call if the sweep's spend and reservations leave room under the cap (NOW);
@@ -63,15 +67,21 @@ class SharedSpend:
         larger one may go on)."""
         with self._locked() as data:
             stop = data.get("stopped_at_usd")
-            lines = data["jobs"].values()
-            spent = sum(line["spent_usd"] for line in lines)
-            reserved = sum(line["reserved_usd"] for line in lines if _alive(line))
+            spent, reserved = _totals(data["jobs"].values())
+            self.blocking_usd = reserved
             answer = Fit.NEVER if stop is not None and limit_usd <= stop else fit(spent, reserved, amount, limit_usd)
             if answer is Fit.NOW:
                 data["jobs"][self.job]["reserved_usd"] += amount
             elif answer is Fit.NEVER:
                 data["stopped_at_usd"] = limit_usd  # no later call of the sweep starts, even a cheaper one
             return answer
+
+    def mark_stopped(self, limit_usd: float) -> None:
+        """This job stopped at `limit_usd` for another reason than a NEVER answer (a batch that does not fit
+        now, a wait that gave up): the sweep stops too, and ends with exit 3."""
+        with self._locked() as data:
+            stop = data.get("stopped_at_usd")
+            data["stopped_at_usd"] = limit_usd if stop is None else max(stop, limit_usd)
 
     def settle(self, reserved: float, cost: float) -> None:
         """Replace a reservation by what the call cost (0 for a call that was not answered)."""
@@ -83,7 +93,7 @@ class SharedSpend:
     def spent_usd(self) -> float | None:
         """What the whole sweep has spent so far (None if the file cannot be read now)."""
         try:
-            return sum(line["spent_usd"] for line in read_ledger(self.path)["jobs"].values())
+            return _totals(read_ledger(self.path)["jobs"].values())[0]
         except LedgerError:
             return None
 
@@ -96,20 +106,32 @@ class SharedSpend:
             raise LedgerError(f"{self.path}: cannot lock the sweep's spend file ({exc})") from None
         try:
             data = read_ledger(self.path)
+            before = json.dumps(data, indent=1)
             yield data
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            try:
-                tmp.write_text(json.dumps(data, indent=1))
-                os.replace(tmp, self.path)  # a reader never sees half a file
-            except OSError as exc:
-                raise LedgerError(f"{self.path}: cannot write the sweep's spend file ({exc})") from None
+            after = json.dumps(data, indent=1)
+            if after != before or not self.path.exists():  # a check that changed nothing writes nothing
+                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+                try:
+                    tmp.write_text(after)
+                    os.replace(tmp, self.path)  # a reader never sees half a file
+                except OSError as exc:
+                    raise LedgerError(f"{self.path}: cannot write the sweep's spend file ({exc})") from None
         finally:
             self._lock.release()
 
 
+def _totals(lines: Any) -> tuple[float, float]:
+    """(spent, reserved) over job lines; a dead job's reservations count as spent: its calls may have been
+    billed, and nobody will settle them."""
+    lines = list(lines)
+    alive = [_alive(line) for line in lines]
+    spent = sum(line["spent_usd"] + (0.0 if ok else line["reserved_usd"]) for line, ok in zip(lines, alive))
+    return spent, sum(line["reserved_usd"] for line, ok in zip(lines, alive) if ok)
+
+
 def _alive(line: dict[str, Any]) -> bool:
     """False for the line of a job on this machine whose process has gone (killed with calls in flight): its
-    reservations no longer hold anything back. Jobs on other machines are taken as alive."""
+    reservations are no longer in flight (they count as spent). Jobs on other machines are taken as alive."""
     pid = line.get("pid")
     if line.get("host") != socket.gethostname() or not isinstance(pid, int):
         return True

@@ -45,7 +45,7 @@ def test_altered_weights_are_refused_and_nothing_is_left_in_place(tmp_path: Path
     parts[0].write_bytes(data[:100])
     parts[1].write_bytes(data[100:])
     monkeypatch.setattr(mpnet, "_part_files", lambda: parts)
-    with pytest.raises(mpnet.ModelUnavailable, match="SHA-256 mismatch"):
+    with pytest.raises(mpnet.ModelUnavailable, match=r"model.safetensors is not the upstream .*\(SHA-256 mismatch\)"):
         mpnet.model_dir(tmp_path / "cache")
     assert not any((tmp_path / "cache").iterdir())  # no half-assembled model for the next run to trust
 
@@ -60,6 +60,7 @@ def test_assembling_again_keeps_one_verified_copy_and_no_temporary_folder(tmp_pa
     part.write_bytes(buf.getvalue())
     monkeypatch.setattr(mpnet, "_part_files", lambda: [part])
     monkeypatch.setattr(mpnet, "MPNET_WEIGHTS_SHA256", hashlib.sha256(weights).hexdigest())
+    monkeypatch.setattr(mpnet, "MPNET_FILES_SHA256", {})
     monkeypatch.setattr(mpnet, "MPNET_WEIGHTS_BYTES", len(weights))
     target = tmp_path / "cache" / "model"
     mpnet._assemble(target)

@@ -36,17 +36,18 @@ def test_ledger_is_one_account_for_every_job(tmp_path: Path) -> None:
     assert a.reserve(0.6, 1.0) is Fit.NEVER  # 0.45 spent: 0.6 can never fit, and the sweep stops here ...
     assert b.reserve(0.01, 1.0) is Fit.NEVER  # ... so no later call starts, even a cheap one
     assert a.reserve(0.5, 2.0) is Fit.NOW  # ... unless the cap is larger (a rerun into the same folder)
-    again = SharedSpend(path, "0_a")  # job 0 started again: its predecessor's reservation is dropped
-    line = read_ledger(path)["jobs"]["0_a"]
-    assert line["spent_usd"] == pytest.approx(0.1) and line["reserved_usd"] == 0 and again.spent_usd() == pytest.approx(0.45)
+    again = SharedSpend(path, "0_a")  # job 0 started again: its predecessor's call in flight (0.5 reserved)
+    line = read_ledger(path)["jobs"]["0_a"]  # may have been billed, so it counts as spent, never as freed
+    assert line["spent_usd"] == pytest.approx(0.6) and line["reserved_usd"] == 0 and again.spent_usd() == pytest.approx(0.95)
 
-    # a job on this machine that died with calls in flight holds nothing back
+    # a job on this machine that died with calls in flight holds nothing back, and its reservations are spent
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     data = read_ledger(path)
-    data["jobs"]["2_dead"] = {"spent_usd": 0.0, "reserved_usd": 5.0, "host": socket.gethostname(), "pid": dead.pid}
+    data["jobs"]["2_dead"] = {"spent_usd": 0.0, "reserved_usd": 0.5, "host": socket.gethostname(), "pid": dead.pid}
     path.write_text(json.dumps(data))
-    assert again.reserve(1.0, 3.0) is Fit.NOW
+    assert again.spent_usd() == pytest.approx(1.45)
+    assert again.reserve(1.0, 3.0) is Fit.NOW and again.reserve(1.6, 3.0) is Fit.NEVER  # 1.45 spent + 1.6 > 3
 
     path.write_text('{"jobs": {"0_a": {"spent_usd": "lots"}}}')
     with pytest.raises(LedgerError, match=r"spend.json: the sweep's spend file is damaged"):
@@ -129,4 +130,23 @@ def test_reservations_of_a_job_on_another_machine_stop_the_run_instead_of_hangin
     assert budget.bound(messages) > 0.001  # it fits the cap alone, but not next to the foreign reservation
     assert asyncio.run(budget.wait_start(messages)) is None
     assert budget.stopped and budget.not_started == 1
-    assert read_ledger(path)["jobs"]["0_here"]["reserved_usd"] == 0
+    ledger = read_ledger(path)
+    assert ledger["jobs"]["0_here"]["reserved_usd"] == 0
+    assert ledger["stopped_at_usd"] == 1.0  # the sweep stops with it: later jobs start nothing, and ...
+    line = budget_stop(tmp_path, None)  # ... the sweep exits 3, even when budget_usd was swept (None here)
+    assert line is not None and line.startswith("the sweep reached budget_usd=1")
+
+
+def test_a_call_interrupted_in_flight_counts_its_reservation_as_spent() -> None:
+    from judge.budget import Budget
+    from judge.pricing import Prices
+
+    budget = Budget(1.0, "gpt-4o", Prices(1e-5, 1e-5, source="config"), max_tokens=100)
+    reserved = budget.start([{"role": "user", "content": "hello"}])
+    assert reserved is not None
+    budget.finish(reserved, None, interrupted=True)  # Ctrl-C: the provider may have billed it
+    assert budget.spent_usd == pytest.approx(reserved) and budget.reserved_usd == 0
+    failed = budget.start([{"role": "user", "content": "hello"}])
+    assert failed is not None
+    budget.finish(failed, None)  # a provider error after its attempts: not billed
+    assert budget.spent_usd == pytest.approx(reserved)
