@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-
-import os
 
 import diskcache
 

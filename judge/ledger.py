@@ -125,8 +125,8 @@ def _totals(lines: Any) -> tuple[float, float]:
     billed, and nobody will settle them."""
     lines = list(lines)
     alive = [_alive(line) for line in lines]
-    spent = sum(line["spent_usd"] + (0.0 if ok else line["reserved_usd"]) for line, ok in zip(lines, alive))
-    return spent, sum(line["reserved_usd"] for line, ok in zip(lines, alive) if ok)
+    spent = sum(line["spent_usd"] + (0.0 if ok else line["reserved_usd"]) for line, ok in zip(lines, alive, strict=True))
+    return spent, sum(line["reserved_usd"] for line, ok in zip(lines, alive, strict=True) if ok)
 
 
 def _alive(line: dict[str, Any]) -> bool:
