@@ -159,10 +159,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    from experiments.config import command_line_problem
+    from experiments.config import exit_on_command_line_problem
 
-    problem = command_line_problem(sys.argv[1:], "issues")
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        sys.exit(2)
+    exit_on_command_line_problem("issues")
     main()
