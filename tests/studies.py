@@ -1,5 +1,6 @@
 """A small real study for the viewer and report tests: 2 judges × 2 modes through litellm's HTTP path to a
-local scripted OpenAI-compatible server (tests.openai_server), run in this process.
+local scripted OpenAI-compatible server (tests.openai_server), run in this process; and `cli_env`, the
+environment for running this checkout's commands in a subprocess.
 
 The second judge (another model name) answers with every score one lower, and one prompt in eleven gets an
 unparseable answer, so the study has judge–judge disagreement and parse failures to show.
@@ -16,6 +17,16 @@ from typing import Any
 from tests.openai_server import ScriptedServer, Step, rubric_answer
 
 UNPARSEABLE = "I would rather not give numbers for this one."
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli_env(tmp: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a subprocess CLI run: no provider key from the caller's shell, a cache under `tmp`,
+    litellm's bundled price map, and this checkout's code first on the path (not an installed copy)."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update({"JUDGESCOPE_CACHE_DIR": str(tmp / "cache"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]), **(extra or {})})
+    return env
 
 
 def answer(body: dict[str, Any]) -> Step:

@@ -4,7 +4,6 @@ files and lines, Ctrl-C - each answered in one line, with no key anywhere and no
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,7 +14,8 @@ import pytest
 
 from tests.fault_server import FaultServer
 from tests.openai_server import ScriptedServer, Step
-from tests.test_runner import ROOT, run
+from tests.studies import cli_env
+from tests.test_runner import run
 
 KEY = "sk-cli-planted-0123456789abcdef"
 
@@ -82,9 +82,7 @@ def test_every_call_refused_exits_non_zero_with_a_warning(tmp_path: Path) -> Non
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
     srv = FaultServer(faults={}, answers={}, latency_s=1.0)
     with srv.running():
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-        env.update({"JUDGESCOPE_CACHE_DIR": str(tmp_path / "cache"), "QWEN_API_KEY": KEY,
-                    "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})  # fmt: skip
+        env = cli_env(tmp_path, {"QWEN_API_KEY": KEY})
         args = [sys.executable, "-m", "experiments.run", "judge=qwen", f"judge.api_base={srv.api_base}",
                 "judge.concurrency=2", "n_samples=1", "limit=2", "progress=false", "hydra.run.dir=run"]  # fmt: skip
         proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from experiments.inputs import load_study_inputs
 from experiments.plan import plan_study, run_plan, sum_plans
 from judge.pricing import prices_for
 from tests.openai_server import ScriptedServer, Step, rubric_answer
+from tests.studies import cli_env
 
 
 @pytest.fixture(scope="module")
@@ -98,9 +98,7 @@ def test_sweep_sums_and_unknown_cost_stays_unknown() -> None:
 
 @pytest.mark.slow  # a subprocess: the CLI end to end
 def test_plan_cli_sweep_without_key_and_without_calls(server: ScriptedServer, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update({"JUDGESCOPE_CACHE_DIR": str(tmp_path / "cache"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})  # this checkout, not an installed copy
+    env = cli_env(tmp_path)  # no OPENAI_API_KEY
     before = len(server.requests)
     args = ["-m", "judge=gpt-4o", f"judge.api_base={server.api_base}", "mode=independent,comparative",
             "limit=1", "plan=true", "progress=false", f"hydra.sweep.dir={tmp_path / 'sweep'}"]  # fmt: skip

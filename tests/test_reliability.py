@@ -32,8 +32,8 @@ from judge.completer import Completion
 from judge.retry import is_transient
 from tests.fault_server import ANSWERS, OFF_RUBRIC, TRANSIENT, FaultServer
 from tests.openai_server import ScriptedServer, Step
+from tests.studies import cli_env
 
-ROOT = Path(__file__).resolve().parent.parent
 PLANTED = "sk-planted-fault-path-0123456789-SECRET"
 JUDGMENT = ["instance_id", "candidate_id", "dimension", "sample_idx", "score", "preference", "parse_ok", "raw",
             "position", "label"]  # fmt: skip
@@ -61,10 +61,7 @@ def runner(args: list[str]) -> list[str]:
 
 
 def run_env(tmp: Path, env_extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update({"JUDGESCOPE_CACHE_DIR": str(tmp / "cache"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                "OPENAI_API_KEY": "sk-local-test-server", **(env_extra or {})})  # fmt: skip
-    return env
+    return cli_env(tmp, {"OPENAI_API_KEY": "sk-local-test-server", **(env_extra or {})})
 
 
 def run(args: list[str], tmp: Path, env_extra: dict[str, str] | None = None,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,18 +14,14 @@ import pytest
 from analysis.collect import load_results
 from experiments.schema import COLUMNS
 from tests.openai_server import ScriptedServer, Step, rubric_answer
+from tests.studies import cli_env
 
-ROOT = Path(__file__).resolve().parent.parent
 PLANTED = "sk-planted-0123456789abcdef-SECRET"
 
 
 def run(args: list[str], tmp: Path, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update({"JUDGESCOPE_CACHE_DIR": str(tmp / "cache"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]),  # this checkout's code
-                **(env_extra or {})})  # fmt: skip
     return subprocess.run([sys.executable, "-m", "experiments.run", *args, "progress=false"], cwd=tmp,
-                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+                          env=cli_env(tmp, env_extra), capture_output=True, text=True, timeout=300)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
