@@ -23,6 +23,8 @@ import time
 import zipfile
 from pathlib import Path
 
+from judge.paths import user_cache
+
 MPNET_MODEL_NAME = "sentence-transformers/all-mpnet-base-v2"
 # Upstream (huggingface.co/sentence-transformers/all-mpnet-base-v2, revision e8c3b32) model.safetensors.
 MPNET_WEIGHTS_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
@@ -50,9 +52,10 @@ class ModelUnavailable(RuntimeError):
 
 
 def cache_root() -> Path:
-    """Where assembled models live: ``$JUDGESCOPE_MODEL_CACHE`` or ``~/.cache/judgescope/models``."""
+    """Where assembled models live: ``$JUDGESCOPE_MODEL_CACHE``, else judgescope's ``models`` cache folder
+    (``judge.paths.user_cache``, next to the embedded model)."""
     env = os.environ.get("JUDGESCOPE_MODEL_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "judgescope" / "models"
+    return Path(os.path.expanduser(env)) if env else user_cache("models")
 
 
 def _part_files() -> list[Path]:

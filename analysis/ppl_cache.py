@@ -15,13 +15,15 @@ from pathlib import Path
 
 import diskcache
 
+from judge.paths import user_cache
+
 PplFn = Callable[[list[str]], Sequence[float]]
 
 
 def default_directory() -> Path:
-    """``$JUDGESCOPE_PPL_CACHE``, else ``~/.cache/judgescope/ppl``."""
+    """``$JUDGESCOPE_PPL_CACHE``, else judgescope's ``ppl`` cache folder (``judge.paths.user_cache``)."""
     env = os.environ.get("JUDGESCOPE_PPL_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "judgescope" / "ppl"
+    return Path(os.path.expanduser(env)) if env else user_cache("ppl")
 
 
 class CachedPerplexity:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import diskcache
 
 from judge.completer import Completion, Message
+from judge.paths import user_cache
 
 if TYPE_CHECKING:
     from judge.stores import TextStore
@@ -39,10 +40,7 @@ class CacheError(RuntimeError):
 def default_cache_dir() -> Path:
     """`$JUDGESCOPE_CACHE_DIR`, else the user's cache dir (never the repository)."""
     env = os.environ.get("JUDGESCOPE_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "judgescope" / "calls"
+    return Path(env).expanduser() if env else user_cache("calls")
 
 
 # one encoder: json.dumps with non-default options builds a new JSONEncoder on every call

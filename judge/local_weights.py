@@ -31,6 +31,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from judge.paths import user_cache
+
 log = logging.getLogger(__name__)
 
 MODEL_NAME = "smollm2-135m"
@@ -71,10 +73,7 @@ def gguf_path() -> Path:
 def cache_dir() -> Path:
     """Folder holding the converted (safetensors) model; see the module docstring."""
     explicit = os.environ.get("JUDGESCOPE_MODEL_DIR")
-    if explicit:
-        return Path(os.path.expanduser(explicit))
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return Path(base) / "judgescope" / "models" / MODEL_NAME
+    return Path(os.path.expanduser(explicit)) if explicit else user_cache("models", MODEL_NAME)
 
 
 # --------------------------------------------------------------------------------------------- loading

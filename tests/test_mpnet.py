@@ -118,3 +118,17 @@ def test_perplexity_cache_refuses_a_short_answer(tmp_path: Path) -> None:
     cached = CachedPerplexity(lambda texts: [1.0], "m", tmp_path)
     with pytest.raises(ValueError, match="1 values for 2 texts"):
         cached(["a1", "b2"])
+
+
+def test_every_user_cache_follows_xdg_cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from analysis.ppl_cache import default_directory
+    from judge.cache import default_cache_dir
+    from judge.local_weights import cache_dir
+
+    for var in ("JUDGESCOPE_CACHE_DIR", "JUDGESCOPE_MODEL_DIR", "JUDGESCOPE_MODEL_CACHE", "JUDGESCOPE_PPL_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    found = [default_cache_dir(), cache_dir(), mpnet.cache_root(), default_directory()]
+    assert [p.relative_to(tmp_path / "judgescope").parts[0] for p in found] == ["calls", "models", "models", "ppl"]
+    monkeypatch.setenv("JUDGESCOPE_PPL_CACHE", "~/ppl-here")  # an explicit folder still wins, ~ expanded
+    assert default_directory() == Path.home() / "ppl-here"

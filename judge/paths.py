@@ -1,0 +1,13 @@
+"""Where judgescope keeps its caches in the user's home: one rule for all of them (calls, the embedded model,
+the packaged MPNet, perplexities), so ``$XDG_CACHE_HOME`` moves every one."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def user_cache(*parts: str) -> Path:
+    """``$XDG_CACHE_HOME/judgescope/<parts>``, or ``~/.cache/judgescope/<parts>``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base, "judgescope", *parts)
