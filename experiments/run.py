@@ -17,8 +17,8 @@ def main(cfg: DictConfig) -> None:
     """Thin: resolve the config, run the study, turn every problem into one line.
 
     Exit codes: 2 a problem with the inputs, the provider (fatal) or the output folder; 3 stopped at the
-    budget (outputs written; a -m sweep shares one budget and exits 3 at its end); 1 every call failed at the provider (the unscored rows are written); 130
-    interrupted (Ctrl-C). None of them leaves a folder without outputs behind."""
+    budget (outputs written; a -m sweep shares one budget and exits 3 at its end); 1 every call failed at the
+    provider (the unscored rows are written); 130 interrupted (Ctrl-C). None of them leaves a folder without outputs behind."""
     from experiments.config import ConfigError, load
     from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs  # no litellm
     from experiments.outputs import claim_folder, release_folder

@@ -162,8 +162,9 @@ def run_in_workers(judge: Judge, calls: Sequence[Call], n_workers: int,
     procs: dict[Connection, Any] = {}
     parent_pid = os.getpid()
     counter = ctx.Value("q", 0)  # the index of the next call to take, shared by the workers
-    # objects that exist now go to a permanent GC generation (judge.speedups.frozen_heap), so a worker's
-    # collections do not touch (and copy-on-write) the parent's whole heap
+    # objects that exist now (litellm's lazily imported state included) go to a permanent GC generation
+    # (judge.speedups.frozen_heap, nested in the study's), so a worker's collections do not touch (and
+    # copy-on-write) the parent's whole heap
     with frozen_heap(), _reaped(procs):
         for w in range(n_workers):
             reader, writer = ctx.Pipe(duplex=False)

@@ -147,13 +147,14 @@ def use_inline_setup() -> None:
 def frozen_heap() -> Iterator[None]:
     """Keep the objects that exist now out of the garbage collector's passes until the block ends.
 
-    Inside another freeze (an enclosing block, or a host application that froze its own heap) it does nothing:
-    unfreezing there would hand the caller's frozen objects back to the collector."""
-    if gc.get_freeze_count() > 0:
-        yield
-        return
+    Nested inside another freeze (an enclosing block; a host application that froze its own heap) it freezes
+    what was created since, and leaves the unfreezing to that outer freeze: unfreezing here would hand the
+    caller's frozen objects back to the collector. (The workers rely on this: they freeze the heap again just
+    before forking, inside the study's block, so litellm's lazily imported state is frozen too.)"""
+    outermost = gc.get_freeze_count() == 0
     gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
+        if outermost:
+            gc.unfreeze()

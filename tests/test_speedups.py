@@ -92,7 +92,7 @@ def test_frozen_heap_inside_another_freeze_leaves_it_alone() -> None:
         outer = gc.get_freeze_count()
         with speedups.frozen_heap(), speedups.frozen_heap():
             pass
-        assert gc.get_freeze_count() == outer > 0  # still the caller's to unfreeze
+        assert gc.get_freeze_count() >= outer > 0  # still frozen: the caller's to unfreeze
     finally:
         gc.unfreeze()
 
