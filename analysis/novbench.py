@@ -146,12 +146,12 @@ def _source_list(value: Any) -> list[str]:
 
 
 def _default_ppl() -> tuple[PplFn, str]:
-    """The embedded model's perplexity, behind a disk cache keyed by model file and truncation."""
-    from analysis.ppl_cache import CachedPerplexity, default_directory
+    """The embedded model's perplexity, behind a disk cache keyed by the model file's hash and truncation."""
+    from analysis.ppl_cache import CachedPerplexity, default_directory, model_file_id
     from judge import local_model
 
-    weights = local_model.gguf_path().stat().st_size  # another file under the same name never reuses values
-    model_id = (f"{PPL_METHOD}/{local_model.MODEL_NAME}/{local_model.GGUF_FILENAME}/{weights}B/"
+    weights = model_file_id(local_model.gguf_path())  # other weights under the same name never reuse values
+    model_id = (f"{PPL_METHOD}/{local_model.MODEL_NAME}/{local_model.GGUF_FILENAME}/{weights}/"
                 f"max{local_model.PPL_MAX_TOKENS}")
     return CachedPerplexity(local_model.perplexity, model_id, default_directory()), str(local_model.MODEL_NAME)
 

@@ -11,6 +11,7 @@ import hashlib
 import math
 import os
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from pathlib import Path
 
 import diskcache
@@ -24,6 +25,23 @@ def default_directory() -> Path:
     """``$JUDGESCOPE_PPL_CACHE``, else judgescope's ``ppl`` cache folder (``judge.paths.user_cache``)."""
     env = os.environ.get("JUDGESCOPE_PPL_CACHE")
     return Path(os.path.expanduser(env)) if env else user_cache("ppl")
+
+
+def model_file_id(path: Path) -> str:
+    """The first 16 hex digits of the model file's SHA-256: a file with the same name and size but other
+    weights never reuses another's perplexities. Hashed once per process and file version (size, time, inode: a reinstall writes a new file) (~0.2 s for the
+    98 MB GGUF)."""
+    stat = path.stat()
+    return _digest(str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+@lru_cache(maxsize=8)
+def _digest(path: str, size: int, mtime_ns: int, inode: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return f"sha256:{digest.hexdigest()[:16]}"
 
 
 class CachedPerplexity:

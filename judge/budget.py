@@ -75,7 +75,17 @@ class Budget:
             answer = fit(self.spent_usd, self.reserved_usd, bound, self.limit_usd)
         else:  # the sweep's spend and reservations, this run's included (and reserved there if NOW)
             answer = self.shared.reserve(bound, self.limit_usd)
-        if answer is Fit.NOW:
+        return self._reserved(answer, bound)
+
+    async def _afit(self, bound: float) -> Fit:
+        """`_fit` with the sweep ledger's file lock and I/O in a thread: another job holding the lock (or a slow
+        shared disk) must not stall every call of this run's event loop."""
+        if self.shared is None:
+            return self._fit(bound)
+        return self._reserved(await asyncio.to_thread(self.shared.reserve, bound, self.limit_usd), bound)
+
+    def _reserved(self, answer: Fit, bound: float) -> Fit:
+        if answer is Fit.NOW:  # this run's own account, on the event loop's thread only
             self.reserved_usd += bound
         return answer
 
@@ -103,7 +113,7 @@ class Budget:
         bound = self.bound(messages)
         blocking, since = None, time.monotonic()
         while not self.stopped:
-            answer = self._fit(bound)
+            answer = await self._afit(bound)
             if answer is Fit.NOW:
                 return bound
             if answer is Fit.NEVER:
@@ -122,14 +132,25 @@ class Budget:
     def finish(self, reserved: float, completion: Completion | None, interrupted: bool = False) -> None:
         """Release a reservation; what the call cost (if it was answered) joins the spend. A call interrupted
         in flight (cancelled, Ctrl-C) may have been billed without an answer: its reservation counts as spent."""
+        paid = self._settle_own(reserved, completion, interrupted)
+        if self.shared is not None:
+            self.shared.settle(reserved, paid)
+
+    async def afinish(self, reserved: float, completion: Completion | None, interrupted: bool = False) -> None:
+        """`finish`, with the sweep ledger's update in a thread (see `_afit`). If the awaiting task is cancelled
+        the thread still completes the update: the ledger never keeps a finished call's reservation."""
+        paid = self._settle_own(reserved, completion, interrupted)
+        if self.shared is not None:
+            await asyncio.to_thread(self.shared.settle, reserved, paid)
+
+    def _settle_own(self, reserved: float, completion: Completion | None, interrupted: bool) -> float:
         self.reserved_usd = max(0.0, self.reserved_usd - reserved)
         if interrupted:
             paid = reserved
         else:
             paid = 0.0 if completion is None else self.cost(completion, reserved)  # a failed call is not billed
         self.spent_usd += paid
-        if self.shared is not None:
-            self.shared.settle(reserved, paid)
+        return paid
 
     def cost(self, completion: Completion, reserved: float) -> float:
         """What an answered call cost (see the module doc)."""

@@ -132,7 +132,8 @@ class Judge:
             try:
                 result = await self._ask(messages, sample_params, key)
             finally:  # no result: interrupted in flight (maybe billed), see Budget.finish
-                self.budget.finish(reserved, result.completion if result else None, interrupted=result is None)
+                await self.budget.afinish(reserved, result.completion if result else None,
+                                          interrupted=result is None)
             return result
 
     async def _ask(self, messages: Sequence[Message], sample_params: Mapping[str, Any], key: str) -> CallResult:

@@ -15,6 +15,7 @@ import enum
 import json
 import os
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,9 @@ class SharedSpend:
         self.path = path
         self.job = job
         self._lock = FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_S)
+        # this job's threads (the budget runs ledger updates in threads) queue here, so only other jobs ever
+        # wait on the file lock, which polls
+        self._local = threading.Lock()
         self.blocking_usd = 0.0  # what live jobs held reserved at the last `reserve` (a waiting call watches it)
         with self._locked() as data:
             line = data["jobs"].setdefault(job, {"spent_usd": 0.0, "reserved_usd": 0.0})
@@ -100,24 +104,28 @@ class SharedSpend:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[dict[str, Any]]:
         """The ledger's content under the lock, written back (atomically) when the block ends cleanly."""
+        with self._local:
+            try:
+                self._lock.acquire()
+            except (Timeout, OSError) as exc:
+                raise LedgerError(f"{self.path}: cannot lock the sweep's spend file ({exc})") from None
+            try:
+                data = read_ledger(self.path)
+                before = json.dumps(data, indent=1)
+                yield data
+                after = json.dumps(data, indent=1)
+                if after != before or not self.path.exists():  # a check that changed nothing writes nothing
+                    self._write(after)
+            finally:
+                self._lock.release()
+
+    def _write(self, text: str) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")  # one writer per process (`_local`)
         try:
-            self._lock.acquire()
-        except (Timeout, OSError) as exc:
-            raise LedgerError(f"{self.path}: cannot lock the sweep's spend file ({exc})") from None
-        try:
-            data = read_ledger(self.path)
-            before = json.dumps(data, indent=1)
-            yield data
-            after = json.dumps(data, indent=1)
-            if after != before or not self.path.exists():  # a check that changed nothing writes nothing
-                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-                try:
-                    tmp.write_text(after)
-                    os.replace(tmp, self.path)  # a reader never sees half a file
-                except OSError as exc:
-                    raise LedgerError(f"{self.path}: cannot write the sweep's spend file ({exc})") from None
-        finally:
-            self._lock.release()
+            tmp.write_text(text)
+            os.replace(tmp, self.path)  # a reader never sees half a file
+        except OSError as exc:
+            raise LedgerError(f"{self.path}: cannot write the sweep's spend file ({exc})") from None
 
 
 def _totals(lines: Any) -> tuple[float, float]:

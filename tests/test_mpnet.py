@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from analysis import mpnet
-from analysis.ppl_cache import CachedPerplexity
+from analysis.ppl_cache import CachedPerplexity, model_file_id
 
 
 def _installed() -> bool:
@@ -112,6 +112,21 @@ def test_perplexity_cache_computes_each_text_once_per_model(tmp_path: Path) -> N
     other = CachedPerplexity(fake, "model-b/max2048", tmp_path)  # another model never reuses a value
     other(["abc"])
     assert fake.calls[-1] == ["abc"]
+
+
+def test_perplexity_model_id_is_the_weights_hash_not_their_size(tmp_path: Path) -> None:
+    """Two model files of the same name and size but other weights get other ids, so their perplexities are
+    never mixed; the id is the SHA-256 of the bytes (checked against hashlib)."""
+    first, second = tmp_path / "a" / "model.gguf", tmp_path / "b" / "model.gguf"
+    for path, content in ((first, b"weights-1" * 1000), (second, b"weights-2" * 1000)):
+        path.parent.mkdir()
+        path.write_bytes(content)
+    assert first.stat().st_size == second.stat().st_size
+    assert model_file_id(first) != model_file_id(second)
+    assert model_file_id(first) == "sha256:" + hashlib.sha256(b"weights-1" * 1000).hexdigest()[:16]
+    (tmp_path / "new.gguf").write_bytes(b"weights-3" * 1000)
+    os.replace(tmp_path / "new.gguf", first)  # replaced as a reinstall does (same path and size): hashed anew
+    assert model_file_id(first) == "sha256:" + hashlib.sha256(b"weights-3" * 1000).hexdigest()[:16]
 
 
 def test_perplexity_cache_refuses_a_short_answer(tmp_path: Path) -> None:

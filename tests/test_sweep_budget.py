@@ -150,3 +150,43 @@ def test_a_call_interrupted_in_flight_counts_its_reservation_as_spent() -> None:
     assert failed is not None
     budget.finish(failed, None)  # a provider error after its attempts: not billed
     assert budget.spent_usd == pytest.approx(reserved)
+
+
+def test_another_job_holding_the_ledger_lock_does_not_stall_this_jobs_event_loop(tmp_path: Path) -> None:
+    """The ledger's lock and I/O run in a thread: while another job holds the lock, this job's other
+    coroutines (calls in flight, their answers) keep running. On the event loop itself the lock wait froze
+    them all, for up to the lock's 60 s timeout."""
+    import asyncio
+    import threading
+
+    from judge.budget import Budget
+    from judge.pricing import Prices
+
+    path = tmp_path / "spend.json"
+    other = SharedSpend(path, "1_other")
+    budget = Budget(1.0, "gpt-4o", Prices(1e-5, 1e-5, source="config"), max_tokens=100,
+                    shared=SharedSpend(path, "0_here"))  # fmt: skip
+    loop_ran, held = threading.Event(), threading.Event()
+    ran_while_held: list[bool] = []
+
+    def hold_the_lock() -> None:  # the other job, mid-update
+        with other._locked():
+            held.set()
+            ran_while_held.append(loop_ran.wait(timeout=10))  # released once this job's loop ran, or after 10 s
+
+    async def main() -> float | None:
+        holder = threading.Thread(target=hold_the_lock)
+        holder.start()
+        await asyncio.to_thread(held.wait)
+        reserve = asyncio.ensure_future(budget.wait_start([{"role": "user", "content": "hello"}]))
+        await asyncio.sleep(0.01)  # the reservation is now waiting on the lock
+        loop_ran.set()  # ... and the loop still runs this coroutine
+        reserved = await reserve
+        await asyncio.to_thread(holder.join)
+        return reserved
+
+    reserved = asyncio.run(main())
+    assert ran_while_held == [True]
+    assert reserved is not None and read_ledger(path)["jobs"]["0_here"]["reserved_usd"] == pytest.approx(reserved)
+    asyncio.run(budget.afinish(reserved, None))
+    assert read_ledger(path)["jobs"]["0_here"]["reserved_usd"] == 0
