@@ -32,7 +32,8 @@ GLOSSARY: dict[str, str] = {
     "n_items": "items rated by ≥ 2 raters", "n_items_all": "items every annotator rated", "n_annotators":
     "annotators", "n_pairs": "(instance, generator, dimension) pairs", "n_majority": "pairs with a strict "
     "human majority", "n_excluded": "pairs without one (excluded)", "pairs": "rater pairs of this kind",
-    "items": "items over all pairs of this kind",
+    "items": "items over all pairs of this kind", "n_labels": "human labels on this dimension, which no judge "
+    "scored (compared with nothing)",
     # scores and rates
     "scored": "share of rows with a verdict", "parse_rate": "share of judgments whose answer parsed",
     "cost_usd": "provider cost in USD (empty: unknown)", "cost_per_1k": "USD per 1,000 judgments (unknown when "

@@ -13,7 +13,7 @@ dimension takes the judges' `higher_is_better` (or the labels' own column, when 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -61,6 +61,7 @@ def human_results(humans: pd.DataFrame, directions: Mapping[str, bool] | None = 
     h = check_humans(humans)
     if DIRECTION not in h:
         known = dict(directions or {})
+        check_dimensions(h, known)
         h = with_directions(h.loc[h["dimension"].isin(list(known)).to_numpy()], known, "human labels")
     out = pd.DataFrame(
         {
@@ -79,6 +80,24 @@ def human_results(humans: pd.DataFrame, directions: Mapping[str, bool] | None = 
     )
     dimension_directions(out, "human labels")  # one clear error on an empty or two-way direction
     return out
+
+
+def unmatched_labels(humans: pd.DataFrame, dimensions: Iterable[object]) -> pd.DataFrame:
+    """Per human dimension no judge scored: `n_labels`, the labels that are compared with nothing (so the
+    report can say how many were left out instead of dropping them unseen)."""
+    dims = humans["dimension"].astype(str)
+    counts = dims[~dims.isin({str(d) for d in dimensions}).to_numpy()].value_counts().sort_index()
+    return pd.DataFrame({"dimension": counts.index.astype(str), "n_labels": counts.to_numpy(dtype=int)})
+
+
+def check_dimensions(humans: pd.DataFrame, dimensions: Iterable[object], source: str = "human labels") -> None:
+    """A ValueError naming `source` when labels were given but none is on a dimension the judges scored
+    (e.g. ``Originality`` vs ``originality``): comparing nothing must not read as "no labels given"."""
+    given = sorted(humans["dimension"].astype(str).unique())
+    judged = sorted({str(d) for d in dimensions})
+    if given and not set(given) & set(judged):
+        raise ValueError(f"{source}: no human label is on a dimension the judges scored: human dimensions "
+                         f"{given}, judges' dimensions {judged}")  # fmt: skip
 
 
 def majority_vote(outcomes: pd.DataFrame, keys: Sequence[str] = PAIR_KEYS) -> pd.DataFrame:

@@ -314,6 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         results = load_results(args.root)
         humans = load_humans(args.humans) if args.humans else None
+        if humans is not None:  # labels on no judge's dimension: one line here, not a traceback below
+            human_mod.check_dimensions(humans, results["dimension"].dropna().unique(), args.humans)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -23,6 +23,8 @@ from analysis.glossary import describe
 
 MD_ROWS = 60  # longer tables are cut in report.md (never in the CSV or the HTML)
 NO_HUMANS = "No human labels were given (`--humans FILE`)."
+#: NO_HUMANS's place when labels were given (`human_agreement` is present) but leave this table empty.
+HUMANS_UNPAIRED = "Human labels were given, but none of them enters this table (no usable pair with the judges)."
 ONE_RATER = "Only one rater (a single judge in a single mode, and no human labels): agreement needs two."
 
 
@@ -223,8 +225,10 @@ def _section(section: Section, tables: dict[str, pd.DataFrame], pngs: dict[str, 
     out = [f'<section id="{slug(section.title)}"><h2>{html.escape(section.title)}</h2>',
            f"<p>{html.escape(section.text)}</p>"]  # fmt: skip
     if not present:
-        md.append(section.missing)
-        out.append(f"<p><em>{html.escape(section.missing)}</em></p></section>")
+        given = section.missing == NO_HUMANS and "human_agreement" in tables  # labels given, none usable here
+        missing = HUMANS_UNPAIRED if given else section.missing
+        md.append(missing)
+        out.append(f"<p><em>{html.escape(missing)}</em></p></section>")
         return "\n".join([*md, ""]), "\n".join(out)
     if section.figure and section.figure in pngs:
         md += [f"![{section.title}](figures/{section.figure}.png)", ""]

@@ -182,6 +182,9 @@ def compute_tables(
     tables |= _bias_tables(results, n_boot, seed, families, reference)
     if humans is not None and len(humans):
         tables["human_agreement"] = summary.human_agreement(cands, humans, n_boot, seed)
+        unmatched = human_mod.unmatched_labels(humans, cands["dimension"].dropna().unique())
+        if len(unmatched):
+            tables["human_unmatched"] = unmatched
     tables["leaderboard"] = summary.leaderboard(results, tables)
     return tables
 
@@ -234,6 +237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = load_results(args.root)
         results = expected_as_score(results) if args.expected else results
         humans = load_humans(args.humans) if args.humans else None
+        if humans is not None:
+            human_mod.check_dimensions(humans, results["dimension"].dropna().unique(), args.humans)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -124,9 +124,19 @@ def _ci(value: float, lo: float, hi: float) -> str:
     return f"{_num(value)} [{_num(lo)}, {_num(hi)}]"
 
 
-def agreement_lines(agree: pd.DataFrame | None) -> list[str]:
-    """Which judge agrees most with the experts, per dimension."""
-    if agree is None or agree.empty:
+def unmatched_line(unmatched: pd.DataFrame | None) -> list[str]:
+    """How many human labels are on dimensions no judge scored (left out of every comparison)."""
+    if unmatched is None or unmatched.empty:
+        return []
+    counts = unmatched.set_index("dimension")["n_labels"].astype(int)
+    names = ", ".join(counts.index) if len(counts) == 1 else ", ".join(f"{d}: {n}" for d, n in counts.items())
+    return [f"{counts.sum()} human labels on dimensions no judge scored ({names}) were not compared."]
+
+
+def agreement_lines(agree: pd.DataFrame | None, unmatched: pd.DataFrame | None = None) -> list[str]:
+    """Which judge agrees most with the experts, per dimension; then the labels no judge could be compared
+    with. `agree` is None when no labels were given, empty when they share no candidate with the judges."""
+    if agree is None:
         return [
             "No human labels were given, so agreement with the experts is not measured (`--humans FILE`)."
         ]
@@ -146,7 +156,9 @@ def agreement_lines(agree: pd.DataFrame | None) -> list[str]:
         )
         lines.append(f"**{dim}**: {who}, κ_w = {_ci(top['kappa_w'], top['kappa_w_lo'], top['kappa_w_hi'])}, "
                      f"n = {int(top['n'])}{rest}.")  # fmt: skip
-    return lines or ["The experts' labels share no candidate with the judges' scores."]
+    return (lines or ["The experts' labels share no candidate with the judges' scores."]) + unmatched_line(
+        unmatched
+    )
 
 
 def shift_lines(shift: pd.DataFrame | None) -> list[str]:
@@ -189,7 +201,9 @@ def judge_lines(board: pd.DataFrame) -> list[str]:
 def summary_lines(tables: dict[str, pd.DataFrame]) -> dict[str, list[str]]:
     """The report's opening: sentences per question, from the tables."""
     return {
-        "Which judge agrees with the experts?": agreement_lines(tables.get("human_agreement")),
+        "Which judge agrees with the experts?": agreement_lines(
+            tables.get("human_agreement"), tables.get("human_unmatched")
+        ),
         "Is there a novelty illusion (independent → comparative)?": shift_lines(tables.get("mode_shift")),
         "How consistent and how biased is each judge?": judge_lines(
             tables.get("leaderboard", pd.DataFrame())

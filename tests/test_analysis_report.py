@@ -143,3 +143,26 @@ def test_markdown_table_formats_and_cuts() -> None:
     assert markdown_table(frame).splitlines()[2] == "| 1.235 | x\\|y |"
     assert markdown_table(frame).splitlines()[3] == "|  | z |"
     assert "1 of 2 rows shown" in markdown_table(frame, max_rows=1)
+
+
+def test_human_labels_on_dimensions_no_judge_scored_are_counted_or_refused(
+    tmp_path: Path, study: pd.DataFrame, capsys: pytest.CaptureFixture
+) -> None:
+    write_runs(tmp_path / "run", study)
+    labels = synthetic_humans(study, seed=2)
+    extra = labels.loc[labels["dimension"] == "originality"].assign(dimension="clarity")
+    pd.concat([labels, extra]).to_csv(tmp_path / "extra.csv", index=False)
+    out = tmp_path / "report"
+    assert main([str(tmp_path / "run"), "--humans", str(tmp_path / "extra.csv"), "--out", str(out),
+                 "--n-boot", "10"]) == 0  # fmt: skip
+    md = (out / "report.md").read_text()
+    assert f"{len(extra)} human labels on dimensions no judge scored (clarity) were not compared." in md
+    assert "No human labels were given" not in md
+    # every label on a differently spelt dimension: one error line naming the file and both spellings
+    labels.assign(dimension=labels["dimension"].str.capitalize()).to_csv(tmp_path / "case.csv", index=False)
+    capsys.readouterr()
+    assert main([str(tmp_path / "run"), "--humans", str(tmp_path / "case.csv"), "--out", str(out),
+                 "--n-boot", "10"]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err] and err.startswith("error: ") and "case.csv" in err
+    assert "['Originality', 'Source_boundedness']" in err and "['originality', 'source_boundedness']" in err
