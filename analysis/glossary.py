@@ -31,7 +31,10 @@ GLOSSARY: dict[str, str] = {
     "whose swapped order was scored", "n_own": "own-family candidates", "n_other": "other candidates",
     "n_items": "items rated by ≥ 2 raters", "n_items_all": "items every annotator rated", "n_annotators":
     "annotators", "n_pairs": "(instance, generator, dimension) pairs", "n_majority": "pairs with a strict "
-    "human majority", "n_excluded": "pairs without one (excluded)", "pairs": "rater pairs of this kind",
+    "human majority", "n_excluded": "items left out: pairs without a strict human "
+    "majority (human_majority), instances some judge left unscored (unanimous / majority combinations)",
+    "n_judges_min": "the fewest judges behind any item of the row (a `mean` combination averages whichever "
+    "judges scored it)", "pairs": "rater pairs of this kind",
     "items": "items over all pairs of this kind", "n_labels": "human labels on this dimension, which no judge "
     "scored (compared with nothing)",
     # scores and rates

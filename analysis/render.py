@@ -69,7 +69,8 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "Judges combined",
         "Candidate scores averaged over judges (`mean`), or per-judge verdicts "
-        "combined (`unanimous`, `majority`).",
+        "combined (`unanimous`, `majority`). `n_excluded`: instances a vote leaves out because some judge "
+        "left them unscored (`mean` keeps them); `n_judges_min`: the fewest judges behind any instance.",
         ("winrate_combined",),
         None,
         "Only one judge: there is nothing to combine.",

@@ -64,28 +64,44 @@ def _combined_mean_outcomes(cands: pd.DataFrame, reference: str) -> pd.DataFrame
     return _outcome(best[[*keys, "gen_best", "k", "ref_best", "n_judges"]].reset_index(drop=True))
 
 
-def _vote(outcomes: pd.DataFrame, combine: str) -> pd.DataFrame:
-    """Combine per-judge outcomes: `unanimous` (win/loss only if every judge agrees, else tie) or `majority`
-    (win/loss if more than half of the judges say so, else tie). Items not judged by every judge that
-    rated their dimension in that mode are dropped, so that "every judge" means the same set for all items
-    of a dimension (judges split by rubric combine per rubric)."""
+def _judge_counts(outcomes: pd.DataFrame, combine: str) -> pd.DataFrame:
+    """Per item: wins `_w`, losses `_l` and judges `_n` among its per-judge outcomes, the judges that rated
+    its dimension in that mode (`_need`), and the combination's name as `judge`."""
     keys = ["mode", *ITEM_KEYS]
     o = outcomes["outcome"].to_numpy()
     frame = outcomes[keys].assign(_w=(o == 1).astype(np.int32), _l=(o == -1).astype(np.int32), _n=1)
     agg = frame.groupby(keys, observed=True, sort=False)[["_w", "_l", "_n"]].sum().reset_index()
     n_judges = outcomes.groupby(["mode", "dimension"], observed=True)["judge"].nunique().rename("_need")
     agg = agg.merge(n_judges.reset_index(), on=["mode", "dimension"], how="left")
+    agg.insert(0, "judge", agg["dimension"].astype(str).map(combination_names(outcomes, combine)).astype(object))
+    return agg
+
+
+def _vote(outcomes: pd.DataFrame, combine: str) -> pd.DataFrame:
+    """Combine per-judge outcomes: `unanimous` (win/loss only if every judge agrees, else tie) or `majority`
+    (win/loss if more than half of the judges say so, else tie). Items not judged by every judge that
+    rated their dimension in that mode are dropped (`vote_excluded` counts them), so that "every judge"
+    means the same set for all items of a dimension (judges split by rubric combine per rubric)."""
+    agg = _judge_counts(outcomes, combine)
     agg = agg.loc[agg["_n"].to_numpy() == agg["_need"].to_numpy()]
     w, loss, n = (agg[c].to_numpy() for c in ("_w", "_l", "_n"))
     if combine == "unanimous":
         win_mask, loss_mask = w == n, loss == n
     else:
         win_mask, loss_mask = 2 * w > n, 2 * loss > n
-    out = agg[keys].copy()
-    out.insert(0, "judge", out["dimension"].astype(str).map(combination_names(outcomes, combine)).astype(object))
+    out = agg[["judge", "mode", *ITEM_KEYS]].copy()
     out["n_judges"] = n
     out["outcome"] = np.select([win_mask, loss_mask], [1, -1], 0).astype(np.int8)
     return out
+
+
+def vote_excluded(outcomes: pd.DataFrame, combine: str) -> pd.DataFrame:
+    """Per combination × mode × generator × dimension: `n_excluded`, the items `_vote` drops because some
+    judge left them unscored (so a combined rate never rests on fewer instances without saying so)."""
+    agg = _judge_counts(outcomes, combine)
+    agg["n_excluded"] = (agg["_n"].to_numpy() < agg["_need"].to_numpy()).astype(np.int64)
+    keys = ["judge", "mode", "source", "dimension"]
+    return agg.groupby(keys, observed=True, sort=False)["n_excluded"].sum().reset_index()
 
 
 def instance_outcomes(
@@ -138,6 +154,29 @@ def win_tie_loss(
     n_boot: int = 1000,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Win/tie/loss rates of each generator vs `reference`, with 95% bootstrap CIs over instances and n."""
-    outcomes = instance_outcomes(results, reference, combine)
-    return outcome_rates(outcomes, by, n_boot=n_boot, seed=seed)
+    """Win/tie/loss rates of each generator vs `reference`, with 95% bootstrap CIs over instances and n.
+
+    Combined judges also get `n_judges_min` (the fewest judges any of the group's items rests on: `mean`
+    averages whichever judges scored an item) and `n_excluded` (items `unanimous` / `majority` drop because
+    some judge left them unscored; 0 for `mean`, which keeps them)."""
+    if combine not in ("unanimous", "majority"):
+        outcomes = instance_outcomes(results, reference, combine)
+        rates = outcome_rates(outcomes, by, n_boot=n_boot, seed=seed)
+        if combine is None:
+            return rates
+        return _with_judges_min(rates, outcomes, by).assign(n_excluded=0)
+    per_judge = instance_outcomes(results, reference)
+    outcomes = _vote(per_judge, combine)
+    rates = _with_judges_min(outcome_rates(outcomes, by, n_boot=n_boot, seed=seed), outcomes, by)
+    excluded = vote_excluded(per_judge, combine)
+    keys = [k for k in by if k in excluded]
+    excluded = excluded.groupby(keys, observed=True)["n_excluded"].sum().reset_index()
+    out = rates.merge(excluded, on=keys, how="outer")
+    counts = ["n", "n_win", "n_tie", "n_loss", "n_excluded"]  # a group every item of which was dropped: n = 0
+    return out.fillna({c: 0 for c in counts}).astype({c: np.int64 for c in counts})
+
+
+def _with_judges_min(rates: pd.DataFrame, outcomes: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """`rates` with `n_judges_min`: the fewest judges behind any item of each group."""
+    least = outcomes.groupby(list(by), observed=True)["n_judges"].min().rename("n_judges_min").reset_index()
+    return rates.merge(least, on=list(by), how="left")

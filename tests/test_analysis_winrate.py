@@ -127,6 +127,19 @@ def test_majority_of_three_and_items_missing_a_judge() -> None:
     assert out["outcome"].to_dict() == {"i1": 1, "i2": 1} and (out["n_judges"] == 3).all()
 
 
+def test_combined_rates_count_excluded_items_and_the_fewest_judges() -> None:
+    frame = pd.concat([two_judges(), study({"i1": {"ref": [5], "gen": [4]}, "i2": {"ref": [5], "gen": [6]}},
+                                           judge="j3")], ignore_index=True)  # fmt: skip
+    for combine in ("unanimous", "majority"):  # i3 has no j3 verdict: dropped, and counted
+        row = win_tie_loss(frame, combine=combine, n_boot=20).iloc[0]
+        assert (row["n"], row["n_excluded"], row["n_judges_min"]) == (2, 1, 3)
+    mean = win_tie_loss(frame, combine="mean", n_boot=20).iloc[0]  # keeps i3, on the two judges that scored it
+    assert (mean["n"], mean["n_excluded"], mean["n_judges_min"]) == (3, 0, 2)
+    only_j3 = study({"i1": {"ref": [5], "other": [4]}}, judge="j3")  # a generator only j3 scored
+    lone = win_tie_loss(pd.concat([two_judges(), only_j3]), combine="majority", n_boot=20)
+    assert lone.loc[lone["source"] == "other", ["n", "n_excluded"]].values.tolist() == [[0, 1]]  # not lost
+
+
 def test_judges_split_by_rubric_combine_per_rubric() -> None:
     # the loader names a judge that ran two rubrics "judge/rubric": each dimension has its own two judges
     first = two_judges().assign(judge=lambda f: f["judge"] + "/novelty")
