@@ -32,7 +32,7 @@ from crowdkit.aggregation import GLAD, MACE, DawidSkene, MajorityVote
 from analysis import humans as human_mod
 from analysis.intervals import percentile_ci
 from analysis.scores import candidate_scores, dimension_directions
-from analysis.winrate import ITEM_KEYS, outcome_rates
+from analysis.winrate import ITEM_KEYS, check_reference, outcome_rates
 
 SEP = " | "
 
@@ -313,6 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         results = load_results(args.root)
+        check_reference(results, args.reference, args.root)
         humans = load_humans(args.humans) if args.humans else None
         if humans is not None:  # labels on no judge's dimension: one line here, not a traceback below
             human_mod.check_dimensions(humans, results["dimension"].dropna().unique(), args.humans)

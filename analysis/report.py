@@ -226,7 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--humans", help="human labels CSV: annotator, instance_id, candidate_id, source, "
                                          "dimension, score")  # fmt: skip
     parser.add_argument("--out", help="output folder (default: <root>/report)")
-    parser.add_argument("--reference", default="reference", help="source name of the reference candidate")
+    parser.add_argument("--reference", help="source name of the reference candidate (default: reference; a name "
+                                            "given must occur)")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (default 1000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--expected", action="store_true", help="analyse score_expected (G-Eval) for score")
@@ -236,6 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:  # none, shards that cannot be merged, a damaged or hand-edited file: one line (analysis.validate)
         results = load_results(args.root)
         results = expected_as_score(results) if args.expected else results
+        if args.reference is not None:  # the default may be absent (a review_quality study has no reference)
+            winrate.check_reference(results, args.reference, args.root)
+        reference = args.reference or "reference"
         humans = load_humans(args.humans) if args.humans else None
         if humans is not None:
             human_mod.check_dimensions(humans, results["dimension"].dropna().unique(), args.humans)
@@ -243,14 +247,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:  # a direction the tables cannot use (e.g. higher_is_better "maybe"): one line
-        tables = compute_tables(results, humans, args.reference, args.n_boot, args.seed)
+        tables = compute_tables(results, humans, reference, args.n_boot, args.seed)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     changed = request_changes(args.root)  # parameters a provider did not get as asked (judge.quirks)
     if len(changed):
         tables["request_changes"] = changed
-    figures = build_figures(results, tables, humans, args.reference)
+    figures = build_figures(results, tables, humans, reference)
     out = Path(args.out) if args.out else Path(args.root) / "report"
     md, html = write_report(tables, figures, out, source=str(args.root))
     paper_md, paper_tex = write_paper_tables(tables, out)

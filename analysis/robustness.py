@@ -24,6 +24,7 @@ import pandas as pd
 from analysis.humans import pair_outcomes
 from analysis.intervals import grouped_mean_ci, wilson_interval
 from analysis.scores import CANDIDATE_KEYS, candidate_scores
+from analysis.winrate import check_reference
 
 ORIGINAL = "none"
 PROMPT_ONLY = frozenset({"order", "labels"})  # perturbations of how a comparative prompt shows the texts
@@ -88,7 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n-boot", type=int, default=1000)
     args = parser.parse_args(argv)
     try:
-        table = robustness_table(load_results(args.root), args.reference, args.n_boot)
+        results = load_results(args.root)
+        check_reference(results, args.reference, args.root)
+        table = robustness_table(results, args.reference, args.n_boot)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -32,6 +32,15 @@ TIE_TOL = 1e-9
 ITEM_KEYS: tuple[str, ...] = ("instance_id", "source", "dimension")
 
 
+def check_reference(results: pd.DataFrame, reference: str, where: object) -> None:
+    """A ValueError listing the sources present when no candidate of `results` (read from `where`) has the
+    reference's source: every comparison would silently be empty and the reference scored as a generator."""
+    sources = sorted(results["source"].dropna().astype(str).unique())
+    if reference not in sources:
+        raise ValueError(f"--reference {reference!r}: no candidate in {where} has that source; sources "
+                         f"present: {sources}")  # fmt: skip
+
+
 def _outcome(out: pd.DataFrame) -> pd.DataFrame:
     """`outcome` from `gen_best` vs `ref_best` in the dimension's direction (1 win, 0 tie, -1 loss)."""
     diff = (out["gen_best"] - out["ref_best"]).to_numpy() * direction(out)

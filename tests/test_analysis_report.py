@@ -166,3 +166,12 @@ def test_human_labels_on_dimensions_no_judge_scored_are_counted_or_refused(
     err = capsys.readouterr().err.strip()
     assert err.splitlines() == [err] and err.startswith("error: ") and "case.csv" in err
     assert "['Originality', 'Source_boundedness']" in err and "['originality', 'source_boundedness']" in err
+
+
+def test_a_reference_no_candidate_has_is_one_line(tmp_path: Path, study: pd.DataFrame,
+                                                  capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+    write_runs(tmp_path / "run", study)
+    assert main([str(tmp_path / "run"), "--reference", "nosuch", "--out", str(tmp_path / "r"), "--n-boot", "5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err] and err.startswith("error: --reference 'nosuch'")
+    assert "['gpt-5', 'narrow_gen', 'reference']" in err and not (tmp_path / "r").exists()

@@ -228,6 +228,7 @@ def test_latent_tables_need_three_raters_and_cli(tmp_path) -> None:
     # labels on no dimension the judges scored: one line naming the file (was a traceback)
     humans.assign(dimension=humans["dimension"].str.upper()).to_csv(tmp_path / "upper.csv", index=False)
     assert latent.main([str(run), "--humans", str(tmp_path / "upper.csv"), "--n-boot", "3"]) == 2
+    assert latent.main([str(run), "--reference", "nosuch", "--n-boot", "3"]) == 2  # was an empty table
 
 
 def test_latent_winrate_delta_uses_only_the_raters_own_items() -> None:

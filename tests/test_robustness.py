@@ -120,3 +120,4 @@ def test_robustness_multirun_stores_perturbations_and_finds_the_injection(tmp_pa
     from analysis import robustness as analysis_rb
 
     assert analysis_rb.main([str(tmp_path / "m")]) == 0 and (tmp_path / "m" / "robustness.csv").exists()
+    assert analysis_rb.main([str(tmp_path / "m"), "--reference", "nosuch"]) == 2  # not an empty table
