@@ -90,6 +90,20 @@ def compare(judged: pd.DataFrame, reviews: pd.DataFrame, seed: int = 0) -> pd.Da
     return pd.DataFrame(rows)
 
 
+def check_inputs(records: list[dict[str, Any]], reviews: pd.DataFrame, judged: pd.DataFrame, aspect: str,
+                 root: Path, reviews_path: Path) -> None:  # fmt: skip
+    """A ValueError when the comparison would be all empty: no review scores `aspect` (a misspelt --aspect;
+    the aspects found are listed), or a judge rated no paper the reviews cover (a run of another dataset)."""
+    if reviews.empty:
+        found = sorted({str(k) for r in records for rev in r["reviews"] for k in rev["scores"]})
+        raise ValueError(f"{reviews_path}: no review has a score for --aspect {aspect!r}; aspects found: {found}")
+    reviewed = set(reviews["paper_id"])
+    apart = sorted(j for j, g in judged.groupby("judge") if not reviewed & set(g["paper_id"]))
+    if apart:
+        raise ValueError(f"{root}: judge(s) {apart} rated no paper reviewed in {reviews_path} "
+                         "(is this a run of experiment=coling_originality?)")  # fmt: skip
+
+
 def markdown(table: pd.DataFrame, aspect: str) -> str:
     """The comparison table with its scale mapping stated."""
     lines = [f"| judge | comparison | n | {' | '.join(STATS)} | α (ordinal) |", "|---|---|---|" + "---|" * 6]
@@ -114,10 +128,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     try:
-        reviews = review_scores(load_coling_records(args.reviews), args.aspect)
+        records = load_coling_records(args.reviews)
+        reviews = review_scores(records, args.aspect)
         judged = judge_scores(load_results(args.root), args.dimension)
         if judged.empty:
             raise ValueError(f"{args.root}: no parsed '{args.dimension}' scores in these results")
+        check_inputs(records, reviews, judged, args.aspect, args.root, args.reviews)
     except (FileNotFoundError, ValueError) as exc:  # DatasetError is a ValueError
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2

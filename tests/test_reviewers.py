@@ -91,6 +91,14 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert main([str(run), "--reviews", str(tmp_path / "missing.jsonl")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+    assert main([str(run), "--reviews", str(path), "--aspect", "Nope", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'Nope'" in err and "aspects found: ['Originality', 'overall']" in err
+    other = write(tmp_path, [paper(7, "Accept", [4]), paper(8, "Reject", [2])])  # papers the judge never saw
+    assert main([str(run), "--reviews", str(other), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(run) in err and str(other) in err and "['j']" in err
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.skipif(not (DATA / "coling2020_reviews.jsonl").exists(), reason="../shared/data not present")
