@@ -23,6 +23,7 @@ from analysis.agreement import pair_agreement
 from analysis.card_markdown import card_markdown
 from analysis.collect import find_results
 from analysis.humans import human_results
+from analysis.intervals import positive_int
 from analysis.robustness import robustness_table
 from analysis.scores import candidate_scores, dimension_directions
 
@@ -209,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("root", help="a run or multirun folder (searched recursively)")
     parser.add_argument("--humans", help="human labels CSV")
     parser.add_argument("--out", help="output folder (default: <root>/cards)")
-    parser.add_argument("--n-boot", type=int, default=1000)
+    parser.add_argument("--n-boot", type=positive_int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     try:

@@ -22,6 +22,7 @@ import pandas as pd
 from analysis.collect import load_results
 from analysis.echo_pairwise import comparisons, win_rates
 from analysis.echoreview import overall_quality, quality_by_source
+from analysis.intervals import positive_int
 
 
 def _ci(value: float, lo: float, hi: float) -> str:
@@ -83,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path)
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--n-boot", type=int, default=2000)
+    parser.add_argument("--n-boot", type=positive_int, default=2000)
     args = parser.parse_args(argv)
     try:
         markdown = report(load_results(args.root), args.out or args.root, args.n_boot)

@@ -9,6 +9,7 @@ N-long index vector: the same bootstrap distribution, at a cost independent of N
 
 from __future__ import annotations
 
+import argparse
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -20,6 +21,18 @@ from scipy import special
 from statsmodels.stats.proportion import proportion_confint
 
 LEVEL = 0.95
+
+
+def positive_int(text: str) -> int:
+    """argparse `type` for --n-boot: 0 replicates would leave every CI empty without a word, and a negative
+    count surfaced as numpy's "negative dimensions are not allowed" without naming the option."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
 
 
 def resample_counts(counts: np.ndarray, n_boot: int, seed: int | np.random.Generator = 0) -> np.ndarray:

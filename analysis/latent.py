@@ -30,7 +30,7 @@ import pandas as pd
 from crowdkit.aggregation import GLAD, MACE, DawidSkene, MajorityVote
 
 from analysis import humans as human_mod
-from analysis.intervals import percentile_ci
+from analysis.intervals import percentile_ci, positive_int
 from analysis.scores import candidate_scores, dimension_directions
 from analysis.winrate import ITEM_KEYS, check_reference, outcome_rates
 
@@ -300,16 +300,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--humans", help="human labels CSV (annotator, instance_id, candidate_id, ...)")
     parser.add_argument("--out", help="output folder (default: <root>/latent)")
     parser.add_argument("--reference", default="reference")
-    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (posteriors fixed)")
+    parser.add_argument("--n-boot", type=positive_int, default=1000, help="bootstrap replicates (posteriors fixed)")
     parser.add_argument(
         "--refit-boot", type=int, default=0, help="also Dawid-Skene CIs from this many refits"
     )
     parser.add_argument("--glad", action="store_true", help="also fit GLAD (slow on large studies)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.n_boot < 1 or args.refit_boot < 0:
-        print(f"error: --n-boot {args.n_boot} / --refit-boot {args.refit_boot}: need --n-boot >= 1 and "
-              "--refit-boot >= 0", file=sys.stderr)  # fmt: skip
+    if args.refit_boot < 0:
+        print(f"error: --refit-boot {args.refit_boot}: need --refit-boot >= 0", file=sys.stderr)
         return 2
     try:
         results = load_results(args.root)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.intervals import positive_int
 from analysis.mpnet import ModelUnavailable
 from analysis.novbench import score_frame, summary_table
 from analysis.novbench_human import Combination, default_combinations, validation_table
@@ -141,7 +142,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="Relevance encoder: all-mpnet-base-v2, SPICED's base model (default), or MiniLM")
     parser.add_argument("--combine", default="relevance+correctness+coverage+clarity",
                         help="metric combination for --human-pairs, e.g. 'relevance=2,clarity=1'")
-    parser.add_argument("--n-boot", type=int, default=2000)
+    parser.add_argument("--n-boot", type=positive_int, default=2000)
     parser.add_argument("--out", type=Path, default=None)
     return parser
 

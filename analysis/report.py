@@ -19,6 +19,7 @@ from analysis import consistency, illusion, latent, scores, summary, winrate
 from analysis import humans as human_mod
 from analysis.agreement import agreement_table
 from analysis.collect import expected_as_score, load_humans, load_results
+from analysis.intervals import positive_int
 from analysis.paper_tables import write_paper_tables
 from analysis.requests import request_changes
 
@@ -228,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", help="output folder (default: <root>/report)")
     parser.add_argument("--reference", help="source name of the reference candidate (default: reference; a name "
                                             "given must occur)")
-    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (default 1000)")
+    parser.add_argument("--n-boot", type=positive_int, default=1000, help="bootstrap replicates (default 1000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--expected", action="store_true", help="analyse score_expected (G-Eval) for score")
     args = parser.parse_args(argv)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.humans import pair_outcomes
-from analysis.intervals import grouped_mean_ci, wilson_interval
+from analysis.intervals import grouped_mean_ci, positive_int, wilson_interval
 from analysis.scores import CANDIDATE_KEYS, candidate_scores
 from analysis.winrate import check_reference
 
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("root", help="the multirun folder of experiment=robustness")
     parser.add_argument("--out", help="output folder (default: <root>)")
     parser.add_argument("--reference", default="reference")
-    parser.add_argument("--n-boot", type=int, default=1000)
+    parser.add_argument("--n-boot", type=positive_int, default=1000)
     args = parser.parse_args(argv)
     try:
         results = load_results(args.root)

@@ -23,6 +23,7 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 
+from analysis.intervals import positive_int
 from analysis.report import compute_tables
 from analysis.synthetic import synthetic_humans, synthetic_results
 from analysis.winrate import win_tie_loss
@@ -81,7 +82,7 @@ def _peak_mb() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=int, default=1111)
-    parser.add_argument("--n-boot", type=int, default=1000)
+    parser.add_argument("--n-boot", type=positive_int, default=1000)
     parser.add_argument("--naive-instances", type=int, default=None, help="baseline on the first N instances")
     args = parser.parse_args()
     load = os.getloadavg()[0]

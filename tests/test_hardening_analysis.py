@@ -158,3 +158,19 @@ def test_hostile_results_files_load_valid_or_answer_one_line(tmp_path_factory: p
     assert loaded["score"].dropna().between(0, 3).all()
     keys = ["run_id", "prompt_id", "candidate_id", "dimension", "sample_idx"]
     assert not loaded[[k for k in keys if k in loaded]].astype(str).duplicated().any()
+
+
+@pytest.mark.parametrize("module", ["report", "novbench_report", "echoreview_report", "robustness", "card", "latent"])
+@pytest.mark.parametrize("value", ["0", "-5"])
+def test_n_boot_must_be_positive_in_every_analysis_cli(module: str, value: str, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+    """0 left every CI empty with exit 0; -5 said numpy's "negative dimensions" without naming the option."""
+    import importlib
+
+    cli = importlib.import_module(f"analysis.{module}")
+    with pytest.raises(SystemExit) as stop:
+        cli.main([str(tmp_path), "--n-boot", value])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        f"error: argument --n-boot: must be a positive integer, not '{value}'"
+    )
