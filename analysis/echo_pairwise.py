@@ -28,10 +28,14 @@ PROTOCOLS: tuple[str, ...] = ("random order", "both orders")
 
 
 def _opponents(results: pd.DataFrame, pairs: pd.DataFrame) -> pd.Series:
-    """The other review's source: from its own rows when it was judged anywhere, else "reference"
-    (the pairwise mode's other review is the instance's reference)."""
-    known = results.drop_duplicates("candidate_id").set_index("candidate_id")["source"].astype(str)
-    return pairs["other_id"].astype(str).map(known).fillna("reference")
+    """The other review's source: from its own rows when it was judged in the same instance, else
+    "reference" (the pairwise mode's other review is the instance's reference). Keyed by (instance,
+    candidate): candidate ids are only unique within an instance."""
+    ids = ["instance_id", "candidate_id"]
+    known = results[[*ids, "source"]].astype(str).drop_duplicates(ids)
+    wanted = pairs[["instance_id", "other_id"]].astype(str).set_axis(ids, axis=1)
+    found = wanted.merge(known, on=ids, how="left")["source"]  # a left merge on unique keys keeps the rows
+    return pd.Series(found.fillna("reference").to_numpy(), index=pairs.index)
 
 
 def comparisons(results: pd.DataFrame, seed: int = 0) -> pd.DataFrame:

@@ -48,6 +48,20 @@ def test_comparisons_and_win_rates_by_hand() -> None:
     assert rand["n"] == 4 and rand["tie"] == pytest.approx(0.25) and rand["win"] + rand["loss"] == pytest.approx(0.75)
 
 
+def test_an_opponent_is_looked_up_in_its_own_instance() -> None:
+    """Ids are unique within an instance only: `r1` is a judged human review in i1 but i2's reference."""
+    def row(inst: str, cand: str, source: str, other: str, order: str) -> dict[str, object]:
+        return {"judge": "j", "mode": "pairwise", "instance_id": inst, "candidate_id": cand, "source": source,
+                "other_id": other, "order": order, "dimension": "overall_quality", "sample_idx": 0,
+                "preference": "a", "parse_ok": True}
+
+    rows = pd.DataFrame([row("i1", "r1", "human", "r0", o) for o in ("ab", "ba")]
+                        + [row("i1", "g1", "gen", "r1", o) for o in ("ab", "ba")]
+                        + [row("i2", "g1", "gen", "r1", o) for o in ("ab", "ba")])  # fmt: skip
+    comp = comparisons(rows).set_index(["instance_id", "candidate_id"])["opponent"]
+    assert comp.to_dict() == {("i1", "g1"): "human", ("i1", "r1"): "reference", ("i2", "g1"): "reference"}
+
+
 def test_report_cli_writes_both_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     quality = [{"judge": "j", "mode": "independent", "rubric": "review_quality", "instance_id": "p1",
                 "candidate_id": "p1:gen", "source": "gen", "dimension": d, "sample_idx": k, "score": float(v),
