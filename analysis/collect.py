@@ -152,6 +152,7 @@ def prepare(results: pd.DataFrame) -> pd.DataFrame:
     out = results.copy()
     if "rubric" in out and out["rubric"].nunique() > 1:  # every judge labelled alike, whatever it ran
         out["judge"] = out["judge"].astype(str) + "/" + out["rubric"].astype(str)
+    out = label_overlapping_runs(out)
     for col in KEY_COLUMNS:
         if col in out and not isinstance(out[col].dtype, pd.CategoricalDtype):
             out[col] = out[col].astype("category")
@@ -161,6 +162,32 @@ def prepare(results: pd.DataFrame) -> pd.DataFrame:
         flags = pd.Series(pd.NA, index=out.index, dtype="boolean")
         flags[known] = as_bool(out.loc[known, DIRECTION])
         out[DIRECTION] = flags
+    return out
+
+
+# what one judgment is about, whatever run made it: two runs of one rater sharing such an item are two conditions
+ITEM = ("instance_id", "candidate_id", "other_id", "order", "dimension", "perturbation")
+
+
+def label_overlapping_runs(results: pd.DataFrame) -> pd.DataFrame:
+    """Each run its own rater (``judge@run_id``) where runs of one judge, mode and rubric judged the same items.
+
+    Such runs differ in some setting (a `-m temperature=...` or `seed=...` sweep, a rerun with other options):
+    pooled, a candidate's score would mix both settings' samples and self-consistency would measure the
+    difference between the runs. Runs over disjoint items (the same study over two datasets) stay one rater.
+    """
+    if "run_id" not in results or results["run_id"].nunique() < 2:
+        return results
+    rater = [c for c in ("judge", "mode", "rubric") if c in results]
+    item = [c for c in ITEM if c in results]
+    groups = results.groupby(rater + item, observed=True, dropna=False, sort=False)["run_id"]
+    overlapping = results.loc[groups.transform("nunique").to_numpy() > 1, rater].astype(str).drop_duplicates()
+    if overlapping.empty:
+        return results
+    split = pd.MultiIndex.from_frame(results[rater].astype(str)).isin(pd.MultiIndex.from_frame(overlapping))
+    out = results.copy()
+    judge = out["judge"].astype(str)
+    out["judge"] = judge.where(~split, judge + "@" + out["run_id"].astype(str))
     return out
 
 

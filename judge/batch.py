@@ -26,7 +26,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm:
 
 import litellm  # noqa: E402
 
-from judge.completer import Completion, Message
+from judge.completer import Completion, Message, answer_text, token_count
+from judge.expected import from_response
 from judge.pricing import Prices
 
 BATCH_PROVIDERS = frozenset({"openai", "azure", "vertex_ai", "hosted_vllm"})
@@ -130,10 +131,14 @@ class BatchClient:
 
 
 def completion_of(body: Mapping[str, Any], prices: Prices, latency_s: float) -> Completion:
-    """A batch output's chat-completion body as the cache stores it, priced at batch prices."""
+    """A batch output's chat-completion body as the cache stores it, priced at batch prices: the text,
+    token counts and log-probabilities kept exactly as the live path keeps them (judge.completer), so a
+    cached answer is the same whichever path fetched it."""
     choice = body["choices"][0]
     usage = body.get("usage") or {}
-    prompt, completion = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-    return Completion(text=choice["message"].get("content") or "", finish_reason=choice.get("finish_reason"),
-                      prompt_tokens=prompt, completion_tokens=completion,
-                      cost_usd=prices.cost(prompt, completion, batch=True), latency_s=latency_s)  # fmt: skip
+    prompt, completion = token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens"))
+    finish = choice.get("finish_reason")
+    return Completion(text=answer_text((choice.get("message") or {}).get("content")),
+                      finish_reason=None if finish is None else str(finish), prompt_tokens=prompt,
+                      completion_tokens=completion, cost_usd=prices.cost(prompt, completion, batch=True),
+                      latency_s=latency_s, logprobs=from_response(choice.get("logprobs")))  # fmt: skip

@@ -59,7 +59,7 @@ class MalformedResponseError(RuntimeError):
     """A 200 whose body holds no usable completion (e.g. `"choices": []`): transient, like a 5xx."""
 
 
-def _count(value: Any) -> int:
+def token_count(value: Any) -> int:
     """A token count as reported; a provider's nonsense (None, "abc", -3, 1e400) counts as 0."""
     try:
         count = int(value or 0)
@@ -91,6 +91,12 @@ def _text(content: Any) -> str:
         return json.dumps(content, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         return str(content)
+
+
+def answer_text(content: Any) -> str:
+    """The text kept for an answer's message content, live or from a batch: joined, valid Unicode, and with
+    any secret the provider echoed redacted (a key is never stored)."""
+    return redact(valid_text(_text(content)))
 
 
 class Completer(Protocol):
@@ -226,12 +232,12 @@ class LiteLLMCompleter:
             raise MalformedResponseError(f"{self.model}: the provider answered 200 with no choices")
         choice = choices[0]
         usage = getattr(response, "usage", None)
-        prompt_tokens = _count(getattr(usage, "prompt_tokens", 0))
-        completion_tokens = _count(getattr(usage, "completion_tokens", 0))
+        prompt_tokens = token_count(getattr(usage, "prompt_tokens", 0))
+        completion_tokens = token_count(getattr(usage, "completion_tokens", 0))
         content = getattr(getattr(choice, "message", None), "content", None)
         finish = getattr(choice, "finish_reason", None)
         return Completion(
-            text=redact(valid_text(_text(content))),  # a provider that echoes the key: never stored
+            text=answer_text(content),
             finish_reason=None if finish is None else str(finish),
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,

@@ -35,6 +35,8 @@ class BatchServer:
     polls: int = 2
     outcomes: list[str] = field(default_factory=list)
     fail: Callable[[dict[str, Any]], bool] = lambda body: False
+    # OpenAI `logprobs.content` for an answer's text, sent (live and in batch output) when a request asks
+    logprobs: Callable[[str], list[dict[str, Any]]] | None = None
     files: dict[str, bytes] = field(default_factory=dict)
     batches: dict[str, dict[str, Any]] = field(default_factory=dict)
     created: int = 0
@@ -52,6 +54,13 @@ class BatchServer:
         return {"id": file_id, "object": "file", "bytes": len(content), "created_at": int(time.time()),
                 "filename": f"{file_id}.jsonl", "purpose": purpose, "status": "processed"}  # fmt: skip
 
+    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The chat-completion body for one request, the same live and in a batch's output file."""
+        text = rubric_answer(request)
+        wanted = self.logprobs is not None and request.get("logprobs")
+        return completion_body(text, model=request.get("model", "test-model"),
+                               logprobs=self.logprobs(text) if wanted and self.logprobs else None)
+
     def _finish(self, batch: dict[str, Any]) -> None:
         outcome = self.outcomes.pop(0) if self.outcomes else "completed"
         lines = [json.loads(x) for x in self.files[batch["input_file_id"]].decode().splitlines() if x.strip()]
@@ -62,7 +71,7 @@ class BatchServer:
         for i, line in enumerate(lines):
             rid = f"batch_req_{batch['id']}_{i}"
             if line in answered and not self.fail(line["body"]):
-                body = completion_body(rubric_answer(line["body"]), model=line["body"]["model"])
+                body = self.answer(line["body"])
                 out.append({"id": rid, "custom_id": line["custom_id"], "error": None,
                             "response": {"status_code": 200, "request_id": rid, "body": body}})  # fmt: skip
             elif outcome != "failed":
@@ -144,7 +153,7 @@ class BatchServer:
         async def chat(request: web.Request) -> web.Response:
             body = await request.json()
             self.chat_requests += 1
-            return web.json_response(completion_body(rubric_answer(body)))
+            return web.json_response(self.answer(body))
 
         @web.middleware
         async def azure(request: web.Request, handler: Any) -> web.StreamResponse:

@@ -74,6 +74,26 @@ def test_batch_with_partial_failures_equals_live_and_replays(tmp_path: Path) -> 
         pd.testing.assert_frame_equal(again[SAME], batch[SAME])
 
 
+def test_batch_keeps_log_probabilities_so_expected_scores_equal_live(tmp_path: Path) -> None:
+    """expected_scores=true in a batch: the output's log-probabilities are cached with the answer (the key
+    asked for them), so the batch table's expected scores equal the live one's, and a live run replaying the
+    batch's cache gets them too. Before, the batch path dropped them: every expected score empty, for good."""
+    from tests.test_expected import PLANTED_EXPECTED, _tokens
+
+    server = BatchServer(polls=1, logprobs=_tokens)
+    with server.running():
+        cfg = _cfg(server, tmp_path, "expected_scores=true")
+        batch = run_study(cfg, None, tmp_path / "batch", run_id="b")
+        live = run_study({**cfg, "batch": False, "cache_dir": str(tmp_path / "live-cache")}, None,
+                         tmp_path / "live", run_id="l")  # fmt: skip
+        replay = run_study({**cfg, "batch": False}, None, tmp_path / "replay", run_id="r")  # the batch's cache
+    assert server.created == 1 and _manifest(tmp_path / "replay")["calls_cached"] == len(batch) // 3
+    scored = batch[batch["parse_ok"]]
+    assert len(scored) > 0 and (scored["score_expected"] - PLANTED_EXPECTED).abs().max() < 1e-9
+    pd.testing.assert_frame_equal(batch[[*SAME, "score_expected"]], live[[*SAME, "score_expected"]])
+    pd.testing.assert_frame_equal(replay[[*SAME, "score_expected"]], batch[[*SAME, "score_expected"]])
+
+
 def test_expired_and_failed_batches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     server = BatchServer(polls=1, outcomes=["expired", "failed", "failed"])
     with server.running():

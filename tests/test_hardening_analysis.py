@@ -75,6 +75,32 @@ def test_duplicated_rows_and_copied_runs_are_refused(tmp_path: Path) -> None:
         load_results(tmp_path / "copies")
 
 
+def test_runs_of_one_judge_over_the_same_items_are_separate_raters(tmp_path: Path) -> None:
+    """Two runs of one judge, mode and rubric that judged the same items (a `-m temperature=0.1,1.0` sweep)
+    are two raters, ``judge@run``: pooled, every candidate score would mix the settings' samples and
+    self-consistency would measure the gap between the runs. Runs over other instances stay one rater."""
+    from analysis.consistency import self_consistency
+    from analysis.scores import candidate_scores
+
+    cool = novelty_run().assign(run_id="cool")
+    hot = cool.assign(run_id="hot", score=3 - cool["score"])  # the same items, answered otherwise
+    write(tmp_path / "sweep" / "0", cool)
+    write(tmp_path / "sweep" / "1", hot)
+    swept = load_results(tmp_path / "sweep")
+    assert sorted(swept["judge"].unique()) == ["j@cool", "j@hot"]
+    assert (candidate_scores(swept)["n_scored"] == 2).all()  # each run's 2 samples, never 4
+    alone = self_consistency(load_results(tmp_path / "sweep" / "0"), n_boot=20).set_index("dimension")
+    split = self_consistency(swept, n_boot=20)
+    pd.testing.assert_series_equal(split[split["judge"] == "j@cool"].set_index("dimension")["mean_sd"],
+                                   alone["mean_sd"])  # fmt: skip
+
+    other = novelty_run().assign(run_id="more")
+    other["instance_id"] = "x-" + other["instance_id"].astype(str)  # the same study over other instances
+    write(tmp_path / "split" / "0", cool)
+    write(tmp_path / "split" / "1", other)
+    assert list(load_results(tmp_path / "split")["judge"].unique()) == ["j"]
+
+
 def test_every_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert one_line(capsys, [str(tmp_path / "missing")]) == f"error: {tmp_path / 'missing'}: no such folder"
     (tmp_path / "empty").mkdir()
