@@ -36,10 +36,14 @@ STATS = ("percent", "kappa", "kappa_w", "rho", "tau")
 
 
 def judge_scores(results: pd.DataFrame, dimension: str = "originality") -> pd.DataFrame:
-    """Per (judge, paper): the mean of the judge's parsed scores over its samples, and how many there were."""
+    """Per (judge, paper): the mean of the judge's parsed scores over its samples, and how many there were.
+    A judge run in several modes is one rater per mode (``judge [mode]``): its modes are never averaged."""
     rows = results[(results["dimension"] == dimension) & results["parse_ok"].fillna(False).astype(bool)]
+    judge = rows["judge"].astype(str)
+    if "mode" in rows and (rows.groupby(judge, observed=True)["mode"].nunique() > 1).any():
+        judge = judge + " [" + rows["mode"].astype(str) + "]"
     rows = rows.assign(score=pd.to_numeric(rows["score"], errors="coerce"), instance_id=rows["instance_id"].astype(str),
-                       judge=rows["judge"].astype(str)).dropna(subset=["score"])
+                       judge=judge).dropna(subset=["score"])
     out = rows.groupby(["judge", "instance_id"])["score"].agg(judge_score="mean", n_samples="count")
     return out.reset_index().rename(columns={"instance_id": "paper_id"})
 

@@ -58,6 +58,10 @@ def test_judge_scores_and_rounding() -> None:
     got = judge_scores(results).set_index("paper_id")
     assert got.loc["1", "judge_score"] == 3.5 and got.loc["1", "n_samples"] == 2 and got.loc["2", "n_samples"] == 1
     assert round_half_up(pd.Series([3.5, 2.5, 2.49])).tolist() == [4.0, 3.0, 2.0]
+    modes = results.assign(mode=["independent", "comparative"] * 2)  # one judge, two modes: two raters
+    split = judge_scores(modes).set_index(["judge", "paper_id"])["judge_score"]
+    assert split[("j [independent]", "1")] == 4.0 and split[("j [comparative]", "1")] == 3.0
+    assert judge_scores(results.assign(mode="independent"))["judge"].unique().tolist() == ["j"]
 
 
 def test_compare_planted_perfect_judge_and_ceiling() -> None:
