@@ -14,7 +14,6 @@ import dataclasses
 import enum
 import itertools
 import math
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar  # noqa: UP035  (OmegaConf reads Optional, not `X | None`, on 3.10)
@@ -363,14 +362,6 @@ def command_line_problem(argv: list[str], config_name: str) -> str | None:
     except Exception as exc:  # noqa: BLE001  (any composition or validation error becomes one line)
         return describe(exc)
     return None
-
-
-def exit_on_command_line_problem(config_name: str) -> None:
-    """For a stage's `__main__`, before Hydra parses the command line: a problem is one line and exit 2."""
-    problem = command_line_problem(sys.argv[1:], config_name)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        sys.exit(2)
 
 
 def _values(override: Any) -> list[str]:

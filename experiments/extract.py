@@ -21,7 +21,7 @@ from typing import Any
 import hydra
 import pandas as pd
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 
 def classification_metrics(labels: Sequence[int], predicted: Sequence[int | None]) -> dict[str, float]:
@@ -95,20 +95,15 @@ def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="extract")
 def main(cfg: DictConfig) -> None:
-    from experiments.inputs import StudyError
+    from experiments.entry import run_stage
 
-    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    assert isinstance(plain, dict)
-    try:
-        metrics = run_extract(plain, Path(HydraConfig.get().runtime.output_dir))
-    except (StudyError, ValueError) as exc:  # DatasetError is a ValueError
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        sys.exit(2)
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    metrics = run_stage(lambda plain: run_extract(plain, out_dir), cfg, out_dir)
     print(json.dumps(metrics), file=sys.stderr)
 
 
 if __name__ == "__main__":
-    from experiments.config import exit_on_command_line_problem
+    from experiments.entry import start
 
-    exit_on_command_line_problem("extract")
+    start("extract")
     main()

@@ -16,10 +16,9 @@ from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from experiments.datasets import DatasetError, Instance, Paper, load_dataset
-from experiments.inputs import StudyError
+from experiments.datasets import Instance, Paper, load_dataset
 from experiments.validation import ProblemLog, read_jsonl
 
 
@@ -111,19 +110,15 @@ def generate(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="generate")
 def main(cfg: DictConfig) -> None:
+    from experiments.entry import run_stage
+
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    assert isinstance(plain, dict)
-    try:
-        manifest = generate(plain, out_dir)
-    except (DatasetError, StudyError, ValueError) as exc:
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        sys.exit(2)
+    manifest = run_stage(lambda plain: generate(plain, out_dir), cfg, out_dir)
     print(json.dumps(manifest), file=sys.stderr)
 
 
 if __name__ == "__main__":
-    from experiments.config import exit_on_command_line_problem
+    from experiments.entry import start
 
-    exit_on_command_line_problem("generate")
+    start("generate")
     main()

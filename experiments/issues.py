@@ -17,7 +17,7 @@ from typing import Any
 import hydra
 import pandas as pd
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 
 async def extract_all(judge: Any, reviews: Sequence[str], params: Mapping[str, Any]) -> list[list[str] | None]:
@@ -146,20 +146,15 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="issues")
 def main(cfg: DictConfig) -> None:
-    from experiments.inputs import StudyError
+    from experiments.entry import run_stage
 
-    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    assert isinstance(plain, dict)
-    try:
-        macro = run_issues(plain, Path(HydraConfig.get().runtime.output_dir))
-    except StudyError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    macro = run_stage(lambda plain: run_issues(plain, out_dir), cfg, out_dir)
     print(macro.to_string(index=False), file=sys.stderr)
 
 
 if __name__ == "__main__":
-    from experiments.config import exit_on_command_line_problem
+    from experiments.entry import start
 
-    exit_on_command_line_problem("issues")
+    start("issues")
     main()

@@ -9,8 +9,6 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config import command_line_problem
-
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")
 def main(cfg: DictConfig) -> None:
@@ -20,6 +18,7 @@ def main(cfg: DictConfig) -> None:
     budget (outputs written; a -m sweep shares one budget and exits 3 at its end); 1 every call failed at the
     provider (the unscored rows are written); 130 interrupted (Ctrl-C). None of them leaves a folder without outputs behind."""
     from experiments.config import ConfigError, load
+    from experiments.entry import INTERRUPTED, remove_if_empty
     from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs  # no litellm
     from experiments.outputs import claim_folder, release_folder
     from judge.secrets import redact_std_streams, remember_secrets
@@ -63,27 +62,13 @@ def main(cfg: DictConfig) -> None:
     except (StudyError, ConfigError, KeyboardInterrupt) as exc:
         if out_dir is not None:
             release_folder(out_dir)
-        _remove_if_empty(hydra_dir)
+        remove_if_empty(hydra_dir)
         if isinstance(exc, KeyboardInterrupt):
-            print("interrupted: every answer received so far is cached; rerun the same command to resume "
-                  "(no call is paid twice)", file=sys.stderr)  # fmt: skip
+            print(INTERRUPTED, file=sys.stderr)
             sys.exit(130)
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     print(f"{len(frame)} rows -> {out_dir / 'results.parquet'}", file=sys.stderr)
-
-
-def _remove_if_empty(folder: Path) -> None:
-    """Nothing partial is left behind: drop the run folder Hydra made if the study wrote nothing, and the
-    date folders above it that this left empty (never the working folder or anything outside it)."""
-    here = Path.cwd().resolve()
-    for path in [folder.resolve(), *folder.resolve().parents]:
-        if path == here or here not in path.parents:
-            return
-        try:
-            path.rmdir()
-        except OSError:
-            return
 
 
 def unusable_output_dir(argv: list[str]) -> str | None:
@@ -131,15 +116,7 @@ def searchpath_dirs(argv: list[str]) -> list[Path]:
 
 
 if __name__ == "__main__":
-    import os
+    from experiments.entry import start
 
-    from judge.secrets import hide_secret_overrides, redact_std_streams
-
-    redact_std_streams()
-    problem = (unknown_choice(sys.argv[1:]) or command_line_problem(sys.argv[1:], "config")
-               or unusable_output_dir(sys.argv[1:]))  # fmt: skip
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        sys.exit(2)
-    sys.argv[1:] = hide_secret_overrides(sys.argv[1:], os.environ)  # Hydra prints and writes its overrides
+    start("config", unknown_choice, unusable_output_dir)
     main()

@@ -42,6 +42,30 @@ def test_a_key_on_the_command_line_reaches_no_file_and_no_line(tmp_path: Path) -
     no_key_anywhere(tmp_path, out.stdout, out.stderr)
 
 
+@pytest.mark.slow
+def test_a_key_in_a_url_or_a_header_map_reaches_no_file_and_no_line(tmp_path: Path) -> None:
+    """A key inside `judge.api_base` (`...?key=KEY`) or inside a map override
+    (`+judge.extra.headers={X-Api-Key:KEY}`) in a -m sweep: Hydra's job lines, multirun.yaml, config.json and
+    every other file show neither; the headers still reach the provider."""
+    header_key = "sk-header-planted-fedcba9876543210"
+    srv = ScriptedServer(lambda body: Step(200, '{"originality": 2, "gap_addressing": 1, "non_obviousness": 1}'))
+    with srv.running():
+        base = f"'{srv.api_base}?key={KEY}'"
+        out = run(["-m", "judge=qwen", f"judge.api_base={base}", "judge.api_key_env=null", "min_parse_rate=0",
+                   f"+judge.extra.headers={{X-Api-Key:{header_key}}}", "n_samples=1,2", "limit=1",
+                   f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert srv.requests and "#1 : " in out.stdout + out.stderr
+    multirun = (tmp_path / "sweep" / "multirun.yaml").read_text()
+    assert "judge.api_base=${oc.env:JUDGESCOPE_SECRET_" in multirun
+    assert "+judge.extra.headers='${oc.decode:${oc.env:JUDGESCOPE_SECRET_" in multirun
+    assert '"api_base": "***REDACTED***"' in next((tmp_path / "sweep").rglob("config.json")).read_text()
+    no_key_anywhere(tmp_path, out.stdout, out.stderr)
+    for path in tmp_path.rglob("*"):
+        assert not path.is_file() or header_key.encode() not in path.read_bytes(), path
+    assert header_key not in out.stdout + out.stderr
+
+
 def test_an_output_folder_under_a_file_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("x")
     out = run(["hydra.run.dir=afile/run"], tmp_path)
@@ -100,3 +124,22 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr[-2000:]
     manifest = json.loads((tmp_path / "again" / "manifest.json").read_text())
     assert manifest["calls_made"] == srv.requests - before and manifest["calls_made"] + manifest["calls_cached"] == 22
+
+
+@pytest.mark.parametrize("module", ["experiments.generate", "experiments.issues", "experiments.extract"])
+def test_every_stage_hides_keys_and_answers_a_refused_key_in_one_line(module: str, tmp_path: Path) -> None:
+    """The generate, issues and extract entry points, like experiments.run: a key on the command line and a
+    key the provider echoes in its 401 appear nowhere; the refusal is one `error:` line, exit 2, with no
+    traceback and no empty run folder."""
+    body = {"error": {"message": f"Incorrect API key provided: {KEY}", "type": "invalid_request_error"}}
+    srv = ScriptedServer(lambda _: Step(401, body=body))
+    with srv.running():
+        out = subprocess.run([sys.executable, "-m", module, "judge=qwen", f"judge.api_base={srv.api_base}",
+                              "judge.api_key_env=null", f"+judge.extra.api_key={KEY}", "limit=1",
+                              "retry.max_attempts=1", "progress=false", "hydra.run.dir=run"],
+                             cwd=tmp_path, env=cli_env(tmp_path), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert srv.requests, out.stderr[-2000:]  # the stage reached the provider
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr[-2000:]
+    assert out.stderr.startswith("error: ") and "Traceback" not in out.stderr
+    assert not (tmp_path / "run").exists()
+    no_key_anywhere(tmp_path, out.stdout, out.stderr)

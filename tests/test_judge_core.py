@@ -180,3 +180,36 @@ def test_config_redaction_keeps_numbers_and_drops_keys(monkeypatch) -> None:  # 
     out = redact_config(cfg)
     assert out["max_tokens"] == 160 and out["api_key_env"] == "MY_API_KEY"
     assert out["api_key"] == REDACTED and out["extra"]["headers"] == f"Bearer {REDACTED}"
+
+
+def test_credentials_in_urls_and_command_line_maps_are_learnt_and_hidden() -> None:
+    """A URL's password and secret-named query values are secrets; an override whose value holds one (a URL,
+    a map with a secret-named entry) is moved out of Hydra's sight and decoded back unchanged; a sweep's
+    values are learnt (Hydra must still see the sweep)."""
+    import os
+
+    from omegaconf import OmegaConf
+
+    from judge.secrets import hide_secret_overrides, redact, url_secrets
+
+    assert url_secrets("https://me:pw-0123456789@host/v1?key=sk-query-0123456&page=2") == ["pw-0123456789",
+                                                                                       "sk-query-0123456"]
+    assert url_secrets("https://host/v1?page=22222222") == [] and url_secrets("no url at all") == []
+    environ: dict[str, str] = {}
+    headers = {"X-Api-Key": "sk-map-0123456789", "ab": "x'y, z", "n": 3}
+    argv = ["+judge.extra.headers={X-Api-Key:sk-map-0123456789,ab:'x\\'y, z',n:3}",
+            "judge.api_base=https://u:pw-url-0123456789@host/v1", "max_tokens=160",
+            "judge.api_key=sk-sweep-aaaaaaaa1,sk-sweep-bbbbbbbb2"]  # fmt: skip
+    out = hide_secret_overrides(argv, environ)
+    assert out[2:] == argv[2:]  # a number stays; a sweep stays a sweep
+    assert all("0123456789" not in arg for arg in out[:2])
+    os.environ.update(environ)
+    try:
+        composed = OmegaConf.to_container(OmegaConf.create({"h": out[0].split("=", 1)[1].strip("'"),
+                                                            "u": out[1].split("=", 1)[1]}), resolve=True)  # fmt: skip
+    finally:
+        for var in environ:
+            os.environ.pop(var)
+    assert composed == {"h": headers, "u": "https://u:pw-url-0123456789@host/v1"}
+    text = "sk-map-0123456789 pw-url-0123456789 sk-sweep-aaaaaaaa1 sk-sweep-bbbbbbbb2"
+    assert redact(text) == " ".join(["***REDACTED***"] * 4)

@@ -1,0 +1,82 @@
+"""What every command-line entry point does around Hydra, so no stage leaks a key or shows a traceback.
+
+Before Hydra reads the command line (`start`): stdout and stderr scrub every known secret, each credential
+on the command line is learnt and moved out of Hydra's sight (judge.secrets.hide_secret_overrides), and a
+problem with the command line is one line, exit 2. Inside the task function (`run_stage`): the config's
+secrets are learnt, library logs are scrubbed, and every problem a user can cause or meet is one line:
+exit 2 for the inputs or a fatal provider answer, 130 for Ctrl-C (every answer received is cached), with
+no empty run folder left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+from omegaconf import DictConfig, OmegaConf
+
+T = TypeVar("T")
+INTERRUPTED = ("interrupted: every answer received so far is cached; rerun the same command to resume (no call "
+               "is paid twice)")  # fmt: skip
+
+
+def start(config_name: str, *checks: Callable[[list[str]], str | None]) -> None:
+    """The `__main__` of an entry point, before Hydra: scrubbed streams, credentials hidden from Hydra, and
+    `checks` (then the typed model's `command_line_problem`) answered in one line."""
+    from experiments.config import command_line_problem
+    from judge.secrets import hide_secret_overrides, redact_std_streams
+
+    redact_std_streams()
+    sys.argv[1:] = hide_secret_overrides(sys.argv[1:], os.environ)  # Hydra prints and writes its overrides
+    for check in (*checks, lambda argv: command_line_problem(argv, config_name)):
+        problem = check(sys.argv[1:])
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            sys.exit(2)
+
+
+def plain_config(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config as plain data, its secrets learnt and library logs scrubbed."""
+    from judge.secrets import install_log_redaction, remember_secrets
+
+    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    assert isinstance(plain, dict)
+    remember_secrets(plain)
+    install_log_redaction()
+    return plain
+
+
+def run_stage(body: Callable[[Mapping[str, Any]], T], cfg: DictConfig, out_dir: Path) -> T:
+    """`body(plain config)` with every user-facing failure as one line (see the module doc)."""
+    from experiments.inputs import StudyError
+    from judge.cache import CacheError
+    from judge.retry import FatalProviderError
+
+    try:
+        return body(plain_config(cfg))
+    except KeyboardInterrupt:
+        _fail(out_dir, INTERRUPTED, 130)
+    except (StudyError, ValueError, FatalProviderError, CacheError, OSError) as exc:  # DatasetError: ValueError
+        _fail(out_dir, f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", 2)
+
+
+def _fail(out_dir: Path, line: str, code: int) -> NoReturn:
+    remove_if_empty(out_dir)
+    print(line, file=sys.stderr)
+    sys.exit(code)
+
+
+def remove_if_empty(folder: Path) -> None:
+    """Nothing partial is left behind: drop the run folder Hydra made if the stage wrote nothing, and the
+    date folders above it that this left empty (never the working folder or anything outside it)."""
+    here = Path.cwd().resolve()
+    for path in [folder.resolve(), *folder.resolve().parents]:
+        if path == here or here not in path.parents:
+            return
+        try:
+            path.rmdir()
+        except OSError:
+            return
