@@ -141,7 +141,8 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge:
     judge = Judge(completer, cache, policy=policy, concurrency=int(jcfg.get("concurrency", 8)),
                   api_base=completer.api_base)  # fmt: skip
     judge.budget = budget_for(cfg)
-    judge.limiter = limiter_for(str(jcfg["model"]), jcfg.get("rpm"), jcfg.get("tpm"), judge.concurrency)
+    judge.limiter = limiter_for(str(jcfg["model"]), jcfg.get("rpm"), jcfg.get("tpm"), judge.concurrency,
+                                max_wait_s=policy.max_wait_s)  # a Retry-After is capped as without a limit
     if judge.limiter is not None and hasattr(completer, "read_headers"):
         completer.read_headers = True
     return judge
