@@ -115,3 +115,69 @@ def test_a_budget_stop_rates_only_the_calls_made(tmp_path: Path) -> None:
     assert manifest["parse_rate"] == 0.0  # not (not started)/(total): those calls were never answered
 
 
+# --- findings 7, 9, 11: bad rubric or key setting, refused before any call -------------------------------------
+
+def test_a_rubric_without_dimensions_is_refused_before_any_call(server: ScriptedServer, tmp_path: Path) -> None:
+    from experiments.study import run_study
+
+    cfg = compose("judge=qwen", f"judge.api_base={server.api_base}", "judge.api_key_env=null", "limit=1",
+                  "rubric.dimensions=[]", f"cache_dir={tmp_path / 'cache'}")  # fmt: skip
+    before = len(server.requests)
+    with pytest.raises(StudyError, match=r"^rubric\.dimensions: rubric=novelty has no dimensions"):
+        run_study(cfg, None, tmp_path / "run", run_id="run")
+    assert len(server.requests) == before and not (tmp_path / "run").exists()
+
+
+def _templates(tmp: Path) -> dict[str, str]:
+    (tmp / "latin1.jinja").write_bytes("caf\xe9 {{ x }}".encode("latin-1"))
+    (tmp / "syntax.jinja").write_text("{% if %}\n")
+    (tmp / "folder.jinja").mkdir()
+    return {"nope.jinja": r"No such file", str(tmp / "missing.jinja"): r"No such file",
+            str(tmp / "folder.jinja"): r"Is a directory", str(tmp / "latin1.jinja"): r"not UTF-8 text",
+            str(tmp / "syntax.jinja"): r"Expected an expression.* \(line 1\)"}  # fmt: skip
+
+
+def test_a_template_that_cannot_be_used_is_one_line(tmp_path: Path) -> None:
+    for template, why in _templates(tmp_path).items():
+        cfg = compose("judge=qwen", "judge.api_key_env=null", f"rubric.template={template}")
+        with pytest.raises(StudyError, match=rf"^rubric\.template={template}: .*{why}"):
+            load_study_inputs(cfg)
+
+
+def _cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """experiments.run against a closed port: a refused setting must answer before any call is tried."""
+    cmd = [sys.executable, "-m", "experiments.run", "judge=qwen", "progress=false", f"hydra.run.dir={tmp / 'run'}",
+           "judge.api_base=http://127.0.0.1:9/v1", "retry.max_attempts=1", *args]  # fmt: skip
+    return subprocess.run(cmd, cwd=ROOT, env=cli_env(tmp), capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["rubric.template=nope.jinja"], r"error: rubric\.template=nope\.jinja: \[Errno 2\] No such file"),
+    (["rubric.dimensions=[]"], r"error: rubric\.dimensions: rubric=novelty has no dimensions"),
+    ([f"judge.api_key_env={PASTED}"], r"error: judge\.api_key_env must name an environment variable .*looks "
+                                      r"like a key"),
+])  # fmt: skip
+def test_the_cli_says_one_line_and_exits_2(args: list[str], line: str, tmp_path: Path) -> None:
+    done = _cli(tmp_path, "limit=1", *args)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error:") and "Traceback" not in done.stderr
+    assert re.match(line, done.stderr), done.stderr
+    assert PASTED not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("value", [PASTED, "AIzaSyD3xAmpleKey0123456789abcdefghij", "0123456789abcdef0123456789abcdef"])
+@pytest.mark.parametrize("plan", [False, True])
+def test_a_key_pasted_as_api_key_env_is_never_echoed(value: str, plan: bool) -> None:
+    cfg = compose("judge=qwen", f"judge.api_key_env={value}", f"plan={plan}")
+    with pytest.raises(StudyError, match="looks like a key") as info:
+        load_study_inputs(cfg)
+    assert value not in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["QWEN_API_KEY_UNSET_HERE", "my_key"])
+def test_an_unset_variable_name_is_still_named(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(name, raising=False)
+    with pytest.raises(StudyError, match=f"the environment variable {name} is not set"):
+        load_study_inputs(compose("judge=qwen", f"judge.api_key_env={name}"))
+
+
