@@ -181,3 +181,12 @@ def test_an_unset_variable_name_is_still_named(name: str, monkeypatch: pytest.Mo
         load_study_inputs(compose("judge=qwen", f"judge.api_key_env={name}"))
 
 
+# --- finding 13: a damaged manifest is named ---------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["{\n'judge': 1}", "[1, 2]"])
+def test_card_names_a_damaged_manifest(text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_fake_run(tmp_path / "runs" / "a1", "judge-a", "independent", lambda j, c, d, k: 3.0)
+    (run / "manifest.json").write_text(text)
+    assert card.main([str(tmp_path / "runs"), "--n-boot", "10"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {run / 'manifest.json'}: not a readable manifest") and err.count("\n") == 1
