@@ -55,8 +55,7 @@ def run_facts(root: str | Path) -> pd.DataFrame:
     latencies of the calls actually made (cached rows are not timed)."""
     rows = []
     for path in find_results(root):
-        man_file = path.parent / "manifest.json"
-        man = json.loads(man_file.read_text()) if man_file.exists() else {}
+        man = _manifest(path.parent / "manifest.json")
         cols = ["judge", "latency_s", "cached", "prompt_id", "sample_idx"]
         if path.suffix == ".parquet":
             frame = pq.read_table(
@@ -73,6 +72,20 @@ def run_facts(root: str | Path) -> pd.DataFrame:
                      "cost_usd": man.get("cost_usd"), "has_manifest": bool(man),
                      "latency": calls["latency_s"].dropna().to_numpy(float) if "latency_s" in calls else np.array([])})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _manifest(path: Path) -> dict[str, Any]:
+    """A run's manifest ({} when it has none); a damaged one is a ValueError naming the file, so the one-line
+    error says which of the many run folders to look at."""
+    if not path.exists():
+        return {}
+    try:
+        man = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise ValueError(f"{path}: not a readable manifest ({exc})") from None
+    if not isinstance(man, dict):
+        raise ValueError(f"{path}: not a readable manifest (a JSON {type(man).__name__}, not an object)")
+    return man
 
 
 def human_agreement(cands: pd.DataFrame, humans: pd.DataFrame | None, n_boot: int, seed: int) -> pd.DataFrame:

@@ -6,9 +6,12 @@ Kept free of litellm so a wrong name, a missing key or a bad dataset answers in 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import jinja2
 
 from experiments.datasets import DatasetError, Instance, load_dataset
 from experiments.modes import Mode, ModeError, mode_from_config
@@ -16,6 +19,13 @@ from experiments.shard import ShardError, parse_shard, select
 from judge.rubric import Rubric, rubric_from_config
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*|[a-z_][a-z0-9_]*")
+
+
+def looks_like_env_name(value: str) -> bool:
+    """A variable's name as people write them: one case, no dashes, and a long one has an underscore. A
+    pasted key (`sk-...`, mixed case, a long run of hex) is none of these, so it is never echoed."""
+    return bool(_ENV_NAME.fullmatch(value)) and (len(value) < 20 or "_" in value)
 
 
 class StudyError(RuntimeError):
@@ -57,13 +67,40 @@ def check_pairing(mode: Mode, rubric: Rubric) -> None:
                          "does not provide")  # fmt: skip
 
 
+def check_rubric(rubric: Rubric) -> None:
+    """A rubric that can be asked: some dimension to score (else every call is paid for 0 rows), and a
+    template that can be read and compiled (else a traceback at the first prompt)."""
+    if not rubric.dimensions:
+        raise StudyError(f"rubric.dimensions: rubric={rubric.name} has no dimensions, so no answer could be "
+                         "scored; list at least one (name plus low/high or choices) in its YAML")  # fmt: skip
+    try:
+        _ = rubric.inputs  # reads the template and _common.jinja and parses the template
+    except jinja2.TemplateSyntaxError as exc:
+        raise StudyError(f"rubric.template={rubric.template}: {exc.message} (line {exc.lineno})") from None
+    except UnicodeDecodeError as exc:
+        raise StudyError(f"rubric.template={rubric.template}: not UTF-8 text ({exc.reason} at byte "
+                         f"{exc.start})") from None  # fmt: skip
+    except (OSError, jinja2.TemplateError) as exc:
+        raise StudyError(f"rubric.template={rubric.template}: {exc}") from None
+
+
+def check_api_key_env(cfg: Mapping[str, Any]) -> None:
+    """`judge.api_key_env` names a variable that is set; a key pasted there is never echoed."""
+    env = cfg["judge"].get("api_key_env")
+    if env and not looks_like_env_name(str(env)):
+        raise StudyError("judge.api_key_env must name an environment variable (e.g. OPENAI_API_KEY); its value "
+                         "looks like a key, not a name (not shown): put the key in an environment variable "
+                         "and name that variable here")  # fmt: skip
+    if env and not os.environ.get(str(env)) and not cfg.get("plan"):  # a plan calls no provider
+        raise StudyError(f"judge={cfg['judge']['name']}: the environment variable {env} is not set (API key)")
+
+
 def check_inputs(cfg: Mapping[str, Any], rubric: Rubric, *, with_mode: bool = True) -> None:
-    """Reject an inconsistent study: mode/rubric pairing and the API key."""
+    """Reject an inconsistent study: the rubric itself, mode/rubric pairing and the API key."""
+    check_rubric(rubric)
     if with_mode:
         check_pairing(study_mode(cfg), rubric)
-    env = cfg["judge"].get("api_key_env")
-    if env and not os.environ.get(env) and not cfg.get("plan"):  # a plan calls no provider
-        raise StudyError(f"judge={cfg['judge']['name']}: the environment variable {env} is not set (API key)")
+    check_api_key_env(cfg)
 
 
 def load_study_inputs(cfg: Mapping[str, Any], *, with_mode: bool = True) -> tuple[Rubric, list[Instance], Path]:

@@ -141,7 +141,8 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge:
     judge = Judge(completer, cache, policy=policy, concurrency=int(jcfg.get("concurrency", 8)),
                   api_base=completer.api_base)  # fmt: skip
     judge.budget = budget_for(cfg)
-    judge.limiter = limiter_for(str(jcfg["model"]), jcfg.get("rpm"), jcfg.get("tpm"), judge.concurrency)
+    judge.limiter = limiter_for(str(jcfg["model"]), jcfg.get("rpm"), jcfg.get("tpm"), judge.concurrency,
+                                max_wait_s=policy.max_wait_s)  # a Retry-After is capped as without a limit
     if judge.limiter is not None and hasattr(completer, "read_headers"):
         completer.read_headers = True
     return judge
@@ -352,13 +353,19 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     except BaseException:
         release_folder(out_dir)
         raise
+    minimum = float(cfg.get("min_parse_rate", 0.0) or 0.0)
     if judge.budget is not None and judge.budget.stopped:
-        raise BudgetStop(budget_message(judge.budget, tally.not_started))
+        stop = budget_message(judge.budget, tally.not_started)
+        try:  # the calls made are still held to min_parse_rate: the stop message says when they fall short
+            check_parse_rate(manifest, frame, minimum)
+        except ParseRateError as exc:
+            raise BudgetStop(f"{stop}; and of the calls made, {exc}") from None
+        raise BudgetStop(stop)
     if tally.provider_errors and not (tally.calls or tally.cached):
         raise AllCallsFailed(f"every call failed at the provider ({tally.provider_errors} calls; first error: "
                              f"{tally.errors[0][:200]}); {out_dir} holds only unscored rows; rerun the same "
                              "command to try them again")  # fmt: skip
-    check_parse_rate(manifest, frame, float(cfg.get("min_parse_rate", 0.0) or 0.0))
+    check_parse_rate(manifest, frame, minimum)
     return frame
 
 
@@ -409,8 +416,9 @@ def check_parse_rate(manifest: Mapping[str, Any], frame: pd.DataFrame, minimum: 
     if rate is None or rate >= minimum:
         return
     reasons = ", ".join(f"{reason} ({n})" for reason, n in error_reasons(frame)[:3])
+    attempted = manifest["calls_total"] - (manifest.get("calls_not_started") or 0)
     raise ParseRateError(f"parse rate {rate:.3f} is below min_parse_rate={minimum:g} ({manifest['unscored_calls']} "
-                         f"of {manifest['calls_total']} calls unscored; outputs written); top reasons: {reasons}")
+                         f"of {attempted} calls unscored; outputs written); top reasons: {reasons}")
 
 
 def error_reasons(frame: pd.DataFrame) -> list[tuple[str, int]]:
@@ -424,6 +432,7 @@ def build_manifest(cfg: Mapping[str, Any], frame: pd.DataFrame, tally: Tally, ru
                    n_instances: int, n_prompts: int, started: float) -> dict[str, Any]:  # fmt: skip
     """What a reader needs to trust and reproduce the table: counts, cost, versions, dataset hash."""
     n_calls = n_prompts * int(cfg["n_samples"])
+    attempted = n_calls - tally.not_started  # a budget stop's calls never started are neither parsed nor not
     shard = parse_shard(cfg.get("shard"))
     return {
         "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"], "mode": cfg["mode"]["name"],
@@ -436,7 +445,7 @@ def build_manifest(cfg: Mapping[str, Any], frame: pd.DataFrame, tally: Tally, ru
         "calls_total": n_calls, "calls_made": tally.calls, "calls_cached": tally.cached,
         "calls_shared": tally.shared,
         "retries": tally.retries, "provider_errors": tally.provider_errors, "unscored_calls": tally.unscored,
-        "parse_rate": round(1 - tally.unscored / n_calls, 4) if n_calls else None,
+        "parse_rate": round(1 - tally.unscored / attempted, 4) if attempted else None,
         "rows": len(frame), "prompt_tokens": tally.prompt_tokens, "completion_tokens": tally.completion_tokens,
         "cost_usd": round(tally.cost_usd, 6) if tally.cost_known else None,
         "wall_time_s": round(time.perf_counter() - started, 3),

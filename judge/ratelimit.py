@@ -9,7 +9,8 @@ limit that adapts to what the provider says.
   CPU, the network) does not turn into 429s.
 - **Adapting.** A 429 halves the requests allowed in flight (at most once per second), slows the pacing by
   5% (recovering 1% per success) and stops every new request until the provider's `Retry-After` (1 s
-  without one); each success adds 1/limit to the limit, up to the configured concurrency. A success whose
+  without one; capped at retry.max_wait_s as without a limit, so a huge or infinite Retry-After cannot
+  stall the run); each success adds 1/limit to the limit, up to the configured concurrency. A success whose
   `x-ratelimit-remaining-requests` / `-tokens` header is 0 waits for the matching `x-ratelimit-reset-*`.
 
 The limiter lives on one event loop (one process: a rate-limited run does not fork workers). Without `rpm`
@@ -65,7 +66,8 @@ class RateLimiter:
 
     def __init__(self, *, rpm: float | None, tpm: float | None, concurrency: int,
                  tokens: Callable[[Sequence[Message], Mapping[str, Any]], int], burst_s: float = 0.25,
-                 headroom: float = 0.97) -> None:  # fmt: skip
+                 headroom: float = 0.97, max_wait_s: float = 60.0) -> None:  # fmt: skip
+        self.max_wait_s = max_wait_s
         self.requests = Pacer(rpm * headroom, burst_s) if rpm else None
         self.tokens = Pacer(tpm * headroom, burst_s) if tpm else None
         self.estimate = tokens
@@ -119,7 +121,7 @@ class RateLimiter:
     def _on_429(self, exc: BaseException, now: float) -> None:
         self.rate_limited += 1
         wait = retry_after_seconds(exc)
-        self.cooldown_until = max(self.cooldown_until, now + (1.0 if wait is None else wait))
+        self._cool_down(now, 1.0 if wait is None else wait)
         if now - self._last_decrease >= 1.0:
             self._last_decrease = now
             self.limit = max(1.0, self.limit / 2)
@@ -136,7 +138,12 @@ class RateLimiter:
                 continue
             reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}"))
             if exhausted and reset:
-                self.cooldown_until = max(self.cooldown_until, now + reset)
+                self._cool_down(now, reset)
+
+    def _cool_down(self, now: float, wait: float) -> None:
+        """Stop new requests for `wait` seconds, never more than `max_wait_s` (NaN counts as the cap)."""
+        capped = min(max(wait, 0.0), self.max_wait_s) if wait == wait else self.max_wait_s
+        self.cooldown_until = max(self.cooldown_until, now + capped)
 
     def _wake(self) -> None:
         free = int(self.limit) - self.in_flight
@@ -161,7 +168,8 @@ class _Slot:
         self.limiter.leave(exc, RESPONSE_HEADERS.get() if exc is None else None)
 
 
-def limiter_for(model: str, rpm: float | None, tpm: float | None, concurrency: int) -> RateLimiter | None:
+def limiter_for(model: str, rpm: float | None, tpm: float | None, concurrency: int,
+                max_wait_s: float = 60.0) -> RateLimiter | None:  # fmt: skip
     """The judge's limiter, or None when it sets no limit (the plain semaphore then)."""
     if not rpm and not tpm:
         return None
@@ -170,4 +178,4 @@ def limiter_for(model: str, rpm: float | None, tpm: float | None, concurrency: i
     def tokens(messages: Sequence[Message], params: Mapping[str, Any]) -> int:
         return prompt_tokens(model, messages) + int(params.get("max_tokens") or 0)
 
-    return RateLimiter(rpm=rpm, tpm=tpm, concurrency=concurrency, tokens=tokens)
+    return RateLimiter(rpm=rpm, tpm=tpm, concurrency=concurrency, tokens=tokens, max_wait_s=max_wait_s)

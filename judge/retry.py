@@ -147,8 +147,12 @@ def retry_after_seconds(exc: BaseException | None) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
+        pass
+    try:  # an HTTP date; anything else ("soon", "1.5s", an ISO date) falls back to the backoff
         parsed = email.utils.parsedate_to_datetime(value) if value else None
         return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 class wait_retry_after(wait_base):
