@@ -349,6 +349,9 @@ def command_line_problem(argv: list[str], config_name: str) -> str | None:
     args = [a for a in argv if a not in ("-m", "--multirun")]
     if any(a.startswith("-") for a in args):
         return None  # --help, --cfg, -cn ...: Hydra's own business
+    unreadable = _unreadable_override(args)
+    if unreadable:
+        return unreadable
     try:
         overrides = [o for o in OverridesParser.create().parse_overrides(args)
                      if not o.is_hydra_override() or o.key_or_group == "hydra.searchpath"]  # fmt: skip
@@ -361,6 +364,23 @@ def command_line_problem(argv: list[str], config_name: str) -> str | None:
                 load(compose(config_name=config_name, overrides=list(combo)), SCHEMAS[f"{config_name}_schema"])
     except Exception as exc:  # noqa: BLE001  (any composition or validation error becomes one line)
         return describe(exc)
+    return None
+
+
+def _unreadable_override(args: list[str]) -> str | None:
+    """The first override Hydra's grammar cannot read, named, with the usual fix (Hydra's own message names
+    neither: "mismatched input '=' expecting <EOF>")."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415
+
+    parser = OverridesParser.create()
+    for arg in args:
+        try:
+            parser.parse_overrides([arg])
+        except Exception as exc:  # noqa: BLE001  (the grammar's error, whatever its class)
+            reason = (str(exc).splitlines() or [type(exc).__name__])[0].removeprefix(f"Error parsing override '{arg}'")
+            reason = reason.strip() or (str(exc).splitlines() + ["", ""])[1].strip()
+            return (f"{arg}: not an override Hydra can read ({reason}); quote a value that holds '=', ':', ',' or "
+                    "spaces, e.g. key='a=b'")  # fmt: skip
     return None
 
 

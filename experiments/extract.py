@@ -62,7 +62,7 @@ async def classify(judge: Any, rubric: Any, rows: pd.DataFrame, params: Mapping[
 def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     """Label, call, score, write; returns the metrics."""
     from experiments.coling import extraction_labels, load_coling_records
-    from experiments.inputs import resolve_path
+    from experiments.inputs import check_api_key_env, check_rubric, resolve_path
     from experiments.novbench_data import load_novbench_records
     from experiments.outputs import write_atomic
     from experiments.study import Tally, make_judge, sampling_params
@@ -74,6 +74,8 @@ def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     rows = labels[labels["paper_id"].isin(keep)].reset_index(drop=True)
     rows.attrs["progress"] = bool(cfg.get("progress"))
     rubric = rubric_from_config(cfg["rubric"])
+    check_rubric(rubric)  # before any call: something to score, a template that compiles, a key variable
+    check_api_key_env(cfg)
     judge, tally = make_judge(cfg), Tally()
     try:
         structured = bool(cfg["judge"].get("structured_output"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -16,11 +17,14 @@ def main(cfg: DictConfig) -> None:
 
     Exit codes: 2 a problem with the inputs, the provider (fatal) or the output folder; 3 stopped at the
     budget (outputs written; a -m sweep shares one budget and exits 3 at its end); 1 every call failed at the
-    provider (the unscored rows are written); 130 interrupted (Ctrl-C). None of them leaves a folder without outputs behind."""
+    provider (the unscored rows are written); 4 too few answers scored (`min_parse_rate`; outputs written);
+    130 interrupted (Ctrl-C). In a -m sweep, 1 and 4 come at the end of the sweep, naming the jobs, so one
+    failed job does not stop the others. None of them leaves a folder without outputs behind."""
     from experiments.config import ConfigError, load
     from experiments.entry import INTERRUPTED, remove_if_empty
     from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs  # no litellm
     from experiments.outputs import claim_folder, release_folder
+    from experiments.sweep_budget import clear_failed
     from judge.secrets import redact_std_streams, remember_secrets
 
     redact_std_streams()
@@ -40,6 +44,8 @@ def main(cfg: DictConfig) -> None:
             run_plan(plain, inputs, hydra_dir, sweep)
             return
         out_dir = claim_folder(hydra_dir)  # Hydra's folder, or a sibling when a same-second run holds it
+        if sweep is not None:
+            clear_failed(out_dir)
         from experiments.study import AllCallsFailed, run_study
         from judge import speedups
         from judge.secrets import install_log_redaction
@@ -49,16 +55,17 @@ def main(cfg: DictConfig) -> None:
         try:
             frame = run_study(plain, inputs, out_dir, run_id=out_dir.name, sweep_dir=sweep)
         except AllCallsFailed as exc:
-            print(f"warning: {exc}", file=sys.stderr)
-            sys.exit(1)
+            _failed(out_dir, sweep, 1, f"warning: {exc}")
+            return
     except BudgetStop as exc:  # the outputs are written; the run is incomplete
         print(f"stopped: {exc}", file=sys.stderr)
         if sweep is not None:  # the sweep goes on (cached answers only); exit 3 at its end (sweep_budget)
             return
         sys.exit(3)
     except ParseRateError as exc:  # the outputs are written; too few answers were scored
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(4)
+        assert out_dir is not None
+        _failed(out_dir, sweep, 4, f"error: {exc}")
+        return
     except (StudyError, ConfigError, KeyboardInterrupt) as exc:
         if out_dir is not None:
             release_folder(out_dir)
@@ -69,21 +76,67 @@ def main(cfg: DictConfig) -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     print(f"{len(frame)} rows -> {out_dir / 'results.parquet'}", file=sys.stderr)
+    unscored = unscored_line(out_dir / "manifest.json")
+    if unscored:
+        print(f"warning: {unscored}", file=sys.stderr)
+
+
+def _failed(out_dir: Path, sweep: Path | None, code: int, line: str) -> None:
+    """A run that wrote its outputs but failed: its line and exit code; in a sweep, recorded for the end of the
+    sweep instead (experiments.sweep_budget), so the other jobs still run."""
+    from experiments.sweep_budget import mark_failed
+
+    print(line, file=sys.stderr)
+    if sweep is None:
+        sys.exit(code)
+    mark_failed(out_dir, code, line)
+
+
+def unscored_line(manifest: Path) -> str | None:
+    """The run's unscored calls and provider errors in one line, when there were any (an exit 0 must not hide
+    them)."""
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        made, unscored, errors = (int(data.get(k) or 0) for k in ("calls_total", "unscored_calls", "provider_errors"))
+    except (OSError, ValueError, TypeError):
+        return None
+    if not unscored and not errors:
+        return None
+    retry = f", {errors} of them provider errors (rerun the same command to retry them)" if errors else ""
+    return (f"{unscored} of {made} calls unscored (parse rate {data.get('parse_rate')}){retry}; see the error and "
+            f"raw columns of {manifest.parent / 'results.parquet'}")  # fmt: skip
 
 
 def unusable_output_dir(argv: list[str]) -> str | None:
-    """One line when the output folder given (or the default one) lies under a file: Hydra would create it
-    before the study starts and fail with a traceback."""
+    """One line when the output folder given (or the default one) cannot be made: it lies under a file, or its
+    nearest existing folder refuses a new one (read-only, no permission). Hydra would fail with tracebacks."""
     given = dict(arg.lstrip("+").split("=", 1) for arg in argv if "=" in arg)
     multirun = any(a in ("-m", "--multirun") for a in argv)
     setting = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     value = given.get(setting, "multirun" if multirun else "outputs")
     literal = Path(value.split("${", 1)[0] or ".")
+    missing = []
     for parent in [literal, *literal.parents]:
         if parent.exists():
             if not parent.is_dir():
                 return f"{setting}={value}: {parent} is a file, not a folder; choose another {setting}"
-            return None
+            return _probe(parent, missing, setting, value)
+        missing.append(parent)
+    return None
+
+
+def _probe(existing: Path, missing: list[Path], setting: str, value: str) -> str | None:
+    """Make the missing folders below `existing` and remove them again: whether Hydra will be able to."""
+    made = []
+    try:
+        for folder in reversed(missing):
+            folder.mkdir()
+            made.append(folder)
+    except OSError as exc:
+        return f"{setting}={value}: cannot make a folder in {existing} ({exc.strerror}); choose another {setting}"
+    finally:
+        for folder in reversed(made):
+            folder.rmdir()
     return None
 
 

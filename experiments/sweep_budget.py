@@ -1,13 +1,19 @@
-"""The end of a `-m` sweep under `budget_usd`: exit 3 when the sweep's shared budget stopped it.
+"""The end of a `-m` sweep: exit 3 when the sweep's shared budget stopped it, 4 or 1 when a job failed.
 
 A job that reaches the sweep's cap writes its outputs (`stopped: budget`) and returns, so the sweep goes on:
 its other jobs still replay what is cached and start no new call. This Hydra callback (conf/config.yaml,
 `hydra.callbacks`) then reads the sweep's ledger (judge.ledger) in the launching process, whatever the
 launcher, and ends the command with exit code 3, as a single run does.
+
+A job whose parse rate falls below `min_parse_rate` (exit 4 alone) or whose every call failed at the provider
+(exit 1 alone) writes its outputs and a `failed.json` in its folder, and returns: a `sys.exit` inside a job
+would end the whole sweep at the first such job. The callback names every failed job and exits with the most
+serious code (4 before 1), after the budget's line if there is one.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,11 +45,43 @@ def budget_stop(sweep_dir: Path, budget_usd: Any) -> str | None:
             f"({path}); everything paid for is cached: rerun with a larger budget_usd to continue")  # fmt: skip
 
 
+FAILED_NAME = "failed.json"
+
+
+def mark_failed(job_dir: Path, code: int, line: str) -> None:
+    """Record that this sweep job failed (its outputs are written) for the end-of-sweep callback."""
+    (job_dir / FAILED_NAME).write_text(json.dumps({"exit_code": code, "error": line}), encoding="utf-8")
+
+
+def clear_failed(job_dir: Path) -> None:
+    """A job run again in the same folder starts with no failure on record."""
+    (job_dir / FAILED_NAME).unlink(missing_ok=True)
+
+
+def failed_jobs(sweep_dir: Path) -> list[tuple[str, int, str]]:
+    """(job folder, exit code, error line) of every job of the sweep that recorded a failure."""
+    out = []
+    for path in sorted(sweep_dir.glob(f"*/{FAILED_NAME}")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            out.append((path.parent.name, int(record["exit_code"]), str(record["error"])))
+        except (OSError, ValueError, KeyError, TypeError):
+            out.append((path.parent.name, 1, f"{path}: unreadable failure record"))
+    return out
+
+
 class SweepBudget(Callback):
-    """Exit 3 at the end of a sweep that its shared budget stopped."""
+    """At the end of a sweep: exit 3 if its shared budget stopped it; 4 or 1 if a job failed (named)."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        line = budget_stop(Path(str(config.hydra.sweep.dir)), config.get("budget_usd"))
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        line = budget_stop(sweep_dir, config.get("budget_usd"))
         if line:
             print(f"stopped: {line}", file=sys.stderr)
+        failed = failed_jobs(sweep_dir)
+        for job, _, error in failed:
+            print(f"error: job {job}: {error}", file=sys.stderr)
+        if failed:
+            sys.exit(4 if any(code == 4 for _, code, _ in failed) else 1)
+        if line:
             sys.exit(3)

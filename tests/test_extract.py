@@ -73,3 +73,11 @@ def test_extract_run_against_labels(server: ScriptedServer, tmp_path: Path) -> N
     again = run_extract(cfg, tmp_path / "out2")  # every call cached
     assert again == metrics
     assert json.loads((tmp_path / "out2" / "manifest.json").read_text())["calls_cached"] == 4
+    from experiments.inputs import StudyError
+
+    asked = len(server.requests)
+    for bad, message in (({"template": "nope.jinja"}, r"^rubric\.template=nope\.jinja: "),
+                         ({"dimensions": []}, r"^rubric\.dimensions: ")):  # refused before any call
+        with pytest.raises(StudyError, match=message):
+            run_extract({**cfg, "rubric": {**rubric, **bad}}, tmp_path / "bad")
+    assert len(server.requests) == asked

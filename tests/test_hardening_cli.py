@@ -143,3 +143,35 @@ def test_every_stage_hides_keys_and_answers_a_refused_key_in_one_line(module: st
     assert out.stderr.startswith("error: ") and "Traceback" not in out.stderr
     assert not (tmp_path / "run").exists()
     no_key_anywhere(tmp_path, out.stdout, out.stderr)
+
+
+def test_a_sweep_runs_every_job_and_names_those_under_min_parse_rate_at_its_end(tmp_path: Path) -> None:
+    """A sweep job below min_parse_rate writes its outputs and the sweep goes on (a `sys.exit` in a job ended
+    the whole sweep at its first such job); the sweep then exits 4, naming each failed job."""
+    srv = ScriptedServer(lambda body: Step(200, "I think this is good." if body.get("seed", 0) % 2 else
+                                           '{"originality": 2, "gap_addressing": 1, "non_obviousness": 1}'))
+    with srv.running():
+        out = run(["-m", "judge=qwen", f"judge.api_base={srv.api_base}", "judge.api_key_env=null", "limit=1",
+                   "n_samples=1", "seed=1,0", "progress=false", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+                  tmp_path)  # fmt: skip
+    assert out.returncode == 4, out.stderr[-2000:]
+    jobs = sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir())
+    assert len(jobs) == 2 and all((tmp_path / "sweep" / j / "results.parquet").is_file() for j in jobs)
+    failed = [line for line in out.stderr.splitlines() if line.startswith("error: job ")]
+    assert len(failed) == 1 and jobs[0] in failed[0] and "min_parse_rate" in failed[0]
+
+
+def test_exit_0_still_names_unscored_calls(tmp_path: Path) -> None:
+    srv = ScriptedServer(lambda body: Step(200, "I think this is good."))
+    with srv.running():
+        out = run(["judge=qwen", f"judge.api_base={srv.api_base}", "judge.api_key_env=null", "limit=1",
+                   "n_samples=1", "min_parse_rate=0", "progress=false", "hydra.run.dir=run"], tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "warning: 11 of 11 calls unscored (parse rate 0.0)" in out.stderr
+
+
+def test_an_output_folder_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
+    out = run(["plan=true", "hydra.run.dir=/proc/judgescope-no-such/run"], tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "error: hydra.run.dir=/proc/judgescope-no-such/run: cannot make a folder in /proc (No such file or "
+        "directory); choose another hydra.run.dir")
