@@ -368,19 +368,18 @@ def command_line_problem(argv: list[str], config_name: str) -> str | None:
 
 
 def _unreadable_override(args: list[str]) -> str | None:
-    """The first override Hydra's grammar cannot read, named, with the usual fix (Hydra's own message names
-    neither: "mismatched input '=' expecting <EOF>")."""
+    """The first override Hydra's grammar cannot read, named by its key with the usual fix; its value is not
+    shown (it may hold a credential, and Hydra's own message names neither the setting nor the fix)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415
 
     parser = OverridesParser.create()
     for arg in args:
         try:
             parser.parse_overrides([arg])
-        except Exception as exc:  # noqa: BLE001  (the grammar's error, whatever its class)
-            reason = (str(exc).splitlines() or [type(exc).__name__])[0].removeprefix(f"Error parsing override '{arg}'")
-            reason = reason.strip() or (str(exc).splitlines() + ["", ""])[1].strip()
-            return (f"{arg}: not an override Hydra can read ({reason}); quote a value that holds '=', ':', ',' or "
-                    "spaces, e.g. key='a=b'")  # fmt: skip
+        except Exception:  # noqa: BLE001  (the grammar's error, whatever its class)
+            key = arg.partition("=")[0]
+            return (f"{key}=...: not an override Hydra can read (value not shown); quote a value that holds "
+                    f"'=', ':', ',' or spaces, e.g. {key}='...'")  # fmt: skip
     return None
 
 

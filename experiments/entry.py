@@ -1,7 +1,7 @@
 """What every command-line entry point does around Hydra, so no stage leaks a key or shows a traceback.
 
 Before Hydra reads the command line (`start`): stdout and stderr scrub every known secret, each credential
-on the command line is learnt and moved out of Hydra's sight (judge.secrets.hide_secret_overrides), and a
+on the command line is learnt and moved out of Hydra's sight (experiments.cli_secrets), and a
 problem with the command line is one line, exit 2. Inside the task function (`run_stage`): the config's
 secrets are learnt, library logs are scrubbed, and every problem a user can cause or meet is one line:
 exit 2 for the inputs or a fatal provider answer, 130 for Ctrl-C (every answer received is cached), with
@@ -26,8 +26,9 @@ INTERRUPTED = ("interrupted: every answer received so far is cached; rerun the s
 def start(config_name: str, *checks: Callable[[list[str]], str | None]) -> None:
     """The `__main__` of an entry point, before Hydra: scrubbed streams, credentials hidden from Hydra, and
     `checks` (then the typed model's `command_line_problem`) answered in one line."""
+    from experiments.cli_secrets import hide_secret_overrides
     from experiments.config import command_line_problem
-    from judge.secrets import hide_secret_overrides, redact_std_streams
+    from judge.secrets import redact_std_streams
 
     redact_std_streams()
     sys.argv[1:] = hide_secret_overrides(sys.argv[1:], os.environ)  # Hydra prints and writes its overrides

@@ -73,6 +73,12 @@ def failed_jobs(sweep_dir: Path) -> list[tuple[str, int, str]]:
 class SweepBudget(Callback):
     """At the end of a sweep: exit 3 if its shared budget stopped it; 4 or 1 if a job failed (named)."""
 
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A sweep run again into the same folder (as every failure line advises) answers for itself only:
+        the failure records of an earlier sweep there are removed (its outputs stay)."""
+        for path in Path(str(config.hydra.sweep.dir)).glob(f"*/{FAILED_NAME}"):
+            path.unlink(missing_ok=True)
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
         line = budget_stop(sweep_dir, config.get("budget_usd"))

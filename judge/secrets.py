@@ -7,7 +7,7 @@ manifest, a results cell). The process knows a secret from
 - the config (`remember_secrets`): the value of every variable an `*_env` entry names (`api_key_env:
   LLM_AUTH`, whatever its name), every credential entry (`api_key`, `extra.api_key`, headers), and the
   credentials inside any URL (`https://user:PASSWORD@host`, `?key=...`: an `api_base`, a Redis `cache.url`);
-- the command line (`hide_secret_overrides`), before Hydra prints or writes any override.
+- the command line (`experiments.cli_secrets`), before Hydra prints or writes any override.
 The set of learnt secrets is process-wide on purpose: a line any library prints must be scrubbed too.
 """
 
@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -26,13 +26,13 @@ from urllib.parse import parse_qsl, urlsplit
 REDACTED = "***REDACTED***"
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH(?!ORS?(?:_|$))|BEARER|COOKIE)",
                           re.IGNORECASE)  # fmt: skip
-_MIN_SECRET_LEN = 8
+MIN_SECRET_LEN = 8
 _LEARNT: set[str] = set()  # secrets learnt from a config (remember_secrets); see the module doc
 
 
 def secret_values() -> list[str]:
     """Every secret this process knows (longest first, so a secret's prefix never hides the rest of it)."""
-    values = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= _MIN_SECRET_LEN}
+    values = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= MIN_SECRET_LEN}
     values |= _LEARNT
     values.discard("True")
     return sorted(values, key=len, reverse=True)
@@ -82,7 +82,19 @@ def url_secrets(value: str) -> list[str]:
     except ValueError:  # a malformed port or bracket: no URL, no credential to find
         return []
     found += [v for k, v in parse_qsl(parts.query, keep_blank_values=False) if _SECRET_NAME.search(k)]
-    return [f for f in found if len(f) >= _MIN_SECRET_LEN]
+    return [f for f in found if len(f) >= MIN_SECRET_LEN]
+
+
+def learn(values: Any) -> None:
+    """Learn these strings as secrets (those long enough to be one)."""
+    _LEARNT.update(v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LEN)
+
+
+def is_secret_name(name: object) -> bool:
+    """A name that holds a credential (`api_key`, `Authorization`, `x-api-token`), not a variable's name
+    (`api_key_env`) or a count (`max_tokens`)."""
+    text = str(name)
+    return bool(_SECRET_NAME.search(text)) and not text.endswith("_env") and not text.lower().endswith("tokens")
 
 
 def remember_secrets(cfg: Any) -> None:
@@ -91,11 +103,11 @@ def remember_secrets(cfg: Any) -> None:
         _LEARNT.update(url_secrets(cfg))
     elif isinstance(cfg, Mapping):
         for name, value in cfg.items():
-            if is_secret_entry(name, value) and len(value) >= _MIN_SECRET_LEN:
+            if is_secret_entry(name, value) and len(value) >= MIN_SECRET_LEN:
                 _LEARNT.add(value)
             elif str(name).endswith("_env") and isinstance(value, str) and value:
                 named = os.environ.get(value, "")
-                if len(named) >= _MIN_SECRET_LEN and _SECRET_NAME.search(str(name)):
+                if len(named) >= MIN_SECRET_LEN and _SECRET_NAME.search(str(name)):
                     _LEARNT.add(named)
             else:
                 remember_secrets(value)
@@ -167,94 +179,6 @@ def redact_std_streams() -> None:
         stream = getattr(sys, name)
         if not isinstance(stream, RedactingStream):
             setattr(sys, name, RedactingStream(stream))
-
-
-def _parsed_override(arg: str) -> tuple[Any, bool]:
-    """Hydra's reading of one override, and whether it is a sweep (then a list of its choices); (None, False)
-    when Hydra cannot read it (Hydra will say so itself)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415
-
-    try:
-        override = OverridesParser.create().parse_overrides([arg])[0]
-        if override.is_sweep_override():
-            return list(override.sweep_string_iterator()), True
-        return override.value(), False
-    except Exception:  # noqa: BLE001  (unreadable, or a glob/range sweep: no literal secret in it)
-        return None, False
-
-
-def _holds_secret(name: str, value: Any) -> bool:
-    """Whether an override's value holds a credential: a secret-named entry at any depth, or a URL's."""
-    if isinstance(value, str):
-        return is_secret_entry(name, value) or bool(url_secrets(value))
-    if isinstance(value, Mapping):
-        return any(_holds_secret(str(k), v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return any(_holds_secret(name, v) for v in value)
-    return False
-
-
-def is_secret_override(arg: str) -> bool:
-    """A command-line override that sets a credential (`+judge.extra.api_key=sk-...`, a header map holding
-    one, an `api_base` with a key in its URL), not a number (`max_tokens=160`), an interpolation or a sweep
-    (whose credentials `hide_secret_overrides` learns but cannot move)."""
-    key, sep, text = arg.partition("=")
-    if not sep or not text or text.startswith("${"):
-        return False
-    value, sweep = _parsed_override(arg)
-    return not sweep and _holds_secret(key.lstrip("+~").rsplit(".", 1)[-1], value)
-
-
-# `name: value` / `name=value` with a secret-looking name, in an override Hydra cannot parse
-_LOOSE_SECRET = re.compile(r"[\w-]*(?:KEY|TOKEN|SECRET|PASSWORD|AUTH|BEARER)[\w-]*['\"]?\s*[:=]\s*['\"]?([^\s,'\"}\]]+)",
-                           re.IGNORECASE)  # fmt: skip
-_BEFORE_QUOTE, _AT_END = re.compile(r"(\\*)'"), re.compile(r"\\+$")
-_KEY_SPECIAL = re.compile(r"[\\()\[\]{}:=, \t]")  # escaped with a backslash in an unquoted dict key
-
-
-def _key(name: object) -> str:
-    return _KEY_SPECIAL.sub(lambda m: "\\" + m.group(0), str(name))
-
-
-def _grammar(value: Any) -> str:
-    """`value` in OmegaConf's grammar, every string quoted, so `oc.decode` gives back exactly `value`."""
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{_key(k)}: {_grammar(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_grammar(v) for v in value) + "]"
-    if isinstance(value, str):
-        # OmegaConf's quoted strings: a backslash escapes only before a quote or at the end
-        quoted = _BEFORE_QUOTE.sub(lambda m: m.group(1) * 2 + "\\'", value)
-        return "'" + _AT_END.sub(lambda m: m.group(0) * 2, quoted) + "'"
-    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def hide_secret_overrides(argv: list[str], environ: MutableMapping[str, str]) -> list[str]:
-    """`argv` with each credential override's value moved into `environ` and read back by interpolation;
-    every credential on the command line (a sweep's too) is learnt first, so nothing printed shows it.
-
-    Hydra prints and writes the overrides it is given (the `#0 : ...` job lines, multirun.yaml); it then sees
-    `+judge.extra.api_key=${oc.env:JUDGESCOPE_SECRET_3}` instead of the key (a map or list through
-    `oc.decode`), and resolves it when composing."""
-    out = []
-    for index, arg in enumerate(argv):
-        key, sep, _ = arg.partition("=")
-        value, sweep = _parsed_override(arg) if sep else (None, False)
-        name = key.lstrip("+~").rsplit(".", 1)[-1]
-        for one in value if sweep else [value]:
-            remember_secrets({name: one})
-        if sep and value is None:  # Hydra cannot read it and will print it: learn what looks like a credential
-            _LEARNT.update(v for v in _LOOSE_SECRET.findall(arg) if len(v) >= _MIN_SECRET_LEN)
-        if is_secret_override(arg):
-            var = f"JUDGESCOPE_SECRET_{index}"
-            if isinstance(value, str):
-                environ[var] = value
-                arg = f"{key}=${{oc.env:{var}}}"
-            else:  # a map or a list: decoded back from its quoted form
-                environ[var] = _grammar(value)
-                arg = f"{key}='${{oc.decode:${{oc.env:{var}}}}}'"  # quoted: Hydra's grammar nests no `${`
-        out.append(arg)
-    return out
 
 
 class RedactingFilter(logging.Filter):

@@ -57,9 +57,9 @@ def test_a_key_in_a_url_or_a_header_map_reaches_no_file_and_no_line(tmp_path: Pa
     assert out.returncode == 0, out.stderr[-2000:]
     assert srv.requests and "#1 : " in out.stdout + out.stderr
     multirun = (tmp_path / "sweep" / "multirun.yaml").read_text()
-    assert "judge.api_base=${oc.env:JUDGESCOPE_SECRET_" in multirun
-    assert "+judge.extra.headers='${oc.decode:${oc.env:JUDGESCOPE_SECRET_" in multirun
-    assert '"api_base": "***REDACTED***"' in next((tmp_path / "sweep").rglob("config.json")).read_text()
+    assert "?key=${oc.env:JUDGESCOPE_SECRET_" in multirun  # only the key's characters are replaced
+    assert "+judge.extra.headers={X-Api-Key:${oc.env:JUDGESCOPE_SECRET_" in multirun
+    assert f'"api_base": "{srv.api_base}?key=***REDACTED***"' in next((tmp_path / "sweep").rglob("config.json")).read_text()
     no_key_anywhere(tmp_path, out.stdout, out.stderr)
     for path in tmp_path.rglob("*"):
         assert not path.is_file() or header_key.encode() not in path.read_bytes(), path
@@ -159,6 +159,11 @@ def test_a_sweep_runs_every_job_and_names_those_under_min_parse_rate_at_its_end(
     assert len(jobs) == 2 and all((tmp_path / "sweep" / j / "results.parquet").is_file() for j in jobs)
     failed = [line for line in out.stderr.splitlines() if line.startswith("error: job ")]
     assert len(failed) == 1 and jobs[0] in failed[0] and "min_parse_rate" in failed[0]
+    with srv.running():  # the same folder again, the good job only: the earlier failure is not reported
+        again = run(["-m", "judge=qwen", f"judge.api_base={srv.api_base}", "judge.api_key_env=null", "limit=1",
+                     "n_samples=1", "seed=0", "progress=false", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+                    tmp_path)  # fmt: skip
+    assert again.returncode == 0 and "error: job" not in again.stderr, again.stderr[-2000:]
 
 
 def test_exit_0_still_names_unscored_calls(tmp_path: Path) -> None:
@@ -175,3 +180,16 @@ def test_an_output_folder_that_cannot_be_made_is_one_line(tmp_path: Path) -> Non
     assert out.returncode == 2 and out.stderr.strip() == (
         "error: hydra.run.dir=/proc/judgescope-no-such/run: cannot make a folder in /proc (No such file or "
         "directory); choose another hydra.run.dir")
+
+
+def test_a_hidden_map_override_still_merges(tmp_path: Path) -> None:
+    """`+judge.extra={api_key:KEY}` merges into the judge's `extra` as Hydra does without a key in it (moving
+    the whole map into one variable made Hydra assign it, refusing `+` and dropping `++`'s other entries)."""
+    out = run(["judge=local_nojson", f"+judge.extra={{api_key:{KEY}}}", "plan=true", "limit=1",
+               "hydra.run.dir=run"], tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    out = subprocess.run([sys.executable, "-m", "experiments.run", "judge=local_nojson",
+                          f"++judge.extra={{api_key:{KEY}}}", "--cfg", "job", "--resolve"], cwd=tmp_path,
+                         env=cli_env(tmp_path), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 0 and "response_format" in out.stdout, out.stderr[-2000:]  # merged, not replaced
+    no_key_anywhere(tmp_path, out.stdout, out.stderr)

@@ -183,33 +183,26 @@ def test_config_redaction_keeps_numbers_and_drops_keys(monkeypatch) -> None:  # 
 
 
 def test_credentials_in_urls_and_command_line_maps_are_learnt_and_hidden() -> None:
-    """A URL's password and secret-named query values are secrets; an override whose value holds one (a URL,
-    a map with a secret-named entry) is moved out of Hydra's sight and decoded back unchanged; a sweep's
-    values are learnt (Hydra must still see the sweep)."""
-    import os
-
-    from omegaconf import OmegaConf
-
-    from judge.secrets import hide_secret_overrides, redact, url_secrets
+    """A URL's password and secret-named query values are secrets. On the command line only a credential's own
+    characters are replaced by an `oc.env` interpolation: a `+` map still merges, a sweep stays a sweep, and
+    each override reads back (Hydra's parser, then the variables) to exactly what was typed."""
+    from experiments.cli_secrets import _parsed, _unresolved, hide_secret_overrides
+    from judge.secrets import redact, url_secrets
 
     assert url_secrets("https://me:pw-0123456789@host/v1?key=sk-query-0123456&page=2") == ["pw-0123456789",
                                                                                        "sk-query-0123456"]
     assert url_secrets("https://host/v1?page=22222222") == [] and url_secrets("no url at all") == []
     environ: dict[str, str] = {}
-    headers = {"X-Api-Key": "sk-map-0123456789", "ab": "x'y, z", "n": 3}
-    argv = ["+judge.extra.headers={X-Api-Key:sk-map-0123456789,ab:'x\\'y, z',n:3}",
+    argv = ["+judge.extra={api_key:sk-map-0123456789,note:'x\\'y, z',n:3}",
             "judge.api_base=https://u:pw-url-0123456789@host/v1", "max_tokens=160",
-            "judge.api_key=sk-sweep-aaaaaaaa1,sk-sweep-bbbbbbbb2"]  # fmt: skip
+            "judge.api_key=sk-sweep-aaaaaaaa1,sk-sweep-bbbbbbbb2", "+judge.extra.api_key=12345678901",
+            "~judge.extra", "+judge.extra.headers={Cookie:session=cookie-0123456789=}"]  # the last: unreadable
     out = hide_secret_overrides(argv, environ)
-    assert out[2:] == argv[2:]  # a number stays; a sweep stays a sweep
-    assert all("0123456789" not in arg for arg in out[:2])
-    os.environ.update(environ)
-    try:
-        composed = OmegaConf.to_container(OmegaConf.create({"h": out[0].split("=", 1)[1].strip("'"),
-                                                            "u": out[1].split("=", 1)[1]}), resolve=True)  # fmt: skip
-    finally:
-        for var in environ:
-            os.environ.pop(var)
-    assert composed == {"h": headers, "u": "https://u:pw-url-0123456789@host/v1"}
-    text = "sk-map-0123456789 pw-url-0123456789 sk-sweep-aaaaaaaa1 sk-sweep-bbbbbbbb2"
-    assert redact(text) == " ".join(["***REDACTED***"] * 4)
+    assert out[0] == "+judge.extra={api_key:${oc.env:JUDGESCOPE_SECRET_0_0},note:'x\\'y, z',n:3}"
+    assert out[1] == "judge.api_base=https://u:${oc.env:JUDGESCOPE_SECRET_1_0}@host/v1"
+    assert out[3].count("${oc.env:") == 2 and _parsed(out[3])[1]  # still a sweep
+    assert out[2] == argv[2] and out[5] == argv[5] and out[6] == argv[6]
+    expected = [_parsed(arg)[0] for arg in argv[:4]] + ["12345678901"]  # a key of digits reads back as text
+    assert [_unresolved(_parsed(arg)[0], environ) for arg in out[:5]] == expected
+    text = "sk-map-0123456789 pw-url-0123456789 sk-sweep-aaaaaaaa1 sk-sweep-bbbbbbbb2 12345678901 cookie-0123456789"
+    assert redact(text) == " ".join(["***REDACTED***"] * 6)
