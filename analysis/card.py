@@ -56,7 +56,7 @@ def run_facts(root: str | Path) -> pd.DataFrame:
     rows = []
     for path in find_results(root):
         man = _manifest(path.parent / "manifest.json")
-        cols = ["judge", "latency_s", "cached", "prompt_id", "sample_idx"]
+        cols = ["judge", "run_id", "latency_s", "cached", "prompt_id", "sample_idx"]
         if path.suffix == ".parquet":
             frame = pq.read_table(
                 path, columns=[c for c in cols if c in pq.read_schema(path).names]
@@ -67,6 +67,7 @@ def run_facts(root: str | Path) -> pd.DataFrame:
         if "cached" in calls:
             calls = calls.loc[~calls["cached"].astype(str).str.lower().isin(["true", "1"])]
         rows.append({"judge": man.get("judge", str(frame["judge"].iloc[0]) if len(frame) else None),
+                     "run_id": str(frame["run_id"].iloc[0]) if "run_id" in frame and len(frame) else None,
                      "model": man.get("model"), "mode": man.get("mode"),
                      "rubric_versions": man.get("rubric_versions") or {}, "dataset_hash": man.get("dataset_hash"),
                      "cost_usd": man.get("cost_usd"), "has_manifest": bool(man),
@@ -163,6 +164,8 @@ def make_card(
     """One judge's card: every field of CARD_FIELDS, in that order."""
     mine = results.loc[results["judge"].astype(str) == judge]
     runs = facts.loc[facts["judge"] == judge]
+    if "run_id" in facts and "run_id" in mine:  # and the runs behind a split label (`judge@run`)
+        runs = facts.loc[(facts["judge"] == judge) | facts["run_id"].isin(set(mine["run_id"].astype(str)))]
     costs = runs["cost_usd"].tolist()
     latency = np.concatenate(runs["latency"].tolist()) if len(runs) else np.array([])
     versions: dict[str, set[str]] = {}

@@ -7,8 +7,11 @@ one copy per distinct answer, however many candidate × dimension rows share it.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -143,16 +146,31 @@ def load_results(root: str | Path) -> pd.DataFrame:
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise ValueError(f"results tables below {root} lack required column(s) {missing}")
-    return prepare(frame)
+    return prepare(frame, study_ids(paths, tables))
 
 
-def prepare(results: pd.DataFrame) -> pd.DataFrame:
+def study_ids(paths: list[Path], tables: list[pa.Table]) -> dict[str, str]:
+    """run id -> the study id its manifest records (the hash of every setting that changes a row), where the
+    manifest says; runs of one study are reruns of one rater, not two raters."""
+    out: dict[str, str] = {}
+    for path, table in zip(paths, tables, strict=True):
+        try:
+            study = json.loads((path.parent / "manifest.json").read_text(encoding="utf-8")).get("study_id")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if study and "run_id" in table.column_names:
+            out.update({str(r): str(study) for r in table.column("run_id").unique().to_pylist() if r is not None})
+    return out
+
+
+def prepare(results: pd.DataFrame, studies: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Key columns as categoricals and a float score; in a study of several rubrics every judge is labelled
-    ``judge/rubric``, so that different rubrics are never averaged together and labels stay consistent."""
+    ``judge/rubric``, so that different rubrics are never averaged together and labels stay consistent; runs
+    of different studies over the same items are separate raters (`label_overlapping_runs`)."""
     out = results.copy()
     if "rubric" in out and out["rubric"].nunique() > 1:  # every judge labelled alike, whatever it ran
         out["judge"] = out["judge"].astype(str) + "/" + out["rubric"].astype(str)
-    out = label_overlapping_runs(out)
+    out = label_overlapping_runs(out, studies or {})
     for col in KEY_COLUMNS:
         if col in out and not isinstance(out[col].dtype, pd.CategoricalDtype):
             out[col] = out[col].astype("category")
@@ -169,25 +187,43 @@ def prepare(results: pd.DataFrame) -> pd.DataFrame:
 ITEM = ("instance_id", "candidate_id", "other_id", "order", "dimension", "perturbation")
 
 
-def label_overlapping_runs(results: pd.DataFrame) -> pd.DataFrame:
-    """Each run its own rater (``judge@run_id``) where runs of one judge, mode and rubric judged the same items.
+def label_overlapping_runs(results: pd.DataFrame, studies: Mapping[str, str]) -> pd.DataFrame:
+    """Each study its own rater (``judge@run_id``, its first run) where runs of one judge, mode and rubric
+    from different studies judged the same items; reruns of one study stay one rater, their repeated
+    judgments dropped (the scored copy kept; `attrs["duplicate_judgments"]` counts them).
 
-    Such runs differ in some setting (a `-m temperature=...` or `seed=...` sweep, a rerun with other options):
-    pooled, a candidate's score would mix both settings' samples and self-consistency would measure the
-    difference between the runs. Runs over disjoint items (the same study over two datasets) stay one rater.
+    Different studies over the same items differ in some setting (a `-m temperature=...` or `seed=...`
+    sweep, other options): pooled, a candidate's score would mix both settings' samples and self-consistency
+    would measure the difference between them. A run with no manifest (`studies`) is a study of its own.
+    Runs over disjoint items (one study over two datasets) stay one rater.
     """
     if "run_id" not in results or results["run_id"].nunique() < 2:
         return results
-    rater = [c for c in ("judge", "mode", "rubric") if c in results]
-    item = [c for c in ITEM if c in results]
-    groups = results.groupby(rater + item, observed=True, dropna=False, sort=False)["run_id"]
-    overlapping = results.loc[groups.transform("nunique").to_numpy() > 1, rater].astype(str).drop_duplicates()
-    if overlapping.empty:
+    run = results["run_id"].astype(str)
+    out = results.assign(_study=run.map(lambda r: studies.get(r, f"run:{r}")))
+    rater = [c for c in ("judge", "mode", "rubric") if c in out]
+    item = [c for c in ITEM if c in out]
+    groups = out.groupby(rater + item, observed=True, dropna=False, sort=False)["_study"]
+    overlapping = out.loc[groups.transform("nunique").to_numpy() > 1, rater].astype(str).drop_duplicates()
+    if not overlapping.empty:
+        split = pd.MultiIndex.from_frame(out[rater].astype(str)).isin(pd.MultiIndex.from_frame(overlapping))
+        first = out.assign(_run=run).groupby(["_study", *rater], observed=True)["_run"].transform("min")
+        judge = out["judge"].astype(str)
+        out["judge"] = judge.where(~split, judge + "@" + first.astype(str))
+    return _drop_repeated_judgments(out.drop(columns="_study"), rater, item)
+
+
+def _drop_repeated_judgments(results: pd.DataFrame, rater: list[str], item: list[str]) -> pd.DataFrame:
+    """One row per rater, item, prompt and sample: a study's rerun repeats its judgments (the cache answers
+    them again), which would count twice; the scored copy is kept."""
+    keys = [*rater, *item, *(c for c in ("prompt_id", "sample_idx") if c in results)]
+    order = results["parse_ok"].astype("boolean").fillna(False).to_numpy() if "parse_ok" in results else None
+    ranked = results if order is None else results.iloc[np.argsort(~order, kind="stable")]
+    repeated = ranked.duplicated(subset=keys, keep="first")
+    if not repeated.any():
         return results
-    split = pd.MultiIndex.from_frame(results[rater].astype(str)).isin(pd.MultiIndex.from_frame(overlapping))
-    out = results.copy()
-    judge = out["judge"].astype(str)
-    out["judge"] = judge.where(~split, judge + "@" + out["run_id"].astype(str))
+    out = ranked.loc[~repeated].sort_index()
+    out.attrs["duplicate_judgments"] = int(repeated.sum())
     return out
 
 

@@ -94,6 +94,14 @@ def test_runs_of_one_judge_over_the_same_items_are_separate_raters(tmp_path: Pat
     pd.testing.assert_series_equal(split[split["judge"] == "j@cool"].set_index("dimension")["mean_sd"],
                                    alone["mean_sd"])  # fmt: skip
 
+    for folder, frame in (("0", cool), ("1", cool.assign(run_id="again"))):  # one study run twice
+        write(tmp_path / "rerun" / folder, frame)
+        (tmp_path / "rerun" / folder / "manifest.json").write_text(json.dumps({"study_id": "s1"}))
+    rerun = load_results(tmp_path / "rerun")
+    assert list(rerun["judge"].unique()) == ["j"] and len(rerun) == len(cool)  # one rater, each judgment once
+    assert rerun.attrs["duplicate_judgments"] == len(cool)
+    assert (candidate_scores(rerun)["n_scored"] == 2).all()
+
     other = novelty_run().assign(run_id="more")
     other["instance_id"] = "x-" + other["instance_id"].astype(str)  # the same study over other instances
     write(tmp_path / "split" / "0", cool)
