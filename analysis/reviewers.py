@@ -95,17 +95,23 @@ def compare(judged: pd.DataFrame, reviews: pd.DataFrame, seed: int = 0) -> pd.Da
 
 
 def check_inputs(records: list[dict[str, Any]], reviews: pd.DataFrame, judged: pd.DataFrame, aspect: str,
-                 root: Path, reviews_path: Path) -> None:  # fmt: skip
-    """A ValueError when the comparison would be all empty: no review scores `aspect` (a misspelt --aspect;
-    the aspects found are listed), or a judge rated no paper the reviews cover (a run of another dataset)."""
+                 root: Path, reviews_path: Path) -> pd.DataFrame:  # fmt: skip
+    """The judges to compare: those that rated some reviewed paper. A ValueError when the comparison would be
+    all empty: no review scores `aspect` (a misspelt --aspect; the aspects found are listed), or no judge rated
+    a paper the reviews cover (a run of another dataset). Judges of another study in the folder (a multirun
+    root) are dropped with one `note:` line, not an error: the others still compare."""
     if reviews.empty:
         found = sorted({str(k) for r in records for rev in r["reviews"] for k in rev["scores"]})
         raise ValueError(f"{reviews_path}: no review has a score for --aspect {aspect!r}; aspects found: {found}")
     reviewed = set(reviews["paper_id"])
     apart = sorted(j for j, g in judged.groupby("judge") if not reviewed & set(g["paper_id"]))
-    if apart:
+    if apart and len(apart) == judged["judge"].nunique():
         raise ValueError(f"{root}: judge(s) {apart} rated no paper reviewed in {reviews_path} "
                          "(is this a run of experiment=coling_originality?)")  # fmt: skip
+    if apart:
+        print(f"note: {root}: left out judge(s) {apart}: they rated no paper reviewed in {reviews_path}",
+              file=sys.stderr)  # fmt: skip
+    return judged[~judged["judge"].isin(apart)]
 
 
 def markdown(table: pd.DataFrame, aspect: str) -> str:
@@ -137,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         judged = judge_scores(load_results(args.root), args.dimension)
         if judged.empty:
             raise ValueError(f"{args.root}: no parsed '{args.dimension}' scores in these results")
-        check_inputs(records, reviews, judged, args.aspect, args.root, args.reviews)
+        judged = check_inputs(records, reviews, judged, args.aspect, args.root, args.reviews)
     except (FileNotFoundError, ValueError) as exc:  # DatasetError is a ValueError
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2

@@ -85,13 +85,16 @@ def check_rubric(rubric: Rubric) -> None:
 
 
 def check_api_key_env(cfg: Mapping[str, Any]) -> None:
-    """`judge.api_key_env` names a variable that is set; a key pasted there is never echoed."""
+    """`judge.api_key_env` names a variable that is set. Any name that is set is accepted (real names come in
+    every case and shape); only an unset value is judged by its look, so a key pasted there is never echoed."""
     env = cfg["judge"].get("api_key_env")
-    if env and not looks_like_env_name(str(env)):
-        raise StudyError("judge.api_key_env must name an environment variable (e.g. OPENAI_API_KEY); its value "
-                         "looks like a key, not a name (not shown): put the key in an environment variable "
-                         "and name that variable here")  # fmt: skip
-    if env and not os.environ.get(str(env)) and not cfg.get("plan"):  # a plan calls no provider
+    if not env or os.environ.get(str(env)):
+        return
+    if not looks_like_env_name(str(env)):  # even in a plan: its config would show the pasted key
+        raise StudyError("judge.api_key_env must name an environment variable (e.g. OPENAI_API_KEY): no variable "
+                         "of that name is set, and its value looks like a key pasted by mistake (not shown): put "
+                         "the key in an environment variable and name that variable here")  # fmt: skip
+    if not cfg.get("plan"):  # a plan calls no provider
         raise StudyError(f"judge={cfg['judge']['name']}: the environment variable {env} is not set (API key)")
 
 

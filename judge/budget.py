@@ -17,9 +17,11 @@ spend to, one ledger in the sweep folder, so the jobs together stay under the ca
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from judge.completer import Completion, Message
 from judge.ledger import Fit, SharedSpend, fit
@@ -32,6 +34,18 @@ SHARED_WAIT_S = 0.25  # the same in a sweep, where each check takes the ledger's
 # and without this bound the sweep would hang. (In one run the reservations are the run's own calls, which
 # always end: there is no bound.)
 MAX_WAIT_S = 900.0
+T = TypeVar("T")
+
+
+async def _through_cancel(future: asyncio.Future[T]) -> T | None:
+    """The result of a ledger update already running in a thread, waited for even through further
+    cancellations (a Ctrl-C, a shutdown): the update completes either way, and a cancelled caller must see it
+    to undo a reservation before it re-raises. None if the update failed (it changed nothing in the ledger; the
+    cancellation, not the ledger's error, is what the caller reports)."""
+    while not future.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(future)
+    return None if future.cancelled() or future.exception() is not None else future.result()
 
 
 class BudgetError(ValueError):
@@ -79,10 +93,20 @@ class Budget:
 
     async def _afit(self, bound: float) -> Fit:
         """`_fit` with the sweep ledger's file lock and I/O in a thread: another job holding the lock (or a slow
-        shared disk) must not stall every call of this run's event loop."""
+        shared disk) must not stall every call of this run's event loop. If this task is cancelled meanwhile,
+        a reservation the thread still makes is settled at 0 (the call is never sent), not left in the ledger."""
         if self.shared is None:
             return self._fit(bound)
-        return self._reserved(await asyncio.to_thread(self.shared.reserve, bound, self.limit_usd), bound)
+        # an executor future, not a task: a shutdown's cancel-all cannot cancel it, so its answer is always seen
+        loop = asyncio.get_running_loop()
+        thread = loop.run_in_executor(None, self.shared.reserve, bound, self.limit_usd)
+        try:
+            answer = await asyncio.shield(thread)
+        except asyncio.CancelledError:  # the thread goes on: a reservation it makes is for a call never sent
+            if await _through_cancel(thread) is Fit.NOW:
+                await _through_cancel(loop.run_in_executor(None, self.shared.settle, bound, 0.0))
+            raise
+        return self._reserved(answer, bound)
 
     def _reserved(self, answer: Fit, bound: float) -> Fit:
         if answer is Fit.NOW:  # this run's own account, on the event loop's thread only

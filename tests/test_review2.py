@@ -4,7 +4,7 @@
 - a Retry-After that is neither seconds nor an HTTP date falls back to the backoff;
 - a budget stop's manifest rates only the calls made, and its message says when they miss min_parse_rate;
 - a rubric with no dimensions, or a template that cannot be read or compiled, is one `error:` line, exit 2;
-- a key pasted into judge.api_key_env is never echoed;
+- a key pasted into judge.api_key_env is never echoed, and any variable that is set is accepted (review 3, #6);
 - analysis.card names a damaged manifest.json.
 """
 
@@ -179,6 +179,41 @@ def test_an_unset_variable_name_is_still_named(name: str, monkeypatch: pytest.Mo
     monkeypatch.delenv(name, raising=False)
     with pytest.raises(StudyError, match=f"the environment variable {name} is not set"):
         load_study_inputs(compose("judge=qwen", f"judge.api_key_env={name}"))
+
+
+# Review 3, finding 6: real names come in every shape; any variable that is set is accepted, in a plan or not.
+SET_NAMES = ["AzureOpenAIKey", "OpenAI_API_Key", "Groq_Key", "my-key", "OPENROUTERAPIKEYPROD"]
+
+
+@pytest.mark.parametrize("name", SET_NAMES)
+@pytest.mark.parametrize("plan", [False, True])
+def test_a_set_variable_of_any_shape_is_accepted(name: str, plan: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(name, "abc123abc123abc")
+    load_study_inputs(compose("judge=qwen", f"judge.api_key_env={name}", f"plan={plan}"))
+
+
+@pytest.mark.parametrize("name", SET_NAMES)
+def test_an_unset_odd_name_is_not_set_and_maybe_a_key_but_not_echoed(name: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(name, raising=False)
+    with pytest.raises(StudyError, match="no variable of that name is set.*looks like a key pasted by mistake") as info:
+        load_study_inputs(compose("judge=qwen", f"judge.api_key_env={name}"))
+    assert name not in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["QWEN_API_KEY_UNSET_HERE", "my_key"])
+def test_a_plan_accepts_an_unset_variable_name(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(name, raising=False)
+    load_study_inputs(compose("judge=qwen", f"judge.api_key_env={name}", "plan=true"))
+
+
+def test_the_cli_plans_with_a_mixed_case_variable_that_is_set(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "experiments.run", "judge=gpt-4o", "judge.api_key_env=AzureOpenAIKey", "limit=1",
+           "plan=true", f"hydra.run.dir={tmp_path / 'run'}"]  # fmt: skip
+    env = cli_env(tmp_path, {"AzureOpenAIKey": "abc123abc123abc"})
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "error:" not in done.stderr
 
 
 # --- finding 13: a damaged manifest is named ---------------------------------------------------------------

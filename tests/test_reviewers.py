@@ -105,6 +105,24 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert not (tmp_path / "o").exists()
 
 
+def test_a_judge_of_another_study_in_the_folder_is_dropped_with_a_note(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Review 3, finding 7: a multirun root with a coling run and another study's judge (the novelty rubric also
+    has an `originality` dimension) still compares the coling judge; the other is named once on stderr."""
+    path = write(tmp_path, PAPERS)
+    root = tmp_path / "multirun"
+    for name, rubric, ids in (("coling", "paper_originality", ["1", "2", "3", "4"]), ("novelty", "novelty", ["n1"])):
+        (root / name).mkdir(parents=True)
+        pd.DataFrame({"judge": f"j-{name}", "mode": "independent", "instance_id": ids, "candidate_id": "c",
+                      "source": "paper", "rubric": rubric, "dimension": "originality", "score": 3.0, "parse_ok": True}
+                     ).to_csv(root / name / "results.csv", index=False)
+    assert main([str(root), "--reviews", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("note:") and "j-novelty" in err and "j-coling" not in err, err
+    judges = set(pd.read_csv(root / "reviewers.csv")["judge"])
+    assert len(judges) == 2 and "reviewers" in judges and any("j-coling" in j for j in judges), judges
+
+
 @pytest.mark.skipif(not (DATA / "coling2020_reviews.jsonl").exists(), reason="../shared/data not present")
 def test_real_coling_labels_and_ceiling() -> None:
     papers = load_coling_records(DATA / "coling2020_reviews.jsonl")

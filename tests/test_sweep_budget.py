@@ -190,3 +190,54 @@ def test_another_job_holding_the_ledger_lock_does_not_stall_this_jobs_event_loop
     assert reserved is not None and read_ledger(path)["jobs"]["0_here"]["reserved_usd"] == pytest.approx(reserved)
     asyncio.run(budget.afinish(reserved, None))
     assert read_ledger(path)["jobs"]["0_here"]["reserved_usd"] == 0
+
+
+@pytest.mark.parametrize("cancels", [1, 2])
+def test_a_call_cancelled_while_its_reservation_waits_on_the_lock_leaves_none_in_the_ledger(
+        tmp_path: Path, cancels: int) -> None:  # fmt: skip
+    """Review 3, finding 8: the reservation runs in a thread; a task cancelled (Ctrl-C, shutdown) while that
+    thread waits on the ledger's lock never sends its call, so what the thread reserves once the lock is free is
+    settled at 0. It stayed reserved, and a rerun of the job counted it as spent. A second cancel during the
+    wait (a second Ctrl-C) changes nothing."""
+    import asyncio
+    import threading
+
+    from judge.budget import Budget
+    from judge.pricing import Prices
+
+    path = tmp_path / "spend.json"
+    other = SharedSpend(path, "1_other")
+    shared = SharedSpend(path, "0_here")
+    budget = Budget(1.0, "gpt-4o", Prices(1e-5, 1e-5, source="config"), max_tokens=100, shared=shared)
+    held, release, asked = threading.Event(), threading.Event(), threading.Event()
+    reserve = shared.reserve
+
+    def reserve_after_asking(amount: float, limit_usd: float) -> Fit:
+        asked.set()  # this job's thread is about to wait on the lock the other job holds
+        return reserve(amount, limit_usd)
+
+    shared.reserve = reserve_after_asking  # type: ignore[method-assign]
+
+    def hold_the_lock() -> None:  # the other job, mid-update, until the test lets go (or 10 s)
+        with other._locked():
+            held.set()
+            release.wait(timeout=10)
+
+    async def main() -> None:
+        holder = threading.Thread(target=hold_the_lock)
+        holder.start()
+        await asyncio.to_thread(held.wait)
+        task = asyncio.ensure_future(budget.wait_start([{"role": "user", "content": "hello"}]))
+        await asyncio.to_thread(asked.wait)
+        for _ in range(cancels):
+            task.cancel()
+            await asyncio.sleep(0)  # let the task take the cancellation before the next one
+        release.set()  # the thread now reserves (NOW): the budget is far from spent
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.to_thread(holder.join)
+
+    asyncio.run(main())  # returns once every thread of this run has finished
+    line = read_ledger(path)["jobs"]["0_here"]
+    assert line["reserved_usd"] == 0 and line["spent_usd"] == 0, line
+    assert budget.reserved_usd == 0 and budget.spent_usd == 0
