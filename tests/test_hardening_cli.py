@@ -126,6 +126,7 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
     assert manifest["calls_made"] == srv.requests - before and manifest["calls_made"] + manifest["calls_cached"] == 22
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["experiments.generate", "experiments.issues", "experiments.extract"])
 def test_every_stage_hides_keys_and_answers_a_refused_key_in_one_line(module: str, tmp_path: Path) -> None:
     """The generate, issues and extract entry points, like experiments.run: a key on the command line and a
@@ -145,6 +146,7 @@ def test_every_stage_hides_keys_and_answers_a_refused_key_in_one_line(module: st
     no_key_anywhere(tmp_path, out.stdout, out.stderr)
 
 
+@pytest.mark.slow
 def test_a_sweep_runs_every_job_and_names_those_under_min_parse_rate_at_its_end(tmp_path: Path) -> None:
     """A sweep job below min_parse_rate writes its outputs and the sweep goes on (a `sys.exit` in a job ended
     the whole sweep at its first such job); the sweep then exits 4, naming each failed job."""
