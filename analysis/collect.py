@@ -216,8 +216,12 @@ def label_overlapping_runs(results: pd.DataFrame, studies: Mapping[str, str]) ->
 def _drop_repeated_judgments(results: pd.DataFrame, rater: list[str], item: list[str]) -> pd.DataFrame:
     """One row per rater, item, prompt and sample: a study's rerun repeats its judgments (the cache answers
     them again), which would count twice; the scored copy is kept."""
-    keys = [*rater, *item, *(c for c in ("prompt_id", "sample_idx") if c in results)]
-    order = results["parse_ok"].astype("boolean").fillna(False).to_numpy() if "parse_ok" in results else None
+    # a rerun that judged another text or under another rubric version is not a repeat (the study id hashes
+    # the settings, not the dataset's or the template's contents)
+    same = ("prompt_id", "sample_idx", "model", "rubric_version", "candidate_text")
+    keys = [*rater, *item, *(c for c in same if c in results)]
+    ok = results["parse_ok"].astype(str).str.lower().isin(["true", "1", "1.0"]) if "parse_ok" in results else None
+    order = None if ok is None else ok.to_numpy(dtype=bool)
     ranked = results if order is None else results.iloc[np.argsort(~order, kind="stable")]
     repeated = ranked.duplicated(subset=keys, keep="first")
     if not repeated.any():

@@ -261,6 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     paper_md, paper_tex = write_paper_tables(tables, out)
     print(f"{len(results)} rows, {len(tables)} tables -> {md} and {html} (paper tables: {paper_md}, {paper_tex})",
           file=sys.stderr)  # fmt: skip
+    if results.attrs.get("duplicate_judgments"):
+        print(f"note: {results.attrs['duplicate_judgments']} judgments repeated by reruns of the same study were "
+              "counted once", file=sys.stderr)  # fmt: skip
     return 0
 
 

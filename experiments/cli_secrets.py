@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
+from hydra.core.override_parser.types import ChoiceSweep, QuotedString
+
 from judge.secrets import MIN_SECRET_LEN, is_secret_name, learn, url_secrets
 
 _LOOSE = re.compile(r"(?:KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|BEARER|COOKIE)[\w-]*['\"]?\s*[:=]\s*['\"]?([^,'\"}\]]+)",
@@ -29,7 +31,6 @@ _INTERPOLATION = re.compile(r"\$\{oc\.env:(JUDGESCOPE_SECRET_\d+_\d+)\}")
 def _parsed(arg: str) -> tuple[Any, bool, bool]:
     """(value, is a sweep, readable): a sweep's value is the list of its choices, unescaped."""
     from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415
-    from hydra.core.override_parser.types import ChoiceSweep  # noqa: PLC0415
 
     try:
         override = OverridesParser.create().parse_overrides([arg])[0]
@@ -37,8 +38,13 @@ def _parsed(arg: str) -> tuple[Any, bool, bool]:
         return None, False, False
     value = override.value()
     if override.is_sweep_override():
-        return (list(value.list) if isinstance(value, ChoiceSweep) else None), True, True
-    return value, False, True
+        return ([_text(v) for v in value.list] if isinstance(value, ChoiceSweep) else None), True, True
+    return _text(value), False, True
+
+
+def _text(value: Any) -> Any:
+    """A sweep's quoted choice (Hydra's `QuotedString`) as its text; anything else as it is."""
+    return value.text if isinstance(value, QuotedString) else value
 
 
 def _credentials(name: str, value: Any) -> Iterator[str]:
@@ -50,7 +56,9 @@ def _credentials(name: str, value: Any) -> Iterator[str]:
         for item in value:
             yield from _credentials(name, item)
     elif isinstance(value, str):
-        if value and is_secret_name(name) and not value.startswith("${"):
+        if "${" in value:  # resolved when the config is composed, and its resolved credential learnt then
+            return
+        if value and is_secret_name(name):
             yield value
         yield from url_secrets(value)
     elif isinstance(value, int | float) and not isinstance(value, bool) and is_secret_name(name):
@@ -100,15 +108,15 @@ def _substituted(arg: str, secrets: list[str], tag: int, environ: MutableMapping
 
 
 def _whole(arg: str, value: Any, tag: int, environ: MutableMapping[str, str]) -> str:
-    """The fallback for a plain override: its whole value in one variable (a map or list through
-    `oc.decode`, which a `+` map override assigns rather than merges)."""
-    key = arg.partition("=")[0]
+    """The fallback for a plain override: its whole value in one variable (a credential is text). A map or list cannot be
+    moved whole without changing how Hydra applies it (a `+` map would be assigned, not merged): refused."""
+    key, _, text = arg.partition("=")
+    if isinstance(value, Mapping | list | tuple):
+        raise ValueError(f"{key}=...: holds a credential that cannot be hidden from Hydra in place (value not "
+                         f"shown); put it in an environment variable and write {key}.<entry>=${{oc.env:NAME}}")
     var = f"JUDGESCOPE_SECRET_{tag}_0"
-    if isinstance(value, str):
-        environ[var] = value
-        return f"{key}=${{oc.env:{var}}}"
-    environ[var] = grammar(value)
-    return f"{key}='${{oc.decode:${{oc.env:{var}}}}}'"  # quoted: Hydra's grammar nests no `${`
+    environ[var] = value if isinstance(value, str) else text  # a number: the credential as typed
+    return f"{key}=${{oc.env:{var}}}"
 
 
 def _each_choice(arg: str, choices: list[Any], tag: int, environ: MutableMapping[str, str]) -> str | None:
@@ -137,23 +145,40 @@ def _loose(text: str) -> list[str]:
     return [text, *url_secrets(text), *found, *(w for m in found for w in re.split(r"[\s=;]+", m))]
 
 
+def _found(arg: str) -> tuple[Any, bool, bool, list[str]]:
+    """(value, sweep, readable, the credentials it holds), learning them."""
+    key, _, text = arg.partition("=")
+    name = key.lstrip("+~").rsplit(".", 1)[-1]
+    value, sweep, readable = _parsed(arg)
+    if not readable:  # Hydra will refuse it and may print it whole: what looks like a credential is learnt
+        learn(_loose(text))
+        return value, sweep, readable, []
+    if sweep and value is None:  # a range() or glob(): no literal values to hide
+        if is_secret_name(name):
+            learn([text, *re.findall(r"[\w.-]+", text)])
+            raise ValueError(f"{key}=...: a range or glob sweep of credentials cannot be hidden from Hydra "
+                             "(value not shown); list the values, or read them with ${oc.env:NAME}")
+        return value, sweep, readable, []
+    if not sweep and isinstance(value, int | float) and not isinstance(value, bool) and is_secret_name(name):
+        found = [text]  # a key of digits, as typed (Hydra reads `1e100000` as inf)
+    else:
+        found = [c for c in _credentials(name, value) if len(c) >= MIN_SECRET_LEN]
+    learn(found)
+    return value, sweep, readable, found
+
+
 def hide_secret_overrides(argv: list[str], environ: MutableMapping[str, str]) -> list[str]:
-    """`argv` with every credential learnt and, where Hydra would write it, moved into `environ`."""
+    """`argv` with every credential learnt and, wherever Hydra would write it (in any override, under any
+    name), moved into `environ`. A ValueError names an override that holds one and cannot be rewritten."""
+    parsed = [_found(arg) if "=" in arg and not arg.startswith("-") else (None, False, False, []) for arg in argv]
+    every = sorted({c for *_, found in parsed for c in found}, key=len, reverse=True)
     out = []
-    for tag, arg in enumerate(argv):
-        key, sep, text = arg.partition("=")
-        if not sep or arg.startswith("-"):
-            out.append(arg)
-            continue
-        value, sweep, readable = _parsed(arg)
-        if not readable:  # Hydra will refuse it and may print it whole: all of it is treated as a secret
-            learn(_loose(text))
-            out.append(arg)
-            continue
-        secrets = [c for c in _credentials(key.lstrip("+~").rsplit(".", 1)[-1], value) if len(c) >= MIN_SECRET_LEN]
-        learn(secrets)
-        if secrets:
-            hidden = _substituted(arg, secrets, tag, environ)
+    for tag, (arg, (value, sweep, readable, own)) in enumerate(zip(argv, parsed, strict=True)):
+        text = arg.partition("=")[2]
+        here = [c for c in every if c in text]
+        if readable and (here or own) and value is not None:
+            # one of its own credentials typed otherwise (escaped) than it reads: no substitution can hide it
+            hidden = _substituted(arg, here, tag, environ) if all(c in text for c in own) else None
             if hidden is None:
                 hidden = _each_choice(arg, value, tag, environ) if sweep else _whole(arg, value, tag, environ)
             arg = hidden or arg  # a sweep neither way can be hidden stays as typed: its values are learnt

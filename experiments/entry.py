@@ -31,7 +31,11 @@ def start(config_name: str, *checks: Callable[[list[str]], str | None]) -> None:
     from judge.secrets import redact_std_streams
 
     redact_std_streams()
-    sys.argv[1:] = hide_secret_overrides(sys.argv[1:], os.environ)  # Hydra prints and writes its overrides
+    try:
+        sys.argv[1:] = hide_secret_overrides(sys.argv[1:], os.environ)  # Hydra prints and writes its overrides
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     for check in (*checks, lambda argv: command_line_problem(argv, config_name)):
         problem = check(sys.argv[1:])
         if problem:

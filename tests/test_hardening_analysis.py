@@ -101,6 +101,10 @@ def test_runs_of_one_judge_over_the_same_items_are_separate_raters(tmp_path: Pat
     assert list(rerun["judge"].unique()) == ["j"] and len(rerun) == len(cool)  # one rater, each judgment once
     assert rerun.attrs["duplicate_judgments"] == len(cool)
     assert (candidate_scores(rerun)["n_scored"] == 2).all()
+    edited = cool.assign(run_id="edited", rubric_version="v2")  # the same settings, another template
+    write(tmp_path / "rerun" / "2", edited)
+    (tmp_path / "rerun" / "2" / "manifest.json").write_text(json.dumps({"study_id": "s1"}))
+    assert len(load_results(tmp_path / "rerun")) == 2 * len(cool)  # not a repeat: its rows are kept
 
     other = novelty_run().assign(run_id="more")
     other["instance_id"] = "x-" + other["instance_id"].astype(str)  # the same study over other instances

@@ -206,3 +206,26 @@ def test_credentials_in_urls_and_command_line_maps_are_learnt_and_hidden() -> No
     assert [_unresolved(_parsed(arg)[0], environ) for arg in out[:5]] == expected
     text = "sk-map-0123456789 pw-url-0123456789 sk-sweep-aaaaaaaa1 sk-sweep-bbbbbbbb2 12345678901 cookie-0123456789"
     assert redact(text) == " ".join(["***REDACTED***"] * 6)
+
+
+def test_command_line_credentials_everywhere_they_are_typed() -> None:
+    """Review 4: quoted sweep choices are credentials too; a value holding `${...}` is left for OmegaConf to
+    resolve; a credential is replaced wherever it recurs in argv; one that cannot be rewritten in place (typed
+    escaped in a map, a range of keys) is refused in one line that does not show it."""
+    import pytest as _pytest
+
+    from experiments.cli_secrets import _parsed, _unresolved, hide_secret_overrides
+
+    environ: dict[str, str] = {}
+    argv = ["+judge.extra.api_key='sk-quoted-0001','sk-quoted-0002'",
+            "+judge.extra.headers={Authorization:'Bearer ${oc.env:MY_TOKEN}'}",
+            "+judge.extra.headers={X-Api-Key:sk-twice-00001}", "++judge.extra.note=sk-twice-00001"]  # fmt: skip
+    out = hide_secret_overrides(argv, environ)
+    assert "sk-quoted" not in out[0] and _parsed(out[0])[1]  # hidden, still a sweep
+    assert _unresolved(_parsed(out[0])[0], environ) == ["sk-quoted-0001", "sk-quoted-0002"]
+    assert out[1] == argv[1]  # resolved when the config is composed (its credential learnt then)
+    assert "sk-twice" not in out[2] + out[3]
+    for bad in ("++judge.extra={headers:{X-Api-Key:'ab\\'cdefgh12'}}", "+judge.extra.api_key=range(12345678,12345680)"):
+        with _pytest.raises(ValueError, match=r"=\.\.\.: .*cannot be hidden .*\(value not shown\)") as err:
+            hide_secret_overrides([bad], {})
+        assert "cdefgh12" not in str(err.value) and "12345678" not in str(err.value)
