@@ -154,9 +154,9 @@ def run_all(args: argparse.Namespace) -> None:
     from throughput import make_dataset, study_config  # noqa: PLC0415
 
     from experiments.inputs import load_study_inputs  # noqa: PLC0415
+    from experiments.judges import max_tokens_of  # noqa: PLC0415
     from experiments.modes import build_prompts  # noqa: PLC0415
     from experiments.modes.independent import Independent  # noqa: PLC0415
-    from experiments.study import max_tokens_of  # noqa: PLC0415
     from judge.pricing import prompt_tokens  # noqa: PLC0415
 
     if args.quick:

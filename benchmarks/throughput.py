@@ -227,7 +227,8 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         frame = run_study(cfg, load_study_inputs(cfg), out, run_id=kind)
         wall, cpu = time.perf_counter() - t0, _cpu() - cpu
         manifest = json.loads((out / "manifest.json").read_text())
-        from experiments.study import make_judge, plan_workers  # noqa: PLC0415
+        from experiments.judges import make_judge  # noqa: PLC0415
+        from experiments.study import plan_workers  # noqa: PLC0415
 
         workers = plan_workers(cfg, make_judge(cfg), int(manifest["calls_made"])) if manifest["calls_made"] else 0
         shutil.rmtree(out, ignore_errors=True)

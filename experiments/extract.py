@@ -63,9 +63,10 @@ def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     """Label, call, score, write; returns the metrics."""
     from experiments.coling import extraction_labels, load_coling_records
     from experiments.inputs import check_api_key_env, check_rubric, resolve_path
+    from experiments.judges import make_judge, sampling_params
+    from experiments.manifest import Tally
     from experiments.novbench_data import load_novbench_records
     from experiments.outputs import write_atomic
-    from experiments.study import Tally, make_judge, sampling_params
     from judge.rubric import rubric_from_config
 
     papers = load_coling_records(resolve_path(str(cfg["papers"])))

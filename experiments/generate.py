@@ -54,9 +54,10 @@ def generate(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     """Run one generation task; returns the manifest."""
     from experiments import generation as gen
     from experiments.inputs import resolve_path
+    from experiments.judges import make_judge, sampling_params
+    from experiments.manifest import Tally
     from experiments.novbench_data import load_novbench_records
     from experiments.outputs import write_atomic
-    from experiments.study import Tally, make_judge, sampling_params
 
     task, name, limit = cfg["task"], cfg["judge"]["name"], cfg.get("limit")
     if task not in ("questions", "novelty", "reviews"):

@@ -94,8 +94,8 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
     """The whole issue-set study for one judge; returns the macro table."""
     from analysis import echoreview as er
     from experiments.inputs import load_study_inputs
+    from experiments.judges import make_judge, sampling_params
     from experiments.outputs import write_atomic
-    from experiments.study import make_judge, sampling_params
 
     rubric, instances, _ = load_study_inputs(cfg, with_mode=False)
     judge = make_judge(cfg)

@@ -43,7 +43,7 @@ def _costs(
 
 def plan_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path]) -> dict[str, Any]:
     """The plan of one run: counts, tokens and cost of the calls not yet in the cache. No provider call."""
-    from experiments.study import make_judge  # noqa: PLC0415 (litellm-heavy)
+    from experiments.judges import make_judge  # noqa: PLC0415 (litellm-heavy)
 
     rubric, instances, _ = inputs
     mode = study_mode(cfg)
@@ -101,7 +101,7 @@ def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[s
 
 def _largest_budget(cfg: Mapping[str, Any], prompts: Sequence[Prompt]) -> int:
     """The largest output budget of the run's calls (each prompt's own when `max_tokens: null`)."""
-    from experiments.study import max_tokens_of  # noqa: PLC0415
+    from experiments.judges import max_tokens_of  # noqa: PLC0415
 
     return max((max_tokens_of(cfg, p) for p in prompts), default=int(cfg.get("max_tokens") or 0))
 

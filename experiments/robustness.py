@@ -101,7 +101,7 @@ def apply(
 def paraphrases(instances: Sequence[Instance], cfg: Mapping[str, Any]) -> dict[str, str]:
     """candidate_id -> a paraphrase by the generator judge (cached calls; a failed call keeps the original)."""
     from experiments.generation import Request, call_many
-    from experiments.study import make_judge, sampling_params
+    from experiments.judges import make_judge, sampling_params
     from judge.rubric import render_template, template_version
 
     conf = settings(cfg)

@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,144 +24,24 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from experiments import robustness
-from experiments.batching import batch_manifest
-from experiments.datasets import Instance, dataset_hash
+from experiments.datasets import Instance
 from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs, study_mode
+from experiments.judges import make_judge, max_tokens_of, sampling_params, sent_request
+from experiments.manifest import Tally, build_manifest, check_parse_rate, manifest_extras
 from experiments.modes import build_prompts
 from experiments.outputs import claim_folder, release_folder, write_outputs
 from experiments.prompt import Prompt
 from experiments.rows import rows_for, to_frame
-from experiments.shard import parse_shard, study_id
-from experiments.spend import budget_for, budget_manifest, budget_message, share_budget
+from experiments.spend import budget_message, share_budget
 from judge.cache import CacheError
 from judge.calls import Call, call_all
 from judge.client import CallResult, Judge, Sample
-from judge.completer import LiteLLMCompleter
-from judge.expected import TOP_LOGPROBS
 from judge.ledger import LedgerError
-from judge.quirks import RequestShape, request_shape
-from judge.ratelimit import limiter_for
-from judge.retry import FatalProviderError, RetryPolicy
+from judge.quirks import RequestShape
+from judge.retry import FatalProviderError
 from judge.rubric import Rubric, response_format
-from judge.secrets import redact, redact_config, remember_secrets
+from judge.secrets import redact, redact_config
 from judge.speedups import frozen_heap
-from judge.stores import open_cache
-
-
-@dataclass
-class Tally:
-    """Counts for the manifest and the progress bar."""
-
-    calls: int = 0
-    cached: int = 0
-    shared: int = 0
-    retries: int = 0
-    provider_errors: int = 0
-    unscored: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    cost_known: bool = True
-    not_started: int = 0
-    batch: Any = None  # judge.batch.BatchStats of a batch=true run
-    cache_damaged: int = 0
-    errors: list[str] = field(default_factory=list)
-
-    def add(self, result: CallResult, scored: bool) -> None:
-        """Count one call: made, cached, shared or failed (`calls + retries + provider_errors` is what the
-        provider saw; `calls_total = calls + cached + shared + provider_errors + not_started`)."""
-        if result.not_started:  # a budget stop: no row, nothing paid
-            self.not_started += 1
-            return
-        self.unscored += 0 if scored else 1
-        if result.shared:
-            self.shared += 1
-            return
-        self.retries += result.retries
-        if result.cached:
-            self.cached += 1
-        elif result.completion is None:
-            self.provider_errors += 1
-            self.errors.append(result.error or "")
-        if result.completion is not None and not result.cached:
-            self.calls += 1
-        comp = result.completion
-        if comp is not None:
-            self.prompt_tokens += comp.prompt_tokens
-            self.completion_tokens += comp.completion_tokens
-            if comp.cost_usd is None:
-                self.cost_known = False
-            else:
-                self.cost_usd += comp.cost_usd
-
-
-def sampling_params(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The decoding parameters every call of a run shares (each sample adds its index to the seed);
-    `max_tokens: null` leaves the output budget to each prompt (`max_tokens_of`)."""
-    params: dict[str, Any] = {"temperature": float(cfg["temperature"]), "seed": int(cfg["seed"])}
-    if cfg.get("max_tokens") is not None:
-        params["max_tokens"] = int(cfg["max_tokens"])
-    if cfg.get("expected_scores"):  # G-Eval expected scores need the answer's token log-probabilities
-        params |= {"logprobs": True, "top_logprobs": TOP_LOGPROBS}
-    return params
-
-
-def max_tokens_of(cfg: Mapping[str, Any], prompt: Prompt) -> int:
-    """A call's output budget: the study's `max_tokens`, else what the prompt's complete answer needs."""
-    return int(cfg["max_tokens"]) if cfg.get("max_tokens") is not None else prompt.answer_tokens
-
-
-def sent_request(cfg: Mapping[str, Any], rubric: Rubric) -> RequestShape:
-    """What this run's requests carry after litellm's parameter mapping (judge.quirks), built, never sent."""
-    jcfg = cfg["judge"]
-    # a one-item prompt's budget stands for the run's (`max_tokens: null` sizes each prompt's own)
-    asked = {"max_tokens": rubric.answer_tokens(None), **sampling_params(cfg), **(jcfg.get("extra") or {})}
-    if jcfg.get("structured_output"):
-        asked["response_format"] = response_format(rubric, None)
-    return request_shape(str(jcfg["model"]), jcfg.get("api_base"), asked)
-
-
-def make_judge(cfg: Mapping[str, Any]) -> Judge:
-    """The judge of this study: litellm completer + call cache + retry policy (an unusable cache folder is a
-    one-line StudyError for every entry point)."""
-    remember_secrets(cfg)  # every error, row and file of this judge is scrubbed of the config's secrets
-    jcfg = cfg["judge"]
-    extra = jcfg.get("extra") or {}
-    completer = make_completer(jcfg)
-    if str(jcfg["model"]).startswith("local/") or extra.get("custom_llm_provider") == "local":
-        # the embedded model's litellm provider (judge.local_provider)
-        from judge.local_provider import register  # noqa: PLC0415 (kept out of import time)
-
-        register()  # makes "local/..." a litellm provider like any other; loads no weights until called
-    policy = RetryPolicy(**(cfg.get("retry") or {}))
-    try:
-        cache = open_cache(cfg.get("cache"), cfg.get("cache_dir"))
-    except CacheError as exc:
-        raise StudyError(str(exc)) from None
-    judge = Judge(completer, cache, policy=policy, concurrency=int(jcfg.get("concurrency", 8)),
-                  api_base=completer.api_base)  # fmt: skip
-    judge.budget = budget_for(cfg)
-    judge.limiter = limiter_for(str(jcfg["model"]), jcfg.get("rpm"), jcfg.get("tpm"), judge.concurrency,
-                                max_wait_s=policy.max_wait_s)  # a Retry-After is capped as without a limit
-    if judge.limiter is not None and hasattr(completer, "read_headers"):
-        completer.read_headers = True
-    return judge
-
-
-def make_completer(jcfg: Mapping[str, Any]) -> LiteLLMCompleter:
-    """litellm for one endpoint (`api_base`), or litellm's Router over replicas (`api_bases`, judge.pool)."""
-    common = {"api_key_env": jcfg.get("api_key_env"), "timeout_s": float(jcfg.get("timeout_s", 120)),
-              "extra": jcfg.get("extra") or {}}  # fmt: skip
-    if not jcfg.get("api_bases"):
-        return LiteLLMCompleter(jcfg["model"], api_base=jcfg.get("api_base"), **common)
-    from judge.pool import RouterCompleter  # noqa: PLC0415 (only pools need the Router)
-    from judge.routing import PoolSettings  # noqa: PLC0415
-
-    try:
-        pool = PoolSettings.from_config(jcfg.get("pool"))
-    except (TypeError, ValueError) as exc:
-        raise StudyError(str(exc)) from None
-    return RouterCompleter(jcfg["model"], api_bases=list(jcfg["api_bases"]), pool=pool, **common)
 
 
 def jobs_of(prompts: Sequence[Prompt], cfg: Mapping[str, Any]) -> list[tuple[Prompt, int]]:
@@ -398,57 +278,3 @@ def _judge_all(cfg: Mapping[str, Any], prompts: Sequence[Prompt], rubric: Rubric
     return to_frame(rows), tally, judge, shape, keys
 
 
-def manifest_extras(cfg: Mapping[str, Any], judge: Judge, shape: RequestShape, tally: Tally) -> dict[str, Any]:
-    """The manifest's budget, batch, request-shape and rate-limit fields."""
-    extras = {**budget_manifest(judge.budget, tally.not_started), **batch_manifest(tally.batch),
-              "temperature": shape.temperature, "temperature_asked": float(cfg["temperature"]),
-              "request": {"sent": shape.sent, "changes": shape.changes}}  # fmt: skip
-    if judge.limiter is not None:
-        jcfg = cfg["judge"]
-        extras["rate_limit"] = {"rpm": jcfg.get("rpm"), "tpm": jcfg.get("tpm"),
-                                "responses_429": judge.limiter.rate_limited}  # fmt: skip
-    return extras
-
-
-def check_parse_rate(manifest: Mapping[str, Any], frame: pd.DataFrame, minimum: float) -> None:
-    """A run that scored too few answers fails (after writing everything), saying why in one line."""
-    rate = manifest.get("parse_rate")
-    if rate is None or rate >= minimum:
-        return
-    reasons = ", ".join(f"{reason} ({n})" for reason, n in error_reasons(frame)[:3])
-    attempted = manifest["calls_total"] - (manifest.get("calls_not_started") or 0)
-    raise ParseRateError(f"parse rate {rate:.3f} is below min_parse_rate={minimum:g} ({manifest['unscored_calls']} "
-                         f"of {attempted} calls unscored; outputs written); top reasons: {reasons}")
-
-
-def error_reasons(frame: pd.DataFrame) -> list[tuple[str, int]]:
-    """Why rows went unscored, most frequent first: each error with its labels and numbers generalised."""
-    errors = frame.loc[~frame["parse_ok"].astype(bool), "error"].dropna().astype(str)
-    general = errors.str.replace(r"'[^']*'|\"[^\"]*\"", "'…'", regex=True).str.replace(r"\d+", "N", regex=True)
-    return [(str(k), int(v)) for k, v in general.value_counts().items()]
-
-
-def build_manifest(cfg: Mapping[str, Any], frame: pd.DataFrame, tally: Tally, rubric: Rubric, data_path: Path,
-                   n_instances: int, n_prompts: int, started: float) -> dict[str, Any]:  # fmt: skip
-    """What a reader needs to trust and reproduce the table: counts, cost, versions, dataset hash."""
-    n_calls = n_prompts * int(cfg["n_samples"])
-    attempted = n_calls - tally.not_started  # a budget stop's calls never started are neither parsed nor not
-    shard = parse_shard(cfg.get("shard"))
-    return {
-        "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"], "mode": cfg["mode"]["name"],
-        "rubric": rubric.name, "rubric_versions": {rubric.name: rubric.version},
-        "dataset": str(cfg["dataset"]["name"]), "dataset_path": str(data_path),
-        "dataset_hash": dataset_hash(data_path), "study_id": study_id(cfg),
-        "shard": {"index": shard.index, "count": shard.count} if shard else None,
-        "instances": n_instances, "prompts": n_prompts,
-        "n_samples": int(cfg["n_samples"]), "temperature": float(cfg["temperature"]),
-        "calls_total": n_calls, "calls_made": tally.calls, "calls_cached": tally.cached,
-        "calls_shared": tally.shared,
-        "retries": tally.retries, "provider_errors": tally.provider_errors, "unscored_calls": tally.unscored,
-        "parse_rate": round(1 - tally.unscored / attempted, 4) if attempted else None,
-        "rows": len(frame), "prompt_tokens": tally.prompt_tokens, "completion_tokens": tally.completion_tokens,
-        "cost_usd": round(tally.cost_usd, 6) if tally.cost_known else None,
-        "wall_time_s": round(time.perf_counter() - started, 3),
-        "cache_damaged_entries": tally.cache_damaged,
-        "first_provider_errors": tally.errors[:5],
-    }  # fmt: skip

@@ -13,7 +13,7 @@ import pytest
 from litellm.llms.vertex_ai.files.transformation import VertexAIFilesConfig
 
 from experiments.batching import batch_client
-from experiments.study import make_judge
+from experiments.judges import make_judge
 from judge.batch import BatchClient, BatchError, BatchRequest, completion_of
 from judge.pricing import Prices
 from tests.test_plan import compose

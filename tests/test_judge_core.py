@@ -78,7 +78,7 @@ def test_cache_key_covers_the_request_actually_sent() -> None:
 
 
 def test_embedded_provider_registered_only_for_local_judges(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from experiments import study
+    from experiments import judges
     from judge import local_provider
 
     calls: list[int] = []
@@ -86,7 +86,7 @@ def test_embedded_provider_registered_only_for_local_judges(tmp_path, monkeypatc
     base = {"name": "j", "api_base": "http://127.0.0.1:1/v1"}
     for model, extra, expected in [("openai/m", {}, 0), ("local/smollm2-135m", {}, 1),
                                    ("smollm2-135m", {"custom_llm_provider": "local"}, 2)]:  # fmt: skip
-        judge = study.make_judge({"judge": {**base, "model": model, "extra": extra}, "cache_dir": str(tmp_path)})
+        judge = judges.make_judge({"judge": {**base, "model": model, "extra": extra}, "cache_dir": str(tmp_path)})
         judge.cache.close()
         assert len(calls) == expected, model
 

@@ -11,7 +11,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from experiments.study import run_study, sent_request
+from experiments.judges import sent_request
+from experiments.study import run_study
 from judge.quirks import build_request, request_shape
 from judge.rubric import rubric_from_config
 from tests.openai_server import ScriptedServer, Step, rubric_answer

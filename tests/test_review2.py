@@ -76,7 +76,7 @@ def test_a_rate_limited_pause_is_capped_at_max_wait_s(step: Step, tmp_path: Path
 
 
 def test_limiter_for_takes_the_retry_cap(tmp_path: Path) -> None:
-    from experiments.study import make_judge
+    from experiments.judges import make_judge
 
     cfg = compose("judge=qwen", "judge.api_key_env=null", "+judge.rpm=600", "retry.max_wait_s=7",
                   f"cache_dir={tmp_path / 'cache'}")  # fmt: skip

@@ -1,0 +1,124 @@
+"""A study's manifest: the counts of what the provider saw (`Tally`), cost, versions and the dataset hash,
+and the parse-rate check that fails a run after everything is written."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from experiments.batching import batch_manifest
+from experiments.datasets import dataset_hash
+from experiments.inputs import ParseRateError
+from experiments.shard import parse_shard, study_id
+from experiments.spend import budget_manifest
+from judge.client import CallResult, Judge
+from judge.quirks import RequestShape
+from judge.rubric import Rubric
+
+
+@dataclass
+class Tally:
+    """Counts for the manifest and the progress bar."""
+
+    calls: int = 0
+    cached: int = 0
+    shared: int = 0
+    retries: int = 0
+    provider_errors: int = 0
+    unscored: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+    not_started: int = 0
+    batch: Any = None  # judge.batch.BatchStats of a batch=true run
+    cache_damaged: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, result: CallResult, scored: bool) -> None:
+        """Count one call: made, cached, shared or failed (`calls + retries + provider_errors` is what the
+        provider saw; `calls_total = calls + cached + shared + provider_errors + not_started`)."""
+        if result.not_started:  # a budget stop: no row, nothing paid
+            self.not_started += 1
+            return
+        self.unscored += 0 if scored else 1
+        if result.shared:
+            self.shared += 1
+            return
+        self.retries += result.retries
+        if result.cached:
+            self.cached += 1
+        elif result.completion is None:
+            self.provider_errors += 1
+            self.errors.append(result.error or "")
+        if result.completion is not None and not result.cached:
+            self.calls += 1
+        comp = result.completion
+        if comp is not None:
+            self.prompt_tokens += comp.prompt_tokens
+            self.completion_tokens += comp.completion_tokens
+            if comp.cost_usd is None:
+                self.cost_known = False
+            else:
+                self.cost_usd += comp.cost_usd
+
+
+def manifest_extras(cfg: Mapping[str, Any], judge: Judge, shape: RequestShape, tally: Tally) -> dict[str, Any]:
+    """The manifest's budget, batch, request-shape and rate-limit fields."""
+    extras = {**budget_manifest(judge.budget, tally.not_started), **batch_manifest(tally.batch),
+              "temperature": shape.temperature, "temperature_asked": float(cfg["temperature"]),
+              "request": {"sent": shape.sent, "changes": shape.changes}}  # fmt: skip
+    if judge.limiter is not None:
+        jcfg = cfg["judge"]
+        extras["rate_limit"] = {"rpm": jcfg.get("rpm"), "tpm": jcfg.get("tpm"),
+                                "responses_429": judge.limiter.rate_limited}  # fmt: skip
+    return extras
+
+
+def check_parse_rate(manifest: Mapping[str, Any], frame: pd.DataFrame, minimum: float) -> None:
+    """A run that scored too few answers fails (after writing everything), saying why in one line."""
+    rate = manifest.get("parse_rate")
+    if rate is None or rate >= minimum:
+        return
+    reasons = ", ".join(f"{reason} ({n})" for reason, n in error_reasons(frame)[:3])
+    attempted = manifest["calls_total"] - (manifest.get("calls_not_started") or 0)
+    raise ParseRateError(f"parse rate {rate:.3f} is below min_parse_rate={minimum:g} ({manifest['unscored_calls']} "
+                         f"of {attempted} calls unscored; outputs written); top reasons: {reasons}")
+
+
+def error_reasons(frame: pd.DataFrame) -> list[tuple[str, int]]:
+    """Why rows went unscored, most frequent first: each error with its labels and numbers generalised."""
+    errors = frame.loc[~frame["parse_ok"].astype(bool), "error"].dropna().astype(str)
+    general = errors.str.replace(r"'[^']*'|\"[^\"]*\"", "'…'", regex=True).str.replace(r"\d+", "N", regex=True)
+    return [(str(k), int(v)) for k, v in general.value_counts().items()]
+
+
+def build_manifest(cfg: Mapping[str, Any], frame: pd.DataFrame, tally: Tally, rubric: Rubric, data_path: Path,
+                   n_instances: int, n_prompts: int, started: float) -> dict[str, Any]:  # fmt: skip
+    """What a reader needs to trust and reproduce the table: counts, cost, versions, dataset hash."""
+    n_calls = n_prompts * int(cfg["n_samples"])
+    attempted = n_calls - tally.not_started  # a budget stop's calls never started are neither parsed nor not
+    shard = parse_shard(cfg.get("shard"))
+    return {
+        "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"], "mode": cfg["mode"]["name"],
+        "rubric": rubric.name, "rubric_versions": {rubric.name: rubric.version},
+        "dataset": str(cfg["dataset"]["name"]), "dataset_path": str(data_path),
+        "dataset_hash": dataset_hash(data_path), "study_id": study_id(cfg),
+        "shard": {"index": shard.index, "count": shard.count} if shard else None,
+        "instances": n_instances, "prompts": n_prompts,
+        "n_samples": int(cfg["n_samples"]), "temperature": float(cfg["temperature"]),
+        "calls_total": n_calls, "calls_made": tally.calls, "calls_cached": tally.cached,
+        "calls_shared": tally.shared,
+        "retries": tally.retries, "provider_errors": tally.provider_errors, "unscored_calls": tally.unscored,
+        "parse_rate": round(1 - tally.unscored / attempted, 4) if attempted else None,
+        "rows": len(frame), "prompt_tokens": tally.prompt_tokens, "completion_tokens": tally.completion_tokens,
+        "cost_usd": round(tally.cost_usd, 6) if tally.cost_known else None,
+        "wall_time_s": round(time.perf_counter() - started, 3),
+        "cache_damaged_entries": tally.cache_damaged,
+        "first_provider_errors": tally.errors[:5],
+    }  # fmt: skip
