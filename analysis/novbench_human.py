@@ -5,8 +5,9 @@ Each pair holds two generated novelty evaluations (A, B) of one paper and each a
 * **Human majority**: the option chosen by strictly more than half of the annotators. Pairs without one
   (e.g. 1–1 with two annotators) are excluded from Agreement and ρ, and counted (``n_no_majority``).
 * **Metric preference**: the sign of ``combined(A) − combined(B)``, ``combined`` being a declared
-  :class:`Combination` of the four metrics. Pairs where the difference is 0 are metric ties, and pairs where
-  either side is undefined (NaN) are undefined; both are excluded from Agreement and counted.
+  :class:`Combination` of the four metrics. Pairs where the difference is 0 (within ``TIE_TOL``: two equal
+  shares such as 7/9 can differ in the last bit once summed in floating point) are metric ties, and pairs
+  where either side is undefined (NaN) are undefined; both are excluded from Agreement and counted.
 * **Agreement** = share of the remaining pairs where the metric prefers the human majority.
 * **Spearman ρ** between ``combined(A) − combined(B)`` and the human preference, coded as the share of
   annotators choosing A minus the share choosing B, over the pairs with a majority and a defined difference
@@ -30,6 +31,7 @@ from scipy.stats import spearmanr
 from statsmodels.stats.inter_rater import fleiss_kappa as _sm_fleiss
 
 from analysis.intervals import percentile_ci
+from analysis.winrate import TIE_TOL
 
 # Range of each metric, so a combination adds like with like: (x − lo)/(hi − lo), clipped to [0, 1].
 METRIC_RANGE: dict[str, tuple[float, float]] = {"relevance": (1.0, 5.0), "correctness": (0.0, 1.0),
@@ -49,6 +51,9 @@ class Combination:
         unknown = sorted(set(self.weights) - set(METRIC_RANGE))
         if unknown or not self.weights:
             raise ValueError(f"combination: unknown metric(s) {unknown}; choose from {', '.join(METRIC_RANGE)}")
+        for name, weight in self.weights.items():  # 0 or NaN makes every pair a tie, < 0 reverses the metric
+            if not (math.isfinite(weight) and weight > 0):
+                raise ValueError(f"combination: weight of {name!r} must be a positive number, got {weight:g}")
 
     @classmethod
     def parse(cls, spec: str) -> Combination:
@@ -99,6 +104,7 @@ def fleiss_kappa(votes: np.ndarray) -> float:
 
 def _stats(diff: np.ndarray, votes: np.ndarray) -> dict[str, float]:
     """Agreement, ρ and κ of one set of pairs (the module docstring's definitions)."""
+    diff = np.where(np.abs(diff) <= TIE_TOL, 0.0, diff)  # a difference in the last bit is a tie
     share_a = (votes == "A").mean(axis=1)
     pref = 2.0 * share_a - 1.0
     has_major = np.abs(pref) > 0

@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import spearmanr
 
+from analysis.novbench import dist_acc
 from analysis.novbench_human import Combination, fleiss_kappa, strict_majority, validate, validation_table
 from experiments.novbench_data import load_human_pairs
 from experiments.validation import DatasetError
@@ -69,7 +71,7 @@ def test_combination_rescales_declares_and_rejects() -> None:
     custom = Combination.parse("relevance=2, clarity")
     assert custom(scores).tolist() == pytest.approx([2.5, 1.5, 0.0])
     assert custom.describe() == "2*(relevance-1)/4 + clarity"
-    for bad in ("fluency", "relevance=x", ""):
+    for bad in ("fluency", "relevance=x", "", "relevance=0", "relevance=-1", "clarity=nan", "coverage=inf"):
         with pytest.raises(ValueError):
             Combination.parse(bad)
     votes = np.array([["A"], ["B"], ["A"]], dtype=object)
@@ -77,6 +79,20 @@ def test_combination_rescales_declares_and_rejects() -> None:
                              {"combined": default, "relevance": Combination({"relevance": 1.0})}, n_boot=20)
     # diffs (combined): .5, -.5, 0 -> pairs 1, 2 agree, pair 3 a tie
     assert table["agreement"].tolist() == [1.0, 1.0] and table["n_metric_tie"].tolist() == [1, 1]
+
+
+def test_equal_shares_that_differ_in_the_last_bit_are_a_metric_tie() -> None:
+    """DistAcc of (5,1,0) and of (4,2,3) against (6,1,2) are both exactly 7/9, but summed in floating point they
+    differ by 1.1e-16: the pair is a metric tie, not a preference (review 6, F1)."""
+    human = {"positive": 6, "neutral": 1, "negative": 2}
+    a = dist_acc({"positive": 5, "neutral": 1, "negative": 0}, human)
+    b = dist_acc({"positive": 4, "neutral": 2, "negative": 3}, human)
+    assert a != b and abs(a - b) < 1e-15  # the noise this test is about
+    votes = np.array([["A", "A"], ["A", "A"], ["B", "B"]], dtype=object)
+    res = validate([a - b, 0.5, -0.5], votes, n_boot=20)
+    assert res["agreement"] == 1.0 and res["n_agreement"] == 2 and res["n_metric_tie"] == 1
+    # rho ranks the tie as 0: diffs [0, .5, -.5] against preferences [1, 1, -1]
+    assert res["rho"] == pytest.approx(spearmanr([0.0, 0.5, -0.5], [1, 1, -1]).statistic)
 
 
 def _pair(i: int, vote_a: str, vote_b: str) -> dict[str, object]:
