@@ -28,7 +28,7 @@ def classification_metrics(labels: Sequence[int], predicted: Sequence[int | None
     """Accuracy, precision, recall and F1 of class 1 (scikit-learn) over the scored predictions."""
     from sklearn.metrics import accuracy_score, precision_recall_fscore_support
 
-    pairs = [(int(y), int(p)) for y, p in zip(labels, predicted, strict=True) if p is not None and p == p]
+    pairs = [(int(y), int(p)) for y, p in zip(labels, predicted, strict=True) if not pd.isna(p)]  # NaN, None, NA
     out: dict[str, float] = {"n": len(pairs), "n_unscored": len(labels) - len(pairs),
                              "n_positive": sum(y for y, _ in pairs)}
     if not pairs:
@@ -59,6 +59,24 @@ async def classify(judge: Any, rubric: Any, rows: pd.DataFrame, params: Mapping[
     return out
 
 
+def check_joined(cfg: Mapping[str, Any], papers: list[dict[str, Any]], novelty: list[dict[str, Any]],
+                 rows: pd.DataFrame) -> None:  # fmt: skip
+    """A StudyError, before any call, when the labels joined nothing: no NovBench id is a paper id (metrics
+    of nothing), or no chosen sentence of the run's papers matched an introduction sentence (every label 0,
+    so recall and F1 would read 0 about sentences that were never compared)."""
+    from experiments.inputs import StudyError
+
+    if rows.empty:
+        ids = sorted({str(r["id"]) for r in novelty})[:3], sorted({str(p["paper_id"]) for p in papers})[:3]
+        raise StudyError(f"novelty={cfg['novelty']} (id) and papers={cfg['papers']} (paper_id) share no paper: "
+                         f"ids e.g. {ids[0]} vs {ids[1]}; nothing to label")  # fmt: skip
+    kept = set(rows["paper_id"])
+    n_chosen = sum(len(r["paper_novelty"]) for r in novelty if str(r["id"]) in kept)
+    if n_chosen and not rows["label"].any():
+        raise StudyError(f"novelty={cfg['novelty']}: none of the {n_chosen} chosen sentences (paper_novelty) of "
+                         f"the {len(kept)} paper(s) matched an introduction sentence in papers={cfg['papers']}")
+
+
 def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     """Label, call, score, write; returns the metrics."""
     from experiments.coling import extraction_labels, load_coling_records
@@ -70,9 +88,11 @@ def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     from judge.rubric import rubric_from_config
 
     papers = load_coling_records(resolve_path(str(cfg["papers"])))
-    labels = extraction_labels(papers, load_novbench_records(resolve_path(str(cfg["novelty"]))))
+    novelty = load_novbench_records(resolve_path(str(cfg["novelty"])))
+    labels = extraction_labels(papers, novelty)
     keep = list(dict.fromkeys(labels["paper_id"]))[: cfg.get("limit")]
     rows = labels[labels["paper_id"].isin(keep)].reset_index(drop=True)
+    check_joined(cfg, papers, novelty, rows)
     rows.attrs["progress"] = bool(cfg.get("progress"))
     rubric = rubric_from_config(cfg["rubric"])
     check_rubric(rubric)  # before any call: something to score, a template that compiles, a key variable

@@ -48,19 +48,28 @@ def server() -> Iterator[ScriptedServer]:
         yield srv
 
 
-def test_extract_run_against_labels(server: ScriptedServer, tmp_path: Path) -> None:
-    intro = ["Parsing is hard.", "We propose a new parser.", "We propose nothing garbled.", "Prior work used CRFs."]
+INTRO = ["Parsing is hard.", "We propose a new parser.", "We propose nothing garbled.", "Prior work used CRFs."]
+
+
+def config(server: ScriptedServer, tmp_path: Path, chosen: list[str], novelty_id: str = "7",
+           intro: list[str] = INTRO) -> dict[str, Any]:  # fmt: skip
+    """Paper 7 with `intro` and a NovBench record `novelty_id` choosing `chosen`, and a run config on them."""
     paper = {"paper_id": 7, "title": "P", "abstract": "A.", "decision": "Accept", "introduction_sentences": intro,
              "review_novelty_sentences": [], "reviews": [{"review_text": "r", "scores": {"Originality": 3}}]}
-    novelty = {"id": "7", "title": "P", "abstract": "A.", "decision": "Accept", "review_novelty": [],
-               "paper_novelty": ["We propose a new parser.", "Prior work used CRFs."], "output_format": "Positive:\n- x"}
+    novelty = {"id": novelty_id, "title": "P", "abstract": "A.", "decision": "Accept", "review_novelty": [],
+               "paper_novelty": chosen, "output_format": "Positive:\n- x"}
     (tmp_path / "papers.jsonl").write_text(json.dumps(paper) + "\n")
     (tmp_path / "novelty.jsonl").write_text(json.dumps(novelty) + "\n")
     judge = yaml.safe_load((ROOT / "conf" / "judge" / "qwen.yaml").read_text()) | {"api_base": server.api_base}
     rubric = yaml.safe_load((ROOT / "conf" / "rubric" / "novelty_sentence.yaml").read_text())
-    cfg = {"judge": judge, "rubric": rubric, "papers": str(tmp_path / "papers.jsonl"),
-           "novelty": str(tmp_path / "novelty.jsonl"), "temperature": 0.0, "max_tokens": 40, "seed": 0,
-           "limit": None, "cache_dir": str(tmp_path / "cache"), "progress": False}
+    return {"judge": judge, "rubric": rubric, "papers": str(tmp_path / "papers.jsonl"),
+            "novelty": str(tmp_path / "novelty.jsonl"), "temperature": 0.0, "max_tokens": 40, "seed": 0,
+            "limit": None, "cache_dir": str(tmp_path / "cache"), "progress": False}
+
+
+def test_extract_run_against_labels(server: ScriptedServer, tmp_path: Path) -> None:
+    cfg = config(server, tmp_path, ["We propose a new parser.", "Prior work used CRFs."])
+    rubric = cfg["rubric"]
     metrics = run_extract(cfg, tmp_path / "out")
     # labels 0 1 0 1; predictions no, yes, (unscored), no -> scored y = 0 1 1, p = 0 1 0
     assert (metrics["n"], metrics["n_unscored"]) == (3, 1)
@@ -80,4 +89,44 @@ def test_extract_run_against_labels(server: ScriptedServer, tmp_path: Path) -> N
                          ({"dimensions": []}, r"^rubric\.dimensions: ")):  # refused before any call
         with pytest.raises(StudyError, match=message):
             run_extract({**cfg, "rubric": {**rubric, **bad}}, tmp_path / "bad")
+    assert len(server.requests) == asked
+
+
+def test_nan_and_missing_predictions_are_unscored_not_negatives() -> None:
+    """Review F3: NaN (float) and pd.NA (nullable integer) predictions are unscored: left out and counted, never
+    read as "no" and never a traceback."""
+    labels = [1, 1, 0, 0]
+    for predicted in ([1, math.nan, 0, math.nan], pd.array([1, None, 0, None], dtype="Int64"),
+                      pd.Series([1.0, math.nan, 0.0, math.nan])):  # fmt: skip
+        m = classification_metrics(labels, predicted)
+        # scored: y = 1 0, p = 1 0 -> all right; the two NaN (one a positive) are not FN/TN
+        assert (m["n"], m["n_unscored"], m["n_positive"]) == (2, 2, 1), predicted
+        assert m["accuracy"] == 1.0 and m["recall"] == 1.0 and m["f1"] == 1.0
+
+
+def test_no_paper_joined_is_one_error_before_any_call(server: ScriptedServer, tmp_path: Path) -> None:
+    """Review F3: a NovBench file whose ids join no paper gave NaN metrics and empty files; now one error line
+    naming both files and the keys joined, and no call is made."""
+    from experiments.inputs import StudyError
+
+    cfg = config(server, tmp_path, ["We propose a new parser."], novelty_id="99")
+    asked = len(server.requests)
+    with pytest.raises(StudyError) as err:
+        run_extract(cfg, tmp_path / "out")
+    text = str(err.value)
+    assert "\n" not in text and cfg["papers"] in text and cfg["novelty"] in text, text
+    assert "paper_id" in text and "'99'" in text and "'7'" in text, text
+    assert len(server.requests) == asked and not (tmp_path / "out").exists()
+
+
+def test_no_chosen_sentence_matched_is_one_error(server: ScriptedServer, tmp_path: Path) -> None:
+    """Review F3: when no chosen sentence matches an introduction sentence every label is 0 and recall/F1 read
+    0.0 about nothing; now one error line saying so, before any call."""
+    from experiments.inputs import StudyError
+
+    cfg = config(server, tmp_path, ["A sentence from another paper.", "And another."])
+    asked = len(server.requests)
+    with pytest.raises(StudyError, match=r"none of the 2 chosen sentences") as err:
+        run_extract(cfg, tmp_path / "out")
+    assert "\n" not in str(err.value) and cfg["novelty"] in str(err.value)
     assert len(server.requests) == asked
