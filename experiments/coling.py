@@ -8,7 +8,8 @@ reviewers' integer scores 1–5. Three uses:
   introduction), so a judge can rate it with the ``paper_originality`` rubric (:func:`load_coling`);
 * the reviewers' scores per review (:func:`review_scores`), the ground truth for judge-vs-reviewers;
 * extraction labels (:func:`extraction_labels`): an introduction sentence is a novelty description when
-  NovBench's ``paper_novelty`` for that paper holds it.
+  NovBench's ``paper_novelty`` for that paper holds it (whitespace aside; :func:`unmatched_chosen` lists
+  the chosen sentences that match none).
 """
 
 from __future__ import annotations
@@ -99,12 +100,29 @@ def review_scores(records: list[dict[str, Any]], aspect: str = "Originality") ->
     return pd.DataFrame(rows, columns=["paper_id", "decision", "review_idx", "score"])
 
 
+def _spaced(sentence: str) -> str:
+    """The form sentences are matched in: NovBench's copies differ from the introductions' in spacing only
+    (double spaces, newlines, blanks at the ends), and such a difference must not lose a positive."""
+    return " ".join(sentence.split())
+
+
 def extraction_labels(papers: list[dict[str, Any]], novelty: list[dict[str, Any]]) -> pd.DataFrame:
     """Introduction sentences of the papers NovBench covers, labelled 1 when NovBench chose them as novelty
-    descriptions (``paper_novelty``) and 0 otherwise; papers are joined on id."""
-    chosen = {str(r["id"]): {s.strip() for s in r["paper_novelty"]} for r in novelty}
+    descriptions (``paper_novelty``, matched after whitespace normalisation) and 0 otherwise; papers are
+    joined on id. Chosen sentences that match nothing are :func:`unmatched_chosen`."""
+    chosen = {str(r["id"]): {_spaced(s) for s in r["paper_novelty"]} for r in novelty}
     rows = [{"paper_id": str(p["paper_id"]), "title": p["title"], "sentence_idx": i, "sentence": s,
-             "label": int(s.strip() in chosen[str(p["paper_id"])])}
+             "label": int(_spaced(s) in chosen[str(p["paper_id"])])}
             for p in papers if str(p["paper_id"]) in chosen
             for i, s in enumerate(p["introduction_sentences"])]  # fmt: skip
     return pd.DataFrame(rows, columns=["paper_id", "title", "sentence_idx", "sentence", "label"])
+
+
+def unmatched_chosen(papers: list[dict[str, Any]], novelty: list[dict[str, Any]]) -> pd.DataFrame:
+    """NovBench's chosen sentences (each distinct one once) of the papers both files hold that match no
+    introduction sentence even after whitespace normalisation: positives the labels lost, to be reported."""
+    intro = {str(p["paper_id"]): {_spaced(s) for s in p["introduction_sentences"]} for p in papers}
+    rows = [{"paper_id": str(r["id"]), "sentence": s}
+            for r in novelty if str(r["id"]) in intro
+            for s in dict.fromkeys(r["paper_novelty"]) if _spaced(s) not in intro[str(r["id"])]]  # fmt: skip
+    return pd.DataFrame(rows, columns=["paper_id", "sentence"])

@@ -5,8 +5,10 @@ COLING 2020 papers NovBench covers is shown to the judge with the ``novelty_sent
 call per sentence, through the same judge path as every call); the gold label is whether NovBench chose the
 sentence (``experiments.coling.extraction_labels``). Writes ``extraction_predictions.csv`` (every sentence,
 label, prediction, raw answer), ``extraction_metrics.json`` (accuracy, precision, recall, F1 of the
-"novelty description" class, the all-"no" baseline's accuracy, unscored answers) and ``manifest.json``.
-An unparsable answer is unscored: counted, left out of the metrics, never read as "no".
+"novelty description" class, the all-"no" baseline's accuracy, unscored answers, chosen sentences that
+matched no introduction sentence) and ``manifest.json``. An unparsable answer is unscored: counted, left
+out of the metrics, never read as "no". Sentences are matched whitespace aside; labels that join nothing
+are an error before any call.
 """
 
 from __future__ import annotations
@@ -60,10 +62,12 @@ async def classify(judge: Any, rubric: Any, rows: pd.DataFrame, params: Mapping[
 
 
 def check_joined(cfg: Mapping[str, Any], papers: list[dict[str, Any]], novelty: list[dict[str, Any]],
-                 rows: pd.DataFrame) -> None:  # fmt: skip
-    """A StudyError, before any call, when the labels joined nothing: no NovBench id is a paper id (metrics
-    of nothing), or no chosen sentence of the run's papers matched an introduction sentence (every label 0,
-    so recall and F1 would read 0 about sentences that were never compared)."""
+                 rows: pd.DataFrame) -> int:  # fmt: skip
+    """How many chosen sentences of the run's papers matched no introduction sentence (lost positives, one
+    `note:` line when any). A StudyError, before any call, when the labels joined nothing: no NovBench id is a
+    paper id (metrics of nothing), or no chosen sentence matched (every label 0, so recall and F1 would read
+    0 about sentences that were never compared)."""
+    from experiments.coling import unmatched_chosen
     from experiments.inputs import StudyError
 
     if rows.empty:
@@ -71,10 +75,17 @@ def check_joined(cfg: Mapping[str, Any], papers: list[dict[str, Any]], novelty: 
         raise StudyError(f"novelty={cfg['novelty']} (id) and papers={cfg['papers']} (paper_id) share no paper: "
                          f"ids e.g. {ids[0]} vs {ids[1]}; nothing to label")  # fmt: skip
     kept = set(rows["paper_id"])
-    n_chosen = sum(len(r["paper_novelty"]) for r in novelty if str(r["id"]) in kept)
+    n_chosen = sum(len(dict.fromkeys(r["paper_novelty"])) for r in novelty if str(r["id"]) in kept)
+    lost = unmatched_chosen(papers, novelty)
+    n_lost = int(lost["paper_id"].isin(kept).sum())
+    where = (f"novelty={cfg['novelty']}: {{}} of the {n_chosen} chosen sentences (paper_novelty) of the "
+             f"{len(kept)} paper(s) matched {{}} introduction sentence in papers={cfg['papers']}")  # fmt: skip
     if n_chosen and not rows["label"].any():
-        raise StudyError(f"novelty={cfg['novelty']}: none of the {n_chosen} chosen sentences (paper_novelty) of "
-                         f"the {len(kept)} paper(s) matched an introduction sentence in papers={cfg['papers']}")
+        raise StudyError(where.format("none", "an"))
+    if n_lost:
+        print(f"note: {where.format(n_lost, 'no')} (whitespace aside): they are no label (n_unmatched_labels)",
+              file=sys.stderr)  # fmt: skip
+    return n_lost
 
 
 def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
@@ -92,7 +103,7 @@ def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     labels = extraction_labels(papers, novelty)
     keep = list(dict.fromkeys(labels["paper_id"]))[: cfg.get("limit")]
     rows = labels[labels["paper_id"].isin(keep)].reset_index(drop=True)
-    check_joined(cfg, papers, novelty, rows)
+    n_unmatched = check_joined(cfg, papers, novelty, rows)
     rows.attrs["progress"] = bool(cfg.get("progress"))
     rubric = rubric_from_config(cfg["rubric"])
     check_rubric(rubric)  # before any call: something to score, a template that compiles, a key variable
@@ -104,8 +115,8 @@ def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     finally:
         judge.cache.close()
     rows = rows.assign(predicted=[a for a, _ in answers], raw=[r for _, r in answers])
-    metrics = {"judge": cfg["judge"]["name"], "papers": len(keep), **classification_metrics(rows["label"],
-                                                                                             rows["predicted"])}
+    metrics = {"judge": cfg["judge"]["name"], "papers": len(keep), "n_unmatched_labels": n_unmatched,
+               **classification_metrics(rows["label"], rows["predicted"])}
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(out_dir / "extraction_predictions.csv", lambda p: rows.to_csv(p, index=False))
     write_atomic(out_dir / "extraction_metrics.json", lambda p: p.write_text(json.dumps(metrics, indent=2)))

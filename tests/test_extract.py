@@ -130,3 +130,31 @@ def test_no_chosen_sentence_matched_is_one_error(server: ScriptedServer, tmp_pat
         run_extract(cfg, tmp_path / "out")
     assert "\n" not in str(err.value) and cfg["novelty"] in str(err.value)
     assert len(server.requests) == asked
+
+
+def test_labels_match_after_whitespace_normalisation_and_count_the_unmatched() -> None:
+    """Review F4: a chosen sentence differing from the introduction's only in spacing (double spaces, a newline,
+    leading/trailing blanks) was unmatched, a positive silently lost; now it matches, and what still matches
+    nothing is listed."""
+    from experiments.coling import extraction_labels, unmatched_chosen
+
+    papers = [{"paper_id": 3, "title": "T", "introduction_sentences": ["Background.", "We  propose\nX.", " Y is new. "]}]
+    novelty = [{"id": "3", "paper_novelty": ["We propose X.", "Y  is\tnew.", "Z is nowhere."]}]
+    assert extraction_labels(papers, novelty)["label"].tolist() == [0, 1, 1]
+    assert extraction_labels(papers, novelty)["sentence"].tolist()[1] == "We  propose\nX."  # shown as written
+    lost = unmatched_chosen(papers, novelty)
+    assert lost.to_dict("records") == [{"paper_id": "3", "sentence": "Z is nowhere."}]
+
+
+def test_run_reports_unmatched_chosen_sentences(server: ScriptedServer, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """Review F4: the run counts chosen sentences that matched no introduction sentence (n_unmatched_labels)
+    and says so in one note line; the whitespace variant counts as a positive."""
+    cfg = config(server, tmp_path, ["We propose  a new\nparser. ", "Not in this paper.", "Nor this."])
+    metrics = run_extract(cfg, tmp_path / "out")
+    # labels 0 1 0 0; predictions no, yes, (unscored), no -> scored y = 0 1 0, p = 0 1 0
+    assert (metrics["n"], metrics["n_unscored"], metrics["n_positive"], metrics["n_unmatched_labels"]) == (3, 1, 1, 2)
+    assert metrics["accuracy"] == 1.0 and metrics["recall"] == 1.0
+    err = capsys.readouterr().err
+    assert err.count("note:") == 1 and "2 of the 3 chosen sentences" in err and cfg["novelty"] in err, err
+    assert json.loads((tmp_path / "out" / "extraction_metrics.json").read_text())["n_unmatched_labels"] == 2

@@ -10,7 +10,13 @@ import pandas as pd
 import pytest
 
 from analysis.reviewers import ceiling, compare, judge_scores, main, round_half_up
-from experiments.coling import extraction_labels, load_coling, load_coling_records, review_scores
+from experiments.coling import (
+    extraction_labels,
+    load_coling,
+    load_coling_records,
+    review_scores,
+    unmatched_chosen,
+)
 from experiments.validation import DatasetError
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
@@ -129,6 +135,7 @@ def test_real_coling_labels_and_ceiling() -> None:
     novelty = [json.loads(x) for x in (DATA / "novbench_coling2020.jsonl").read_text().splitlines() if x.strip()]
     labels = extraction_labels(papers, novelty)
     assert labels["paper_id"].nunique() == 73 and len(labels) == 1947 and labels["label"].sum() == 512
+    assert unmatched_chosen(papers, novelty).empty  # all 512 chosen sentences are introduction sentences
     reviews = review_scores(papers)
     assert len(reviews) == 110 and reviews["paper_id"].nunique() == 86
     assert ceiling(reviews)["n"] == 26  # 20 papers with 2 reviews (1 pair) + 2 with 3 (3 pairs)
