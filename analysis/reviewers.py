@@ -10,9 +10,13 @@ the COLING 2020 reviewers gave each paper integer Originality scores 1–5. Per 
   the judge's per-paper mean rounded half up to an integer (bootstrap CIs over reviews).
 * **Accept/reject agreement**: the judge "accepts" a paper when its score is ≥ ``ACCEPT_AT`` (3, the scale's
   "respectable"); percent agreement and Cohen's κ with the decision. The reviewers' own mean, thresholded
-  the same way, is the reference row.
+  the same way, is the reference row. Papers with an empty decision are left out and counted
+  (``n_no_decision``).
 * **Ceiling**: the reviewers' agreement with each other on papers with two or more reviews (every pair of
   reviews of a paper): percent, quadratic κ, ρ, τ, and Krippendorff's α (ordinal) over all their reviews.
+
+The reference and ceiling rows are given on all reviewed papers and, when a judge rated fewer (``limit=``),
+again on the papers it rated; the ``papers`` column names each row's papers.
 """
 
 from __future__ import annotations
@@ -73,25 +77,58 @@ def ceiling(reviews: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
     return row
 
 
+def _decided(per_paper: pd.DataFrame) -> pd.Series:
+    """Papers with a decision: an empty or missing one is no third class (every rater would 'disagree')."""
+    return per_paper["decision"].fillna("").astype(str).str.strip() != ""
+
+
+def _decision_row(judge: str, comparison: str, accept: pd.Series, per_paper: pd.DataFrame,
+                  seed: int) -> dict[str, Any]:  # fmt: skip
+    """`accept` (paper -> Accept/Reject) against the decision, on the papers with one; the others counted."""
+    decided = _decided(per_paper.loc[accept.index])
+    decision = per_paper.loc[accept.index[decided], "decision"].astype(str).str.strip()
+    row = _row(comparison, pair_agreement(accept[decided], decision, seed=seed), keep=("percent", "kappa"))
+    return {"judge": judge, **row, "n_no_decision": int((~decided).sum())}
+
+
+def judge_rows(judge: str, g: pd.DataFrame, reviews: pd.DataFrame, per_paper: pd.DataFrame,
+               seed: int) -> list[dict[str, Any]]:  # fmt: skip
+    """One judge's rows of the module docstring's table, on the reviewed papers it rated."""
+    both = g.set_index("paper_id").join(per_paper, how="inner")
+    each = reviews.merge(g, on="paper_id", how="inner")
+    accept = pd.Series(np.where(both["judge_score"] >= ACCEPT_AT, "Accept", "Reject"), index=both.index)
+    return [{"judge": judge, **_row("judge vs mean reviewer", pair_agreement(
+                both["judge_score"], both["reviewer_mean"], seed=seed), keep=("rho", "tau"))},
+            {"judge": judge, **_row("judge (mapped) vs each review", pair_agreement(
+                round_half_up(each["judge_score"]), each["score"], seed=seed), keep=("percent", "kappa_w", "rho", "tau"))},
+            _decision_row(judge, f"judge accept (score >= {ACCEPT_AT:g}) vs decision", accept, per_paper, seed)]  # fmt: skip
+
+
+def reviewer_rows(reviews: pd.DataFrame, per_paper: pd.DataFrame, seed: int) -> list[dict[str, Any]]:
+    """The reviewers' reference row (their mean, thresholded) and their ceiling, on the papers given."""
+    accept = pd.Series(np.where(per_paper["reviewer_mean"] >= ACCEPT_AT, "Accept", "Reject"), index=per_paper.index)
+    return [_decision_row("reviewers", f"reviewer mean >= {ACCEPT_AT:g} vs decision", accept, per_paper, seed),
+            {"judge": "reviewers", **ceiling(reviews, seed)}]
+
+
 def compare(judged: pd.DataFrame, reviews: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    """The module docstring's table for every judge, then the reviewers' ceiling and reference rows."""
+    """The module docstring's table for every judge, then the reviewers' reference and ceiling rows on all
+    papers and, like for like, on each set of papers the judges rated when that is not all of them (a
+    ``limit=`` run). The ``papers`` column says which papers each row is computed on."""
     per_paper = reviews.groupby("paper_id").agg(reviewer_mean=("score", "mean"), decision=("decision", "first"))
-    rows = []
+    reviewed = frozenset(per_paper.index)
+    sets: dict[frozenset[str], list[str]] = {}
     for judge, g in judged.groupby("judge"):
-        both = g.set_index("paper_id").join(per_paper, how="inner")
-        rows.append({"judge": judge, **_row("judge vs mean reviewer", pair_agreement(
-            both["judge_score"], both["reviewer_mean"], seed=seed), keep=("rho", "tau"))})
-        each = reviews.merge(g, on="paper_id", how="inner")
-        rows.append({"judge": judge, **_row("judge (mapped) vs each review", pair_agreement(
-            round_half_up(each["judge_score"]), each["score"], seed=seed), keep=("percent", "kappa_w", "rho", "tau"))})
-        accept = np.where(both["judge_score"] >= ACCEPT_AT, "Accept", "Reject")
-        rows.append({"judge": judge, **_row(f"judge accept (score >= {ACCEPT_AT:g}) vs decision", pair_agreement(
-            accept, both["decision"].astype(str), seed=seed), keep=("percent", "kappa"))})
-    ref = np.where(per_paper["reviewer_mean"] >= ACCEPT_AT, "Accept", "Reject")
-    rows.append({"judge": "reviewers", **_row(f"reviewer mean >= {ACCEPT_AT:g} vs decision", pair_agreement(
-        ref, per_paper["decision"].astype(str), seed=seed), keep=("percent", "kappa"))})
-    rows.append({"judge": "reviewers", **ceiling(reviews, seed)})
-    return pd.DataFrame(rows)
+        sets.setdefault(frozenset(g["paper_id"]) & reviewed, []).append(str(judge))
+    names = {ids: f"all {len(ids)}" if ids == reviewed else f"the {len(ids)} {', '.join(js)} rated"
+             for ids, js in sets.items()}  # fmt: skip
+    rows = [{**r, "papers": names[frozenset(g["paper_id"]) & reviewed]}
+            for judge, g in judged.groupby("judge") for r in judge_rows(str(judge), g, reviews, per_paper, seed)]
+    for ids in (reviewed, *(ids for ids in sets if ids != reviewed)):
+        rows += [{**r, "papers": names.get(ids, f"all {len(ids)}")}
+                 for r in reviewer_rows(reviews[reviews["paper_id"].isin(ids)], per_paper.loc[sorted(ids)], seed)]
+    table = pd.DataFrame(rows)
+    return table[["judge", "papers", *(c for c in table if c not in ("judge", "papers"))]]
 
 
 def check_inputs(records: list[dict[str, Any]], reviews: pd.DataFrame, judged: pd.DataFrame, aspect: str,
@@ -116,14 +153,19 @@ def check_inputs(records: list[dict[str, Any]], reviews: pd.DataFrame, judged: p
 
 def markdown(table: pd.DataFrame, aspect: str) -> str:
     """The comparison table with its scale mapping stated."""
-    lines = [f"| judge | comparison | n | {' | '.join(STATS)} | α (ordinal) |", "|---|---|---|" + "---|" * 6]
+    lines = [f"| judge | papers | comparison | n | {' | '.join(STATS)} | α (ordinal) |", "|---|---|---|---|" + "---|" * 6]
     for _, r in table.iterrows():
         cells = [f"{r[k]:.3f} [{r[f'{k}_lo']:.3f}, {r[f'{k}_hi']:.3f}]" if pd.notna(r[k]) else "–" for k in STATS]
         alpha = r.get("alpha_ordinal", math.nan)
         alpha_txt = f"{alpha:.3f}" if pd.notna(alpha) else "–"
-        lines.append(f"| {r['judge']} | {r['comparison']} | {r['n']} | " + " | ".join(cells) + f" | {alpha_txt} |")
+        undecided = r.get("n_no_decision", math.nan)
+        n = f"{r['n']} (+{int(undecided)} without a decision, left out)" if pd.notna(undecided) and undecided else r["n"]
+        lines.append(f"| {r['judge']} | {r['papers']} | {r['comparison']} | {n} | " + " | ".join(cells)
+                     + f" | {alpha_txt} |")  # fmt: skip
     return "\n".join(lines) + (f"\n\nReviewer aspect: {aspect}. Scale mapping: {SCALE_MAPPING}. κ_w: quadratic. "
-                               "CIs: Fisher z for ρ and τ, bootstrap over items for percent and κ.\n")
+                               "CIs: Fisher z for ρ and τ, bootstrap over items for percent and κ. Papers: those "
+                               "a row is computed on; compare a judge with the reviewers' rows on the same papers."
+                               "\n")  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:

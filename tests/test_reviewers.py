@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.reviewers import ceiling, compare, judge_scores, main, round_half_up
+from analysis.reviewers import ceiling, compare, judge_scores, main, markdown, round_half_up
 from experiments.coling import (
     extraction_labels,
     load_coling,
@@ -139,3 +139,45 @@ def test_real_coling_labels_and_ceiling() -> None:
     reviews = review_scores(papers)
     assert len(reviews) == 110 and reviews["paper_id"].nunique() == 86
     assert ceiling(reviews)["n"] == 26  # 20 papers with 2 reviews (1 pair) + 2 with 3 (3 pairs)
+
+
+def test_papers_without_a_decision_are_left_out_of_accept_reject_and_counted() -> None:
+    """Review F7: an empty decision ("" or blanks; the loader allows it) was a third class, so every judge and
+    the reviewers' reference row 'disagreed' with it; now such papers are left out of the accept/reject rows
+    and counted (n_no_decision)."""
+    papers = [*PAPERS, paper(5, "", [2]), paper(6, "  ", [4])]
+    judged = pd.DataFrame({"judge": "j", "paper_id": ["1", "2", "3", "4", "5", "6"], "n_samples": 1,
+                           "judge_score": [4.0, 3.0, 1.0, 5.0, 2.0, 4.0]})
+    table = compare(judged, review_scores(papers)).set_index("comparison")
+    accept = table.loc["judge accept (score >= 3) vs decision"]
+    # papers 1-4 only: judge A A R A vs decision A A R A
+    assert (accept["n"], accept["n_no_decision"], accept["percent"]) == (4, 2, 1.0)
+    ref = table.loc["reviewer mean >= 3 vs decision"]
+    # reviewer means 4, 8/3, 1, 5 -> A R R A vs A A R A: 3 of 4
+    assert (ref["n"], ref["n_no_decision"], ref["percent"]) == (4, 2, 0.75)
+    assert table.loc["judge vs mean reviewer", "n"] == 6  # the scores still compare on every paper
+    assert "| 4 (+2 without a decision, left out) |" in markdown(table.reset_index(), "Originality")
+
+
+def test_reviewer_rows_are_also_on_the_papers_the_judge_rated() -> None:
+    """Review F8: the ceiling and the reference row were computed on every reviewed paper even when the judge
+    rated a subset (limit=...); now they are given on all papers and on the judge's papers, each labelled."""
+    judged = pd.DataFrame({"judge": "j", "paper_id": ["1", "3", "4"], "judge_score": [4.0, 1.0, 5.0],
+                           "n_samples": 1})
+    table = compare(judged, review_scores(PAPERS))
+    assert table.loc[table["judge"] == "j", "papers"].unique().tolist() == ["the 3 j rated"]
+    rev = table[table["judge"] == "reviewers"].set_index(["papers", "comparison"])
+    ref = "reviewer mean >= 3 vs decision"
+    # all 4: means 4, 8/3, 1, 5 -> A R R A vs A A R A: 3 of 4; the judge's 1, 3, 4: A R A vs A R A: 3 of 3
+    assert (rev.loc[("all 4", ref), "n"], rev.loc[("all 4", ref), "percent"]) == (4, 0.75)
+    assert (rev.loc[("the 3 j rated", ref), "n"], rev.loc[("the 3 j rated", ref), "percent"]) == (3, 1.0)
+    ceil = rev[rev.index.get_level_values(1).str.startswith("reviewer vs reviewer")]
+    # all: paper 1 (4, 4) and paper 2 (3, 2, 3): 4 pairs, 2 agree; the judge's: paper 1 only: 1 pair, agrees
+    assert ceil.loc["all 4", ["n", "percent"]].iloc[0].tolist() == [4, 0.5]
+    assert ceil.loc["the 3 j rated", ["n", "percent"]].iloc[0].tolist() == [1, 1.0]
+    text = markdown(table, "Originality")
+    assert "| reviewers | the 3 j rated | reviewer mean >= 3 vs decision | 3 |" in text
+    assert "| reviewers | all 4 | reviewer mean >= 3 vs decision | 4 |" in text
+    everything = compare(judged.assign(paper_id=["1", "2", "3"]).pipe(lambda d: pd.concat(
+        [d, d.iloc[[0]].assign(paper_id="4")])), review_scores(PAPERS))  # rated all 4: no second set of rows
+    assert set(everything["papers"]) == {"all 4"} and (everything["judge"] == "reviewers").sum() == 2
