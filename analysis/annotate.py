@@ -45,7 +45,7 @@ def uncertainty(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd
     else:
         out["entropy"] = np.nan
     cands = candidate_scores(results).astype({"candidate_id": str, "dimension": str, "mode": str})
-    cands["task"] = cands["candidate_id"].str.cat(cands["dimension"], sep=latent.SEP)
+    cands["task"] = latent.score_task(cands)
     judged = cands.loc[cands["mode"] != HUMAN_MODE]
     out["disagreement"] = judged.groupby("task")["score"].agg(lambda s: s.max() - s.min()).reindex(out.index)
     by_mode = judged.pivot_table(index=["task", "judge"], columns="mode", values="score", observed=True)

@@ -13,7 +13,8 @@ from analysis import annotate
 from analysis.annotate_io import AnnotationError
 from tests.study_folders import sample_candidates, write_fake_run
 
-DISPUTED = {c for _, c, s, _ in sample_candidates() if s == "broad_gen" and c.endswith(":1")}
+PLANTED = {(i, c) for i, c, s, _ in sample_candidates() if s == "broad_gen" and c.endswith(":1")}
+DISPUTED = {c for _, c in PLANTED}
 
 
 def _truth(cand: str, dim: str) -> int:
@@ -44,7 +45,7 @@ def test_disagreement_and_flip_select_the_planted_items(study, tmp_path) -> None
     from analysis.collect import load_results
 
     table = annotate.uncertainty(load_results(study))
-    planted = {f"{c} | originality" for c in DISPUTED}
+    planted = {f"{i} | {c} | originality" for i, c in PLANTED}
     for by in ("disagreement", "flip"):
         chosen = annotate.select(table, len(planted), by)
         assert set(chosen["task"]) == planted, by
