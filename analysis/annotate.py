@@ -69,7 +69,7 @@ def select(table: pd.DataFrame, n: int, by: str, seed: int = 0) -> pd.DataFrame:
     return ranked.head(n).assign(selected_by=by)
 
 
-def blind(chosen: pd.DataFrame, rubrics: dict[str, io.RubricInfo], texts: dict[str, io.ItemText],
+def blind(chosen: pd.DataFrame, rubrics: dict[str, io.RubricInfo], texts: dict[tuple[str, str], io.ItemText],
           seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
     """(sheet, key): items in a seeded random order under neutral ids; the key records the order."""
     order = np.random.default_rng(seed).permutation(len(chosen))
@@ -82,7 +82,7 @@ def blind(chosen: pd.DataFrame, rubrics: dict[str, io.RubricInfo], texts: dict[s
     key["high"] = [rubric.ranges[d][1] for d in key["dimension"]]
     rows = []
     for r in key.itertuples(index=False):
-        text = texts[r.candidate_id]
+        text = texts[(str(r.instance_id), str(r.candidate_id))]
         rows.append(
             {
                 "item": r.item,

@@ -93,8 +93,9 @@ def study_inputs(root: str | Path) -> tuple[dict[str, RubricInfo], Path]:
     return rubrics, data_path
 
 
-def item_texts(dataset: Path) -> dict[str, ItemText]:
-    """candidate_id → (the instance's background as shown to judges, the candidate's text)."""
+def item_texts(dataset: Path) -> dict[tuple[str, str], ItemText]:
+    """(instance_id, candidate_id) → (the instance's background as shown to judges, the candidate's text);
+    candidate ids are unique only within an instance."""
     from experiments.datasets import DatasetError, load_dataset
 
     try:
@@ -105,7 +106,7 @@ def item_texts(dataset: Path) -> dict[str, ItemText]:
     for inst in instances:
         background = "\n\n".join(f"{p.title}\n{p.text}" for p in inst.background)
         for cand in inst.all_candidates():
-            out[cand.candidate_id] = ItemText(background, cand.text)
+            out[(inst.instance_id, cand.candidate_id)] = ItemText(background, cand.text)
     return out
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from analysis import annotate
 from analysis.annotate_io import AnnotationError
-from tests.study_folders import sample_candidates, write_fake_run
+from tests.study_folders import SAMPLE, sample_candidates, write_fake_run
 
 PLANTED = {(i, c) for i, c, s, _ in sample_candidates() if s == "broad_gen" and c.endswith(":1")}
 DISPUTED = {c for _, c in PLANTED}
@@ -154,3 +155,45 @@ def test_cli_round_trip_recomputes_reliability_and_latent(study, tmp_path, capsy
     assert len(labels) == 60 and set(labels["annotator"]) == {"ann1", "ann2", "ann3"}
     printed = capsys.readouterr().out
     assert "fleiss_kappa" in printed and "human:ann1" in printed
+
+
+def _shared_id_study(tmp_path: Path) -> tuple[Path, dict[tuple[str, str], tuple[str, str]]]:
+    """The sample study with candidate ids that repeat across instances (`ref`, `broad_gen:1`, ... in every
+    instance) and (instance_id, candidate_id) -> (the instance's first background title, the text)."""
+    data = tmp_path / "shared_ids.jsonl"
+    lines = [
+        ln.replace(f"{json.loads(ln)['instance_id']}:", "") for ln in SAMPLE.read_text().splitlines() if ln
+    ]
+    data.write_text("\n".join(lines) + "\n")
+    root = tmp_path / "shared"
+    for name, judge, mode, scorer in (("0", "judge-a", "independent", _agreeing),
+                                      ("1", "judge-b", "independent", _disputing)):  # fmt: skip
+        folder = write_fake_run(root / name, judge, mode, scorer, dataset_path=str(data))
+        frame = pd.read_csv(folder / "results.csv")
+        for col in ("candidate_id", "prompt_id"):
+            frame[col] = frame[col].str.replace(r"^inst-[^:]*:", "", regex=True)
+        frame.to_csv(folder / "results.csv", index=False)
+    texts = {}
+    for ln in lines:
+        inst = json.loads(ln)
+        for c in [inst["reference"], *inst["candidates"]]:
+            texts[(inst["instance_id"], c["candidate_id"])] = (inst["background"][0]["title"], c["text"])
+    return root, texts
+
+
+def test_export_sends_each_items_own_instance_text(tmp_path) -> None:
+    """Candidate ids shared by 6 instances: every (instance, candidate, dimension) is its own item, and the
+    sheet shows the text of the key's instance (a lookup by candidate id showed one instance's text for all)."""
+    root, texts = _shared_id_study(tmp_path)
+    n_items = len(texts) * 3
+    key = annotate.export(root, tmp_path / "set", n=n_items + 5, by="disagreement")
+    sheet = pd.read_csv(tmp_path / "set" / "sheet.csv", dtype=str, keep_default_na=False)
+    assert len(key) == len(sheet) == n_items == 198
+    assert key["instance_id"].nunique() == 6 and key["candidate_id"].nunique() == 11
+    shown = sheet.set_index("item")
+    wrong = []
+    for r in key.itertuples():
+        title, text = texts[(r.instance_id, r.candidate_id)]
+        if shown.loc[r.item, "text"] != text or title not in shown.loc[r.item, "background"]:
+            wrong.append(r.item)
+    assert wrong == []
