@@ -1,9 +1,10 @@
 """Disagreement-driven human annotation: send experts the items whose labels are most uncertain.
 
 `python -m analysis.annotate export <run-or-multirun-dir> --out DIR --n 50 [--by entropy|disagreement|flip]`
-ranks every (candidate, dimension) by one uncertainty column — `entropy`: Dawid–Skene posterior entropy of
-the raters' rounded scores; `disagreement`: range of the judges' candidate scores; `flip`: the largest
-change of one judge's score between independent and comparative mode — and writes a blinded set:
+ranks every (instance, candidate, dimension) by one uncertainty column — `entropy`: Dawid–Skene posterior
+entropy of the raters' rounded scores; `disagreement`: the largest range of the judges' candidate scores
+within one mode; `flip`: the largest change of one judge's score between independent and comparative
+mode — and writes a blinded set:
 `sheet.csv` (what annotators see: background, text, the rubric's own wording for the dimension, its scale;
 no judge, generator or reference names), `labelstudio_tasks.json` + `labelstudio_config.xml` (Label Studio
 import), and `key.csv` (for the study only: item → instance, candidate, source, dimension, and the
@@ -34,7 +35,7 @@ UNCERTAINTY = ("entropy", "disagreement", "flip")
 
 
 def uncertainty(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per (candidate, dimension): instance_id, source, entropy (bits), disagreement, flip (NaN if n/a)."""
+    """Per (instance, candidate, dimension): source, entropy (bits), disagreement, flip (NaN if n/a)."""
     labels = latent.score_labels(results, humans)
     keys = ["task", "instance_id", "candidate_id", "source", "dimension"]
     out = labels.drop_duplicates("task")[keys].set_index("task")
@@ -47,7 +48,7 @@ def uncertainty(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd
     cands = candidate_scores(results).astype({"candidate_id": str, "dimension": str, "mode": str})
     cands["task"] = latent.score_task(cands)
     judged = cands.loc[cands["mode"] != HUMAN_MODE]
-    out["disagreement"] = judged.groupby("task")["score"].agg(lambda s: s.max() - s.min()).reindex(out.index)
+    out["disagreement"] = _judge_range(judged).reindex(out.index)
     by_mode = judged.pivot_table(index=["task", "judge"], columns="mode", values="score", observed=True)
     if {"independent", "comparative"} <= set(by_mode.columns):
         flip = (by_mode["independent"] - by_mode["comparative"]).abs().groupby(level="task").max()
@@ -55,6 +56,14 @@ def uncertainty(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd
     else:
         out["flip"] = np.nan
     return out.reset_index()
+
+
+def _judge_range(judged: pd.DataFrame) -> pd.Series:
+    """Per task: the largest range of the judges' scores within one mode (NaN where no mode has two judges).
+    One judge's change between modes is `flip`, not a disagreement between judges."""
+    by_mode = judged.groupby(["task", "mode"], observed=True)["score"]
+    spread = (by_mode.max() - by_mode.min()).where(by_mode.count() >= 2)
+    return spread.groupby(level="task").max()
 
 
 def select(table: pd.DataFrame, n: int, by: str, seed: int = 0) -> pd.DataFrame:

@@ -197,3 +197,19 @@ def test_export_sends_each_items_own_instance_text(tmp_path) -> None:
         if shown.loc[r.item, "text"] != text or title not in shown.loc[r.item, "background"]:
             wrong.append(r.item)
     assert wrong == []
+
+
+def test_disagreement_is_among_judges_within_one_mode(tmp_path) -> None:
+    """judge-a independent and judge-b independent agree everywhere; judge-a comparative disputes the
+    planted items by 2 or 3. That is a change of mode (`flip`), not a disagreement between judges: within
+    independent the range is 0 on every item, and comparative has one judge (no range)."""
+    from analysis.collect import load_results
+
+    root = tmp_path / "modes"
+    write_fake_run(root / "0", "judge-a", "independent", _agreeing)
+    write_fake_run(root / "1", "judge-a", "comparative", _disputing)
+    write_fake_run(root / "2", "judge-b", "independent", _agreeing)
+    table = annotate.uncertainty(load_results(root))
+    assert (table["disagreement"] == 0).all()
+    planted = {f"{i} | {c} | originality" for i, c in PLANTED}
+    assert set(table.loc[table["flip"] >= 2, "task"]) == planted
