@@ -29,6 +29,7 @@ import pandas as pd
 from analysis import annotate_io as io
 from analysis import latent
 from analysis.humans import HUMAN_COLUMNS, HUMAN_MODE
+from analysis.intervals import positive_int
 from analysis.scores import candidate_scores
 
 UNCERTAINTY = ("entropy", "disagreement", "flip")
@@ -68,6 +69,8 @@ def _judge_range(judged: pd.DataFrame) -> pd.Series:
 
 def select(table: pd.DataFrame, n: int, by: str, seed: int = 0) -> pd.DataFrame:
     """The `n` most uncertain items by column `by` (ties broken by the other columns, then at random)."""
+    if n < 1:
+        raise ValueError(f"--n {n}: n must be at least 1")
     if by not in UNCERTAINTY:
         raise ValueError(f"--by must be one of {', '.join(UNCERTAINTY)}, not {by!r}")
     if table[by].isna().all():
@@ -132,7 +135,7 @@ def export(root: str | Path, out: str | Path, n: int = 50, by: str = "entropy", 
 
 def ingest(path: str | Path, key_path: str | Path, annotator: str | None = None) -> pd.DataFrame:
     """Completed annotations (sheet CSV or Label Studio JSON export) as human labels, checked against the key."""
-    path, key = Path(path), pd.read_csv(key_path, dtype=str)
+    path, key = Path(path), io.read_key(Path(key_path))
     raw = io.read_labelstudio(path) if path.suffix.lower() == ".json" else io.read_sheet(path, annotator)
     merged = raw.merge(key, on="item", how="left", validate="many_to_one")
     unknown = merged.loc[merged["candidate_id"].isna()]
@@ -161,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ex = sub.add_parser("export", help="write a blinded annotation set of the most uncertain items")
     ex.add_argument("root")
     ex.add_argument("--out", required=True)
-    ex.add_argument("--n", type=int, default=50)
+    ex.add_argument("--n", type=positive_int, default=50, help="how many items (at least 1)")
     ex.add_argument("--by", choices=UNCERTAINTY, default="entropy")
     ex.add_argument("--humans", help="existing human labels (count as raters for the entropy)")
     ex.add_argument("--dataset", help="the instances JSONL (default: the runs' own dataset_path)")

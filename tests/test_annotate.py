@@ -213,3 +213,74 @@ def test_disagreement_is_among_judges_within_one_mode(tmp_path) -> None:
     assert (table["disagreement"] == 0).all()
     planted = {f"{i} | {c} | originality" for i, c in PLANTED}
     assert set(table.loc[table["flip"] >= 2, "task"]) == planted
+
+
+LS_TASK = '{"data": {"item": "item-001"}, "annotations": [{"completed_by": 1, "result": RESULT}]}'
+BAD_FILES = {  # (file it goes in, content) -> the start of the one-line error after the file name
+    ("ls.json", "[1, 2]"): "task 1: not a task object",
+    ("ls.json", '[{"data": "x"}]'): "task 1: data: not an object",
+    ("ls.json", '[{"data": {"item": "item-001"}, "annotations": "x"}]'): "task 1: annotations: not a list",
+    ("ls.json", "[" + LS_TASK.replace("RESULT", '"bad"') + "]"): "task 1: result: not a list",
+    ("ls.json", "[" + LS_TASK.replace("RESULT", '[{"from_name": "score", "value": [1]}]') + "]"):
+        "task 1: value: not an object",
+    ("ls.json", "[" + LS_TASK.replace("RESULT", '[{"from_name": "score", "value": {"choices": "12"}}]') + "]"):
+        "task 1: choices: not a list",
+    ("ls.json", b'[{"data": "\xff"}]'): "not UTF-8",
+    ("sheet.csv", ""): "not a readable CSV",
+    ("sheet.csv", b"item,score\n\xff,1\n"): "not a readable CSV",
+    ("key.csv", ""): "not a readable CSV",
+    ("key.csv", "x,y\n1,2\n"): "no 'item' column",
+    ("key.csv", "item,instance_id,candidate_id,source,dimension\nitem-001,i,c,s,d\n"): "no 'low' column",
+    ("key.csv", "item,instance_id,candidate_id,source,dimension,low,high\n" + "item-001,i,c,s,d,0,3\n" * 2):
+        "row 2: item: 'item-001' repeats row 1",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("where", "content"), list(BAD_FILES), ids=[f"{w}-{i}" for i, (w, _) in enumerate(BAD_FILES)]
+)
+def test_ingest_errors_are_one_line_naming_the_file(study, tmp_path, capsys, where, content) -> None:
+    """A malformed Label Studio export, sheet or key: exit 2 and one `error:` line naming that file (a
+    malformed export was an AttributeError traceback; the others named no file, e.g. `error: 'item'`)."""
+    out = tmp_path / "set"
+    annotate.export(study, out, n=4, by="disagreement")
+    files = {
+        "ls.json": tmp_path / "ls.json",
+        "sheet.csv": tmp_path / "sheet.csv",
+        "key.csv": tmp_path / "key.csv",
+    }
+    (out / "sheet.csv").replace(files["sheet.csv"])
+    (out / "key.csv").replace(files["key.csv"])
+    (files["ls.json"]).write_text("[" + LS_TASK.replace("RESULT", "[]") + "]")
+    bad = files[where]
+    bad.write_bytes(content if isinstance(content, bytes) else content.encode())
+    given = files["ls.json"] if where == "ls.json" else files["sheet.csv"]
+    args = ["ingest", str(given), "--key", str(files["key.csv"]), "--out", str(tmp_path / "h.csv")]
+    assert annotate.main([*args, "--annotator", "a"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {bad}: "), err
+    assert BAD_FILES[(where, content)] in err, err
+
+
+@pytest.mark.parametrize("n", ["0", "-2", "x"])
+def test_export_refuses_n_below_one(study, tmp_path, capsys, n) -> None:
+    """--n 0 wrote an empty set behind a pandas error and --n -2 all items but two; argparse refuses both."""
+    with pytest.raises(SystemExit) as exc:
+        annotate.main(["export", str(study), "--out", str(tmp_path / "set"), "--n", n])
+    assert exc.value.code == 2
+    assert "argument --n: must be a positive integer" in capsys.readouterr().err
+    assert not (tmp_path / "set").exists()
+    with pytest.raises(ValueError, match="n must be at least 1"):
+        annotate.select(pd.DataFrame({"entropy": [1.0], "disagreement": [1.0], "flip": [1.0]}), 0, "entropy")
+
+
+@pytest.mark.parametrize(
+    ("name", "content"), [("config.json", "{"), ("manifest.json", '{"judge": "judge-a"}')]
+)
+def test_export_names_a_damaged_run_file(study, tmp_path, capsys, name, content) -> None:
+    """A damaged config.json / manifest.json was `error: Expecting value ...` / `error: 'dataset_path'`."""
+    bad = study / "0_judge-a_independent_novelty" / name
+    bad.write_text(content)
+    assert annotate.main(["export", str(study), "--out", str(tmp_path / "set")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {bad}: "), err
