@@ -1,9 +1,10 @@
 """Disagreement-driven human annotation: send experts the items whose labels are most uncertain.
 
 `python -m analysis.annotate export <run-or-multirun-dir> --out DIR --n 50 [--by entropy|disagreement|flip]`
-ranks every (candidate, dimension) by one uncertainty column — `entropy`: Dawid–Skene posterior entropy of
-the raters' rounded scores; `disagreement`: range of the judges' candidate scores; `flip`: the largest
-change of one judge's score between independent and comparative mode — and writes a blinded set:
+ranks every (instance, candidate, dimension) by one uncertainty column — `entropy`: Dawid–Skene posterior
+entropy of the raters' rounded scores; `disagreement`: the largest range of the judges' candidate scores
+within one mode; `flip`: the largest change of one judge's score between independent and comparative
+mode — and writes a blinded set:
 `sheet.csv` (what annotators see: background, text, the rubric's own wording for the dimension, its scale;
 no judge, generator or reference names), `labelstudio_tasks.json` + `labelstudio_config.xml` (Label Studio
 import), and `key.csv` (for the study only: item → instance, candidate, source, dimension, and the
@@ -28,13 +29,14 @@ import pandas as pd
 from analysis import annotate_io as io
 from analysis import latent
 from analysis.humans import HUMAN_COLUMNS, HUMAN_MODE
+from analysis.intervals import positive_int
 from analysis.scores import candidate_scores
 
 UNCERTAINTY = ("entropy", "disagreement", "flip")
 
 
 def uncertainty(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per (candidate, dimension): instance_id, source, entropy (bits), disagreement, flip (NaN if n/a)."""
+    """Per (instance, candidate, dimension): source, entropy (bits), disagreement, flip (NaN if n/a)."""
     labels = latent.score_labels(results, humans)
     keys = ["task", "instance_id", "candidate_id", "source", "dimension"]
     out = labels.drop_duplicates("task")[keys].set_index("task")
@@ -45,9 +47,9 @@ def uncertainty(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd
     else:
         out["entropy"] = np.nan
     cands = candidate_scores(results).astype({"candidate_id": str, "dimension": str, "mode": str})
-    cands["task"] = cands["candidate_id"].str.cat(cands["dimension"], sep=latent.SEP)
+    cands["task"] = latent.score_task(cands)
     judged = cands.loc[cands["mode"] != HUMAN_MODE]
-    out["disagreement"] = judged.groupby("task")["score"].agg(lambda s: s.max() - s.min()).reindex(out.index)
+    out["disagreement"] = _judge_range(judged).reindex(out.index)
     by_mode = judged.pivot_table(index=["task", "judge"], columns="mode", values="score", observed=True)
     if {"independent", "comparative"} <= set(by_mode.columns):
         flip = (by_mode["independent"] - by_mode["comparative"]).abs().groupby(level="task").max()
@@ -57,8 +59,18 @@ def uncertainty(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd
     return out.reset_index()
 
 
+def _judge_range(judged: pd.DataFrame) -> pd.Series:
+    """Per task: the largest range of the judges' scores within one mode (NaN where no mode has two judges).
+    One judge's change between modes is `flip`, not a disagreement between judges."""
+    by_mode = judged.groupby(["task", "mode"], observed=True)["score"]
+    spread = (by_mode.max() - by_mode.min()).where(by_mode.count() >= 2)
+    return spread.groupby(level="task").max()
+
+
 def select(table: pd.DataFrame, n: int, by: str, seed: int = 0) -> pd.DataFrame:
     """The `n` most uncertain items by column `by` (ties broken by the other columns, then at random)."""
+    if n < 1:
+        raise ValueError(f"--n {n}: n must be at least 1")
     if by not in UNCERTAINTY:
         raise ValueError(f"--by must be one of {', '.join(UNCERTAINTY)}, not {by!r}")
     if table[by].isna().all():
@@ -69,7 +81,7 @@ def select(table: pd.DataFrame, n: int, by: str, seed: int = 0) -> pd.DataFrame:
     return ranked.head(n).assign(selected_by=by)
 
 
-def blind(chosen: pd.DataFrame, rubrics: dict[str, io.RubricInfo], texts: dict[str, io.ItemText],
+def blind(chosen: pd.DataFrame, rubrics: dict[str, io.RubricInfo], texts: dict[tuple[str, str], io.ItemText],
           seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
     """(sheet, key): items in a seeded random order under neutral ids; the key records the order."""
     order = np.random.default_rng(seed).permutation(len(chosen))
@@ -82,7 +94,7 @@ def blind(chosen: pd.DataFrame, rubrics: dict[str, io.RubricInfo], texts: dict[s
     key["high"] = [rubric.ranges[d][1] for d in key["dimension"]]
     rows = []
     for r in key.itertuples(index=False):
-        text = texts[r.candidate_id]
+        text = texts[(str(r.instance_id), str(r.candidate_id))]
         rows.append(
             {
                 "item": r.item,
@@ -123,7 +135,7 @@ def export(root: str | Path, out: str | Path, n: int = 50, by: str = "entropy", 
 
 def ingest(path: str | Path, key_path: str | Path, annotator: str | None = None) -> pd.DataFrame:
     """Completed annotations (sheet CSV or Label Studio JSON export) as human labels, checked against the key."""
-    path, key = Path(path), pd.read_csv(key_path, dtype=str)
+    path, key = Path(path), io.read_key(Path(key_path))
     raw = io.read_labelstudio(path) if path.suffix.lower() == ".json" else io.read_sheet(path, annotator)
     merged = raw.merge(key, on="item", how="left", validate="many_to_one")
     unknown = merged.loc[merged["candidate_id"].isna()]
@@ -152,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ex = sub.add_parser("export", help="write a blinded annotation set of the most uncertain items")
     ex.add_argument("root")
     ex.add_argument("--out", required=True)
-    ex.add_argument("--n", type=int, default=50)
+    ex.add_argument("--n", type=positive_int, default=50, help="how many items (at least 1)")
     ex.add_argument("--by", choices=UNCERTAINTY, default="entropy")
     ex.add_argument("--humans", help="existing human labels (count as raters for the entropy)")
     ex.add_argument("--dataset", help="the instances JSONL (default: the runs' own dataset_path)")

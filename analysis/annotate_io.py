@@ -69,6 +69,17 @@ def _run_folders(root: str | Path) -> list[Path]:
     return [p.parent for p in find_results(root)]
 
 
+def _json_entry(path: Path, name: str) -> Any:
+    """Entry `name` of a run's JSON file; a damaged file or a missing entry is one line naming the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise AnnotationError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(data, dict) or name not in data:
+        raise AnnotationError(f"{path}: no {name!r} entry (was it written by experiments.run?)")
+    return data[name]
+
+
 def study_inputs(root: str | Path) -> tuple[dict[str, RubricInfo], Path]:
     """The rubrics (from each run's config.json) and the dataset path (from its manifest.json)."""
     rubrics: dict[str, RubricInfo] = {}
@@ -79,11 +90,11 @@ def study_inputs(root: str | Path) -> tuple[dict[str, RubricInfo], Path]:
             raise AnnotationError(
                 f"{folder}: no config.json / manifest.json (was it written by experiments.run?)"
             )
-        rubric = json.loads(config_file.read_text())["rubric"]
+        rubric = _json_entry(config_file, "rubric")
         text = resources.files("rubrics").joinpath(str(rubric["template"])).read_text(encoding="utf-8")
         ranges = {str(d["name"]): (int(d["low"]), int(d["high"])) for d in rubric["dimensions"] if "low" in d}
         rubrics[str(rubric["name"])] = RubricInfo(str(rubric["name"]), text, ranges)
-        data_path = data_path or Path(json.loads(manifest_file.read_text())["dataset_path"])
+        data_path = data_path or Path(str(_json_entry(manifest_file, "dataset_path")))
     if not rubrics or data_path is None:
         raise AnnotationError(f"{root}: no run folder found")
     if len(rubrics) > 1:
@@ -93,8 +104,9 @@ def study_inputs(root: str | Path) -> tuple[dict[str, RubricInfo], Path]:
     return rubrics, data_path
 
 
-def item_texts(dataset: Path) -> dict[str, ItemText]:
-    """candidate_id → (the instance's background as shown to judges, the candidate's text)."""
+def item_texts(dataset: Path) -> dict[tuple[str, str], ItemText]:
+    """(instance_id, candidate_id) → (the instance's background as shown to judges, the candidate's text);
+    candidate ids are unique only within an instance."""
     from experiments.datasets import DatasetError, load_dataset
 
     try:
@@ -105,7 +117,7 @@ def item_texts(dataset: Path) -> dict[str, ItemText]:
     for inst in instances:
         background = "\n\n".join(f"{p.title}\n{p.text}" for p in inst.background)
         for cand in inst.all_candidates():
-            out[cand.candidate_id] = ItemText(background, cand.text)
+            out[(inst.instance_id, cand.candidate_id)] = ItemText(background, cand.text)
     return out
 
 
@@ -136,9 +148,36 @@ def labelstudio_config(rubric: RubricInfo) -> str:
 """
 
 
+def read_csv_file(path: Path, what: str, keep_default_na: bool = True) -> pd.DataFrame:
+    """A sheet or key as strings; one that cannot be read is one line naming it (pandas names no file)."""
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=keep_default_na)
+    except OSError as exc:
+        raise AnnotationError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
+    except ValueError as exc:  # EmptyDataError, ParserError, UnicodeDecodeError
+        raise AnnotationError(f"{path}: not a readable CSV {what} ({str(exc).splitlines()[0]})") from None
+
+
+KEY_COLUMNS: tuple[str, ...] = ("item", "instance_id", "candidate_id", "source", "dimension", "low", "high")
+
+
+def read_key(path: Path) -> pd.DataFrame:
+    """The key written by export: its columns, one row per item (else one line naming the key file)."""
+    key = read_csv_file(path, "key")
+    missing = [c for c in KEY_COLUMNS if c not in key]
+    if missing:
+        raise AnnotationError(f"{path}: no {missing[0]!r} column (export writes {', '.join(KEY_COLUMNS)})")
+    repeated = np.flatnonzero(key["item"].duplicated().to_numpy())
+    if len(repeated):
+        item = key["item"].iloc[repeated[0]]
+        first = np.flatnonzero((key["item"] == item).to_numpy())[0]
+        raise AnnotationError(f"{path}: row {repeated[0] + 1}: item: {item!r} repeats row {first + 1}")
+    return key
+
+
 def read_sheet(path: Path, annotator: str | None) -> pd.DataFrame:
     """item, annotator, score, line from a completed sheet; rows without a score are not yet done."""
-    sheet = pd.read_csv(path, dtype=str, keep_default_na=False)
+    sheet = read_csv_file(path, "sheet", keep_default_na=False)
     for col in ("item", "score"):
         if col not in sheet:
             raise AnnotationError(f"{path}: no {col!r} column")
@@ -164,21 +203,42 @@ def read_labelstudio(path: Path) -> pd.DataFrame:
     """item, annotator, score, line from a Label Studio JSON export (cancelled annotations skipped)."""
     try:
         tasks = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise AnnotationError(f"{path}: not UTF-8 text (Label Studio exports JSON as UTF-8)") from None
     except json.JSONDecodeError as exc:
         raise AnnotationError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(tasks, list):
         raise AnnotationError(f"{path}: expected a JSON list of tasks (Label Studio's JSON export)")
     rows = []
     for n, task in enumerate(tasks, start=1):
-        item = (task.get("data") or {}).get("item")
-        for ann in task.get("annotations") or []:
-            if ann.get("was_cancelled"):
-                continue
-            for res in ann.get("result") or []:
-                if res.get("from_name") == SCORE_FIELD:
-                    choice = (res.get("value") or {}).get("choices") or [""]
-                    rows.append((item, _user(ann.get("completed_by")), str(choice[0]), f"task {n}"))
+        rows += _task_scores(task, path, f"task {n}")
     return pd.DataFrame(rows, columns=["item", "annotator", "score", "line"])
+
+
+def _task_scores(task: Any, path: Path, where: str) -> list[tuple[Any, str, str, str]]:
+    """(item, annotator, score, where) per completed annotation of one exported task; a part of the wrong
+    JSON type is one line naming the file and task (it was an AttributeError traceback)."""
+
+    def shaped(value: Any, kind: type, name: str) -> Any:
+        if not isinstance(value, kind):
+            what = "an object" if kind is dict else "a list"
+            raise AnnotationError(f"{path}: {where}: {name}: not {what} ({type(value).__name__})")
+        return value
+
+    if not isinstance(task, dict):
+        raise AnnotationError(f"{path}: {where}: not a task object ({type(task).__name__})")
+    item = shaped(task.get("data") or {}, dict, "data").get("item")
+    rows = []
+    for ann in shaped(task.get("annotations") or [], list, "annotations"):
+        if shaped(ann, dict, "annotation").get("was_cancelled"):
+            continue
+        for res in shaped(ann.get("result") or [], list, "result"):
+            if shaped(res, dict, "result").get("from_name") == SCORE_FIELD:
+                choice = shaped(
+                    shaped(res.get("value") or {}, dict, "value").get("choices") or [""], list, "choices"
+                )
+                rows.append((item, _user(ann.get("completed_by")), str(choice[0]), where))
+    return rows
 
 
 def check_scores(merged: pd.DataFrame, path: Path) -> None:

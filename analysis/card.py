@@ -95,11 +95,12 @@ def human_agreement(cands: pd.DataFrame, humans: pd.DataFrame | None, n_boot: in
     if humans is None or not len(humans):
         return pd.DataFrame()
     h = candidate_scores(human_results(humans, dimension_directions(cands)))
-    med = h.groupby(["candidate_id", "dimension"], observed=True)["score"].median()
+    item = ["instance_id", "candidate_id", "dimension"]  # candidate ids are unique only within an instance
+    med = h.astype({k: str for k in item}).groupby(item, observed=True)["score"].median()
     med = np.floor(med + 0.5).rename("human")
     rows = []
     for (judge, mode, dim), part in cands.groupby(["judge", "mode", "dimension"], observed=True):
-        key = pd.MultiIndex.from_arrays([part["candidate_id"].astype(str), part["dimension"].astype(str)])
+        key = pd.MultiIndex.from_arrays([part[k].astype(str) for k in item])
         joined = pd.DataFrame({"judge": np.floor(part["score"].to_numpy() + 0.5),
                                "human": med.reindex(key).to_numpy()}).dropna()  # fmt: skip
         stats = pair_agreement(joined["judge"], joined["human"], n_boot, seed)

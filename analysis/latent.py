@@ -74,6 +74,13 @@ def outcome_labels(
     ).reset_index(drop=True)
 
 
+def score_task(frame: pd.DataFrame) -> pd.Series:
+    """The item key of a candidate score, ``instance | candidate | dimension``: candidate ids are unique only
+    within an instance, so two instances' ``c1`` are two items."""
+    ids = frame[["instance_id", "candidate_id", "dimension"]].astype(str)
+    return ids["instance_id"].str.cat([ids["candidate_id"], ids["dimension"]], sep=SEP)
+
+
 def score_labels(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd.DataFrame:
     """Candidate scores rounded half up to the rubric's integer scale, per rater and candidate × dimension."""
     frames = [candidate_scores(results)]
@@ -84,7 +91,7 @@ def score_labels(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> p
     rater = human_mod.rater_label(c["judge"], c["mode"])
     return pd.DataFrame(
         {
-            "task": c["candidate_id"].str.cat(c["dimension"], sep=SEP),
+            "task": score_task(c),
             "candidate_id": c["candidate_id"],
             "worker": rater,
             "label": np.floor(c["score"].to_numpy() + 0.5).astype(int),

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from analysis import annotate
 from analysis.annotate_io import AnnotationError
-from tests.study_folders import sample_candidates, write_fake_run
+from tests.study_folders import SAMPLE, sample_candidates, write_fake_run
 
-DISPUTED = {c for _, c, s, _ in sample_candidates() if s == "broad_gen" and c.endswith(":1")}
+PLANTED = {(i, c) for i, c, s, _ in sample_candidates() if s == "broad_gen" and c.endswith(":1")}
+DISPUTED = {c for _, c in PLANTED}
 
 
 def _truth(cand: str, dim: str) -> int:
@@ -44,7 +46,7 @@ def test_disagreement_and_flip_select_the_planted_items(study, tmp_path) -> None
     from analysis.collect import load_results
 
     table = annotate.uncertainty(load_results(study))
-    planted = {f"{c} | originality" for c in DISPUTED}
+    planted = {f"{i} | {c} | originality" for i, c in PLANTED}
     for by in ("disagreement", "flip"):
         chosen = annotate.select(table, len(planted), by)
         assert set(chosen["task"]) == planted, by
@@ -153,3 +155,132 @@ def test_cli_round_trip_recomputes_reliability_and_latent(study, tmp_path, capsy
     assert len(labels) == 60 and set(labels["annotator"]) == {"ann1", "ann2", "ann3"}
     printed = capsys.readouterr().out
     assert "fleiss_kappa" in printed and "human:ann1" in printed
+
+
+def _shared_id_study(tmp_path: Path) -> tuple[Path, dict[tuple[str, str], tuple[str, str]]]:
+    """The sample study with candidate ids that repeat across instances (`ref`, `broad_gen:1`, ... in every
+    instance) and (instance_id, candidate_id) -> (the instance's first background title, the text)."""
+    data = tmp_path / "shared_ids.jsonl"
+    lines = [
+        ln.replace(f"{json.loads(ln)['instance_id']}:", "") for ln in SAMPLE.read_text().splitlines() if ln
+    ]
+    data.write_text("\n".join(lines) + "\n")
+    root = tmp_path / "shared"
+    for name, judge, mode, scorer in (("0", "judge-a", "independent", _agreeing),
+                                      ("1", "judge-b", "independent", _disputing)):  # fmt: skip
+        folder = write_fake_run(root / name, judge, mode, scorer, dataset_path=str(data))
+        frame = pd.read_csv(folder / "results.csv")
+        for col in ("candidate_id", "prompt_id"):
+            frame[col] = frame[col].str.replace(r"^inst-[^:]*:", "", regex=True)
+        frame.to_csv(folder / "results.csv", index=False)
+    texts = {}
+    for ln in lines:
+        inst = json.loads(ln)
+        for c in [inst["reference"], *inst["candidates"]]:
+            texts[(inst["instance_id"], c["candidate_id"])] = (inst["background"][0]["title"], c["text"])
+    return root, texts
+
+
+def test_export_sends_each_items_own_instance_text(tmp_path) -> None:
+    """Candidate ids shared by 6 instances: every (instance, candidate, dimension) is its own item, and the
+    sheet shows the text of the key's instance (a lookup by candidate id showed one instance's text for all)."""
+    root, texts = _shared_id_study(tmp_path)
+    n_items = len(texts) * 3
+    key = annotate.export(root, tmp_path / "set", n=n_items + 5, by="disagreement")
+    sheet = pd.read_csv(tmp_path / "set" / "sheet.csv", dtype=str, keep_default_na=False)
+    assert len(key) == len(sheet) == n_items == 198
+    assert key["instance_id"].nunique() == 6 and key["candidate_id"].nunique() == 11
+    shown = sheet.set_index("item")
+    wrong = []
+    for r in key.itertuples():
+        title, text = texts[(r.instance_id, r.candidate_id)]
+        if shown.loc[r.item, "text"] != text or title not in shown.loc[r.item, "background"]:
+            wrong.append(r.item)
+    assert wrong == []
+
+
+def test_disagreement_is_among_judges_within_one_mode(tmp_path) -> None:
+    """judge-a independent and judge-b independent agree everywhere; judge-a comparative disputes the
+    planted items by 2 or 3. That is a change of mode (`flip`), not a disagreement between judges: within
+    independent the range is 0 on every item, and comparative has one judge (no range)."""
+    from analysis.collect import load_results
+
+    root = tmp_path / "modes"
+    write_fake_run(root / "0", "judge-a", "independent", _agreeing)
+    write_fake_run(root / "1", "judge-a", "comparative", _disputing)
+    write_fake_run(root / "2", "judge-b", "independent", _agreeing)
+    table = annotate.uncertainty(load_results(root))
+    assert (table["disagreement"] == 0).all()
+    planted = {f"{i} | {c} | originality" for i, c in PLANTED}
+    assert set(table.loc[table["flip"] >= 2, "task"]) == planted
+
+
+LS_TASK = '{"data": {"item": "item-001"}, "annotations": [{"completed_by": 1, "result": RESULT}]}'
+BAD_FILES = {  # (file it goes in, content) -> the start of the one-line error after the file name
+    ("ls.json", "[1, 2]"): "task 1: not a task object",
+    ("ls.json", '[{"data": "x"}]'): "task 1: data: not an object",
+    ("ls.json", '[{"data": {"item": "item-001"}, "annotations": "x"}]'): "task 1: annotations: not a list",
+    ("ls.json", "[" + LS_TASK.replace("RESULT", '"bad"') + "]"): "task 1: result: not a list",
+    ("ls.json", "[" + LS_TASK.replace("RESULT", '[{"from_name": "score", "value": [1]}]') + "]"):
+        "task 1: value: not an object",
+    ("ls.json", "[" + LS_TASK.replace("RESULT", '[{"from_name": "score", "value": {"choices": "12"}}]') + "]"):
+        "task 1: choices: not a list",
+    ("ls.json", b'[{"data": "\xff"}]'): "not UTF-8",
+    ("sheet.csv", ""): "not a readable CSV",
+    ("sheet.csv", b"item,score\n\xff,1\n"): "not a readable CSV",
+    ("key.csv", ""): "not a readable CSV",
+    ("key.csv", "x,y\n1,2\n"): "no 'item' column",
+    ("key.csv", "item,instance_id,candidate_id,source,dimension\nitem-001,i,c,s,d\n"): "no 'low' column",
+    ("key.csv", "item,instance_id,candidate_id,source,dimension,low,high\n" + "item-001,i,c,s,d,0,3\n" * 2):
+        "row 2: item: 'item-001' repeats row 1",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("where", "content"), list(BAD_FILES), ids=[f"{w}-{i}" for i, (w, _) in enumerate(BAD_FILES)]
+)
+def test_ingest_errors_are_one_line_naming_the_file(study, tmp_path, capsys, where, content) -> None:
+    """A malformed Label Studio export, sheet or key: exit 2 and one `error:` line naming that file (a
+    malformed export was an AttributeError traceback; the others named no file, e.g. `error: 'item'`)."""
+    out = tmp_path / "set"
+    annotate.export(study, out, n=4, by="disagreement")
+    files = {
+        "ls.json": tmp_path / "ls.json",
+        "sheet.csv": tmp_path / "sheet.csv",
+        "key.csv": tmp_path / "key.csv",
+    }
+    (out / "sheet.csv").replace(files["sheet.csv"])
+    (out / "key.csv").replace(files["key.csv"])
+    (files["ls.json"]).write_text("[" + LS_TASK.replace("RESULT", "[]") + "]")
+    bad = files[where]
+    bad.write_bytes(content if isinstance(content, bytes) else content.encode())
+    given = files["ls.json"] if where == "ls.json" else files["sheet.csv"]
+    args = ["ingest", str(given), "--key", str(files["key.csv"]), "--out", str(tmp_path / "h.csv")]
+    assert annotate.main([*args, "--annotator", "a"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {bad}: "), err
+    assert BAD_FILES[(where, content)] in err, err
+
+
+@pytest.mark.parametrize("n", ["0", "-2", "x"])
+def test_export_refuses_n_below_one(study, tmp_path, capsys, n) -> None:
+    """--n 0 wrote an empty set behind a pandas error and --n -2 all items but two; argparse refuses both."""
+    with pytest.raises(SystemExit) as exc:
+        annotate.main(["export", str(study), "--out", str(tmp_path / "set"), "--n", n])
+    assert exc.value.code == 2
+    assert "argument --n: must be a positive integer" in capsys.readouterr().err
+    assert not (tmp_path / "set").exists()
+    with pytest.raises(ValueError, match="n must be at least 1"):
+        annotate.select(pd.DataFrame({"entropy": [1.0], "disagreement": [1.0], "flip": [1.0]}), 0, "entropy")
+
+
+@pytest.mark.parametrize(
+    ("name", "content"), [("config.json", "{"), ("manifest.json", '{"judge": "judge-a"}')]
+)
+def test_export_names_a_damaged_run_file(study, tmp_path, capsys, name, content) -> None:
+    """A damaged config.json / manifest.json was `error: Expecting value ...` / `error: 'dataset_path'`."""
+    bad = study / "0_judge-a_independent_novelty" / name
+    bad.write_text(content)
+    assert annotate.main(["export", str(study), "--out", str(tmp_path / "set")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {bad}: "), err

@@ -85,3 +85,20 @@ def test_cards_have_the_same_fields_and_the_planted_values(study, tmp_path) -> N
 def test_card_cli_reports_a_bad_folder(tmp_path, capsys) -> None:
     assert card.main([str(tmp_path / "missing")]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_human_agreement_joins_by_instance_and_candidate() -> None:
+    """Candidate ids repeat across instances (`c1` in i1 and in i2). Planted: the judge gives exactly the
+    humans' score on every (instance, candidate); a join on the candidate id alone compares each with the
+    median over both instances (c1: 0 and 3, c2: 1 and 2, both 1.5 -> 2) and agrees on 1 item in 4."""
+    rows, human = [], []
+    for inst, base in (("i1", 0), ("i2", 3)):
+        for k in (1, 2):
+            score = abs(base - (k - 1))  # i1: c1 0, c2 1; i2: c1 3, c2 2
+            rows.append(dict(judge="j", mode="independent", instance_id=inst, candidate_id=f"c{k}",
+                             source="gen", dimension="originality", higher_is_better=True, score=float(score)))  # fmt: skip
+            human.append(dict(annotator="h1", instance_id=inst, candidate_id=f"c{k}", source="gen",
+                              dimension="originality", score=score))  # fmt: skip
+    table = card.human_agreement(pd.DataFrame(rows), pd.DataFrame(human), n_boot=20, seed=0)
+    row = table.iloc[0]
+    assert row["n"] == 4 and row["percent"] == pytest.approx(1.0) and row["kappa_w"] == pytest.approx(1.0)

@@ -249,3 +249,16 @@ def test_latent_winrate_delta_uses_only_the_raters_own_items() -> None:
     assert rates.loc["a", "delta_win"] == pytest.approx(0.0)
     assert rates.loc["b", "win"] == 0.5 and rates.loc["b", "delta_win"] == pytest.approx(-0.5)
     assert rates.loc["b", "delta_tie"] == pytest.approx(0.5)
+
+
+def test_score_labels_keep_instances_apart() -> None:
+    """Candidate id `c1` in two instances: three judges give 0 in i1 and 3 in i2. Two items, each with
+    a unanimous vote (posterior 1.0); keyed by candidate id alone they were one item split 3 : 3."""
+    rows = [dict(judge=j, mode="independent", instance_id=inst, candidate_id="c1", source="gen",
+                 dimension="originality", higher_is_better=True, sample_idx=0, score=score, parse_ok=True)
+            for j in ("j1", "j2", "j3") for inst, score in (("i1", 0.0), ("i2", 3.0))]  # fmt: skip
+    labels = latent.score_labels(pd.DataFrame(rows))
+    assert labels["task"].nunique() == 2
+    fit = latent.majority_vote(labels)
+    assert sorted(fit.labels.tolist()) == [0, 3] and (fit.posteriors.max(axis=1) == 1.0).all()
+    assert set(labels.drop_duplicates("task")["instance_id"]) == {"i1", "i2"}
