@@ -1,9 +1,10 @@
 """EchoReview metrics: Overall Quality of a review, and human/model issue-set overlap.
 
-Overall Quality (``review_quality`` rubric, four 0–10 dimensions): per judge sample, the mean of the four
-dimensions; per review, the mean over its samples (EchoReview: three runs at temperature 0.1). A sample
-with any of the four dimensions unscored is dropped (its mean is undefined); a review with no complete
-sample is unscored (NaN), never 0.
+Overall Quality (``review_quality`` rubric, four 0–10 dimensions): per judge sample (one call: a prompt's
+sample), the mean of the four dimensions; per review, the mean over its samples (EchoReview: three runs at
+temperature 0.1). A sample with any of the four dimensions unscored is dropped (its mean is undefined); a
+review with no complete sample is unscored (NaN), never 0. Always per rater, a judge in one mode: modes are
+never averaged, and runs of one judge over the same reviews are separate raters (``judge@run_id``).
 
 Issue overlap, per paper, on *sets of issues* (EchoReview Sec. 3.2). Statements are mapped to issues first,
 since several statements may express one issue:
@@ -29,11 +30,13 @@ import pandas as pd
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
+from analysis.echo_rows import present, split_runs
 from analysis.embeddings import SupportsEncode, cosine_matrix, model_name_of
 from analysis.intervals import grouped_mean_ci, mean_ci
 
 QUALITY_DIMENSIONS: tuple[str, ...] = ("comprehensiveness", "specificity", "evidence_support", "consistency")
-_REVIEW_KEYS: tuple[str, ...] = ("run_id", "judge", "model", "instance_id", "candidate_id", "source")
+_REVIEW_KEYS: tuple[str, ...] = ("judge", "mode", "model", "instance_id", "candidate_id", "source")
+_SAMPLE_KEYS: tuple[str, ...] = ("prompt_id", "sample_idx")  # one call: a comparative reference has several
 
 
 # ---- Overall Quality -----------------------------------------------------------------------------------------
@@ -42,8 +45,10 @@ def overall_quality(results: pd.DataFrame, dimensions: Sequence[str] = QUALITY_D
     """Per-review Overall Quality from a judge results table.
 
     Rows are filtered to ``rubric`` (when the table has a ``rubric`` column) and to ``dimensions``; a score
-    counts only where ``parse_ok`` is true and the score is finite. Keys kept: whichever of run_id, judge,
-    model, instance_id, candidate_id, source exist, so different judges are never averaged together here.
+    counts only where ``parse_ok`` is true and the score is finite. Keys kept: whichever of judge, mode,
+    model, instance_id, candidate_id, source exist, so different judges or modes are never averaged together
+    here; a judge whose runs (``run_id``) judged one review's sample twice becomes ``judge@run_id`` per run
+    (`analysis.echo_rows`).
     Columns: the keys, ``overall`` (NaN if unscored), ``n_samples`` (complete samples used), ``n_dropped``,
     and the review's spread across its samples: ``sample_min``, ``sample_max``, ``sample_sd`` (ddof 1).
     """
@@ -55,8 +60,10 @@ def overall_quality(results: pd.DataFrame, dimensions: Sequence[str] = QUALITY_D
     if "parse_ok" in df.columns:
         score = score.where(df["parse_ok"].fillna(False).astype(bool))
     df["score"] = score
-    keys = [k for k in _REVIEW_KEYS if k in df.columns]
-    per_sample = (df.groupby([*keys, "sample_idx", "dimension"], dropna=False)["score"].mean()
+    judgment = [*_REVIEW_KEYS, *_SAMPLE_KEYS, "dimension"]
+    df = split_runs(df, judgment)
+    keys, sample = present(df, _REVIEW_KEYS), present(df, _SAMPLE_KEYS)
+    per_sample = (df.groupby([*keys, *sample, "dimension"], dropna=False, observed=True)["score"].mean()
                   .unstack("dimension").reindex(columns=list(dimensions)))
     complete = per_sample.notna().all(axis=1)
     sample_mean = per_sample.mean(axis=1).where(complete)
@@ -69,9 +76,11 @@ def overall_quality(results: pd.DataFrame, dimensions: Sequence[str] = QUALITY_D
 
 def quality_by_source(per_review: pd.DataFrame, by: Sequence[str] = ("source",), n_boot: int = 2000,
                       seed: int = 0) -> pd.DataFrame:
-    """Mean Overall Quality per review source with a 95% bootstrap CI over reviews (unscored skipped)."""
+    """Mean Overall Quality per review source with a 95% bootstrap CI over reviews (unscored skipped); always
+    per rater too (judge and mode, where the table has them): two raters' reviews are never one sample."""
+    by = [*(k for k in present(per_review, ("judge", "mode")) if k not in by), *by]
     rows = []
-    for key, g in per_review.groupby(list(by), sort=True, dropna=False):
+    for key, g in per_review.groupby(by, sort=True, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         m, lo, hi, n = mean_ci(g["overall"], n_boot=n_boot, seed=seed)
         rows.append(dict(zip(by, key, strict=True)) | {"overall": m, "ci_lo": lo, "ci_hi": hi, "n": n,

@@ -141,3 +141,42 @@ def test_quality_by_source() -> None:
     tab = quality_by_source(overall_quality(_results())).set_index("source")
     assert tab.loc["human", "overall"] == pytest.approx(7.75) and tab.loc["human", "n"] == 1
     assert tab.loc["gpt", "overall"] == pytest.approx(5.0) and tab.loc["gpt", "n_unscored"] == 1
+
+
+def _quality_rows(spec: Sequence[tuple[str, str, int, float]]) -> pd.DataFrame:
+    """review_quality rows of p1/c (source gen) by judge j: (mode, run_id, sample_idx, every dimension)."""
+    return pd.DataFrame([{"run_id": run, "judge": "j", "mode": mode, "rubric": "review_quality",
+                          "prompt_id": f"p1|c|{mode}", "instance_id": "p1", "candidate_id": "c",
+                          "source": "gen",
+                          "dimension": dim, "sample_idx": k, "score": value, "parse_ok": True}
+                         for mode, run, k, value in spec for dim in QUALITY_DIMENSIONS])  # fmt: skip
+
+
+def test_overall_quality_is_per_mode_never_pooled_across_modes() -> None:
+    # one run, one review judged in two modes: independent samples 4 and 6 -> 5; comparative 8 (pooled: 6)
+    rows = _quality_rows([("independent", "r1", 0, 4.0), ("independent", "r1", 1, 6.0),
+                          ("comparative", "r1", 0, 8.0)])  # fmt: skip
+    for table in (rows, rows.drop(columns="run_id")):
+        out = overall_quality(table).set_index("mode")
+        assert out.loc["independent", "overall"] == pytest.approx(5.0)
+        assert out.loc["comparative", "overall"] == 8.0
+        assert out.loc["independent", "n_samples"] == 2 and out.loc["comparative", "n_samples"] == 1
+    by = quality_by_source(overall_quality(rows)).set_index("mode")  # default `by`: still per judge and mode
+    assert by.loc["independent", "overall"] == pytest.approx(5.0) and by.loc["independent", "n"] == 1
+    assert by.loc["comparative", "overall"] == 8.0 and by.loc["comparative", "n"] == 1
+
+
+def test_overall_quality_runs_of_one_judge_on_the_same_review_are_separate_raters() -> None:
+    # runs r1 (samples 4, 6 -> 5) and r2 (samples 8, 8 -> 8) of judge j judged the same samples of p1/c:
+    # raters j@r1 and j@r2, one review each (pooled: one rater, 6.5, or one review counted twice)
+    rows = _quality_rows([("independent", "r1", 0, 4.0), ("independent", "r1", 1, 6.0),
+                          ("independent", "r2", 0, 8.0), ("independent", "r2", 1, 8.0)])  # fmt: skip
+    out = overall_quality(rows).set_index("judge")
+    assert out["overall"].to_dict() == {"j@r1": pytest.approx(5.0), "j@r2": pytest.approx(8.0)}
+    assert out.loc["j@r1", "sample_sd"] == pytest.approx(math.sqrt(2))  # 4 and 6 around 5
+    by = quality_by_source(overall_quality(rows)).set_index("judge")
+    assert by["overall"].to_dict() == {"j@r1": pytest.approx(5.0), "j@r2": pytest.approx(8.0)}
+    assert by["n"].tolist() == [1, 1]
+    # runs over disjoint samples (a rerun that filled in a sample) stay one rater: (4 + 8) / 2
+    one = overall_quality(_quality_rows([("independent", "r1", 0, 4.0), ("independent", "r2", 1, 8.0)]))
+    assert one["judge"].tolist() == ["j"] and one.loc[0, "overall"] == pytest.approx(6.0)
