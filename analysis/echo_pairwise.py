@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.echo_rows import present, refuse_duplicates, split_runs
 from analysis.intervals import percentile_ci, resample_counts
 
 OUTCOME = {"a": 1, "tie": 0, "b": -1}
@@ -40,9 +41,13 @@ def _opponents(results: pd.DataFrame, pairs: pd.DataFrame) -> pd.Series:
 
 def comparisons(results: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """One row per comparison: the verdict in each order (``ab``, ``ba``: 1 / 0 / −1 or NaN), ``flip``,
-    ``opponent`` and the outcome under each protocol (the module docstring)."""
-    rows = results[(results["mode"] == "pairwise") & results["preference"].isin(list(OUTCOME))]
-    keys = [k for k in COMPARISON_KEYS if k in rows.columns]
+    ``opponent`` and the outcome under each protocol (the module docstring). Runs of one judge that judged
+    the same comparison are separate raters (``judge@run_id``); a verdict recorded twice in one run is a
+    ValueError naming it (`analysis.echo_rows`), never one copy silently kept."""
+    rows = split_runs(results[results["mode"] == "pairwise"], (*COMPARISON_KEYS, "order"))
+    refuse_duplicates(rows, (*COMPARISON_KEYS, "order"), "pairwise rows")  # else one copy would be dropped
+    rows = rows[rows["preference"].isin(list(OUTCOME))]
+    keys = present(rows, COMPARISON_KEYS)
     coded = rows.assign(_v=rows["preference"].astype(str).map(OUTCOME), order=rows["order"].astype(str))
     wide = coded.pivot_table(index=keys, columns="order", values="_v", aggfunc="first", observed=True)
     wide = wide.reindex(columns=["ab", "ba"]).reset_index()

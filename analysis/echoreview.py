@@ -30,7 +30,7 @@ import pandas as pd
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from analysis.echo_rows import present, split_runs
+from analysis.echo_rows import present, refuse_duplicates, split_runs
 from analysis.embeddings import SupportsEncode, cosine_matrix, model_name_of
 from analysis.intervals import grouped_mean_ci, mean_ci
 
@@ -47,8 +47,8 @@ def overall_quality(results: pd.DataFrame, dimensions: Sequence[str] = QUALITY_D
     Rows are filtered to ``rubric`` (when the table has a ``rubric`` column) and to ``dimensions``; a score
     counts only where ``parse_ok`` is true and the score is finite. Keys kept: whichever of judge, mode,
     model, instance_id, candidate_id, source exist, so different judges or modes are never averaged together
-    here; a judge whose runs (``run_id``) judged one review's sample twice becomes ``judge@run_id`` per run
-    (`analysis.echo_rows`).
+    here; a judge whose runs (``run_id``) judged one review's sample twice becomes ``judge@run_id`` per run,
+    and a judgment recorded twice in one run is a ValueError (`analysis.echo_rows`).
     Columns: the keys, ``overall`` (NaN if unscored), ``n_samples`` (complete samples used), ``n_dropped``,
     and the review's spread across its samples: ``sample_min``, ``sample_max``, ``sample_sd`` (ddof 1).
     """
@@ -62,6 +62,7 @@ def overall_quality(results: pd.DataFrame, dimensions: Sequence[str] = QUALITY_D
     df["score"] = score
     judgment = [*_REVIEW_KEYS, *_SAMPLE_KEYS, "dimension"]
     df = split_runs(df, judgment)
+    refuse_duplicates(df, judgment, "review_quality rows")  # a groupby mean would average the copies
     keys, sample = present(df, _REVIEW_KEYS), present(df, _SAMPLE_KEYS)
     per_sample = (df.groupby([*keys, *sample, "dimension"], dropna=False, observed=True)["score"].mean()
                   .unstack("dimension").reindex(columns=list(dimensions)))

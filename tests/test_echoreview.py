@@ -180,3 +180,12 @@ def test_overall_quality_runs_of_one_judge_on_the_same_review_are_separate_rater
     # runs over disjoint samples (a rerun that filled in a sample) stay one rater: (4 + 8) / 2
     one = overall_quality(_quality_rows([("independent", "r1", 0, 4.0), ("independent", "r2", 1, 8.0)]))
     assert one["judge"].tolist() == ["j"] and one.loc[0, "overall"] == pytest.approx(6.0)
+
+
+def test_overall_quality_refuses_a_judgment_recorded_twice() -> None:
+    # sample 0's comprehensiveness twice in run r1 (4 and 10): a mean would silently make that sample 5.5
+    rows = _quality_rows([("independent", "r1", 0, 4.0)])
+    twice = pd.concat([rows, rows.iloc[[0]].assign(score=10.0)], ignore_index=True)
+    with pytest.raises(ValueError, match=r"^review_quality rows: 2 rows repeat a judgment, e\.g\. \(judge=j, "
+                                         r"mode=independent, .*sample_idx=0, dimension=comprehensiveness\)"):
+        overall_quality(twice)
