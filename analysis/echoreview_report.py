@@ -51,15 +51,17 @@ def quality_markdown(per_review: pd.DataFrame, by_source: pd.DataFrame) -> list[
 def pairwise_markdown(table: pd.DataFrame) -> list[str]:
     """Win / tie / loss per generator pair and protocol, with the position flips."""
     lines = ["## Randomized pairwise win rate", "",
-             "| judge | dimension | generator | vs | protocol | n | win | tie | loss | flips |",
+             "| judge | dimension | generator | vs | protocol | n (pairs) | win | tie | loss | flips |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in table.iterrows():
         cells = [_ci(r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in ("win", "tie", "loss")]
         lines.append(f"| {r['judge']} | {r['dimension']} | {r['generator']} | {r['opponent']} | {r['protocol']} | "
-                     f"{r['n']} | " + " | ".join(cells) + f" | {r['n_flip']}/{r['n_both_orders']} |")
+                     f"{r['n']} ({r['n_pairs']}) | " + " | ".join(cells)
+                     + f" | {r['n_flip']}/{r['n_both_orders']} |")
     lines += ["", "`random order`: one presentation order per comparison, drawn with a fixed seed; `both orders`: "
               "the verdict when both orders agree, a flip counted as a tie. `flips`: comparisons whose two orders "
-              "disagree / comparisons with both orders scored."]
+              "disagree / comparisons with both orders scored. `n (pairs)`: comparisons (review pair × sample) "
+              "and the review pairs behind them; the CIs resample review pairs."]
     return lines
 
 

@@ -100,3 +100,19 @@ def test_runs_of_one_judge_on_the_same_pairs_are_separate_raters() -> None:
     # j@r1 as before: 3 comparisons, 1/3 each; j@r2: 4 losses (first-copy-kept: r1's verdicts only, n = 3)
     assert both.loc["j@r1", "n"] == 3 and both.loc["j@r1", "win"] == pytest.approx(1 / 3)
     assert both.loc["j@r2", "n"] == 4 and both.loc["j@r2", "loss"] == 1.0
+
+
+def test_win_rate_ci_resamples_review_pairs_not_samples() -> None:
+    """Two review pairs judged in 3 samples each, both orders agreeing: p1 always wins, p2 always loses.
+
+    The unit is the review pair (its samples and both orders are one cluster). By hand, resampling the 2
+    pairs: the win share is 0, 1/2 or 1 with probabilities 1/4, 1/2, 1/4, so the 95% interval is [0, 1].
+    Resampling the 6 (pair, sample) comparisons as if independent gives Binomial(6, 1/2) / 6: P(0) = 1/64 <
+    2.5% < P(<= 1) = 7/64, so [1/6, 5/6], too narrow."""
+    rows = pd.concat([pairwise_rows().assign(sample_idx=k) for k in range(3)], ignore_index=True)
+    rows = rows[rows["instance_id"].isin(["p1", "p3"])]  # p1: "a" in both orders; p3: "b" in both orders
+    table = win_rates(comparisons(rows), n_boot=2000).set_index("protocol")
+    for protocol in ("random order", "both orders"):
+        r = table.loc[protocol]
+        assert (r["n"], r["n_pairs"], r["win"], r["loss"]) == (6, 2, 0.5, 0.5)
+        assert (r["win_lo"], r["win_hi"]) == (0.0, 1.0) and (r["tie_lo"], r["tie_hi"]) == (0.0, 0.0)
