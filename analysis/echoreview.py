@@ -155,10 +155,14 @@ def _check(pairs: Sequence[tuple[int, int]], n_a: int, n_b: int, what: str) -> N
 
 
 def issue_overlap(human: Sequence[str], model: Sequence[str], matches: Sequence[tuple[int, int]],
-                  same_human: Sequence[tuple[int, int]] = (), same_model: Sequence[tuple[int, int]] = ()
-                  ) -> dict[str, float]:  # fmt: skip
+                  same_human: Sequence[tuple[int, int]] = (), same_model: Sequence[tuple[int, int]] = (),
+                  n_unscored: int = 0) -> dict[str, float]:  # fmt: skip
     """overlap, human_only, model_only for one paper on issue sets (module docstring); NaN where a
-    denominator is 0. ``matches`` are (human, model) statement pairs; ``same_*`` pairs within one side."""
+    denominator is 0. ``matches`` are (human, model) statement pairs; ``same_*`` pairs within one side.
+
+    ``n_unscored``: matching calls of this paper (across or within a side) that came back unscored. Any
+    makes the three ratios NaN (the paper is left out of the macro averages): an unknown decision is not
+    "different issues", which would lower the overlap and raise human-only and model-only."""
     n_h, n_e = len(human), len(model)
     _check(matches, n_h, n_e, "match")
     _check(same_human, n_h, n_h, "same_human")
@@ -170,12 +174,13 @@ def issue_overlap(human: Sequence[str], model: Sequence[str], matches: Sequence[
     shared = set().union(*expressed.values()) if expressed else set()
     n_h_issues, n_new = len(set(h_issue.tolist())), sum(not v for v in expressed.values())
     n_e_issues, union = len(shared) + n_new, n_h_issues + n_new
+    known = n_unscored == 0
     return {
-        "overlap": len(shared) / union if union else math.nan,
-        "human_only": (n_h_issues - len(shared)) / n_h_issues if n_h_issues else math.nan,
-        "model_only": n_new / n_e_issues if n_e_issues else math.nan,
+        "overlap": len(shared) / union if union and known else math.nan,
+        "human_only": (n_h_issues - len(shared)) / n_h_issues if n_h_issues and known else math.nan,
+        "model_only": n_new / n_e_issues if n_e_issues and known else math.nan,
         "n_human": n_h, "n_model": n_e, "n_human_issues": n_h_issues, "n_model_issues": n_e_issues,
-        "n_shared": len(shared),
+        "n_shared": len(shared), "n_unscored": n_unscored,
     }
 
 
@@ -184,7 +189,17 @@ def macro_overlap(per_paper: pd.DataFrame, by: Sequence[str] = (), n_boot: int =
     """Macro-average (each paper weighs the same) of the three ratios, with 95% bootstrap CIs over papers.
 
     ``per_paper`` has one row per paper (and per ``by`` group, e.g. the generator) with the columns of
-    ``issue_overlap``. NaN ratios (empty issue sets) are left out of that ratio's mean and counted in ``_n``.
+    ``issue_overlap``. NaN ratios (empty issue sets, unscored matching calls) are left out of that ratio's
+    mean and counted in ``_n``; with an ``n_unscored`` column, ``n_unscored`` sums the unscored calls and
+    ``n_papers_unscored`` counts the papers left out for them.
     """
     ratios = {col: col for col in ("overlap", "human_only", "model_only")}
-    return grouped_mean_ci(per_paper, by, ratios, "n_papers", n_boot=n_boot, seed=seed)
+    out = grouped_mean_ci(per_paper, by, ratios, "n_papers", n_boot=n_boot, seed=seed)
+    if "n_unscored" not in per_paper:
+        return out
+    calls = per_paper["n_unscored"].fillna(0).astype(int)
+    frame = per_paper.assign(n_unscored=calls, n_papers_unscored=(calls > 0).astype(int))
+    sums = frame.groupby(list(by), sort=True, dropna=False) if by else [((), frame)]
+    totals = [g[["n_unscored", "n_papers_unscored"]].sum() for _, g in sums]
+    return out.assign(n_unscored=[int(t["n_unscored"]) for t in totals],
+                      n_papers_unscored=[int(t["n_papers_unscored"]) for t in totals])

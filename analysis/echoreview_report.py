@@ -60,8 +60,8 @@ def pairwise_markdown(table: pd.DataFrame) -> list[str]:
                      + f" | {r['n_flip']}/{r['n_both_orders']} |")
     lines += ["", "`random order`: one presentation order per comparison, drawn with a fixed seed; `both orders`: "
               "the verdict when both orders agree, a flip counted as a tie. `flips`: comparisons whose two orders "
-              "disagree / comparisons with both orders scored. `n (pairs)`: comparisons (review pair × sample) "
-              "and the review pairs behind them; the CIs resample review pairs."]
+              "disagree / comparisons with both orders scored. `n (pairs)`: comparisons (review pair × "
+              "sample) and the review pairs behind them; the CIs resample review pairs."]
     return lines
 
 

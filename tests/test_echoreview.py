@@ -189,3 +189,19 @@ def test_overall_quality_refuses_a_judgment_recorded_twice() -> None:
     with pytest.raises(ValueError, match=r"^review_quality rows: 2 rows repeat a judgment, e\.g\. \(judge=j, "
                                          r"mode=independent, .*sample_idx=0, dimension=comprehensiveness\)"):
         overall_quality(twice)
+
+
+def test_issue_overlap_with_unscored_calls_is_undefined_not_a_miss() -> None:
+    # e1's call with h0 came back unscored: as "no match" e1 was model-only (1/3, 1/2, 1/2); now undefined
+    r = issue_overlap(["h0", "h1"], ["e0", "e1"], [(0, 0)], n_unscored=1)
+    assert all(math.isnan(r[k]) for k in ("overlap", "human_only", "model_only")) and r["n_unscored"] == 1
+    assert issue_overlap(["h0", "h1"], ["e0", "e1"], [(0, 0)])["n_unscored"] == 0
+
+
+def test_macro_overlap_counts_papers_left_out_for_unscored_calls() -> None:
+    per_paper = pd.DataFrame({"source": ["m"] * 3, "overlap": [0.75, 0.25, float("nan")],
+                              "human_only": [0.0, 0.5, float("nan")], "model_only": [0.25, 0.5, float("nan")],
+                              "n_unscored": [0, 0, 3]})  # fmt: skip
+    out = macro_overlap(per_paper, by=("source",)).iloc[0]
+    assert out["overlap"] == pytest.approx(0.5) and out["overlap_n"] == 2  # the third paper left out
+    assert (out["n_papers"], out["n_unscored"], out["n_papers_unscored"]) == (3, 3, 1)
