@@ -10,8 +10,8 @@ other, dimension, sample); its outcome under two protocols:
 * ``both orders``: the verdict when both orders agree; a flip (the orders disagree) counts as a tie.
 
 Per generator pair (the candidate's source vs the other review's source), judge and dimension: win / tie /
-loss rates with 95% bootstrap CIs over comparisons, and the position-flip count (comparisons whose two
-orders disagree, out of those with both orders scored).
+loss rates with 95% bootstrap CIs that resample review pairs (a pair's samples and orders are one cluster),
+and the position-flip count (comparisons whose two orders disagree, out of those with both orders scored).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.intervals import percentile_ci, resample_counts
+from analysis.echo_rows import present, refuse_duplicates, split_runs
+from analysis.intervals import percentile_ci
 
 OUTCOME = {"a": 1, "tie": 0, "b": -1}
 COMPARISON_KEYS: tuple[str, ...] = ("judge", "instance_id", "candidate_id", "source", "other_id", "dimension",
@@ -40,9 +41,13 @@ def _opponents(results: pd.DataFrame, pairs: pd.DataFrame) -> pd.Series:
 
 def comparisons(results: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """One row per comparison: the verdict in each order (``ab``, ``ba``: 1 / 0 / −1 or NaN), ``flip``,
-    ``opponent`` and the outcome under each protocol (the module docstring)."""
-    rows = results[(results["mode"] == "pairwise") & results["preference"].isin(list(OUTCOME))]
-    keys = [k for k in COMPARISON_KEYS if k in rows.columns]
+    ``opponent`` and the outcome under each protocol (the module docstring). Runs of one judge that judged
+    the same comparison are separate raters (``judge@run_id``); a verdict recorded twice in one run is a
+    ValueError naming it (`analysis.echo_rows`), never one copy silently kept."""
+    rows = split_runs(results[results["mode"] == "pairwise"], (*COMPARISON_KEYS, "order"))
+    refuse_duplicates(rows, (*COMPARISON_KEYS, "order"), "pairwise rows")  # else one copy would be dropped
+    rows = rows[rows["preference"].isin(list(OUTCOME))]
+    keys = present(rows, COMPARISON_KEYS)
     coded = rows.assign(_v=rows["preference"].astype(str).map(OUTCOME), order=rows["order"].astype(str))
     wide = coded.pivot_table(index=keys, columns="order", values="_v", aggfunc="first", observed=True)
     wide = wide.reindex(columns=["ab", "ba"]).reset_index()
@@ -62,22 +67,51 @@ def comparisons(results: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     return wide
 
 
+#: One review pair, the bootstrap's unit.
+PAIR_KEYS: tuple[str, ...] = ("instance_id", "candidate_id", "other_id")
+
+
+def cluster_shares(counts: np.ndarray, n_boot: int, seed: int = 0) -> np.ndarray:
+    """Bootstrap replicates (n_boot × 3) of the win / tie / loss shares, resampling review pairs.
+
+    `counts` holds one row per review pair: its win, tie and loss counts over its samples. A pair's samples
+    (and both orders, already one comparison) are one unit: they share the two texts, so they are not
+    independent evidence, and resampling them one by one would make the interval too narrow."""
+    uniform = np.full(len(counts), 1 / len(counts))
+    weights = np.random.default_rng(seed).multinomial(len(counts), uniform, n_boot)  # draws of each pair
+    drawn = weights @ counts
+    return drawn / drawn.sum(axis=1, keepdims=True)
+
+
+def _protocol_row(g: pd.DataFrame, protocol: str, n_boot: int, seed: int) -> dict[str, float | int]:
+    """n, n_pairs, and each share with its 95% cluster-bootstrap CI (NaN where nothing was scored)."""
+    scored = g[g[protocol].notna()]
+    out = scored[protocol].to_numpy()
+    counts = np.array([(out == 1).sum(), (out == 0).sum(), (out == -1).sum()])
+    pairs = present(scored, PAIR_KEYS)
+    rowwise = pd.Series(np.arange(len(scored)), scored.index)  # no pair columns: each comparison its own unit
+    unit = [scored[k].astype(str) for k in pairs] if pairs else [rowwise]
+    per_pair = (pd.get_dummies(scored[protocol]).reindex(columns=[1.0, 0.0, -1.0], fill_value=False)
+                .groupby(unit, sort=False).sum().to_numpy(dtype=np.int64))
+    row: dict[str, float | int] = {"n": int(counts.sum()), "n_pairs": len(per_pair)}
+    nan = np.full(3, np.nan)
+    lo, hi = percentile_ci(cluster_shares(per_pair, n_boot, seed)) if len(per_pair) else (nan, nan)
+    for i, name in enumerate(("win", "tie", "loss")):
+        share = counts[i] / counts.sum() if counts.sum() else np.nan
+        row |= {name: share, f"{name}_lo": lo[i], f"{name}_hi": hi[i]}
+    return row
+
+
 def win_rates(comp: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """Win / tie / loss per (judge, dimension, generator, opponent, protocol) with 95% bootstrap CIs."""
+    """Win / tie / loss per (judge, dimension, generator, opponent, protocol) with 95% bootstrap CIs over
+    review pairs (`cluster_shares`); ``n`` counts comparisons, ``n_pairs`` the review pairs behind them."""
     by = [k for k in ("judge", "dimension", "source", "opponent") if k in comp.columns]
     rows = []
     for key, g in comp.groupby(by, sort=True):
         key = key if isinstance(key, tuple) else (key,)
         for protocol in PROTOCOLS:
-            out = g[protocol].dropna().to_numpy()
-            counts = np.array([(out == 1).sum(), (out == 0).sum(), (out == -1).sum()])
-            row = dict(zip(by, key, strict=True)) | {"protocol": protocol, "n": int(counts.sum())}
-            boot = resample_counts(counts, n_boot, seed) / max(int(counts.sum()), 1)
-            lo, hi = percentile_ci(boot)
-            for i, name in enumerate(("win", "tie", "loss")):
-                share = counts[i] / counts.sum() if counts.sum() else np.nan
-                row |= {name: share, f"{name}_lo": lo[i] if counts.sum() else np.nan,
-                        f"{name}_hi": hi[i] if counts.sum() else np.nan}
+            row = dict(zip(by, key, strict=True)) | {"protocol": protocol}
+            row |= _protocol_row(g, protocol, n_boot, seed)
             row |= {"n_flip": int(g["flip"].sum()), "n_both_orders": int(g["both_known"].sum())}
             rows.append(row)
     return pd.DataFrame(rows).rename(columns={"source": "generator"})

@@ -1,9 +1,10 @@
 """EchoReview metrics: Overall Quality of a review, and human/model issue-set overlap.
 
-Overall Quality (``review_quality`` rubric, four 0–10 dimensions): per judge sample, the mean of the four
-dimensions; per review, the mean over its samples (EchoReview: three runs at temperature 0.1). A sample
-with any of the four dimensions unscored is dropped (its mean is undefined); a review with no complete
-sample is unscored (NaN), never 0.
+Overall Quality (``review_quality`` rubric, four 0–10 dimensions): per judge sample (one call: a prompt's
+sample), the mean of the four dimensions; per review, the mean over its samples (EchoReview: three runs at
+temperature 0.1). A sample with any of the four dimensions unscored is dropped (its mean is undefined); a
+review with no complete sample is unscored (NaN), never 0. Always per rater, a judge in one mode: modes are
+never averaged, and runs of one judge over the same reviews are separate raters (``judge@run_id``).
 
 Issue overlap, per paper, on *sets of issues* (EchoReview Sec. 3.2). Statements are mapped to issues first,
 since several statements may express one issue:
@@ -29,11 +30,13 @@ import pandas as pd
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
+from analysis.echo_rows import present, refuse_duplicates, split_runs
 from analysis.embeddings import SupportsEncode, cosine_matrix, model_name_of
 from analysis.intervals import grouped_mean_ci, mean_ci
 
 QUALITY_DIMENSIONS: tuple[str, ...] = ("comprehensiveness", "specificity", "evidence_support", "consistency")
-_REVIEW_KEYS: tuple[str, ...] = ("run_id", "judge", "model", "instance_id", "candidate_id", "source")
+_REVIEW_KEYS: tuple[str, ...] = ("judge", "mode", "model", "instance_id", "candidate_id", "source")
+_SAMPLE_KEYS: tuple[str, ...] = ("prompt_id", "sample_idx")  # one call: a comparative reference has several
 
 
 # ---- Overall Quality -----------------------------------------------------------------------------------------
@@ -42,8 +45,10 @@ def overall_quality(results: pd.DataFrame, dimensions: Sequence[str] = QUALITY_D
     """Per-review Overall Quality from a judge results table.
 
     Rows are filtered to ``rubric`` (when the table has a ``rubric`` column) and to ``dimensions``; a score
-    counts only where ``parse_ok`` is true and the score is finite. Keys kept: whichever of run_id, judge,
-    model, instance_id, candidate_id, source exist, so different judges are never averaged together here.
+    counts only where ``parse_ok`` is true and the score is finite. Keys kept: whichever of judge, mode,
+    model, instance_id, candidate_id, source exist, so different judges or modes are never averaged together
+    here; a judge whose runs (``run_id``) judged one review's sample twice becomes ``judge@run_id`` per run,
+    and a judgment recorded twice in one run is a ValueError (`analysis.echo_rows`).
     Columns: the keys, ``overall`` (NaN if unscored), ``n_samples`` (complete samples used), ``n_dropped``,
     and the review's spread across its samples: ``sample_min``, ``sample_max``, ``sample_sd`` (ddof 1).
     """
@@ -55,8 +60,11 @@ def overall_quality(results: pd.DataFrame, dimensions: Sequence[str] = QUALITY_D
     if "parse_ok" in df.columns:
         score = score.where(df["parse_ok"].fillna(False).astype(bool))
     df["score"] = score
-    keys = [k for k in _REVIEW_KEYS if k in df.columns]
-    per_sample = (df.groupby([*keys, "sample_idx", "dimension"], dropna=False)["score"].mean()
+    judgment = [*_REVIEW_KEYS, *_SAMPLE_KEYS, "dimension"]
+    df = split_runs(df, judgment)
+    refuse_duplicates(df, judgment, "review_quality rows")  # a groupby mean would average the copies
+    keys, sample = present(df, _REVIEW_KEYS), present(df, _SAMPLE_KEYS)
+    per_sample = (df.groupby([*keys, *sample, "dimension"], dropna=False, observed=True)["score"].mean()
                   .unstack("dimension").reindex(columns=list(dimensions)))
     complete = per_sample.notna().all(axis=1)
     sample_mean = per_sample.mean(axis=1).where(complete)
@@ -69,9 +77,11 @@ def overall_quality(results: pd.DataFrame, dimensions: Sequence[str] = QUALITY_D
 
 def quality_by_source(per_review: pd.DataFrame, by: Sequence[str] = ("source",), n_boot: int = 2000,
                       seed: int = 0) -> pd.DataFrame:
-    """Mean Overall Quality per review source with a 95% bootstrap CI over reviews (unscored skipped)."""
+    """Mean Overall Quality per review source with a 95% bootstrap CI over reviews (unscored skipped); always
+    per rater too (judge and mode, where the table has them): two raters' reviews are never one sample."""
+    by = [*(k for k in present(per_review, ("judge", "mode")) if k not in by), *by]
     rows = []
-    for key, g in per_review.groupby(list(by), sort=True, dropna=False):
+    for key, g in per_review.groupby(by, sort=True, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         m, lo, hi, n = mean_ci(g["overall"], n_boot=n_boot, seed=seed)
         rows.append(dict(zip(by, key, strict=True)) | {"overall": m, "ci_lo": lo, "ci_hi": hi, "n": n,
@@ -145,10 +155,14 @@ def _check(pairs: Sequence[tuple[int, int]], n_a: int, n_b: int, what: str) -> N
 
 
 def issue_overlap(human: Sequence[str], model: Sequence[str], matches: Sequence[tuple[int, int]],
-                  same_human: Sequence[tuple[int, int]] = (), same_model: Sequence[tuple[int, int]] = ()
-                  ) -> dict[str, float]:  # fmt: skip
+                  same_human: Sequence[tuple[int, int]] = (), same_model: Sequence[tuple[int, int]] = (),
+                  n_unscored: int = 0) -> dict[str, float]:  # fmt: skip
     """overlap, human_only, model_only for one paper on issue sets (module docstring); NaN where a
-    denominator is 0. ``matches`` are (human, model) statement pairs; ``same_*`` pairs within one side."""
+    denominator is 0. ``matches`` are (human, model) statement pairs; ``same_*`` pairs within one side.
+
+    ``n_unscored``: matching calls of this paper (across or within a side) that came back unscored. Any
+    makes the three ratios NaN (the paper is left out of the macro averages): an unknown decision is not
+    "different issues", which would lower the overlap and raise human-only and model-only."""
     n_h, n_e = len(human), len(model)
     _check(matches, n_h, n_e, "match")
     _check(same_human, n_h, n_h, "same_human")
@@ -160,12 +174,13 @@ def issue_overlap(human: Sequence[str], model: Sequence[str], matches: Sequence[
     shared = set().union(*expressed.values()) if expressed else set()
     n_h_issues, n_new = len(set(h_issue.tolist())), sum(not v for v in expressed.values())
     n_e_issues, union = len(shared) + n_new, n_h_issues + n_new
+    known = n_unscored == 0
     return {
-        "overlap": len(shared) / union if union else math.nan,
-        "human_only": (n_h_issues - len(shared)) / n_h_issues if n_h_issues else math.nan,
-        "model_only": n_new / n_e_issues if n_e_issues else math.nan,
+        "overlap": len(shared) / union if union and known else math.nan,
+        "human_only": (n_h_issues - len(shared)) / n_h_issues if n_h_issues and known else math.nan,
+        "model_only": n_new / n_e_issues if n_e_issues and known else math.nan,
         "n_human": n_h, "n_model": n_e, "n_human_issues": n_h_issues, "n_model_issues": n_e_issues,
-        "n_shared": len(shared),
+        "n_shared": len(shared), "n_unscored": n_unscored,
     }
 
 
@@ -174,7 +189,17 @@ def macro_overlap(per_paper: pd.DataFrame, by: Sequence[str] = (), n_boot: int =
     """Macro-average (each paper weighs the same) of the three ratios, with 95% bootstrap CIs over papers.
 
     ``per_paper`` has one row per paper (and per ``by`` group, e.g. the generator) with the columns of
-    ``issue_overlap``. NaN ratios (empty issue sets) are left out of that ratio's mean and counted in ``_n``.
+    ``issue_overlap``. NaN ratios (empty issue sets, unscored matching calls) are left out of that ratio's
+    mean and counted in ``_n``; with an ``n_unscored`` column, ``n_unscored`` sums the unscored calls and
+    ``n_papers_unscored`` counts the papers left out for them.
     """
     ratios = {col: col for col in ("overlap", "human_only", "model_only")}
-    return grouped_mean_ci(per_paper, by, ratios, "n_papers", n_boot=n_boot, seed=seed)
+    out = grouped_mean_ci(per_paper, by, ratios, "n_papers", n_boot=n_boot, seed=seed)
+    if "n_unscored" not in per_paper:
+        return out
+    calls = per_paper["n_unscored"].fillna(0).astype(int)
+    frame = per_paper.assign(n_unscored=calls, n_papers_unscored=(calls > 0).astype(int))
+    sums = frame.groupby(list(by), sort=True, dropna=False) if by else [((), frame)]
+    totals = [g[["n_unscored", "n_papers_unscored"]].sum() for _, g in sums]
+    return out.assign(n_unscored=[int(t["n_unscored"]) for t in totals],
+                      n_papers_unscored=[int(t["n_papers_unscored"]) for t in totals])

@@ -30,32 +30,38 @@ def _ci(value: float, lo: float, hi: float) -> str:
 
 
 def quality_markdown(per_review: pd.DataFrame, by_source: pd.DataFrame) -> list[str]:
-    """Overall Quality per generator and per review (mean over runs and the spread across runs)."""
+    """Overall Quality per rater (judge, mode) and generator, and per review (mean over runs and the spread
+    across runs)."""
     lines = ["## Overall Quality (mean of the 4 dimensions, averaged over runs)", "",
-             "| judge | generator | Overall [95% CI] | reviews | unscored |", "|---|---|---|---|---|"]
+             "| judge | mode | generator | Overall [95% CI] | reviews | unscored |",
+             "|---|---|---|---|---|---|"]
     for _, r in by_source.iterrows():
-        lines.append(f"| {r['judge']} | {r['source']} | {_ci(r['overall'], r['ci_lo'], r['ci_hi'])} | {r['n']} | "
+        overall = _ci(r["overall"], r["ci_lo"], r["ci_hi"])
+        lines.append(f"| {r['judge']} | {r.get('mode', '–')} | {r['source']} | {overall} | {r['n']} | "
                      f"{r['n_unscored']} |")
-    lines += ["", "| judge | review | generator | Overall | runs | min | max | sd |", "|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| judge | mode | review | generator | Overall | runs | min | max | sd |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for _, r in per_review.iterrows():
         vals = [f"{r[c]:.2f}" if pd.notna(r[c]) else "–" for c in ("overall", "sample_min", "sample_max", "sample_sd")]
-        lines.append(f"| {r['judge']} | {r['candidate_id']} | {r['source']} | {vals[0]} | {r['n_samples']} | "
-                     + " | ".join(vals[1:]) + " |")
+        lines.append(f"| {r['judge']} | {r.get('mode', '–')} | {r['candidate_id']} | {r['source']} | "
+                     f"{vals[0]} | {r['n_samples']} | " + " | ".join(vals[1:]) + " |")
     return lines
 
 
 def pairwise_markdown(table: pd.DataFrame) -> list[str]:
     """Win / tie / loss per generator pair and protocol, with the position flips."""
     lines = ["## Randomized pairwise win rate", "",
-             "| judge | dimension | generator | vs | protocol | n | win | tie | loss | flips |",
+             "| judge | dimension | generator | vs | protocol | n (pairs) | win | tie | loss | flips |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in table.iterrows():
         cells = [_ci(r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in ("win", "tie", "loss")]
         lines.append(f"| {r['judge']} | {r['dimension']} | {r['generator']} | {r['opponent']} | {r['protocol']} | "
-                     f"{r['n']} | " + " | ".join(cells) + f" | {r['n_flip']}/{r['n_both_orders']} |")
+                     f"{r['n']} ({r['n_pairs']}) | " + " | ".join(cells)
+                     + f" | {r['n_flip']}/{r['n_both_orders']} |")
     lines += ["", "`random order`: one presentation order per comparison, drawn with a fixed seed; `both orders`: "
               "the verdict when both orders agree, a flip counted as a tie. `flips`: comparisons whose two orders "
-              "disagree / comparisons with both orders scored."]
+              "disagree / comparisons with both orders scored. `n (pairs)`: comparisons (review pair × "
+              "sample) and the review pairs behind them; the CIs resample review pairs."]
     return lines
 
 
@@ -65,7 +71,7 @@ def report(results: pd.DataFrame, out: Path, n_boot: int = 2000) -> str:
     lines: list[str] = []
     if "rubric" in results.columns and (results["rubric"] == "review_quality").any():
         per_review = overall_quality(results)
-        by_source = quality_by_source(per_review, by=("judge", "source"), n_boot=n_boot)
+        by_source = quality_by_source(per_review, n_boot=n_boot)  # per judge, mode and generator
         per_review.to_csv(out / "echoreview_quality_per_review.csv", index=False)
         by_source.to_csv(out / "echoreview_quality.csv", index=False)
         lines += quality_markdown(per_review, by_source) + [""]

@@ -60,34 +60,39 @@ def match_issues(cfg: Mapping[str, Any], judge: Any, rubric: Any, params: Mappin
 
 
 def same_side(cfg: Mapping[str, Any], judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
-              statements: Sequence[str]) -> list[tuple[int, int]]:  # fmt: skip
-    """Pairs (i < j) of one review's statements that express one issue, by the same matcher as across."""
+              statements: Sequence[str]) -> tuple[list[tuple[int, int]], int]:  # fmt: skip
+    """Pairs (i < j) of one review's statements that express one issue, by the same matcher as across, and
+    how many pairs' calls came back unscored (unknown, so not taken as "different issues")."""
     from analysis.embeddings import cosine_matrix
 
     pairs = [(i, j) for i in range(len(statements)) for j in range(i + 1, len(statements))]
     if not pairs:
-        return []
+        return [], 0
     if embedder is not None:
         vecs = embedder.encode(list(statements))
         cos = cosine_matrix(vecs, vecs)
-        return [(i, j) for i, j in pairs if cos[i, j] >= float(cfg["threshold"])]
+        return [(i, j) for i, j in pairs if cos[i, j] >= float(cfg["threshold"])], 0
     structured = bool(cfg["judge"].get("structured_output"))
     texts = [(statements[i], statements[j]) for i, j in pairs]
     verdicts = asyncio.run(judge_decisions(judge, rubric, texts, params, structured))
-    return [pair for pair, same in zip(pairs, verdicts, strict=True) if same is True]
+    same = [pair for pair, verdict in zip(pairs, verdicts, strict=True) if verdict is True]
+    return same, sum(v is None for v in verdicts)
 
 
 def score_paper(cfg: Mapping[str, Any], judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
                 human: Sequence[str], model: Sequence[str]) -> tuple[dict[str, Any], list[Any], list[dict[str, Any]]]:
-    """Issue-set ratios of one (human, model) review pair, its cross decisions and its same-side links."""
+    """Issue-set ratios of one (human, model) review pair, its cross decisions and its same-side links; an
+    unscored matching call makes the ratios NaN and is counted in ``n_unscored`` (`issue_overlap`)."""
     from analysis import echoreview as er
 
     decisions = match_issues(cfg, judge, rubric, params, embedder, human, model)
-    same_h = same_side(cfg, judge, rubric, params, embedder, human)
-    same_m = same_side(cfg, judge, rubric, params, embedder, model)
+    same_h, unscored_h = same_side(cfg, judge, rubric, params, embedder, human)
+    same_m, unscored_m = same_side(cfg, judge, rubric, params, embedder, model)
     links = ([{"side": "human", "a": human[i], "b": human[j]} for i, j in same_h]
              + [{"side": "model", "a": model[i], "b": model[j]} for i, j in same_m])
-    return er.issue_overlap(human, model, er.matched_pairs(decisions), same_h, same_m), decisions, links
+    unscored = sum(d.decision is None for d in decisions) + unscored_h + unscored_m
+    ratios = er.issue_overlap(human, model, er.matched_pairs(decisions), same_h, same_m, n_unscored=unscored)
+    return ratios, decisions, links
 
 
 def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
@@ -151,6 +156,10 @@ def main(cfg: DictConfig) -> None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     macro = run_stage(lambda plain: run_issues(plain, out_dir), cfg, out_dir)
     print(macro.to_string(index=False), file=sys.stderr)
+    if "n_unscored" in macro and macro["n_unscored"].sum():
+        print(f"note: {int(macro['n_unscored'].sum())} issue-matching call(s) came back unscored; "
+              f"{int(macro['n_papers_unscored'].sum())} review(s) left out of the ratios "
+              "(n_unscored in overlap_per_paper.csv)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -78,3 +78,41 @@ def test_report_cli_writes_both_tables(tmp_path: Path, capsys: pytest.CaptureFix
     capsys.readouterr()
     assert main([str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_a_verdict_recorded_twice_is_refused_not_one_copy_kept() -> None:
+    """p1's A-first verdict twice in one run, once "a" and once "b": keeping the first made p1 a win."""
+    rows = pairwise_rows()
+    twice = pd.concat([rows, rows.iloc[[0]].assign(preference="b")], ignore_index=True)
+    with pytest.raises(ValueError, match=r"^pairwise rows: 2 rows repeat a judgment, e\.g\. \(judge=j, "
+                                         r"instance_id=p1, .*order=ab\)"):  # fmt: skip
+        comparisons(twice)
+    with pytest.raises(ValueError, match="2 rows repeat"):  # an unscored copy is a copy too
+        comparisons(pd.concat([rows, rows.iloc[[0]].assign(preference=None)], ignore_index=True))
+
+
+def test_runs_of_one_judge_on_the_same_pairs_are_separate_raters() -> None:
+    # run r1: the planted verdicts; run r2: every verdict "b" (a loss in both orders) on the same pairs
+    r1 = pairwise_rows().assign(run_id="r1")
+    r2 = pairwise_rows().assign(run_id="r2", preference="b", parse_ok=True)
+    table = win_rates(comparisons(pd.concat([r1, r2], ignore_index=True)), n_boot=50)
+    both = table[table["protocol"] == "both orders"].set_index("judge")
+    # j@r1 as before: 3 comparisons, 1/3 each; j@r2: 4 losses (first-copy-kept: r1's verdicts only, n = 3)
+    assert both.loc["j@r1", "n"] == 3 and both.loc["j@r1", "win"] == pytest.approx(1 / 3)
+    assert both.loc["j@r2", "n"] == 4 and both.loc["j@r2", "loss"] == 1.0
+
+
+def test_win_rate_ci_resamples_review_pairs_not_samples() -> None:
+    """Two review pairs judged in 3 samples each, both orders agreeing: p1 always wins, p2 always loses.
+
+    The unit is the review pair (its samples and both orders are one cluster). By hand, resampling the 2
+    pairs: the win share is 0, 1/2 or 1 with probabilities 1/4, 1/2, 1/4, so the 95% interval is [0, 1].
+    Resampling the 6 (pair, sample) comparisons as if independent gives Binomial(6, 1/2) / 6: P(0) = 1/64 <
+    2.5% < P(<= 1) = 7/64, so [1/6, 5/6], too narrow."""
+    rows = pd.concat([pairwise_rows().assign(sample_idx=k) for k in range(3)], ignore_index=True)
+    rows = rows[rows["instance_id"].isin(["p1", "p3"])]  # p1: "a" in both orders; p3: "b" in both orders
+    table = win_rates(comparisons(rows), n_boot=2000).set_index("protocol")
+    for protocol in ("random order", "both orders"):
+        r = table.loc[protocol]
+        assert (r["n"], r["n_pairs"], r["win"], r["loss"]) == (6, 2, 0.5, 0.5)
+        assert (r["win_lo"], r["win_hi"]) == (0.0, 1.0) and (r["tie_lo"], r["tie_hi"]) == (0.0, 0.0)

@@ -141,3 +141,67 @@ def test_quality_by_source() -> None:
     tab = quality_by_source(overall_quality(_results())).set_index("source")
     assert tab.loc["human", "overall"] == pytest.approx(7.75) and tab.loc["human", "n"] == 1
     assert tab.loc["gpt", "overall"] == pytest.approx(5.0) and tab.loc["gpt", "n_unscored"] == 1
+
+
+def _quality_rows(spec: Sequence[tuple[str, str, int, float]]) -> pd.DataFrame:
+    """review_quality rows of p1/c (source gen) by judge j: (mode, run_id, sample_idx, every dimension)."""
+    return pd.DataFrame([{"run_id": run, "judge": "j", "mode": mode, "rubric": "review_quality",
+                          "prompt_id": f"p1|c|{mode}", "instance_id": "p1", "candidate_id": "c",
+                          "source": "gen",
+                          "dimension": dim, "sample_idx": k, "score": value, "parse_ok": True}
+                         for mode, run, k, value in spec for dim in QUALITY_DIMENSIONS])  # fmt: skip
+
+
+def test_overall_quality_is_per_mode_never_pooled_across_modes() -> None:
+    # one run, one review judged in two modes: independent samples 4 and 6 -> 5; comparative 8 (pooled: 6)
+    rows = _quality_rows([("independent", "r1", 0, 4.0), ("independent", "r1", 1, 6.0),
+                          ("comparative", "r1", 0, 8.0)])  # fmt: skip
+    for table in (rows, rows.drop(columns="run_id")):
+        out = overall_quality(table).set_index("mode")
+        assert out.loc["independent", "overall"] == pytest.approx(5.0)
+        assert out.loc["comparative", "overall"] == 8.0
+        assert out.loc["independent", "n_samples"] == 2 and out.loc["comparative", "n_samples"] == 1
+    by = quality_by_source(overall_quality(rows)).set_index("mode")  # default `by`: still per judge and mode
+    assert by.loc["independent", "overall"] == pytest.approx(5.0) and by.loc["independent", "n"] == 1
+    assert by.loc["comparative", "overall"] == 8.0 and by.loc["comparative", "n"] == 1
+
+
+def test_overall_quality_runs_of_one_judge_on_the_same_review_are_separate_raters() -> None:
+    # runs r1 (samples 4, 6 -> 5) and r2 (samples 8, 8 -> 8) of judge j judged the same samples of p1/c:
+    # raters j@r1 and j@r2, one review each (pooled: one rater, 6.5, or one review counted twice)
+    rows = _quality_rows([("independent", "r1", 0, 4.0), ("independent", "r1", 1, 6.0),
+                          ("independent", "r2", 0, 8.0), ("independent", "r2", 1, 8.0)])  # fmt: skip
+    out = overall_quality(rows).set_index("judge")
+    assert out["overall"].to_dict() == {"j@r1": pytest.approx(5.0), "j@r2": pytest.approx(8.0)}
+    assert out.loc["j@r1", "sample_sd"] == pytest.approx(math.sqrt(2))  # 4 and 6 around 5
+    by = quality_by_source(overall_quality(rows)).set_index("judge")
+    assert by["overall"].to_dict() == {"j@r1": pytest.approx(5.0), "j@r2": pytest.approx(8.0)}
+    assert by["n"].tolist() == [1, 1]
+    # runs over disjoint samples (a rerun that filled in a sample) stay one rater: (4 + 8) / 2
+    one = overall_quality(_quality_rows([("independent", "r1", 0, 4.0), ("independent", "r2", 1, 8.0)]))
+    assert one["judge"].tolist() == ["j"] and one.loc[0, "overall"] == pytest.approx(6.0)
+
+
+def test_overall_quality_refuses_a_judgment_recorded_twice() -> None:
+    # sample 0's comprehensiveness twice in run r1 (4 and 10): a mean would silently make that sample 5.5
+    rows = _quality_rows([("independent", "r1", 0, 4.0)])
+    twice = pd.concat([rows, rows.iloc[[0]].assign(score=10.0)], ignore_index=True)
+    with pytest.raises(ValueError, match=r"^review_quality rows: 2 rows repeat a judgment, e\.g\. \(judge=j, "
+                                         r"mode=independent, .*sample_idx=0, dimension=comprehensiveness\)"):
+        overall_quality(twice)
+
+
+def test_issue_overlap_with_unscored_calls_is_undefined_not_a_miss() -> None:
+    # e1's call with h0 came back unscored: as "no match" e1 was model-only (1/3, 1/2, 1/2); now undefined
+    r = issue_overlap(["h0", "h1"], ["e0", "e1"], [(0, 0)], n_unscored=1)
+    assert all(math.isnan(r[k]) for k in ("overlap", "human_only", "model_only")) and r["n_unscored"] == 1
+    assert issue_overlap(["h0", "h1"], ["e0", "e1"], [(0, 0)])["n_unscored"] == 0
+
+
+def test_macro_overlap_counts_papers_left_out_for_unscored_calls() -> None:
+    per_paper = pd.DataFrame({"source": ["m"] * 3, "overlap": [0.75, 0.25, float("nan")],
+                              "human_only": [0.0, 0.5, float("nan")], "model_only": [0.25, 0.5, float("nan")],
+                              "n_unscored": [0, 0, 3]})  # fmt: skip
+    out = macro_overlap(per_paper, by=("source",)).iloc[0]
+    assert out["overlap"] == pytest.approx(0.5) and out["overlap_n"] == 2  # the third paper left out
+    assert (out["n_papers"], out["n_unscored"], out["n_papers_unscored"]) == (3, 3, 1)
