@@ -55,7 +55,7 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         "Runs",
-        "One row per run: rows, prompts, share of rows with a verdict, cost, cached share; then every request "
+        "One row per run: rows, prompts, share of rows with a verdict, cost (each call once), cached share; then every request "
         "parameter a provider did not receive as asked (dropped or changed by litellm's mapping).",
         ("overview", "request_changes"),
     ),

@@ -9,7 +9,7 @@ import pytest
 
 from analysis.collect import find_results, load_results, prepare
 from analysis.render import NO_HUMANS, ONE_RATER, markdown_table
-from analysis.report import compute_tables, main
+from analysis.report import compute_tables, main, overview
 from analysis.synthetic import synthetic_humans, synthetic_pairwise, synthetic_results
 
 
@@ -175,3 +175,17 @@ def test_a_reference_no_candidate_has_is_one_line(tmp_path: Path, study: pd.Data
     err = capsys.readouterr().err.strip()
     assert err.splitlines() == [err] and err.startswith("error: --reference 'nosuch'")
     assert "['gpt-5', 'narrow_gen', 'reference']" in err and not (tmp_path / "r").exists()
+
+
+def test_runs_table_counts_each_calls_cost_once() -> None:
+    """Review F3: every row of a call carries the call's cost; a comparative prompt of 3 candidates × 2
+    dimensions asked twice (2 calls of $0.01) is 12 rows but $0.02, not 12 × $0.01."""
+    rows = [{"run_id": "r", "judge": "j", "model": "m", "mode": "comparative", "rubric": "rq", "prompt_id": "p1",
+             "instance_id": "i", "candidate_id": c, "source": "reference" if c == "ref" else "g", "dimension": d,
+             "higher_is_better": True, "sample_idx": s, "score": 5.0, "parse_ok": True, "cost_usd": 0.01,
+             "cached": s == 1}
+            for s in (0, 1) for c in ("ref", "g0", "g1") for d in ("originality", "clarity")]  # fmt: skip
+    out = overview(pd.DataFrame(rows)).iloc[0]
+    assert (out["rows"], out["prompts"]) == (12, 1)
+    assert out["cost_usd"] == pytest.approx(0.02)  # 2 calls × $0.01
+    assert out["cached"] == pytest.approx(0.5)
