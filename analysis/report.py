@@ -126,11 +126,19 @@ def _winrate_tables(cands: pd.DataFrame, reference: str, n_boot: int, seed: int)
         tables["winrate_combined"] = combined
     if {"independent", "comparative"} <= _modes(cands):
         tables["mode_shift"] = illusion.mode_shift(cands, reference, n_boot=n_boot, seed=seed)
-        shift = _combined(cands, lambda part, c: illusion.mode_shift(part, reference, combine=c, n_boot=n_boot,
-                                                                     seed=seed), ("mean",))  # fmt: skip
+        both = _both_modes(cands)  # a combination's shift over judges in one mode only would compare two sets
+        shift = _combined(both, lambda part, c: illusion.mode_shift(part, reference, combine=c, n_boot=n_boot,
+                                                                    seed=seed), ("mean",))  # fmt: skip
         if len(shift):
             tables["mode_shift_combined"] = shift
     return tables
+
+
+def _both_modes(cands: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the judges that ran both independent and comparative mode."""
+    modes = cands.groupby("judge", observed=True)["mode"].agg(lambda m: {"independent", "comparative"} <= set(m))
+    keep = set(modes.index[modes.to_numpy(dtype=bool)])
+    return cands.loc[cands["judge"].isin(keep).to_numpy()]
 
 
 def _agreement_tables(cands: pd.DataFrame, humans: pd.DataFrame | None, reference: str, n_boot: int,
