@@ -189,3 +189,36 @@ def test_runs_table_counts_each_calls_cost_once() -> None:
     assert (out["rows"], out["prompts"]) == (12, 1)
     assert out["cost_usd"] == pytest.approx(0.02)  # 2 calls × $0.01
     assert out["cached"] == pytest.approx(0.5)
+
+
+def per_generator_comparative() -> pd.DataFrame:
+    """One judge, comparative mode, one prompt per (instance, generator): the reference and that generator's
+    one candidate. The reference is scored twice per instance: i1 4 (with g) and 6 (with h), i2 3 and 5."""
+    scored = {("i1", "g"): {"ref": 4.0, "g": 5.0}, ("i1", "h"): {"ref": 6.0, "h": 7.0},
+              ("i2", "g"): {"ref": 3.0, "g": 2.0}, ("i2", "h"): {"ref": 5.0, "h": 6.0}}  # fmt: skip
+    rows = [{"run_id": "r", "judge": "j", "model": "m", "mode": "comparative", "rubric": "rq",
+             "prompt_id": f"{inst}-{gen}", "instance_id": inst, "candidate_id": f"{inst}-{cand}",
+             "source": "reference" if cand == "ref" else cand, "dimension": "originality", "higher_is_better": True,
+             "sample_idx": 0, "score": score, "parse_ok": True}
+            for (inst, gen), cands in scored.items() for cand, score in cands.items()]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_reference_counts_once_per_instance_not_once_per_comparative_prompt() -> None:
+    """Review F5: best-of-K and win / tie / loss already count the reference per instance (its prompts
+    averaged: i1 5, i2 4); the agreement with the experts paired it once per prompt (8 items for 6
+    candidates), so a judge that agrees exactly with the experts on its mean scores showed κ_w < 1."""
+    results = per_generator_comparative()
+    humans = pd.DataFrame({"annotator": "h1", "instance_id": ["i1"] * 3 + ["i2"] * 3,
+                           "candidate_id": ["i1-ref", "i1-g", "i1-h", "i2-ref", "i2-g", "i2-h"],
+                           "source": ["reference", "g", "h"] * 2, "dimension": "originality",
+                           "score": [5.0, 5.0, 7.0, 4.0, 2.0, 6.0]})  # fmt: skip
+    tables = compute_tables(results, humans, n_boot=20)
+    best = tables["best_of_k_scores"].set_index("source")
+    assert (best.loc["reference", "n"], best.loc["reference", "mean"]) == (2, 4.5)
+    assert best.loc["reference", "sd"] == pytest.approx(0.5**0.5)
+    rates = tables["winrate"].set_index("source")  # g: i1 5 > 4 win, i2 2 < 3 loss; h: 7 > 6, 6 > 5
+    assert rates.loc["g", ["n", "n_win", "n_loss"]].tolist() == [2, 1, 1]
+    assert rates.loc["h", ["n", "n_win", "n_loss"]].tolist() == [2, 2, 0]
+    agree = tables["human_agreement"].iloc[0]
+    assert agree["n"] == 6 and agree["kappa_w"] == pytest.approx(1.0) and agree["rho"] == pytest.approx(1.0)
