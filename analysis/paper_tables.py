@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 from great_tables import GT
 
+from analysis.cells import md_cell
+
 Tables = dict[str, pd.DataFrame]
 MODES: tuple[str, ...] = ("independent", "comparative")
 OUTCOMES: tuple[str, ...] = ("win", "tie", "loss")
@@ -224,10 +226,13 @@ def paper_tables(tables: Tables) -> list[PaperTable]:
 
 
 def to_markdown(shown: Sequence[PaperTable]) -> str:
-    """One section per table: title, note, and a pipe table (spanner names prefix their columns)."""
+    """One section per table: title, note, and a pipe table (spanner names prefix their columns); names in
+    cells and notes shown as text (`cells.md_cell`: tabulate escapes nothing)."""
     parts = ["# Paper tables", ""]
     for t in shown:
-        parts += [f"## {t.title}", "", f"*{t.note}*", "", t.frame.to_markdown(index=False, disable_numparse=True), ""]
+        frame = t.frame.rename(columns=md_cell).map(md_cell)
+        parts += [f"## {md_cell(t.title)}", "", f"*{md_cell(t.note)}*", "",
+                  frame.to_markdown(index=False, disable_numparse=True), ""]  # fmt: skip
     return "\n".join(parts)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -222,3 +223,43 @@ def test_the_reference_counts_once_per_instance_not_once_per_comparative_prompt(
     assert rates.loc["h", ["n", "n_win", "n_loss"]].tolist() == [2, 2, 0]
     agree = tables["human_agreement"].iloc[0]
     assert agree["n"] == 6 and agree["kappa_w"] == pytest.approx(1.0) and agree["rho"] == pytest.approx(1.0)
+
+
+JUDGE = '=HYPERLINK("http://x")|`j`<script>alert(1)</script>'  # a formula, a pipe, backticks and HTML
+GENERATOR = "-gen|x\ny"  # a formula start, a pipe and a line break
+
+
+@pytest.fixture(scope="module")
+def hostile_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report of a study whose judge and generator names are hostile text (review F10, F11)."""
+    frame = synthetic_results(n_instances=6, generators=("gpt-5", GENERATOR), seed=1)
+    frame["judge"] = frame["judge"].cat.rename_categories({"judge_a": JUDGE})
+    root = tmp_path_factory.mktemp("hostile")
+    frame.to_parquet(root / "results.parquet", index=False)
+    assert main([str(root), "--out", str(root / "report"), "--n-boot", "10"]) == 0
+    return root / "report"
+
+
+def test_table_csvs_never_run_as_formulas_and_keep_numbers(hostile_report: Path) -> None:
+    """Review F10: a text cell a spreadsheet would run (= + - @ tab CR) starts with a quote; numbers
+    (negative ones too) stay numbers; pandas reads the rest back unchanged."""
+    rates = pd.read_csv(hostile_report / "tables" / "winrate.csv", keep_default_na=False)
+    assert set(rates["judge"]) == {"'" + JUDGE, "judge_b"}
+    assert set(rates["source"]) == {"gpt-5", "'" + GENERATOR}
+    shift = pd.read_csv(hostile_report / "tables" / "mode_shift.csv")
+    assert shift["delta_win"].dtype == float and shift["delta_win"].between(-1, 1).all()
+    assert (shift["delta_win"] < 0).any() or (shift["delta_tie"] < 0).any()  # negatives stay numbers
+
+
+def test_markdown_tables_show_hostile_names_as_text(hostile_report: Path) -> None:
+    """Review F11: a pipe, a line break, backticks or HTML in a name neither breaks a table's columns nor
+    reaches report.md / paper_tables.md as raw HTML (summary sentences: HTML escaped, one line)."""
+    shown_judge = '=HYPERLINK("http://x")\\|&#96;j&#96;&lt;script&gt;alert(1)&lt;/script&gt;'
+    for name in ("report.md", "paper_tables.md"):
+        text = (hostile_report / name).read_text()
+        assert "<script>" not in text and shown_judge in text and "-gen\\|x<br>y" in text, name
+        for table in text.split("\n\n"):
+            rows = [r for r in table.splitlines() if r.startswith("|")]
+            assert not any("`j`" in r for r in rows), name  # no code span in a cell
+            widths = {len(re.findall(r"(?<!\\)\|", r)) for r in rows}
+            assert len(widths) <= 1, (name, table[:200])  # every row has as many cells as the header
