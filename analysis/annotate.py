@@ -124,7 +124,7 @@ def export(root: str | Path, out: str | Path, n: int = 50, by: str = "entropy", 
     sheet, key = blind(chosen, rubrics, texts, seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    sheet.to_csv(out / "sheet.csv", index=False)
+    io.write_sheet(sheet, out / "sheet.csv")
     key.to_csv(out / "key.csv", index=False)
     (out / "labelstudio_tasks.json").write_text(
         json.dumps(io.labelstudio_tasks(sheet), indent=1, ensure_ascii=False)

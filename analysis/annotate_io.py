@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.cells import csv_unescape, write_csv
 from analysis.collect import find_results
 
 SCORE_FIELD = "score"  # the Label Studio control whose choice is the score
@@ -175,9 +176,20 @@ def read_key(path: Path) -> pd.DataFrame:
     return key
 
 
+def write_sheet(sheet: pd.DataFrame, path: Path) -> None:
+    """sheet.csv, opened by annotators in a spreadsheet: no cell runs as a formula (`cells.write_csv`)."""
+    write_csv(sheet, path)
+
+
+def load_sheet(path: Path) -> pd.DataFrame:
+    """sheet.csv as text, every cell as it was before `write_sheet` quoted it."""
+    sheet = read_csv_file(path, "sheet", keep_default_na=False)
+    return sheet.rename(columns=lambda c: csv_unescape(pd.Series([c])).iloc[0]).apply(csv_unescape)
+
+
 def read_sheet(path: Path, annotator: str | None) -> pd.DataFrame:
     """item, annotator, score, line from a completed sheet; rows without a score are not yet done."""
-    sheet = read_csv_file(path, "sheet", keep_default_na=False)
+    sheet = load_sheet(path)
     for col in ("item", "score"):
         if col not in sheet:
             raise AnnotationError(f"{path}: no {col!r} column")

@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 from great_tables import GT
 
+from analysis.cells import md_cell
+
 Tables = dict[str, pd.DataFrame]
 MODES: tuple[str, ...] = ("independent", "comparative")
 OUTCOMES: tuple[str, ...] = ("win", "tie", "loss")
@@ -105,7 +107,8 @@ def _shifts(tables: Tables) -> pd.DataFrame:
 
 def win_tie_loss_by_mode(tables: Tables) -> PaperTable | None:
     """Win / tie / loss vs the reference, independent next to comparative, per judge and combined, with the
-    shift (Δwin, Δtie, McNemar p) where both modes ran."""
+    shift (Δwin, Δtie, McNemar p) where both modes ran; a judge that ran one mode has blank cells for the
+    other and "n/a" shifts, named in the note."""
     rates = _rates(tables)
     if rates.empty:
         return None
@@ -117,17 +120,31 @@ def win_tie_loss_by_mode(tables: Tables) -> PaperTable | None:
         part = part.assign(**{o: part[o].map(pct) for o in OUTCOMES})
         names = {c: f"{mode} {c}" for c in ("n", *OUTCOMES)}
         out = out.merge(part.rename(columns=names), on=keys, how="left")
-        out[names["n"]] = out[names["n"]].astype("Int64")
+        n = out[names["n"]].astype("Int64")  # a judge that did not run this mode: blank, not a crash
+        out[names["n"]] = n.astype(object).where(n.notna().to_numpy(), "")
         spanners.append((mode, tuple(names.values())))
+    note = "per judge and for the judges' mean; rates over instances; shift in percentage points"
     shifts = _shifts(tables)
     if len(shifts):
-        shown = shifts.assign(**{"win shift": shifts["delta_win"].map(_points), "tie shift": shifts["delta_tie"].map(_points),
-                                 "McNemar p": shifts["mcnemar_p"].map(p_value)})  # fmt: skip
-        out = out.merge(shown[[*keys, "win shift", "tie shift", "McNemar p"]], on=keys, how="left")
-        spanners.append(("comparative - independent", ("win shift", "tie shift", "McNemar p")))
-    return PaperTable("win_tie_loss", "Win / tie / loss vs the reference, independent vs comparative",
-                      "per judge and for the judges' mean; rates over instances; shift in percentage points",
+        out, missing = _with_shifts(out, shifts, keys)
+        spanners.append(("comparative - independent", SHIFT_COLUMNS))
+        if missing:
+            note += f"; no shift (n/a) for {', '.join(missing)}: it (or one of its judges) ran one mode only"
+    return PaperTable("win_tie_loss", "Win / tie / loss vs the reference, independent vs comparative", note,
                       _ordered(out.fillna("")), tuple(spanners))  # fmt: skip
+
+
+SHIFT_COLUMNS: tuple[str, ...] = ("win shift", "tie shift", "McNemar p")
+
+
+def _with_shifts(out: pd.DataFrame, shifts: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """`out` with the shift columns; rows without a shift read "n/a", and the judges they belong to."""
+    shown = shifts.assign(**{"win shift": shifts["delta_win"].map(_points), "tie shift": shifts["delta_tie"].map(_points),
+                             "McNemar p": shifts["mcnemar_p"].map(p_value)})  # fmt: skip
+    out = out.merge(shown[[*keys, *SHIFT_COLUMNS]], on=keys, how="left")
+    absent = out["win shift"].isna().to_numpy()
+    out.loc[absent, list(SHIFT_COLUMNS)] = "n/a"
+    return out, sorted(set(out.loc[absent, "judge"].astype(str)))
 
 
 def _points(delta: float) -> str:
@@ -209,10 +226,13 @@ def paper_tables(tables: Tables) -> list[PaperTable]:
 
 
 def to_markdown(shown: Sequence[PaperTable]) -> str:
-    """One section per table: title, note, and a pipe table (spanner names prefix their columns)."""
+    """One section per table: title, note, and a pipe table (spanner names prefix their columns); names in
+    cells and notes shown as text (`cells.md_cell`: tabulate escapes nothing)."""
     parts = ["# Paper tables", ""]
     for t in shown:
-        parts += [f"## {t.title}", "", f"*{t.note}*", "", t.frame.to_markdown(index=False, disable_numparse=True), ""]
+        frame = t.frame.rename(columns=md_cell).map(md_cell)
+        parts += [f"## {md_cell(t.title)}", "", f"*{md_cell(t.note)}*", "",
+                  frame.to_markdown(index=False, disable_numparse=True), ""]  # fmt: skip
     return "\n".join(parts)
 
 

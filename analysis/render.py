@@ -19,6 +19,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import latent, summary
+from analysis.cells import md_cell, write_csv
 from analysis.glossary import describe
 
 MD_ROWS = 60  # longer tables are cut in report.md (never in the CSV or the HTML)
@@ -55,7 +56,7 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         "Runs",
-        "One row per run: rows, prompts, share of rows with a verdict, cost, cached share; then every request "
+        "One row per run: rows, prompts, share of rows with a verdict, cost (each call once), cached share; then every request "
         "parameter a provider did not receive as asked (dropped or changed by litellm's mapping).",
         ("overview", "request_changes"),
     ),
@@ -165,13 +166,13 @@ SECTIONS: tuple[Section, ...] = (
 def _fmt(value: object) -> str:
     if isinstance(value, float | np.floating):
         return "" if np.isnan(value) else f"{value:.3f}"
-    return str(value).replace("|", "\\|")
+    return md_cell(value)
 
 
 def markdown_table(frame: pd.DataFrame, max_rows: int = MD_ROWS) -> str:
-    """A GitHub-markdown table, floats to 3 decimals, cut after `max_rows` with a note."""
+    """A GitHub-markdown table, floats to 3 decimals, text as text (`cells.md_cell`), cut after `max_rows`."""
     head = frame.head(max_rows)
-    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
+    lines = ["| " + " | ".join(map(md_cell, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
     lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in head.itertuples(index=False)]
     if len(frame) > max_rows:
         lines.append(f"\n*{max_rows} of {len(frame)} rows shown; the CSV has all.*")
@@ -248,11 +249,16 @@ def summary_block(tables: dict[str, pd.DataFrame]) -> tuple[str, str]:
     """(markdown, html) of the opening summary: one short list of sentences per study question."""
     md, out = ["## Summary", ""], ['<section id="summary"><h2>Summary</h2>']
     for question, lines in summary.summary_lines(tables).items():
-        md += [f"**{question}**", "", *[f"- {line}" for line in lines], ""]
+        md += [f"**{question}**", "", *[f"- {_md_line(line)}" for line in lines], ""]
         items = "".join(f"<li>{_bold(html.escape(line))}</li>" for line in lines)
         out.append(f"<h3>{html.escape(question)}</h3><ul>{items}</ul>")
     out.append("</section>")
     return "\n".join(md), "\n".join(out)
+
+
+def _md_line(line: str) -> str:
+    """A summary sentence for report.md: names in it shown as text (no raw HTML) on one line."""
+    return re.sub(r"\s*[\r\n]+\s*", " ", html.escape(line, quote=False))
 
 
 def _bold(text: str) -> str:
@@ -303,7 +309,7 @@ def write_report(tables: dict[str, pd.DataFrame], figures: dict[str, Figure | No
     (out / "tables").mkdir(parents=True, exist_ok=True)
     (out / "figures").mkdir(exist_ok=True)
     for name, table in tables.items():
-        table.to_csv(out / "tables" / f"{name}.csv", index=False)
+        write_csv(table, out / "tables" / f"{name}.csv")  # opened in spreadsheets: no formulas
     pngs = {name: _png(fig) for name, fig in figures.items() if fig is not None}
     for name, data in pngs.items():
         (out / "figures" / f"{name}.png").write_bytes(data)

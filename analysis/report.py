@@ -36,11 +36,9 @@ def overview(results: pd.DataFrame) -> pd.DataFrame:
         _cached=results["cached"].astype(float) if "cached" in results else np.nan,
     )
     out = frame.groupby(keys, observed=True, dropna=False).agg(
-        rows=("_scored", "size"),
-        scored=("_scored", "mean"),
-        cost_usd=("_cost", known_sum),
-        cached=("_cached", "mean"),
+        rows=("_scored", "size"), scored=("_scored", "mean"), cached=("_cached", "mean")
     )
+    out.insert(2, "cost_usd", _call_cost(frame, results, keys).reindex(out.index))
     if "prompt_id" in results:
         out.insert(1, "prompts", results.groupby(keys, observed=True, dropna=False)["prompt_id"].nunique())
     out["cost_usd"] = out["cost_usd"].astype(object).where(out["cost_usd"].notna(), UNKNOWN)
@@ -48,6 +46,19 @@ def overview(results: pd.DataFrame) -> pd.DataFrame:
 
 
 UNKNOWN = "unknown"  # a cost the provider's price list does not give (never shown as 0)
+
+
+def _call_cost(frame: pd.DataFrame, results: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Cost per run, each call counted once: every row of a call (its candidates × dimensions) carries the
+    call's whole cost, so summing rows would count a comparative prompt's cost once per row. A call is one
+    sample of one prompt (`summary.CALL_KEYS`); a table without those columns can only be summed by row."""
+    if not set(summary.CALL_KEYS) <= set(results):
+        return frame.groupby(keys, observed=True, dropna=False)["_cost"].agg(known_sum)
+    call = [f"_{c}" for c in summary.CALL_KEYS]
+    rows = frame.assign(**{f"_{c}": results[c].to_numpy() for c in summary.CALL_KEYS})
+    per_call = rows.groupby([*keys, *call], observed=True, dropna=False)["_cost"].agg(["max", "count", "size"])
+    cost = per_call["max"].where(per_call["count"] == per_call["size"])  # a row of unknown cost: call unknown
+    return cost.groupby(level=list(range(len(keys))), dropna=False).agg(known_sum)
 
 
 def known_sum(values: pd.Series) -> float:
@@ -115,11 +126,19 @@ def _winrate_tables(cands: pd.DataFrame, reference: str, n_boot: int, seed: int)
         tables["winrate_combined"] = combined
     if {"independent", "comparative"} <= _modes(cands):
         tables["mode_shift"] = illusion.mode_shift(cands, reference, n_boot=n_boot, seed=seed)
-        shift = _combined(cands, lambda part, c: illusion.mode_shift(part, reference, combine=c, n_boot=n_boot,
-                                                                     seed=seed), ("mean",))  # fmt: skip
+        both = _both_modes(cands)  # a combination's shift over judges in one mode only would compare two sets
+        shift = _combined(both, lambda part, c: illusion.mode_shift(part, reference, combine=c, n_boot=n_boot,
+                                                                    seed=seed), ("mean",))  # fmt: skip
         if len(shift):
             tables["mode_shift_combined"] = shift
     return tables
+
+
+def _both_modes(cands: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the judges that ran both independent and comparative mode."""
+    modes = cands.groupby("judge", observed=True)["mode"].agg(lambda m: {"independent", "comparative"} <= set(m))
+    keep = set(modes.index[modes.to_numpy(dtype=bool)])
+    return cands.loc[cands["judge"].isin(keep).to_numpy()]
 
 
 def _agreement_tables(cands: pd.DataFrame, humans: pd.DataFrame | None, reference: str, n_boot: int,

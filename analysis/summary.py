@@ -14,6 +14,7 @@ import pandas as pd
 from scipy import stats
 
 from analysis.agreement import pair_agreement
+from analysis.scores import CONTEXT, candidate_scores
 
 ALPHA = 0.05
 CALL_KEYS = ["run_id", "prompt_id", "sample_idx"]  # one judgment = one call (a prompt's sample)
@@ -23,10 +24,13 @@ def human_agreement(cands: pd.DataFrame, humans: pd.DataFrame | None, n_boot: in
                     seed: int = 0) -> pd.DataFrame:  # fmt: skip
     """Per judge × dimension: quadratic-weighted κ (bootstrap CI) and Spearman ρ between the judge's
     candidate scores and the experts' mean score, both rounded half up to the rubric's integer scale.
-    Every mode the judge ran counts (an item is a candidate in one mode)."""
+    Every mode the judge ran counts (an item is a candidate in one mode); a reference scored in several
+    generators' comparative prompts is one item, its score the mean over them (as in best-of-K)."""
     cols = ["judge", "dimension", "n", "kappa_w", "kappa_w_lo", "kappa_w_hi", "rho", "rho_lo", "rho_hi"]
     if humans is None or humans.empty:
         return pd.DataFrame(columns=cols)
+    if CONTEXT in cands:  # one row per prompt context: the reference would be counted once per prompt
+        cands = candidate_scores(cands)
     keys = ["instance_id", "candidate_id", "dimension"]
     expert = humans.astype({k: str for k in keys}).groupby(keys, as_index=False)["score"].mean()
     judged = cands[["judge", *keys, "score"]].astype({"judge": str, **{k: str for k in keys}})

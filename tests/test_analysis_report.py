@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -9,7 +10,7 @@ import pytest
 
 from analysis.collect import find_results, load_results, prepare
 from analysis.render import NO_HUMANS, ONE_RATER, markdown_table
-from analysis.report import compute_tables, main
+from analysis.report import compute_tables, main, overview
 from analysis.synthetic import synthetic_humans, synthetic_pairwise, synthetic_results
 
 
@@ -175,3 +176,90 @@ def test_a_reference_no_candidate_has_is_one_line(tmp_path: Path, study: pd.Data
     err = capsys.readouterr().err.strip()
     assert err.splitlines() == [err] and err.startswith("error: --reference 'nosuch'")
     assert "['gpt-5', 'narrow_gen', 'reference']" in err and not (tmp_path / "r").exists()
+
+
+def test_runs_table_counts_each_calls_cost_once() -> None:
+    """Review F3: every row of a call carries the call's cost; a comparative prompt of 3 candidates × 2
+    dimensions asked twice (2 calls of $0.01) is 12 rows but $0.02, not 12 × $0.01."""
+    rows = [{"run_id": "r", "judge": "j", "model": "m", "mode": "comparative", "rubric": "rq", "prompt_id": "p1",
+             "instance_id": "i", "candidate_id": c, "source": "reference" if c == "ref" else "g", "dimension": d,
+             "higher_is_better": True, "sample_idx": s, "score": 5.0, "parse_ok": True, "cost_usd": 0.01,
+             "cached": s == 1}
+            for s in (0, 1) for c in ("ref", "g0", "g1") for d in ("originality", "clarity")]  # fmt: skip
+    out = overview(pd.DataFrame(rows)).iloc[0]
+    assert (out["rows"], out["prompts"]) == (12, 1)
+    assert out["cost_usd"] == pytest.approx(0.02)  # 2 calls × $0.01
+    assert out["cached"] == pytest.approx(0.5)
+
+
+def per_generator_comparative() -> pd.DataFrame:
+    """One judge, comparative mode, one prompt per (instance, generator): the reference and that generator's
+    one candidate. The reference is scored twice per instance: i1 4 (with g) and 6 (with h), i2 3 and 5."""
+    scored = {("i1", "g"): {"ref": 4.0, "g": 5.0}, ("i1", "h"): {"ref": 6.0, "h": 7.0},
+              ("i2", "g"): {"ref": 3.0, "g": 2.0}, ("i2", "h"): {"ref": 5.0, "h": 6.0}}  # fmt: skip
+    rows = [{"run_id": "r", "judge": "j", "model": "m", "mode": "comparative", "rubric": "rq",
+             "prompt_id": f"{inst}-{gen}", "instance_id": inst, "candidate_id": f"{inst}-{cand}",
+             "source": "reference" if cand == "ref" else cand, "dimension": "originality", "higher_is_better": True,
+             "sample_idx": 0, "score": score, "parse_ok": True}
+            for (inst, gen), cands in scored.items() for cand, score in cands.items()]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_reference_counts_once_per_instance_not_once_per_comparative_prompt() -> None:
+    """Review F5: best-of-K and win / tie / loss already count the reference per instance (its prompts
+    averaged: i1 5, i2 4); the agreement with the experts paired it once per prompt (8 items for 6
+    candidates), so a judge that agrees exactly with the experts on its mean scores showed κ_w < 1."""
+    results = per_generator_comparative()
+    humans = pd.DataFrame({"annotator": "h1", "instance_id": ["i1"] * 3 + ["i2"] * 3,
+                           "candidate_id": ["i1-ref", "i1-g", "i1-h", "i2-ref", "i2-g", "i2-h"],
+                           "source": ["reference", "g", "h"] * 2, "dimension": "originality",
+                           "score": [5.0, 5.0, 7.0, 4.0, 2.0, 6.0]})  # fmt: skip
+    tables = compute_tables(results, humans, n_boot=20)
+    best = tables["best_of_k_scores"].set_index("source")
+    assert (best.loc["reference", "n"], best.loc["reference", "mean"]) == (2, 4.5)
+    assert best.loc["reference", "sd"] == pytest.approx(0.5**0.5)
+    rates = tables["winrate"].set_index("source")  # g: i1 5 > 4 win, i2 2 < 3 loss; h: 7 > 6, 6 > 5
+    assert rates.loc["g", ["n", "n_win", "n_loss"]].tolist() == [2, 1, 1]
+    assert rates.loc["h", ["n", "n_win", "n_loss"]].tolist() == [2, 2, 0]
+    agree = tables["human_agreement"].iloc[0]
+    assert agree["n"] == 6 and agree["kappa_w"] == pytest.approx(1.0) and agree["rho"] == pytest.approx(1.0)
+
+
+JUDGE = '=HYPERLINK("http://x")|`j`<script>alert(1)</script>'  # a formula, a pipe, backticks and HTML
+GENERATOR = "-gen|x\ny"  # a formula start, a pipe and a line break
+
+
+@pytest.fixture(scope="module")
+def hostile_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report of a study whose judge and generator names are hostile text (review F10, F11)."""
+    frame = synthetic_results(n_instances=6, generators=("gpt-5", GENERATOR), seed=1)
+    frame["judge"] = frame["judge"].cat.rename_categories({"judge_a": JUDGE})
+    root = tmp_path_factory.mktemp("hostile")
+    frame.to_parquet(root / "results.parquet", index=False)
+    assert main([str(root), "--out", str(root / "report"), "--n-boot", "10"]) == 0
+    return root / "report"
+
+
+def test_table_csvs_never_run_as_formulas_and_keep_numbers(hostile_report: Path) -> None:
+    """Review F10: a text cell a spreadsheet would run (= + - @ tab CR) starts with a quote; numbers
+    (negative ones too) stay numbers; pandas reads the rest back unchanged."""
+    rates = pd.read_csv(hostile_report / "tables" / "winrate.csv", keep_default_na=False)
+    assert set(rates["judge"]) == {"'" + JUDGE, "judge_b"}
+    assert set(rates["source"]) == {"gpt-5", "'" + GENERATOR}
+    shift = pd.read_csv(hostile_report / "tables" / "mode_shift.csv")
+    assert shift["delta_win"].dtype == float and shift["delta_win"].between(-1, 1).all()
+    assert (shift["delta_win"] < 0).any() or (shift["delta_tie"] < 0).any()  # negatives stay numbers
+
+
+def test_markdown_tables_show_hostile_names_as_text(hostile_report: Path) -> None:
+    """Review F11: a pipe, a line break, backticks or HTML in a name neither breaks a table's columns nor
+    reaches report.md / paper_tables.md as raw HTML (summary sentences: HTML escaped, one line)."""
+    shown_judge = '=HYPERLINK("http://x")\\|&#96;j&#96;&lt;script&gt;alert(1)&lt;/script&gt;'
+    for name in ("report.md", "paper_tables.md"):
+        text = (hostile_report / name).read_text()
+        assert "<script>" not in text and shown_judge in text and "-gen\\|x<br>y" in text, name
+        for table in text.split("\n\n"):
+            rows = [r for r in table.splitlines() if r.startswith("|")]
+            assert not any("`j`" in r for r in rows), name  # no code span in a cell
+            widths = {len(re.findall(r"(?<!\\)\|", r)) for r in rows}
+            assert len(widths) <= 1, (name, table[:200])  # every row has as many cells as the header

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from analysis import annotate
-from analysis.annotate_io import AnnotationError
+from analysis.annotate_io import AnnotationError, load_sheet
+from analysis.cells import csv_safe, csv_unescape
 from tests.study_folders import SAMPLE, sample_candidates, write_fake_run
 
 PLANTED = {(i, c) for i, c, s, _ in sample_candidates() if s == "broad_gen" and c.endswith(":1")}
@@ -284,3 +285,36 @@ def test_export_names_a_damaged_run_file(study, tmp_path, capsys, name, content)
     assert annotate.main(["export", str(study), "--out", str(tmp_path / "set")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"error: {bad}: "), err
+
+
+FORMULAS = ("=HYPERLINK(\"http://x\",\"y\")", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "\tTAB", "\rCR")
+
+
+def test_sheet_cells_never_run_as_formulas_and_come_back_as_written(study, tmp_path) -> None:
+    """Review F10: texts starting with = + - @ tab or CR are written with a leading quote (OWASP), so a
+    spreadsheet shows them as text; ingest reads the sheet back with the quote removed."""
+    lines = [json.loads(line) for line in SAMPLE.read_text().splitlines()]
+    texts = {}
+    for n, inst in enumerate(lines):
+        for cand in [inst["reference"], *inst["candidates"]]:
+            cand["text"] = texts[cand["candidate_id"]] = FORMULAS[n % len(FORMULAS)] + " " + cand["text"]
+    dataset = tmp_path / "formulas.jsonl"
+    dataset.write_text("\n".join(json.dumps(inst) for inst in lines) + "\n")
+    out = tmp_path / "set"
+    key = annotate.export(study, out, n=12, by="disagreement", seed=3, dataset=dataset)
+    raw = pd.read_csv(out / "sheet.csv", dtype=str, keep_default_na=False)
+    assert raw["text"].str.startswith("'").all() and (raw["position"] == key["position"].astype(str)).all()
+    assert raw["text"].str[1:].tolist() == [texts[c] for c in key["candidate_id"]]
+    back = load_sheet(out / "sheet.csv")
+    assert back["text"].tolist() == [texts[c] for c in key["candidate_id"]]
+    assert back["item"].tolist() == key["item"].tolist() and (back["score"] == "").all()
+
+
+def test_csv_safe_quotes_formula_text_only() -> None:
+    frame = pd.DataFrame({"name": [*FORMULAS, "-3", "'=q", "plain", None], "x": [-1.5] * 10,
+                          "mixed": [-2.0, "unknown", "-x", 1, 2, 3, 4, 5, 6, 7]})  # fmt: skip
+    safe = csv_safe(frame)
+    assert safe["name"].tolist()[:9] == ["'" + f for f in FORMULAS] + ["-3", "''=q", "plain"]
+    assert pd.isna(safe["name"].iloc[9]) and safe["x"].tolist() == [-1.5] * 10
+    assert safe["mixed"].tolist()[:3] == [-2.0, "unknown", "'-x"]
+    assert csv_unescape(safe["name"].fillna("")).tolist() == [*FORMULAS, "-3", "'=q", "plain", ""]

@@ -1,0 +1,62 @@
+"""Text cells made safe for the files people open: CSVs (spreadsheets) and Markdown tables.
+
+Names and texts come from configs, datasets and model output (judge, generator, dimension names, candidate
+texts), so a cell can start a spreadsheet formula or break a Markdown table. No library the project uses
+does either: pandas' `to_csv` writes cells as they are and tabulate (`to_markdown`) escapes nothing.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import re
+from pathlib import Path
+
+import pandas as pd
+
+#: OWASP "CSV injection": a cell starting with one of these is run as a formula by spreadsheet programs.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def _csv_cell(value: object) -> object:
+    """A quote before text a spreadsheet would run (and before already-quoted such text, so that
+    `csv_unescape` can tell the quote it added from one the text had)."""
+    if not isinstance(value, str) or _NUMBER.fullmatch(value):
+        return value
+    return "'" + value if value.lstrip("'").startswith(FORMULA_START) else value
+
+
+def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` for `to_csv`: every text cell (and header) that a spreadsheet would run as a formula gets a
+    leading single quote (OWASP); numbers, negative ones and their text (``-3``) included, stay as they are."""
+    out = frame.rename(columns=lambda c: _csv_cell(c) if isinstance(c, str) else c)
+    text = [c for c, dtype in out.dtypes.items() if not pd.api.types.is_numeric_dtype(dtype)
+            and not pd.api.types.is_bool_dtype(dtype)]  # fmt: skip
+    out = out.copy()
+    for col in text:
+        out[col] = out[col].astype(object).map(_csv_cell)
+    return out
+
+
+def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
+    """`frame` as a CSV a person may open in a spreadsheet: `csv_safe` cells, and every text cell quoted, so
+    that a carriage return inside a text (which pandas leaves unquoted) cannot start a row of its own."""
+    csv_safe(frame).to_csv(path, index=False, quoting=csv.QUOTE_NONNUMERIC)
+
+
+def csv_unescape(values: pd.Series) -> pd.Series:
+    """The text `csv_safe` was given back from the text it wrote (the quote it added removed), for files
+    that are read back (the annotation sheet)."""
+    text = values.astype(str)
+    added = text.str.startswith("'") & text.str[1:].map(lambda v: _csv_cell(v) != v)
+    return text.where(~added, text.str[1:])
+
+
+def md_cell(value: object) -> str:
+    """A Markdown table cell that shows `value` as text: HTML-special characters as entities (no raw
+    HTML), backslashes and backticks as entities (no escapes or code spans), `|` escaped, line breaks as
+    ``<br>`` (a cell is one line)."""
+    text = html.escape(str(value), quote=False).replace("\\", "&#92;").replace("`", "&#96;")
+    text = text.replace("|", "\\|")
+    return re.sub(r"\r\n|\r|\n", "<br>", text)
