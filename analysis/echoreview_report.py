@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.cells import write_csv
 from analysis.collect import load_results
 from analysis.echo_pairwise import comparisons, win_rates
 from analysis.echoreview import overall_quality, quality_by_source
@@ -72,12 +73,12 @@ def report(results: pd.DataFrame, out: Path, n_boot: int = 2000) -> str:
     if "rubric" in results.columns and (results["rubric"] == "review_quality").any():
         per_review = overall_quality(results)
         by_source = quality_by_source(per_review, n_boot=n_boot)  # per judge, mode and generator
-        per_review.to_csv(out / "echoreview_quality_per_review.csv", index=False)
-        by_source.to_csv(out / "echoreview_quality.csv", index=False)
+        write_csv(per_review, out / "echoreview_quality_per_review.csv")
+        write_csv(by_source, out / "echoreview_quality.csv")
         lines += quality_markdown(per_review, by_source) + [""]
     if (results["mode"] == "pairwise").any():
         table = win_rates(comparisons(results), n_boot=n_boot)
-        table.to_csv(out / "echoreview_pairwise.csv", index=False)
+        write_csv(table, out / "echoreview_pairwise.csv")
         lines += pairwise_markdown(table)
     if not lines:
         raise ValueError("no review_quality rows and no pairwise rows in these results")

@@ -30,6 +30,7 @@ import pandas as pd
 from crowdkit.aggregation import GLAD, MACE, DawidSkene, MajorityVote
 
 from analysis import humans as human_mod
+from analysis.cells import write_csv
 from analysis.intervals import percentile_ci, positive_int
 from analysis.scores import candidate_scores, dimension_directions
 from analysis.winrate import ITEM_KEYS, check_reference, outcome_rates
@@ -344,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out) if args.out else Path(args.root) / "latent"
     out.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():
-        table.to_csv(out / f"{name}.csv", index=False)
+        write_csv(table, out / f"{name}.csv")
     for _, part in tables["latent_competence"].groupby("method", sort=False):
         print(part.dropna(axis=1, how="all").round(3).to_string(index=False), end="\n\n")
     print(f"{len(tables)} tables -> {out}", file=sys.stderr)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.cells import write_csv
 from analysis.intervals import positive_int
 from analysis.mpnet import ModelUnavailable
 from analysis.novbench import score_frame, summary_table
@@ -109,8 +110,8 @@ def run_human(path: Path, out: Path, combination: Combination, n_boot: int, **sc
     votes = np.array([[p["votes"][k] for k in sorted(p["votes"])] for p in pairs], dtype=object)
     table = validation_table(side_a, side_b, votes, default_combinations(combination), n_boot=n_boot)
     out.mkdir(parents=True, exist_ok=True)
-    pd.concat([side_a, side_b]).to_csv(out / "novbench_human_scores.csv", index=False)
-    table.to_csv(out / "novbench_human.csv", index=False)
+    write_csv(pd.concat([side_a, side_b]), out / "novbench_human_scores.csv")
+    write_csv(table, out / "novbench_human.csv")
     markdown = human_markdown(table, side_a)
     (out / "novbench_human.md").write_text(markdown, encoding="utf-8")
     return markdown
@@ -121,8 +122,8 @@ def run_table(root: Path, out: Path, **score_kw: Any) -> str:
     scores = score_frame(load_evaluations(root), "generated", "paper_novelty", "output_format", **score_kw)
     table = summary_table(scores, by=("model", "strategy"))
     out.mkdir(parents=True, exist_ok=True)
-    scores.to_csv(out / "novbench_scores.csv", index=False)
-    table.to_csv(out / "novbench_table.csv", index=False)
+    write_csv(scores, out / "novbench_scores.csv")
+    write_csv(table, out / "novbench_table.csv")
     markdown = table_markdown(table, scores)
     (out / "novbench_table.md").write_text(markdown, encoding="utf-8")
     return markdown

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.agreement import krippendorff_alpha, pair_agreement
+from analysis.cells import write_csv
 
 SCALE_MAPPING = "judge 1-5 -> reviewer 1-5: identity (same scale); judge per-paper mean rounded half up"
 ACCEPT_AT = 3.0
@@ -192,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = compare(judged, reviews)
     out = args.out or args.root
     out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out / "reviewers.csv", index=False)
+    write_csv(table, out / "reviewers.csv")
     text = markdown(table, args.aspect)
     (out / "reviewers.md").write_text(text, encoding="utf-8")
     print(text)

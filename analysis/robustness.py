@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.cells import write_csv
 from analysis.humans import pair_outcomes
 from analysis.intervals import grouped_mean_ci, positive_int, wilson_interval
 from analysis.scores import CANDIDATE_KEYS, candidate_scores
@@ -102,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     out = Path(args.out) if args.out else Path(args.root)
     out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out / "robustness.csv", index=False)
+    write_csv(table, out / "robustness.csv")
     with pd.option_context("display.width", 200):
         print(table.round(3).to_string(index=False))
     print(f"-> {out / 'robustness.csv'}", file=sys.stderr)

@@ -181,3 +181,20 @@ def test_reviewer_rows_are_also_on_the_papers_the_judge_rated() -> None:
     everything = compare(judged.assign(paper_id=["1", "2", "3"]).pipe(lambda d: pd.concat(
         [d, d.iloc[[0]].assign(paper_id="4")])), review_scores(PAPERS))  # rated all 4: no second set of rows
     assert set(everything["papers"]) == {"all 4"} and (everything["judge"] == "reviewers").sum() == 2
+
+
+def test_cli_csv_runs_no_formula_in_a_spreadsheet(tmp_path: Path) -> None:
+    """A judge named like a spreadsheet formula (names come from configs) is written as text: a leading quote
+    (OWASP), while the numbers stay numbers."""
+    path = write(tmp_path, PAPERS)
+    run = tmp_path / "run"
+    run.mkdir()
+    pd.DataFrame({"judge": '=HYPERLINK("http://x","y")', "mode": "independent", "instance_id": ["1", "2", "3", "4"],
+                  "candidate_id": "c", "source": "paper", "rubric": "paper_originality", "dimension": "originality",
+                  "score": [4.0, 3.0, 1.0, 5.0], "parse_ok": True}).to_csv(run / "results.csv", index=False)
+    assert main([str(run), "--reviews", str(path)]) == 0
+    table = pd.read_csv(run / "reviewers.csv")
+    judges = set(table["judge"])
+    assert not any(str(j).startswith("=") for j in judges), judges
+    assert any(str(j).startswith("'=HYPERLINK") for j in judges), judges
+    assert pd.api.types.is_numeric_dtype(table["n"])
