@@ -49,10 +49,19 @@ def min_detectable_shift(n: int, alpha: float = ALPHA) -> float:
 
 
 def _calls(results: pd.DataFrame) -> pd.DataFrame:
-    """One row per judgment (call) with its judge, parse status, cost, latency and cached flag."""
+    """One row per judgment (call) with its judge, parse status, cost, latency and cached flag. A call is
+    parsed only when every one of its rows is (experiments.manifest counts it so), so the parse rate here
+    equals the manifest's; cost, latency and the cached flag are the call's, repeated on each row."""
     keys = [c for c in CALL_KEYS if c in results]
     cols = [c for c in ("judge", "parse_ok", "cost_usd", "latency_s", "cached") if c in results]
-    return results.drop_duplicates(["judge", *keys])[cols] if keys else results[cols]
+    if not keys:
+        return results[cols]
+    call = ["judge", *keys]
+    if "parse_ok" in results:
+        parsed = results["parse_ok"].fillna(False).astype(bool)
+        every = parsed.groupby([results[k] for k in call], observed=True, dropna=False).transform("all")
+        results = results.assign(parse_ok=every)
+    return results.drop_duplicates(call)[cols]
 
 
 def _per_judge_usage(results: pd.DataFrame) -> pd.DataFrame:

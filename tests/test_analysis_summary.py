@@ -99,3 +99,15 @@ def test_every_column_of_the_report_is_in_the_glossary() -> None:
     tables = compute_tables(study, synthetic_humans(study, seed=2), n_boot=20)
     unknown = {f"{name}.{col}" for name, t in tables.items() for col in t.columns if describe(col) is None}
     assert not unknown, f"add these columns to analysis.glossary.GLOSSARY: {sorted(unknown)}"
+
+
+def test_leaderboard_parse_rate_is_the_manifests_a_call_with_any_unscored_row_is_unscored() -> None:
+    # experiments.study counts a call scored only when every row parsed (Tally.add(scored=all(...)));
+    # call 1's first row parsed, a later one did not; call 2's first did not; call 3 all parsed: 1 of 3
+    base = {"judge": "j", "run_id": "r", "prompt_id": "p", "mode": "comparative", "cost_usd": 0.001}
+    status = {0: [True, False, True], 1: [False, True, True], 2: [True, True, True]}
+    rows = [{**base, "sample_idx": s, "candidate_id": f"c{k}", "parse_ok": ok}
+            for s, oks in status.items() for k, ok in enumerate(oks)]  # fmt: skip
+    board = summary.leaderboard(pd.DataFrame(rows), {}).set_index("judge")
+    assert board.loc["j", "judgments"] == 3
+    assert board.loc["j", "parse_rate"] == pytest.approx(1 / 3)  # the manifest: 1 - 2 unscored / 3 calls
