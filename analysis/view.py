@@ -27,6 +27,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from analysis.collect import load_humans
 from analysis.viewdata import FILTERS, PAGE_SIZE, SORTS, Study, ViewError
 
 BACKGROUND = re.compile(r"<<<PAPER 1>>>.*<<<END PAPER \d+>>>\n?", re.DOTALL)
@@ -61,8 +62,9 @@ def score_grid(rows: pd.DataFrame, humans: pd.DataFrame) -> pd.DataFrame:
         grid = judged.pivot_table(
             index="dimension", columns="rater", values="score", aggfunc=_cell, dropna=False
         )
-    for annotator, part in humans.groupby("annotator"):
-        grid["human:" + str(annotator)] = part.set_index("dimension")["score"].reindex(grid.index)
+    for annotator, part in humans.groupby("annotator"):  # repeated labels (refused at ingest) shown, not a 500
+        shown = part.groupby("dimension")["score"].agg(lambda s: " / ".join(f"{v:g}" for v in s.dropna()) or None)
+        grid["human:" + str(annotator)] = shown.reindex(grid.index)
     return grid.fillna("–")
 
 
@@ -176,11 +178,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
     args = parser.parse_args(argv)
     try:
-        humans = pd.read_csv(args.humans) if args.humans else None
+        humans = load_humans(args.humans) if args.humans else None  # errors name the file (and line)
         study = Study(args.root, humans)
         sock = bind_port(args.port)
     except (ViewError, ValueError, OSError) as exc:
-        print(f"analysis.view: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
     server = uvicorn.Server(uvicorn.Config(create_app(study), log_level="warning"))

@@ -20,7 +20,7 @@ import duckdb
 import pandas as pd
 
 from analysis.collect import find_results
-from analysis.humans import check_humans
+from analysis.humans import check_humans, first_duplicate
 
 # column -> DuckDB type; a column a results file lacks reads as NULL
 COLUMNS: dict[str, str] = {
@@ -120,6 +120,10 @@ class Study:
         self.con = duckdb.connect()
         self.con.execute("SET preserve_insertion_order = false")  # tables are built faster; pages ORDER BY
         self.humans = check_humans(humans) if humans is not None else None
+        repeated = first_duplicate(self.humans) if self.humans is not None else None
+        if repeated:
+            raise ViewError(f"human labels: row {repeated[0] + 1} is a duplicate label ({repeated[2]}) of row "
+                            f"{repeated[1] + 1}; keep one label per annotator, item and dimension")  # fmt: skip
         try:
             self.con.execute(f"CREATE VIEW results AS {_results_sql(self.con, paths)}")
             self.con.register("human_means_frame", _human_means(self.humans))  # seen by this cursor only

@@ -193,3 +193,61 @@ def test_a_bad_port_is_one_line_naming_it() -> None:
             bind_port(taken.getsockname()[1])
     finally:
         taken.close()
+
+
+def write_humans(path: Path, duplicate: bool) -> Path:
+    """Labels for inst00003 / narrow_gen_2 of `write_synthetic`; line 4 repeats line 2's key when `duplicate`."""
+    lines = ["annotator,instance_id,candidate_id,source,dimension,score",
+             "ann1,inst00003,narrow_gen_2,narrow_gen,originality,3",
+             "ann2,inst00003,narrow_gen_2,narrow_gen,originality,4",
+             f"ann1,inst00003,narrow_gen_2,narrow_gen,{'originality' if duplicate else 'feasibility'},1"]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def no_serving(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`main` fails the test instead of serving forever when it accepts what it should refuse."""
+    monkeypatch.setattr(uvicorn.Server, "run", lambda *a, **k: pytest.fail("served despite bad labels"))
+
+
+def test_duplicate_human_labels_are_one_error_line_naming_file_line_and_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_serving(monkeypatch)
+    write_synthetic(tmp_path / "study")
+    labels = write_humans(tmp_path / "labels.csv", duplicate=True)
+    assert main([str(tmp_path / "study"), "--humans", str(labels), "--no-browser", "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: {labels}:4: "), err
+    assert "ann1" in err and "inst00003" in err and "narrow_gen_2" in err and "originality" in err
+    assert "line 2" in err  # where the key was first given
+
+
+def test_humans_file_errors_name_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_serving(monkeypatch)
+    write_synthetic(tmp_path / "study")
+    bad = tmp_path / "labels.csv"
+    bad.write_text("annotator,instance_id,score\nann1,inst00003,3\n")  # columns missing
+    for path in (bad, tmp_path / "missing.csv"):
+        assert main([str(tmp_path / "study"), "--humans", str(path), "--no-browser", "--port", "0"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.startswith(f"error: {path}: "), err
+
+
+def test_item_page_never_500s_on_duplicate_labels(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from analysis.view import score_grid
+
+    write_synthetic(tmp_path / "study")
+    labels = pd.read_csv(write_humans(tmp_path / "labels.csv", duplicate=True))
+    with pytest.raises(ViewError, match="duplicate"):
+        Study(tmp_path / "study", labels)  # handed a frame: refused too, one line
+    study = Study(tmp_path / "study", pd.read_csv(write_humans(tmp_path / "ok.csv", duplicate=False)))
+    study.humans = labels.astype({"instance_id": str, "candidate_id": str})  # past every check
+    grid = score_grid(study.item_rows("inst00003", "narrow_gen_2"), study.human_rows("inst00003", "narrow_gen_2"))
+    assert grid.loc["originality", "human:ann1"] == "3 / 1"  # both of ann1's labels shown, not a crash
+    response = TestClient(create_app(study)).get("/item?instance_id=inst00003&candidate_id=narrow_gen_2")
+    assert response.status_code == 200
