@@ -29,7 +29,7 @@ COLUMNS: dict[str, str] = {
     "order": "VARCHAR", "dimension": "VARCHAR", "sample_idx": "INTEGER", "position": "INTEGER",
     "label": "VARCHAR", "score": "DOUBLE", "preference": "VARCHAR", "parse_ok": "BOOLEAN", "error": "VARCHAR",
     "raw": "VARCHAR", "finish_reason": "VARCHAR", "cost_usd": "DOUBLE", "latency_s": "DOUBLE",
-    "candidate_text": "VARCHAR",
+    "candidate_text": "VARCHAR", "perturbation": "VARCHAR",
 }  # fmt: skip
 FILTERS: tuple[str, ...] = ("judge", "mode", "rubric", "dimension", "source", "instance_id")
 SORTS: dict[str, str] = {
@@ -39,13 +39,19 @@ SORTS: dict[str, str] = {
 ITEM = ("instance_id", "candidate_id", "judge", "mode", "rubric")
 PAGE_SIZE = 50
 
-# Built when a study opens: one row per item × dimension (mean over samples, spread across samples) and
-# one per item (largest spread over its dimensions).
+# Built when a study opens: one row per item × dimension (mean over samples, spread across the samples of
+# one prompt: the largest over its prompts, so a candidate shown in two prompts or judged under two robustness
+# perturbations is not read as an unstable judge) and one per item (largest spread over its dimensions).
 OPEN_SQL = (
-    """CREATE TABLE base AS SELECT instance_id, candidate_id, judge, mode, rubric, dimension,
-         any_value(source) AS source, avg(score) AS score, max(score) - min(score) AS spread,
-         bool_and(coalesce(parse_ok, true)) AS parsed, any_value(preference) AS preference
-       FROM results GROUP BY ALL""",
+    """CREATE TABLE base AS WITH per_prompt AS (
+         SELECT instance_id, candidate_id, judge, mode, rubric, dimension, prompt_id, perturbation,
+           any_value(source) AS source, sum(score) AS total, count(score) AS n, max(score) - min(score) AS spread,
+           bool_and(coalesce(parse_ok, true)) AS parsed, any_value(preference) AS preference
+         FROM results GROUP BY ALL)
+       SELECT instance_id, candidate_id, judge, mode, rubric, dimension, any_value(source) AS source,
+         sum(total) / nullif(sum(n), 0) AS score, max(spread) AS spread, bool_and(parsed) AS parsed,
+         any_value(preference) AS preference
+       FROM per_prompt GROUP BY instance_id, candidate_id, judge, mode, rubric, dimension""",
     """CREATE TABLE base_items AS SELECT instance_id, candidate_id, judge, mode, rubric,
          any_value(source) AS source, max(spread) AS spread, bool_and(parsed) AS parsed
        FROM base GROUP BY ALL""",

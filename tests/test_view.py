@@ -251,3 +251,24 @@ def test_item_page_never_500s_on_duplicate_labels(tmp_path: Path) -> None:
     assert grid.loc["originality", "human:ann1"] == "3 / 1"  # both of ann1's labels shown, not a crash
     response = TestClient(create_app(study)).get("/item?instance_id=inst00003&candidate_id=narrow_gen_2")
     assert response.status_code == 200
+
+
+def test_spread_is_across_samples_of_one_prompt_not_across_prompts_or_perturbations(tmp_path: Path) -> None:
+    # candidate c: two samples per prompt, each prompt's samples agree (spread 0 within every prompt), but
+    # the unperturbed run scores 3, the padded run 1, and the reference scores 2 in prompt p1, 4 in p2
+    base = {"judge": "j", "mode": "comparative", "rubric": "r", "instance_id": "i", "dimension": "d"}
+    rows = [{**base, "run_id": run, "perturbation": pert, "prompt_id": prompt, "candidate_id": cand,
+             "source": "gen" if cand == "c" else "reference", "sample_idx": s, "score": score}
+            for run, pert, prompt, cand, score in (("r0", "none", "p1", "c", 3.0), ("r1", "padding", "p1", "c", 1.0),
+                                                   ("r0", "none", "p1", "ref", 2.0), ("r0", "none", "p2", "ref", 4.0))
+            for s in (0, 1)]  # fmt: skip
+    frame = pd.DataFrame(rows)
+    for run, part in frame.groupby("run_id"):
+        (tmp_path / run).mkdir()
+        part.to_parquet(tmp_path / run / "results.parquet", index=False)
+    pages = Study(tmp_path).page({}, "spread").rows
+    assert {(r["candidate_id"], r["spread"]) for r in pages} == {("c", 0.0), ("ref", 0.0)}
+    with_one = frame.loc[(frame["candidate_id"] == "c") & (frame["run_id"] == "r0")].copy()
+    with_one.loc[with_one["sample_idx"] == 1, "score"] = 5.0  # now p1's samples of c disagree by 2
+    with_one.to_parquet(tmp_path / "r0" / "results.parquet", index=False)
+    assert Study(tmp_path).page({"instance_id": "i"}, "spread").rows[0]["spread"] == 2.0
