@@ -34,7 +34,7 @@ COLUMNS: dict[str, str] = {
 FILTERS: tuple[str, ...] = ("judge", "mode", "rubric", "dimension", "source", "instance_id")
 SORTS: dict[str, str] = {
     "judge_judge": "judge–judge", "judge_human": "judge–human", "spread": "spread across samples",
-    "mode_shift": "independent vs comparative", "item": "instance, candidate",
+    "mode_shift": "independent vs comparative (comparative_all not counted)", "item": "instance, candidate",
 }  # fmt: skip
 ITEM = ("instance_id", "candidate_id", "judge", "mode", "rubric")
 PAGE_SIZE = 50
@@ -57,7 +57,8 @@ OPEN_SQL = (
        FROM base GROUP BY ALL""",
 )
 # The other disagreements of each item × dimension: range over judges (same candidate, mode and dimension),
-# range over the independent and comparative modes (same judge), distance to the human mean. Every window
+# range over the independent and comparative modes only (same judge; comparative_all, pairwise and other modes
+# are kept out of that window, as in analysis.illusion's shift), distance to the human mean. Every window
 # partition holds one instance and one dimension, so the query may be limited to some instances or one
 # dimension and stays exact.
 DISAGREEMENT_SQL = """SELECT base.*,
@@ -67,7 +68,8 @@ DISAGREEMENT_SQL = """SELECT base.*,
   abs(score - h.human) AS judge_human
 FROM base LEFT JOIN human_means h USING (instance_id, candidate_id, dimension) {where}
 WINDOW by_judges AS (PARTITION BY instance_id, candidate_id, mode, dimension),
-       by_modes AS (PARTITION BY instance_id, candidate_id, judge, rubric, dimension)"""
+       by_modes AS (PARTITION BY instance_id, candidate_id, judge, rubric, dimension,
+                    mode IN ('independent', 'comparative'))"""
 ITEM_SQL = """SELECT instance_id, candidate_id, judge, mode, rubric, any_value(source) AS source,
   max(spread) AS spread, max(judge_judge) AS judge_judge, max(judge_human) AS judge_human,
   max(mode_shift) AS mode_shift, bool_and(parsed) AS parsed,

@@ -272,3 +272,14 @@ def test_spread_is_across_samples_of_one_prompt_not_across_prompts_or_perturbati
     with_one.loc[with_one["sample_idx"] == 1, "score"] = 5.0  # now p1's samples of c disagree by 2
     with_one.to_parquet(tmp_path / "r0" / "results.parquet", index=False)
     assert Study(tmp_path).page({"instance_id": "i"}, "spread").rows[0]["spread"] == 2.0
+
+
+def test_mode_shift_is_independent_vs_comparative_only_never_comparative_all(tmp_path: Path) -> None:
+    # one candidate, one judge: independent 3, comparative 3 (no shift), comparative_all 1 (another setting)
+    base = {"judge": "j", "rubric": "r", "instance_id": "i", "candidate_id": "c", "source": "gen",
+            "dimension": "d", "sample_idx": 0, "prompt_id": "p"}  # fmt: skip
+    for mode, score in (("independent", 3.0), ("comparative", 3.0), ("comparative_all", 1.0)):
+        (tmp_path / mode).mkdir()
+        pd.DataFrame([{**base, "mode": mode, "score": score}]).to_parquet(tmp_path / mode / "results.parquet")
+    shift = {r["mode"]: r["mode_shift"] for r in Study(tmp_path).page({}, "mode_shift").rows}
+    assert shift == {"independent": 0.0, "comparative": 0.0, "comparative_all": None}
