@@ -283,3 +283,16 @@ def test_mode_shift_is_independent_vs_comparative_only_never_comparative_all(tmp
         pd.DataFrame([{**base, "mode": mode, "score": score}]).to_parquet(tmp_path / mode / "results.parquet")
     shift = {r["mode"]: r["mode_shift"] for r in Study(tmp_path).page({}, "mode_shift").rows}
     assert shift == {"independent": 0.0, "comparative": 0.0, "comparative_all": None}
+
+
+def test_grid_shows_pairwise_preferences_beside_scores() -> None:
+    from analysis.view import score_grid
+
+    base = {"judge": "j", "rubric": "r", "dimension": "d"}
+    rows = pd.DataFrame([{**base, "mode": "independent", "score": 3.0, "preference": None},
+                         {**base, "mode": "independent", "score": 4.0, "preference": None},
+                         {**base, "mode": "pairwise", "score": float("nan"), "preference": "a"},
+                         {**base, "mode": "pairwise", "score": float("nan"), "preference": "tie"}])  # fmt: skip
+    grid = score_grid(rows, pd.DataFrame(columns=["annotator", "dimension", "score"]))
+    assert grid.loc["d", "j · r · independent"] == "3.50 (3, 4)"
+    assert grid.loc["d", "j · r · pairwise"] == "a/tie"  # was "–": the preferences were dropped
