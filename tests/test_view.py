@@ -296,3 +296,17 @@ def test_grid_shows_pairwise_preferences_beside_scores() -> None:
     grid = score_grid(rows, pd.DataFrame(columns=["annotator", "dimension", "score"]))
     assert grid.loc["d", "j · r · independent"] == "3.50 (3, 4)"
     assert grid.loc["d", "j · r · pairwise"] == "a/tie"  # was "–": the preferences were dropped
+
+
+def test_leaderboard_parse_rate_equals_the_manifests_on_the_same_runs(served: tuple[str, Path]) -> None:
+    from analysis.collect import load_results
+    from analysis.summary import leaderboard
+
+    _, root = served
+    board = leaderboard(load_results(root), {}).set_index("judge")
+    for judge in ("qwen_a", "qwen_b"):  # each judge's two runs (independent, comparative) pooled
+        runs = [json.loads(p.read_text()) for p in root.glob(f"*_{judge}_*/manifest.json")]
+        unscored = sum(m["unscored_calls"] for m in runs)
+        attempted = sum(m["calls_total"] for m in runs)
+        assert len(runs) == 2 and unscored > 0
+        assert board.loc[judge, "parse_rate"] == pytest.approx(1 - unscored / attempted)
