@@ -28,7 +28,7 @@ import pandas as pd
 
 from analysis import annotate_io as io
 from analysis import latent
-from analysis.humans import HUMAN_COLUMNS, HUMAN_MODE
+from analysis.humans import HUMAN_COLUMNS, HUMAN_MODE, first_duplicate
 from analysis.intervals import positive_int
 from analysis.scores import candidate_scores
 
@@ -157,6 +157,17 @@ def _recompute(root: str, labels: pd.DataFrame) -> None:
         print(comp.loc[comp["method"] == "Dawid-Skene"].round(3).to_string(index=False))
 
 
+def check_new_labels(labels: pd.DataFrame, n_kept: int, new: str, kept: str | None) -> None:
+    """A ValueError (one line) when an ingested label (after the `n_kept` labels of the --humans file `kept`)
+    repeats an annotator × item × dimension already given: the report and the viewer refuse such a file."""
+    repeated = first_duplicate(labels)
+    if repeated is None:
+        return
+    pos, first, key = repeated
+    where = f"{kept}:{first + 2}" if first < n_kept else f"row {first - n_kept + 1}"
+    raise ValueError(f"{new}: row {pos - n_kept + 1}: label ({key}) already given in {where}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `export` or `ingest` (see the module docstring)."""
     parser = argparse.ArgumentParser(prog="python -m analysis.annotate", description=__doc__.split("\n")[0])
@@ -189,8 +200,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 0
         labels = ingest(args.file, args.key, args.annotator)
+        n_kept = 0
         if args.humans:
-            labels = pd.concat([load_humans(args.humans), labels], ignore_index=True)
+            kept = load_humans(args.humans)
+            labels, n_kept = pd.concat([kept, labels], ignore_index=True), len(kept)
+        check_new_labels(labels, n_kept, args.file, args.humans)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         labels.to_csv(args.out, index=False)
         print(f"{len(labels)} labels -> {args.out}", file=sys.stderr)

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import yaml
 
 import conf
-from analysis.humans import check_humans
+from analysis.humans import check_humans, first_duplicate
 from analysis.scores import DIRECTION, as_bool
 from analysis.shards import merged_run_ids
 from analysis.validate import (
@@ -242,6 +242,11 @@ def load_humans(path: str | Path) -> pd.DataFrame:
         raise ResultsError(f"{path}: not a human labels CSV: {exc}") from None
     if "score" in frame:
         check_numbers(frame, path, "score")
+    repeated = first_duplicate(humans)
+    if repeated:
+        pos, first, key = repeated
+        raise ResultsError(f"{path}:{pos + 2}: duplicate human label ({key}), first given on line {first + 2}; "
+                           "keep one label per annotator, item and dimension")  # fmt: skip
     return humans
 
 

@@ -33,6 +33,8 @@ from analysis.scores import (
 from analysis.winrate import ITEM_KEYS, TIE_TOL, instance_outcomes
 
 HUMAN_COLUMNS: tuple[str, ...] = ("annotator", "instance_id", "candidate_id", "source", "dimension", "score")
+#: One label per annotator, item and dimension.
+LABEL_KEYS: tuple[str, ...] = ("annotator", "instance_id", "candidate_id", "dimension")
 PREFIX = "human:"
 MAJORITY = "human:majority"
 HUMAN_MODE = "human"
@@ -50,6 +52,19 @@ def check_humans(humans: pd.DataFrame) -> pd.DataFrame:
         out[col] = out[col].astype(str)
     out["score"] = pd.to_numeric(out["score"], errors="coerce")
     return out
+
+
+def first_duplicate(humans: pd.DataFrame) -> tuple[int, int, str] | None:
+    """(position, position of its first occurrence, the key as text) of the first label that repeats an
+    annotator × instance × candidate × dimension already labelled, or None: one annotator's two labels for
+    one item would be averaged or pivoted silently, so ingest refuses them."""
+    keys = humans.loc[:, list(LABEL_KEYS)].astype(str)
+    repeated = keys.duplicated(keep="first").to_numpy()
+    if not repeated.any():
+        return None
+    pos = int(repeated.argmax())
+    first = int((keys == keys.iloc[pos]).all(axis=1).to_numpy().argmax())
+    return pos, first, ", ".join(f"{k}={v}" for k, v in keys.iloc[pos].items())
 
 
 def human_results(humans: pd.DataFrame, directions: Mapping[str, bool] | None = None) -> pd.DataFrame:

@@ -8,6 +8,7 @@ results rows), so a sentence can never disagree with the table it summarises.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -53,10 +54,19 @@ def min_detectable_shift(n: int, alpha: float = ALPHA) -> float:
 
 
 def _calls(results: pd.DataFrame) -> pd.DataFrame:
-    """One row per judgment (call) with its judge, parse status, cost, latency and cached flag."""
+    """One row per judgment (call) with its judge, parse status, cost, latency and cached flag. A call is
+    parsed only when every one of its rows is (experiments.manifest counts it so), so the parse rate here
+    equals the manifest's; cost, latency and the cached flag are the call's, repeated on each row."""
     keys = [c for c in CALL_KEYS if c in results]
     cols = [c for c in ("judge", "parse_ok", "cost_usd", "latency_s", "cached") if c in results]
-    return results.drop_duplicates(["judge", *keys])[cols] if keys else results[cols]
+    if not keys:
+        return results[cols]
+    call = ["judge", *keys]
+    if "parse_ok" in results:
+        parsed = results["parse_ok"].fillna(False).astype(bool)
+        every = parsed.groupby([results[k] for k in call], observed=True, dropna=False).transform("all")
+        results = results.assign(parse_ok=every)
+    return results.drop_duplicates(call)[cols]
 
 
 def _per_judge_usage(results: pd.DataFrame) -> pd.DataFrame:
@@ -84,7 +94,8 @@ def _mean_by_judge(table: pd.DataFrame | None, value: str, name: str) -> pd.Data
 
 def _position_by_judge(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Position bias per judge: comparative mode, the largest |win rate − expected| over shown positions
-    (averaged over dimensions); pairwise mode, the first-shown preference rate − 0.5."""
+    (averaged over dimensions); pairwise mode, the first-shown preference rate − 0.5; a judge that ran both
+    shows the one further from 0 (a max would hide a pairwise preference for the second-shown text)."""
     frames = []
     pos = tables.get("position_bias")
     if pos is not None and len(pos):
@@ -97,13 +108,14 @@ def _position_by_judge(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         frames.append(first.groupby("judge", as_index=False)["_gap"].mean())
     if not frames:
         return pd.DataFrame(columns=["judge", "position_bias"])
-    both = pd.concat(frames).groupby("judge", as_index=False)["_gap"].max()
-    return both.rename(columns={"_gap": "position_bias"})
+    both = pd.concat(frames, ignore_index=True)
+    largest = both.loc[both["_gap"].abs().groupby(both["judge"]).idxmax()]  # signed: < 0 favours the second
+    return largest.rename(columns={"_gap": "position_bias"})[["judge", "position_bias"]]
 
 
 def leaderboard(results: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """One row per judge: κ_w with the experts per dimension, self-consistency α, position / length /
-    self-preference bias, parse rate, cost per 1,000 judgments (NaN: unknown), median latency."""
+    """One row per judge: κ_w with the experts per dimension, self-consistency α, position bias (pairwise:
+    also the first-shown preference and flip rates, from consistency.pairwise_bias), length / self-preference bias, parse rate, cost per 1,000 judgments (NaN: unknown), median latency."""
     board = _per_judge_usage(results)
     agree = tables.get("human_agreement")
     if agree is not None and len(agree):
@@ -112,6 +124,8 @@ def leaderboard(results: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.Da
         board = wide.reset_index().merge(board, on="judge", how="outer")
     for part in (_mean_by_judge(tables.get("self_consistency"), "alpha", "self_alpha"),
                  _position_by_judge(tables),
+                 _mean_by_judge(tables.get("pairwise_bias"), "first_rate", "first_rate"),
+                 _mean_by_judge(tables.get("pairwise_bias"), "flip_rate", "flip_rate"),
                  _mean_by_judge(tables.get("length_bias"), "rho_better", "length_rho"),
                  _mean_by_judge(tables.get("self_preference"), "favours_own", "self_preference")):  # fmt: skip
         board = board.merge(part, on="judge", how="left")
@@ -188,6 +202,15 @@ def shift_lines(shift: pd.DataFrame | None) -> list[str]:
     return lines
 
 
+def _pairwise_part(row: dict[str, Any]) -> str | None:
+    """Pairwise mode's position bias in words: how often the first-shown text wins, how often a verdict flips."""
+    first, flip = row.get("first_rate"), row.get("flip_rate")
+    if first is None or pd.isna(first):
+        return None
+    flips = "" if flip is None or pd.isna(flip) else f", flips {flip:.0%}"
+    return f"pairwise first-shown preferred {first:.0%}{flips}"
+
+
 def judge_lines(board: pd.DataFrame) -> list[str]:
     """Self-consistency, position and length bias, parse rate and cost per judge."""
     lines = []
@@ -195,6 +218,7 @@ def judge_lines(board: pd.DataFrame) -> list[str]:
         cost = "unknown" if pd.isna(r.get("cost_per_1k")) else f"${r['cost_per_1k']:.4f}"
         parts = [f"self-consistency α = {r['self_alpha']:.2f}" if pd.notna(r.get("self_alpha")) else None,
                  f"position bias {r['position_bias']:+.2f}" if pd.notna(r.get("position_bias")) else None,
+                 _pairwise_part(r),
                  f"length ρ = {r['length_rho']:+.2f}" if pd.notna(r.get("length_rho")) else None,
                  f"parse rate {r['parse_rate']:.0%}" if pd.notna(r.get("parse_rate")) else None,
                  f"cost per 1,000 judgments {cost}"]  # fmt: skip

@@ -27,6 +27,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from analysis.collect import load_humans
 from analysis.viewdata import FILTERS, PAGE_SIZE, SORTS, Study, ViewError
 
 BACKGROUND = re.compile(r"<<<PAPER 1>>>.*<<<END PAPER \d+>>>\n?", re.DOTALL)
@@ -50,19 +51,24 @@ def _cell(values: pd.Series) -> str:
     return f"{scores.mean():.2f} ({each})" if len(scores) > 1 else f"{scores.iloc[0]:g}"
 
 
+def _value_cell(part: pd.DataFrame) -> str:
+    """A rater's cell: its scores (`_cell`), or a pairwise rater's preferences (a: this text, b: the other,
+    tie), one per sample, since a pairwise row has a preference and no score."""
+    if part["score"].notna().any():
+        return _cell(part["score"])
+    preferences = part["preference"].dropna().astype(str)
+    return "/".join(preferences) if len(preferences) else "–"
+
+
 def score_grid(rows: pd.DataFrame, humans: pd.DataFrame) -> pd.DataFrame:
     """Dimension × (judge · rubric · mode, then each annotator): every rater's score side by side."""
     judged = rows.assign(rater=rows["judge"] + " · " + rows["rubric"].fillna("") + " · " + rows["mode"])
-    value = judged["score"].where(judged["score"].notna(), judged["preference"])
-    if value.notna().any() and judged["score"].isna().all():
-        grid = judged.assign(v=value).pivot_table(index="dimension", columns="rater", values="v",
-                                                  aggfunc=lambda s: "/".join(map(str, s)))  # fmt: skip
-    else:
-        grid = judged.pivot_table(
-            index="dimension", columns="rater", values="score", aggfunc=_cell, dropna=False
-        )
-    for annotator, part in humans.groupby("annotator"):
-        grid["human:" + str(annotator)] = part.set_index("dimension")["score"].reindex(grid.index)
+    cells = {key: _value_cell(part) for key, part in judged.groupby(["dimension", "rater"], sort=True)}
+    grid = pd.Series(cells, dtype=object).unstack() if cells else pd.DataFrame()
+    grid = grid.rename_axis(index="dimension", columns="rater")
+    for annotator, part in humans.groupby("annotator"):  # repeated labels (refused at ingest) shown, not a 500
+        shown = part.groupby("dimension")["score"].agg(lambda s: " / ".join(f"{v:g}" for v in s.dropna()) or None)
+        grid["human:" + str(annotator)] = shown.reindex(grid.index)
     return grid.fillna("–")
 
 
@@ -176,11 +182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
     args = parser.parse_args(argv)
     try:
-        humans = pd.read_csv(args.humans) if args.humans else None
+        humans = load_humans(args.humans) if args.humans else None  # errors name the file (and line)
         study = Study(args.root, humans)
         sock = bind_port(args.port)
     except (ViewError, ValueError, OSError) as exc:
-        print(f"analysis.view: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
     server = uvicorn.Server(uvicorn.Config(create_app(study), log_level="warning"))

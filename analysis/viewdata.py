@@ -20,7 +20,7 @@ import duckdb
 import pandas as pd
 
 from analysis.collect import find_results
-from analysis.humans import check_humans
+from analysis.humans import check_humans, first_duplicate
 
 # column -> DuckDB type; a column a results file lacks reads as NULL
 COLUMNS: dict[str, str] = {
@@ -29,29 +29,36 @@ COLUMNS: dict[str, str] = {
     "order": "VARCHAR", "dimension": "VARCHAR", "sample_idx": "INTEGER", "position": "INTEGER",
     "label": "VARCHAR", "score": "DOUBLE", "preference": "VARCHAR", "parse_ok": "BOOLEAN", "error": "VARCHAR",
     "raw": "VARCHAR", "finish_reason": "VARCHAR", "cost_usd": "DOUBLE", "latency_s": "DOUBLE",
-    "candidate_text": "VARCHAR",
+    "candidate_text": "VARCHAR", "perturbation": "VARCHAR",
 }  # fmt: skip
 FILTERS: tuple[str, ...] = ("judge", "mode", "rubric", "dimension", "source", "instance_id")
 SORTS: dict[str, str] = {
     "judge_judge": "judge–judge", "judge_human": "judge–human", "spread": "spread across samples",
-    "mode_shift": "independent vs comparative", "item": "instance, candidate",
+    "mode_shift": "independent vs comparative (comparative_all not counted)", "item": "instance, candidate",
 }  # fmt: skip
 ITEM = ("instance_id", "candidate_id", "judge", "mode", "rubric")
 PAGE_SIZE = 50
 
-# Built when a study opens: one row per item × dimension (mean over samples, spread across samples) and
-# one per item (largest spread over its dimensions).
+# Built when a study opens: one row per item × dimension (mean over samples, spread across the samples of
+# one prompt: the largest over its prompts, so a candidate shown in two prompts or judged under two robustness
+# perturbations is not read as an unstable judge) and one per item (largest spread over its dimensions).
 OPEN_SQL = (
-    """CREATE TABLE base AS SELECT instance_id, candidate_id, judge, mode, rubric, dimension,
-         any_value(source) AS source, avg(score) AS score, max(score) - min(score) AS spread,
-         bool_and(coalesce(parse_ok, true)) AS parsed, any_value(preference) AS preference
-       FROM results GROUP BY ALL""",
+    """CREATE TABLE base AS WITH per_prompt AS (
+         SELECT instance_id, candidate_id, judge, mode, rubric, dimension, prompt_id, perturbation,
+           any_value(source) AS source, sum(score) AS total, count(score) AS n, max(score) - min(score) AS spread,
+           bool_and(coalesce(parse_ok, true)) AS parsed, any_value(preference) AS preference
+         FROM results GROUP BY ALL)
+       SELECT instance_id, candidate_id, judge, mode, rubric, dimension, any_value(source) AS source,
+         sum(total) / nullif(sum(n), 0) AS score, max(spread) AS spread, bool_and(parsed) AS parsed,
+         any_value(preference) AS preference
+       FROM per_prompt GROUP BY instance_id, candidate_id, judge, mode, rubric, dimension""",
     """CREATE TABLE base_items AS SELECT instance_id, candidate_id, judge, mode, rubric,
          any_value(source) AS source, max(spread) AS spread, bool_and(parsed) AS parsed
        FROM base GROUP BY ALL""",
 )
 # The other disagreements of each item × dimension: range over judges (same candidate, mode and dimension),
-# range over the independent and comparative modes (same judge), distance to the human mean. Every window
+# range over the independent and comparative modes only (same judge; comparative_all, pairwise and other modes
+# are kept out of that window, as in analysis.illusion's shift), distance to the human mean. Every window
 # partition holds one instance and one dimension, so the query may be limited to some instances or one
 # dimension and stays exact.
 DISAGREEMENT_SQL = """SELECT base.*,
@@ -61,7 +68,8 @@ DISAGREEMENT_SQL = """SELECT base.*,
   abs(score - h.human) AS judge_human
 FROM base LEFT JOIN human_means h USING (instance_id, candidate_id, dimension) {where}
 WINDOW by_judges AS (PARTITION BY instance_id, candidate_id, mode, dimension),
-       by_modes AS (PARTITION BY instance_id, candidate_id, judge, rubric, dimension)"""
+       by_modes AS (PARTITION BY instance_id, candidate_id, judge, rubric, dimension,
+                    mode IN ('independent', 'comparative'))"""
 ITEM_SQL = """SELECT instance_id, candidate_id, judge, mode, rubric, any_value(source) AS source,
   max(spread) AS spread, max(judge_judge) AS judge_judge, max(judge_human) AS judge_human,
   max(mode_shift) AS mode_shift, bool_and(parsed) AS parsed,
@@ -120,6 +128,10 @@ class Study:
         self.con = duckdb.connect()
         self.con.execute("SET preserve_insertion_order = false")  # tables are built faster; pages ORDER BY
         self.humans = check_humans(humans) if humans is not None else None
+        repeated = first_duplicate(self.humans) if self.humans is not None else None
+        if repeated:
+            raise ViewError(f"human labels: row {repeated[0] + 1} is a duplicate label ({repeated[2]}) of row "
+                            f"{repeated[1] + 1}; keep one label per annotator, item and dimension")  # fmt: skip
         try:
             self.con.execute(f"CREATE VIEW results AS {_results_sql(self.con, paths)}")
             self.con.register("human_means_frame", _human_means(self.humans))  # seen by this cursor only

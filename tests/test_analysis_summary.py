@@ -99,3 +99,31 @@ def test_every_column_of_the_report_is_in_the_glossary() -> None:
     tables = compute_tables(study, synthetic_humans(study, seed=2), n_boot=20)
     unknown = {f"{name}.{col}" for name, t in tables.items() for col in t.columns if describe(col) is None}
     assert not unknown, f"add these columns to analysis.glossary.GLOSSARY: {sorted(unknown)}"
+
+
+def test_leaderboard_parse_rate_is_the_manifests_a_call_with_any_unscored_row_is_unscored() -> None:
+    # experiments.study counts a call scored only when every row parsed (Tally.add(scored=all(...)));
+    # call 1's first row parsed, a later one did not; call 2's first did not; call 3 all parsed: 1 of 3
+    base = {"judge": "j", "run_id": "r", "prompt_id": "p", "mode": "comparative", "cost_usd": 0.001}
+    status = {0: [True, False, True], 1: [False, True, True], 2: [True, True, True]}
+    rows = [{**base, "sample_idx": s, "candidate_id": f"c{k}", "parse_ok": ok}
+            for s, oks in status.items() for k, ok in enumerate(oks)]  # fmt: skip
+    board = summary.leaderboard(pd.DataFrame(rows), {}).set_index("judge")
+    assert board.loc["j", "judgments"] == 3
+    assert board.loc["j", "parse_rate"] == pytest.approx(1 / 3)  # the manifest: 1 - 2 unscored / 3 calls
+
+
+def test_leaderboard_shows_pairwise_position_bias_beside_comparative() -> None:
+    # judge j ran both modes: comparative gap |0.30 − 0.25| = 0.05; pairwise it prefers the SECOND-shown text
+    # (first_rate 0.1, so 0.1 − 0.5 = −0.4) and 60% of its verdicts flip with the order (hand-set tables)
+    position = pd.DataFrame({"judge": "j", "dimension": "d", "position": [0, 1, 2, 3],
+                             "win_rate": [0.30, 0.25, 0.25, 0.20], "expected": 0.25})  # fmt: skip
+    pairwise = pd.DataFrame({"judge": ["j", "j"], "dimension": ["d", "e"], "first_rate": [0.1, 0.1],
+                             "flip_rate": [0.5, 0.7]})  # fmt: skip
+    calls = pd.DataFrame({"judge": ["j"], "run_id": "r", "prompt_id": "p", "sample_idx": 0, "parse_ok": True})
+    board = summary.leaderboard(calls, {"position_bias": position, "pairwise_bias": pairwise})
+    row = board.set_index("judge").loc["j"]
+    assert row["position_bias"] == pytest.approx(-0.4)  # the larger |gap|, not max(0.05, −0.4) = 0.05
+    assert row["first_rate"] == pytest.approx(0.1) and row["flip_rate"] == pytest.approx(0.6)
+    line = summary.judge_lines(board)[0]
+    assert "position bias -0.40" in line and "pairwise first-shown preferred 10%, flips 60%" in line

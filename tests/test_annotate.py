@@ -318,3 +318,21 @@ def test_csv_safe_quotes_formula_text_only() -> None:
     assert pd.isna(safe["name"].iloc[9]) and safe["x"].tolist() == [-1.5] * 10
     assert safe["mixed"].tolist()[:3] == [-2.0, "unknown", "'-x"]
     assert csv_unescape(safe["name"].fillna("")).tolist() == [*FORMULAS, "-3", "'=q", "plain", ""]
+
+
+def test_ingest_refuses_labels_already_given(study, tmp_path, capsys) -> None:
+    # the same sheet ingested twice onto one labels file: every label would be a duplicate, which the
+    # report and the viewer refuse; ingest refuses it first, in one line, and writes nothing
+    out = tmp_path / "set"
+    annotate.export(study, out, n=4, by="disagreement")
+    sheet = pd.read_csv(out / "sheet.csv", dtype=str, keep_default_na=False)
+    sheet["annotator"], sheet["score"] = "x", "1"
+    sheet.to_csv(tmp_path / "done.csv", index=False)
+    first = ["ingest", str(tmp_path / "done.csv"), "--key", str(out / "key.csv"), "--out", str(tmp_path / "h.csv")]
+    assert annotate.main(first) == 0
+    again = [*first[:-1], str(tmp_path / "h2.csv"), "--humans", str(tmp_path / "h.csv")]
+    capsys.readouterr()
+    assert annotate.main(again) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: {tmp_path / 'done.csv'}: row 1: "), err
+    assert f"{tmp_path / 'h.csv'}:2" in err and "annotator=x" in err and not (tmp_path / "h2.csv").exists()

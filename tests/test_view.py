@@ -193,3 +193,120 @@ def test_a_bad_port_is_one_line_naming_it() -> None:
             bind_port(taken.getsockname()[1])
     finally:
         taken.close()
+
+
+def write_humans(path: Path, duplicate: bool) -> Path:
+    """Labels for inst00003 / narrow_gen_2 of `write_synthetic`; line 4 repeats line 2's key when `duplicate`."""
+    lines = ["annotator,instance_id,candidate_id,source,dimension,score",
+             "ann1,inst00003,narrow_gen_2,narrow_gen,originality,3",
+             "ann2,inst00003,narrow_gen_2,narrow_gen,originality,4",
+             f"ann1,inst00003,narrow_gen_2,narrow_gen,{'originality' if duplicate else 'feasibility'},1"]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def no_serving(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`main` fails the test instead of serving forever when it accepts what it should refuse."""
+    monkeypatch.setattr(uvicorn.Server, "run", lambda *a, **k: pytest.fail("served despite bad labels"))
+
+
+def test_duplicate_human_labels_are_one_error_line_naming_file_line_and_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_serving(monkeypatch)
+    write_synthetic(tmp_path / "study")
+    labels = write_humans(tmp_path / "labels.csv", duplicate=True)
+    assert main([str(tmp_path / "study"), "--humans", str(labels), "--no-browser", "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: {labels}:4: "), err
+    assert "ann1" in err and "inst00003" in err and "narrow_gen_2" in err and "originality" in err
+    assert "line 2" in err  # where the key was first given
+
+
+def test_humans_file_errors_name_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_serving(monkeypatch)
+    write_synthetic(tmp_path / "study")
+    bad = tmp_path / "labels.csv"
+    bad.write_text("annotator,instance_id,score\nann1,inst00003,3\n")  # columns missing
+    for path in (bad, tmp_path / "missing.csv"):
+        assert main([str(tmp_path / "study"), "--humans", str(path), "--no-browser", "--port", "0"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.startswith(f"error: {path}: "), err
+
+
+def test_item_page_never_500s_on_duplicate_labels(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from analysis.view import score_grid
+
+    write_synthetic(tmp_path / "study")
+    labels = pd.read_csv(write_humans(tmp_path / "labels.csv", duplicate=True))
+    with pytest.raises(ViewError, match="duplicate"):
+        Study(tmp_path / "study", labels)  # handed a frame: refused too, one line
+    study = Study(tmp_path / "study", pd.read_csv(write_humans(tmp_path / "ok.csv", duplicate=False)))
+    study.humans = labels.astype({"instance_id": str, "candidate_id": str})  # past every check
+    grid = score_grid(study.item_rows("inst00003", "narrow_gen_2"), study.human_rows("inst00003", "narrow_gen_2"))
+    assert grid.loc["originality", "human:ann1"] == "3 / 1"  # both of ann1's labels shown, not a crash
+    response = TestClient(create_app(study)).get("/item?instance_id=inst00003&candidate_id=narrow_gen_2")
+    assert response.status_code == 200
+
+
+def test_spread_is_across_samples_of_one_prompt_not_across_prompts_or_perturbations(tmp_path: Path) -> None:
+    # candidate c: two samples per prompt, each prompt's samples agree (spread 0 within every prompt), but
+    # the unperturbed run scores 3, the padded run 1, and the reference scores 2 in prompt p1, 4 in p2
+    base = {"judge": "j", "mode": "comparative", "rubric": "r", "instance_id": "i", "dimension": "d"}
+    rows = [{**base, "run_id": run, "perturbation": pert, "prompt_id": prompt, "candidate_id": cand,
+             "source": "gen" if cand == "c" else "reference", "sample_idx": s, "score": score}
+            for run, pert, prompt, cand, score in (("r0", "none", "p1", "c", 3.0), ("r1", "padding", "p1", "c", 1.0),
+                                                   ("r0", "none", "p1", "ref", 2.0), ("r0", "none", "p2", "ref", 4.0))
+            for s in (0, 1)]  # fmt: skip
+    frame = pd.DataFrame(rows)
+    for run, part in frame.groupby("run_id"):
+        (tmp_path / run).mkdir()
+        part.to_parquet(tmp_path / run / "results.parquet", index=False)
+    pages = Study(tmp_path).page({}, "spread").rows
+    assert {(r["candidate_id"], r["spread"]) for r in pages} == {("c", 0.0), ("ref", 0.0)}
+    with_one = frame.loc[(frame["candidate_id"] == "c") & (frame["run_id"] == "r0")].copy()
+    with_one.loc[with_one["sample_idx"] == 1, "score"] = 5.0  # now p1's samples of c disagree by 2
+    with_one.to_parquet(tmp_path / "r0" / "results.parquet", index=False)
+    assert Study(tmp_path).page({"instance_id": "i"}, "spread").rows[0]["spread"] == 2.0
+
+
+def test_mode_shift_is_independent_vs_comparative_only_never_comparative_all(tmp_path: Path) -> None:
+    # one candidate, one judge: independent 3, comparative 3 (no shift), comparative_all 1 (another setting)
+    base = {"judge": "j", "rubric": "r", "instance_id": "i", "candidate_id": "c", "source": "gen",
+            "dimension": "d", "sample_idx": 0, "prompt_id": "p"}  # fmt: skip
+    for mode, score in (("independent", 3.0), ("comparative", 3.0), ("comparative_all", 1.0)):
+        (tmp_path / mode).mkdir()
+        pd.DataFrame([{**base, "mode": mode, "score": score}]).to_parquet(tmp_path / mode / "results.parquet")
+    shift = {r["mode"]: r["mode_shift"] for r in Study(tmp_path).page({}, "mode_shift").rows}
+    assert shift == {"independent": 0.0, "comparative": 0.0, "comparative_all": None}
+
+
+def test_grid_shows_pairwise_preferences_beside_scores() -> None:
+    from analysis.view import score_grid
+
+    base = {"judge": "j", "rubric": "r", "dimension": "d"}
+    rows = pd.DataFrame([{**base, "mode": "independent", "score": 3.0, "preference": None},
+                         {**base, "mode": "independent", "score": 4.0, "preference": None},
+                         {**base, "mode": "pairwise", "score": float("nan"), "preference": "a"},
+                         {**base, "mode": "pairwise", "score": float("nan"), "preference": "tie"}])  # fmt: skip
+    grid = score_grid(rows, pd.DataFrame(columns=["annotator", "dimension", "score"]))
+    assert grid.loc["d", "j · r · independent"] == "3.50 (3, 4)"
+    assert grid.loc["d", "j · r · pairwise"] == "a/tie"  # was "–": the preferences were dropped
+
+
+def test_leaderboard_parse_rate_equals_the_manifests_on_the_same_runs(served: tuple[str, Path]) -> None:
+    from analysis.collect import load_results
+    from analysis.summary import leaderboard
+
+    _, root = served
+    board = leaderboard(load_results(root), {}).set_index("judge")
+    for judge in ("qwen_a", "qwen_b"):  # each judge's two runs (independent, comparative) pooled
+        runs = [json.loads(p.read_text()) for p in root.glob(f"*_{judge}_*/manifest.json")]
+        unscored = sum(m["unscored_calls"] for m in runs)
+        attempted = sum(m["calls_total"] for m in runs)
+        assert len(runs) == 2 and unscored > 0
+        assert board.loc[judge, "parse_rate"] == pytest.approx(1 - unscored / attempted)
