@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.cells import write_csv
+from analysis.cells import md_cell, write_csv
 from analysis.collect import load_results
 from analysis.echo_pairwise import comparisons, win_rates
 from analysis.echoreview import overall_quality, quality_by_source
@@ -38,13 +38,14 @@ def quality_markdown(per_review: pd.DataFrame, by_source: pd.DataFrame) -> list[
              "|---|---|---|---|---|---|"]
     for _, r in by_source.iterrows():
         overall = _ci(r["overall"], r["ci_lo"], r["ci_hi"])
-        lines.append(f"| {r['judge']} | {r.get('mode', '–')} | {r['source']} | {overall} | {r['n']} | "
+        lines.append(f"| {md_cell(r['judge'])} | {md_cell(r.get('mode', '–'))} | {md_cell(r['source'])} | {overall} | {r['n']} | "
                      f"{r['n_unscored']} |")
     lines += ["", "| judge | mode | review | generator | Overall | runs | min | max | sd |",
               "|---|---|---|---|---|---|---|---|---|"]
     for _, r in per_review.iterrows():
         vals = [f"{r[c]:.2f}" if pd.notna(r[c]) else "–" for c in ("overall", "sample_min", "sample_max", "sample_sd")]
-        lines.append(f"| {r['judge']} | {r.get('mode', '–')} | {r['candidate_id']} | {r['source']} | "
+        lines.append(f"| {md_cell(r['judge'])} | {md_cell(r.get('mode', '–'))} | {md_cell(r['candidate_id'])} | "
+                     f"{md_cell(r['source'])} | "
                      f"{vals[0]} | {r['n_samples']} | " + " | ".join(vals[1:]) + " |")
     return lines
 
@@ -56,7 +57,8 @@ def pairwise_markdown(table: pd.DataFrame) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in table.iterrows():
         cells = [_ci(r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in ("win", "tie", "loss")]
-        lines.append(f"| {r['judge']} | {r['dimension']} | {r['generator']} | {r['opponent']} | {r['protocol']} | "
+        lines.append(f"| {md_cell(r['judge'])} | {md_cell(r['dimension'])} | {md_cell(r['generator'])} | "
+                     f"{md_cell(r['opponent'])} | {r['protocol']} | "
                      f"{r['n']} ({r['n_pairs']}) | " + " | ".join(cells)
                      + f" | {r['n_flip']}/{r['n_both_orders']} |")
     lines += ["", "`random order`: one presentation order per comparison, drawn with a fixed seed; `both orders`: "

@@ -103,8 +103,8 @@ def fleiss_kappa(votes: np.ndarray) -> float:
 
 
 def _stats(diff: np.ndarray, votes: np.ndarray) -> dict[str, float]:
-    """Agreement, ρ and κ of one set of pairs (the module docstring's definitions)."""
-    diff = np.where(np.abs(diff) <= TIE_TOL, 0.0, diff)  # a difference in the last bit is a tie
+    """Agreement, ρ and κ of one set of pairs (the module docstring's definitions); ``diff`` has its ties
+    already snapped to 0 (`validate`)."""
     share_a = (votes == "A").mean(axis=1)
     pref = 2.0 * share_a - 1.0
     has_major = np.abs(pref) > 0
@@ -120,9 +120,14 @@ def _stats(diff: np.ndarray, votes: np.ndarray) -> dict[str, float]:
             "n_agreement": int(decided.sum())}
 
 
-def validate(diff: Sequence[float], votes: np.ndarray, n_boot: int = 2000, seed: int = 0) -> dict[str, float]:
-    """Agreement, Spearman ρ and Fleiss κ with 95% bootstrap CIs (``<stat>_lo``/``<stat>_hi``) and counts."""
+def validate(diff: Sequence[float], votes: np.ndarray, n_boot: int = 2000, seed: int = 0,
+             tie_tol: float = TIE_TOL) -> dict[str, float]:
+    """Agreement, Spearman ρ and Fleiss κ with 95% bootstrap CIs (``<stat>_lo``/``<stat>_hi``) and counts.
+
+    ``|diff| <= tie_tol`` is a metric tie (a difference in the last bit); `validation_table` scales it by the
+    combination's total weight, so that multiplying every weight by a constant changes nothing."""
     diff_arr, votes = np.asarray(diff, dtype=float), np.asarray(votes, dtype=object)
+    diff_arr = np.where(np.abs(diff_arr) <= tie_tol, 0.0, diff_arr)
     point = _stats(diff_arr, votes)
     idx = np.random.default_rng(seed).integers(0, len(diff_arr), (n_boot, len(diff_arr)))
     keys = ("agreement", "rho", "kappa")
@@ -139,7 +144,8 @@ def validation_table(scores_a: pd.DataFrame, scores_b: pd.DataFrame, votes: np.n
     rows: list[dict[str, Any]] = []
     for name, comb in combinations.items():
         diff = (comb(scores_a) - comb(scores_b)).to_numpy()
-        rows.append({"metric": name, "combination": comb.describe(), **validate(diff, votes, n_boot, seed)})
+        tol = TIE_TOL * sum(comb.weights.values())  # combined values range over [0, total weight]
+        rows.append({"metric": name, "combination": comb.describe(), **validate(diff, votes, n_boot, seed, tol)})
     return pd.DataFrame(rows)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.cells import write_csv
+from analysis.cells import md_cell, write_csv
 from analysis.intervals import positive_int
 from analysis.mpnet import ModelUnavailable
 from analysis.novbench import score_frame, summary_table
@@ -67,7 +67,7 @@ def table_markdown(table: pd.DataFrame, scores: pd.DataFrame) -> str:
     for _, r in table.iterrows():
         cells = [f"{r[m]:.3f} [{r[f'{m}_lo']:.3f}, {r[f'{m}_hi']:.3f}]" for m in ("Rel.", "Cov.", "Clarity", "DistAcc")]
         key = (r["model"], r["strategy"])
-        lines.append(f"| {r['model']} | {r['strategy']} | {r['n']} | {int(failed.get(key, 0))} | "
+        lines.append(f"| {md_cell(r['model'])} | {md_cell(r['strategy'])} | {r['n']} | {int(failed.get(key, 0))} | "
                      f"{int(parsed.get(key, 0))} | " + " | ".join(cells) + " |")
     policy = str(scores["failed_policy"].iloc[0]) if len(scores) else "zero"
     lines.append("\n`failed`: generations with no usable sentence (error, refusal, empty sections); "

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.agreement import krippendorff_alpha, pair_agreement
-from analysis.cells import write_csv
+from analysis.cells import md_cell, write_csv
 
 SCALE_MAPPING = "judge 1-5 -> reviewer 1-5: identity (same scale); judge per-paper mean rounded half up"
 ACCEPT_AT = 3.0
@@ -161,7 +161,7 @@ def markdown(table: pd.DataFrame, aspect: str) -> str:
         alpha_txt = f"{alpha:.3f}" if pd.notna(alpha) else "–"
         undecided = r.get("n_no_decision", math.nan)
         n = f"{r['n']} (+{int(undecided)} without a decision, left out)" if pd.notna(undecided) and undecided else r["n"]
-        lines.append(f"| {r['judge']} | {r['papers']} | {r['comparison']} | {n} | " + " | ".join(cells)
+        lines.append(f"| {md_cell(r['judge'])} | {md_cell(r['papers'])} | {r['comparison']} | {n} | " + " | ".join(cells)
                      + f" | {alpha_txt} |")  # fmt: skip
     return "\n".join(lines) + (f"\n\nReviewer aspect: {aspect}. Scale mapping: {SCALE_MAPPING}. κ_w: quadratic. "
                                "CIs: Fisher z for ρ and τ, bootstrap over items for percent and κ. Papers: those "

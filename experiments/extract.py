@@ -25,6 +25,8 @@ import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from analysis.cells import write_csv  # model text in a CSV people open: no formulas
+
 
 def classification_metrics(labels: Sequence[int], predicted: Sequence[int | None]) -> dict[str, float]:
     """Accuracy, precision, recall and F1 of class 1 (scikit-learn) over the scored predictions."""
@@ -118,7 +120,7 @@ def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     metrics = {"judge": cfg["judge"]["name"], "papers": len(keep), "n_unmatched_labels": n_unmatched,
                **classification_metrics(rows["label"], rows["predicted"])}
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(out_dir / "extraction_predictions.csv", lambda p: rows.to_csv(p, index=False))
+    write_atomic(out_dir / "extraction_predictions.csv", lambda p: write_csv(rows, p))
     write_atomic(out_dir / "extraction_metrics.json", lambda p: p.write_text(json.dumps(metrics, indent=2)))
     manifest = {"judge": cfg["judge"]["name"], "model": cfg["judge"]["model"], "rubric_version": rubric.version,
                 "sentences": len(rows), "papers": len(keep), "calls_made": tally.calls, "calls_cached": tally.cached,

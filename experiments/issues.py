@@ -19,6 +19,8 @@ import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from analysis.cells import write_csv  # model text in a CSV people open: no formulas
+
 
 async def extract_all(judge: Any, reviews: Sequence[str], params: Mapping[str, Any]) -> list[list[str] | None]:
     """The weakness list of every review (one cached judge call each); None where the call failed or the
@@ -137,7 +139,7 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
     out_dir.mkdir(parents=True, exist_ok=True)
 
     def save(name: str, table: pd.DataFrame) -> None:  # through a temporary file: never half a table
-        write_atomic(out_dir / f"{name}.csv", lambda p: table.to_csv(p, index=False))
+        write_atomic(out_dir / f"{name}.csv", lambda p: write_csv(table, p))
 
     save("weaknesses", weaknesses)
     save("matches", pd.DataFrame(audit))

