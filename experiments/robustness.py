@@ -1,7 +1,7 @@
 """experiment=robustness: re-judge a study's items under controlled, meaning-preserving perturbations.
 
 Each run applies one `Perturbation` (conf: `robustness.perturbation`), seeded per candidate from
-(robustness.seed, candidate_id), to the generated candidates only — the reference stays as it is, so a verdict
+(robustness.seed, instance_id, candidate_id), to the generated candidates only — the reference stays as it is, so a verdict
 against it moves only if the judge does. Text perturbations change `candidate_text` (stored in every results
 row and, with the original, in the run's perturbations.jsonl for auditing); `order` and `labels` change how a
 comparative prompt shows the same texts. Paraphrases are written by a generator judge through the same
@@ -44,8 +44,10 @@ def perturbation_of(cfg: Mapping[str, Any]) -> Perturbation:
     return Perturbation(str(settings(cfg).get("perturbation", "none")))
 
 
-def _rng(seed: int, candidate_id: str) -> random.Random:
-    return random.Random(f"{seed}:{candidate_id}")
+def _rng(seed: int, instance_id: str, candidate_id: str) -> random.Random:
+    """The candidate's own stream: candidate ids repeat across instances (each has a `c1`), so the instance
+    id is part of the seed, else every instance's `c1` would draw the same deletion / padding."""
+    return random.Random(f"{seed}:{instance_id}:{candidate_id}")
 
 
 def delete_sentence(text: str, rng: random.Random) -> str:
@@ -68,29 +70,30 @@ def inject(text: str, attack: str) -> str:
     return f"{text.rstrip()} {attack}"
 
 
-def text_perturber(kind: Perturbation, conf: Mapping[str, Any]) -> Callable[[Candidate], str]:
+def text_perturber(kind: Perturbation, conf: Mapping[str, Any]) -> Callable[[Instance, Candidate], str]:
     """The function giving a generated candidate's perturbed text (text perturbations only)."""
     seed = int(conf.get("seed", 0))
     if kind is Perturbation.sentence_deletion:
-        return lambda c: delete_sentence(c.text, _rng(seed, c.candidate_id))
+        return lambda i, c: delete_sentence(c.text, _rng(seed, i.instance_id, c.candidate_id))
     if kind is Perturbation.padding:
         n = int(conf.get("padding_sentences", 3))
-        return lambda c: pad(c.text, _rng(seed, c.candidate_id), n)
+        return lambda i, c: pad(c.text, _rng(seed, i.instance_id, c.candidate_id), n)
     if kind is Perturbation.injection:
         attack = str(conf.get("injection"))
-        return lambda c: inject(c.text, attack)
+        return lambda i, c: inject(c.text, attack)
     raise ValueError(f"{kind.value} is not a text perturbation")
 
 
 def apply(
-    instances: Sequence[Instance], new_text: Callable[[Candidate], str]
+    instances: Sequence[Instance], new_text: Callable[[Instance, Candidate], str]
 ) -> tuple[list[Instance], list[dict]]:
-    """Instances with each generated candidate's text replaced, and the audit records (original, perturbed)."""
+    """Instances with each generated candidate's text replaced, and the audit records (original, perturbed).
+    `new_text` gets the instance too: a candidate id names a candidate only within its instance."""
     out, audit = [], []
     for inst in instances:
         cands = []
         for cand in inst.candidates:
-            text = new_text(cand)
+            text = new_text(inst, cand)
             audit.append({"instance_id": inst.instance_id, "candidate_id": cand.candidate_id, "original": cand.text,
                           "perturbed": text})  # fmt: skip
             cands.append(dataclasses.replace(cand, text=text))
@@ -98,8 +101,9 @@ def apply(
     return out, audit
 
 
-def paraphrases(instances: Sequence[Instance], cfg: Mapping[str, Any]) -> dict[str, str]:
-    """candidate_id -> a paraphrase by the generator judge (cached calls; a failed call keeps the original)."""
+def paraphrases(instances: Sequence[Instance], cfg: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """(instance_id, candidate_id) -> a paraphrase by the generator judge (cached calls, keyed by the text
+    itself; a failed call keeps the original). Not candidate_id alone: two instances' `c1` are different texts."""
     from experiments.generation import Request, call_many
     from experiments.judges import make_judge, sampling_params
     from judge.rubric import render_template, template_version
@@ -114,19 +118,19 @@ def paraphrases(instances: Sequence[Instance], cfg: Mapping[str, Any]) -> dict[s
             raise ValueError(f"robustness.generator: no judge config {path}")
         gen_cfg["judge"] = OmegaConf.to_container(OmegaConf.load(path))
     version = template_version("paraphrase.jinja")
-    cands = [c for inst in instances for c in inst.candidates]
+    cands = [(inst.instance_id, c) for inst in instances for c in inst.candidates]
     requests = [Request([{"role": "user", "content": render_template("paraphrase.jinja", text=c.text)}], version)
-                for c in cands]  # fmt: skip
+                for _, c in cands]  # fmt: skip
     judge = make_judge(gen_cfg)
     params = sampling_params(gen_cfg) | {"seed": int(conf.get("seed", 0))}
     try:
         results = asyncio.run(call_many(judge, requests, params, bool(cfg.get("progress", False))))
     finally:
         judge.cache.close()
-    out = {}
-    for cand, res in zip(cands, results, strict=True):
+    out: dict[tuple[str, str], str] = {}
+    for (instance_id, cand), res in zip(cands, results, strict=True):
         text = (res.completion.text if res.completion else "").strip().strip('"').strip()
-        out[cand.candidate_id] = text or cand.text
+        out[instance_id, cand.candidate_id] = text or cand.text
     return out
 
 
@@ -138,7 +142,7 @@ def perturb(instances: list[Instance], cfg: Mapping[str, Any]) -> tuple[list[Ins
         return instances, []
     if kind is Perturbation.paraphrase:
         table = paraphrases(instances, cfg)
-        new, audit = apply(instances, lambda c: table[c.candidate_id])
+        new, audit = apply(instances, lambda i, c: table[i.instance_id, c.candidate_id])
     else:
         new, audit = apply(instances, text_perturber(kind, settings(cfg)))
     seed = int(settings(cfg).get("seed", 0))

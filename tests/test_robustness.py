@@ -121,3 +121,49 @@ def test_robustness_multirun_stores_perturbations_and_finds_the_injection(tmp_pa
 
     assert analysis_rb.main([str(tmp_path / "m")]) == 0 and (tmp_path / "m" / "robustness.csv").exists()
     assert analysis_rb.main([str(tmp_path / "m"), "--reference", "nosuch"]) == 2  # not an empty table
+
+
+def _two_instances_sharing_c1(text_1: str, text_2: str) -> list:
+    """Two instances whose generated candidates are both `c1` (ids are unique only within an instance)."""
+    from experiments.datasets import Candidate, Instance
+
+    ref = Candidate(candidate_id="ref", source="reference", text="reference")
+    return [Instance("i1", "cs", (), ref, (Candidate("c1", "gpt", text_1),)),
+            Instance("i2", "cs", (), ref, (Candidate("c1", "gpt", text_2),))]  # fmt: skip
+
+
+def test_paraphrases_are_keyed_by_instance_and_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `c1` in two instances gets its own paraphrase each, not the one written last (review 7, F1)."""
+    import types
+
+    import experiments.generation as gen
+    import experiments.judges as judges
+
+    async def fake_call_many(judge: object, requests: list, params: dict, progress: bool = False) -> list:
+        said = [r.messages[-1]["content"].split("<<<TEXT>>>", 1)[1].split("<<<END TEXT>>>", 1)[0].strip()
+                for r in requests]  # fmt: skip
+        return [types.SimpleNamespace(completion=types.SimpleNamespace(text=f"PARA({s})")) for s in said]
+
+    monkeypatch.setattr(gen, "call_many", fake_call_many)
+    monkeypatch.setattr(judges, "make_judge", lambda cfg: types.SimpleNamespace(cache=types.SimpleNamespace(
+        close=lambda: None)))  # fmt: skip
+    monkeypatch.setattr(judges, "sampling_params", lambda cfg: {})
+    new, audit = rb.perturb(_two_instances_sharing_c1("alpha text", "beta text"),
+                            {"robustness": {"perturbation": "paraphrase", "seed": 0}})  # fmt: skip
+    assert [c.text for inst in new for c in inst.candidates] == ["PARA(alpha text)", "PARA(beta text)"]
+    assert [(a["instance_id"], a["original"], a["perturbed"]) for a in audit] == [
+        ("i1", "alpha text", "PARA(alpha text)"), ("i2", "beta text", "PARA(beta text)")]  # fmt: skip
+
+
+def test_deletion_and_padding_draw_per_instance_not_per_candidate_id() -> None:
+    """Each instance's `c1` has its own random stream, seeded with "seed:instance_id:candidate_id"."""
+    text = "One. Two. Three. Four. Five. Six."
+    instances = _two_instances_sharing_c1(text, text)
+    for kind, conf, fn in (
+        ("sentence_deletion", {"seed": 5}, lambda r: rb.delete_sentence(text, r)),
+        ("padding", {"seed": 5, "padding_sentences": 2}, lambda r: rb.pad(text, r, 2)),
+    ):
+        new, _ = rb.perturb(instances, {"robustness": {"perturbation": kind, **conf}})
+        got = [inst.candidates[0].text for inst in new]
+        assert got == [fn(random.Random("5:i1:c1")), fn(random.Random("5:i2:c1"))]
+        assert got[0] != got[1]  # same text and candidate id, different instance: independent draws
