@@ -71,7 +71,9 @@ SECTIONS: tuple[Section, ...] = (
         "Judges combined",
         "Candidate scores averaged over judges (`mean`), or per-judge verdicts "
         "combined (`unanimous`, `majority`). `n_excluded`: instances a vote leaves out because some judge "
-        "left them unscored (`mean` keeps them); `n_judges_min`: the fewest judges behind any instance.",
+        "left them unscored (`mean` keeps them); `n_judges_min`: the fewest judges behind any instance. A "
+        "combination is over the judges it names in each mode: where judges ran different modes, each mode's "
+        "judges and those that ran both modes are combined apart.",
         ("winrate_combined",),
         None,
         "Only one judge: there is nothing to combine.",
