@@ -32,7 +32,7 @@ def overview(results: pd.DataFrame) -> pd.DataFrame:
     frame = results[keys].assign(
         _scored=results["score"].notna().to_numpy()
         | (results["preference"].notna().to_numpy() if "preference" in results else False),
-        _cost=results["cost_usd"].astype(float) if "cost_usd" in results else np.nan,
+        _cost=summary.call_costs(results).to_numpy(),  # a call that got no completion: 0
         _cached=results["cached"].astype(float) if "cached" in results else np.nan,
     )
     out = frame.groupby(keys, observed=True, dropna=False).agg(

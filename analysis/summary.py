@@ -53,11 +53,27 @@ def min_detectable_shift(n: int, alpha: float = ALPHA) -> float:
     return float("inf")
 
 
+def call_costs(results: pd.DataFrame) -> pd.Series:
+    """`cost_usd` per row as float, a call that got no completion at 0: the manifest counts it so, and
+    experiments.rows writes 0.0 for it, but older results files hold NaN. Such a call has no answer text, no
+    latency and was not cached; a completed call of unknown price stays NaN (unknown)."""
+    if "cost_usd" not in results:
+        return pd.Series(np.nan, index=results.index)
+    cost = results["cost_usd"].astype(float)
+    if not {"raw", "latency_s"} <= set(results):
+        return cost
+    no_text = results["raw"].astype(object).fillna("").astype(str).to_numpy() == ""
+    idle = results["latency_s"].astype(float).fillna(0.0).to_numpy() == 0.0
+    live = ~results["cached"].fillna(False).astype(bool).to_numpy() if "cached" in results else True
+    return cost.mask(cost.isna().to_numpy() & no_text & idle & live, 0.0)
+
+
 def _calls(results: pd.DataFrame) -> pd.DataFrame:
     """One row per judgment (call) with its judge, parse status, cost, latency and cached flag. A call is
     parsed only when every one of its rows is (experiments.manifest counts it so), so the parse rate here
     equals the manifest's; cost, latency and the cached flag are the call's, repeated on each row."""
     keys = [c for c in CALL_KEYS if c in results]
+    results = results.assign(cost_usd=call_costs(results))
     cols = [c for c in ("judge", "parse_ok", "cost_usd", "latency_s", "cached") if c in results]
     if not keys:
         return results[cols]
