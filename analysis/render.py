@@ -41,15 +41,16 @@ class Section:
 SECTIONS: tuple[Section, ...] = (
     Section(
         "Judge leaderboard",
-        "One row per judge, best agreement with the experts first: κ_w with the experts per dimension, "
+        "One row per judge, best agreement with the experts first: κ_w with the experts per dimension and mode, "
         "self-consistency α, position / length / self-preference bias, parse rate, cost per 1,000 judgments "
         "(unknown when any call's cost is unknown), median latency. Click a column to sort.",
         ("leaderboard",),
     ),
     Section(
         "Agreement with the experts",
-        "Per judge and dimension: quadratic-weighted κ and Spearman ρ between the judge's candidate scores "
-        "and the experts' mean score (both rounded to the rubric scale), 95% CIs; every mode the judge ran.",
+        "Per judge, mode and dimension: quadratic-weighted κ and Spearman ρ between the judge's candidate scores "
+        "and the experts' mean score (both rounded to the rubric scale), 95% CIs; each expert item counts once "
+        "per judge and mode.",
         ("human_agreement",),
         "human_agreement",
         NO_HUMANS,
