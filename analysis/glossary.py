@@ -1,6 +1,6 @@
 """What every column of the report's tables means (the report's glossary).
 
-`describe` also reads the families of names: `<x>_lo` / `<x>_hi` (the 95% CI of x), `kappa_w:<dimension>`
+`describe` also reads the families of names: `<x>_lo` / `<x>_hi` (the 95% CI of x), `kappa_w:<dimension> [<mode>]`
 (leaderboard), `p[<label>]` (latent posterior) and a bare outcome label (a confusion-matrix count).
 """
 
@@ -85,7 +85,8 @@ def describe(column: object) -> str | None:
         end = "lower" if match.group("end") == "lo" else "upper"
         return f"{end} end of the 95% CI of {match.group('base')}"
     if name.startswith("kappa_w:"):
-        return f"κ_w with the experts' mean score on {name.split(':', 1)[1]}"
+        dim, _, mode = name.split(":", 1)[1].partition(" [")
+        return f"κ_w with the experts' mean score on {dim}" + (f", {mode.rstrip(']')} mode" if mode else "")
     if re.fullmatch(r"p\[.+\]", name):
         return f"posterior probability of label {name[2:-1]}"
     if re.fullmatch(r"-?\d+", name):

@@ -123,7 +123,8 @@ def win_tie_loss_by_mode(tables: Tables) -> PaperTable | None:
         n = out[names["n"]].astype("Int64")  # a judge that did not run this mode: blank, not a crash
         out[names["n"]] = n.astype(object).where(n.notna().to_numpy(), "")
         spanners.append((mode, tuple(names.values())))
-    note = "per judge and for the judges' mean; rates over instances; shift in percentage points"
+    note = ("per judge and for the judges' mean, each mean over the judges it names in every mode shown; rates "
+            "over instances; shift in percentage points")
     shifts = _shifts(tables)
     if len(shifts):
         out, missing = _with_shifts(out, shifts, keys)

@@ -139,13 +139,16 @@ def _matrix(fig: Figure, ax: Axes, matrix: np.ndarray, rows: Sequence[str], cols
 
 
 def human_agreement_matrix(agree: pd.DataFrame) -> Figure | None:
-    """Judge × dimension matrix of κ_w with the experts, each cell with its 95% CI."""
+    """Judge [mode] × dimension matrix of κ_w with the experts, each cell with its 95% CI (one row per mode:
+    a judge's modes are measured apart)."""
     if agree.empty:
         return None
-    judges, dims = sorted(agree["judge"].astype(str).unique()), _panels(agree)
+    rater = agree["judge"].astype(str) + (" [" + agree["mode"].astype(str) + "]" if "mode" in agree else "")
+    agree = agree.assign(_rater=rater)
+    judges, dims = sorted(agree["_rater"].unique()), _panels(agree)
     matrix = np.full((len(judges), len(dims)), np.nan)
     text = {}
-    for j, d, v, lo, hi in agree[["judge", "dimension", "kappa_w", "kappa_w_lo", "kappa_w_hi"]].itertuples(
+    for j, d, v, lo, hi in agree[["_rater", "dimension", "kappa_w", "kappa_w_lo", "kappa_w_hi"]].itertuples(
         index=False
     ):
         key = (judges.index(str(j)), dims.index(str(d)))

@@ -41,15 +41,16 @@ class Section:
 SECTIONS: tuple[Section, ...] = (
     Section(
         "Judge leaderboard",
-        "One row per judge, best agreement with the experts first: κ_w with the experts per dimension, "
+        "One row per judge, best agreement with the experts first: κ_w with the experts per dimension and mode, "
         "self-consistency α, position / length / self-preference bias, parse rate, cost per 1,000 judgments "
         "(unknown when any call's cost is unknown), median latency. Click a column to sort.",
         ("leaderboard",),
     ),
     Section(
         "Agreement with the experts",
-        "Per judge and dimension: quadratic-weighted κ and Spearman ρ between the judge's candidate scores "
-        "and the experts' mean score (both rounded to the rubric scale), 95% CIs; every mode the judge ran.",
+        "Per judge, mode and dimension: quadratic-weighted κ and Spearman ρ between the judge's candidate scores "
+        "and the experts' mean score (both rounded to the rubric scale), 95% CIs; each expert item counts once "
+        "per judge and mode.",
         ("human_agreement",),
         "human_agreement",
         NO_HUMANS,
@@ -71,7 +72,9 @@ SECTIONS: tuple[Section, ...] = (
         "Judges combined",
         "Candidate scores averaged over judges (`mean`), or per-judge verdicts "
         "combined (`unanimous`, `majority`). `n_excluded`: instances a vote leaves out because some judge "
-        "left them unscored (`mean` keeps them); `n_judges_min`: the fewest judges behind any instance.",
+        "left them unscored (`mean` keeps them); `n_judges_min`: the fewest judges behind any instance. A "
+        "combination is over the judges it names in each mode: where judges ran different modes, each mode's "
+        "judges and those that ran both modes are combined apart.",
         ("winrate_combined",),
         None,
         "Only one judge: there is nothing to combine.",

@@ -32,7 +32,7 @@ def overview(results: pd.DataFrame) -> pd.DataFrame:
     frame = results[keys].assign(
         _scored=results["score"].notna().to_numpy()
         | (results["preference"].notna().to_numpy() if "preference" in results else False),
-        _cost=results["cost_usd"].astype(float) if "cost_usd" in results else np.nan,
+        _cost=summary.call_costs(results).to_numpy(),  # a call that got no completion: 0
         _cached=results["cached"].astype(float) if "cached" in results else np.nan,
     )
     out = frame.groupby(keys, observed=True, dropna=False).agg(
@@ -98,15 +98,33 @@ def combined_label(judges: Sequence[str], combine: str, rubric: str | None) -> s
     return f"{combine} of {len(names)} judges ({'+'.join(names)})" + (f" / {rubric}" if rubric else "")
 
 
+def _judge_sets(cands: pd.DataFrame, both_only: bool = False) -> list[tuple[list[str], list[str]]]:
+    """(judges, modes) to combine: the judges that ran each mode, and those that ran both independent and
+    comparative (whose shift then sits beside their rates). A combination is labelled by its judges, so every
+    rate it shows is over the judges it names, never over fewer in one mode (review 7 F2)."""
+    ran = cands.groupby("mode", observed=True)["judge"].agg(lambda j: frozenset(map(str, j.unique())))
+    ran.index = ran.index.astype(str)
+    sets: dict[frozenset[str], list[str]] = {}
+    if not both_only:
+        for mode, judges in ran.items():
+            sets.setdefault(judges, []).append(str(mode))
+    if {"independent", "comparative"} <= set(ran.index):
+        modes = sets.setdefault(ran["independent"] & ran["comparative"], [])
+        modes += [m for m in ("independent", "comparative") if m not in modes]
+    return [(sorted(judges), modes) for judges, modes in sets.items() if len(judges) > 1]
+
+
 def _combined(cands: pd.DataFrame, compute: Callable[[pd.DataFrame, str], pd.DataFrame],
-              combines: Sequence[str]) -> pd.DataFrame:  # fmt: skip
-    """`compute(cands, combine)` per rubric group with more than one judge, relabelled by `combined_label`."""
+              combines: Sequence[str], both_only: bool = False) -> pd.DataFrame:  # fmt: skip
+    """`compute(rows, combine)` per rubric group and judge set of more than one judge (`_judge_sets`),
+    relabelled by `combined_label`."""
     frames = []
     for rubric, part in _rubric_groups(cands):
-        judges = part["judge"].astype(str).unique()
-        if len(judges) > 1:
+        judge, mode = part["judge"].astype(str), part["mode"].astype(str)
+        for judges, modes in _judge_sets(part, both_only):
+            rows = part.loc[(judge.isin(judges) & mode.isin(modes)).to_numpy()]
             frames += [
-                compute(part, c).assign(judge=combined_label(judges, c, rubric), combine=c) for c in combines
+                compute(rows, c).assign(judge=combined_label(judges, c, rubric), combine=c) for c in combines
             ]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -126,19 +144,11 @@ def _winrate_tables(cands: pd.DataFrame, reference: str, n_boot: int, seed: int)
         tables["winrate_combined"] = combined
     if {"independent", "comparative"} <= _modes(cands):
         tables["mode_shift"] = illusion.mode_shift(cands, reference, n_boot=n_boot, seed=seed)
-        both = _both_modes(cands)  # a combination's shift over judges in one mode only would compare two sets
-        shift = _combined(both, lambda part, c: illusion.mode_shift(part, reference, combine=c, n_boot=n_boot,
-                                                                    seed=seed), ("mean",))  # fmt: skip
+        shift = _combined(cands, lambda part, c: illusion.mode_shift(part, reference, combine=c, n_boot=n_boot,
+                                                                     seed=seed), ("mean",), both_only=True)  # fmt: skip
         if len(shift):
             tables["mode_shift_combined"] = shift
     return tables
-
-
-def _both_modes(cands: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the judges that ran both independent and comparative mode."""
-    modes = cands.groupby("judge", observed=True)["mode"].agg(lambda m: {"independent", "comparative"} <= set(m))
-    keep = set(modes.index[modes.to_numpy(dtype=bool)])
-    return cands.loc[cands["judge"].isin(keep).to_numpy()]
 
 
 def _agreement_tables(cands: pd.DataFrame, humans: pd.DataFrame | None, reference: str, n_boot: int,

@@ -23,24 +23,25 @@ CALL_KEYS = ["run_id", "prompt_id", "sample_idx"]  # one judgment = one call (a 
 
 def human_agreement(cands: pd.DataFrame, humans: pd.DataFrame | None, n_boot: int = 1000,
                     seed: int = 0) -> pd.DataFrame:  # fmt: skip
-    """Per judge × dimension: quadratic-weighted κ (bootstrap CI) and Spearman ρ between the judge's
-    candidate scores and the experts' mean score, both rounded half up to the rubric's integer scale.
-    Every mode the judge ran counts (an item is a candidate in one mode); a reference scored in several
-    generators' comparative prompts is one item, its score the mean over them (as in best-of-K)."""
-    cols = ["judge", "dimension", "n", "kappa_w", "kappa_w_lo", "kappa_w_hi", "rho", "rho_lo", "rho_hi"]
+    """Per judge × mode × dimension: quadratic-weighted κ (bootstrap CI) and Spearman ρ between the judge's
+    candidate scores and the experts' mean score, both rounded half up to the rubric's integer scale. Each
+    expert item counts once per judge and mode (pooling the modes would pair it twice and bootstrap the copies
+    as independent; card.human_agreement is per mode too); a reference scored in several generators'
+    comparative prompts is one item, its score the mean over them (as in best-of-K)."""
+    cols = ["judge", "mode", "dimension", "n", "kappa_w", "kappa_w_lo", "kappa_w_hi", "rho", "rho_lo", "rho_hi"]
     if humans is None or humans.empty:
         return pd.DataFrame(columns=cols)
     if CONTEXT in cands:  # one row per prompt context: the reference would be counted once per prompt
         cands = candidate_scores(cands)
     keys = ["instance_id", "candidate_id", "dimension"]
     expert = humans.astype({k: str for k in keys}).groupby(keys, as_index=False)["score"].mean()
-    judged = cands[["judge", *keys, "score"]].astype({"judge": str, **{k: str for k in keys}})
+    judged = cands[["judge", "mode", *keys, "score"]].astype({"judge": str, "mode": str, **{k: str for k in keys}})
     paired = judged.merge(expert.rename(columns={"score": "human"}), on=keys, how="inner")
     rows = []
-    for (judge, dim), part in paired.groupby(["judge", "dimension"], sort=True):
+    for (judge, mode, dim), part in paired.groupby(["judge", "mode", "dimension"], sort=True):
         a, b = np.floor(part["score"].to_numpy() + 0.5), np.floor(part["human"].to_numpy() + 0.5)
         got = pair_agreement(a, b, n_boot, seed)
-        rows.append({"judge": judge, "dimension": dim, **{c: got[c] for c in cols[2:]}})
+        rows.append({"judge": judge, "mode": mode, "dimension": dim, **{c: got[c] for c in cols[3:]}})
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -53,11 +54,27 @@ def min_detectable_shift(n: int, alpha: float = ALPHA) -> float:
     return float("inf")
 
 
+def call_costs(results: pd.DataFrame) -> pd.Series:
+    """`cost_usd` per row as float, a call that got no completion at 0: the manifest counts it so, and
+    experiments.rows writes 0.0 for it, but older results files hold NaN. Such a call has no answer text, no
+    latency and was not cached; a completed call of unknown price stays NaN (unknown)."""
+    if "cost_usd" not in results:
+        return pd.Series(np.nan, index=results.index)
+    cost = results["cost_usd"].astype(float)
+    if not {"raw", "latency_s"} <= set(results):
+        return cost
+    no_text = results["raw"].astype(object).fillna("").astype(str).to_numpy() == ""
+    idle = results["latency_s"].astype(float).fillna(0.0).to_numpy() == 0.0
+    live = ~results["cached"].fillna(False).astype(bool).to_numpy() if "cached" in results else True
+    return cost.mask(cost.isna().to_numpy() & no_text & idle & live, 0.0)
+
+
 def _calls(results: pd.DataFrame) -> pd.DataFrame:
     """One row per judgment (call) with its judge, parse status, cost, latency and cached flag. A call is
     parsed only when every one of its rows is (experiments.manifest counts it so), so the parse rate here
     equals the manifest's; cost, latency and the cached flag are the call's, repeated on each row."""
     keys = [c for c in CALL_KEYS if c in results]
+    results = results.assign(cost_usd=call_costs(results))
     cols = [c for c in ("judge", "parse_ok", "cost_usd", "latency_s", "cached") if c in results]
     if not keys:
         return results[cols]
@@ -115,12 +132,14 @@ def _position_by_judge(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def leaderboard(results: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per judge: κ_w with the experts per dimension, self-consistency α, position bias (pairwise:
-    also the first-shown preference and flip rates, from consistency.pairwise_bias), length / self-preference bias, parse rate, cost per 1,000 judgments (NaN: unknown), median latency."""
+    also the first-shown preference and flip rates, from consistency.pairwise_bias), length / self-preference
+    bias, parse rate, cost per 1,000 judgments (NaN: unknown), median latency. κ_w is per dimension and mode
+    (``kappa_w:<dimension> [<mode>]``); the rows are sorted by its mean over the columns."""
     board = _per_judge_usage(results)
     agree = tables.get("human_agreement")
     if agree is not None and len(agree):
-        wide = agree.pivot_table(index="judge", columns="dimension", values="kappa_w", aggfunc="mean")
-        wide.columns = [f"kappa_w:{d}" for d in wide.columns]
+        wide = agree.pivot_table(index="judge", columns=["dimension", "mode"], values="kappa_w", aggfunc="first")
+        wide.columns = [f"kappa_w:{d} [{m}]" for d, m in wide.columns]  # each mode its own: never averaged
         board = wide.reset_index().merge(board, on="judge", how="outer")
     for part in (_mean_by_judge(tables.get("self_consistency"), "alpha", "self_alpha"),
                  _position_by_judge(tables),
@@ -159,6 +178,7 @@ def agreement_lines(agree: pd.DataFrame | None, unmatched: pd.DataFrame | None =
             "No human labels were given, so agreement with the experts is not measured (`--humans FILE`)."
         ]
     lines = []
+    agree = agree.assign(judge=_rater(agree))
     for dim, part in agree.dropna(subset=["kappa_w"]).groupby("dimension", sort=True):
         ranked = part.sort_values("kappa_w", ascending=False)
         top = ranked.iloc[0]
@@ -177,6 +197,13 @@ def agreement_lines(agree: pd.DataFrame | None, unmatched: pd.DataFrame | None =
     return (lines or ["The experts' labels share no candidate with the judges' scores."]) + unmatched_line(
         unmatched
     )
+
+
+def _rater(agree: pd.DataFrame) -> pd.Series:
+    """``judge [mode]`` for an agreement row where the table has several modes, else the judge."""
+    judge = agree["judge"].astype(str)
+    several = "mode" in agree and agree["mode"].nunique() > 1
+    return judge + " [" + agree["mode"].astype(str) + "]" if several else judge
 
 
 def shift_lines(shift: pd.DataFrame | None) -> list[str]:

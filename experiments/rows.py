@@ -72,6 +72,14 @@ def _flip(choice: str | None, order: str | None) -> str | None:
     return {"a": "b", "b": "a"}[choice]
 
 
+def call_cost(result: CallResult) -> float | None:
+    """What the call cost, as the manifest's `Tally` counts it: nothing for a call that got no completion or
+    shared another call's answer (no request of its own); a completion's price, None when unknown."""
+    if result.completion is None or result.shared:
+        return 0.0
+    return result.completion.cost_usd
+
+
 def rows_for(prompt: Prompt, sample_idx: int, result: CallResult, rubric: Rubric,
              meta: Mapping[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
     """Rows for one sample of one prompt; `meta` holds the run-level columns."""
@@ -82,7 +90,7 @@ def rows_for(prompt: Prompt, sample_idx: int, result: CallResult, rubric: Rubric
         "raw": comp.text if comp else "", "finish_reason": comp.finish_reason if comp else None,
         "prompt_tokens": comp.prompt_tokens if comp else 0,
         "completion_tokens": comp.completion_tokens if comp else 0,
-        "cost_usd": comp.cost_usd if comp else None, "latency_s": 0.0 if result.cached or result.shared or not comp
+        "cost_usd": call_cost(result), "latency_s": 0.0 if result.cached or result.shared or not comp
         else comp.latency_s, "cached": result.cached, "retries": result.retries,
     }  # fmt: skip
     rows = []

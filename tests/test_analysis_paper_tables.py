@@ -90,21 +90,78 @@ def test_tables_without_humans_or_modes_are_left_out(tables: dict) -> None:
     assert pt.paper_tables({}) == []
 
 
+#: Generated candidate's score per (judge, mode) on instance 0 and 1; the reference scores 5 everywhere.
+HAND = {("judge_a", "independent"): (6, 6), ("judge_b", "independent"): (6, 5), ("judge_c", "independent"): (2, 3),
+        ("judge_a", "comparative"): (5, 4), ("judge_b", "comparative"): (5, 5)}  # fmt: skip
+
+
+def _hand_results(runs: dict[tuple[str, str], tuple[int, int]]) -> pd.DataFrame:
+    """Two instances, one generated candidate, one dimension; only the (judge, mode) runs of `runs`."""
+    judges = sorted({j for j, _ in runs})
+    r = synthetic_results(n_instances=2, generators=("gen",), k=1, dimensions=("originality",), judges=judges,
+                          n_samples=1, seed=0)  # fmt: skip
+    r = r.loc[[k in runs for k in zip(r["judge"].astype(str), r["mode"].astype(str), strict=True)]]
+    inst = r["instance_id"].cat.codes.to_numpy()
+    r["score"] = [5.0 if s == "reference" else float(runs[(j, m)][i]) for j, m, s, i in zip(
+        r["judge"].astype(str), r["mode"].astype(str), r["source"].astype(str), inst, strict=True)]  # fmt: skip
+    return r.reset_index(drop=True)
+
+
+def _row(table: pt.PaperTable, judge: str) -> pd.Series:
+    return table.frame.set_index(["judge", "source", "dimension"]).loc[(judge, "gen", "originality")]
+
+
+def _cells(row: pd.Series, mode: str) -> tuple[str, ...]:
+    return tuple(row[f"{mode} {o}"] for o in ("n", "win", "tie", "loss"))
+
+
 def test_a_judge_in_one_mode_only_has_no_shift_and_no_crash(tmp_path) -> None:
-    """Review F4: judge_b ran independent mode only; the table used to raise TypeError (Int64 n filled with
-    ""). Its comparative cells are blank, its shift n/a and named in the note; the judges' mean has no shift
-    either (its comparative side would be judge_a alone), so mode_shift_combined is absent."""
-    results = synthetic_results(n_instances=6, seed=1)
-    one_mode = ((results["judge"] == "judge_b") & (results["mode"] == "comparative")).to_numpy()
-    tables = compute_tables(results.loc[~one_mode].reset_index(drop=True), n_boot=20)
+    """Review 5 F4: judge_b ran independent mode only; the table used to raise TypeError (Int64 n filled with
+    ""). Its comparative cells are blank, its shift n/a and named in the note. Review 7 F2: the judges' mean
+    row showed judge_a's comparative rates under "mean of 2 judges"; comparative has one judge, so the mean
+    has no comparative rates. By hand: mean independent 6 and 5.5 vs 5, two wins; judge_a comparative 5 and 4
+    vs 5, a tie and a loss, after two independent wins; judge_b independent 6 and 5, a win and a tie."""
+    runs = {k: v for k, v in HAND.items() if k[0] != "judge_c" and k != ("judge_b", "comparative")}
+    tables = compute_tables(_hand_results(runs), n_boot=20)
     assert "mode_shift_combined" not in tables and set(tables["mode_shift"]["judge"]) == {"judge_a"}
+    assert set(tables["winrate_combined"]["mode"]) == {"independent"}
     table = pt.win_tie_loss_by_mode(tables)
-    frame = table.frame.set_index(["judge", "source", "dimension"])
-    b = frame.loc[("judge_b", "narrow_gen", "originality")]
-    assert (b["independent n"], b["comparative n"], b["comparative win"]) == (6, "", "")
-    assert (b["win shift"], b["tie shift"], b["McNemar p"]) == ("n/a", "n/a", "n/a")
-    assert frame.loc[("judge_a", "narrow_gen", "originality"), "win shift"] not in ("", "n/a")
+    mean, a, b = (_row(table, j) for j in ("mean of 2 judges (judge_a+judge_b)", "judge_a", "judge_b"))
+    assert _cells(mean, "independent") == (2, "100.0%", "0.0%", "0.0%")
+    assert _cells(mean, "comparative") == ("", "", "", "")
+    assert _cells(a, "comparative") == (2, "0.0%", "50.0%", "50.0%")
+    assert (a["win shift"], a["tie shift"]) == ("-100.0", "+50.0")
+    assert _cells(b, "independent") == (2, "50.0%", "50.0%", "0.0%") and _cells(b, "comparative")[0] == ""
+    for row in (mean, b):
+        assert (row["win shift"], row["tie shift"], row["McNemar p"]) == ("n/a", "n/a", "n/a")
     assert table.note.endswith("no shift (n/a) for judge_b, mean of 2 judges (judge_a+judge_b): it (or one of "
                                "its judges) ran one mode only")  # fmt: skip
     md, _ = pt.write_paper_tables(tables, tmp_path)
     assert "| judge_b " in md.read_text()
+
+
+def test_a_combination_row_is_over_the_judges_it_names_in_every_mode() -> None:
+    """Review 7 F2: judge_c ran independent mode only. "mean of 3 judges" used to show comparative rates of
+    judge_a and judge_b, and the shift of those two ("mean of 2 judges (judge_a+judge_b)") had no row and was
+    dropped. By hand (reference 5): mean of 3 independent (6+6+2)/3 and (6+5+3)/3, two losses; mean of 2
+    independent 6 and 5.5, two wins, comparative 5 and 4.5, a tie and a loss: Δwin -100, Δtie +50, McNemar
+    on 2 discordant pairs p = 0.5."""
+    tables = compute_tables(_hand_results(HAND), n_boot=20)
+    three, two = "mean of 3 judges (judge_a+judge_b+judge_c)", "mean of 2 judges (judge_a+judge_b)"
+    combined = tables["winrate_combined"]
+    for row in combined.itertuples():  # every instance of every row rests on the judges its label names
+        assert row.n_judges_min == int(row.judge.split(" of ")[1][0]), row
+    assert set(combined.loc[combined["judge"].str.contains("judge_c"), "mode"]) == {"independent"}
+    table = pt.win_tie_loss_by_mode(tables)
+    row3, row2 = _row(table, three), _row(table, two)
+    assert _cells(row3, "independent") == (2, "0.0%", "0.0%", "100.0%")
+    assert _cells(row3, "comparative") == ("", "", "", "") and row3["win shift"] == "n/a"
+    assert _cells(row2, "independent") == (2, "100.0%", "0.0%", "0.0%")
+    assert _cells(row2, "comparative") == (2, "0.0%", "50.0%", "50.0%")
+    assert (row2["win shift"], row2["tie shift"], row2["McNemar p"]) == ("-100.0", "+50.0", "0.500")
+    assert table.note.endswith(f"no shift (n/a) for judge_c, {three}: it (or one of its judges) ran one mode "
+                               "only")  # fmt: skip
+    best = tables["best_of_k_scores"].set_index(["judge", "mode", "source"])["mean"]
+    assert best[(three, "independent", "gen")] == pytest.approx((14 / 3 + 14 / 3) / 2)
+    assert best[(two, "comparative", "gen")] == pytest.approx((5 + 4.5) / 2)
+    assert (three, "comparative", "gen") not in best.index

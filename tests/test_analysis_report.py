@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from analysis.collect import find_results, load_results, prepare
 from analysis.render import NO_HUMANS, ONE_RATER, markdown_table
-from analysis.report import compute_tables, main, overview
+from analysis.report import UNKNOWN, compute_tables, main, overview
+from analysis.summary import leaderboard
 from analysis.synthetic import synthetic_humans, synthetic_pairwise, synthetic_results
+from experiments.datasets import Candidate, Instance, Paper
+from experiments.manifest import Tally
+from experiments.modes import build_prompts
+from experiments.modes.independent import Independent
+from experiments.rows import rows_for, to_frame
+from judge.client import CallResult
+from judge.completer import Completion
+from judge.rubric import rubric_from_config
 
 
 def write_runs(root: Path, frame: pd.DataFrame, csv: tuple[str, ...] = ()) -> None:
@@ -190,6 +201,44 @@ def test_runs_table_counts_each_calls_cost_once() -> None:
     assert (out["rows"], out["prompts"]) == (12, 1)
     assert out["cost_usd"] == pytest.approx(0.02)  # 2 calls × $0.01
     assert out["cached"] == pytest.approx(0.5)
+
+
+
+def _tallied_calls(costs: tuple[float | None, ...]) -> tuple[pd.DataFrame, Tally]:
+    """Independent prompts of one instance, one call each as the study makes them: a completion of each cost
+    in `costs`, then a call that failed at the provider (no completion) and a twin sharing the first answer;
+    the results rows (rows_for) and the manifest's Tally of the same calls."""
+    rubric = rubric_from_config(yaml.safe_load((Path("conf/rubric/novelty.yaml")).read_text()))
+    cands = tuple(Candidate(f"i1:g:{k}", "g", f"question {k}?") for k in range(len(costs) + 1))
+    inst = Instance("i1", "nlp", (Paper("T", "text"),), Candidate("i1:ref", "reference", "ref?"), cands)
+    answer = '{"originality": 3, "gap_addressing": 2, "non_obviousness": 4}'
+    done = [CallResult(Completion(answer, "stop", 10, 5, c, 0.5), cached=False, retries=0) for c in costs]
+    results = [*done, CallResult(None, False, 2, "provider: RateLimitError"), replace(done[0], shared=True)]
+    meta = {"run_id": "r", "judge": "j", "model": "m", "mode": "independent", "rubric": "novelty",
+            "rubric_version": "v", "temperature": 0.0}  # fmt: skip
+    tally, rows = Tally(), []
+    for prompt, result in zip(build_prompts([inst], rubric, Independent(), seed=0), results, strict=True):
+        tally.add(result, scored=result.completion is not None)
+        rows += rows_for(prompt, 0, result, rubric, meta)
+    return to_frame(rows), tally
+
+
+def test_run_cost_follows_the_manifests_rule_for_failed_and_shared_calls() -> None:
+    """Review 7 F6: a call that failed at the provider (no completion) costs nothing and a twin sharing another
+    call's answer paid nothing of its own (the manifest's Tally); the Runs table made one failed call turn the
+    run's cost "unknown", and counted a shared answer twice. By hand: $0.01 + $0.02 = $0.03 over 4 calls; a
+    completed call of unknown price keeps both unknown. Older results files hold NaN for a failed call."""
+    frame, tally = _tallied_calls((0.01, 0.02))
+    assert tally.cost_known and tally.cost_usd == pytest.approx(0.03)
+    assert overview(frame).iloc[0]["cost_usd"] == pytest.approx(tally.cost_usd)
+    assert leaderboard(frame, {}).iloc[0]["cost_per_1k"] == pytest.approx(0.03 / 4 * 1000)
+    failed = (frame["raw"] == "").to_numpy()
+    old = frame.assign(cost_usd=frame["cost_usd"].mask(failed))  # as rows.py wrote it before
+    assert failed.sum() == 3 and overview(old).iloc[0]["cost_usd"] == pytest.approx(0.03)
+    assert leaderboard(old, {}).iloc[0]["cost_per_1k"] == pytest.approx(0.03 / 4 * 1000)
+    frame, tally = _tallied_calls((0.01, None))
+    assert not tally.cost_known and overview(frame).iloc[0]["cost_usd"] == UNKNOWN
+    assert pd.isna(leaderboard(frame, {}).iloc[0]["cost_per_1k"])
 
 
 def per_generator_comparative() -> pd.DataFrame:

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import summary
+from analysis import card, summary
 from analysis.collect import prepare
 from analysis.glossary import describe
 from analysis.render import display_frame
@@ -45,6 +45,36 @@ def test_human_agreement_finds_the_planted_judge() -> None:
     assert (noise["kappa_w"].abs() < 0.35).all() and (noise["kappa_w_lo"] < 0).all()
     lines = summary.agreement_lines(table)
     assert len(lines) == 2 and all("copy agrees most with the experts, κ_w = 1.00" in line for line in lines)
+
+
+
+def test_each_expert_item_counts_once_per_judge_and_mode() -> None:
+    """Review 7 F8: a judge that ran two modes paired every expert label twice (n = 6 for 3 items, copies
+    bootstrapped as independent). Now one row per judge × mode, as the card has it. By hand: independent
+    2, 3, 5 = the experts, κ_w = ρ = 1; comparative 3, 3, 5, Spearman ρ over ranks (1.5, 1.5, 3) and (1, 2, 3)
+    = 1.5 / √(1.5 · 2) = √3 / 2."""
+    given = {"independent": (2.0, 3.0, 5.0), "comparative": (3.0, 3.0, 5.0)}
+    cands = pd.DataFrame([{"judge": "j", "mode": m, "instance_id": "i1", "candidate_id": f"c{k}", "source": "g",
+                           "dimension": "originality", "higher_is_better": True, "score": v}
+                          for m, vs in given.items() for k, v in enumerate(vs)])  # fmt: skip
+    humans = cands.loc[cands["mode"] == "independent", ["instance_id", "candidate_id", "source", "dimension",
+                                                        "score"]].assign(annotator="h")  # fmt: skip
+    table = summary.human_agreement(cands, humans, n_boot=50).set_index(["judge", "mode", "dimension"])
+    assert list(table.index) == [("j", "comparative", "originality"), ("j", "independent", "originality")]
+    assert table["n"].tolist() == [3, 3]
+    assert table.loc[("j", "independent", "originality"), ["kappa_w", "rho"]].tolist() == [1.0, 1.0]
+    assert table.loc[("j", "comparative", "originality"), "rho"] == pytest.approx(3**0.5 / 2)
+    card_table = card.human_agreement(cands, humans, n_boot=50, seed=0).set_index(["judge", "mode", "dimension"])
+    for col in ("n", "kappa_w", "rho"):
+        assert table[col].tolist() == pytest.approx(card_table.loc[table.index, col].tolist())
+    board = summary.leaderboard(cands.assign(parse_ok=True), {"human_agreement": table.reset_index()})
+    row = board.set_index("judge").loc["j"]
+    assert row["kappa_w:originality [independent]"] == 1.0
+    assert row["kappa_w:originality [comparative]"] == table.loc[("j", "comparative", "originality"), "kappa_w"]
+    assert describe("kappa_w:originality [comparative]") == "κ_w with the experts' mean score on originality, " \
+        "comparative mode"
+    lines = summary.agreement_lines(table.reset_index())
+    assert lines[0].startswith("**originality**: j [independent] agrees most with the experts, κ_w = 1.00")
 
 
 def calls_table() -> pd.DataFrame:
