@@ -56,7 +56,9 @@ def csv_unescape(values: pd.Series) -> pd.Series:
 def md_cell(value: object) -> str:
     """A Markdown table cell that shows `value` as text: HTML-special characters as entities (no raw
     HTML), backslashes and backticks as entities (no escapes or code spans), `|` escaped, line breaks as
-    ``<br>`` (a cell is one line), brackets, ``*`` and ``~`` escaped (no links, images or emphasis)."""
+    ``<br>`` (a cell is one line), brackets, ``*``, ``~`` and a word-edge ``_`` escaped (no links,
+    images or emphasis)."""
     text = html.escape(str(value), quote=False).replace("\\", "&#92;").replace("`", "&#96;")
     text = re.sub(r"([|\[\]*~])", r"\\\1", text)
+    text = re.sub(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])", r"\\_", text)  # `_x_`, `__x__`; never `broad_gen`
     return re.sub(r"\r\n|\r|\n", "<br>", text)

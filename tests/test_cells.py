@@ -14,6 +14,7 @@ SHOWN = r"!\[x\](http://evil.example/p.png) \*\*j\*\* a\|b &lt;script&gt;x&lt;/s
 
 def test_md_cell_known_values() -> None:
     assert md_cell(HOSTILE) == SHOWN
+    assert md_cell("_gpt_ __init__ broad_gen") == r"\_gpt\_ \_\_init\_\_ broad_gen"  # review 8, F9
     assert md_cell("broad_gen") == "broad_gen" and md_cell("a\\b`c`\r\nd") == "a&#92;b&#96;c&#96;<br>d"
 
 
