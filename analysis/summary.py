@@ -111,8 +111,10 @@ def _mean_by_judge(table: pd.DataFrame | None, value: str, name: str) -> pd.Data
 
 def _position_by_judge(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Position bias per judge: comparative mode, the largest |win rate − expected| over shown positions
-    (averaged over dimensions); pairwise mode, the first-shown preference rate − 0.5; a judge that ran both
-    shows the one further from 0 (a max would hide a pairwise preference for the second-shown text)."""
+    (averaged over dimensions); pairwise mode, first_rate − 0.5, first_rate being the share of decided (not
+    tie) verdicts that prefer the first-shown text (consistency.pairwise_bias; averaged over dimensions, NaN
+    when every verdict is a tie); a judge that ran both shows the one further from 0 (a max would hide a
+    pairwise preference for the second-shown text)."""
     frames = []
     pos = tables.get("position_bias")
     if pos is not None and len(pos):
@@ -125,14 +127,14 @@ def _position_by_judge(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         frames.append(first.groupby("judge", as_index=False)["_gap"].mean())
     if not frames:
         return pd.DataFrame(columns=["judge", "position_bias"])
-    both = pd.concat(frames, ignore_index=True)
+    both = pd.concat(frames, ignore_index=True).dropna(subset=["_gap"])  # all ties: no pairwise gap
     largest = both.loc[both["_gap"].abs().groupby(both["judge"]).idxmax()]  # signed: < 0 favours the second
     return largest.rename(columns={"_gap": "position_bias"})[["judge", "position_bias"]]
 
 
 def leaderboard(results: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per judge: κ_w with the experts per dimension, self-consistency α, position bias (pairwise:
-    also the first-shown preference and flip rates, from consistency.pairwise_bias), length / self-preference
+    also the first-shown preference among decided verdicts, tie and flip rates, from consistency.pairwise_bias), length / self-preference
     bias, parse rate, cost per 1,000 judgments (NaN: unknown), median latency. κ_w is per dimension and mode
     (``kappa_w:<dimension> [<mode>]``); the rows are sorted by its mean over the columns."""
     board = _per_judge_usage(results)
@@ -144,6 +146,7 @@ def leaderboard(results: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.Da
     for part in (_mean_by_judge(tables.get("self_consistency"), "alpha", "self_alpha"),
                  _position_by_judge(tables),
                  _mean_by_judge(tables.get("pairwise_bias"), "first_rate", "first_rate"),
+                 _mean_by_judge(tables.get("pairwise_bias"), "tie_rate", "tie_rate"),
                  _mean_by_judge(tables.get("pairwise_bias"), "flip_rate", "flip_rate"),
                  _mean_by_judge(tables.get("length_bias"), "rho_better", "length_rho"),
                  _mean_by_judge(tables.get("self_preference"), "favours_own", "self_preference")):  # fmt: skip
@@ -230,12 +233,14 @@ def shift_lines(shift: pd.DataFrame | None) -> list[str]:
 
 
 def _pairwise_part(row: dict[str, Any]) -> str | None:
-    """Pairwise mode's position bias in words: how often the first-shown text wins, how often a verdict flips."""
-    first, flip = row.get("first_rate"), row.get("flip_rate")
+    """Pairwise mode's position bias in words: how often the first-shown text wins a decided verdict, how
+    often the judge says tie, how often a verdict flips."""
+    first, tie, flip = row.get("first_rate"), row.get("tie_rate"), row.get("flip_rate")
     if first is None or pd.isna(first):
-        return None
+        return None if tie is None or pd.isna(tie) else f"pairwise ties {tie:.0%}"
+    ties = "" if tie is None or pd.isna(tie) else f" (ties {tie:.0%})"
     flips = "" if flip is None or pd.isna(flip) else f", flips {flip:.0%}"
-    return f"pairwise first-shown preferred {first:.0%}{flips}"
+    return f"pairwise first-shown preferred in {first:.0%} of decided verdicts{ties}{flips}"
 
 
 def judge_lines(board: pd.DataFrame) -> list[str]:
