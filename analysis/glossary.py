@@ -38,7 +38,8 @@ GLOSSARY: dict[str, str] = {
     "items": "items over all pairs of this kind", "n_labels": "human labels on this dimension, which no judge "
     "scored (compared with nothing)",
     # scores and rates
-    "scored": "share of rows with a verdict", "parse_rate": "share of judgments whose answer parsed",
+    "scored": "share of rows with a verdict", "parse_rate": "share of judgments whose answer parsed (a "
+    "row of unknown parse status counts as parsed, as the analysis uses it)",
     "cost_usd": "provider cost in USD (empty: unknown)", "cost_per_1k": "USD per 1,000 judgments (unknown when "
     "any call's cost is unknown)", "median_latency_s": "median seconds per provider call (cache replays excluded)",
     "cached": "share of calls replayed from the cache", "mean": "mean", "sd": "standard deviation",

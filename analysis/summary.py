@@ -15,7 +15,7 @@ import pandas as pd
 from scipy import stats
 
 from analysis.agreement import pair_agreement
-from analysis.scores import CONTEXT, candidate_scores
+from analysis.scores import CONTEXT, candidate_scores, usable_mask
 
 ALPHA = 0.05
 CALL_KEYS = ["run_id", "prompt_id", "sample_idx"]  # one judgment = one call (a prompt's sample)
@@ -72,7 +72,8 @@ def call_costs(results: pd.DataFrame) -> pd.Series:
 def _calls(results: pd.DataFrame) -> pd.DataFrame:
     """One row per judgment (call) with its judge, parse status, cost, latency and cached flag. A call is
     parsed only when every one of its rows is (experiments.manifest counts it so), so the parse rate here
-    equals the manifest's; cost, latency and the cached flag are the call's, repeated on each row."""
+    equals the manifest's; a row of unknown status (NaN parse_ok: a run whose table lacks the column) counts
+    as parsed, as scores.usable_mask uses it. Cost, latency and the cached flag are the call's."""
     keys = [c for c in CALL_KEYS if c in results]
     results = results.assign(cost_usd=call_costs(results))
     cols = [c for c in ("judge", "parse_ok", "cost_usd", "latency_s", "cached") if c in results]
@@ -80,7 +81,7 @@ def _calls(results: pd.DataFrame) -> pd.DataFrame:
         return results[cols]
     call = ["judge", *keys]
     if "parse_ok" in results:
-        parsed = results["parse_ok"].fillna(False).astype(bool)
+        parsed = pd.Series(usable_mask(results), index=results.index)
         every = parsed.groupby([results[k] for k in call], observed=True, dropna=False).transform("all")
         results = results.assign(parse_ok=every)
     return results.drop_duplicates(call)[cols]
@@ -95,7 +96,7 @@ def _per_judge_usage(results: pd.DataFrame) -> pd.DataFrame:
         cost = part["cost_usd"].astype(float) if "cost_usd" in part else pd.Series(np.nan, index=part.index)
         live = ~part["cached"].fillna(False).astype(bool) if "cached" in part else np.ones(len(part), bool)
         latency = part.loc[live, "latency_s"].astype(float) if "latency_s" in part else pd.Series(dtype=float)
-        parsed = part["parse_ok"].fillna(False).astype(bool).mean() if "parse_ok" in part else np.nan
+        parsed = usable_mask(part).mean() if "parse_ok" in part else np.nan
         out.append({"judge": str(judge), "judgments": len(part), "parse_rate": parsed,
                     "cost_per_1k": cost.mean() * 1000 if cost.notna().all() and len(cost) else np.nan,
                     "median_latency_s": latency.median() if len(latency) else np.nan})  # fmt: skip

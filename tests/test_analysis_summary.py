@@ -12,7 +12,7 @@ from analysis.collect import prepare
 from analysis.glossary import describe
 from analysis.render import display_frame
 from analysis.report import _winrate_tables, combined_label, compute_tables
-from analysis.scores import candidate_scores
+from analysis.scores import candidate_scores, usable_mask
 from analysis.synthetic import synthetic_results
 
 
@@ -141,6 +141,19 @@ def test_leaderboard_parse_rate_is_the_manifests_a_call_with_any_unscored_row_is
     board = summary.leaderboard(pd.DataFrame(rows), {}).set_index("judge")
     assert board.loc["j", "judgments"] == 3
     assert board.loc["j", "parse_rate"] == pytest.approx(1 / 3)  # the manifest: 1 - 2 unscored / 3 calls
+
+
+def test_leaderboard_parse_rate_counts_an_unknown_parse_status_as_parsed_as_the_analysis_does() -> None:
+    # run r2's table has no parse_ok column (it is not required), so its row reads NaN once the runs are
+    # concatenated; scores.usable_mask (and the manifest's astype(bool)) use such a row, so the call counts as
+    # parsed: r1 parsed, r2 unknown → parsed, r3 not parsed → 2 of 3 (fillna(False) gave 1 of 3)
+    base = {"judge": "j", "prompt_id": "p", "sample_idx": 0, "mode": "independent", "score": 3.0}
+    runs = [pd.DataFrame([{**base, "run_id": "r1", "parse_ok": True}]), pd.DataFrame([{**base, "run_id": "r2"}]),
+            pd.DataFrame([{**base, "run_id": "r3", "parse_ok": False, "score": np.nan}])]  # fmt: skip
+    results = pd.concat(runs, ignore_index=True)
+    assert results["parse_ok"].isna().tolist() == [False, True, False]
+    board = summary.leaderboard(results, {}).set_index("judge")
+    assert board.loc["j", "parse_rate"] == pytest.approx(2 / 3) == usable_mask(results).mean()
 
 
 def test_leaderboard_shows_pairwise_position_bias_beside_comparative() -> None:
