@@ -131,10 +131,12 @@ def position_bias(results: pd.DataFrame, mode: str = "comparative") -> pd.DataFr
 
 
 def pairwise_bias(results: pd.DataFrame) -> pd.DataFrame:
-    """Per judge × dimension in pairwise mode, over (prompt, sample) verdicts: how often the first-shown
-    text is preferred, how often neither (tie), and the flip rate — the share of verdicts whose preference
-    changes when the order is swapped (verdicts whose other order is unscored are not counted) — each
-    with a Wilson CI."""
+    """Per judge × dimension in pairwise mode, over (prompt, sample) verdicts, each with a Wilson CI:
+    `first_rate` = n_first / n_decided, the share of decided (not tie) verdicts that prefer the first-shown
+    text (0.5 without an order preference; a tie favours neither order, so counting it in the denominator
+    read a judge that often says tie as preferring the second-shown text; NaN when all are ties);
+    `tie_rate` = n_tie / n; and the flip rate — the share of verdicts whose preference changes when the
+    order is swapped (verdicts whose other order is unscored are not counted)."""
     rows = _usable(results)
     rows = rows.loc[(rows["mode"] == "pairwise").to_numpy() & rows["preference"].notna().to_numpy()]
     rows = rows.drop_duplicates(["judge", *_prompt_keys(rows), "sample_idx", "dimension"])
@@ -159,7 +161,8 @@ def pairwise_bias(results: pd.DataFrame) -> pd.DataFrame:
         )
         .reset_index()
     )
-    for name, denom in (("first", "n"), ("tie", "n"), ("flip", "n_known")):
+    out.insert(out.columns.get_loc("n_tie") + 1, "n_decided", out["n"] - out["n_tie"])
+    for name, denom in (("first", "n_decided"), ("tie", "n"), ("flip", "n_known")):
         out[f"{name}_rate"] = out[f"n_{name}"] / out[denom].where(out[denom] > 0)
         out[f"{name}_lo"], out[f"{name}_hi"] = wilson_interval(out[f"n_{name}"], out[denom])
     return out

@@ -27,7 +27,7 @@ GLOSSARY: dict[str, str] = {
     "judgments": "judge calls (prompt × sample)", "n_raters": "raters in the comparison",
     "n_prompts": "prompt × candidate units with ≥ 2 scored samples", "n_disagree": "units whose samples differ",
     "n_win": "instances won", "n_tie": "instances tied", "n_loss": "instances lost", "n_first": "verdicts "
-    "preferring the first-shown text", "n_flip": "verdicts that change with the order", "n_known": "verdicts "
+    "preferring the first-shown text", "n_decided": "verdicts that are not a tie", "n_flip": "verdicts that change with the order", "n_known": "verdicts "
     "whose swapped order was scored", "n_own": "own-family candidates", "n_other": "other candidates",
     "n_items": "items rated by ≥ 2 raters", "n_items_all": "items every annotator rated", "n_annotators":
     "annotators", "n_pairs": "(instance, generator, dimension) pairs", "n_majority": "pairs with a strict "
@@ -38,7 +38,8 @@ GLOSSARY: dict[str, str] = {
     "items": "items over all pairs of this kind", "n_labels": "human labels on this dimension, which no judge "
     "scored (compared with nothing)",
     # scores and rates
-    "scored": "share of rows with a verdict", "parse_rate": "share of judgments whose answer parsed",
+    "scored": "share of rows with a verdict", "parse_rate": "share of judgments whose answer parsed (a "
+    "row of unknown parse status counts as parsed, as the analysis uses it)",
     "cost_usd": "provider cost in USD (empty: unknown)", "cost_per_1k": "USD per 1,000 judgments (unknown when "
     "any call's cost is unknown)", "median_latency_s": "median seconds per provider call (cache replays excluded)",
     "cached": "share of calls replayed from the cache", "mean": "mean", "sd": "standard deviation",
@@ -63,8 +64,10 @@ GLOSSARY: dict[str, str] = {
     "mean_sd": "mean sd of a prompt's samples", "disagree": "share of units whose samples differ",
     "mean_score": "mean score at this position", "sd_score": "sd of those scores", "win_rate": "share of "
     "prompts where the candidate at this position scored best", "expected": "that share without position bias",
-    "position_bias": "comparative: largest |win rate − expected| over positions; pairwise: first-shown rate − 0.5",
-    "first_rate": "share of verdicts preferring the first-shown text", "tie_rate": "share of tie verdicts",
+    "position_bias": "comparative: largest |win rate − expected| over positions; pairwise: first_rate − 0.5 "
+    "(ties left out; < 0 favours the second-shown text)", "first_rate": "n_first / n_decided: share of decided "
+    "(not tie) verdicts preferring the first-shown text (0.5 = no order preference; empty when all are ties)",
+    "tie_rate": "share of tie verdicts",
     "flip_rate": "share of verdicts that change when the order is swapped", "rho_better": "Spearman ρ of "
     "score vs length, signed so > 0 means longer is judged better", "length_rho": "mean rho_better",
     "mean_length": "mean length in words", "mean_own": "mean score of own-family generations",

@@ -144,7 +144,8 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "Position and order bias",
         "Comparative: mean score and win rate by shown position (vs the "
-        "rate expected without bias). Pairwise: first-shown preferred, ties, flips with the order.",
+        "rate expected without bias). Pairwise: share of decided (not tie) verdicts preferring the first-shown "
+        "text, ties, flips with the order.",
         ("position_bias", "pairwise_bias"),
         "position_bias",
         "No comparative or pairwise runs.",

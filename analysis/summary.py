@@ -15,7 +15,7 @@ import pandas as pd
 from scipy import stats
 
 from analysis.agreement import pair_agreement
-from analysis.scores import CONTEXT, candidate_scores
+from analysis.scores import CONTEXT, candidate_scores, usable_mask
 
 ALPHA = 0.05
 CALL_KEYS = ["run_id", "prompt_id", "sample_idx"]  # one judgment = one call (a prompt's sample)
@@ -72,7 +72,8 @@ def call_costs(results: pd.DataFrame) -> pd.Series:
 def _calls(results: pd.DataFrame) -> pd.DataFrame:
     """One row per judgment (call) with its judge, parse status, cost, latency and cached flag. A call is
     parsed only when every one of its rows is (experiments.manifest counts it so), so the parse rate here
-    equals the manifest's; cost, latency and the cached flag are the call's, repeated on each row."""
+    equals the manifest's; a row of unknown status (NaN parse_ok: a run whose table lacks the column) counts
+    as parsed, as scores.usable_mask uses it. Cost, latency and the cached flag are the call's."""
     keys = [c for c in CALL_KEYS if c in results]
     results = results.assign(cost_usd=call_costs(results))
     cols = [c for c in ("judge", "parse_ok", "cost_usd", "latency_s", "cached") if c in results]
@@ -80,7 +81,7 @@ def _calls(results: pd.DataFrame) -> pd.DataFrame:
         return results[cols]
     call = ["judge", *keys]
     if "parse_ok" in results:
-        parsed = results["parse_ok"].fillna(False).astype(bool)
+        parsed = pd.Series(usable_mask(results), index=results.index)
         every = parsed.groupby([results[k] for k in call], observed=True, dropna=False).transform("all")
         results = results.assign(parse_ok=every)
     return results.drop_duplicates(call)[cols]
@@ -95,7 +96,7 @@ def _per_judge_usage(results: pd.DataFrame) -> pd.DataFrame:
         cost = part["cost_usd"].astype(float) if "cost_usd" in part else pd.Series(np.nan, index=part.index)
         live = ~part["cached"].fillna(False).astype(bool) if "cached" in part else np.ones(len(part), bool)
         latency = part.loc[live, "latency_s"].astype(float) if "latency_s" in part else pd.Series(dtype=float)
-        parsed = part["parse_ok"].fillna(False).astype(bool).mean() if "parse_ok" in part else np.nan
+        parsed = usable_mask(part).mean() if "parse_ok" in part else np.nan
         out.append({"judge": str(judge), "judgments": len(part), "parse_rate": parsed,
                     "cost_per_1k": cost.mean() * 1000 if cost.notna().all() and len(cost) else np.nan,
                     "median_latency_s": latency.median() if len(latency) else np.nan})  # fmt: skip
@@ -111,8 +112,10 @@ def _mean_by_judge(table: pd.DataFrame | None, value: str, name: str) -> pd.Data
 
 def _position_by_judge(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Position bias per judge: comparative mode, the largest |win rate − expected| over shown positions
-    (averaged over dimensions); pairwise mode, the first-shown preference rate − 0.5; a judge that ran both
-    shows the one further from 0 (a max would hide a pairwise preference for the second-shown text)."""
+    (averaged over dimensions); pairwise mode, first_rate − 0.5, first_rate being the share of decided (not
+    tie) verdicts that prefer the first-shown text (consistency.pairwise_bias; averaged over dimensions, NaN
+    when every verdict is a tie); a judge that ran both shows the one further from 0 (a max would hide a
+    pairwise preference for the second-shown text)."""
     frames = []
     pos = tables.get("position_bias")
     if pos is not None and len(pos):
@@ -125,14 +128,14 @@ def _position_by_judge(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         frames.append(first.groupby("judge", as_index=False)["_gap"].mean())
     if not frames:
         return pd.DataFrame(columns=["judge", "position_bias"])
-    both = pd.concat(frames, ignore_index=True)
+    both = pd.concat(frames, ignore_index=True).dropna(subset=["_gap"])  # all ties: no pairwise gap
     largest = both.loc[both["_gap"].abs().groupby(both["judge"]).idxmax()]  # signed: < 0 favours the second
     return largest.rename(columns={"_gap": "position_bias"})[["judge", "position_bias"]]
 
 
 def leaderboard(results: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per judge: κ_w with the experts per dimension, self-consistency α, position bias (pairwise:
-    also the first-shown preference and flip rates, from consistency.pairwise_bias), length / self-preference
+    also the first-shown preference among decided verdicts, tie and flip rates, from consistency.pairwise_bias), length / self-preference
     bias, parse rate, cost per 1,000 judgments (NaN: unknown), median latency. κ_w is per dimension and mode
     (``kappa_w:<dimension> [<mode>]``); the rows are sorted by its mean over the columns."""
     board = _per_judge_usage(results)
@@ -144,6 +147,7 @@ def leaderboard(results: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.Da
     for part in (_mean_by_judge(tables.get("self_consistency"), "alpha", "self_alpha"),
                  _position_by_judge(tables),
                  _mean_by_judge(tables.get("pairwise_bias"), "first_rate", "first_rate"),
+                 _mean_by_judge(tables.get("pairwise_bias"), "tie_rate", "tie_rate"),
                  _mean_by_judge(tables.get("pairwise_bias"), "flip_rate", "flip_rate"),
                  _mean_by_judge(tables.get("length_bias"), "rho_better", "length_rho"),
                  _mean_by_judge(tables.get("self_preference"), "favours_own", "self_preference")):  # fmt: skip
@@ -230,12 +234,14 @@ def shift_lines(shift: pd.DataFrame | None) -> list[str]:
 
 
 def _pairwise_part(row: dict[str, Any]) -> str | None:
-    """Pairwise mode's position bias in words: how often the first-shown text wins, how often a verdict flips."""
-    first, flip = row.get("first_rate"), row.get("flip_rate")
+    """Pairwise mode's position bias in words: how often the first-shown text wins a decided verdict, how
+    often the judge says tie, how often a verdict flips."""
+    first, tie, flip = row.get("first_rate"), row.get("tie_rate"), row.get("flip_rate")
     if first is None or pd.isna(first):
-        return None
+        return None if tie is None or pd.isna(tie) else f"pairwise ties {tie:.0%}"
+    ties = "" if tie is None or pd.isna(tie) else f" (ties {tie:.0%})"
     flips = "" if flip is None or pd.isna(flip) else f", flips {flip:.0%}"
-    return f"pairwise first-shown preferred {first:.0%}{flips}"
+    return f"pairwise first-shown preferred in {first:.0%} of decided verdicts{ties}{flips}"
 
 
 def judge_lines(board: pd.DataFrame) -> list[str]:

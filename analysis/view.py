@@ -197,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn shuts down gracefully, then re-raises Ctrl-C
         print("judgescope viewer stopped", file=sys.stderr)
+    finally:
+        study.close()  # stops the background DuckDB build: exiting while it runs aborts the process
     return 0
 
 

@@ -9,11 +9,14 @@ files).
 
 from __future__ import annotations
 
+import atexit
 import json
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import duckdb
@@ -41,17 +44,23 @@ PAGE_SIZE = 50
 
 # Built when a study opens: one row per item × dimension (mean over samples, spread across the samples of
 # one prompt: the largest over its prompts, so a candidate shown in two prompts or judged under two robustness
-# perturbations is not read as an unstable judge) and one per item (largest spread over its dimensions).
+# perturbations is not read as an unstable judge; a pairwise item's verdicts counted, "a 3 / b 1", as the
+# item page lists each) and one per item (largest spread over its dimensions).
 OPEN_SQL = (
     """CREATE TABLE base AS WITH per_prompt AS (
-         SELECT instance_id, candidate_id, judge, mode, rubric, dimension, prompt_id, perturbation,
+         SELECT instance_id, candidate_id, judge, mode, rubric, dimension, prompt_id, perturbation, preference,
            any_value(source) AS source, sum(score) AS total, count(score) AS n, max(score) - min(score) AS spread,
-           bool_and(coalesce(parse_ok, true)) AS parsed, any_value(preference) AS preference
-         FROM results GROUP BY ALL)
+           bool_and(coalesce(parse_ok, true)) AS parsed, count(*) AS verdicts
+         FROM results GROUP BY ALL),
+       per_verdict AS (
+         SELECT instance_id, candidate_id, judge, mode, rubric, dimension, any_value(source) AS source,
+           sum(total) AS total, sum(n) AS n, max(spread) AS spread, bool_and(parsed) AS parsed,
+           preference || ' ' || sum(verdicts) AS verdicts
+         FROM per_prompt GROUP BY instance_id, candidate_id, judge, mode, rubric, dimension, preference)
        SELECT instance_id, candidate_id, judge, mode, rubric, dimension, any_value(source) AS source,
          sum(total) / nullif(sum(n), 0) AS score, max(spread) AS spread, bool_and(parsed) AS parsed,
-         any_value(preference) AS preference
-       FROM per_prompt GROUP BY instance_id, candidate_id, judge, mode, rubric, dimension""",
+         string_agg(verdicts, ' / ' ORDER BY verdicts) AS preference
+       FROM per_verdict GROUP BY instance_id, candidate_id, judge, mode, rubric, dimension""",
     """CREATE TABLE base_items AS SELECT instance_id, candidate_id, judge, mode, rubric,
          any_value(source) AS source, max(spread) AS spread, bool_and(parsed) AS parsed
        FROM base GROUP BY ALL""",
@@ -60,11 +69,15 @@ OPEN_SQL = (
 # range over the independent and comparative modes only (same judge; comparative_all, pairwise and other modes
 # are kept out of that window, as in analysis.illusion's shift), distance to the human mean. Every window
 # partition holds one instance and one dimension, so the query may be limited to some instances or one
-# dimension and stays exact.
+# dimension and stays exact. With nothing to compare (one judge, or one of the two modes, has a score) the
+# range is NULL (unknown, sorted last), not 0 (perfect agreement).
 DISAGREEMENT_SQL = """SELECT base.*,
-  max(score) OVER by_judges - min(score) OVER by_judges AS judge_judge,
-  CASE WHEN mode IN ('independent', 'comparative') THEN max(score) OVER by_modes - min(score) OVER by_modes
-  END AS mode_shift,
+  CASE WHEN min(judge) FILTER (score IS NOT NULL) OVER by_judges
+            <> max(judge) FILTER (score IS NOT NULL) OVER by_judges
+       THEN max(score) OVER by_judges - min(score) OVER by_judges END AS judge_judge,
+  CASE WHEN mode IN ('independent', 'comparative') AND min(mode) FILTER (score IS NOT NULL) OVER by_modes
+            <> max(mode) FILTER (score IS NOT NULL) OVER by_modes
+       THEN max(score) OVER by_modes - min(score) OVER by_modes END AS mode_shift,
   abs(score - h.human) AS judge_human
 FROM base LEFT JOIN human_means h USING (instance_id, candidate_id, dimension) {where}
 WINDOW by_judges AS (PARTITION BY instance_id, candidate_id, mode, dimension),
@@ -117,8 +130,21 @@ class Page:
     offset: int
 
 
+_OPEN: weakref.WeakSet[Study] = weakref.WeakSet()  # studies not closed yet: closed at interpreter exit
+
+
+@atexit.register
+def _close_open_studies() -> None:
+    """Exiting while DuckDB runs on a study's background thread aborts the process (SIGABRT), so every study
+    still open is closed (its build interrupted and joined) before the interpreter finalizes."""
+    for study in list(_OPEN):
+        study.close()
+
+
 class Study:
-    """A run or multirun folder opened for viewing (one in-memory DuckDB connection)."""
+    """A run or multirun folder opened for viewing (one in-memory DuckDB connection). `close()` (or a `with`
+    block) interrupts and joins the background build and closes the connection; a study left open is closed
+    at interpreter exit."""
 
     def __init__(self, root: str | Path, humans: pd.DataFrame | None = None) -> None:
         paths = find_results(root)
@@ -147,21 +173,47 @@ class Study:
         # sorting the whole list by a disagreement needs it for every item: built in the background once the
         # first page is out (so it does not slow that page down), or at once when a sort needs it
         self._build_error: str | None = None
-        self._builder = threading.Thread(
-            target=self._build_disagreements, args=(self.con.cursor(),), daemon=True
-        )
+        self._build_cursor = self.con.cursor()
+        self._builder = threading.Thread(target=self._build_disagreements, daemon=True)
         self._start_lock = threading.Lock()
+        self._closed = False
+        _OPEN.add(self)
+
+    def __enter__(self) -> Study:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:  # fmt: skip
+        self.close()
+
+    def close(self) -> None:
+        """Stop the background build (interrupted, then joined) and close the connection; later calls do
+        nothing. The thread is a daemon so that Ctrl-C never waits for a build, hence the explicit join."""
+        with self._start_lock:
+            if self._closed:
+                return
+            self._closed = True  # start_build no longer starts the thread
+        while self._builder.is_alive():
+            self._build_cursor.interrupt()  # retried: an interrupt between two statements is lost
+            self._builder.join(0.05)
+        self._build_cursor.close()
+        self.con.close()
+        _OPEN.discard(self)
 
     def start_build(self) -> None:
-        """Start building every item's disagreements (once; later calls do nothing)."""
+        """Start building every item's disagreements (once, and never after close; later calls do nothing)."""
         with self._start_lock:
-            if self._builder.ident is None:
+            if self._builder.ident is None and not self._closed:
                 self._builder.start()
 
-    def _build_disagreements(self, cursor: duckdb.DuckDBPyConnection) -> None:
+    def _build_disagreements(self) -> None:
+        statements = (f"CREATE TABLE item_dim AS {DISAGREEMENT_SQL.format(where='')}",
+                      f"CREATE TABLE items AS {ITEM_SQL.format(dims='SELECT * FROM item_dim')}")  # fmt: skip
         try:
-            cursor.execute(f"CREATE TABLE item_dim AS {DISAGREEMENT_SQL.format(where='')}")
-            cursor.execute(f"CREATE TABLE items AS {ITEM_SQL.format(dims='SELECT * FROM item_dim')}")
+            for sql in statements:
+                if self._closed:
+                    return
+                self._build_cursor.execute(sql)
         except duckdb.Error as exc:
             self._build_error = str(exc).splitlines()[0]
 

@@ -75,13 +75,32 @@ def test_pairwise_bias_by_hand() -> None:
         "inconsistent": pd.array([True, False, True, pd.NA], dtype="boolean"), "score": np.nan,
     })  # fmt: skip
     out = pairwise_bias(frame).iloc[0]
-    # first shown preferred: p1 (ab, a) and p3 (ba, b: `other` was shown first); p4 prefers the second
-    assert (out["n"], out["n_first"], out["first_rate"]) == (4, 2, 0.5)
+    # first shown preferred: p1 (ab, a) and p3 (ba, b: `other` was shown first); p4 prefers the second; p2 is a
+    # tie, so 3 verdicts are decided and the first-shown text wins 2 of them
+    assert (out["n"], out["n_first"], out["n_tie"], out["n_decided"]) == (4, 2, 1, 3)
+    assert out["first_rate"] == pytest.approx(2 / 3)
     assert out["tie_rate"] == 0.25
     # flips among the 3 verdicts whose other order is known: 2 of 3
     assert (out["n_known"], out["n_flip"], out["flip_rate"]) == (3, 2, pytest.approx(2 / 3))
     biased = pairwise_bias(synthetic_pairwise(n_instances=200, first_bias=1.0)).iloc[0]
     assert biased["first_rate"] == 1.0 and biased["flip_rate"] == 1.0
+
+
+def test_pairwise_bias_leaves_ties_out_of_the_first_shown_rate() -> None:
+    # 5 pairs × 2 orders: 4 pairs tie in both orders; in pair 0 c1 wins in both orders, so the first-shown text
+    # wins once (ab) and the second-shown once (ba): no order preference. Over all 10 verdicts the old rate was
+    # 1 / 10 = 0.1 (ties read as second-shown wins); over the 2 decided verdicts it is 1 / 2.
+    frame = pd.DataFrame({
+        "judge": "j", "mode": "pairwise", "dimension": "d", "instance_id": [f"i{k}" for k in range(5) for _ in "ab"],
+        "prompt_id": [f"p{k}{o}" for k in range(5) for o in ("ab", "ba")], "candidate_id": "c1", "other_id": "c2",
+        "sample_idx": 0, "order": ["ab", "ba"] * 5, "preference": ["a", "a"] + ["tie"] * 8,
+        "inconsistent": False, "score": np.nan,
+    })  # fmt: skip
+    out = pairwise_bias(frame).iloc[0]
+    assert (out["n"], out["n_first"], out["n_tie"], out["n_decided"]) == (10, 1, 8, 2)
+    assert (out["first_rate"], out["tie_rate"]) == (0.5, 0.8)
+    every_tie = pairwise_bias(frame.assign(preference="tie")).iloc[0]
+    assert every_tie["n_decided"] == 0 and np.isnan(every_tie["first_rate"])  # nothing decided: unknown
 
 
 def test_length_bias_by_hand() -> None:

@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import card, summary
+from analysis import card, consistency, summary
 from analysis.collect import prepare
 from analysis.glossary import describe
 from analysis.render import display_frame
 from analysis.report import _winrate_tables, combined_label, compute_tables
-from analysis.scores import candidate_scores
+from analysis.scores import candidate_scores, usable_mask
 from analysis.synthetic import synthetic_results
 
 
@@ -143,17 +143,42 @@ def test_leaderboard_parse_rate_is_the_manifests_a_call_with_any_unscored_row_is
     assert board.loc["j", "parse_rate"] == pytest.approx(1 / 3)  # the manifest: 1 - 2 unscored / 3 calls
 
 
+def test_leaderboard_parse_rate_counts_an_unknown_parse_status_as_parsed_as_the_analysis_does() -> None:
+    # run r2's table has no parse_ok column (it is not required), so its row reads NaN once the runs are
+    # concatenated; scores.usable_mask (and the manifest's astype(bool)) use such a row, so the call counts as
+    # parsed: r1 parsed, r2 unknown → parsed, r3 not parsed → 2 of 3 (fillna(False) gave 1 of 3)
+    base = {"judge": "j", "prompt_id": "p", "sample_idx": 0, "mode": "independent", "score": 3.0}
+    runs = [pd.DataFrame([{**base, "run_id": "r1", "parse_ok": True}]), pd.DataFrame([{**base, "run_id": "r2"}]),
+            pd.DataFrame([{**base, "run_id": "r3", "parse_ok": False, "score": np.nan}])]  # fmt: skip
+    results = pd.concat(runs, ignore_index=True)
+    assert results["parse_ok"].isna().tolist() == [False, True, False]
+    board = summary.leaderboard(results, {}).set_index("judge")
+    assert board.loc["j", "parse_rate"] == pytest.approx(2 / 3) == usable_mask(results).mean()
+
+
 def test_leaderboard_shows_pairwise_position_bias_beside_comparative() -> None:
-    # judge j ran both modes: comparative gap |0.30 − 0.25| = 0.05; pairwise it prefers the SECOND-shown text
-    # (first_rate 0.1, so 0.1 − 0.5 = −0.4) and 60% of its verdicts flip with the order (hand-set tables)
-    position = pd.DataFrame({"judge": "j", "dimension": "d", "position": [0, 1, 2, 3],
-                             "win_rate": [0.30, 0.25, 0.25, 0.20], "expected": 0.25})  # fmt: skip
-    pairwise = pd.DataFrame({"judge": ["j", "j"], "dimension": ["d", "e"], "first_rate": [0.1, 0.1],
-                             "flip_rate": [0.5, 0.7]})  # fmt: skip
-    calls = pd.DataFrame({"judge": ["j"], "run_id": "r", "prompt_id": "p", "sample_idx": 0, "parse_ok": True})
-    board = summary.leaderboard(calls, {"position_bias": position, "pairwise_bias": pairwise})
-    row = board.set_index("judge").loc["j"]
-    assert row["position_bias"] == pytest.approx(-0.4)  # the larger |gap|, not max(0.05, −0.4) = 0.05
-    assert row["first_rate"] == pytest.approx(0.1) and row["flip_rate"] == pytest.approx(0.6)
-    line = summary.judge_lines(board)[0]
-    assert "position bias -0.40" in line and "pairwise first-shown preferred 10%, flips 60%" in line
+    # judge j ran both modes: comparative gap |0.30 − 0.25| = 0.05. Pairwise, 10 verdicts: the first-shown text
+    # wins p0, the second-shown p1-p4 (ab → b, ba → a), p5-p9 are ties. Over the 5 decided verdicts the
+    # first-shown rate is 1 / 5 = 0.2, so the gap is 0.2 − 0.5 = −0.3 (counting the ties as second-shown wins
+    # gave 1 / 10 − 0.5 = −0.4); 3 of the 10 verdicts flip with the order. Judge k's pairwise verdicts are all
+    # ties: nothing decided, so its position bias is its comparative 0.05 (ties read as losses gave −0.5).
+    position = pd.DataFrame({"judge": ["j"] * 4 + ["k"] * 4, "dimension": "d", "position": [0, 1, 2, 3] * 2,
+                             "win_rate": [0.30, 0.25, 0.25, 0.20] * 2, "expected": 0.25})  # fmt: skip
+    verdicts = pd.DataFrame({
+        "judge": "j", "mode": "pairwise", "dimension": "d", "prompt_id": [f"p{k}" for k in range(10)],
+        "instance_id": "i", "candidate_id": "c", "other_id": "o", "sample_idx": 0, "score": np.nan,
+        "order": ["ab", "ab", "ba", "ba", "ab", "ab", "ba", "ab", "ba", "ab"],
+        "preference": ["a", "b", "a", "a", "b", "tie", "tie", "tie", "tie", "tie"],
+        "inconsistent": [True, True, True] + [False] * 7,
+    })  # fmt: skip
+    verdicts = pd.concat([verdicts, verdicts.assign(judge="k", preference="tie")], ignore_index=True)
+    calls = pd.DataFrame({"judge": ["j", "k"], "run_id": "r", "prompt_id": "p", "sample_idx": 0, "parse_ok": True})
+    tables = {"position_bias": position, "pairwise_bias": consistency.pairwise_bias(verdicts)}
+    board = summary.leaderboard(calls, tables).set_index("judge")
+    assert board.loc["j", "position_bias"] == pytest.approx(-0.3)  # the larger |gap|, not max(0.05, −0.3)
+    assert board.loc["j", "first_rate"] == pytest.approx(0.2) and board.loc["j", "tie_rate"] == 0.5
+    assert board.loc["j", "flip_rate"] == pytest.approx(0.3)
+    assert board.loc["k", "position_bias"] == pytest.approx(0.05) and np.isnan(board.loc["k", "first_rate"])
+    line = summary.judge_lines(board.reset_index())[0]
+    assert "position bias -0.30" in line
+    assert "pairwise first-shown preferred in 20% of decided verdicts (ties 50%), flips 30%" in line

@@ -87,7 +87,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     root = run_sample_study(tmp_path_factory.mktemp("view"))
     humans = pd.read_csv(Path(__file__).resolve().parent.parent / "data" / "sample" / "humans.csv")
     sock = bind(0)
-    server = uvicorn.Server(uvicorn.Config(create_app(Study(root, humans)), log_level="warning"))
+    study = Study(root, humans)
+    server = uvicorn.Server(uvicorn.Config(create_app(study), log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not server.started:
@@ -95,6 +96,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     yield f"http://127.0.0.1:{sock.getsockname()[1]}/", root
     server.should_exit = True
     thread.join(10)
+    study.close()
 
 
 def test_item_page_shows_prompt_answers_and_every_rater(served: tuple[str, Path]) -> None:
@@ -179,7 +181,7 @@ def test_cli_prints_its_url_once_it_serves_and_stops_on_ctrl_c(served: tuple[str
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
-    assert "Traceback" not in err
+    assert "Traceback" not in err and proc.returncode == 0  # the study closed: no SIGABRT on the way out
 
 
 def test_a_bad_port_is_one_line_naming_it() -> None:

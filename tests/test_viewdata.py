@@ -1,0 +1,95 @@
+"""The viewer's numbers on planted rows (no browser): nothing to compare is unknown, not 0; a pairwise item's
+list cell counts its verdicts; a study closes its DuckDB thread, so a process that used one exits cleanly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from fastapi.testclient import TestClient
+
+from analysis.view import create_app
+from analysis.viewdata import Study
+
+BASE = {"run_id": "r", "rubric": "r", "source": "gen", "dimension": "d", "sample_idx": 0, "prompt_id": "p"}
+
+
+def write_rows(root: Path, rows: list[dict[str, Any]]) -> Path:
+    """One results.parquet per mode (a run holds one mode)."""
+    frame = pd.DataFrame([{**BASE, **r} for r in rows])
+    for mode, part in frame.groupby("mode"):
+        (root / str(mode)).mkdir(parents=True)
+        part.to_parquet(root / str(mode) / "results.parquet", index=False)
+    return root
+
+
+def test_nothing_to_compare_is_unknown_not_zero_and_sorts_last(tmp_path: Path) -> None:
+    # i0/c: one judge in one mode → no other judge, no other mode: judge–judge and indep. vs comp. unknown.
+    # i1/c: judges j and k agree (3, 3) in both modes (3, 3): a real 0. i2/c: j scores 2, k's answer did not
+    # parse (score NaN), so only one judge has a score: unknown. Sorted by either, i1 (0.0) precedes the
+    # unknown items; a 0 for i0 sorted it first (same value, smaller key).
+    rows = [{"instance_id": "i0", "candidate_id": "c", "judge": "j", "mode": "independent", "score": 1.0},
+            {"instance_id": "i0", "candidate_id": "c", "judge": "j", "mode": "independent", "score": 5.0,
+             "sample_idx": 1},
+            *({"instance_id": "i1", "candidate_id": "c", "judge": j, "mode": m, "score": 3.0}
+              for j in ("j", "k") for m in ("independent", "comparative")),
+            {"instance_id": "i2", "candidate_id": "c", "judge": "j", "mode": "comparative", "score": 2.0},
+            {"instance_id": "i2", "candidate_id": "c", "judge": "k", "mode": "comparative", "score": float("nan"),
+             "parse_ok": False}]  # fmt: skip
+    with Study(write_rows(tmp_path, rows)) as study:
+        for sort in ("judge_judge", "mode_shift"):
+            page = study.page({}, sort).rows
+            got = {(r["instance_id"], r["judge"], r["mode"]): r[sort] for r in page}
+            assert got[("i0", "j", "independent")] is None, sort
+            assert got[("i1", "j", "independent")] == 0.0 and got[("i1", "k", "comparative")] == 0.0, sort
+            assert got[("i2", "j", "comparative")] is None and got[("i2", "k", "comparative")] is None, sort
+            known = [r["instance_id"] for r in page if r[sort] is not None]
+            assert known == ["i1"] * 4 and page[0]["instance_id"] == "i1", sort
+        listed = TestClient(create_app(study)).get("/?instance_id=i0").text
+        assert listed.count('<td class="num">–</td>') == 3  # judge–judge, judge–human, indep. vs comp.
+        assert '<td class="num">4.00</td>' in listed  # the spread across i0's two samples
+
+
+def test_pairwise_list_cell_counts_the_verdicts_as_the_item_page_lists_them(tmp_path: Path) -> None:
+    # c1 against c2 in both orders, 2 samples each: verdicts a, b (a flip), a, a → a 3 / b 1 (was one of them)
+    pair = {"instance_id": "i", "candidate_id": "c1", "other_id": "c2", "judge": "j", "mode": "pairwise",
+            "score": float("nan")}  # fmt: skip
+    rows = [{**pair, "prompt_id": f"p_{o}", "order": o, "sample_idx": s, "preference": p}
+            for o, s, p in (("ab", 0, "a"), ("ba", 0, "b"), ("ab", 1, "a"), ("ba", 1, "a"))]  # fmt: skip
+    rows.append({**pair, "candidate_id": "c3", "preference": "tie"})
+    with Study(write_rows(tmp_path, rows)) as study:
+        cells = {r["candidate_id"]: r["scores"] for r in study.page({}).rows}
+        assert cells == {"c1": "d a 3 / b 1", "c3": "d tie 1"}
+        assert {r["candidate_id"]: r["scores"] for r in study.page({"dimension": "d"}, "spread").rows} == cells
+
+
+EXIT = """
+import sys, pathlib
+import pandas as pd
+from analysis.viewdata import Study
+root = pathlib.Path(sys.argv[1])
+study = Study(root)
+print(study.page({}).total)
+"""
+
+
+def test_a_process_that_opened_a_study_exits_cleanly(tmp_path: Path) -> None:
+    # page() starts building the disagreement tables on a daemon thread; exiting while DuckDB ran there
+    # aborted the interpreter (SIGABRT, 5 of 8 runs). Without close(), the study is closed at exit.
+    frame = pd.DataFrame([{**BASE, "instance_id": f"i{k}", "candidate_id": f"c{j}", "judge": "j",
+                           "mode": "independent", "score": float(j), "sample_idx": s}
+                          for k in range(300) for j in range(5) for s in range(3)])  # fmt: skip
+    (tmp_path / "run").mkdir()
+    frame.to_parquet(tmp_path / "run" / "results.parquet", index=False)
+    code = textwrap.dedent(EXIT)
+    for _ in range(6):
+        done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                              timeout=120, cwd=Path(__file__).resolve().parent.parent)  # fmt: skip
+        assert (done.returncode, done.stdout.strip()) == (0, "1500"), done.stderr[-500:]
+    with Study(tmp_path) as study:
+        study.page({})
+    study.close()  # a second close does nothing
