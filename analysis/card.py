@@ -26,6 +26,7 @@ from analysis.humans import human_results
 from analysis.intervals import positive_int
 from analysis.robustness import robustness_table
 from analysis.scores import candidate_scores, dimension_directions
+from analysis.summary import parse_rate
 
 CARD_FIELDS: tuple[str, ...] = (
     "judge", "models", "rubric_versions", "dataset_hashes", "modes", "rows", "parse_rate", "cost_usd",
@@ -173,7 +174,7 @@ def make_card(
     for rv in runs["rubric_versions"]:
         for name, ver in rv.items():
             versions.setdefault(name, set()).add(ver)
-    parsed = mine["parse_ok"].astype(bool).mean() if "parse_ok" in mine and len(mine) else None
+    parsed = parse_rate(mine)  # per call, as the manifest and the leaderboard count it
     card: dict[str, Any] = {
         "judge": judge,
         "models": sorted({str(m) for m in runs["model"].dropna()} | {str(m) for m in mine.get("model", pd.Series()).dropna().unique()}),

@@ -87,6 +87,14 @@ def _calls(results: pd.DataFrame) -> pd.DataFrame:
     return results.drop_duplicates(call)[cols]
 
 
+def parse_rate(results: pd.DataFrame) -> float | None:
+    """Share of calls whose every row parsed (`_calls`: the manifest's rule); None without a parse_ok column.
+    The leaderboard and the judge card both report this number."""
+    if "parse_ok" not in results or not len(results):
+        return None
+    return float(usable_mask(_calls(results)).mean())
+
+
 def _per_judge_usage(results: pd.DataFrame) -> pd.DataFrame:
     """Parse rate, cost per 1,000 judgments (NaN = unknown when any call's cost is unknown) and median
     latency of the calls sent to the provider (cached replays excluded)."""
@@ -96,7 +104,7 @@ def _per_judge_usage(results: pd.DataFrame) -> pd.DataFrame:
         cost = part["cost_usd"].astype(float) if "cost_usd" in part else pd.Series(np.nan, index=part.index)
         live = ~part["cached"].fillna(False).astype(bool) if "cached" in part else np.ones(len(part), bool)
         latency = part.loc[live, "latency_s"].astype(float) if "latency_s" in part else pd.Series(dtype=float)
-        parsed = usable_mask(part).mean() if "parse_ok" in part else np.nan
+        parsed = float(usable_mask(part).mean()) if "parse_ok" in part else np.nan
         out.append({"judge": str(judge), "judgments": len(part), "parse_rate": parsed,
                     "cost_per_1k": cost.mean() * 1000 if cost.notna().all() and len(cost) else np.nan,
                     "median_latency_s": latency.median() if len(latency) else np.nan})  # fmt: skip

@@ -102,3 +102,19 @@ def test_human_agreement_joins_by_instance_and_candidate() -> None:
     table = card.human_agreement(pd.DataFrame(rows), pd.DataFrame(human), n_boot=20, seed=0)
     row = table.iloc[0]
     assert row["n"] == 4 and row["percent"] == pytest.approx(1.0) and row["kappa_w"] == pytest.approx(1.0)
+
+
+
+def test_card_parse_rate_is_per_call_like_the_leaderboard() -> None:
+    """Review 8 (leftover): the card averaged rows, while the leaderboard and the manifest count calls. Call 1
+    has two rows, one unparsed; call 2 parsed; call 3's status is unknown (NaN, counted as parsed as the analysis
+    does). Per call 2 of 3 parsed; the card's per-row mean gave 3 of 4."""
+    from analysis.summary import parse_rate
+
+    rows = pd.DataFrame({"judge": "j", "run_id": "r", "prompt_id": ["p1", "p1", "p2", "p3"], "sample_idx": 0,
+                         "parse_ok": [True, False, True, None], "mode": "independent", "score": 1.0})
+    assert parse_rate(rows) == pytest.approx(2 / 3)
+    facts = pd.DataFrame([{"judge": "j", "run_id": "r", "cost_usd": 0.0, "latency": [0.1], "rubric_versions": {},
+                           "model": "m", "dataset_hash": "h"}])
+    made = card.make_card("j", rows, facts, {})
+    assert made["parse_rate"] == pytest.approx(2 / 3)
