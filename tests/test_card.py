@@ -108,7 +108,7 @@ def test_human_agreement_joins_by_instance_and_candidate() -> None:
 def test_card_parse_rate_is_per_call_like_the_leaderboard() -> None:
     """Review 8 (leftover): the card averaged rows, while the leaderboard and the manifest count calls. Call 1
     has two rows, one unparsed; call 2 parsed; call 3's status is unknown (NaN, counted as parsed as the analysis
-    does). Per call 2 of 3 parsed; the card's per-row mean gave 3 of 4."""
+    does). Per call 2 of 3 parsed; the card's per-row mean gave 2 of 4 (the unknown read as False)."""
     from analysis.summary import parse_rate
 
     rows = pd.DataFrame({"judge": "j", "run_id": "r", "prompt_id": ["p1", "p1", "p2", "p3"], "sample_idx": 0,
