@@ -31,6 +31,7 @@ from analysis import latent
 from analysis.humans import HUMAN_COLUMNS, HUMAN_MODE, first_duplicate
 from analysis.intervals import positive_int
 from analysis.scores import candidate_scores
+from analysis.validate import csv_line
 
 UNCERTAINTY = ("entropy", "disagreement", "flip")
 
@@ -134,7 +135,8 @@ def export(root: str | Path, out: str | Path, n: int = 50, by: str = "entropy", 
 
 
 def ingest(path: str | Path, key_path: str | Path, annotator: str | None = None) -> pd.DataFrame:
-    """Completed annotations (sheet CSV or Label Studio JSON export) as human labels, checked against the key."""
+    """Completed annotations (sheet CSV or Label Studio JSON export) as human labels, checked against the key;
+    `line` says where each came from ("row N" of the sheet, "task N" of the export) for later errors."""
     path, key = Path(path), io.read_key(Path(key_path))
     raw = io.read_labelstudio(path) if path.suffix.lower() == ".json" else io.read_sheet(path, annotator)
     merged = raw.merge(key, on="item", how="left", validate="many_to_one")
@@ -143,7 +145,7 @@ def ingest(path: str | Path, key_path: str | Path, annotator: str | None = None)
         first = unknown.iloc[0]
         raise io.AnnotationError(f"{path}: {first['line']}: item: {first['item']!r} is not in {key_path}")
     io.check_scores(merged, path)
-    return merged[list(HUMAN_COLUMNS)].reset_index(drop=True)
+    return merged[[*HUMAN_COLUMNS, "line"]].reset_index(drop=True)
 
 
 def _recompute(root: str, labels: pd.DataFrame) -> None:
@@ -157,15 +159,22 @@ def _recompute(root: str, labels: pd.DataFrame) -> None:
         print(comp.loc[comp["method"] == "Dawid-Skene"].round(3).to_string(index=False))
 
 
-def check_new_labels(labels: pd.DataFrame, n_kept: int, new: str, kept: str | None) -> None:
-    """A ValueError (one line) when an ingested label (after the `n_kept` labels of the --humans file `kept`)
-    repeats an annotator × item × dimension already given: the report and the viewer refuse such a file."""
-    repeated = first_duplicate(labels)
+def check_new_labels(kept: pd.DataFrame, labels: pd.DataFrame, new: str, kept_path: str | None) -> None:
+    """A ValueError (one line) when an ingested label (`labels`, from `ingest`) repeats an annotator × item ×
+    dimension already given, in the file or in the --humans file `kept_path` (read as `kept`): the report and
+    the viewer refuse such a file. It names the sheet row or export task (rows without a score are not
+    labels, so a label's number is not its row) and the kept file's line."""
+    both = pd.concat([kept, labels], ignore_index=True)
+    repeated = first_duplicate(both)
     if repeated is None:
         return
-    pos, first, key = repeated
-    where = f"{kept}:{first + 2}" if first < n_kept else f"row {first - n_kept + 1}"
-    raise ValueError(f"{new}: row {pos - n_kept + 1}: label ({key}) already given in {where}")
+    pos, first, key = repeated  # the kept file has no repeat (load_humans refused it), so pos is a new label
+    n_kept = len(kept)
+    if first < n_kept:
+        where = f"{kept_path}:{csv_line(Path(str(kept_path)), first)}"
+    else:
+        where = labels["line"].iloc[first - n_kept]
+    raise ValueError(f"{new}: {labels['line'].iloc[pos - n_kept]}: label ({key}) already given in {where}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -200,11 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 0
         labels = ingest(args.file, args.key, args.annotator)
-        n_kept = 0
-        if args.humans:
-            kept = load_humans(args.humans)
-            labels, n_kept = pd.concat([kept, labels], ignore_index=True), len(kept)
-        check_new_labels(labels, n_kept, args.file, args.humans)
+        kept = load_humans(args.humans) if args.humans else labels.iloc[:0, : len(HUMAN_COLUMNS)]
+        check_new_labels(kept, labels, args.file, args.humans)
+        labels = pd.concat([kept, labels.drop(columns="line")], ignore_index=True)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         labels.to_csv(args.out, index=False)
         print(f"{len(labels)} labels -> {args.out}", file=sys.stderr)

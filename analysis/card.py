@@ -63,7 +63,8 @@ def run_facts(root: str | Path) -> pd.DataFrame:
                 path, columns=[c for c in cols if c in pq.read_schema(path).names]
             ).to_pandas()
         else:
-            frame = pd.read_csv(path, usecols=lambda c, wanted=frozenset(cols): c in wanted)
+            frame = pd.read_csv(path, usecols=lambda c, wanted=frozenset(cols): c in wanted,
+                                dtype=dict.fromkeys(("judge", "run_id", "prompt_id"), str))  # text: 01 is not 1
         calls = frame.drop_duplicates([c for c in ("prompt_id", "sample_idx") if c in frame])
         if "cached" in calls:
             calls = calls.loc[~calls["cached"].astype(str).str.lower().isin(["true", "1"])]

@@ -18,18 +18,20 @@ import pyarrow.parquet as pq
 import yaml
 
 import conf
-from analysis.humans import check_humans, first_duplicate
+from analysis.humans import LABEL_TEXT, check_humans, first_duplicate
 from analysis.scores import DIRECTION, as_bool
 from analysis.shards import merged_run_ids
 from analysis.validate import (
     IDENTITY,
+    MISSING_TEXT,
     ResultsError,
     check_numbers,
     check_results,
+    csv_line,
     read_table,
     require_columns,
 )
-from experiments.schema import ANALYSIS_COLUMNS, FLOAT_COLUMNS, KEY_COLUMNS, REQUIRED
+from experiments.schema import ANALYSIS_COLUMNS, FLOAT_COLUMNS, KEY_COLUMNS, REQUIRED, TEXT_COLUMNS
 
 # the analysis columns, their types and the key columns (loaded as categoricals) come from the one schema
 COLUMNS = ANALYSIS_COLUMNS
@@ -84,9 +86,10 @@ def _read_one(path: Path) -> pa.Table:
         names = set(read_table(path, pq.read_schema, "parquet").names)
         table = read_table(path, lambda p: pq.read_table(p, columns=[c for c in COLUMNS if c in names]), "parquet")
         checked = table.select([c for c in table.column_names if c in CHECKED]).to_pandas()
-    else:  # the float columns as text first, so a non-number is reported with its line
+    else:  # the float columns as text first, so a non-number is reported with its line; ids as text (007)
+        types = dict.fromkeys([*FLOAT_COLUMNS, *TEXT_COLUMNS], str)
         frame = read_table(path, lambda p: pd.read_csv(p, usecols=lambda c: c in COLUMNS, low_memory=False,
-                                                        dtype=dict.fromkeys(FLOAT_COLUMNS, str)), "CSV")  # fmt: skip
+                                                        dtype=types), "CSV")  # fmt: skip
         for col in FLOAT_COLUMNS:
             if col in frame:
                 frame[col] = check_numbers(frame, path, col)
@@ -233,9 +236,14 @@ def _drop_repeated_judgments(results: pd.DataFrame, rater: list[str], item: list
 
 def load_humans(path: str | Path) -> pd.DataFrame:
     """The human labels CSV (annotator, instance_id, candidate_id, source, dimension, score); a file that is
-    not one (JSONL, binary, a missing column, a non-number score) is a ResultsError naming it."""
+    not one (JSONL, binary, a missing column, a non-number score) is a ResultsError naming it.
+
+    The ids are read as text, as `annotate ingest` writes them: read as numbers, `007` became `7` and joined
+    no judgment, and `01` and `1` were one item labelled twice. An id `NA` stays `NA`."""
     path = Path(path)
-    frame = read_table(path, pd.read_csv, "CSV")
+    missing = {"score": list(MISSING_TEXT), DIRECTION: list(MISSING_TEXT)}
+    frame = read_table(path, lambda p: pd.read_csv(p, dtype=dict.fromkeys([*LABEL_TEXT, "score"], str),
+                                                    keep_default_na=False, na_values=missing), "CSV")  # fmt: skip
     try:
         humans = check_humans(frame)
     except ValueError as exc:
@@ -245,8 +253,8 @@ def load_humans(path: str | Path) -> pd.DataFrame:
     repeated = first_duplicate(humans)
     if repeated:
         pos, first, key = repeated
-        raise ResultsError(f"{path}:{pos + 2}: duplicate human label ({key}), first given on line {first + 2}; "
-                           "keep one label per annotator, item and dimension")  # fmt: skip
+        raise ResultsError(f"{path}:{csv_line(path, pos)}: duplicate human label ({key}), first given on line "
+                           f"{csv_line(path, first)}; keep one label per annotator, item and dimension")  # fmt: skip
     return humans
 
 

@@ -33,6 +33,8 @@ from analysis.scores import (
 from analysis.winrate import ITEM_KEYS, TIE_TOL, instance_outcomes
 
 HUMAN_COLUMNS: tuple[str, ...] = ("annotator", "instance_id", "candidate_id", "source", "dimension", "score")
+#: The columns that are text whatever they look like (`007` is not `7`): every column but the score.
+LABEL_TEXT: tuple[str, ...] = HUMAN_COLUMNS[:-1]
 #: One label per annotator, item and dimension.
 LABEL_KEYS: tuple[str, ...] = ("annotator", "instance_id", "candidate_id", "dimension")
 PREFIX = "human:"
@@ -48,7 +50,7 @@ def check_humans(humans: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise ValueError(f"human labels lack column(s) {missing}; need {list(HUMAN_COLUMNS)}")
     out = humans.loc[:, [*HUMAN_COLUMNS, *([DIRECTION] if DIRECTION in humans else [])]].copy()
-    for col in HUMAN_COLUMNS[:-1]:
+    for col in LABEL_TEXT:
         out[col] = out[col].astype(str)
     out["score"] = pd.to_numeric(out["score"], errors="coerce")
     return out

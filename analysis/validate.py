@@ -9,6 +9,7 @@ same run, prompt, candidate, order, dimension and sample).
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +24,12 @@ import conf
 # the columns that identify one judgment: two rows agreeing on all of them are one judgment counted twice
 IDENTITY: tuple[str, ...] = ("run_id", "judge", "model", "mode", "rubric", "prompt_id", "instance_id",
                              "candidate_id", "other_id", "order", "dimension", "sample_idx")  # fmt: skip
+
+
+# the cell texts pandas reads as missing by default: a file read with keep_default_na=False (ids are text, so a
+# candidate or annotator "NA" stays "NA") uses them for its number and flag columns only
+MISSING_TEXT: tuple[str, ...] = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+                                 "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")  # fmt: skip
 
 
 class ResultsError(ValueError):
@@ -55,10 +62,28 @@ def read_table(path: Path, read: Callable[[Path], Any], kind: str) -> Any:
         raise ResultsError(f"{path}: not a readable {kind} file ({first})") from None
 
 
+def csv_line(path: Path, record: int) -> int:
+    """The file line (header = line 1) on which data record `record` (0-based, as pandas numbers the rows
+    of `pd.read_csv(path)`) starts: a quoted newline inside a field and a blank line (which pandas skips)
+    move the later records down, so `record + 2` would name the wrong line. Read only for an error."""
+    csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))  # a long judge answer is one field
+    seen, end = -1, 0  # records read so far (the header is -1), the line the last one ended on
+    with path.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
+        reader = csv.reader(handle)
+        for row in reader:
+            start, end = end + 1, reader.line_num
+            if len(row) <= 1 and not "".join(row).strip():
+                continue  # a blank (or blank-looking) line: pandas skips it
+            if seen == record:
+                return start
+            seen += 1
+    return record + 2  # the file changed since it was read
+
+
 def _where(path: Path, frame: pd.DataFrame, position: int) -> str:
-    """`file:line` of a CSV row (header is line 1), `file: row N` of a parquet row."""
-    index = frame.index[position]
-    return f"{path}:{int(index) + 2}" if path.suffix == ".csv" else f"{path}: row {int(index) + 1}"
+    """`file:line` of a CSV row (its real line), `file: row N` of a parquet row."""
+    index = int(frame.index[position])
+    return f"{path}:{csv_line(path, index)}" if path.suffix == ".csv" else f"{path}: row {index + 1}"
 
 
 def require_columns(frame: pd.DataFrame, path: Path, required: Sequence[str]) -> None:
@@ -72,7 +97,7 @@ def check_numbers(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
     """The column as floats; a value that is not a number (e.g. "abc") is refused with its row."""
     values = pd.to_numeric(frame[column], errors="coerce")
     bad = values.isna().to_numpy() & frame[column].notna().to_numpy()
-    bad &= ~frame[column].astype(str).str.strip().str.lower().isin(["", "nan", "none", "null"]).to_numpy()
+    bad &= ~frame[column].astype(str).str.strip().str.lower().isin({m.lower() for m in MISSING_TEXT}).to_numpy()
     if bad.any():
         position = int(np.flatnonzero(bad)[0])
         raise ResultsError(f"{_where(path, frame, position)}: {column} {str(frame[column].iloc[position])[:40]!r} "

@@ -96,16 +96,17 @@ class ViewError(Exception):
     """A study folder or file the viewer cannot read (one line for the user)."""
 
 
-def _scan(paths: Sequence[Path], reader: str) -> str:
+def _scan(paths: Sequence[Path], reader: str, options: str = "") -> str:
     files = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
-    return f"SELECT * FROM {reader}([{files}], union_by_name = true)"
+    return f"SELECT * FROM {reader}([{files}], union_by_name = true{options})"
 
 
 def _results_sql(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> str:
     """One SELECT over every results file with the viewer's columns, typed, NULL where a file lacks one."""
     parts = [p for p in paths if p.suffix == ".parquet"], [p for p in paths if p.suffix != ".parquet"]
     scans = [_scan(parts[0], "read_parquet")] if parts[0] else []
-    scans += [_scan(parts[1], "read_csv")] if parts[1] else []
+    # a CSV as text (every column is cast below): typed by sniffing, an id 2.10 read as 2.1 and 1e3 as 1000.0
+    scans += [_scan(parts[1], "read_csv", ", all_varchar = true")] if parts[1] else []
     union = " UNION ALL BY NAME ".join(scans)
     present = {row[0] for row in con.execute(f"DESCRIBE {union}").fetchall()}
     cols = [f'CAST("{c}" AS {t}) AS "{c}"' if c in present else f'CAST(NULL AS {t}) AS "{c}"'

@@ -70,5 +70,7 @@ ANALYSIS_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.analysis)
 KEY_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.key)
 # a CSV writer may print a whole-number float as "3" (Arrow does): read these as floats whatever the text
 FLOAT_COLUMNS: dict[str, str] = {c.name: "float64" for c in SCHEMA if c.dtype == "float64" and c.analysis}
+# ids and names are text whatever they look like: a CSV cell 007 is the id "007", not the number 7
+TEXT_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.dtype == "string" and c.analysis)
 # what the analysis cannot do without
 REQUIRED: tuple[str, ...] = ("judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score")

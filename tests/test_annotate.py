@@ -336,3 +336,60 @@ def test_ingest_refuses_labels_already_given(study, tmp_path, capsys) -> None:
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith(f"error: {tmp_path / 'done.csv'}: row 1: "), err
     assert f"{tmp_path / 'h.csv'}:2" in err and "annotator=x" in err and not (tmp_path / "h2.csv").exists()
+
+
+KEY = "item,instance_id,candidate_id,source,dimension,low,high\nA,i1,c1,gen,clarity,1,5\nB,i1,c2,gen,clarity,1,5\n"
+
+
+def _ingest_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    capsys.readouterr()
+    assert annotate.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_a_repeated_label_names_its_sheet_rows_and_tasks(tmp_path, capsys) -> None:
+    """Review 8 F4: row 1 is not scored yet (skipped), B is labelled on rows 2 and 3; Label Studio's task 3
+    holds both labels. The error counted kept labels ("row 2 ... row 1") and said "row" for a task."""
+    (tmp_path / "key.csv").write_text(KEY)
+    (tmp_path / "sheet.csv").write_text("item,annotator,score\nA,x,\nB,x,3\nB,x,4\n")
+    argv = ["ingest", str(tmp_path / "sheet.csv"), "--key", str(tmp_path / "key.csv"), "--out", str(tmp_path / "h.csv")]
+    err = _ingest_error(capsys, argv)
+    assert err.startswith(f"error: {tmp_path / 'sheet.csv'}: row 3: label (") and err.endswith("already given in row 2")
+    ann = [{"completed_by": {"email": "x@y"}, "result": [{"from_name": "score", "value": {"choices": [s]}}]}
+           for s in ("3", "4")]  # fmt: skip
+    tasks = [{"data": {"item": "A"}, "annotations": []}] * 2 + [{"data": {"item": "B"}, "annotations": ann}]
+    (tmp_path / "ls.json").write_text(json.dumps(tasks))
+    err = _ingest_error(capsys, [*argv[:1], str(tmp_path / "ls.json"), *argv[2:]])
+    assert err.startswith(f"error: {tmp_path / 'ls.json'}: task 3: label (annotator=x@y, ") and err.endswith(
+        "already given in task 3")
+
+
+def test_a_label_already_in_the_humans_file_names_its_file_line(tmp_path, capsys) -> None:
+    """The kept file's label for B starts on line 5 (a quoted newline in a comment and a blank line above);
+    the sheet repeats it on row 2 (row 1 not scored)."""
+    (tmp_path / "key.csv").write_text(KEY)
+    kept = tmp_path / "kept.csv"
+    kept.write_text('annotator,instance_id,candidate_id,source,dimension,score,comment\n'
+                    'x,i1,c1,gen,clarity,2,"one\ntwo"\n\nx,i1,c2,gen,clarity,2,\n')  # fmt: skip
+    (tmp_path / "sheet.csv").write_text("item,annotator,score\nA,x,\nB,x,3\n")
+    err = _ingest_error(capsys, ["ingest", str(tmp_path / "sheet.csv"), "--key", str(tmp_path / "key.csv"),
+                                 "--out", str(tmp_path / "h.csv"), "--humans", str(kept)])  # fmt: skip
+    assert err.startswith(f"error: {tmp_path / 'sheet.csv'}: row 2: label (") and err.endswith(f"given in {kept}:5")
+
+
+def test_ingested_zero_padded_ids_come_back_as_written(tmp_path) -> None:
+    """The key says 007 / 01 / 1: the labels file keeps them, and reading it back (report, card, viewer,
+    --humans) gives 007 / 01 / 1, not 7 / 1 / 1 (which refused 01 and 1 as one item labelled twice)."""
+    from analysis.collect import load_humans
+
+    (tmp_path / "key.csv").write_text("item,instance_id,candidate_id,source,dimension,low,high\n"
+                                      "A,007,01,gen,clarity,1,5\nB,007,1,gen,clarity,1,5\n")  # fmt: skip
+    (tmp_path / "sheet.csv").write_text("item,annotator,score\nA,x,3\nB,x,4\n")
+    out = tmp_path / "h.csv"
+    assert annotate.main(["ingest", str(tmp_path / "sheet.csv"), "--key", str(tmp_path / "key.csv"), "--out",
+                          str(out)]) == 0  # fmt: skip
+    back = load_humans(out)
+    assert back["instance_id"].tolist() == ["007", "007"] and back["candidate_id"].tolist() == ["01", "1"]
+    assert back["score"].tolist() == [3.0, 4.0]

@@ -104,6 +104,7 @@ def test_human_agreement_joins_by_instance_and_candidate() -> None:
     assert row["n"] == 4 and row["percent"] == pytest.approx(1.0) and row["kappa_w"] == pytest.approx(1.0)
 
 
+<<<<<<< HEAD
 
 def test_card_parse_rate_is_per_call_like_the_leaderboard() -> None:
     """Review 8 (leftover): the card averaged rows, while the leaderboard and the manifest count calls. Call 1
@@ -118,3 +119,48 @@ def test_card_parse_rate_is_per_call_like_the_leaderboard() -> None:
                            "model": "m", "dataset_hash": "h"}])
     made = card.make_card("j", rows, facts, {})
     assert made["parse_rate"] == pytest.approx(2 / 3)
+=======
+def test_card_agrees_with_ingested_labels_on_zero_padded_ids(tmp_path) -> None:
+    """Review 8 F2, end to end: results.csv as a study writes it (Arrow's CSV writer) and labels written by
+    `annotate ingest`, over instances 007 and 7 and candidates 01 and 1. Planted: the judge matches the
+    human on (007, 01) = 3 and (007, 1) = 4 and not on (7, 1): 1 vs 2. So n = 3 and percent = 2/3. Read as
+    numbers, 007 became 7 and 01 became 1: the labels were refused as duplicates, or nothing joined."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    from analysis import annotate
+
+    items = [("007", "01", 3.0, 3), ("007", "1", 4.0, 4), ("7", "1", 1.0, 2)]
+    run = tmp_path / "study" / "run"
+    run.mkdir(parents=True)
+    cols = {"run_id": "run", "judge": "j", "model": "m", "mode": "independent", "rubric": "custom",
+            "source": "gen", "dimension": "clarity", "higher_is_better": True, "sample_idx": 0, "parse_ok": True}  # fmt: skip
+    table = {k: [v] * len(items) for k, v in cols.items()}
+    table |= {"prompt_id": [f"{i}-{c}" for i, c, _, _ in items], "instance_id": [i for i, *_ in items],
+              "candidate_id": [c for _, c, *_ in items], "score": [s for *_, s, _ in items]}  # fmt: skip
+    pa_csv.write_csv(pa.table(table), run / "results.csv")
+    key = "item,instance_id,candidate_id,source,dimension,low,high\n" + "".join(
+        f"I{n},{i},{c},gen,clarity,1,5\n" for n, (i, c, _, _) in enumerate(items))
+    (tmp_path / "key.csv").write_text(key)
+    (tmp_path / "sheet.csv").write_text("item,annotator,score\n" + "".join(
+        f"I{n},h1,{h}\n" for n, (*_, h) in enumerate(items)))  # fmt: skip
+    labels = tmp_path / "labels.csv"
+    assert annotate.main(["ingest", str(tmp_path / "sheet.csv"), "--key", str(tmp_path / "key.csv"),
+                          "--out", str(labels)]) == 0  # fmt: skip
+    out = tmp_path / "cards"
+    assert card.main([str(tmp_path / "study"), "--humans", str(labels), "--out", str(out), "--n-boot", "20"]) == 0
+    agreement = json.loads((out / "j.json").read_text())["human_agreement"]
+    assert len(agreement) == 1 and agreement[0]["n"] == 3
+    assert agreement[0]["percent"] == pytest.approx(2 / 3)
+
+
+def test_calls_are_told_apart_by_their_prompt_id_text(tmp_path) -> None:
+    """Prompts 01 and 1 are two calls (1.0 s and 3.0 s): read as numbers they were one, and the median
+    latency was 1.0 over 1 call instead of (1 + 3) / 2 = 2.0 over 2."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.csv").write_text("judge,run_id,prompt_id,sample_idx,latency_s,cached\n"
+                                     "j,run,01,0,1.0,False\nj,run,1,0,3.0,False\n")  # fmt: skip
+    facts = card.run_facts(tmp_path)
+    assert facts["latency"].iloc[0].tolist() == [1.0, 3.0]
+>>>>>>> hI

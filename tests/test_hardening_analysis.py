@@ -212,3 +212,63 @@ def test_n_boot_must_be_positive_in_every_analysis_cli(module: str, value: str, 
     assert capsys.readouterr().err.splitlines()[-1].endswith(
         f"error: argument --n-boot: must be a positive integer, not '{value}'"
     )
+
+
+# review 8, F2/F3: ids are text (``007`` is not ``7``; ``01`` and ``1`` are two items) and an error names the
+# file line a record starts on (a quoted newline or a blank line moves the later records down)
+LABELS = "annotator,instance_id,candidate_id,source,dimension,score,comment\n"
+
+
+def test_human_label_ids_are_read_as_text(tmp_path: Path) -> None:
+    from analysis.collect import load_humans
+
+    path = tmp_path / "h.csv"
+    path.write_text(LABELS + "NA,007,1.50,gen,1e3,3,\nNA,01,c1,gen,1e3,4,\nNA,1,c1,gen,1e3,,\n")
+    humans = load_humans(path)  # 01 and 1 were one id (1), so the third label was refused as a duplicate
+    assert humans["instance_id"].tolist() == ["007", "01", "1"]
+    assert humans["candidate_id"].tolist() == ["1.50", "c1", "c1"]
+    assert humans["annotator"].tolist() == ["NA"] * 3 and humans["dimension"].tolist() == ["1e3"] * 3
+    assert humans["score"].tolist()[:2] == [3.0, 4.0] and np.isnan(humans["score"].iloc[2])
+
+
+def test_results_csv_ids_are_read_as_text(tmp_path: Path) -> None:
+    frame = novelty_run(n_instances=1).drop(columns=["prompt_id"], errors="ignore")
+    frame = frame.loc[frame["dimension"] == "originality"].drop_duplicates(["candidate_id"]).head(3).copy()
+    frame["instance_id"], frame["candidate_id"] = "007", ["01", "1", "1.50"]
+    frame["prompt_id"] = ["08", "8", "1e3"]
+    write(tmp_path / "run", frame)
+    loaded = load_results(tmp_path / "run")
+    assert loaded["instance_id"].astype(str).tolist() == ["007"] * 3
+    assert loaded["candidate_id"].astype(str).tolist() == ["01", "1", "1.50"]
+    assert loaded["prompt_id"].astype(str).tolist() == ["08", "8", "1e3"]
+
+
+@pytest.mark.parametrize(("text", "line", "first"), [
+    (LABELS + 'a,i1,c1,gen,clarity,3,"line one\nline two"\na,i1,c2,gen,clarity,4,ok\na,i1,c1,gen,clarity,5,x\n', 5, 2),
+    (LABELS + "a,i1,c1,gen,clarity,3,\n\na,i1,c1,gen,clarity,5,\n", 4, 2),
+    (LABELS + '\na,i1,c0,gen,clarity,3,"x\n\ny"\na,i1,c1,gen,clarity,3,\na,i1,c1,gen,clarity,5,\n', 7, 6),
+])  # fmt: skip
+def test_duplicate_label_names_the_file_lines(tmp_path: Path, text: str, line: int, first: int) -> None:
+    from analysis.collect import load_humans
+
+    path = tmp_path / "h.csv"
+    path.write_text(text)
+    assert text.splitlines()[line - 1].startswith("a,i1,c1,") and text.splitlines()[first - 1].startswith("a,i1,c1,")
+    with pytest.raises(ResultsError, match=rf"h.csv:{line}: duplicate human label .* first given on line {first};"):
+        load_humans(path)
+
+
+def test_a_bad_number_names_its_file_line(tmp_path: Path) -> None:
+    from analysis.collect import load_humans
+
+    path = tmp_path / "h.csv"
+    path.write_text(LABELS + 'a,i1,c1,gen,clarity,3,"one\ntwo"\n\na,i1,c2,gen,clarity,abc,\n')
+    with pytest.raises(ResultsError, match=r"h.csv:5: score 'abc' is not a number"):
+        load_humans(path)
+    frame = novelty_run(n_instances=1).head(3).copy()
+    frame["raw"] = ["a\nb", "c", "d"]
+    frame["score"] = frame["score"].astype(object)
+    frame.iloc[2, frame.columns.get_loc("score")] = "abc"
+    write(tmp_path / "run", frame)
+    with pytest.raises(ResultsError, match=r"results.csv:5: score 'abc' is not a number"):
+        load_results(tmp_path / "run")

@@ -312,3 +312,31 @@ def test_leaderboard_parse_rate_equals_the_manifests_on_the_same_runs(served: tu
         attempted = sum(m["calls_total"] for m in runs)
         assert len(runs) == 2 and unscored > 0
         assert board.loc[judge, "parse_rate"] == pytest.approx(1 - unscored / attempted)
+
+
+def test_zero_padded_ids_join_results_csv_and_labels(tmp_path: Path) -> None:
+    """Review 8 F2: results.csv as a study writes it (Arrow's CSV writer quotes every string) and a labels
+    file over instance 007, candidates 2.10 and 1e3. Planted: the judge scores 3, the human 5, so judge–human
+    is |3 − 5| = 2 on both. Read as numbers the labels said 7 (no join: NULL, no human row on the item page)
+    and DuckDB read the candidates as the numbers 2.1 and 1000.0."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    from analysis.collect import load_humans
+
+    run = tmp_path / "study" / "run"
+    run.mkdir(parents=True)
+    rows = {"run_id": ["run"] * 2, "judge": ["j"] * 2, "mode": ["independent"] * 2, "rubric": ["r"] * 2,
+            "prompt_id": ["p1", "p2"], "instance_id": ["007"] * 2, "candidate_id": ["2.10", "1e3"],
+            "source": ["gen"] * 2, "dimension": ["clarity"] * 2, "sample_idx": [0, 0], "score": [3.0, 3.0],
+            "parse_ok": [True, True]}  # fmt: skip
+    pa_csv.write_csv(pa.table(rows), run / "results.csv")
+    labels = tmp_path / "labels.csv"
+    labels.write_text("annotator,instance_id,candidate_id,source,dimension,score\n"
+                      "h,007,2.10,gen,clarity,5\nh,007,1e3,gen,clarity,5\n")  # fmt: skip
+    study = Study(tmp_path / "study", load_humans(labels))
+    study.wait()
+    got = study.con.execute("SELECT candidate_id, judge_human FROM item_dim ORDER BY candidate_id").fetchall()
+    assert got == [("1e3", 2.0), ("2.10", 2.0)]
+    for cand in ("2.10", "1e3"):
+        assert len(study.item_rows("007", cand)) == 1 and len(study.human_rows("007", cand)) == 1
