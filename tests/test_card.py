@@ -104,8 +104,6 @@ def test_human_agreement_joins_by_instance_and_candidate() -> None:
     assert row["n"] == 4 and row["percent"] == pytest.approx(1.0) and row["kappa_w"] == pytest.approx(1.0)
 
 
-<<<<<<< HEAD
-
 def test_card_parse_rate_is_per_call_like_the_leaderboard() -> None:
     """Review 8 (leftover): the card averaged rows, while the leaderboard and the manifest count calls. Call 1
     has two rows, one unparsed; call 2 parsed; call 3's status is unknown (NaN, counted as parsed as the analysis
@@ -119,7 +117,8 @@ def test_card_parse_rate_is_per_call_like_the_leaderboard() -> None:
                            "model": "m", "dataset_hash": "h"}])
     made = card.make_card("j", rows, facts, {})
     assert made["parse_rate"] == pytest.approx(2 / 3)
-=======
+
+
 def test_card_agrees_with_ingested_labels_on_zero_padded_ids(tmp_path) -> None:
     """Review 8 F2, end to end: results.csv as a study writes it (Arrow's CSV writer) and labels written by
     `annotate ingest`, over instances 007 and 7 and candidates 01 and 1. Planted: the judge matches the
@@ -163,4 +162,3 @@ def test_calls_are_told_apart_by_their_prompt_id_text(tmp_path) -> None:
                                      "j,run,01,0,1.0,False\nj,run,1,0,3.0,False\n")  # fmt: skip
     facts = card.run_facts(tmp_path)
     assert facts["latency"].iloc[0].tolist() == [1.0, 3.0]
->>>>>>> hI
