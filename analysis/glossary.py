@@ -40,8 +40,10 @@ GLOSSARY: dict[str, str] = {
     # scores and rates
     "scored": "share of rows with a verdict", "parse_rate": "share of judgments whose answer parsed (a "
     "row of unknown parse status counts as parsed, as the analysis uses it)",
-    "cost_usd": "provider cost in USD (empty: unknown)", "cost_per_1k": "USD per 1,000 judgments (unknown when "
-    "any call's cost is unknown)", "median_latency_s": "median seconds per provider call (cache replays excluded)",
+    "cost_usd": "provider cost in USD (empty: unknown); a failed call and a twin (a duplicate request answered "
+    "once in the run) cost 0, a cached replay the price of the answer it replays, as the manifest counts it",
+    "cost_per_1k": "USD per 1,000 paid judgments: the spend over the calls that got a completion with a price of "
+    "their own (failed calls and twins left out, cached replays in; unknown when any call's cost is unknown)", "median_latency_s": "median seconds per provider call (cache replays excluded)",
     "cached": "share of calls replayed from the cache", "mean": "mean", "sd": "standard deviation",
     "ci": "95% CI", "win": "share of instances where the generator's best-of-K beats the reference",
     "tie": "share tied", "loss": "share lost", "win_before": "win rate in the first setting (independent)",

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import consistency, illusion, latent, scores, summary, winrate
+from analysis import consistency, costs, illusion, latent, scores, summary, winrate
 from analysis import humans as human_mod
 from analysis.agreement import agreement_table
 from analysis.collect import expected_as_score, load_humans, load_results
@@ -32,7 +32,7 @@ def overview(results: pd.DataFrame) -> pd.DataFrame:
     frame = results[keys].assign(
         _scored=results["score"].notna().to_numpy()
         | (results["preference"].notna().to_numpy() if "preference" in results else False),
-        _cost=summary.call_costs(results).to_numpy(),  # a call that got no completion: 0
+        _cost=costs.call_costs(results).to_numpy(),  # a call that got no completion: 0
         _cached=results["cached"].astype(float) if "cached" in results else np.nan,
     )
     out = frame.groupby(keys, observed=True, dropna=False).agg(

@@ -15,6 +15,7 @@ import pandas as pd
 from scipy import stats
 
 from analysis.agreement import pair_agreement
+from analysis.costs import NO_COMPLETION, call_costs, per_1k
 from analysis.scores import CONTEXT, candidate_scores, usable_mask
 
 ALPHA = 0.05
@@ -54,21 +55,6 @@ def min_detectable_shift(n: int, alpha: float = ALPHA) -> float:
     return float("inf")
 
 
-def call_costs(results: pd.DataFrame) -> pd.Series:
-    """`cost_usd` per row as float, a call that got no completion at 0: the manifest counts it so, and
-    experiments.rows writes 0.0 for it, but older results files hold NaN. Such a call has no answer text, no
-    latency and was not cached; a completed call of unknown price stays NaN (unknown)."""
-    if "cost_usd" not in results:
-        return pd.Series(np.nan, index=results.index)
-    cost = results["cost_usd"].astype(float)
-    if not {"raw", "latency_s"} <= set(results):
-        return cost
-    no_text = results["raw"].astype(object).fillna("").astype(str).to_numpy() == ""
-    idle = results["latency_s"].astype(float).fillna(0.0).to_numpy() == 0.0
-    live = ~results["cached"].fillna(False).astype(bool).to_numpy() if "cached" in results else True
-    return cost.mask(cost.isna().to_numpy() & no_text & idle & live, 0.0)
-
-
 def _calls(results: pd.DataFrame) -> pd.DataFrame:
     """One row per judgment (call) with its judge, parse status, cost, latency and cached flag. A call is
     parsed only when every one of its rows is (experiments.manifest counts it so), so the parse rate here
@@ -76,7 +62,7 @@ def _calls(results: pd.DataFrame) -> pd.DataFrame:
     as parsed, as scores.usable_mask uses it. Cost, latency and the cached flag are the call's."""
     keys = [c for c in CALL_KEYS if c in results]
     results = results.assign(cost_usd=call_costs(results))
-    cols = [c for c in ("judge", "parse_ok", "cost_usd", "latency_s", "cached") if c in results]
+    cols = [c for c in ("judge", "parse_ok", "cost_usd", "latency_s", "cached", *NO_COMPLETION) if c in results]
     if not keys:
         return results[cols]
     call = ["judge", *keys]
@@ -96,17 +82,16 @@ def parse_rate(results: pd.DataFrame) -> float | None:
 
 
 def _per_judge_usage(results: pd.DataFrame) -> pd.DataFrame:
-    """Parse rate, cost per 1,000 judgments (NaN = unknown when any call's cost is unknown) and median
-    latency of the calls sent to the provider (cached replays excluded)."""
+    """Parse rate, cost per 1,000 paid judgments (costs.per_1k; NaN = unknown) and median latency of the
+    calls sent to the provider (cached replays excluded)."""
     calls = _calls(results)
     out = []
     for judge, part in calls.groupby("judge", observed=True, sort=True):
-        cost = part["cost_usd"].astype(float) if "cost_usd" in part else pd.Series(np.nan, index=part.index)
         live = ~part["cached"].fillna(False).astype(bool) if "cached" in part else np.ones(len(part), bool)
         latency = part.loc[live, "latency_s"].astype(float) if "latency_s" in part else pd.Series(dtype=float)
         parsed = float(usable_mask(part).mean()) if "parse_ok" in part else np.nan
         out.append({"judge": str(judge), "judgments": len(part), "parse_rate": parsed,
-                    "cost_per_1k": cost.mean() * 1000 if cost.notna().all() and len(cost) else np.nan,
+                    "cost_per_1k": per_1k(part),
                     "median_latency_s": latency.median() if len(latency) else np.nan})  # fmt: skip
     return pd.DataFrame(out)
 

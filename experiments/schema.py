@@ -52,11 +52,13 @@ SCHEMA: tuple[Column, ...] = (
     Column("error", "string", "why the row is unscored"),
     Column("rationale", "string", "the judge's rationale where the rubric asks for one (never parsed)"),
     Column("raw", "string", "the judge's answer as received", analysis=True, key=True),
-    Column("finish_reason", "string", "provider finish reason ('length' = cut at max_tokens)"),
-    Column("prompt_tokens", "int64", "prompt tokens of the call"),
-    Column("completion_tokens", "int64", "completion tokens of the call"),
-    Column("cost_usd", "float64", "the call's cost (0 without a completion or for a shared answer; NaN when unknown)",
-           analysis=True),
+    # the analysis reads these three to tell a call with no completion (None, 0, 0) from one of unknown price
+    Column("finish_reason", "string", "provider finish reason ('length' = cut at max_tokens)", analysis=True,
+           key=True),
+    Column("prompt_tokens", "int64", "prompt tokens of the call", analysis=True),
+    Column("completion_tokens", "int64", "completion tokens of the call", analysis=True),
+    Column("cost_usd", "float64", "the call's cost (0 without a completion or for a shared answer; NaN when unknown; "
+           "a cached replay: the price of the answer it replays)", analysis=True),
     Column("latency_s", "float64", "the call's latency (0 when cached)", analysis=True),
     Column("cached", "bool", "replayed from the call cache", analysis=True),
     Column("retries", "int64", "transient provider errors retried"),

@@ -226,16 +226,17 @@ def _tallied_calls(costs: tuple[float | None, ...]) -> tuple[pd.DataFrame, Tally
 def test_run_cost_follows_the_manifests_rule_for_failed_and_shared_calls() -> None:
     """Review 7 F6: a call that failed at the provider (no completion) costs nothing and a twin sharing another
     call's answer paid nothing of its own (the manifest's Tally); the Runs table made one failed call turn the
-    run's cost "unknown", and counted a shared answer twice. By hand: $0.01 + $0.02 = $0.03 over 4 calls; a
-    completed call of unknown price keeps both unknown. Older results files hold NaN for a failed call."""
+    run's cost "unknown", and counted a shared answer twice. By hand: $0.01 + $0.02 = $0.03 spent on the 2
+    paid judgments of 4 calls (review 9 F2: per 1,000 paid judgments, not per call); a completed call of
+    unknown price keeps both unknown. Older results files hold NaN for a failed call."""
     frame, tally = _tallied_calls((0.01, 0.02))
     assert tally.cost_known and tally.cost_usd == pytest.approx(0.03)
     assert overview(frame).iloc[0]["cost_usd"] == pytest.approx(tally.cost_usd)
-    assert leaderboard(frame, {}).iloc[0]["cost_per_1k"] == pytest.approx(0.03 / 4 * 1000)
+    assert leaderboard(frame, {}).iloc[0]["cost_per_1k"] == pytest.approx(0.03 / 2 * 1000)
     failed = (frame["raw"] == "").to_numpy()
     old = frame.assign(cost_usd=frame["cost_usd"].mask(failed))  # as rows.py wrote it before
     assert failed.sum() == 3 and overview(old).iloc[0]["cost_usd"] == pytest.approx(0.03)
-    assert leaderboard(old, {}).iloc[0]["cost_per_1k"] == pytest.approx(0.03 / 4 * 1000)
+    assert leaderboard(old, {}).iloc[0]["cost_per_1k"] == pytest.approx(0.03 / 2 * 1000)
     frame, tally = _tallied_calls((0.01, None))
     assert not tally.cost_known and overview(frame).iloc[0]["cost_usd"] == UNKNOWN
     assert pd.isna(leaderboard(frame, {}).iloc[0]["cost_per_1k"])
