@@ -310,3 +310,24 @@ def test_a_csv_and_a_parquet_copy_of_one_study_load_alike(tmp_path: Path) -> Non
     labels = load_humans(humans)
     assert human_agreement(text, labels, n_boot=20)["n"].tolist() == [6]
     assert human_agreement(parquet, labels, n_boot=20)["n"].tolist() == [6]
+
+
+# review 9, F6: pandas skips a line only when it is empty or holds only spaces and tabs; a line `""` (or `" "`,
+# `,`, a form feed) is a record, so csv_line must count it: after a quoted newline it named line 4, not 5
+@pytest.mark.parametrize(("text", "line"), [
+    ('a,b\n1,"x\ny"\n""\n2,BAD\n', 5),
+    ('a,b\n1,x\n""\n2,BAD\n', 4),
+    ('a,b\n1,"x\ny"\n" "\n \t \n\n2,BAD\n', 7),
+    ('a,b\r\n1,"x\r\ny"\r\n\f\r\n\t\r\n2,BAD\r\n', 6),
+    ('a,b\r1,"x\ry"\r""\r  \r2,BAD\r', 6),
+])  # fmt: skip
+def test_csv_line_skips_the_lines_pandas_skips(tmp_path: Path, text: str, line: int) -> None:
+    from analysis.validate import csv_line
+
+    path = tmp_path / "f.csv"
+    path.write_bytes(text.encode())
+    frame = pd.read_csv(path, dtype=str)
+    record = int(np.flatnonzero(frame["b"] == "BAD")[0])  # pandas' record number of the bad row
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    assert [n for n, t in enumerate(lines, 1) if "BAD" in t] == [line]
+    assert csv_line(path, record) == line
