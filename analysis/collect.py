@@ -36,6 +36,9 @@ from experiments.schema import ANALYSIS_COLUMNS, FLOAT_COLUMNS, KEY_COLUMNS, REQ
 # the analysis columns, their types and the key columns (loaded as categoricals) come from the one schema
 COLUMNS = ANALYSIS_COLUMNS
 CHECKED = frozenset({*IDENTITY, *REQUIRED, "preference"})  # what analysis.validate reads
+# a CSV cell that is missing: in a number or flag column every spelling pandas knows (NA, nan, None, ...), in a
+# text column (ids, names) only the empty cell, so an id `NA` stays `NA` as in the parquet copy and the labels
+CSV_MISSING: dict[str, list[str]] = {c: [""] if c in TEXT_COLUMNS else list(MISSING_TEXT) for c in COLUMNS}
 
 
 def find_results(root: str | Path) -> list[Path]:
@@ -89,7 +92,8 @@ def _read_one(path: Path) -> pa.Table:
     else:  # the float columns as text first, so a non-number is reported with its line; ids as text (007)
         types = dict.fromkeys([*FLOAT_COLUMNS, *TEXT_COLUMNS], str)
         frame = read_table(path, lambda p: pd.read_csv(p, usecols=lambda c: c in COLUMNS, low_memory=False,
-                                                        dtype=types), "CSV")  # fmt: skip
+                                                        dtype=types, keep_default_na=False, na_values=CSV_MISSING),
+                           "CSV")  # fmt: skip
         for col in FLOAT_COLUMNS:
             if col in frame:
                 frame[col] = check_numbers(frame, path, col)

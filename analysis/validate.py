@@ -10,7 +10,7 @@ same run, prompt, candidate, order, dimension and sample).
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -68,16 +68,24 @@ def csv_line(path: Path, record: int) -> int:
     move the later records down, so `record + 2` would name the wrong line. Read only for an error."""
     csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))  # a long judge answer is one field
     seen, end = -1, 0  # records read so far (the header is -1), the line the last one ended on
+    last = [""]  # the physical line the reader took last
     with path.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
-        reader = csv.reader(handle)
-        for row in reader:
+        reader = csv.reader(_remember(handle, last))
+        for _row in reader:
             start, end = end + 1, reader.line_num
-            if len(row) <= 1 and not "".join(row).strip():
-                continue  # a blank (or blank-looking) line: pandas skips it
+            if start == end and not last[0].strip(" \t\r\n"):
+                continue  # pandas (skip_blank_lines) skips a line of only spaces and tabs; `""` or `,` is a record
             if seen == record:
                 return start
             seen += 1
     return record + 2  # the file changed since it was read
+
+
+def _remember(lines: Iterable[str], last: list[str]) -> Iterator[str]:
+    """`lines`, keeping the latest in last[0]: the csv module does not say what text a row came from."""
+    for line in lines:
+        last[0] = line
+        yield line
 
 
 def _where(path: Path, frame: pd.DataFrame, position: int) -> str:

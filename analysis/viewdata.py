@@ -24,6 +24,7 @@ import pandas as pd
 
 from analysis.collect import find_results
 from analysis.humans import check_humans, first_duplicate
+from analysis.validate import MISSING_TEXT
 
 # column -> DuckDB type; a column a results file lacks reads as NULL
 COLUMNS: dict[str, str] = {
@@ -34,6 +35,7 @@ COLUMNS: dict[str, str] = {
     "raw": "VARCHAR", "finish_reason": "VARCHAR", "cost_usd": "DOUBLE", "latency_s": "DOUBLE",
     "candidate_text": "VARCHAR", "perturbation": "VARCHAR",
 }  # fmt: skip
+MISSING_SQL = ", ".join(sorted({"'" + m.lower().replace("'", "''") + "'" for m in MISSING_TEXT}))
 FILTERS: tuple[str, ...] = ("judge", "mode", "rubric", "dimension", "source", "instance_id")
 SORTS: dict[str, str] = {
     "judge_judge": "judge–judge", "judge_human": "judge–human", "spread": "spread across samples",
@@ -108,10 +110,25 @@ def _results_sql(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> str:
     # a CSV as text (every column is cast below): typed by sniffing, an id 2.10 read as 2.1 and 1e3 as 1000.0
     scans += [_scan(parts[1], "read_csv", ", all_varchar = true")] if parts[1] else []
     union = " UNION ALL BY NAME ".join(scans)
-    present = {row[0] for row in con.execute(f"DESCRIBE {union}").fetchall()}
-    cols = [f'CAST("{c}" AS {t}) AS "{c}"' if c in present else f'CAST(NULL AS {t}) AS "{c}"'
+    present = {row[0]: row[1] for row in con.execute(f"DESCRIBE {union}").fetchall()}
+    cols = [f'{_typed(c, present[c], t)} AS "{c}"' if c in present else f'CAST(NULL AS {t}) AS "{c}"'
             for c, t in COLUMNS.items()]  # fmt: skip
     return f"SELECT {', '.join(cols)} FROM ({union})"
+
+
+def _typed(column: str, found: str, wanted: str) -> str:
+    """The column as `wanted`, read as the analysis reads it: a number or flag held as text is missing when
+    spelled as pandas spells missing (NA, nan, None, ..., any case, spaces around; analysis.validate) and a
+    NaN is missing (NULL): NaN was counted as a score and made the item's mean and ranges NaN."""
+    value = f'"{column}"'
+    if found == "VARCHAR" and wanted != "VARCHAR":
+        value = f"CASE WHEN lower(trim({value})) IN ({MISSING_SQL}) THEN NULL ELSE {value} END"
+    value = f"CAST({value} AS {wanted})"
+    if wanted != "DOUBLE":
+        return value
+    # isnan of a one-element list: DuckDB (2.0) takes a parquet column's min/max, which leave NaN out, as proof
+    # that it holds no NaN (even as a constant when min = max) and folds isnan(x), x = 'NaN' to false
+    return f"CASE WHEN isnan(list_value({value})[1]) THEN NULL ELSE {value} END"
 
 
 def _human_means(humans: pd.DataFrame | None) -> pd.DataFrame:

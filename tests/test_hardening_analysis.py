@@ -272,3 +272,62 @@ def test_a_bad_number_names_its_file_line(tmp_path: Path) -> None:
     write(tmp_path / "run", frame)
     with pytest.raises(ResultsError, match=r"results.csv:5: score 'abc' is not a number"):
         load_results(tmp_path / "run")
+
+
+# review 9, F3: an id spelled like a missing value (NA, null, None, N/A, nan) is an id in a results.csv too, as
+# it is in the parquet copy and in the human labels; only the number and flag columns know missing spellings
+def test_a_csv_and_a_parquet_copy_of_one_study_load_alike(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    from analysis.collect import load_humans
+    from analysis.summary import human_agreement
+    from experiments.rows import to_frame
+
+    ids = ["NA", "null", "None", "N/A", "nan", "FR"]
+    rows = [{"run_id": "r", "judge": "j", "model": "NA", "mode": "independent", "rubric": "x", "rubric_version": "v",
+             "prompt_id": f"p{i}", "instance_id": inst, "candidate_id": "c", "source": "NA", "dimension": "d",
+             "higher_is_better": True, "sample_idx": 0, "score": float(i % 3 + 1), "parse_ok": True,
+             "cost_usd": None if i == 1 else 0.5, "latency_s": 1.0, "cached": False, "raw": "x"}
+            for i, inst in enumerate(ids)]  # fmt: skip
+    rows.append({**rows[-1], "prompt_id": "p9", "instance_id": "US", "score": None, "parse_ok": False, "raw": None})
+    table = pa.Table.from_pandas(to_frame(rows), preserve_index=False)
+    (tmp_path / "pq" / "r").mkdir(parents=True)
+    (tmp_path / "csv" / "r").mkdir(parents=True)
+    table.to_pandas().to_parquet(tmp_path / "pq" / "r" / "results.parquet", index=False)
+    pa_csv.write_csv(table, tmp_path / "csv" / "r" / "results.csv")
+    parquet, text = load_results(tmp_path / "pq"), load_results(tmp_path / "csv")
+    assert text["instance_id"].astype(object).tolist() == [*ids, "US"]
+    assert text["source"].astype(object).tolist() == ["NA"] * 7
+    same = [c for c in text.columns if c != "position"]  # an all-empty Int64 column is float NaN in a CSV
+    def cells(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[same].astype(object).where(frame[same].notna(), None)
+    pd.testing.assert_frame_equal(cells(text), cells(parquet))
+    assert np.isnan(text["cost_usd"].iloc[1]) and np.isnan(text["score"].iloc[6]) and pd.isna(text["raw"].iloc[6])
+    humans = tmp_path / "h.csv"
+    pd.DataFrame({"annotator": "a", "instance_id": ids, "candidate_id": "c", "source": "NA", "dimension": "d",
+                  "score": [i % 3 + 1 for i in range(6)]}).to_csv(humans, index=False)  # fmt: skip
+    labels = load_humans(humans)
+    assert human_agreement(text, labels, n_boot=20)["n"].tolist() == [6]
+    assert human_agreement(parquet, labels, n_boot=20)["n"].tolist() == [6]
+
+
+# review 9, F6: pandas skips a line only when it is empty or holds only spaces and tabs; a line `""` (or `" "`,
+# `,`, a form feed) is a record, so csv_line must count it: after a quoted newline it named line 4, not 5
+@pytest.mark.parametrize(("text", "line"), [
+    ('a,b\n1,"x\ny"\n""\n2,BAD\n', 5),
+    ('a,b\n1,x\n""\n2,BAD\n', 4),
+    ('a,b\n1,"x\ny"\n" "\n \t \n\n2,BAD\n', 7),
+    ('a,b\r\n1,"x\r\ny"\r\n\f\r\n\t\r\n2,BAD\r\n', 6),
+    ('a,b\r1,"x\ry"\r""\r  \r2,BAD\r', 6),
+])  # fmt: skip
+def test_csv_line_skips_the_lines_pandas_skips(tmp_path: Path, text: str, line: int) -> None:
+    from analysis.validate import csv_line
+
+    path = tmp_path / "f.csv"
+    path.write_bytes(text.encode())
+    frame = pd.read_csv(path, dtype=str)
+    record = int(np.flatnonzero(frame["b"] == "BAD")[0])  # pandas' record number of the bad row
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    assert [n for n, t in enumerate(lines, 1) if "BAD" in t] == [line]
+    assert csv_line(path, record) == line

@@ -10,8 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
 from fastapi.testclient import TestClient
 
+from analysis.collect import load_results
 from analysis.view import create_app
 from analysis.viewdata import Study
 
@@ -93,3 +97,43 @@ def test_a_process_that_opened_a_study_exits_cleanly(tmp_path: Path) -> None:
     with Study(tmp_path) as study:
         study.page({})
     study.close()  # a second close does nothing
+
+
+# review 9, F4: a missing number spelled as the analysis accepts it (validate.MISSING_TEXT, any case, spaces
+# around) is empty in the viewer too, and a NaN is empty: NaN was counted (j's list cell "d nan", judge–judge
+# unknown) and NA / None refused the whole study. j scores 2 and (missing), k scores 4: j's mean 2, spread 0,
+# judge–judge |4 - 2| = 2 for both.
+HEADER = "run_id,judge,mode,rubric,prompt_id,instance_id,candidate_id,source,dimension,higher_is_better,sample_idx,"
+
+
+@pytest.mark.parametrize("spelled", ["", "nan", "NA", "None", " null ", "N/A", "-NaN", "#N/A", "<NA>", "NULL"])
+def test_missing_numbers_spelled_as_the_analysis_accepts_are_empty(tmp_path: Path, spelled: str) -> None:
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "results.csv").write_text(
+        HEADER + "score,parse_ok,cost_usd,latency_s,position\n"
+        "r,j,independent,x,p,i,c,g,d,true,0,2,true,0.5,1.0,1\n"
+        f"r,j,independent,x,p,i,c,g,d,true,1,{spelled},{spelled},{spelled},{spelled},{spelled}\n"
+        "r,k,independent,x,p2,i,c,g,d,true,0,4,true,0.5,1.0,1\n")  # fmt: skip
+    check_the_missing_score(tmp_path)
+
+
+def test_a_nan_in_a_parquet_is_empty(tmp_path: Path) -> None:
+    nan = float("nan")
+    table = pa.table({"run_id": ["r"] * 3, "judge": ["j", "j", "k"], "mode": ["independent"] * 3,
+                      "rubric": ["x"] * 3, "prompt_id": ["p", "p", "p2"], "instance_id": ["i"] * 3,
+                      "candidate_id": ["c"] * 3, "source": ["g"] * 3, "dimension": ["d"] * 3,
+                      "higher_is_better": [True] * 3, "sample_idx": [0, 1, 0], "score": pa.array([2.0, nan, 4.0]), "parse_ok": [True, False, True],
+                      "cost_usd": pa.array([0.5, nan, 0.5]), "latency_s": pa.array([1.0, nan, 1.0])})  # fmt: skip
+    (tmp_path / "r").mkdir()
+    pq.write_table(table, tmp_path / "r" / "results.parquet")
+    check_the_missing_score(tmp_path)
+
+
+def check_the_missing_score(root: Path) -> None:
+    assert load_results(root)["score"].isna().tolist() == [False, True, False]  # the analysis reads it so
+    with Study(root) as study:
+        rows = study.page({}, "judge_judge").rows
+        got = {r["judge"]: (r["judge_judge"], r["spread"], r["scores"]) for r in rows}
+        assert got == {"j": (2.0, 0.0, "d 2.0"), "k": (2.0, 0.0, "d 4.0")}
+        counts = study.con.execute("SELECT count(score), count(cost_usd), count(latency_s) FROM results").fetchone()
+        assert counts == (2, 2, 2)
