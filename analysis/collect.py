@@ -25,13 +25,22 @@ from analysis.validate import (
     IDENTITY,
     MISSING_TEXT,
     ResultsError,
+    check_flags,
     check_numbers,
     check_results,
     csv_line,
     read_table,
     require_columns,
 )
-from experiments.schema import ANALYSIS_COLUMNS, FLOAT_COLUMNS, KEY_COLUMNS, REQUIRED, TEXT_COLUMNS
+from experiments.schema import (
+    ANALYSIS_COLUMNS,
+    COUNT_COLUMNS,
+    FLAG_COLUMNS,
+    FLOAT_COLUMNS,
+    KEY_COLUMNS,
+    REQUIRED,
+    TEXT_COLUMNS,
+)
 
 # the analysis columns, their types and the key columns (loaded as categoricals) come from the one schema
 COLUMNS = ANALYSIS_COLUMNS
@@ -90,13 +99,16 @@ def _read_one(path: Path) -> pa.Table:
         table = read_table(path, lambda p: pq.read_table(p, columns=[c for c in COLUMNS if c in names]), "parquet")
         checked = table.select([c for c in table.column_names if c in CHECKED]).to_pandas()
     else:  # the float columns as text first, so a non-number is reported with its line; ids as text (007)
-        types = dict.fromkeys([*FLOAT_COLUMNS, *TEXT_COLUMNS], str)
+        types = dict.fromkeys([*FLOAT_COLUMNS, *COUNT_COLUMNS, *FLAG_COLUMNS, *TEXT_COLUMNS], str)
         frame = read_table(path, lambda p: pd.read_csv(p, usecols=lambda c: c in COLUMNS, low_memory=False,
                                                         dtype=types, keep_default_na=False, na_values=CSV_MISSING),
                            "CSV")  # fmt: skip
-        for col in FLOAT_COLUMNS:
+        for col in (*FLOAT_COLUMNS, *COUNT_COLUMNS):
             if col in frame:
                 frame[col] = check_numbers(frame, path, col)
+        for col in FLAG_COLUMNS:  # "False" parsed, not read by truthiness; " NA " missing
+            if col in frame:
+                frame[col] = check_flags(frame, path, col)
         table, checked = pa.Table.from_pandas(frame, preserve_index=False), frame
     require_columns(checked, path, REQUIRED)
     check_results(checked, path)

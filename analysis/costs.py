@@ -17,12 +17,17 @@ NO_COMPLETION = ("finish_reason", "prompt_tokens", "completion_tokens")
 
 def no_completion(results: pd.DataFrame) -> np.ndarray:
     """Rows whose call got no completion, on positive evidence only: no finish reason and zero prompt and
-    completion tokens (rows_for writes None, 0, 0 for it; a billed completion has tokens). Empty text or zero
-    latency is no evidence (a batch answer without created_at, a null content); without the columns, none."""
+    completion tokens and no answer text (rows_for writes None, 0, 0, "" for it; a billed completion has tokens,
+    and a provider that reports neither usage nor finish reason still sends the answer). Empty text or zero
+    latency alone is no evidence (a batch answer without created_at, a null content); without the columns, none."""
     if not set(NO_COMPLETION) <= set(results):
         return np.zeros(len(results), dtype=bool)
     tokens = [results[c].to_numpy(dtype=float, na_value=np.nan) == 0 for c in NO_COMPLETION[1:]]
-    return results["finish_reason"].isna().to_numpy() & tokens[0] & tokens[1]
+    none = results["finish_reason"].isna().to_numpy() & tokens[0] & tokens[1]
+    if "raw" in results:  # and no answer text: an answer without usage or finish reason is still an answer
+        raw = results["raw"]
+        none &= (raw.isna() | (raw.astype("string").str.len() == 0)).to_numpy()
+    return none
 
 
 def call_costs(results: pd.DataFrame) -> pd.Series:
@@ -34,7 +39,7 @@ def call_costs(results: pd.DataFrame) -> pd.Series:
     cost = results["cost_usd"].to_numpy(dtype=float, na_value=np.nan, copy=True)
     missing = np.flatnonzero(np.isnan(cost))
     if len(missing):
-        facts = results[[c for c in NO_COMPLETION if c in results]].iloc[missing]
+        facts = results[[c for c in (*NO_COMPLETION, "raw") if c in results]].iloc[missing]
         cost[missing[no_completion(facts)]] = 0.0
     return pd.Series(cost, index=results.index, name="cost_usd")
 

@@ -113,6 +113,26 @@ def check_numbers(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
     return values.astype(float)
 
 
+_TRUE, _FALSE = frozenset({"true", "1", "1.0", "yes"}), frozenset({"false", "0", "0.0", "no"})
+
+
+def check_flags(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
+    """A true/false column read as text (a CSV's "False" is true by truthiness) as nullable booleans: the
+    spellings of true and false in any case, a missing spelling as missing; anything else is refused with its
+    line."""
+    text = frame[column].astype("string").str.strip().str.lower()
+    missing = text.isna() | text.isin({m.lower() for m in MISSING_TEXT})
+    values = pd.Series(pd.NA, index=frame.index, dtype="boolean")
+    values[text.isin(_TRUE).fillna(False).to_numpy()] = True
+    values[text.isin(_FALSE).fillna(False).to_numpy()] = False
+    bad = (values.isna() & ~missing).to_numpy()
+    if bad.any():
+        position = int(np.flatnonzero(bad)[0])
+        raise ResultsError(f"{_where(path, frame, position)}: {column} {str(frame[column].iloc[position])[:40]!r} "
+                           "is not true or false")  # fmt: skip
+    return values
+
+
 def check_results(frame: pd.DataFrame, path: Path) -> None:
     """Refuse a results table whose scores or preferences are outside their rubric, or with a judgment twice."""
     if "rubric" in frame and "dimension" in frame:

@@ -74,5 +74,9 @@ KEY_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.key)
 FLOAT_COLUMNS: dict[str, str] = {c.name: "float64" for c in SCHEMA if c.dtype == "float64" and c.analysis}
 # ids and names are text whatever they look like: a CSV cell 007 is the id "007", not the number 7
 TEXT_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.dtype == "string" and c.analysis)
+# true/false columns: a CSV holds their text ("False"), which must be parsed, never read by truthiness
+FLAG_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.dtype in ("bool", "boolean") and c.analysis)
+# whole-number columns the analysis reads as numbers (the token counts behind analysis.costs)
+COUNT_COLUMNS: tuple[str, ...] = ("prompt_tokens", "completion_tokens")
 # what the analysis cannot do without
 REQUIRED: tuple[str, ...] = ("judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score")

@@ -79,7 +79,7 @@ def test_a_bad_direction_is_one_line(tmp_path: Path, study: pd.DataFrame, capsys
     write_runs(tmp_path / "bad", bad, csv=("independent", "comparative"))
     assert main([str(tmp_path / "bad"), "--n-boot", "10"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.splitlines() == [err] and "'higher_is_better' must be true or false, not 'maybe'" in err
+    assert err.splitlines() == [err] and "results.csv:2: higher_is_better 'maybe' is not true or false" in err
     labels = synthetic_humans(study, seed=2).assign(higher_is_better="sometimes")
     write_runs(tmp_path / "ok", study)
     labels.to_csv(tmp_path / "h.csv", index=False)

@@ -111,3 +111,13 @@ def test_call_costs_inspects_only_the_rows_of_missing_cost() -> None:
                           "finish_reason": [Poison(), Poison(), None],
                           "prompt_tokens": [Poison(), Poison(), 0], "completion_tokens": [Poison(), Poison(), 0]})  # fmt: skip
     assert call_costs(frame).tolist() == [0.01, 0.02, 0.0]
+
+
+def test_an_answer_without_usage_or_finish_reason_keeps_an_unknown_price_unknown() -> None:
+    """Review 10, F1: a completed call whose provider reported no usage and no finish reason, with an answer and
+    no price, looked like a failed call and was costed $0; the answer text is the evidence it was completed."""
+    unpriced = CallResult(Completion(ANSWER, None, 0, 0, None, 0.0), cached=False, retries=0)
+    rows = judged("j", [unpriced, FAILED])
+    rows["cost_usd"] = np.nan  # an older file: no cost written for either call
+    cost = call_costs(rows)
+    assert np.isnan(cost[rows["raw"] != ""]).all() and (cost[rows["raw"] == ""] == 0).all()

@@ -331,3 +331,31 @@ def test_csv_line_skips_the_lines_pandas_skips(tmp_path: Path, text: str, line: 
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     assert [n for n, t in enumerate(lines, 1) if "BAD" in t] == [line]
     assert csv_line(path, record) == line
+
+
+def test_csv_flags_are_parsed_and_token_counts_checked(tmp_path: Path) -> None:
+    """Review 10, F2/F3: a CSV parse_ok column that also holds " NA " stayed text, and "False" read as true by
+    truthiness (a failed parse's score entered the means); a token count "n.a." stopped the report with a bare
+    float error. Flags are parsed (any case, spaces, missing spellings) and a bad count is one line naming the
+    file and line."""
+    from analysis.scores import usable_mask
+    from experiments.rows import to_frame
+
+    rows = [{"run_id": "r", "judge": "j", "model": "m", "mode": "independent", "rubric": "x", "rubric_version": "v",
+             "prompt_id": f"p{i}", "instance_id": "i", "candidate_id": f"c{i}", "source": "s", "dimension": "d",
+             "higher_is_better": True, "sample_idx": 0, "score": 1.0, "parse_ok": True, "cost_usd": 0.5,
+             "latency_s": 1.0, "cached": False, "raw": "x", "prompt_tokens": 3, "completion_tokens": 2}
+            for i in range(4)]  # fmt: skip
+    frame = to_frame(rows).astype({"parse_ok": object, "cached": object})
+    frame["parse_ok"] = ["True", "False", " NA ", "false"]
+    frame["cached"] = ["FALSE", "true", "", "0"]
+    (tmp_path / "r").mkdir()
+    frame.to_csv(tmp_path / "r" / "results.csv", index=False)
+    loaded = load_results(tmp_path)
+    assert usable_mask(loaded).tolist() == [True, False, True, False]  # unknown counts as parsed
+    assert loaded["cached"].astype(object).tolist() == [False, True, pd.NA, False]
+    frame["prompt_tokens"] = frame["prompt_tokens"].astype(object)
+    frame.loc[2, "prompt_tokens"] = "n.a."
+    frame.to_csv(tmp_path / "r" / "results.csv", index=False)
+    with pytest.raises(ResultsError, match=r"results\.csv:4: prompt_tokens 'n\.a\.' is not a number"):
+        load_results(tmp_path)
