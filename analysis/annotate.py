@@ -126,7 +126,7 @@ def export(root: str | Path, out: str | Path, n: int = 50, by: str = "entropy", 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     io.write_sheet(sheet, out / "sheet.csv")
-    key.to_csv(out / "key.csv", index=False)
+    io.write_key(key, out / "key.csv")
     (out / "labelstudio_tasks.json").write_text(
         json.dumps(io.labelstudio_tasks(sheet), indent=1, ensure_ascii=False)
     )

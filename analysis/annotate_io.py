@@ -164,7 +164,7 @@ KEY_COLUMNS: tuple[str, ...] = ("item", "instance_id", "candidate_id", "source",
 
 def read_key(path: Path) -> pd.DataFrame:
     """The key written by export: its columns, one row per item (else one line naming the key file)."""
-    key = read_csv_file(path, "key")
+    key = _unescaped(read_csv_file(path, "key", keep_default_na=False))  # ids as written: `NA` stays `NA`
     missing = [c for c in KEY_COLUMNS if c not in key]
     if missing:
         raise AnnotationError(f"{path}: no {missing[0]!r} column (export writes {', '.join(KEY_COLUMNS)})")
@@ -176,6 +176,16 @@ def read_key(path: Path) -> pd.DataFrame:
     return key
 
 
+def write_key(key: pd.DataFrame, path: Path) -> None:
+    """key.csv, which a study lead may open in a spreadsheet: no cell runs as a formula (`read_key` undoes it)."""
+    write_csv(key, path)
+
+
+def _unescaped(frame: pd.DataFrame) -> pd.DataFrame:
+    """A CSV written by `cells.write_csv` with every cell (and header) as it was before the escaping."""
+    return frame.rename(columns=lambda c: csv_unescape(pd.Series([c])).iloc[0]).apply(csv_unescape)
+
+
 def write_sheet(sheet: pd.DataFrame, path: Path) -> None:
     """sheet.csv, opened by annotators in a spreadsheet: no cell runs as a formula (`cells.write_csv`)."""
     write_csv(sheet, path)
@@ -183,8 +193,7 @@ def write_sheet(sheet: pd.DataFrame, path: Path) -> None:
 
 def load_sheet(path: Path) -> pd.DataFrame:
     """sheet.csv as text, every cell as it was before `write_sheet` quoted it."""
-    sheet = read_csv_file(path, "sheet", keep_default_na=False)
-    return sheet.rename(columns=lambda c: csv_unescape(pd.Series([c])).iloc[0]).apply(csv_unescape)
+    return _unescaped(read_csv_file(path, "sheet", keep_default_na=False))
 
 
 def read_sheet(path: Path, annotator: str | None) -> pd.DataFrame:

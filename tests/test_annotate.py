@@ -393,3 +393,18 @@ def test_ingested_zero_padded_ids_come_back_as_written(tmp_path) -> None:
     back = load_humans(out)
     assert back["instance_id"].tolist() == ["007", "007"] and back["candidate_id"].tolist() == ["01", "1"]
     assert back["score"].tolist() == [3.0, 4.0]
+
+
+def test_key_csv_runs_no_formula_and_reads_back_as_written(tmp_path: Path) -> None:
+    """key.csv is opened by the study lead too: a generator named like a formula gets a leading quote on disk,
+    and `read_key` gives every cell back as export wrote it (an id `NA` stays `NA`)."""
+    from analysis.annotate_io import read_key, write_key
+
+    key = pd.DataFrame({"item": ["item-001", "item-002"], "instance_id": ["NA", "007"], "candidate_id": ["c", "-c"],
+                        "source": ['=HYPERLINK("x")', "gen"], "dimension": "originality", "low": [0, 0],
+                        "high": [3, 3]})  # fmt: skip
+    write_key(key, tmp_path / "key.csv")
+    on_disk = (tmp_path / "key.csv").read_text()
+    assert "'=HYPERLINK" in on_disk and "'-c" in on_disk
+    back = read_key(tmp_path / "key.csv")
+    assert back.astype(str).to_dict("list") == key.astype(str).to_dict("list")
