@@ -24,6 +24,7 @@ import pandas as pd
 
 from analysis.collect import find_results
 from analysis.humans import check_humans, first_duplicate
+from analysis.robustness import ORIGINAL
 from analysis.validate import MISSING_TEXT
 
 # column -> DuckDB type; a column a results file lacks reads as NULL
@@ -44,27 +45,36 @@ SORTS: dict[str, str] = {
 ITEM = ("instance_id", "candidate_id", "judge", "mode", "rubric")
 PAGE_SIZE = 50
 
-# Built when a study opens: one row per item × dimension (mean over samples, spread across the samples of
-# one prompt: the largest over its prompts, so a candidate shown in two prompts or judged under two robustness
-# perturbations is not read as an unstable judge; a pairwise item's verdicts counted, "a 3 / b 1", as the
-# item page lists each) and one per item (largest spread over its dimensions).
+# A row is unperturbed when its perturbation is analysis.robustness's baseline (`none`) or empty (a run without
+# robustness settings); a perturbed row measures robustness, so it is counted apart and kept out of the
+# item's mean, spread and preference counts (pooled, a candidate scored 3 unperturbed and 1 padded showed 2).
+PERTURBED_SQL = f"coalesce(nullif(trim(perturbation), ''), '{ORIGINAL}') <> '{ORIGINAL}'"
+# Built when a study opens: one row per item × dimension over its unperturbed rows (mean over samples, spread
+# across the samples of one prompt: the largest over its prompts, so a candidate shown in two prompts is not
+# read as an unstable judge; a pairwise item's verdicts counted, "a 3 / b 1", as the item page lists each;
+# `perturbed`: how many perturbed rows it has) and one per item (largest spread over its dimensions). An item
+# judged under perturbations only is listed with no score.
 OPEN_SQL = (
-    """CREATE TABLE base AS WITH per_prompt AS (
+    f"""CREATE TABLE base AS WITH per_prompt AS (
          SELECT instance_id, candidate_id, judge, mode, rubric, dimension, prompt_id, perturbation, preference,
-           any_value(source) AS source, sum(score) AS total, count(score) AS n, max(score) - min(score) AS spread,
-           bool_and(coalesce(parse_ok, true)) AS parsed, count(*) AS verdicts
+           {PERTURBED_SQL} AS perturbed, any_value(source) AS source, sum(score) AS total,
+           count(score) AS n, max(score) - min(score) AS spread, bool_and(coalesce(parse_ok, true)) AS parsed,
+           count(*) AS verdicts
          FROM results GROUP BY ALL),
        per_verdict AS (
          SELECT instance_id, candidate_id, judge, mode, rubric, dimension, any_value(source) AS source,
-           sum(total) AS total, sum(n) AS n, max(spread) AS spread, bool_and(parsed) AS parsed,
-           preference || ' ' || sum(verdicts) AS verdicts
+           sum(total) FILTER (NOT perturbed) AS total, sum(n) FILTER (NOT perturbed) AS n,
+           max(spread) FILTER (NOT perturbed) AS spread, bool_and(parsed) FILTER (NOT perturbed) AS parsed,
+           preference || ' ' || sum(verdicts) FILTER (NOT perturbed) AS verdicts,
+           coalesce(sum(verdicts) FILTER (perturbed), 0) AS perturbed
          FROM per_prompt GROUP BY instance_id, candidate_id, judge, mode, rubric, dimension, preference)
        SELECT instance_id, candidate_id, judge, mode, rubric, dimension, any_value(source) AS source,
          sum(total) / nullif(sum(n), 0) AS score, max(spread) AS spread, bool_and(parsed) AS parsed,
-         string_agg(verdicts, ' / ' ORDER BY verdicts) AS preference
+         string_agg(verdicts, ' / ' ORDER BY verdicts) AS preference, CAST(sum(perturbed) AS INTEGER) AS perturbed
        FROM per_verdict GROUP BY instance_id, candidate_id, judge, mode, rubric, dimension""",
     """CREATE TABLE base_items AS SELECT instance_id, candidate_id, judge, mode, rubric,
-         any_value(source) AS source, max(spread) AS spread, bool_and(parsed) AS parsed
+         any_value(source) AS source, max(spread) AS spread, bool_and(parsed) AS parsed,
+         CAST(sum(perturbed) AS INTEGER) AS perturbed
        FROM base GROUP BY ALL""",
 )
 # The other disagreements of each item × dimension: range over judges (same candidate, mode and dimension),
@@ -87,7 +97,7 @@ WINDOW by_judges AS (PARTITION BY instance_id, candidate_id, mode, dimension),
                     mode IN ('independent', 'comparative'))"""
 ITEM_SQL = """SELECT instance_id, candidate_id, judge, mode, rubric, any_value(source) AS source,
   max(spread) AS spread, max(judge_judge) AS judge_judge, max(judge_human) AS judge_human,
-  max(mode_shift) AS mode_shift, bool_and(parsed) AS parsed,
+  max(mode_shift) AS mode_shift, bool_and(parsed) AS parsed, CAST(sum(perturbed) AS INTEGER) AS perturbed,
   string_agg(dimension || ' ' || coalesce(CAST(round(score, 2) AS VARCHAR), preference, '–'), ' · '
              ORDER BY dimension) AS scores
 FROM ({dims}) GROUP BY ALL"""
@@ -286,7 +296,8 @@ class Study:
         """Scores ("dimension score · …") and disagreements of the items on one page, from their rows only."""
         instances = sorted(set(page["instance_id"]))
         if not instances:
-            return pd.DataFrame(columns=[*ITEM, "source", "spread", *DISAGREEMENTS, "parsed", "scores"])
+            columns = [*ITEM, "source", "spread", *DISAGREEMENTS, "parsed", "perturbed", "scores"]
+            return pd.DataFrame(columns=columns)
         where = f"WHERE instance_id IN ({', '.join('?' for _ in instances)})"
         where += " AND dimension = ?" if dimension else ""
         sql = ITEM_SQL.format(dims=DISAGREEMENT_SQL.format(where=where))
