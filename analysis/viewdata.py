@@ -1,4 +1,5 @@
-"""The study viewer's queries: DuckDB over the runs' parquet / CSV files, never the whole table in memory.
+"""The study viewer's data: DuckDB over the runs' parquet / CSV files, never the whole table in memory (the SQL
+itself is in analysis.viewsql).
 
 Opening a study builds two tables: `item_dim`, one row per judged item and dimension (instance × candidate
 × judge × mode × rubric × dimension: mean score over samples and the disagreement measures), and `items`,
@@ -24,18 +25,16 @@ import pandas as pd
 
 from analysis.collect import find_results
 from analysis.humans import check_humans, first_duplicate
-from analysis.validate import MISSING_TEXT
+from analysis.viewsql import (
+    DISAGREEMENT_SQL,
+    DISAGREEMENTS,
+    ITEM_SQL,
+    OPEN_SQL,
+    human_means,
+    results_sql,
+    scan,
+)
 
-# column -> DuckDB type; a column a results file lacks reads as NULL
-COLUMNS: dict[str, str] = {
-    "run_id": "VARCHAR", "judge": "VARCHAR", "mode": "VARCHAR", "rubric": "VARCHAR", "prompt_id": "VARCHAR",
-    "instance_id": "VARCHAR", "candidate_id": "VARCHAR", "source": "VARCHAR", "other_id": "VARCHAR",
-    "order": "VARCHAR", "dimension": "VARCHAR", "sample_idx": "INTEGER", "position": "INTEGER",
-    "label": "VARCHAR", "score": "DOUBLE", "preference": "VARCHAR", "parse_ok": "BOOLEAN", "error": "VARCHAR",
-    "raw": "VARCHAR", "finish_reason": "VARCHAR", "cost_usd": "DOUBLE", "latency_s": "DOUBLE",
-    "candidate_text": "VARCHAR", "perturbation": "VARCHAR",
-}  # fmt: skip
-MISSING_SQL = ", ".join(sorted({"'" + m.lower().replace("'", "''") + "'" for m in MISSING_TEXT}))
 FILTERS: tuple[str, ...] = ("judge", "mode", "rubric", "dimension", "source", "instance_id")
 SORTS: dict[str, str] = {
     "judge_judge": "judge–judge", "judge_human": "judge–human", "spread": "spread across samples",
@@ -44,99 +43,9 @@ SORTS: dict[str, str] = {
 ITEM = ("instance_id", "candidate_id", "judge", "mode", "rubric")
 PAGE_SIZE = 50
 
-# Built when a study opens: one row per item × dimension (mean over samples, spread across the samples of
-# one prompt: the largest over its prompts, so a candidate shown in two prompts or judged under two robustness
-# perturbations is not read as an unstable judge; a pairwise item's verdicts counted, "a 3 / b 1", as the
-# item page lists each) and one per item (largest spread over its dimensions).
-OPEN_SQL = (
-    """CREATE TABLE base AS WITH per_prompt AS (
-         SELECT instance_id, candidate_id, judge, mode, rubric, dimension, prompt_id, perturbation, preference,
-           any_value(source) AS source, sum(score) AS total, count(score) AS n, max(score) - min(score) AS spread,
-           bool_and(coalesce(parse_ok, true)) AS parsed, count(*) AS verdicts
-         FROM results GROUP BY ALL),
-       per_verdict AS (
-         SELECT instance_id, candidate_id, judge, mode, rubric, dimension, any_value(source) AS source,
-           sum(total) AS total, sum(n) AS n, max(spread) AS spread, bool_and(parsed) AS parsed,
-           preference || ' ' || sum(verdicts) AS verdicts
-         FROM per_prompt GROUP BY instance_id, candidate_id, judge, mode, rubric, dimension, preference)
-       SELECT instance_id, candidate_id, judge, mode, rubric, dimension, any_value(source) AS source,
-         sum(total) / nullif(sum(n), 0) AS score, max(spread) AS spread, bool_and(parsed) AS parsed,
-         string_agg(verdicts, ' / ' ORDER BY verdicts) AS preference
-       FROM per_verdict GROUP BY instance_id, candidate_id, judge, mode, rubric, dimension""",
-    """CREATE TABLE base_items AS SELECT instance_id, candidate_id, judge, mode, rubric,
-         any_value(source) AS source, max(spread) AS spread, bool_and(parsed) AS parsed
-       FROM base GROUP BY ALL""",
-)
-# The other disagreements of each item × dimension: range over judges (same candidate, mode and dimension),
-# range over the independent and comparative modes only (same judge; comparative_all, pairwise and other modes
-# are kept out of that window, as in analysis.illusion's shift), distance to the human mean. Every window
-# partition holds one instance and one dimension, so the query may be limited to some instances or one
-# dimension and stays exact. With nothing to compare (one judge, or one of the two modes, has a score) the
-# range is NULL (unknown, sorted last), not 0 (perfect agreement).
-DISAGREEMENT_SQL = """SELECT base.*,
-  CASE WHEN min(judge) FILTER (score IS NOT NULL) OVER by_judges
-            <> max(judge) FILTER (score IS NOT NULL) OVER by_judges
-       THEN max(score) OVER by_judges - min(score) OVER by_judges END AS judge_judge,
-  CASE WHEN mode IN ('independent', 'comparative') AND min(mode) FILTER (score IS NOT NULL) OVER by_modes
-            <> max(mode) FILTER (score IS NOT NULL) OVER by_modes
-       THEN max(score) OVER by_modes - min(score) OVER by_modes END AS mode_shift,
-  abs(score - h.human) AS judge_human
-FROM base LEFT JOIN human_means h USING (instance_id, candidate_id, dimension) {where}
-WINDOW by_judges AS (PARTITION BY instance_id, candidate_id, mode, dimension),
-       by_modes AS (PARTITION BY instance_id, candidate_id, judge, rubric, dimension,
-                    mode IN ('independent', 'comparative'))"""
-ITEM_SQL = """SELECT instance_id, candidate_id, judge, mode, rubric, any_value(source) AS source,
-  max(spread) AS spread, max(judge_judge) AS judge_judge, max(judge_human) AS judge_human,
-  max(mode_shift) AS mode_shift, bool_and(parsed) AS parsed,
-  string_agg(dimension || ' ' || coalesce(CAST(round(score, 2) AS VARCHAR), preference, '–'), ' · '
-             ORDER BY dimension) AS scores
-FROM ({dims}) GROUP BY ALL"""
-DISAGREEMENTS = ("judge_judge", "judge_human", "mode_shift")
-
 
 class ViewError(Exception):
     """A study folder or file the viewer cannot read (one line for the user)."""
-
-
-def _scan(paths: Sequence[Path], reader: str, options: str = "") -> str:
-    files = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
-    return f"SELECT * FROM {reader}([{files}], union_by_name = true{options})"
-
-
-def _results_sql(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> str:
-    """One SELECT over every results file with the viewer's columns, typed, NULL where a file lacks one."""
-    parts = [p for p in paths if p.suffix == ".parquet"], [p for p in paths if p.suffix != ".parquet"]
-    scans = [_scan(parts[0], "read_parquet")] if parts[0] else []
-    # a CSV as text (every column is cast below): typed by sniffing, an id 2.10 read as 2.1 and 1e3 as 1000.0
-    scans += [_scan(parts[1], "read_csv", ", all_varchar = true")] if parts[1] else []
-    union = " UNION ALL BY NAME ".join(scans)
-    present = {row[0]: row[1] for row in con.execute(f"DESCRIBE {union}").fetchall()}
-    cols = [f'{_typed(c, present[c], t)} AS "{c}"' if c in present else f'CAST(NULL AS {t}) AS "{c}"'
-            for c, t in COLUMNS.items()]  # fmt: skip
-    return f"SELECT {', '.join(cols)} FROM ({union})"
-
-
-def _typed(column: str, found: str, wanted: str) -> str:
-    """The column as `wanted`, read as the analysis reads it: a number or flag held as text is missing when
-    spelled as pandas spells missing (NA, nan, None, ..., any case, spaces around; analysis.validate) and a
-    NaN is missing (NULL): NaN was counted as a score and made the item's mean and ranges NaN."""
-    value = f'"{column}"'
-    if found == "VARCHAR" and wanted != "VARCHAR":
-        value = f"CASE WHEN lower(trim({value})) IN ({MISSING_SQL}) THEN NULL ELSE {value} END"
-    value = f"CAST({value} AS {wanted})"
-    if wanted != "DOUBLE":
-        return value
-    # isnan of a one-element list: DuckDB (2.0) takes a parquet column's min/max, which leave NaN out, as proof
-    # that it holds no NaN (even as a constant when min = max) and folds isnan(x), x = 'NaN' to false
-    return f"CASE WHEN isnan(list_value({value})[1]) THEN NULL ELSE {value} END"
-
-
-def _human_means(humans: pd.DataFrame | None) -> pd.DataFrame:
-    if humans is None or humans.empty:
-        return pd.DataFrame({"instance_id": pd.Series(dtype=str), "candidate_id": pd.Series(dtype=str),
-                             "dimension": pd.Series(dtype=str), "human": pd.Series(dtype=float)})  # fmt: skip
-    keys = ["instance_id", "candidate_id", "dimension"]
-    return humans.groupby(keys, as_index=False)["score"].mean().rename(columns={"score": "human"})
 
 
 @dataclass
@@ -177,8 +86,8 @@ class Study:
             raise ViewError(f"human labels: row {repeated[0] + 1} is a duplicate label ({repeated[2]}) of row "
                             f"{repeated[1] + 1}; keep one label per annotator, item and dimension")  # fmt: skip
         try:
-            self.con.execute(f"CREATE VIEW results AS {_results_sql(self.con, paths)}")
-            self.con.register("human_means_frame", _human_means(self.humans))  # seen by this cursor only
+            self.con.execute(f"CREATE VIEW results AS {results_sql(self.con, paths)}")
+            self.con.register("human_means_frame", human_means(self.humans))  # seen by this cursor only
             self.con.execute("CREATE TABLE human_means AS SELECT * FROM human_means_frame")
             for sql in OPEN_SQL:
                 self.con.execute(sql)
@@ -187,7 +96,7 @@ class Study:
         prompts = sorted(Path(root).rglob("prompts.parquet")) if Path(root).is_dir() else []
         self.has_prompts = bool(prompts)
         if prompts:
-            self.con.execute(f"CREATE VIEW prompts AS {_scan(prompts, 'read_parquet')}")
+            self.con.execute(f"CREATE VIEW prompts AS {scan(prompts, 'read_parquet')}")
         # sorting the whole list by a disagreement needs it for every item: built in the background once the
         # first page is out (so it does not slow that page down), or at once when a sort needs it
         self._build_error: str | None = None
@@ -286,7 +195,8 @@ class Study:
         """Scores ("dimension score · …") and disagreements of the items on one page, from their rows only."""
         instances = sorted(set(page["instance_id"]))
         if not instances:
-            return pd.DataFrame(columns=[*ITEM, "source", "spread", *DISAGREEMENTS, "parsed", "scores"])
+            columns = [*ITEM, "source", "spread", *DISAGREEMENTS, "parsed", "perturbed", "scores"]
+            return pd.DataFrame(columns=columns)
         where = f"WHERE instance_id IN ({', '.join('?' for _ in instances)})"
         where += " AND dimension = ?" if dimension else ""
         sql = ITEM_SQL.format(dims=DISAGREEMENT_SQL.format(where=where))

@@ -137,3 +137,35 @@ def check_the_missing_score(root: Path) -> None:
         assert got == {"j": (2.0, 0.0, "d 2.0"), "k": (2.0, 0.0, "d 4.0")}
         counts = study.con.execute("SELECT count(score), count(cost_usd), count(latency_s) FROM results").fetchone()
         assert counts == (2, 2, 2)
+
+
+def test_item_mean_and_list_row_are_the_unperturbed_rows_perturbed_ones_shown_apart(tmp_path: Path) -> None:
+    # c judged by j unperturbed (run r0, perturbation none: 3, 3) and padded (run r1: 1, 2), by k unperturbed
+    # only (4); c2 by j in a run without the column (an older run: unperturbed, 2); c3 by j padded only (5).
+    # As analysis.robustness reads it, the baseline is `none` (empty: none): j's mean of c is 3 (pooled: 2.25),
+    # its spread 0 (pooled: the padded samples' 1), judge–judge |4 − 3| = 1 (pooled: 1.75); the two padded
+    # rows are counted apart. c3 has no unperturbed score (–), not its padded 5.
+    key = {"rubric": "r", "source": "gen", "dimension": "d", "instance_id": "i", "mode": "independent"}
+    runs = {"r0": [("j", "c", "none", 0, 3.0), ("j", "c", "none", 1, 3.0), ("k", "c", "none", 0, 4.0)],
+            "r1": [("j", "c", "padding", 0, 1.0), ("j", "c", "padding", 1, 2.0), ("j", "c3", "padding", 0, 5.0),
+                   ("j", "c3", "padding", 1, 5.0)],
+            "r2": [("j", "c2", None, 0, 2.0)]}  # fmt: skip
+    for run, rows in runs.items():
+        frame = pd.DataFrame([{**key, "run_id": run, "prompt_id": f"p_{run}", "judge": j, "candidate_id": c,
+                               "perturbation": p, "sample_idx": s, "score": v} for j, c, p, s, v in rows])  # fmt: skip
+        (tmp_path / run).mkdir()
+        frame.drop(columns="perturbation" if run == "r2" else []).to_parquet(tmp_path / run / "results.parquet")
+    want = {("c", "j"): ("d 3.0", 0.0, 1.0, 2), ("c", "k"): ("d 4.0", 0.0, 1.0, 0),
+            ("c2", "j"): ("d 2.0", 0.0, None, 0), ("c3", "j"): ("d –", None, None, 2)}  # fmt: skip
+    with Study(tmp_path) as study:
+        for filters, sort in (({}, "item"), ({}, "judge_judge"), ({"dimension": "d"}, "spread"),
+                              ({"dimension": "d"}, "judge_judge")):  # fmt: skip
+            got = {(r["candidate_id"], r["judge"]): (r["scores"], r["spread"], r["judge_judge"], r["perturbed"])
+                   for r in study.page(filters, sort).rows}  # fmt: skip
+            assert got == want, (filters, sort)
+        client = TestClient(create_app(study))
+        listed = client.get("/?judge=j&instance_id=i").text
+        assert listed.count("2 perturbed rows") == 2  # c and c3, noted as not in the mean
+        page = client.get("/item?instance_id=i&candidate_id=c").text
+    assert "3.00 (3, 3)" in page and "1.50 (1, 2)" in page  # unperturbed and padded in columns of their own
+    assert "j · r · independent · perturbed: padding" in page

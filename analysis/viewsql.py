@@ -1,0 +1,127 @@
+"""The viewer's SQL: the typed view over a study's results files and the statements building its tables.
+
+analysis.viewdata's `Study` runs these on its DuckDB connection; kept apart so the queries (what a number in
+the viewer means) read in one place, away from the connection, threading and paging around them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from analysis.robustness import ORIGINAL
+from analysis.validate import MISSING_TEXT
+
+# column -> DuckDB type; a column a results file lacks reads as NULL
+COLUMNS: dict[str, str] = {
+    "run_id": "VARCHAR", "judge": "VARCHAR", "mode": "VARCHAR", "rubric": "VARCHAR", "prompt_id": "VARCHAR",
+    "instance_id": "VARCHAR", "candidate_id": "VARCHAR", "source": "VARCHAR", "other_id": "VARCHAR",
+    "order": "VARCHAR", "dimension": "VARCHAR", "sample_idx": "INTEGER", "position": "INTEGER",
+    "label": "VARCHAR", "score": "DOUBLE", "preference": "VARCHAR", "parse_ok": "BOOLEAN", "error": "VARCHAR",
+    "raw": "VARCHAR", "finish_reason": "VARCHAR", "cost_usd": "DOUBLE", "latency_s": "DOUBLE",
+    "candidate_text": "VARCHAR", "perturbation": "VARCHAR",
+}  # fmt: skip
+MISSING_SQL = ", ".join(sorted({"'" + m.lower().replace("'", "''") + "'" for m in MISSING_TEXT}))
+# A row is unperturbed when its perturbation is analysis.robustness's baseline (`none`) or empty (a run without
+# robustness settings); a perturbed row measures robustness, so it is counted apart and kept out of the
+# item's mean, spread and preference counts (pooled, a candidate scored 3 unperturbed and 1 padded showed 2).
+PERTURBED_SQL = f"coalesce(nullif(trim(perturbation), ''), '{ORIGINAL}') <> '{ORIGINAL}'"
+# Built when a study opens: one row per item × dimension over its unperturbed rows (mean over samples, spread
+# across the samples of one prompt: the largest over its prompts, so a candidate shown in two prompts is not
+# read as an unstable judge; a pairwise item's verdicts counted, "a 3 / b 1", as the item page lists each;
+# `perturbed`: how many perturbed rows it has) and one per item (largest spread over its dimensions). An item
+# judged under perturbations only is listed with no score.
+OPEN_SQL = (
+    f"""CREATE TABLE base AS WITH per_prompt AS (
+         SELECT instance_id, candidate_id, judge, mode, rubric, dimension, prompt_id, perturbation, preference,
+           {PERTURBED_SQL} AS perturbed, any_value(source) AS source, sum(score) AS total,
+           count(score) AS n, max(score) - min(score) AS spread, bool_and(coalesce(parse_ok, true)) AS parsed,
+           count(*) AS verdicts
+         FROM results GROUP BY ALL),
+       per_verdict AS (
+         SELECT instance_id, candidate_id, judge, mode, rubric, dimension, any_value(source) AS source,
+           sum(total) FILTER (NOT perturbed) AS total, sum(n) FILTER (NOT perturbed) AS n,
+           max(spread) FILTER (NOT perturbed) AS spread, bool_and(parsed) FILTER (NOT perturbed) AS parsed,
+           preference || ' ' || sum(verdicts) FILTER (NOT perturbed) AS verdicts,
+           coalesce(sum(verdicts) FILTER (perturbed), 0) AS perturbed
+         FROM per_prompt GROUP BY instance_id, candidate_id, judge, mode, rubric, dimension, preference)
+       SELECT instance_id, candidate_id, judge, mode, rubric, dimension, any_value(source) AS source,
+         sum(total) / nullif(sum(n), 0) AS score, max(spread) AS spread, bool_and(parsed) AS parsed,
+         string_agg(verdicts, ' / ' ORDER BY verdicts) AS preference, CAST(sum(perturbed) AS INTEGER) AS perturbed
+       FROM per_verdict GROUP BY instance_id, candidate_id, judge, mode, rubric, dimension""",
+    """CREATE TABLE base_items AS SELECT instance_id, candidate_id, judge, mode, rubric,
+         any_value(source) AS source, max(spread) AS spread, bool_and(parsed) AS parsed,
+         CAST(sum(perturbed) AS INTEGER) AS perturbed
+       FROM base GROUP BY ALL""",
+)
+# The other disagreements of each item × dimension: range over judges (same candidate, mode and dimension),
+# range over the independent and comparative modes only (same judge; comparative_all, pairwise and other modes
+# are kept out of that window, as in analysis.illusion's shift), distance to the human mean. Every window
+# partition holds one instance and one dimension, so the query may be limited to some instances or one
+# dimension and stays exact. With nothing to compare (one judge, or one of the two modes, has a score) the
+# range is NULL (unknown, sorted last), not 0 (perfect agreement).
+DISAGREEMENT_SQL = """SELECT base.*,
+  CASE WHEN min(judge) FILTER (score IS NOT NULL) OVER by_judges
+            <> max(judge) FILTER (score IS NOT NULL) OVER by_judges
+       THEN max(score) OVER by_judges - min(score) OVER by_judges END AS judge_judge,
+  CASE WHEN mode IN ('independent', 'comparative') AND min(mode) FILTER (score IS NOT NULL) OVER by_modes
+            <> max(mode) FILTER (score IS NOT NULL) OVER by_modes
+       THEN max(score) OVER by_modes - min(score) OVER by_modes END AS mode_shift,
+  abs(score - h.human) AS judge_human
+FROM base LEFT JOIN human_means h USING (instance_id, candidate_id, dimension) {where}
+WINDOW by_judges AS (PARTITION BY instance_id, candidate_id, mode, dimension),
+       by_modes AS (PARTITION BY instance_id, candidate_id, judge, rubric, dimension,
+                    mode IN ('independent', 'comparative'))"""
+ITEM_SQL = """SELECT instance_id, candidate_id, judge, mode, rubric, any_value(source) AS source,
+  max(spread) AS spread, max(judge_judge) AS judge_judge, max(judge_human) AS judge_human,
+  max(mode_shift) AS mode_shift, bool_and(parsed) AS parsed, CAST(sum(perturbed) AS INTEGER) AS perturbed,
+  string_agg(dimension || ' ' || coalesce(CAST(round(score, 2) AS VARCHAR), preference, '–'), ' · '
+             ORDER BY dimension) AS scores
+FROM ({dims}) GROUP BY ALL"""
+DISAGREEMENTS = ("judge_judge", "judge_human", "mode_shift")
+
+
+def scan(paths: Sequence[Path], reader: str, options: str = "") -> str:
+    """A SELECT over files of one reader, their columns matched by name (a column some lack: NULL)."""
+    files = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
+    return f"SELECT * FROM {reader}([{files}], union_by_name = true{options})"
+
+
+def results_sql(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> str:
+    """One SELECT over every results file with the viewer's columns, typed, NULL where a file lacks one."""
+    parts = [p for p in paths if p.suffix == ".parquet"], [p for p in paths if p.suffix != ".parquet"]
+    scans = [scan(parts[0], "read_parquet")] if parts[0] else []
+    # a CSV as text (every column is cast below): typed by sniffing, an id 2.10 read as 2.1 and 1e3 as 1000.0
+    scans += [scan(parts[1], "read_csv", ", all_varchar = true")] if parts[1] else []
+    union = " UNION ALL BY NAME ".join(scans)
+    present = {row[0]: row[1] for row in con.execute(f"DESCRIBE {union}").fetchall()}
+    cols = [f'{typed(c, present[c], t)} AS "{c}"' if c in present else f'CAST(NULL AS {t}) AS "{c}"'
+            for c, t in COLUMNS.items()]  # fmt: skip
+    return f"SELECT {', '.join(cols)} FROM ({union})"
+
+
+def typed(column: str, found: str, wanted: str) -> str:
+    """The column as `wanted`, read as the analysis reads it: a number or flag held as text is missing when
+    spelled as pandas spells missing (NA, nan, None, ..., any case, spaces around; analysis.validate) and a
+    NaN is missing (NULL): NaN was counted as a score and made the item's mean and ranges NaN."""
+    value = f'"{column}"'
+    if found == "VARCHAR" and wanted != "VARCHAR":
+        value = f"CASE WHEN lower(trim({value})) IN ({MISSING_SQL}) THEN NULL ELSE {value} END"
+    value = f"CAST({value} AS {wanted})"
+    if wanted != "DOUBLE":
+        return value
+    # isnan of a one-element list: DuckDB (2.0) takes a parquet column's min/max, which leave NaN out, as proof
+    # that it holds no NaN (even as a constant when min = max) and folds isnan(x), x = 'NaN' to false
+    return f"CASE WHEN isnan(list_value({value})[1]) THEN NULL ELSE {value} END"
+
+
+def human_means(humans: pd.DataFrame | None) -> pd.DataFrame:
+    """The human mean per instance × candidate × dimension (typed, empty without labels): judge–human's input."""
+    if humans is None or humans.empty:
+        return pd.DataFrame({"instance_id": pd.Series(dtype=str), "candidate_id": pd.Series(dtype=str),
+                             "dimension": pd.Series(dtype=str), "human": pd.Series(dtype=float)})  # fmt: skip
+    keys = ["instance_id", "candidate_id", "dimension"]
+    return humans.groupby(keys, as_index=False)["score"].mean().rename(columns={"score": "human"})
