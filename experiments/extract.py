@@ -64,9 +64,10 @@ async def classify(judge: Any, rubric: Any, rows: pd.DataFrame, params: Mapping[
 
 
 def check_joined(cfg: Mapping[str, Any], papers: list[dict[str, Any]], novelty: list[dict[str, Any]],
-                 rows: pd.DataFrame) -> int:  # fmt: skip
-    """How many chosen sentences of the run's papers matched no introduction sentence (lost positives, one
-    `note:` line when any). A StudyError, before any call, when the labels joined nothing: no NovBench id is a
+                 rows: pd.DataFrame) -> tuple[int, int]:  # fmt: skip
+    """How many chosen sentences of the run's papers matched no introduction sentence (lost positives), and how
+    many NovBench records name no paper of the papers file (left out); one `note:` line for each kind when any.
+    A StudyError, before any call, when the labels joined nothing: no NovBench id is a
     paper id (metrics of nothing), or no chosen sentence matched (every label 0, so recall and F1 would read
     0 about sentences that were never compared)."""
     from experiments.coling import unmatched_chosen
@@ -87,7 +88,12 @@ def check_joined(cfg: Mapping[str, Any], papers: list[dict[str, Any]], novelty: 
     if n_lost:
         print(f"note: {where.format(n_lost, 'no')} (whitespace aside): they are no label (n_unmatched_labels)",
               file=sys.stderr)  # fmt: skip
-    return n_lost
+    paper_ids = {str(p["paper_id"]) for p in papers}
+    unjoined = sorted({str(r["id"]) for r in novelty} - paper_ids)
+    if unjoined:
+        print(f"note: novelty={cfg['novelty']}: {len(unjoined)} record(s) name no paper of papers={cfg['papers']} "
+              f"(e.g. {unjoined[:3]}); left out (n_unjoined_records)", file=sys.stderr)  # fmt: skip
+    return n_lost, len(unjoined)
 
 
 def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
@@ -105,7 +111,7 @@ def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     labels = extraction_labels(papers, novelty)
     keep = list(dict.fromkeys(labels["paper_id"]))[: cfg.get("limit")]
     rows = labels[labels["paper_id"].isin(keep)].reset_index(drop=True)
-    n_unmatched = check_joined(cfg, papers, novelty, rows)
+    n_unmatched, n_unjoined = check_joined(cfg, papers, novelty, rows)
     rows.attrs["progress"] = bool(cfg.get("progress"))
     rubric = rubric_from_config(cfg["rubric"])
     check_rubric(rubric)  # before any call: something to score, a template that compiles, a key variable
@@ -118,6 +124,7 @@ def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
         judge.cache.close()
     rows = rows.assign(predicted=[a for a, _ in answers], raw=[r for _, r in answers])
     metrics = {"judge": cfg["judge"]["name"], "papers": len(keep), "n_unmatched_labels": n_unmatched,
+               "n_unjoined_records": n_unjoined,
                **classification_metrics(rows["label"], rows["predicted"])}
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(out_dir / "extraction_predictions.csv", lambda p: write_csv(rows, p))

@@ -158,3 +158,18 @@ def test_run_reports_unmatched_chosen_sentences(server: ScriptedServer, tmp_path
     err = capsys.readouterr().err
     assert err.count("note:") == 1 and "2 of the 3 chosen sentences" in err and cfg["novelty"] in err, err
     assert json.loads((tmp_path / "out" / "extraction_metrics.json").read_text())["n_unmatched_labels"] == 2
+
+
+def test_run_counts_novbench_records_of_no_paper(server: ScriptedServer, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """A NovBench record whose id names no paper of the papers file was dropped without a word; it is counted
+    (n_unjoined_records) and named in one note line."""
+    cfg = config(server, tmp_path, ["We propose a new parser.", "Prior work used CRFs."])
+    other = {"id": "99", "title": "Q", "abstract": "B.", "decision": "Reject", "review_novelty": [],
+             "paper_novelty": ["Q is new."], "output_format": "Positive:\n- y"}
+    with open(cfg["novelty"], "a") as f:
+        f.write(json.dumps(other) + "\n")
+    metrics = run_extract(cfg, tmp_path / "out")
+    assert metrics["n_unjoined_records"] == 1 and metrics["n"] == 3
+    err = capsys.readouterr().err
+    assert err.count("note:") == 1 and "1 record(s) name no paper" in err and "'99'" in err, err
