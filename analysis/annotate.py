@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import annotate_io as io
-from analysis import latent
+from analysis import latent, latent_models
 from analysis.humans import HUMAN_COLUMNS, HUMAN_MODE, first_duplicate
 from analysis.intervals import positive_int
 from analysis.scores import candidate_scores
@@ -38,17 +38,17 @@ UNCERTAINTY = ("entropy", "disagreement", "flip")
 
 def uncertainty(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (instance, candidate, dimension): source, entropy (bits), disagreement, flip (NaN if n/a)."""
-    labels = latent.score_labels(results, humans)
+    labels = latent_models.score_labels(results, humans)
     keys = ["task", "instance_id", "candidate_id", "source", "dimension"]
     out = labels.drop_duplicates("task")[keys].set_index("task")
     if labels["worker"].nunique() >= 2:
-        post = latent.dawid_skene(labels).posteriors.reindex(out.index).fillna(0.0).to_numpy()
+        post = latent_models.dawid_skene(labels).posteriors.reindex(out.index).fillna(0.0).to_numpy()
         with np.errstate(divide="ignore", invalid="ignore"):
             out["entropy"] = -np.where(post > 0, post * np.log2(post), 0.0).sum(axis=1)
     else:
         out["entropy"] = np.nan
     cands = candidate_scores(results).astype({"candidate_id": str, "dimension": str, "mode": str})
-    cands["task"] = latent.score_task(cands)
+    cands["task"] = latent_models.score_task(cands)
     judged = cands.loc[cands["mode"] != HUMAN_MODE]
     out["disagreement"] = _judge_range(judged).reindex(out.index)
     by_mode = judged.pivot_table(index=["task", "judge"], columns="mode", values="score", observed=True)

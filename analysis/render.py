@@ -10,7 +10,6 @@ import base64
 import html
 import io
 import re
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -18,153 +17,12 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis import latent, summary
+from analysis import summary
 from analysis.cells import md_cell, write_csv
 from analysis.glossary import describe
+from analysis.report_sections import HUMANS_UNPAIRED, NO_HUMANS, SECTIONS, Section
 
 MD_ROWS = 60  # longer tables are cut in report.md (never in the CSV or the HTML)
-NO_HUMANS = "No human labels were given (`--humans FILE`)."
-#: NO_HUMANS's place when labels were given (`human_agreement` is present) but leave this table empty.
-HUMANS_UNPAIRED = "Human labels were given, but none of them enters this table (no usable pair with the judges)."
-ONE_RATER = "Only one rater (a single judge in a single mode, and no human labels): agreement needs two."
-
-
-@dataclass(frozen=True)
-class Section:
-    title: str
-    text: str
-    tables: tuple[str, ...]
-    figure: str | None = None
-    missing: str = "Nothing to report for these runs."
-
-
-SECTIONS: tuple[Section, ...] = (
-    Section(
-        "Judge leaderboard",
-        "One row per judge, best agreement with the experts first: κ_w with the experts per dimension and mode, "
-        "self-consistency α, position / length / self-preference bias, parse rate, cost per 1,000 judgments "
-        "(unknown when any call's cost is unknown), median latency. Click a column to sort.",
-        ("leaderboard",),
-    ),
-    Section(
-        "Agreement with the experts",
-        "Per judge, mode and dimension: quadratic-weighted κ and Spearman ρ between the judge's candidate scores "
-        "and the experts' mean score (both rounded to the rubric scale), 95% CIs; each expert item counts once "
-        "per judge and mode.",
-        ("human_agreement",),
-        "human_agreement",
-        NO_HUMANS,
-    ),
-    Section(
-        "Runs",
-        "One row per run: rows, prompts, share of rows with a verdict, cost (each call once), cached share; then every request "
-        "parameter a provider did not receive as asked (dropped or changed by litellm's mapping).",
-        ("overview", "request_changes"),
-    ),
-    Section(
-        "Win / tie / loss against the reference",
-        "Per judge, mode, generator and dimension: share of instances where the generator's best-of-K "
-        "beats, ties or loses to the reference, with 95% bootstrap CIs over instances.",
-        ("winrate",),
-        "winrate",
-    ),
-    Section(
-        "Judges combined",
-        "Candidate scores averaged over judges (`mean`), or per-judge verdicts "
-        "combined (`unanimous`, `majority`). `n_excluded`: instances a vote leaves out because some judge "
-        "left them unscored (`mean` keeps them); `n_judges_min`: the fewest judges behind any instance. A "
-        "combination is over the judges it names in each mode: where judges ran different modes, each mode's "
-        "judges and those that ran both modes are combined apart.",
-        ("winrate_combined",),
-        None,
-        "Only one judge: there is nothing to combine.",
-    ),
-    Section(
-        "Mode shift (the novelty illusion)",
-        "Independent → comparative, same judge and instances: Δwin and Δtie with paired bootstrap CIs, "
-        "McNemar's exact test on win / not-win.",
-        ("mode_shift",),
-        "mode_shift",
-        "No judge ran both independent and comparative mode, so there is no mode shift to measure.",
-    ),
-    Section(
-        "Judge vs human preference",
-        "Judge win rate minus the human majority's on the same "
-        "(instance, generator, dimension), with paired CIs.",
-        ("preference_gap",),
-        None,
-        NO_HUMANS,
-    ),
-    Section(
-        "Agreement on candidate scores",
-        "Candidate scores rounded to the rubric scale; raters are "
-        "judge [mode] and human annotators. Last row: Krippendorff's α (ordinal) over all raters.",
-        ("score_agreement",),
-        "score_agreement",
-        ONE_RATER,
-    ),
-    Section(
-        "Agreement on winners",
-        "Win / tie / loss per (instance, generator, dimension), by pair kind "
-        "(expert–expert, expert–judge, judge–judge), then every pair.",
-        ("winner_agreement_by_kind", "winner_agreement"),
-        "winner_agreement",
-        ONE_RATER,
-    ),
-    Section(
-        "Human reliability",
-        "Fleiss' κ and Krippendorff's α (ordinal) among annotators, per dimension.",
-        ("human_reliability",),
-        None,
-        NO_HUMANS,
-    ),
-    Section(
-        "Cross-dimension alignment",
-        "Human majority winner on one dimension vs a judge's winner on "
-        "another (e.g. non-obviousness vs source-boundedness).",
-        ("alignment",),
-        None,
-        NO_HUMANS,
-    ),
-    Section(latent.SECTION_TITLE, latent.SECTION_TEXT, latent.SECTION_TABLES, None, latent.SECTION_MISSING),
-    Section(
-        "Score summaries",
-        "Candidate scores (mean over samples) per judge, mode, source, dimension; the figure shows each "
-        "generator apart from the reference and from the other generators.",
-        ("score_summary",),
-        "score_distributions",
-    ),
-    Section(
-        "Self-consistency",
-        "Over the samples of one prompt: mean sd, share of prompts whose samples "
-        "disagree, Krippendorff's α with samples as raters.",
-        ("self_consistency",),
-        "self_consistency",
-    ),
-    Section(
-        "Position and order bias",
-        "Comparative: mean score and win rate by shown position (vs the "
-        "rate expected without bias). Pairwise: share of decided (not tie) verdicts preferring the first-shown "
-        "text, ties, flips with the order.",
-        ("position_bias", "pairwise_bias"),
-        "position_bias",
-        "No comparative or pairwise runs.",
-    ),
-    Section(
-        "Length bias",
-        "Spearman ρ of candidate score vs length in words (`rho_better` > 0: longer judged better).",
-        ("length_bias",),
-        None,
-        "The results have no candidate_text column.",
-    ),
-    Section(
-        "Self-preference",
-        "A judge's mean score for its own model family's generations vs others'.",
-        ("self_preference",),
-        None,
-        "No judge scored generations from its own model family (see analysis.consistency.model_family).",
-    ),
-)
 
 
 def _fmt(value: object) -> str:

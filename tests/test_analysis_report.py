@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from analysis.collect import find_results, load_results, prepare
-from analysis.render import NO_HUMANS, ONE_RATER, markdown_table
+from analysis.render import markdown_table
 from analysis.report import UNKNOWN, compute_tables, main, overview
+from analysis.report_sections import NO_HUMANS, ONE_RATER
 from analysis.summary import leaderboard
 from analysis.synthetic import synthetic_humans, synthetic_pairwise, synthetic_results
 from experiments.datasets import Candidate, Instance, Paper

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import latent
+from analysis import latent, latent_models
 
 LABELS = np.array([-1, 0, 1])
 
@@ -50,7 +50,7 @@ def _true_accuracy(m: np.ndarray, prior=(0.3, 0.3, 0.4)) -> float:
 def test_dawid_skene_recovers_planted_accuracies_within_tolerance() -> None:
     confusions = {"a": _confusion(0.9), "b": _confusion(0.75), "c": _confusion(0.6), "d": _confusion(0.5)}
     labels, truth = _simulate(confusions, 400, seed=1)
-    fit = latent.dawid_skene(labels)
+    fit = latent_models.dawid_skene(labels)
     # tolerance 0.06: a binomial SE of ~0.025 at 400 items, plus EM's estimation error
     for name, m in confusions.items():
         assert abs(fit.parameter[name] - _true_accuracy(m)) < 0.06, name
@@ -71,29 +71,29 @@ def test_latent_models_beat_majority_vote_with_an_adversarial_rater() -> None:
         "adversary2": _adversary(0.8),
     }
     labels, truth = _simulate(confusions, 400, seed=2)
-    mv = latent.majority_vote(labels)
-    ds = latent.dawid_skene(labels)
+    mv = latent_models.majority_vote(labels)
+    ds = latent_models.dawid_skene(labels)
     acc = {f.method: float((f.labels.reindex(truth.index) == truth).mean()) for f in (mv, ds)}
     assert acc["Dawid-Skene"] > acc["majority vote"] + 0.1, acc
     # DS sees through the adversaries: their accuracy vs the latent label is ~their true (low) accuracy
     assert abs(ds.accuracy["adversary"] - _true_accuracy(confusions["adversary"])) < 0.06
     assert abs(ds.accuracy["good"] - _true_accuracy(confusions["good"])) < 0.06
     # MACE ranks the good rater above the adversaries (competence = P(not spamming))
-    m = latent.mace(labels)
+    m = latent_models.mace(labels)
     assert m.parameter["good"] > max(m.parameter["adversary"], m.parameter["adversary2"])
 
 
 def test_expected_accuracy_known_value() -> None:
     labels = pd.DataFrame({"task": ["t1", "t1", "t2"], "worker": ["a", "b", "a"], "label": [1, 0, 0]})
     post = pd.DataFrame({1: [0.8, 0.5], 0: [0.2, 0.5]}, index=["t1", "t2"])
-    acc = latent.expected_accuracy(labels, post)
+    acc = latent_models.expected_accuracy(labels, post)
     assert acc["a"] == pytest.approx((0.8 + 0.5) / 2)
     assert acc["b"] == pytest.approx(0.2)
 
 
 def test_majority_vote_posterior_is_vote_share() -> None:
     labels = pd.DataFrame({"task": ["t"] * 4, "worker": list("abcd"), "label": [1, 1, 1, 0]})
-    fit = latent.majority_vote(labels)
+    fit = latent_models.majority_vote(labels)
     assert fit.posteriors.loc["t", 1] == pytest.approx(0.75)
     assert fit.labels["t"] == 1
 
@@ -101,7 +101,7 @@ def test_majority_vote_posterior_is_vote_share() -> None:
 def test_competence_ci_covers_truth() -> None:
     confusions = {"a": _confusion(0.85), "b": _confusion(0.7), "c": _confusion(0.6), "d": _confusion(0.6)}
     labels, _ = _simulate(confusions, 300, seed=3)
-    table = latent.competence_table(labels, latent.dawid_skene(labels), None, n_boot=2000).set_index("rater")
+    table = latent.competence_table(labels, latent_models.dawid_skene(labels), None, n_boot=2000).set_index("rater")
     for name, m in confusions.items():
         lo, hi = table.loc[name, ["accuracy_lo", "accuracy_hi"]]
         assert lo <= table.loc[name, "accuracy"] <= hi
@@ -113,7 +113,7 @@ def test_fixed_posterior_bootstrap_known_value() -> None:
     """Two items, one rater who matches the posterior fully on t1 and not at all on t2: replicates are
     0, 0.5 or 1 with probabilities 1/4, 1/2, 1/4 (both draws t2, one each, both t1)."""
     labels = pd.DataFrame({"task": ["t1", "t2"], "worker": ["a", "a"], "label": [1, 1], "kind": "judge"})
-    fit = latent.LatentFit(
+    fit = latent_models.LatentFit(
         "x", pd.DataFrame({1: [1.0, 0.0], 0: [0.0, 1.0]}, index=["t1", "t2"]), pd.Series({"a": 0.5})
     )
     boot = latent._fixed_posterior_boot(labels, fit, pd.Index(["a"]), 4000, 0)[:, 0]
@@ -127,8 +127,8 @@ def test_refit_bootstrap_resamples_items() -> None:
     boot = latent._resample(labels, np.random.default_rng(0))
     assert boot["task"].nunique() == 60 and len(boot) == len(labels)
     assert boot["task"].str.replace(r"#\d+$", "", regex=True).nunique() < 60  # some items drawn twice
-    fitter = lambda x: latent.dawid_skene(x, n_iter=10)  # noqa: E731
-    table = latent.competence_table(labels, latent.dawid_skene(labels), fitter, n_boot=3).set_index("rater")
+    fitter = lambda x: latent_models.dawid_skene(x, n_iter=10)  # noqa: E731
+    table = latent.competence_table(labels, latent_models.dawid_skene(labels), fitter, n_boot=3).set_index("rater")
     assert (table["ci"] == "refit").all() and table["model_accuracy_lo"].notna().all()
 
 
@@ -243,7 +243,7 @@ def test_latent_winrate_delta_uses_only_the_raters_own_items() -> None:
     post = pd.DataFrame(0.0, index=pd.Index(tasks, name="task"), columns=[-1, 0, 1])
     for t, o in zip(tasks, latent_outcome, strict=True):
         post.loc[t, o] = 1.0
-    fit = latent.LatentFit("planted", post, pd.Series({"a": 1.0, "b": 0.5}))
+    fit = latent_models.LatentFit("planted", post, pd.Series({"a": 1.0, "b": 0.5}))
     rates = latent.latent_winrate(labels, fit, n_boot=20).set_index("rater")
     assert rates.loc["latent", "win"] == 0.5 and rates.loc["latent", "delta_win"] == 0.0
     assert rates.loc["a", "delta_win"] == pytest.approx(0.0)
@@ -257,8 +257,8 @@ def test_score_labels_keep_instances_apart() -> None:
     rows = [dict(judge=j, mode="independent", instance_id=inst, candidate_id="c1", source="gen",
                  dimension="originality", higher_is_better=True, sample_idx=0, score=score, parse_ok=True)
             for j in ("j1", "j2", "j3") for inst, score in (("i1", 0.0), ("i2", 3.0))]  # fmt: skip
-    labels = latent.score_labels(pd.DataFrame(rows))
+    labels = latent_models.score_labels(pd.DataFrame(rows))
     assert labels["task"].nunique() == 2
-    fit = latent.majority_vote(labels)
+    fit = latent_models.majority_vote(labels)
     assert sorted(fit.labels.tolist()) == [0, 3] and (fit.posteriors.max(axis=1) == 1.0).all()
     assert set(labels.drop_duplicates("task")["instance_id"]) == {"i1", "i2"}
