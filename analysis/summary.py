@@ -62,7 +62,8 @@ def _calls(results: pd.DataFrame) -> pd.DataFrame:
     as parsed, as scores.usable_mask uses it. Cost, latency and the cached flag are the call's."""
     keys = [c for c in CALL_KEYS if c in results]
     results = results.assign(cost_usd=call_costs(results))
-    cols = [c for c in ("judge", "parse_ok", "cost_usd", "latency_s", "cached", *NO_COMPLETION) if c in results]
+    cols = [c for c in ("judge", "parse_ok", "cost_usd", "latency_s", "cached", *NO_COMPLETION, "raw")
+            if c in results]  # raw: part of the no-completion evidence (costs.no_completion)
     if not keys:
         return results[cols]
     call = ["judge", *keys]

@@ -113,7 +113,8 @@ def check_numbers(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
     return values.astype(float)
 
 
-_TRUE, _FALSE = frozenset({"true", "1", "1.0", "yes"}), frozenset({"false", "0", "0.0", "no"})
+# how a CSV may spell true and false (any case, spaces around): check_flags, and the viewer's SQL
+TRUE_TEXT, FALSE_TEXT = frozenset({"true", "1", "1.0", "yes"}), frozenset({"false", "0", "0.0", "no"})
 
 
 def check_flags(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
@@ -123,8 +124,8 @@ def check_flags(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
     text = frame[column].astype("string").str.strip().str.lower()
     missing = text.isna() | text.isin({m.lower() for m in MISSING_TEXT})
     values = pd.Series(pd.NA, index=frame.index, dtype="boolean")
-    values[text.isin(_TRUE).fillna(False).to_numpy()] = True
-    values[text.isin(_FALSE).fillna(False).to_numpy()] = False
+    values[text.isin(TRUE_TEXT).fillna(False).to_numpy()] = True
+    values[text.isin(FALSE_TEXT).fillna(False).to_numpy()] = False
     bad = (values.isna() & ~missing).to_numpy()
     if bad.any():
         position = int(np.flatnonzero(bad)[0])

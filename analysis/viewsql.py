@@ -13,7 +13,7 @@ import duckdb
 import pandas as pd
 
 from analysis.robustness import ORIGINAL
-from analysis.validate import MISSING_TEXT
+from analysis.validate import FALSE_TEXT, MISSING_TEXT, TRUE_TEXT
 
 # column -> DuckDB type; a column a results file lacks reads as NULL
 COLUMNS: dict[str, str] = {
@@ -24,10 +24,14 @@ COLUMNS: dict[str, str] = {
     "raw": "VARCHAR", "finish_reason": "VARCHAR", "cost_usd": "DOUBLE", "latency_s": "DOUBLE",
     "candidate_text": "VARCHAR", "perturbation": "VARCHAR",
 }  # fmt: skip
+TRUE_SQL, FALSE_SQL = (", ".join(f"'{t}'" for t in sorted(spellings)) for spellings in (TRUE_TEXT, FALSE_TEXT))
 MISSING_SQL = ", ".join(sorted({"'" + m.lower().replace("'", "''") + "'" for m in MISSING_TEXT}))
 # A row is unperturbed when its perturbation is analysis.robustness's baseline (`none`) or empty (a run without
 # robustness settings); a perturbed row measures robustness, so it is counted apart and kept out of the
 # item's mean, spread and preference counts (pooled, a candidate scored 3 unperturbed and 1 padded showed 2).
+# A score counts when its answer parsed (parse_ok not false), as analysis.scores.usable_mask reads it: an
+# unparsed answer's score (2 parsed, 4 unparsed) made the viewer's mean 3.0 where the analysis has 2.0.
+USABLE = "CASE WHEN coalesce(parse_ok, true) THEN score END"
 PERTURBED_SQL = f"coalesce(nullif(trim(perturbation), ''), '{ORIGINAL}') <> '{ORIGINAL}'"
 # Built when a study opens: one row per item × dimension over its unperturbed rows (mean over samples, spread
 # across the samples of one prompt: the largest over its prompts, so a candidate shown in two prompts is not
@@ -37,8 +41,9 @@ PERTURBED_SQL = f"coalesce(nullif(trim(perturbation), ''), '{ORIGINAL}') <> '{OR
 OPEN_SQL = (
     f"""CREATE TABLE base AS WITH per_prompt AS (
          SELECT instance_id, candidate_id, judge, mode, rubric, dimension, prompt_id, perturbation, preference,
-           {PERTURBED_SQL} AS perturbed, any_value(source) AS source, sum(score) AS total,
-           count(score) AS n, max(score) - min(score) AS spread, bool_and(coalesce(parse_ok, true)) AS parsed,
+           {PERTURBED_SQL} AS perturbed, any_value(source) AS source, sum({USABLE}) AS total,
+           count({USABLE}) AS n, max({USABLE}) - min({USABLE}) AS spread,
+           bool_and(coalesce(parse_ok, true)) AS parsed,
            count(*) AS verdicts
          FROM results GROUP BY ALL),
        per_verdict AS (
@@ -108,6 +113,10 @@ def typed(column: str, found: str, wanted: str) -> str:
     spelled as pandas spells missing (NA, nan, None, ..., any case, spaces around; analysis.validate) and a
     NaN is missing (NULL): NaN was counted as a score and made the item's mean and ranges NaN."""
     value = f'"{column}"'
+    if found == "VARCHAR" and wanted == "BOOLEAN":  # the spellings analysis.validate.check_flags accepts
+        text = f"lower(trim({value}))"
+        return (f"CASE WHEN {text} IN ({MISSING_SQL}) THEN NULL WHEN {text} IN ({TRUE_SQL}) THEN true "
+                f"WHEN {text} IN ({FALSE_SQL}) THEN false ELSE CAST({value} AS BOOLEAN) END")
     if found == "VARCHAR" and wanted != "VARCHAR":
         value = f"CASE WHEN lower(trim({value})) IN ({MISSING_SQL}) THEN NULL ELSE {value} END"
     value = f"CAST({value} AS {wanted})"

@@ -89,10 +89,10 @@ def check_joined(cfg: Mapping[str, Any], papers: list[dict[str, Any]], novelty: 
         print(f"note: {where.format(n_lost, 'no')} (whitespace aside): they are no label (n_unmatched_labels)",
               file=sys.stderr)  # fmt: skip
     paper_ids = {str(p["paper_id"]) for p in papers}
-    unjoined = sorted({str(r["id"]) for r in novelty} - paper_ids)
+    unjoined = [str(r["id"]) for r in novelty if str(r["id"]) not in paper_ids]  # records, not distinct ids
     if unjoined:
         print(f"note: novelty={cfg['novelty']}: {len(unjoined)} record(s) name no paper of papers={cfg['papers']} "
-              f"(e.g. {unjoined[:3]}); left out (n_unjoined_records)", file=sys.stderr)  # fmt: skip
+              f"(e.g. {sorted(set(unjoined))[:3]}); left out (n_unjoined_records)", file=sys.stderr)  # fmt: skip
     return n_lost, len(unjoined)
 
 

@@ -121,3 +121,11 @@ def test_an_answer_without_usage_or_finish_reason_keeps_an_unknown_price_unknown
     rows["cost_usd"] = np.nan  # an older file: no cost written for either call
     cost = call_costs(rows)
     assert np.isnan(cost[rows["raw"] != ""]).all() and (cost[rows["raw"] == ""] == 0).all()
+
+
+def test_a_free_model_that_answers_without_usage_costs_0_per_1k_not_unknown() -> None:
+    """Review 11, F4: cost per 1,000 judgments took every call without usage or finish reason for a failed one
+    (the leaderboard's calls table had no answer text), so a $0 model that answered that way read "unknown"."""
+    free = CallResult(Completion(ANSWER, None, 0, 0, 0.0, 0.2), cached=False, retries=0)
+    board = leaderboard(judged("free", [free, free]), {})
+    assert board.set_index("judge").loc["free", "cost_per_1k"] == 0.0

@@ -169,3 +169,20 @@ def test_item_mean_and_list_row_are_the_unperturbed_rows_perturbed_ones_shown_ap
         page = client.get("/item?instance_id=i&candidate_id=c").text
     assert "3.00 (3, 3)" in page and "1.50 (1, 2)" in page  # unperturbed and padded in columns of their own
     assert "j · r · independent · perturbed: padding" in page
+
+
+def test_an_unparsed_answer_is_no_score_and_csv_flags_open_as_the_analysis_reads_them(tmp_path: Path) -> None:
+    """Review 11, F1/F3: an unparsed answer's score entered the viewer's mean (2 parsed, 4 unparsed: 3.0 where
+    the analysis has 2.0); a CSV spelling its flags 1.0/0.0 or " true " (which the analysis accepts) would not
+    open ("Could not convert string '1.0' to BOOL")."""
+    rows = pd.DataFrame([{**BASE, "instance_id": "i", "candidate_id": "c", "judge": "j", "mode": "independent",
+                          "score": s, "sample_idx": k, "parse_ok": ok, "cached": cached, "higher_is_better": "True"}
+                         for k, (s, ok, cached) in enumerate([(2.0, "1.0", " true "), (4.0, "0.0", "FALSE")])])
+    (tmp_path / "run").mkdir()
+    rows.to_csv(tmp_path / "run" / "results.csv", index=False)
+    analysis = load_results(tmp_path)
+    from analysis.scores import candidate_scores
+    assert candidate_scores(analysis)["score"].tolist() == [2.0]
+    with Study(tmp_path) as study:
+        page = study.page({}).rows
+        assert [(r["candidate_id"], r["scores"], r["spread"]) for r in page] == [("c", "d 2.0", 0.0)]
