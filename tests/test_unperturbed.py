@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import card, latent, report
+from analysis import annotate, card, latent, report
 from analysis.robustness import unperturbed
 from tests.study_folders import write_fake_run
 
@@ -77,3 +77,11 @@ def test_latent_tables_leave_the_perturbed_rows_out(tmp_path) -> None:
     results = report.load_results(_study(tmp_path / "study", ("j", "k", "l")))
     rates = latent.latent_tables(results, n_boot=20)["latent_winrate"]
     assert set(rates["win"]) == {1.0}  # every rater: 3 beats the reference's 2 (pooled: 2 vs 2, a tie)
+
+
+def test_annotate_uncertainty_leaves_the_perturbed_rows_out(tmp_path) -> None:
+    root = _study(tmp_path / "study")  # j: 3 unperturbed, 1 padded
+    _run(root / "k_none", "k", "none", 3.0)  # k: 3, never perturbed
+    table = annotate.uncertainty(report.load_results(root))
+    generated = table.loc[table["source"] != "reference", "disagreement"]
+    assert len(generated) and set(generated) == {0.0}  # j 3 vs k 3; pooled, j's 2 vs k's 3 made 1
