@@ -30,6 +30,7 @@ from analysis import annotate_io as io
 from analysis import latent, latent_models
 from analysis.humans import HUMAN_COLUMNS, HUMAN_MODE, first_duplicate
 from analysis.intervals import positive_int
+from analysis.robustness import note_perturbed, unperturbed
 from analysis.scores import candidate_scores
 from analysis.validate import csv_line
 
@@ -37,7 +38,9 @@ UNCERTAINTY = ("entropy", "disagreement", "flip")
 
 
 def uncertainty(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per (instance, candidate, dimension): source, entropy (bits), disagreement, flip (NaN if n/a)."""
+    """Per (instance, candidate, dimension): source, entropy (bits), disagreement, flip (NaN if n/a), from the
+    unperturbed rows (perturbed ones are analysis.robustness's)."""
+    results = unperturbed(results)
     labels = latent_models.score_labels(results, humans)
     keys = ["task", "instance_id", "candidate_id", "source", "dimension"]
     out = labels.drop_duplicates("task")[keys].set_index("task")
@@ -119,6 +122,7 @@ def export(root: str | Path, out: str | Path, n: int = 50, by: str = "entropy", 
     from analysis.collect import load_results
 
     results = load_results(root)
+    note_perturbed(results, unperturbed(results))
     rubrics, data_path = io.study_inputs(root)
     texts = io.item_texts(Path(dataset) if dataset else data_path)
     chosen = select(uncertainty(results, humans), n, by, seed)
@@ -153,7 +157,9 @@ def _recompute(root: str, labels: pd.DataFrame) -> None:
     from analysis.humans import human_reliability
 
     print(human_reliability(labels, n_boot=200).round(3).to_string(index=False))
-    tables = latent.latent_tables(load_results(root), labels, n_boot=200)
+    results = load_results(root)
+    note_perturbed(results, unperturbed(results))
+    tables = latent.latent_tables(results, labels, n_boot=200)  # unperturbed rows only
     if tables:
         comp = tables["latent_competence"]
         print(comp.loc[comp["method"] == "Dawid-Skene"].round(3).to_string(index=False))

@@ -24,7 +24,7 @@ from analysis.card_markdown import card_markdown
 from analysis.collect import find_results
 from analysis.humans import human_results
 from analysis.intervals import positive_int
-from analysis.robustness import robustness_table
+from analysis.robustness import note_perturbed, robustness_table, unperturbed
 from analysis.scores import candidate_scores, dimension_directions
 from analysis.summary import parse_rate
 
@@ -123,14 +123,16 @@ def _position_summary(results: pd.DataFrame) -> pd.DataFrame:
 def study_tables(
     results: pd.DataFrame, humans: pd.DataFrame | None, n_boot: int, seed: int
 ) -> dict[str, pd.DataFrame]:
-    """Every per-judge table a card draws from, computed once for all judges."""
-    cands = candidate_scores(results)
+    """Every per-judge table a card draws from, computed once for all judges; only `robustness` reads the
+    perturbed rows (experiment=robustness), the others the unperturbed ones."""
+    study = unperturbed(results)
+    cands = candidate_scores(study)
     tables = {
         "human_agreement": human_agreement(cands, humans, n_boot, seed),
-        "self_consistency": consistency.self_consistency(results, n_boot=n_boot, seed=seed),
-        "position_bias": _position_summary(results),
-        "length_bias": consistency.length_bias(results) if "candidate_text" in results else pd.DataFrame(),
-        "self_preference": consistency.self_preference(results),
+        "self_consistency": consistency.self_consistency(study, n_boot=n_boot, seed=seed),
+        "position_bias": _position_summary(study),
+        "length_bias": consistency.length_bias(study) if "candidate_text" in study else pd.DataFrame(),
+        "self_preference": consistency.self_preference(study),
         "robustness": robustness_table(results, n_boot=n_boot, seed=seed),
     }
     lt = latent.latent_tables(cands, humans, n_boot=n_boot, seed=seed)
@@ -209,6 +211,7 @@ def write_cards(root: str | Path, out: str | Path, humans: pd.DataFrame | None =
     results = load_results(root)
     facts = run_facts(root)
     tables = study_tables(results, humans, n_boot, seed) | (extra or {})
+    note_perturbed(results, unperturbed(results))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cards = []

@@ -23,6 +23,7 @@ from analysis import humans as human_mod
 from analysis.cells import write_csv
 from analysis.intervals import percentile_ci, positive_int
 from analysis.latent_models import Fitter, LatentFit, dawid_skene, glad, mace, majority_vote, outcome_labels
+from analysis.robustness import note_perturbed, unperturbed
 from analysis.winrate import ITEM_KEYS, check_reference, outcome_rates
 
 
@@ -130,7 +131,7 @@ def latent_tables(results: pd.DataFrame, humans: pd.DataFrame | None = None, ref
     """The report's latent-model tables on win / tie / loss outcomes; empty with fewer than three raters.
     `refit_boot` > 0 adds Dawid–Skene CIs from that many refits (slow: a full EM per replicate); GLAD is
     opt-in (`with_glad`: minutes on 10^4 items, where Dawid–Skene takes a second and MACE tens)."""
-    labels = outcome_labels(results, humans, reference)
+    labels = outcome_labels(unperturbed(results), humans, reference)  # perturbed rows: analysis.robustness
     if labels["worker"].nunique() < 3 or labels.empty:
         return {}
     ds = dawid_skene(labels)
@@ -190,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    note_perturbed(results, unperturbed(results))
     tables = latent_tables(
         results,
         humans,

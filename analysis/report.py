@@ -22,6 +22,7 @@ from analysis.collect import expected_as_score, load_humans, load_results
 from analysis.intervals import positive_int
 from analysis.paper_tables import write_paper_tables
 from analysis.requests import request_changes
+from analysis.robustness import note_perturbed, unperturbed
 
 Tables = dict[str, pd.DataFrame]
 
@@ -202,20 +203,21 @@ def compute_tables(
     Candidate scores are computed once: the outcome and agreement functions accept a candidate-level
     table in place of the results, since the mean of one "sample" is the candidate score itself.
     """
-    cands = scores.candidate_scores(results, scores.CONTEXT_KEYS, reference)  # reference per prompt context
+    study = unperturbed(results)  # perturbed rows: analysis.robustness; the overview still counts their calls
+    cands = scores.candidate_scores(study, scores.CONTEXT_KEYS, reference)  # reference per prompt context
     tables: Tables = {"overview": overview(results),
                       "score_summary": scores.score_summary(scores.candidate_scores(cands)),
                       "best_of_k_scores": _best_of_k_scores(cands, reference)}  # fmt: skip
     tables |= _winrate_tables(cands, reference, n_boot, seed)
     tables |= _agreement_tables(cands, humans, reference, n_boot, seed)
     tables |= latent.latent_tables(cands, humans, reference, n_boot, seed)  # empty under 3 raters
-    tables |= _bias_tables(results, n_boot, seed, families, reference)
+    tables |= _bias_tables(study, n_boot, seed, families, reference)
     if humans is not None and len(humans):
         tables["human_agreement"] = summary.human_agreement(cands, humans, n_boot, seed)
         unmatched = human_mod.unmatched_labels(humans, cands["dimension"].dropna().unique())
         if len(unmatched):
             tables["human_unmatched"] = unmatched
-    tables["leaderboard"] = summary.leaderboard(results, tables)
+    tables["leaderboard"] = summary.leaderboard(results, tables)  # parse rate, cost, latency: every call
     return tables
 
 
@@ -227,7 +229,7 @@ def build_figures(results: pd.DataFrame, tables: Tables, humans: pd.DataFrame | 
     figures = {
         "winrate": plots.winrate_bars(tables["winrate"]),
         "mode_shift": plots.mode_shift_plot(tables["mode_shift"]) if "mode_shift" in tables else None,
-        "score_distributions": plots.score_distributions(score_raters(results, humans)),
+        "score_distributions": plots.score_distributions(score_raters(unperturbed(results), humans)),
         "self_consistency": plots.self_consistency_plot(tables["self_consistency"]),
     }
     if "position_bias" in tables:
@@ -290,6 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     paper_md, paper_tex = write_paper_tables(tables, out)
     print(f"{len(results)} rows, {len(tables)} tables -> {md} and {html} (paper tables: {paper_md}, {paper_tex})",
           file=sys.stderr)  # fmt: skip
+    note_perturbed(results, unperturbed(results))
     if results.attrs.get("duplicate_judgments"):
         print(f"note: {results.attrs['duplicate_judgments']} judgments repeated by reruns of the same study were "
               "counted once", file=sys.stderr)  # fmt: skip

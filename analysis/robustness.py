@@ -19,17 +19,37 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from analysis.cells import write_csv
 from analysis.humans import pair_outcomes
 from analysis.intervals import grouped_mean_ci, positive_int, wilson_interval
-from analysis.scores import CANDIDATE_KEYS, candidate_scores
+from analysis.scores import CANDIDATE_KEYS, candidate_scores, map_distinct
 from analysis.winrate import check_reference
 
 ORIGINAL = "none"
 PROMPT_ONLY = frozenset({"order", "labels"})  # perturbations of how a comparative prompt shows the texts
 PAIR = ["judge", "mode", "instance_id", "candidate_id", "source", "dimension"]
+
+
+def unperturbed(results: pd.DataFrame) -> pd.DataFrame:
+    """The rows of no robustness perturbation (`none`, or empty in a run without the column; the viewer's
+    rule): the study's tables score these only, since a candidate's perturbed copies pooled with it moved its
+    score (3 unperturbed and 1 padded made 2). `robustness_table` reads the perturbed rows. No-op without the
+    column."""
+    if "perturbation" not in results:
+        return results
+    keep = map_distinct(results["perturbation"], lambda p: str(p).strip() in ("", ORIGINAL))
+    keep = np.where(pd.isna(keep), True, keep).astype(bool)  # a missing perturbation is unperturbed
+    return results if keep.all() else results.loc[keep]
+
+
+def note_perturbed(results: pd.DataFrame, kept: pd.DataFrame) -> None:
+    """One `note:` line on stderr when `unperturbed` left rows out (nothing otherwise)."""
+    if len(results) > len(kept):
+        print(f"note: {len(results) - len(kept)} perturbed rows (experiment=robustness) were left out of these "
+              "tables; `python -m analysis.robustness` measures them", file=sys.stderr)  # fmt: skip
 
 
 def _scores(results: pd.DataFrame) -> pd.DataFrame:
