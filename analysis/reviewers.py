@@ -34,6 +34,8 @@ import pandas as pd
 
 from analysis.agreement import krippendorff_alpha, pair_agreement
 from analysis.cells import md_cell, write_csv
+from analysis.robustness import note_perturbed, unperturbed
+from analysis.scores import usable_mask
 
 SCALE_MAPPING = "judge 1-5 -> reviewer 1-5: identity (same scale); judge per-paper mean rounded half up"
 ACCEPT_AT = 3.0
@@ -43,7 +45,8 @@ STATS = ("percent", "kappa", "kappa_w", "rho", "tau")
 def judge_scores(results: pd.DataFrame, dimension: str = "originality") -> pd.DataFrame:
     """Per (judge, paper): the mean of the judge's parsed scores over its samples, and how many there were.
     A judge run in several modes is one rater per mode (``judge [mode]``): its modes are never averaged."""
-    rows = results[(results["dimension"] == dimension) & results["parse_ok"].fillna(False).astype(bool)]
+    results = unperturbed(results)  # robustness perturbations are analysis.robustness's, not a rating
+    rows = results[(results["dimension"] == dimension).to_numpy() & usable_mask(results)]  # unknown = parsed
     judge = rows["judge"].astype(str)
     if "mode" in rows and (rows.groupby(judge, observed=True)["mode"].nunique() > 1).any():
         judge = judge + " [" + rows["mode"].astype(str) + "]"
@@ -183,7 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         records = load_coling_records(args.reviews)
         reviews = review_scores(records, args.aspect)
-        judged = judge_scores(load_results(args.root), args.dimension)
+        results = load_results(args.root)
+        note_perturbed(results, unperturbed(results))
+        judged = judge_scores(results, args.dimension)
         if judged.empty:
             raise ValueError(f"{args.root}: no parsed '{args.dimension}' scores in these results")
         judged = check_inputs(records, reviews, judged, args.aspect, args.root, args.reviews)

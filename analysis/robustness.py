@@ -40,9 +40,15 @@ def unperturbed(results: pd.DataFrame) -> pd.DataFrame:
     column."""
     if "perturbation" not in results:
         return results
-    keep = map_distinct(results["perturbation"], lambda p: str(p).strip() in ("", ORIGINAL))
-    keep = np.where(pd.isna(keep), True, keep).astype(bool)  # a missing perturbation is unperturbed
+    keep = perturbation_names(results["perturbation"]) == ORIGINAL
     return results if keep.all() else results.loc[keep]
+
+
+def perturbation_names(values: pd.Series) -> np.ndarray:
+    """Each row's perturbation as one spelling for every reader: spaces trimmed, and `none`, empty or missing
+    (a run without the column) all `none` (" none " was unperturbed to the report but no baseline here)."""
+    names = map_distinct(values, lambda p: str(p).strip() or ORIGINAL)
+    return np.where(pd.isna(names), ORIGINAL, names).astype(str)
 
 
 def note_perturbed(results: pd.DataFrame, kept: pd.DataFrame) -> None:
@@ -53,6 +59,7 @@ def note_perturbed(results: pd.DataFrame, kept: pd.DataFrame) -> None:
 
 
 def _scores(results: pd.DataFrame) -> pd.DataFrame:
+    results = results.assign(perturbation=perturbation_names(results["perturbation"]))
     cands = candidate_scores(results, (*CANDIDATE_KEYS, "perturbation"))
     cands = cands.astype({k: str for k in (*PAIR, "perturbation")})
     keep = ~(cands["perturbation"].isin(PROMPT_ONLY) & (cands["mode"] != "comparative"))

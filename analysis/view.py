@@ -53,10 +53,16 @@ def _cell(values: pd.Series) -> str:
 
 
 def _value_cell(part: pd.DataFrame) -> str:
-    """A rater's cell: its scores (`_cell`), or a pairwise rater's preferences (a: this text, b: the other,
-    tie), one per sample, since a pairwise row has a preference and no score."""
+    """A rater's cell: its scores (`_cell`) of answers that parsed, as the list and the analysis count them,
+    with an unparsed answer's score shown apart; or a pairwise rater's preferences (a: this text, b: the
+    other, tie), one per sample, since a pairwise row has a preference and no score."""
     if part["score"].notna().any():
-        return _cell(part["score"])
+        unparsed = pd.Series(False, index=part.index)
+        if "parse_ok" in part:  # unknown (NA) counts as parsed, as in analysis.scores.usable_mask
+            unparsed = part["parse_ok"].astype("boolean").eq(False).fillna(False).astype(bool)
+        cell = _cell(part.loc[~unparsed, "score"])
+        apart = part.loc[unparsed, "score"].dropna()
+        return cell + (f" [unparsed: {', '.join(f'{v:g}' for v in apart)}]" if len(apart) else "")
     preferences = part["preference"].dropna().astype(str)
     return "/".join(preferences) if len(preferences) else "–"
 

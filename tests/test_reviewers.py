@@ -198,3 +198,14 @@ def test_cli_csv_runs_no_formula_in_a_spreadsheet(tmp_path: Path) -> None:
     assert not any(str(j).startswith("=") for j in judges), judges
     assert any(str(j).startswith("'=HYPERLINK") for j in judges), judges
     assert pd.api.types.is_numeric_dtype(table["n"])
+
+
+def test_judge_scores_leave_perturbed_rows_to_robustness() -> None:
+    """Review 12, F3: a padded run in the folder was pooled into the judge's per-paper score (2.0 from 3 and 1
+    instead of 3.0); an unknown parse status counts as parsed, as everywhere in the analysis."""
+    rows = pd.DataFrame({"judge": "j", "mode": "independent", "instance_id": ["1", "1", "2"], "candidate_id": "c",
+                         "source": "paper", "rubric": "paper_originality", "dimension": "originality",
+                         "score": [3.0, 1.0, 4.0], "parse_ok": [True, True, None],
+                         "perturbation": ["none", "padding", ""]})
+    scores = judge_scores(rows).set_index("paper_id")["judge_score"]
+    assert scores.to_dict() == {"1": 3.0, "2": 4.0}

@@ -85,3 +85,16 @@ def test_annotate_uncertainty_leaves_the_perturbed_rows_out(tmp_path) -> None:
     table = annotate.uncertainty(report.load_results(root))
     generated = table.loc[table["source"] != "reference", "disagreement"]
     assert len(generated) and set(generated) == {0.0}  # j 3 vs k 3; pooled, j's 2 vs k's 3 made 1
+
+
+def test_a_spaced_none_baseline_is_the_baseline_for_robustness_too(tmp_path) -> None:
+    """Review 12, F2: " none " was unperturbed to the report (left out of nothing) but no baseline for
+    analysis.robustness, so the padded rows the report left to it were measured nowhere."""
+    from analysis.collect import load_results
+    from analysis.robustness import robustness_table
+
+    root = tmp_path / "study"
+    _run(root / "j_none", "j", " none ", 3.0)
+    _run(root / "j_padding", "j", "padding", 1.0)
+    table = robustness_table(load_results(root), n_boot=20)
+    assert set(table["perturbation"]) == {"padding"} and table["shift"].tolist() == pytest.approx([-2.0] * len(table))

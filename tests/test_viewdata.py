@@ -186,3 +186,5 @@ def test_an_unparsed_answer_is_no_score_and_csv_flags_open_as_the_analysis_reads
     with Study(tmp_path) as study:
         page = study.page({}).rows
         assert [(r["candidate_id"], r["scores"], r["spread"]) for r in page] == [("c", "d 2.0", 0.0)]
+        item = TestClient(create_app(study)).get("/item?instance_id=i&candidate_id=c").text
+        assert "2 [unparsed: 4]" in item and "3.00" not in item  # review 12, F1: the item page agrees
