@@ -19,6 +19,7 @@ import yaml
 
 import conf
 from analysis.humans import LABEL_TEXT, check_humans, first_duplicate
+from analysis.robustness import perturbation_names
 from analysis.scores import DIRECTION, as_bool
 from analysis.shards import merged_run_ids
 from analysis.validate import (
@@ -189,6 +190,8 @@ def prepare(results: pd.DataFrame, studies: Mapping[str, str] | None = None) -> 
     out = results.copy()
     if "rubric" in out and out["rubric"].nunique() > 1:  # every judge labelled alike, whatever it ran
         out["judge"] = out["judge"].astype(str) + "/" + out["rubric"].astype(str)
+    if "perturbation" in out:  # one spelling before runs are told apart: a run without the column is `none`
+        out["perturbation"] = perturbation_names(out["perturbation"])
     out = label_overlapping_runs(out, studies or {})
     for col in KEY_COLUMNS:
         if col in out and not isinstance(out[col].dtype, pd.CategoricalDtype):

@@ -98,3 +98,27 @@ def test_a_spaced_none_baseline_is_the_baseline_for_robustness_too(tmp_path) -> 
     _run(root / "j_padding", "j", "padding", 1.0)
     table = robustness_table(load_results(root), n_boot=20)
     assert set(table["perturbation"]) == {"padding"} and table["shift"].tolist() == pytest.approx([-2.0] * len(table))
+
+
+def test_a_run_without_the_column_is_a_none_of_its_own_study(tmp_path) -> None:
+    """Review 13: an ordinary run of j (another study, no perturbation column, generated candidates 0) next to a
+    robustness study of j (none 2, padding 3): the plain run read as `none` only in robustness, after the
+    runs were told apart, so it joined the baseline (shift 2.0 for 1.0). Normalised at load, it is its own
+    rater (j@plain) and the padding shift is +1."""
+    from analysis.collect import load_results
+    from analysis.robustness import robustness_table
+
+    def run(folder: Path, kind: str | None, gen: float, study: str) -> None:
+        write_fake_run(folder, "j", "independent", lambda j, c, d, k: gen, study_id=study)
+        rows = pd.read_csv(folder / "results.csv")
+        rows["score"] = np.where(rows["source"] == "reference", 1.0, gen)
+        (rows if kind is None else rows.assign(perturbation=kind)).to_csv(folder / "results.csv", index=False)
+
+    root = tmp_path / "s"
+    run(root / "plain", None, 0.0, "A")
+    run(root / "j_none", "none", 2.0, "B")
+    run(root / "j_padding", "padding", 3.0, "B")
+    results = load_results(root)
+    assert len(set(results["judge"].astype(str))) == 2
+    table = robustness_table(results, n_boot=20)
+    assert set(table["perturbation"]) == {"padding"} and table["shift"].tolist() == pytest.approx([1.0] * len(table))
