@@ -70,11 +70,15 @@ def direction(frame: pd.DataFrame) -> np.ndarray:
     return np.where(as_bool(frame[DIRECTION]), 1.0, -1.0)
 
 
+# how a CSV may spell true and false (any case, spaces around): here, analysis.validate.check_flags, the viewer
+TRUE_TEXT, FALSE_TEXT = frozenset({"true", "1", "1.0", "yes"}), frozenset({"false", "0", "0.0", "no"})
+
+
 def _parse_bool(value: Any) -> bool:
     text = str(value).strip().lower()
-    if text in ("true", "1", "1.0", "yes"):
+    if text in TRUE_TEXT:
         return True
-    if text in ("false", "0", "0.0", "no"):
+    if text in FALSE_TEXT:
         return False
     raise ValueError(f"{DIRECTION!r} must be true or false, not {value!r}")
 

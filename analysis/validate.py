@@ -20,6 +20,7 @@ import pandas as pd
 import yaml
 
 import conf
+from analysis.scores import FALSE_TEXT, TRUE_TEXT
 
 # the columns that identify one judgment: two rows agreeing on all of them are one judgment counted twice
 IDENTITY: tuple[str, ...] = ("run_id", "judge", "model", "mode", "rubric", "prompt_id", "instance_id",
@@ -30,6 +31,7 @@ IDENTITY: tuple[str, ...] = ("run_id", "judge", "model", "mode", "rubric", "prom
 # candidate or annotator "NA" stays "NA") uses them for its number and flag columns only
 MISSING_TEXT: tuple[str, ...] = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
                                  "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")  # fmt: skip
+MISSING_LOWER: frozenset[str] = frozenset(m.lower() for m in MISSING_TEXT)  # as compared, any case
 
 
 class ResultsError(ValueError):
@@ -105,7 +107,7 @@ def check_numbers(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
     """The column as floats; a value that is not a number (e.g. "abc") is refused with its row."""
     values = pd.to_numeric(frame[column], errors="coerce")
     bad = values.isna().to_numpy() & frame[column].notna().to_numpy()
-    bad &= ~frame[column].astype(str).str.strip().str.lower().isin({m.lower() for m in MISSING_TEXT}).to_numpy()
+    bad &= ~frame[column].astype(str).str.strip().str.lower().isin(MISSING_LOWER).to_numpy()
     if bad.any():
         position = int(np.flatnonzero(bad)[0])
         raise ResultsError(f"{_where(path, frame, position)}: {column} {str(frame[column].iloc[position])[:40]!r} "
@@ -113,16 +115,12 @@ def check_numbers(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
     return values.astype(float)
 
 
-# how a CSV may spell true and false (any case, spaces around): check_flags, and the viewer's SQL
-TRUE_TEXT, FALSE_TEXT = frozenset({"true", "1", "1.0", "yes"}), frozenset({"false", "0", "0.0", "no"})
-
-
 def check_flags(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
     """A true/false column read as text (a CSV's "False" is true by truthiness) as nullable booleans: the
     spellings of true and false in any case, a missing spelling as missing; anything else is refused with its
     line."""
     text = frame[column].astype("string").str.strip().str.lower()
-    missing = text.isna() | text.isin({m.lower() for m in MISSING_TEXT})
+    missing = text.isna() | text.isin(MISSING_LOWER)
     values = pd.Series(pd.NA, index=frame.index, dtype="boolean")
     values[text.isin(TRUE_TEXT).fillna(False).to_numpy()] = True
     values[text.isin(FALSE_TEXT).fillna(False).to_numpy()] = False

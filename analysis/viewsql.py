@@ -13,7 +13,8 @@ import duckdb
 import pandas as pd
 
 from analysis.robustness import ORIGINAL
-from analysis.validate import FALSE_TEXT, MISSING_TEXT, TRUE_TEXT
+from analysis.scores import FALSE_TEXT, TRUE_TEXT
+from analysis.validate import MISSING_LOWER
 
 # column -> DuckDB type; a column a results file lacks reads as NULL
 COLUMNS: dict[str, str] = {
@@ -25,7 +26,7 @@ COLUMNS: dict[str, str] = {
     "candidate_text": "VARCHAR", "perturbation": "VARCHAR",
 }  # fmt: skip
 TRUE_SQL, FALSE_SQL = (", ".join(f"'{t}'" for t in sorted(spellings)) for spellings in (TRUE_TEXT, FALSE_TEXT))
-MISSING_SQL = ", ".join(sorted({"'" + m.lower().replace("'", "''") + "'" for m in MISSING_TEXT}))
+MISSING_SQL = ", ".join(sorted("'" + m.replace("'", "''") + "'" for m in MISSING_LOWER))
 # A row is unperturbed when its perturbation is analysis.robustness's baseline (`none`) or empty (a run without
 # robustness settings); a perturbed row measures robustness, so it is counted apart and kept out of the
 # item's mean, spread and preference counts (pooled, a candidate scored 3 unperturbed and 1 padded showed 2).
