@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
 
+import numpy as np
 import pandas as pd
 import uvicorn
 from fastapi import FastAPI, Request
@@ -28,7 +29,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from analysis.collect import load_humans
-from analysis.robustness import ORIGINAL
+from analysis.robustness import ORIGINAL, perturbation_names
 from analysis.viewdata import FILTERS, PAGE_SIZE, SORTS, Study, ViewError
 
 BACKGROUND = re.compile(r"<<<PAPER 1>>>.*<<<END PAPER \d+>>>\n?", re.DOTALL)
@@ -67,16 +68,17 @@ def _value_cell(part: pd.DataFrame) -> str:
     return "/".join(preferences) if len(preferences) else "–"
 
 
-def perturbed(value: Any) -> str:
-    """A row's robustness perturbation, "" when unperturbed (`none` or empty, as analysis.viewdata reads it)."""
-    text = _text(value).strip()
-    return "" if text == ORIGINAL else text
+def perturbed(values: pd.Series) -> np.ndarray:
+    """Each row's robustness perturbation (`robustness.perturbation_names`, the analysis's one spelling), ""
+    when unperturbed."""
+    names = perturbation_names(values)
+    return np.where(names == ORIGINAL, "", names)
 
 
 def score_grid(rows: pd.DataFrame, humans: pd.DataFrame) -> pd.DataFrame:
     """Dimension × (judge · rubric · mode [· perturbed: p], then each annotator): every rater's score side by
     side; a robustness perturbation is a column of its own, never pooled with the unperturbed scores."""
-    shown = rows["perturbation"].map(perturbed) if "perturbation" in rows else pd.Series("", index=rows.index)
+    shown = pd.Series(perturbed(rows["perturbation"]) if "perturbation" in rows else "", index=rows.index)
     judged = rows.assign(rater=rows["judge"] + " · " + rows["rubric"].fillna("") + " · " + rows["mode"]
                          + shown.map(lambda p: f" · perturbed: {p}" if p else ""))  # fmt: skip
     cells = {key: _value_cell(part) for key, part in judged.groupby(["dimension", "rater"], sort=True)}
@@ -114,7 +116,7 @@ def judgments(rows: pd.DataFrame, study: Study) -> list[dict[str, Any]]:
         sent = messages.get((str(first["run_id"]), str(first["prompt_id"])), [])
         blocks.append({
             **dict(zip(RUN_KEYS, key, strict=True)), "label": _text(first["label"]), "order": _text(first["order"]),
-            "perturbation": perturbed(first["perturbation"]),
+            "perturbation": perturbed(part["perturbation"].iloc[:1])[0],
             "position": None if pd.isna(first["position"]) else int(first["position"]),
             "messages": [{"role": m.get("role", ""), "parts": split_background(str(m.get("content", "")))}
                          for m in sent],
