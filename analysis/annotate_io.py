@@ -20,6 +20,7 @@ import pandas as pd
 
 from analysis.cells import csv_unescape, write_csv
 from analysis.collect import find_results
+from analysis.humans import first_duplicate
 
 SCORE_FIELD = "score"  # the Label Studio control whose choice is the score
 
@@ -168,11 +169,10 @@ def read_key(path: Path) -> pd.DataFrame:
     missing = [c for c in KEY_COLUMNS if c not in key]
     if missing:
         raise AnnotationError(f"{path}: no {missing[0]!r} column (export writes {', '.join(KEY_COLUMNS)})")
-    repeated = np.flatnonzero(key["item"].duplicated().to_numpy())
-    if len(repeated):
-        item = key["item"].iloc[repeated[0]]
-        first = np.flatnonzero((key["item"] == item).to_numpy())[0]
-        raise AnnotationError(f"{path}: row {repeated[0] + 1}: item: {item!r} repeats row {first + 1}")
+    repeated = first_duplicate(key, ("item",))
+    if repeated:
+        pos, first, _ = repeated
+        raise AnnotationError(f"{path}: row {pos + 1}: item: {key['item'].iloc[pos]!r} repeats row {first + 1}")
     return key
 
 

@@ -105,7 +105,7 @@ def _protocol_row(g: pd.DataFrame, protocol: str, n_boot: int, seed: int) -> dic
 def win_rates(comp: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Win / tie / loss per (judge, dimension, generator, opponent, protocol) with 95% bootstrap CIs over
     review pairs (`cluster_shares`); ``n`` counts comparisons, ``n_pairs`` the review pairs behind them."""
-    by = [k for k in ("judge", "dimension", "source", "opponent") if k in comp.columns]
+    by = present(comp, ("judge", "dimension", "source", "opponent"))
     rows = []
     for key, g in comp.groupby(by, sort=True):
         key = key if isinstance(key, tuple) else (key,)

@@ -56,11 +56,11 @@ def check_humans(humans: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def first_duplicate(humans: pd.DataFrame) -> tuple[int, int, str] | None:
-    """(position, position of its first occurrence, the key as text) of the first label that repeats an
-    annotator × instance × candidate × dimension already labelled, or None: one annotator's two labels for
-    one item would be averaged or pivoted silently, so ingest refuses them."""
-    keys = humans.loc[:, list(LABEL_KEYS)].astype(str)
+def first_duplicate(humans: pd.DataFrame, columns: Sequence[str] = LABEL_KEYS) -> tuple[int, int, str] | None:
+    """(position, position of its first occurrence, the key as text) of the first row that repeats the
+    `columns` of an earlier one (by default a label's annotator × instance × candidate × dimension), or None:
+    one annotator's two labels for one item would be averaged or pivoted silently, so ingest refuses them."""
+    keys = humans.loc[:, list(columns)].astype(str)
     repeated = keys.duplicated(keep="first").to_numpy()
     if not repeated.any():
         return None
