@@ -14,6 +14,7 @@ import pandas as pd
 from experiments.batching import batch_manifest
 from experiments.datasets import dataset_hash
 from experiments.inputs import ParseRateError
+from experiments.rows import call_cost
 from experiments.shard import parse_shard, study_id
 from experiments.spend import budget_manifest
 from judge.client import CallResult, Judge
@@ -62,10 +63,11 @@ class Tally:
         if comp is not None:
             self.prompt_tokens += comp.prompt_tokens
             self.completion_tokens += comp.completion_tokens
-            if comp.cost_usd is None:
-                self.cost_known = False
-            else:
-                self.cost_usd += comp.cost_usd
+        cost = call_cost(result)  # the rule the results rows' cost_usd follows (0 without a completion)
+        if cost is None:
+            self.cost_known = False
+        else:
+            self.cost_usd += cost
 
 
 def manifest_extras(cfg: Mapping[str, Any], judge: Judge, shape: RequestShape, tally: Tally) -> dict[str, Any]:
