@@ -121,13 +121,15 @@ def compare(judged: pd.DataFrame, reviews: pd.DataFrame, seed: int = 0) -> pd.Da
     ``limit=`` run). The ``papers`` column says which papers each row is computed on."""
     per_paper = reviews.groupby("paper_id").agg(reviewer_mean=("score", "mean"), decision=("decision", "first"))
     reviewed = frozenset(per_paper.index)
+    by_judge = [(str(judge), g) for judge, g in judged.groupby("judge")]
+    rated = {judge: frozenset(g["paper_id"]) & reviewed for judge, g in by_judge}
     sets: dict[frozenset[str], list[str]] = {}
-    for judge, g in judged.groupby("judge"):
-        sets.setdefault(frozenset(g["paper_id"]) & reviewed, []).append(str(judge))
+    for judge, ids in rated.items():
+        sets.setdefault(ids, []).append(judge)
     names = {ids: f"all {len(ids)}" if ids == reviewed else f"the {len(ids)} {', '.join(js)} rated"
              for ids, js in sets.items()}  # fmt: skip
-    rows = [{**r, "papers": names[frozenset(g["paper_id"]) & reviewed]}
-            for judge, g in judged.groupby("judge") for r in judge_rows(str(judge), g, reviews, per_paper, seed)]
+    rows = [{**r, "papers": names[rated[judge]]}
+            for judge, g in by_judge for r in judge_rows(judge, g, reviews, per_paper, seed)]
     for ids in (reviewed, *(ids for ids in sets if ids != reviewed)):
         rows += [{**r, "papers": names.get(ids, f"all {len(ids)}")}
                  for r in reviewer_rows(reviews[reviews["paper_id"].isin(ids)], per_paper.loc[sorted(ids)], seed)]
