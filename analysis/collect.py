@@ -228,11 +228,17 @@ def label_overlapping_runs(results: pd.DataFrame, studies: Mapping[str, str]) ->
     groups = out.groupby(rater + item, observed=True, dropna=False, sort=False)["_study"]
     overlapping = out.loc[groups.transform("nunique").to_numpy() > 1, rater].astype(str).drop_duplicates()
     if not overlapping.empty:
-        split = pd.MultiIndex.from_frame(out[rater].astype(str)).isin(pd.MultiIndex.from_frame(overlapping))
         first = out.assign(_run=run).groupby(["_study", *rater], observed=True)["_run"].transform("min")
-        judge = out["judge"].astype(str)
-        out["judge"] = judge.where(~split, judge + "@" + first.astype(str))
+        out["judge"] = relabel_judges(out, rater, overlapping, first)
     return _drop_repeated_judgments(out.drop(columns="_study"), rater, item)
+
+
+def relabel_judges(rows: pd.DataFrame, rater: list[str], clash: pd.DataFrame, suffix: pd.Series) -> pd.Series:
+    """The judge column, with every row whose rater (its `rater` columns, as text) is a row of `clash`
+    labelled ``judge@<suffix>``: the one way runs become separate raters (here and analysis.echo_rows)."""
+    split = pd.MultiIndex.from_frame(rows[rater].astype(str)).isin(pd.MultiIndex.from_frame(clash))
+    judge = rows["judge"].astype(str)
+    return judge.where(~split, judge + "@" + suffix.astype(str))
 
 
 def _drop_repeated_judgments(results: pd.DataFrame, rater: list[str], item: list[str]) -> pd.DataFrame:

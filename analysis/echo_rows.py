@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from analysis.collect import relabel_judges
+
 
 def present(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
     """The columns of `columns` that `frame` has, in that order."""
@@ -29,9 +31,7 @@ def split_runs(rows: pd.DataFrame, judgment: Sequence[str]) -> pd.DataFrame:
     clash = rows.loc[runs.to_numpy() > 1, rater].astype(str).drop_duplicates()
     if clash.empty:
         return rows
-    split = pd.MultiIndex.from_frame(rows[rater].astype(str)).isin(pd.MultiIndex.from_frame(clash))
-    judge = rows["judge"].astype(str)
-    return rows.assign(judge=judge.where(~split, judge + "@" + rows["run_id"].astype(str)))
+    return rows.assign(judge=relabel_judges(rows, rater, clash, rows["run_id"]))
 
 
 def refuse_duplicates(rows: pd.DataFrame, judgment: Sequence[str], what: str) -> None:
