@@ -165,6 +165,15 @@ def pairwise_bias(results: pd.DataFrame) -> pd.DataFrame:
     for name, denom in (("first", "n_decided"), ("tie", "n"), ("flip", "n_known")):
         out[f"{name}_rate"] = out[f"n_{name}"] / out[denom].where(out[denom] > 0)
         out[f"{name}_lo"], out[f"{name}_hi"] = wilson_interval(out[f"n_{name}"], out[denom])
+    # exact binomial test of first_rate = 0.5 (no order preference) on the decided verdicts
+    out.insert(
+        out.columns.get_loc("first_hi") + 1,
+        "first_p",
+        [
+            float(stats.binomtest(int(k), int(n), 0.5).pvalue) if n > 0 else np.nan
+            for k, n in zip(out["n_first"], out["n_decided"], strict=True)
+        ],
+    )
     return out
 
 

@@ -50,7 +50,7 @@ GLOSSARY: dict[str, str] = {
     "win_after": "win rate in the second (comparative)", "tie_before": "tie rate in the first setting",
     "tie_after": "tie rate in the second", "delta_win": "Δwin = after − before (paired)",
     "delta_tie": "Δtie = after − before", "mcnemar_p": "McNemar's exact p on win / not-win",
-    "significant": "p < 0.05", "human_win": "human majority's win rate", "human_tie": "human majority's tie "
+    "significant": "Benjamini–Hochberg q < 0.05 (p < 0.05 where no q is beside it)", "human_win": "human majority's win rate", "human_tie": "human majority's tie "
     "rate", "judge_win": "judge's win rate on the same pairs", "judge_tie": "judge's tie rate",
     "gap_win": "judge win − human win", "gap_tie": "judge tie − human tie",
     # agreement
@@ -76,6 +76,15 @@ GLOSSARY: dict[str, str] = {
     "mean_other": "mean score of other generations", "diff": "own − other", "p": "Welch t-test p",
     "favours_own": "own − other signed so > 0 means the judge favours its own family",
     "self_preference": "mean favours_own",
+    # multiple testing and power (analysis.multiplicity, experiments.power)
+    "mcnemar_p_q": "Benjamini–Hochberg q-value of mcnemar_p (family: every p-value of the report)",
+    "p_q": "Benjamini–Hochberg q-value of p (family: every p-value of the report)",
+    "first_p": "exact binomial p of first_rate = 0.5 (no order preference)",
+    "first_p_q": "Benjamini–Hochberg q-value of first_p (family: every p-value of the report)",
+    "discordance": "share of instances whose win / not-win verdict differs between the two settings (the "
+    "power computation's ψ)",
+    "table": "report table", "p_column": "the table's p-value column", "n_tests": "p-values of that table in "
+    "the corrected family",
 }  # fmt: skip
 _CI = re.compile(r"^(?P<base>.+)_(?P<end>lo|hi)$")
 

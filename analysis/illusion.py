@@ -59,6 +59,8 @@ def paired_shift(
         delta_boot = (boot[:, :, :, j].sum(axis=2) - boot[:, :, j, :].sum(axis=2)) / n
         out[f"delta_{name}_lo"], out[f"delta_{name}_hi"] = percentile_ci(delta_boot)
     win_tables = [np.array([[t[0, 0], t[0, 1:].sum()], [t[1:, 0].sum(), t[1:, 1:].sum()]]) for t in table]
+    # the share of instances whose win / not-win verdict differs between the two (the power's ψ)
+    out["discordance"] = [(t[0, 1] + t[1, 0]) / max(int(t.sum()), 1) for t in win_tables]
     out["mcnemar_p"] = [_mcnemar_p(t) for t in win_tables]
     out["significant"] = out["mcnemar_p"] < alpha
     return out

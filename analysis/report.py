@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import consistency, costs, illusion, latent, scores, summary, winrate
+from analysis import consistency, costs, illusion, latent, multiplicity, scores, summary, winrate
 from analysis import humans as human_mod
 from analysis.agreement import agreement_table
 from analysis.collect import expected_as_score, load_humans, load_results
@@ -218,6 +218,7 @@ def compute_tables(
         if len(unmatched):
             tables["human_unmatched"] = unmatched
     tables["leaderboard"] = summary.leaderboard(results, tables)  # parse rate, cost, latency: every call
+    tables["multiple_testing"] = multiplicity.add_q_values(tables)  # last: every p-value is in by now
     return tables
 
 

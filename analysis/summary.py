@@ -12,11 +12,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
+from analysis import multiplicity
 from analysis.agreement import pair_agreement
 from analysis.costs import NO_COMPLETION, call_costs, per_1k
 from analysis.scores import CONTEXT, candidate_scores, usable_mask
+from experiments import power
 
 ALPHA = 0.05
 CALL_KEYS = ["run_id", "prompt_id", "sample_idx"]  # one judgment = one call (a prompt's sample)
@@ -46,13 +47,15 @@ def human_agreement(cands: pd.DataFrame, humans: pd.DataFrame | None, n_boot: in
     return pd.DataFrame(rows, columns=cols)
 
 
-def min_detectable_shift(n: int, alpha: float = ALPHA) -> float:
-    """The smallest |Δwin| McNemar's exact test can call significant on n paired instances: k / n for the
-    fewest discordant pairs k that reach p < alpha when all go one way (k = 6 at α = 0.05); inf if n < k."""
-    for k in range(1, n + 1):
-        if stats.binomtest(k, k, 0.5).pvalue < alpha:
-            return k / n
-    return float("inf")
+def power_sentence(n: int, discordance: float) -> str:
+    """The mode-shift test's power on `n` paired instances (experiments.power, the computation `plan=true`
+    uses), at the observed discordance (or the plan's default when none was observed)."""
+    psi = discordance if np.isfinite(discordance) and discordance > 0 else power.DISCORDANCE
+    mde = power.minimum_detectable_effect(n, psi)
+    where = f"n = {n} instances, discordance {psi:.2f}"
+    if mde is None:
+        return f" Power: {where}: no shift can be detected with 80% power at α = {ALPHA}."
+    return f" Power: {where}: the smallest shift detected with 80% power at α = {ALPHA} is {mde:.2f}."
 
 
 def _calls(results: pd.DataFrame) -> pd.DataFrame:
@@ -204,25 +207,29 @@ def _rater(agree: pd.DataFrame) -> pd.Series:
     return judge + " [" + agree["mode"].astype(str) + "]" if several else judge
 
 
-def shift_lines(shift: pd.DataFrame | None) -> list[str]:
-    """Is the independent → comparative shift significant: per judge, the largest |Δwin|, its test and p."""
+def shift_lines(shift: pd.DataFrame | None, family: pd.DataFrame | None = None) -> list[str]:
+    """Is the independent → comparative shift significant: per judge, the largest |Δwin|, its test, p and
+    (when the report corrected its p-values, `analysis.multiplicity`) the BH q that `significant` reads."""
     if shift is None or shift.empty:
         return ["No judge ran both independent and comparative mode: the novelty illusion is not measured."]
     lines = []
     n_sig = int(shift["significant"].sum())
+    corrected = "mcnemar_p_q" in shift
+    rule = "BH q" if corrected else "p"
     lines.append(f"{n_sig} of {len(shift)} judge × generator × dimension shifts are significant "
-                 f"(McNemar's exact test on win / not-win, α = {ALPHA}).")  # fmt: skip
+                 f"(McNemar's exact test on win / not-win, {rule} < {ALPHA}).")  # fmt: skip
+    if corrected and family is not None:
+        lines.append(multiplicity.family_sentence(family))
     for judge, part in shift.groupby(shift["judge"].astype(str), sort=True):
         top = part.loc[part["delta_win"].abs().idxmax()]
         verdict = "significant" if top["significant"] else "not significant"
         line = (f"{judge}: largest shift Δwin = {_ci(top['delta_win'], top['delta_win_lo'], top['delta_win_hi'])} "
-                f"({top['source']}, {top['dimension']}), p = {top['mcnemar_p']:.3g}, {verdict}.")  # fmt: skip
-        n = int(part["n"].min())
-        if n < 50:
-            mds = min_detectable_shift(n)
-            line += (f" Power: n = {n} instances, too few for any shift to reach p < {ALPHA}."
-                     if not np.isfinite(mds) else
-                     f" Power: n = {n} instances, so the test cannot detect a shift below {mds:.2f}.")  # fmt: skip
+                f"({top['source']}, {top['dimension']}), p = {top['mcnemar_p']:.3g}")  # fmt: skip
+        if corrected:
+            line += f", q = {top['mcnemar_p_q']:.3g}"
+        line += f", {verdict}."
+        smallest = part.loc[part["n"].idxmin()]
+        line += power_sentence(int(smallest["n"]), float(smallest.get("discordance", np.nan)))
         lines.append(line)
     return lines
 
@@ -259,7 +266,9 @@ def summary_lines(tables: dict[str, pd.DataFrame]) -> dict[str, list[str]]:
         "Which judge agrees with the experts?": agreement_lines(
             tables.get("human_agreement"), tables.get("human_unmatched")
         ),
-        "Is there a novelty illusion (independent → comparative)?": shift_lines(tables.get("mode_shift")),
+        "Is there a novelty illusion (independent → comparative)?": shift_lines(
+            tables.get("mode_shift"), tables.get("multiple_testing")
+        ),
         "How consistent and how biased is each judge?": judge_lines(
             tables.get("leaderboard", pd.DataFrame())
         ),

@@ -16,12 +16,14 @@ from analysis.scores import candidate_scores, usable_mask
 from analysis.synthetic import synthetic_results
 
 
-def test_min_detectable_shift_is_the_exact_mcnemar_bound() -> None:
-    # all k discordant pairs one way: two-sided p = 2 * 0.5**k; 0.0625 at k = 5, 0.03125 at k = 6
-    assert summary.min_detectable_shift(5) == float("inf")
-    assert summary.min_detectable_shift(6) == 1.0
-    assert summary.min_detectable_shift(12) == 0.5
-    assert summary.min_detectable_shift(100) == pytest.approx(0.06)
+def test_power_sentence_reads_the_plan_s_computation() -> None:
+    from experiments import power
+
+    mde = power.minimum_detectable_effect(200, 0.25)
+    assert mde is not None
+    assert f"is {mde:.2f}" in summary.power_sentence(200, 0.25)
+    assert "no shift can be detected" in summary.power_sentence(5, 0.3)  # 5 instances: never p < 0.05
+    assert "discordance 0.30" in summary.power_sentence(200, float("nan"))  # nothing observed: the default
 
 
 def experts_and_judges(seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -108,7 +110,15 @@ def test_shift_lines_give_the_test_p_and_power_note() -> None:
     lines = summary.shift_lines(shift)
     assert lines[0].startswith("1 of 2 judge × generator × dimension shifts are significant")
     assert "Δwin = 0.50 [0.10, 0.90] (g, d), p = 0.031, significant" in lines[1]
-    assert "n = 8 instances, so the test cannot detect a shift below 0.75" in lines[1]
+    assert "n = 8 instances, discordance 0.30: no shift can be detected with 80% power" in lines[1]
+    # with the report's q-values beside the p-values, significance is read on q and the family is named
+    family = pd.DataFrame({"table": ["mode_shift"], "p_column": ["mcnemar_p"], "n_tests": [2]})
+    corrected = shift.assign(mcnemar_p_q=[0.062, 0.9], significant=[False, False], discordance=[0.6, 0.1])
+    lines = summary.shift_lines(corrected, family)
+    assert lines[0].startswith("0 of 2") and "BH q < 0.05" in lines[0]
+    assert "family is all 2 p-values" in lines[1]
+    assert "p = 0.031, q = 0.062, not significant." in lines[2]
+    assert "discordance 0.60" in lines[2]
 
 
 def test_two_rubrics_combine_judges_within_each_rubric() -> None:
