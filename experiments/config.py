@@ -198,6 +198,10 @@ class StudyConfig:
     cache_dir: Optional[str] = None  # noqa: UP045
     cache: CacheConfig = field(default_factory=CacheConfig)
     plan: bool = False  # count calls, tokens and cost into plan.json; no provider call
+    # plan.json's power section (experiments.power): the instances a mode shift of this size needs, and the
+    # assumed share of instances whose win / not-win verdict differs between the modes
+    plan_effect: Optional[float] = bounded(None, 0, 1, above=True)  # noqa: UP045
+    plan_discordance: float = bounded(0.3, 0, 1, above=True)
     budget_usd: Optional[float] = bounded(None, 0)  # noqa: UP045  (no call starts that could push the spend past it)
     batch: bool = False  # the uncached calls through the provider's batch API (judge.batch)
     batch_settings: BatchSettings = field(default_factory=BatchSettings)
@@ -325,7 +329,11 @@ def load(cfg: Any, schema: type[T] = StudyConfig) -> T:  # type: ignore[assignme
     if isinstance(cfg, schema):
         return cfg
     try:
-        node = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg) if isinstance(cfg, Mapping) else cfg)
+        node = (
+            cfg
+            if isinstance(cfg, DictConfig)
+            else OmegaConf.create(dict(cfg) if isinstance(cfg, Mapping) else cfg)
+        )
         problem = _unknown_keys(node, schema, "")
         if problem:
             raise ConfigError(problem)
@@ -356,12 +364,16 @@ def command_line_problem(argv: list[str], config_name: str) -> str | None:
         overrides = [o for o in OverridesParser.create().parse_overrides(args)
                      if not o.is_hydra_override() or o.key_or_group == "hydra.searchpath"]  # fmt: skip
         if len(args) == len(argv) and (sweep := next((o for o in overrides if o.is_sweep_override()), None)):
-            return f"{sweep.input_line}: several values need -m (a multirun sweep); for a list write key=[a,b]"
+            return (
+                f"{sweep.input_line}: several values need -m (a multirun sweep); for a list write key=[a,b]"
+            )
         choices = [values for values in map(_values, overrides) if values]
         combos = list(itertools.islice(itertools.product(*choices), 32))
         with initialize_config_module(config_module="conf", version_base="1.3"):
             for combo in combos:
-                load(compose(config_name=config_name, overrides=list(combo)), SCHEMAS[f"{config_name}_schema"])
+                load(
+                    compose(config_name=config_name, overrides=list(combo)), SCHEMAS[f"{config_name}_schema"]
+                )
     except Exception as exc:  # noqa: BLE001  (any composition or validation error becomes one line)
         return describe(exc)
     return None

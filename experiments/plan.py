@@ -19,6 +19,7 @@ from typing import Any
 from experiments.datasets import Instance
 from experiments.inputs import StudyError, study_mode
 from experiments.modes import build_prompts
+from experiments.power import power_note
 from experiments.prompt import Prompt
 from experiments.spend import judge_prices
 from judge.cache import CacheError
@@ -56,6 +57,10 @@ def plan_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Pat
     finally:
         judge.cache.close()
     prices = judge_prices(cfg["judge"])
+    try:
+        note = power_note(len(instances), float(cfg["plan_discordance"]), cfg.get("plan_effect"))
+    except ValueError as exc:
+        raise StudyError(str(exc)) from None
     return {
         "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"], "mode": mode.name,
         "rubric": rubric.name, "instances": len(instances), "prompts": len(prompts),
@@ -63,6 +68,7 @@ def plan_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Pat
         "prices": dict(vars(prices)),
         "cost_usd": _costs(prices, counts["prompt_tokens"], counts["completion_tokens_bound"],
                            counts["completion_tokens_expected"]),
+        "power": note.as_dict(),
     }  # fmt: skip
 
 
@@ -116,6 +122,9 @@ def sum_plans(plans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             parts = [p["cost_usd"][kind][bound] for p in plans if p["calls_to_make"]]
             cost[kind][bound] = None if any(v is None for v in parts) else round(sum(parts), 4)
     total["cost_usd"] = cost
+    powered = [p["power"] for p in plans if "power" in p]
+    if powered:  # the sweep is as powerful as its job with the fewest instances
+        total["power"] = min(powered, key=lambda p: p["instances"])
     total["by_job"] = [{k: p[k] for k in ("judge", "mode", "rubric", "calls_to_make")} | {"cost_usd": p["cost_usd"]}
                        for p in plans]  # fmt: skip
     return total
@@ -126,12 +135,26 @@ def _usd(value: float | None) -> str:
 
 
 def describe(plan: Mapping[str, Any]) -> str:
-    """Two lines for the terminal."""
+    """Two lines for the terminal (three with a power section)."""
     cost = plan["cost_usd"]
-    return (f"plan: {plan['calls_total']:,} calls, {plan['calls_cached']:,} cached, {plan['calls_to_make']:,} to make; "
+    return _power_line(plan.get("power")) + (f"plan: {plan['calls_total']:,} calls, {plan['calls_cached']:,} cached, {plan['calls_to_make']:,} to make; "
             f"~{plan['prompt_tokens']:,} prompt + <= {plan['completion_tokens_bound']:,} completion tokens\n"
             f"plan: cost live {_usd(cost['live']['expected'])} (at most {_usd(cost['live']['bound'])}), "
             f"batch {_usd(cost['batch']['expected'])} (at most {_usd(cost['batch']['bound'])})")  # fmt: skip
+
+
+def _power_line(power: Mapping[str, Any] | None) -> str:
+    if not power:
+        return ""
+    mde = power["minimum_detectable_shift"]
+    found = "no shift" if mde is None else f"a shift of {mde:.3f}"
+    line = (
+        f"plan: power: {power['instances']:,} instances detect {found} (exact McNemar, alpha "
+        f"{power['alpha']}, power {power['power']}, discordance {power['discordance_assumed']})"
+    )
+    if power.get("effect") is not None:
+        line += f"; a shift of {power['effect']} needs {power['instances_needed']:,} instances"
+    return line + "\n"
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:

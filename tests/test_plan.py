@@ -32,7 +32,9 @@ def compose(*overrides: str) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     with initialize_config_module(config_module="conf", version_base="1.3"):
-        cfg = OmegaConf.to_container(hydra_compose(config_name="config", overrides=list(overrides)), resolve=True)
+        cfg = OmegaConf.to_container(
+            hydra_compose(config_name="config", overrides=list(overrides)), resolve=True
+        )
     assert isinstance(cfg, dict)
     return cfg
 
@@ -46,7 +48,9 @@ def test_prices_known_values_and_overrides() -> None:
     assert gpt4o.cost(1000, 100, batch=True) == pytest.approx(1000 * 1.25e-6 + 100 * 5e-6)
     unknown = prices_for("openai/some-unmapped-model")
     assert unknown.cost(1000, 100) is None and unknown.source == "unknown"  # unknown, never 0
-    mine = prices_for("openai/some-unmapped-model", {"input_cost_per_token": 1e-6, "output_cost_per_token": "2e-6"})
+    mine = prices_for(
+        "openai/some-unmapped-model", {"input_cost_per_token": 1e-6, "output_cost_per_token": "2e-6"}
+    )
     assert mine.cost(1000, 100) == pytest.approx(1000e-6 + 200e-6) and mine.cost(1, 1, batch=True) is None
     with pytest.raises(ValueError, match="judge.output_cost_per_token"):
         prices_for("gpt-4o", {"output_cost_per_token": "cheap"})
@@ -79,7 +83,9 @@ def test_plan_makes_no_call_and_matches_the_run(server: ScriptedServer, tmp_path
     run_study({**cfg, "plan": False}, None, tmp_path / "two", run_id="two")
     manifest = json.loads((tmp_path / "two" / "manifest.json").read_text())
     assert len(server.requests) - made == manifest["calls_made"] == again["calls_to_make"]
-    assert manifest["calls_cached"] == again["calls_cached"] and manifest["calls_total"] == again["calls_total"]
+    assert (
+        manifest["calls_cached"] == again["calls_cached"] and manifest["calls_total"] == again["calls_total"]
+    )
     assert manifest["calls_shared"] == again["calls_shared"] == 0
 
 
@@ -107,7 +113,9 @@ def test_plan_cli_sweep_without_key_and_without_calls(server: ScriptedServer, tm
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(server.requests) == before  # OPENAI_API_KEY unset and no request: a plan needs neither
     summed = json.loads((tmp_path / "sweep" / "plan.json").read_text())
-    assert summed["jobs"] == 2 and summed["calls_to_make"] == 11 * 3 + 2 * 3  # comparative: a prompt per generator
+    assert (
+        summed["jobs"] == 2 and summed["calls_to_make"] == 11 * 3 + 2 * 3
+    )  # comparative: a prompt per generator
     assert summed["cost_usd"]["batch"]["bound"] < summed["cost_usd"]["live"]["bound"]
     assert "to make" in done.stderr and "sweep (2 jobs so far)" in done.stderr
 
@@ -116,4 +124,26 @@ def test_bad_price_is_one_line(tmp_path: Path) -> None:
     from experiments.config import command_line_problem
 
     problem = command_line_problem(["judge=qwen", "plan=true", "judge.output_cost_per_token=cheap"], "config")
-    assert problem == "judge.output_cost_per_token: Value 'cheap' of type 'str' could not be converted to Float"
+    assert (
+        problem == "judge.output_cost_per_token: Value 'cheap' of type 'str' could not be converted to Float"
+    )
+
+
+def test_plan_has_a_power_section_from_experiments_power(tmp_path: Path) -> None:
+    from experiments import power
+    from experiments.inputs import StudyError
+
+    cfg = compose("judge=qwen", "judge.api_base=http://127.0.0.1:9/v1", "limit=4", "plan=true",
+                  "plan_effect=0.2", "plan_discordance=0.4")  # fmt: skip
+    cfg["cache_dir"] = str(tmp_path / "cache")
+    inputs = load_study_inputs(cfg)
+    plan = plan_study(cfg, inputs)  # no call: the cache is looked up, the server at port 9 is never asked
+    section = plan["power"]
+    assert section["instances"] == plan["instances"] == 4
+    assert section["discordance_assumed"] == 0.4 and section["alpha"] == 0.05 and section["power"] == 0.8
+    assert section["minimum_detectable_shift"] is None  # 4 instances: no exact McNemar test reaches p < 0.05
+    assert section["instances_needed"] == power.instances_needed(0.2, 0.4)
+    summed = sum_plans([plan | {"calls_to_make": 0}])
+    assert summed["power"] == section
+    with pytest.raises(StudyError, match="plan_effect 0.5"):
+        plan_study({**cfg, "plan_effect": 0.5}, inputs)  # more than the discordance allows: one line
