@@ -83,6 +83,12 @@ GLOSSARY: dict[str, str] = {
     "first_p_q": "Benjamini–Hochberg q-value of first_p (family: every p-value of the report)",
     "discordance": "share of instances whose win / not-win verdict differs between the two settings (the "
     "power computation's ψ)",
+    "quantity": "what is estimated: win_rate (generated preferred over the reference) or mean_score",
+    "n_labeled": "items the experts also rated", "n_unlabeled": "items only the judge scored",
+    "judge_only": "the judge's estimate on every item (biased if the judge is)", "human_only": "the experts' "
+    "estimate on the items they rated", "corrected": "prediction-powered (PPI++) estimate: the judge on every "
+    "item, its bias measured on the expert-rated ones", "n_effective": "expert labels a human-only estimate "
+    "would need for the corrected CI's width",
     "table": "report table", "p_column": "the table's p-value column", "n_tests": "p-values of that table in "
     "the corrected family",
 }  # fmt: skip

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import consistency, costs, illusion, latent, multiplicity, scores, summary, winrate
+from analysis import consistency, corrected, costs, illusion, latent, multiplicity, scores, summary, winrate
 from analysis import humans as human_mod
 from analysis.agreement import agreement_table
 from analysis.collect import expected_as_score, load_humans, load_results
@@ -214,6 +214,7 @@ def compute_tables(
     tables |= _bias_tables(study, n_boot, seed, families, reference)
     if humans is not None and len(humans):
         tables["human_agreement"] = summary.human_agreement(cands, humans, n_boot, seed)
+        tables["corrected_estimates"] = corrected.corrected_estimates(cands, humans, reference)
         unmatched = human_mod.unmatched_labels(humans, cands["dimension"].dropna().unique())
         if len(unmatched):
             tables["human_unmatched"] = unmatched
