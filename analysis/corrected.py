@@ -25,7 +25,7 @@ import pandas as pd
 from ppi_py import classical_mean_ci, ppi_mean_ci, ppi_mean_pointestimate
 
 from analysis.humans import check_humans, pair_outcomes
-from analysis.scores import candidate_scores
+from analysis.scores import candidate_scores, direction
 
 ALPHA = 0.05
 KEYS = ["judge", "mode", "dimension"]
@@ -77,6 +77,28 @@ def _labels(humans: pd.DataFrame, cands: pd.DataFrame, reference: str) -> tuple[
     return wins.astype({c: str for c in [*ITEM, "dimension"]}), consensus.astype({c: str for c in ITEM})
 
 
+def labels_and_predictions(
+    cands: pd.DataFrame, humans: pd.DataFrame, reference: str = "reference"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The judge's predictions on every generated candidate beside the experts' labels where they have one
+    (`y`, NaN elsewhere), per judge × mode × dimension × item: (scores: `yhat` the candidate score; verdicts:
+    `yhat` 1 for a win over the reference, `diff` the score difference, signed so > 0 favours the candidate).
+    Shared by the corrected estimates and the calibration (analysis.calibration)."""
+    wins, consensus = _labels(humans, cands, reference)
+    judged = pair_outcomes(cands, reference).astype({c: str for c in [*KEYS, *ITEM]})
+    signed = (judged["score"] - judged["ref_score"]).to_numpy() * direction(judged)
+    judged = judged.assign(yhat=(judged["outcome"] == 1).astype(float), diff=signed)
+    # a candidate scored in several prompts (comparative_all) is one item: the mean over them
+    verdicts = judged.groupby([*KEYS, *ITEM], as_index=False)[["yhat", "diff"]].mean()
+    scored = candidate_scores(cands).astype({c: str for c in [*KEYS, *ITEM, "source"]})
+    scored = scored.loc[(scored["source"] != reference).to_numpy(), [*KEYS, *ITEM, "score"]]
+    scored = scored.rename(columns={"score": "yhat"})
+    return (
+        scored.merge(consensus, on=[*ITEM, "dimension"], how="left"),
+        verdicts.merge(wins, on=[*ITEM, "dimension"], how="left"),
+    )
+
+
 def corrected_estimates(
     cands: pd.DataFrame, humans: pd.DataFrame | None, reference: str = "reference", alpha: float = ALPHA
 ) -> pd.DataFrame:
@@ -85,17 +107,9 @@ def corrected_estimates(
     Groups with fewer than 2 labelled or no unlabelled items are left out (nothing to correct)."""
     if humans is None or humans.empty:
         return pd.DataFrame(columns=COLUMNS)
-    wins, consensus = _labels(humans, cands, reference)
-    judged = pair_outcomes(cands, reference).astype({c: str for c in [*KEYS, *ITEM]})
-    judged = judged.assign(yhat=(judged["outcome"] == 1).astype(float))
-    # a candidate scored in several prompts (comparative_all) is one item: the mean of its outcomes
-    judged = judged.groupby([*KEYS, *ITEM], as_index=False)["yhat"].mean()
-    scored = candidate_scores(cands).astype({c: str for c in [*KEYS, *ITEM, "source"]})
-    scored = scored.loc[(scored["source"] != reference).to_numpy(), [*KEYS, *ITEM, "score"]]
-    scored = scored.rename(columns={"score": "yhat"})
+    scores, verdicts = labels_and_predictions(cands, humans, reference)
     rows = []
-    for quantity, frame, labels in (("win_rate", judged, wins), ("mean_score", scored, consensus)):
-        merged = frame.merge(labels, on=[*ITEM, "dimension"], how="left")
+    for quantity, merged in (("win_rate", verdicts), ("mean_score", scores)):
         for key, part in merged.groupby(KEYS, sort=True):
             labelled = part["y"].notna().to_numpy()
             if labelled.sum() < 2 or (~labelled).sum() < 1:

@@ -89,6 +89,12 @@ GLOSSARY: dict[str, str] = {
     "estimate on the items they rated", "corrected": "prediction-powered (PPI++) estimate: the judge on every "
     "item, its bias measured on the expert-rated ones", "n_effective": "expert labels a human-only estimate "
     "would need for the corrected CI's width",
+    "mae_before": "mean |judge score − experts' mean| on the expert-rated candidates", "mae_after": "the same "
+    "after the cross-fitted isotonic calibration", "n_verdicts": "expert-rated pairs with a strict majority",
+    "ece_before": "expected calibration error (10 bins) of the judge's 0/1 win verdict against the experts' "
+    "majority", "ece_after": "the same for the cross-fitted calibrated probability of an expert win",
+    "bin": "probability bin (tenths)", "mean_predicted": "mean predicted probability in the bin",
+    "observed_rate": "share of expert wins in the bin", "fit": "before or after calibration",
     "table": "report table", "p_column": "the table's p-value column", "n_tests": "p-values of that table in "
     "the corrected family",
 }  # fmt: skip

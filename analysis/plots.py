@@ -234,3 +234,26 @@ def position_bias_plot(table: pd.DataFrame) -> Figure | None:
         ax.set_ylabel("share of prompts where it scored best", fontsize=7)
     _legend_above(fig, axes[0], 5)
     return fig
+
+
+def reliability_diagram(bins: pd.DataFrame) -> Figure | None:
+    """Observed expert-win frequency vs predicted probability per bin, before (the judge's 0/1 verdict) and
+    after calibration, one panel per judge · mode · dimension (analysis.calibration)."""
+    if bins.empty:
+        return None
+    frame = bins.assign(_panel=bins[["judge", "mode", "dimension"]].astype(str).agg(" · ".join, axis=1))
+    panels = sorted(frame["_panel"].unique())
+    fig, axes = _grid(len(panels), 6)
+    for ax, name in zip(axes, panels, strict=True):
+        part = frame.loc[frame["_panel"] == name]
+        for fit, marker in (("before", "s"), ("after", "o")):
+            rows = part.loc[part["fit"] == fit].sort_values("mean_predicted")
+            ax.plot(rows["mean_predicted"], rows["observed_rate"], marker=marker, ms=4, lw=0.8, label=fit)
+        ax.plot([0, 1], [0, 1], "k--", lw=0.6)
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("predicted probability of an expert win", fontsize=9)
+        ax.set_ylabel("observed frequency", fontsize=9)
+    _legend_above(fig, axes[0], 2)
+    return fig

@@ -15,7 +15,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import consistency, corrected, costs, illusion, latent, multiplicity, scores, summary, winrate
+from analysis import (
+    calibration,
+    consistency,
+    corrected,
+    costs,
+    illusion,
+    latent,
+    multiplicity,
+    scores,
+    summary,
+    winrate,
+)
 from analysis import humans as human_mod
 from analysis.agreement import agreement_table
 from analysis.collect import expected_as_score, load_humans, load_results
@@ -215,6 +226,7 @@ def compute_tables(
     if humans is not None and len(humans):
         tables["human_agreement"] = summary.human_agreement(cands, humans, n_boot, seed)
         tables["corrected_estimates"] = corrected.corrected_estimates(cands, humans, reference)
+        tables["calibration"], tables["calibration_bins"] = calibration.calibration_table(cands, humans, reference)
         unmatched = human_mod.unmatched_labels(humans, cands["dimension"].dropna().unique())
         if len(unmatched):
             tables["human_unmatched"] = unmatched
@@ -236,6 +248,8 @@ def build_figures(results: pd.DataFrame, tables: Tables, humans: pd.DataFrame | 
     }
     if "position_bias" in tables:
         figures["position_bias"] = plots.position_bias_plot(tables["position_bias"])
+    if len(tables.get("calibration_bins", ())):
+        figures["calibration"] = plots.reliability_diagram(tables["calibration_bins"])
     if "human_agreement" in tables:
         figures["human_agreement"] = plots.human_agreement_matrix(tables["human_agreement"])
     if "score_agreement" in tables:

@@ -151,4 +151,33 @@ SECTIONS: tuple[Section, ...] = (
         None,
         "No judge scored generations from its own model family (see analysis.consistency.model_family).",
     ),
+    Section(
+        "Corrected estimates (prediction-powered)",
+        "Per judge, mode and dimension: the win rate over the reference and the mean score of generated "
+        "candidates, estimated from the judge on every item (judge-only), from the experts on the items they rated "
+        "(human-only), and corrected: the judge on every item with its bias measured on the expert-rated ones "
+        "(PPI++, ppi-python), each with its 95% CI. `n_effective`: the expert labels a human-only estimate would "
+        "need for the corrected CI's width.",
+        ("corrected_estimates",),
+        None,
+        NO_HUMANS,
+    ),
+    Section(
+        "Calibration to the experts' scale",
+        "Per judge, mode and dimension: an isotonic map from the judge's candidate score to the experts' mean, "
+        "cross-fitted (5 folds), with the mean absolute error before and after; for win verdicts, the expected "
+        "calibration error (10 bins) of the judge's 0/1 verdict and of the calibrated probability of an expert "
+        "win. No other table uses calibrated scores.",
+        ("calibration",),
+        "calibration",
+        NO_HUMANS,
+    ),
+    Section(
+        "Multiple testing",
+        "Every p-value of this report is one family: each gets its Benjamini–Hochberg q-value beside it "
+        "(`*_q`), and `significant` reads q < 0.05. Per table: the p-value column and the number of tests.",
+        ("multiple_testing",),
+        None,
+        "No test was run.",
+    ),
 )
