@@ -170,6 +170,10 @@ class CacheConfig:
 
     backend: str = "disk"
     url: Optional[str] = None  # noqa: UP045
+    # refresh=true: ask the provider again (drift control); the new answers are cached under the refresh date
+    # (refresh_date, default today, UTC) beside the old ones, which are kept
+    refresh: bool = False
+    refresh_date: Optional[str] = None  # noqa: UP045
 
 
 @dataclass(frozen=True)

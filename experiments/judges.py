@@ -12,6 +12,7 @@ from typing import Any
 
 from experiments.inputs import StudyError
 from experiments.prompt import Prompt
+from experiments.shard import refresh_date
 from experiments.spend import budget_for
 from judge.cache import CacheError
 from judge.client import Judge
@@ -69,7 +70,7 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge:
     except CacheError as exc:
         raise StudyError(str(exc)) from None
     judge = Judge(completer, cache, policy=policy, concurrency=int(jcfg.get("concurrency", 8)),
-                  api_base=completer.api_base)  # fmt: skip
+                  api_base=completer.api_base, refresh_tag=refresh_date(cfg.get("cache")))  # fmt: skip
     judge.budget = budget_for(cfg)
     judge.limiter = limiter_for(str(jcfg["model"]), jcfg.get("rpm"), jcfg.get("tpm"), judge.concurrency,
                                 max_wait_s=policy.max_wait_s)  # a Retry-After is capped as without a limit

@@ -15,7 +15,7 @@ from experiments.batching import batch_manifest
 from experiments.datasets import dataset_hash
 from experiments.inputs import ParseRateError
 from experiments.rows import call_cost
-from experiments.shard import parse_shard, study_id
+from experiments.shard import parse_shard, refresh_date, study_id
 from experiments.spend import budget_manifest
 from judge.client import CallResult, Judge
 from judge.quirks import RequestShape
@@ -111,6 +111,7 @@ def build_manifest(cfg: Mapping[str, Any], frame: pd.DataFrame, tally: Tally, ru
         "rubric": rubric.name, "rubric_versions": {rubric.name: rubric.version},
         "dataset": str(cfg["dataset"]["name"]), "dataset_path": str(data_path),
         "dataset_hash": dataset_hash(data_path), "study_id": study_id(cfg),
+        "cache_refresh": refresh_date(cfg.get("cache")),
         "shard": {"index": shard.index, "count": shard.count} if shard else None,
         "instances": n_instances, "prompts": n_prompts,
         "n_samples": int(cfg["n_samples"]), "temperature": float(cfg["temperature"]),

@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -22,7 +23,7 @@ T = TypeVar("T")
 _SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 # settings that change how the calls are made, never what they return
 EXECUTION_ONLY = frozenset({"shard", "progress", "workers", "cache_dir", "cache", "retry", "plan", "budget_usd",
-                            "batch", "batch_settings", "min_parse_rate"})
+                            "batch", "batch_settings", "min_parse_rate", "plan_effect", "plan_discordance"})
 JUDGE_EXECUTION_ONLY = frozenset({"concurrency", "timeout_s", "api_bases", "pool"})
 
 
@@ -66,5 +67,17 @@ def study_id(cfg: Mapping[str, Any]) -> str:
     kept = {k: v for k, v in cfg.items() if k not in EXECUTION_ONLY and k != "hydra"}
     if isinstance(kept.get("judge"), Mapping):
         kept["judge"] = {k: v for k, v in kept["judge"].items() if k not in JUDGE_EXECUTION_ONLY}
+    cache = cfg.get("cache")
+    if isinstance(cache, Mapping) and cache.get("refresh"):  # re-asked answers: another measurement (drift)
+        kept["cache_refresh"] = refresh_date(cache)
     text = json.dumps(kept, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def refresh_date(cache: Mapping[str, Any] | None) -> str | None:
+    """The date a `cache.refresh=true` run re-asks the provider under (`cache.refresh_date`, default today in
+    UTC): the judge's cache keys carry it (judge.client.Judge.refresh_tag). None when the cache answers as
+    usual."""
+    if not cache or not cache.get("refresh"):
+        return None
+    return str(cache.get("refresh_date") or datetime.now(UTC).date().isoformat())

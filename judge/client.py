@@ -74,8 +74,12 @@ class Judge:
         policy: RetryPolicy | None = None,
         concurrency: int = 8,
         api_base: str | None = None,
+        refresh_tag: str | None = None,
     ) -> None:
         self.completer = completer
+        # cache.refresh: every key of this judge carries the refresh date, so the provider is asked again and
+        # the answers are cached beside (not over) the old ones; a rerun of the same refresh is cached
+        self.refresh_tag = refresh_tag
         self.cache = cache
         self.policy = policy or RetryPolicy()
         self.concurrency = concurrency
@@ -110,6 +114,8 @@ class Judge:
     def lookup(self, messages: Sequence[Message], sample: Sample,
                rubric_version: str) -> tuple[str, CallResult | None]:  # fmt: skip
         """(cache key, the cached result or None) - no provider call."""
+        if self.refresh_tag is not None:
+            rubric_version = f"{rubric_version}+refresh:{self.refresh_tag}"
         key = cache_key(self.completer.model, messages, sample.params, sample.index, rubric_version, self.api_base,
                         params_json=sample.params_json)  # fmt: skip
         hit = self.cache.get(key)

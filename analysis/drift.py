@@ -1,0 +1,158 @@
+"""`python -m analysis.drift RUN RUN [RUN ...] [--out DIR]`: has the judge changed under the same prompts?
+
+A provider can update a model behind the same name. Rerun a study with `cache.refresh=true` (the provider is
+asked again; the answers are cached under the date, the old ones kept), then compare the runs. The first run
+(by its manifest's refresh date, else the order given) is the baseline; per judge × mode × dimension:
+
+- each later run against the baseline on the candidates both scored: the mean score shift with its t CI
+  (paired over candidates), the verdict flip rate (win / tie / loss against the same-prompt reference
+  changes), and the quadratic-weighted κ between the runs' rounded scores;
+- a control chart over every run: the anchor set is the candidates every run scored; a run's point is their
+  mean score. The limits are the baseline's mean ± 3 σ, with σ from the baseline's own sample spread (each
+  candidate's variance over its samples / samples, summed over the anchor set, / anchor set², doubled: a
+  later point and the baseline both carry sampling noise). A point outside the limits is flagged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.agreement import pair_agreement
+from analysis.collect import load_results
+from analysis.humans import pair_outcomes
+from analysis.intervals import t_interval
+from analysis.robustness import unperturbed
+from analysis.scores import CONTEXT_KEYS, candidate_scores
+
+KEYS = ["judge", "mode", "dimension"]
+ITEM = ["instance_id", "candidate_id", "context"]
+SIGMAS = 3.0
+SHIFT_COLUMNS = [*KEYS, "run", "n", "mean_shift", "mean_shift_lo", "mean_shift_hi", "n_pairs", "flip_rate",
+                 "kappa_w", "kappa_w_lo", "kappa_w_hi"]  # fmt: skip
+CHART_COLUMNS = [*KEYS, "run", "n_anchor", "anchor_mean", "center", "lower", "upper", "flagged"]
+
+
+def _cands(results: pd.DataFrame, reference: str) -> pd.DataFrame:
+    out = candidate_scores(unperturbed(results), CONTEXT_KEYS, reference)
+    return out.astype({c: str for c in [*KEYS, *ITEM]})
+
+
+def run_shift(
+    base: pd.DataFrame, later: pd.DataFrame, reference: str, n_boot: int, seed: int
+) -> pd.DataFrame:
+    """The later run against the baseline, per judge × mode × dimension (both already candidate scores)."""
+    both = base.merge(later, on=[*KEYS, *ITEM, "source"], suffixes=("_old", "_new"))
+    old, new = pair_outcomes(base, reference), pair_outcomes(later, reference)
+    on = [c for c in [*KEYS, *ITEM, "source"] if c in old and c in new]
+    flips = old.merge(new, on=on, suffixes=("_old", "_new"))
+    rows = []
+    for key, part in both.groupby(KEYS, sort=True):
+        diff = (part["score_new"] - part["score_old"]).to_numpy(float)
+        lo, hi = t_interval(diff.mean(), diff.std(ddof=1) if len(diff) > 1 else np.nan, len(diff))
+        agree = pair_agreement(
+            np.floor(part["score_old"] + 0.5), np.floor(part["score_new"] + 0.5), n_boot, seed
+        )
+        f = flips.loc[(flips[KEYS] == list(key)).all(axis=1)]
+        flip = float((f["outcome_old"] != f["outcome_new"]).mean()) if len(f) else np.nan
+        rows.append(dict(zip(KEYS, key, strict=True)) | {
+            "n": len(diff), "mean_shift": float(diff.mean()), "mean_shift_lo": float(lo),
+            "mean_shift_hi": float(hi), "n_pairs": len(f), "flip_rate": flip, "kappa_w": agree["kappa_w"],
+            "kappa_w_lo": agree["kappa_w_lo"], "kappa_w_hi": agree["kappa_w_hi"],
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=[c for c in SHIFT_COLUMNS if c != "run"])
+
+
+def control_chart(runs: Sequence[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
+    """Per judge × mode × dimension and run: the anchor set's mean score against the baseline's limits."""
+    labels = [label for label, _ in runs]
+    stacked = pd.concat([c.assign(run=label) for label, c in runs], ignore_index=True)
+    rows = []
+    for key, part in stacked.groupby(KEYS, sort=True):
+        per_run = part.groupby("run")
+        if per_run.ngroups < len(labels):  # a run without this judge × mode × dimension: no common anchor
+            continue
+        anchor = set.intersection(*(set(map(tuple, g[ITEM].to_numpy())) for _, g in per_run))
+        if not anchor:
+            continue
+        in_anchor = pd.Series([tuple(x) in anchor for x in part[ITEM].to_numpy()], index=part.index)
+        part = part.loc[in_anchor]
+        base = part.loc[part["run"] == labels[0]]
+        center = float(base["score"].mean())
+        var_mean = float((base["sd"].fillna(0.0) ** 2 / base["n_scored"]).sum()) / len(base) ** 2
+        half = SIGMAS * np.sqrt(2 * var_mean)
+        for label in labels:
+            point = float(part.loc[part["run"] == label, "score"].mean())
+            rows.append(dict(zip(KEYS, key, strict=True)) | {
+                "run": label, "n_anchor": len(anchor), "anchor_mean": point, "center": center,
+                "lower": center - half, "upper": center + half,
+                "flagged": bool(label != labels[0] and not (center - half <= point <= center + half)),
+            })  # fmt: skip
+    return pd.DataFrame(rows, columns=CHART_COLUMNS)
+
+
+def drift_tables(runs: Sequence[tuple[str, pd.DataFrame]], reference: str = "reference", n_boot: int = 1000,
+                 seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+    """(each later run's shift against the first; the control chart) from (label, results) in date order."""
+    cands = [(label, _cands(results, reference)) for label, results in runs]
+    shifts = [run_shift(cands[0][1], c, reference, n_boot, seed).assign(run=label) for label, c in cands[1:]]
+    shift = pd.concat(shifts, ignore_index=True) if shifts else pd.DataFrame(columns=SHIFT_COLUMNS)
+    return shift[SHIFT_COLUMNS], control_chart(cands)
+
+
+def run_date(folder: Path) -> str | None:
+    """The refresh date a run's manifests record (`cache_refresh`), if any."""
+    for manifest in sorted(folder.rglob("manifest.json")):
+        try:
+            date = json.loads(manifest.read_text()).get("cache_refresh")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if date:
+            return str(date)
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point."""
+    parser = argparse.ArgumentParser(prog="python -m analysis.drift", description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", help="run folders of the same prompts, the baseline first (a run "
+                                                "with a refresh date in its manifest is ordered by it)")  # fmt: skip
+    parser.add_argument("--out", help="output folder (default: drift/ next to the first run)")
+    parser.add_argument("--reference", default="reference")
+    parser.add_argument("--n-boot", type=int, default=1000)
+    args = parser.parse_args(argv)
+    if len(args.runs) < 2:
+        print("error: drift needs at least two runs of the same prompts", file=sys.stderr)
+        return 2
+    try:
+        folders = [Path(r) for r in args.runs]
+        dates = [run_date(f) for f in folders]
+        if all(dates):  # every run dated: in date order (a stable sort keeps the given order within a date)
+            folders = [f for _, f in sorted(zip(dates, folders, strict=True), key=lambda t: str(t[0]))]
+        runs = [(f"{run_date(f) or ''} {f.name}".strip(), load_results(f)) for f in folders]
+        shift, chart = drift_tables(runs, args.reference, args.n_boot)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path(args.runs[0]).parent / "drift"
+    out.mkdir(parents=True, exist_ok=True)
+    shift.to_csv(out / "drift_shift.csv", index=False)
+    chart.to_csv(out / "drift_chart.csv", index=False)
+    flagged = chart.loc[chart["flagged"]]
+    for r in shift.to_dict("records"):
+        print(f"{r['judge']} [{r['mode']}] {r['dimension']}, {r['run']}: mean shift {r['mean_shift']:+.3f} "
+              f"[{r['mean_shift_lo']:+.3f}, {r['mean_shift_hi']:+.3f}] over {r['n']} candidates, flip rate "
+              f"{r['flip_rate']:.2f}, κ_w {r['kappa_w']:.2f}", file=sys.stderr)  # fmt: skip
+    print(f"{len(flagged)} of {int((~chart['run'].eq(runs[0][0])).sum())} control-chart points outside the "
+          f"baseline's ±{SIGMAS:g}σ limits -> {out}", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

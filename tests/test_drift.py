@@ -1,0 +1,97 @@
+"""Drift control (analysis.drift, cache.refresh): a planted shift after date D is flagged and a stable judge
+is not, in seeded replicates; a refreshed run re-asks the provider and keeps the old answers; the CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import drift
+from tests.openai_server import ScriptedServer, Step, rubric_answer
+
+
+def dated_run(seed: int, date: int, shift_from: int, n: int = 60, samples: int = 3) -> pd.DataFrame:
+    """Judges `stable` and `drifty` score a reference and a generated candidate per instance; item quality is
+    fixed, each sample adds noise (sd 0.5); `drifty` scores +0.3 higher from date `shift_from` on."""
+    quality = np.random.default_rng(10_000).uniform(1, 3, size=(n, 2))
+    rng = np.random.default_rng([seed, date])
+    rows = []
+    for judge in ("stable", "drifty"):
+        bump = 0.3 if judge == "drifty" and date >= shift_from else 0.0
+        for i in range(n):
+            for c, source in enumerate(("reference", "gen")):
+                for s in range(samples):
+                    rows.append({"judge": judge, "mode": "independent", "instance_id": f"i{i}",
+                                 "candidate_id": f"i{i}:{c}", "source": source, "dimension": "d",
+                                 "prompt_id": f"{judge}:{i}:{c}", "sample_idx": s, "parse_ok": True,
+                                 "higher_is_better": True,
+                                 "score": quality[i, c] + bump + rng.normal(0, 0.5)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_planted_shift_after_date_d_is_flagged_and_a_stable_judge_is_not() -> None:
+    stable_clear = drifty_flagged = 0
+    for seed in range(200):
+        runs = [(f"D{d}", drift._cands(dated_run(seed, d, shift_from=2), "reference")) for d in range(4)]
+        chart = drift.control_chart(runs)
+        flagged = chart.groupby("judge")["flagged"].any()
+        stable_clear += not flagged["stable"]
+        drifty_flagged += bool(chart.loc[(chart["judge"] == "drifty") & chart["run"].isin(["D2", "D3"]),
+                                         "flagged"].all())  # fmt: skip
+    assert stable_clear / 200 >= 0.95
+    assert drifty_flagged / 200 >= 0.95
+
+
+def test_shift_table_measures_the_planted_shift() -> None:
+    runs = [(f"D{d}", dated_run(0, d, shift_from=1)) for d in range(2)]
+    shift, chart = drift.drift_tables(runs, n_boot=50)
+    row = shift.set_index("judge").loc["drifty"]
+    assert row["n"] == 120 and row["mean_shift_lo"] < 0.3 < row["mean_shift_hi"]
+    assert 0 < row["flip_rate"] < 1 and row["n_pairs"] == 60
+    stable = shift.set_index("judge").loc["stable"]
+    assert stable["mean_shift_lo"] < 0 < stable["mean_shift_hi"]
+    assert len(chart) == 4 and chart.loc[chart["run"] == "D0", "flagged"].eq(False).all()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ScriptedServer]:
+    srv = ScriptedServer(lambda body: Step(200, rubric_answer(body)))
+    with srv.running():
+        yield srv
+
+
+def test_refresh_reasks_keeps_the_old_answers_and_drift_reads_both(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    from experiments.inputs import load_study_inputs
+    from experiments.study import run_study
+    from tests.test_plan import compose
+
+    cfg = compose(
+        "judge=qwen", f"judge.api_base={server.api_base}", "limit=1", "n_samples=2", "progress=false"
+    )
+    cfg["cache_dir"] = str(tmp_path / "cache")
+    inputs = load_study_inputs(cfg)
+    run_study(cfg, inputs, tmp_path / "old", run_id="old")
+    made = len(server.requests)
+    refreshed = {**cfg, "cache": {**cfg["cache"], "refresh": True, "refresh_date": "2026-12-01"}}
+    run_study(refreshed, inputs, tmp_path / "new", run_id="new")
+    manifest = json.loads((tmp_path / "new" / "manifest.json").read_text())
+    assert manifest["cache_refresh"] == "2026-12-01"
+    assert len(server.requests) - made == manifest["calls_made"] > 0  # asked again
+    run_study(refreshed, inputs, tmp_path / "again", run_id="again")  # the same refresh: cached
+    run_study(cfg, inputs, tmp_path / "old2", run_id="old2")  # the old answers are still there
+    assert len(server.requests) - made == manifest["calls_made"]
+    assert json.loads((tmp_path / "old" / "manifest.json").read_text())["study_id"] != manifest["study_id"]
+    code = drift.main([str(tmp_path / "old"), str(tmp_path / "new"), "--out", str(tmp_path / "drift"),
+                       "--n-boot", "20"])  # fmt: skip
+    assert code == 0
+    shift = pd.read_csv(tmp_path / "drift" / "drift_shift.csv")
+    assert len(shift) and set(shift["run"]) == {"2026-12-01 new"}
+    assert (shift["mean_shift"] == 0).all()  # the scripted server answers the same prompt the same way
+    assert (tmp_path / "drift" / "drift_chart.csv").exists()
