@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
 from experiments.inputs import StudyError
 from experiments.spend import judge_prices
-from judge.batch import BatchClient, BatchError, BatchRequest, BatchStats
+from judge.batch import BatchClient, BatchError, BatchRequest, BatchStats, batch_limits
 from judge.batch_journal import BatchJournal
 from judge.batch_run import BatchRunner
 from judge.budget import Budget
 from judge.cache import CacheError
 from judge.client import CallResult, Judge
+from judge.pricing import prompt_tokens
 from judge.quirks import mapped_params
 
 
@@ -49,10 +51,14 @@ def run_batches(
     settings = cfg.get("batch_settings") or {}
     progress = bool(cfg.get("progress", True))
     try:
+        client = batch_client(judge, jcfg)
+        limits = batch_limits(client.provider, int(settings.get("max_per_batch", 50_000)),
+                              settings.get("max_file_mb"), settings.get("max_enqueued_tokens"))  # fmt: skip
         runner = BatchRunner(
-            batch_client(judge, jcfg), judge.cache, BatchJournal(judge.cache.directory), judge_prices(jcfg),
+            client, judge.cache, BatchJournal(judge.cache.directory), judge_prices(jcfg),
             model=str(jcfg["model"]), api_base=jcfg.get("api_base"), poll_s=float(settings.get("poll_s", 30)),
             rounds=int(settings.get("rounds", 3)), max_per_batch=int(settings.get("max_per_batch", 50_000)),
+            limits=limits, count_tokens=enqueued_tokens(str(jcfg["model"])) if limits.max_enqueued_tokens else None,
             progress=(lambda line: print(line, file=sys.stderr, flush=True)) if progress else None,
         )  # fmt: skip
         paid, not_started = within_budget(judge.budget, requests)
@@ -67,6 +73,21 @@ def run_batches(
         None, cached=False, retries=0, error="not started: budget_usd reached", not_started=True
     )
     return {**results, **{r.key: skipped for r in not_started}}, runner.stats
+
+
+def enqueued_tokens(model: str) -> Callable[[BatchRequest], int]:
+    """A request's enqueued tokens as OpenAI counts them: its prompt (litellm's tokenizer for the model,
+    counted once per distinct prompt: a prompt's samples share it) + its output budget."""
+    seen: dict[str, int] = {}
+
+    def count(request: BatchRequest) -> int:
+        text = json.dumps([dict(m) for m in request.messages], sort_keys=True)
+        if text not in seen:
+            seen[text] = prompt_tokens(model, request.messages)
+        budget = request.params.get("max_tokens") or request.params.get("max_completion_tokens") or 0
+        return seen[text] + int(budget)
+
+    return count
 
 
 def within_budget(budget: Budget | None,

@@ -183,6 +183,10 @@ class BatchSettings:
     poll_s: float = bounded(30.0, 0, above=True)
     rounds: int = bounded(3, 1)
     max_per_batch: int = bounded(50_000, 1)
+    # a batch input file's size (the provider's own limit applies too: OpenAI and Azure 200 MB) and the tokens
+    # (prompt + output budget) a model may have enqueued in unfinished batches at once (per organisation / tier)
+    max_file_mb: Optional[float] = bounded(None, 0, above=True)  # noqa: UP045
+    max_enqueued_tokens: Optional[int] = bounded(None, 1)  # noqa: UP045
 
 
 @dataclass(frozen=True)

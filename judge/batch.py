@@ -44,6 +44,41 @@ ENDPOINT = "/v1/chat/completions"
 ENDPOINTS = {"azure": "/chat/completions"}
 
 
+@dataclass(frozen=True)
+class BatchLimits:
+    """What one batch submission may hold (None: no limit known): requests and bytes per input file, and
+    the tokens (prompt + output budget, as OpenAI counts them) a model may have enqueued in unfinished batches
+    at once, which is per organisation and tier, so only the user knows it."""
+
+    max_requests: int | None = None
+    max_file_bytes: int | None = None
+    max_enqueued_tokens: int | None = None
+
+
+MB = 1_000_000
+#: The providers' published per-file limits (OpenAI's and Azure OpenAI's batch guides: 50,000 requests and
+#: 200 MB per input file). Providers not listed have no known limit beyond the user's settings.
+PROVIDER_LIMITS: Mapping[str, BatchLimits] = {
+    "openai": BatchLimits(max_requests=50_000, max_file_bytes=200 * MB),
+    "azure": BatchLimits(max_requests=50_000, max_file_bytes=200 * MB),
+}
+
+
+def batch_limits(provider: str, max_per_batch: int | None = None, max_file_mb: float | None = None,
+                 max_enqueued_tokens: int | None = None) -> BatchLimits:  # fmt: skip
+    """The provider's limits, each tightened (or, where the provider has none, set) by the user's setting."""
+    known = PROVIDER_LIMITS.get(provider, BatchLimits())
+
+    def tighter(a: int | None, b: int | None) -> int | None:
+        return b if a is None else a if b is None else min(a, b)
+
+    return BatchLimits(
+        tighter(known.max_requests, max_per_batch),
+        tighter(known.max_file_bytes, None if max_file_mb is None else int(max_file_mb * MB)),
+        tighter(known.max_enqueued_tokens, max_enqueued_tokens),
+    )
+
+
 class BatchError(RuntimeError):
     """Batch mode cannot run for this judge, or the provider refused a batch call; one line."""
 

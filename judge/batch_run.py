@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from judge.batch import TERMINAL, BatchClient, BatchError, BatchRequest, BatchStats, completion_of
+from judge.batch import (
+    TERMINAL,
+    BatchClient,
+    BatchError,
+    BatchLimits,
+    BatchRequest,
+    BatchStats,
+    completion_of,
+)
 from judge.batch_journal import BatchEntry, BatchJournal
 from judge.cache import CallCache
 from judge.client import CallResult
@@ -16,18 +25,41 @@ from judge.secrets import redact
 MAX_POLL_ERRORS = 5  # consecutive failed retrievals of one batch before the run stops (it resumes on rerun)
 
 
+@dataclass
+class Chunk:
+    """Requests for one input file, with their JSONL lines and enqueued tokens (computed once)."""
+
+    requests: list[BatchRequest]
+    lines: list[str]
+    tokens: int
+    round: int
+
+
 class BatchRunner:
-    """Every request answered from a batch (new or resumed), retried in new batches, or unscored."""
+    """Every request answered from a batch (new or resumed), retried in new batches, or unscored.
+
+    Submissions respect the provider's limits (`judge.batch.BatchLimits`): a file holds at most
+    `max_requests` requests and `max_file_bytes` bytes, and the batches in flight hold at most
+    `max_enqueued_tokens` tokens; the next file is submitted as earlier batches end. A request that cannot
+    fit in any file on its own is unscored with the limit it exceeds."""
 
     def __init__(self, client: BatchClient, cache: CallCache, journal: BatchJournal, prices: Prices, *,
                  model: str, api_base: str | None, poll_s: float = 30.0, rounds: int = 3,
-                 max_per_batch: int = 50_000, progress: Callable[[str], None] | None = None) -> None:  # fmt: skip
+                 max_per_batch: int = 50_000, limits: BatchLimits | None = None,
+                 count_tokens: Callable[[BatchRequest], int] | None = None,
+                 progress: Callable[[str], None] | None = None) -> None:  # fmt: skip
         self.client, self.cache, self.journal, self.prices = client, cache, journal, prices
         self.model, self.api_base = model, api_base
-        self.poll_s, self.rounds, self.max_per_batch = poll_s, max(1, rounds), max(1, max_per_batch)
+        self.poll_s, self.rounds = poll_s, max(1, rounds)
+        given = limits or BatchLimits()
+        cap = max(1, max_per_batch) if given.max_requests is None else max(1, min(given.max_requests, max_per_batch))
+        self.limits = BatchLimits(cap, given.max_file_bytes, given.max_enqueued_tokens)
+        self.count_tokens = count_tokens
         self.progress = progress
         self.stats = BatchStats()
         self._poll_errors: dict[str, int] = {}
+        self._queue: list[Chunk] = []
+        self._tokens: dict[str, int] = {}  # enqueued tokens per batch in flight (journal local id)
 
     def run(self, requests: Sequence[BatchRequest]) -> dict[str, CallResult]:
         """A result for every request: an answer (cached under its key) or an unscored error."""
@@ -38,19 +70,77 @@ class BatchRunner:
         ]
         active = [e for e in active if self._recover(e)]
         self.stats.resumed = len(active)
+        for entry in active:  # a resumed batch holds its requests' tokens until it ends
+            self._tokens[entry.local_id] = sum(self._tokens_of(wanted[k]) for k in entry.keys if k in wanted)
         in_flight = {k for e in active for k in e.keys}
-        active += self._submit([r for r in requests if r.key not in in_flight], 1)
+        self._enqueue([r for r in requests if r.key not in in_flight], 1, results)
+        active += self._fill(active)
         started = time.monotonic()
         while active:
             pending: list[BatchEntry] = []
             for entry in active:
                 if not self._poll(entry, wanted, results, pending):
                     pending.append(entry)
+            pending += self._fill(pending)
             self._report(pending, len(results), len(wanted), time.monotonic() - started)
             active = pending
             if active:
                 time.sleep(self.poll_s)
         return results
+
+    def _tokens_of(self, request: BatchRequest) -> int:
+        return self.count_tokens(request) if self.count_tokens is not None else 0
+
+    def _enqueue(self, requests: Sequence[BatchRequest], round_: int, results: dict[str, CallResult]) -> None:
+        """Split `requests` into files within the limits and queue them for submission."""
+        lim = self.limits
+        chunk = Chunk([], [], 0, round_)
+        size = 0
+        for request in requests:
+            line = self.client.line(request)
+            nbytes, tokens = len(line.encode()) + 1, self._tokens_of(request)
+            too_big = (
+                f"{nbytes:,} bytes, over the batch file limit of {lim.max_file_bytes:,}"
+                if lim.max_file_bytes is not None and nbytes > lim.max_file_bytes
+                else f"{tokens:,} tokens, over the enqueued-token limit of {lim.max_enqueued_tokens:,}"
+                if lim.max_enqueued_tokens is not None and tokens > lim.max_enqueued_tokens
+                else None
+            )
+            if too_big:
+                results[request.key] = CallResult(None, cached=False, retries=0,
+                                                  error=f"batch: not submitted: the request is {too_big}")  # fmt: skip
+                continue
+            full = chunk.requests and (
+                len(chunk.requests) >= (lim.max_requests or len(requests) + 1)
+                or (lim.max_file_bytes is not None and size + nbytes > lim.max_file_bytes)
+                or (lim.max_enqueued_tokens is not None and chunk.tokens + tokens > lim.max_enqueued_tokens)
+            )
+            if full:
+                self._queue.append(chunk)
+                chunk, size = Chunk([], [], 0, round_), 0
+            chunk.requests.append(request)
+            chunk.lines.append(line)
+            chunk.tokens += tokens
+            size += nbytes
+        if chunk.requests:
+            self._queue.append(chunk)
+
+    def _fill(self, active: Sequence[BatchEntry]) -> list[BatchEntry]:
+        """Submit queued files while the batches in flight leave room for their tokens (one at a time when
+        nothing is in flight: every queued file fits the limit on its own)."""
+        cap = self.limits.max_enqueued_tokens
+        live = {e.local_id for e in active}
+        self._tokens = {k: v for k, v in self._tokens.items() if k in live}
+        submitted: list[BatchEntry] = []
+        while self._queue:
+            held = sum(self._tokens.values())
+            if cap is not None and held and held + self._queue[0].tokens > cap:
+                break
+            chunk = self._queue.pop(0)
+            entry = self._submit(chunk)
+            self._tokens[entry.local_id] = chunk.tokens
+            submitted.append(entry)
+        return submitted
 
     def _recover(self, entry: BatchEntry) -> bool:
         """Make a journal entry from a killed run pollable; False if nothing was ever submitted for it."""
@@ -66,21 +156,17 @@ class BatchRunner:
             return False
         return True
 
-    def _submit(self, requests: Sequence[BatchRequest], round_: int) -> list[BatchEntry]:
-        """New batches for `requests`, each recorded before and right after every provider call."""
-        entries = []
-        for start in range(0, len(requests), self.max_per_batch):
-            chunk = requests[start : start + self.max_per_batch]
-            entry = self.journal.new(self.model, self.api_base, [r.key for r in chunk], round_)
-            entry.input_file_id = self._call(self.client.upload, [self.client.line(r) for r in chunk])
-            self.journal.save(entry)
-            entry.batch_id = str(self._call(self.client.create, entry.input_file_id).id)
-            entry.status = "submitted"
-            self.journal.save(entry)
-            self.stats.batches += 1
-            self.stats.requests += len(chunk)
-            entries.append(entry)
-        return entries
+    def _submit(self, chunk: Chunk) -> BatchEntry:
+        """A new batch for one file of requests, recorded before and right after every provider call."""
+        entry = self.journal.new(self.model, self.api_base, [r.key for r in chunk.requests], chunk.round)
+        entry.input_file_id = self._call(self.client.upload, chunk.lines)
+        self.journal.save(entry)
+        entry.batch_id = str(self._call(self.client.create, entry.input_file_id).id)
+        entry.status = "submitted"
+        self.journal.save(entry)
+        self.stats.batches += 1
+        self.stats.requests += len(chunk.requests)
+        return entry
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -118,7 +204,7 @@ class BatchRunner:
         for key, error in failed.items():
             if key in wanted and entry.round >= self.rounds:
                 results[key] = CallResult(None, cached=False, retries=entry.round - 1, error=error)
-        pending.extend(self._submit(retry, entry.round + 1))
+        self._enqueue(retry, entry.round + 1, results)  # submitted by `_fill` as the limits allow
         return True
 
     def _collect(self, entry: BatchEntry, batch: Any, wanted: dict[str, BatchRequest],
@@ -154,9 +240,8 @@ class BatchRunner:
                 results[key] = CallResult(completion, cached=False, retries=entry.round - 1)
         missing = [k for k in entry.keys if k not in answered]
         self.stats.failures += len(missing)
-        return {
-            k: errors.get(k, f"batch: {entry.status} without an answer for this request") for k in missing
-        }
+        why = batch_errors(batch) or "without an answer for this request"
+        return {k: errors.get(k, redact(f"batch: {entry.status}: {why}")) for k in missing}
 
     def _report(self, pending: Sequence[BatchEntry], done: int, total: int, waited: float) -> None:
         if self.progress is None:
@@ -168,3 +253,15 @@ class BatchRunner:
         self.progress(
             f"batch: {done}/{total} requests done, waited {waited:.0f}s; {statuses or 'all ended'}{more}"
         )
+
+
+def batch_errors(batch: Any) -> str:
+    """The provider's reason a whole batch failed (`errors.data[*]`: code and message), or ""."""
+    errors = getattr(batch, "errors", None)
+    data = errors.get("data") if isinstance(errors, dict) else getattr(errors, "data", None)
+    parts = []
+    for item in data or []:
+        code = item.get("code") if isinstance(item, dict) else getattr(item, "code", None)
+        message = item.get("message") if isinstance(item, dict) else getattr(item, "message", None)
+        parts.append(f"{code or 'error'}: {str(message or '')[:300]}")
+    return "; ".join(parts)

@@ -44,6 +44,14 @@ class BatchServer:
     chat_requests: int = 0
     retrievals: int = 0
     azure_requests: int = 0  # requests on Azure's paths, each with its api-version and api-key
+    # the providers' caps: an input file over `max_file_bytes` is refused at upload (HTTP 413, OpenAI's error
+    # body); a batch whose tokens (prompt + max_tokens per line) would take the batches in progress past
+    # `max_enqueued_tokens` fails on validation with OpenAI's `token_limit_exceeded`
+    max_file_bytes: int | None = None
+    max_enqueued_tokens: int | None = None
+    refused_uploads: int = 0
+    token_refusals: int = 0
+    peak_enqueued: int = 0
     api_base: str = ""
     root: str = ""  # http://127.0.0.1:<port>: Azure's api_base (litellm adds /openai/...)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
@@ -88,8 +96,35 @@ class BatchServer:
             if rows:
                 batch[kind] = self._file("".join(json.dumps(r) + "\n" for r in rows).encode(), "batch_output")["id"]
 
+    def _tokens(self, batch: dict[str, Any]) -> int:
+        """The batch's enqueued tokens as OpenAI counts them: each line's prompt + its max_tokens."""
+        from judge.pricing import prompt_tokens
+
+        total = 0
+        for raw in self.files[batch["input_file_id"]].splitlines():
+            if raw.strip():
+                body = json.loads(raw)["body"]
+                total += prompt_tokens(body["model"], body["messages"]) + int(body.get("max_tokens") or 0)
+        return total
+
+    def _model_of(self, file_id: str) -> str:
+        first = next((x for x in self.files.get(file_id, b"").splitlines() if x.strip()), b"")
+        return str(json.loads(first)["body"]["model"]) if first else "?"
+
     def _advance(self, batch: dict[str, Any]) -> None:
         if batch["status"] == "validating":
+            if self.max_enqueued_tokens is not None:
+                mine = batch["_tokens"] = self._tokens(batch)
+                held = sum(b["_tokens"] for b in self.batches.values() if b["status"] == "in_progress")
+                if held + mine > self.max_enqueued_tokens:
+                    self.token_refusals += 1
+                    message = (f"Enqueued token limit reached for {batch['_model']} in organization org-test. "
+                               f"Limit: {self.max_enqueued_tokens:,} enqueued tokens. Please try again once some "
+                               "in_progress batches have been completed.")  # fmt: skip
+                    batch.update(status="failed", failed_at=int(time.time()), errors={"object": "list", "data": [
+                        {"code": "token_limit_exceeded", "message": message, "param": None, "line": None}]})  # fmt: skip
+                    return
+                self.peak_enqueued = max(self.peak_enqueued, held + mine)
             batch.update(status="in_progress", in_progress_at=int(time.time()))
         elif batch["status"] == "in_progress":
             batch["_polls"] += 1
@@ -108,6 +143,11 @@ class BatchServer:
             self.uploads += 1
             upload = form["file"]
             content = upload.file.read() if hasattr(upload, "file") else str(upload).encode()
+            if self.max_file_bytes is not None and len(content) > self.max_file_bytes:
+                self.refused_uploads += 1
+                return web.json_response({"error": {
+                    "message": f"File is too large: {len(content):,} bytes; the maximum is {self.max_file_bytes:,}.",
+                    "type": "invalid_request_error", "param": "file", "code": "file_too_large"}}, status=413)  # fmt: skip
             return web.json_response(self._file(content, str(form.get("purpose", "batch"))))
 
         async def file_meta(request: web.Request) -> web.Response:
@@ -128,7 +168,8 @@ class BatchServer:
                 "id": batch_id, "object": "batch", "endpoint": data["endpoint"], "errors": None,
                 "input_file_id": data["input_file_id"], "completion_window": data["completion_window"],
                 "status": "validating", "output_file_id": None, "error_file_id": None,
-                "created_at": int(time.time()), "metadata": data.get("metadata"), "_polls": 0,
+                "created_at": int(time.time()), "metadata": data.get("metadata"), "_polls": 0, "_tokens": 0,
+                "_model": self._model_of(data["input_file_id"]),
                 "request_counts": {"total": 0, "completed": 0, "failed": 0},
             }  # fmt: skip
             return web.json_response(self._public(self.batches[batch_id]))
