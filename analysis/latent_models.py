@@ -71,7 +71,8 @@ def outcome_labels(
     pair = ["candidate_id"] if "candidate_id" in out else []  # with humans: the pairs they rated
     task = out["instance_id"].str.cat([*(out[k] for k in pair), out["source"], out["dimension"]], sep=SEP)
     columns = {"task": task, "worker": out["rater"], "label": out["outcome"].astype(int), "kind": out["kind"]}
-    return pd.DataFrame(columns | {"mode": out["mode"]} | {k: out[k] for k in ITEM_KEYS}).reset_index(drop=True)
+    columns |= {"mode": out["mode"]} | {k: out[k] for k in ITEM_KEYS}
+    return pd.DataFrame(columns).reset_index(drop=True)
 
 
 def mode_groups(labels: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
