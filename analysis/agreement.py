@@ -87,14 +87,21 @@ def cohen_kappa(a: Sequence, b: Sequence, weights: Weights = None) -> float:
     return _kappa(*confusion(a, b), weights)
 
 
-def fleiss_kappa(ratings: np.ndarray | pd.DataFrame) -> float:
+def fleiss_kappa(ratings: np.ndarray | pd.DataFrame, categories: Sequence[object] | None = None) -> float:
     """Fleiss' κ over items × raters category labels (statsmodels); items with a missing rating are dropped,
-    since Fleiss' κ needs the same number of raters per item."""
+    since Fleiss' κ needs the same number of raters per item. `categories` fixes the category set (NovBench's
+    A / B), so a category nobody chose still counts; with one category only, κ is NaN (undefined)."""
     frame = pd.DataFrame(ratings).dropna(axis=0, how="any")
     if len(frame) == 0:
         return float("nan")
-    table, _ = inter_rater.aggregate_raters(frame.to_numpy())
-    return float(inter_rater.fleiss_kappa(table, method="fleiss"))
+    values = frame.to_numpy()
+    if categories is None:
+        table, _ = inter_rater.aggregate_raters(values)
+    else:
+        table = np.stack([(values == c).sum(axis=1) for c in categories], axis=1)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # one category only: 0 / 0
+        return float(inter_rater.fleiss_kappa(table, method="fleiss"))
 
 
 def krippendorff_alpha(ratings: np.ndarray | pd.DataFrame, level: Level = "ordinal") -> float:

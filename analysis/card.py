@@ -19,13 +19,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from analysis import consistency, latent
-from analysis.agreement import pair_agreement
 from analysis.card_markdown import card_markdown
 from analysis.collect import find_results
-from analysis.humans import human_results
+from analysis.humans import human_agreement
 from analysis.intervals import positive_int
 from analysis.robustness import note_perturbed, robustness_table, unperturbed
-from analysis.scores import candidate_scores, dimension_directions
+from analysis.study import study_candidates
 from analysis.summary import parse_rate
 
 CARD_FIELDS: tuple[str, ...] = (
@@ -91,25 +90,6 @@ def _manifest(path: Path) -> dict[str, Any]:
     return man
 
 
-def human_agreement(cands: pd.DataFrame, humans: pd.DataFrame | None, n_boot: int, seed: int) -> pd.DataFrame:
-    """Per judge × mode × dimension: the judge's rounded candidate score vs the annotators' median (rounded
-    half up): n, quadratic-weighted κ with its bootstrap CI, Spearman ρ, percent agreement."""
-    if humans is None or not len(humans):
-        return pd.DataFrame()
-    h = candidate_scores(human_results(humans, dimension_directions(cands)))
-    item = ["instance_id", "candidate_id", "dimension"]  # candidate ids are unique only within an instance
-    med = h.astype({k: str for k in item}).groupby(item, observed=True)["score"].median()
-    med = np.floor(med + 0.5).rename("human")
-    rows = []
-    for (judge, mode, dim), part in cands.groupby(["judge", "mode", "dimension"], observed=True):
-        key = pd.MultiIndex.from_arrays([part[k].astype(str) for k in item])
-        joined = pd.DataFrame({"judge": np.floor(part["score"].to_numpy() + 0.5),
-                               "human": med.reindex(key).to_numpy()}).dropna()  # fmt: skip
-        stats = pair_agreement(joined["judge"], joined["human"], n_boot, seed)
-        rows.append({"judge": judge, "mode": mode, "dimension": dim} | stats)
-    return pd.DataFrame(rows)
-
-
 def _position_summary(results: pd.DataFrame) -> pd.DataFrame:
     """Per judge × dimension: the shown position whose win rate is furthest from the unbiased rate."""
     if "position" not in results or not (results["mode"] == "comparative").any():
@@ -121,12 +101,13 @@ def _position_summary(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def study_tables(
-    results: pd.DataFrame, humans: pd.DataFrame | None, n_boot: int, seed: int
+    results: pd.DataFrame, humans: pd.DataFrame | None, n_boot: int, seed: int, reference: str = "reference"
 ) -> dict[str, pd.DataFrame]:
-    """Every per-judge table a card draws from, computed once for all judges; only `robustness` reads the
-    perturbed rows (experiment=robustness), the others the unperturbed ones."""
+    """Every per-judge table a card draws from, computed once for all judges from the report's own core
+    (`study.study_candidates`, `humans.human_agreement`, `latent.latent_tables`), so a card and the report
+    show one value; only `robustness` reads the perturbed rows (experiment=robustness)."""
     study = unperturbed(results)
-    cands = candidate_scores(study)
+    cands = study_candidates(results, reference)
     tables = {
         "human_agreement": human_agreement(cands, humans, n_boot, seed),
         "self_consistency": consistency.self_consistency(study, n_boot=n_boot, seed=seed),
@@ -135,12 +116,20 @@ def study_tables(
         "self_preference": consistency.self_preference(study),
         "robustness": robustness_table(results, n_boot=n_boot, seed=seed),
     }
-    lt = latent.latent_tables(cands, humans, n_boot=n_boot, seed=seed)
-    comp = lt.get("latent_competence", pd.DataFrame())
-    if len(comp):
-        comp = comp.assign(judge=comp["rater"].str.replace(r" \[[^\]]*\]$", "", regex=True))
-    tables["latent_competence"] = comp
+    lt = latent.latent_tables(cands, humans, reference, n_boot=n_boot, seed=seed)
+    for name in ("latent_competence", "latent_duplicates"):
+        table = lt.get(name, pd.DataFrame())
+        tables[name] = table.assign(judge=_rater_judge(table["rater"])) if "rater" in table else table
+    if "latent_duplicates" in lt:  # one row per rater of a pair, so each judge's card can say so
+        dup = lt["latent_duplicates"]
+        each = [dup.assign(judge=_rater_judge(dup[a]), rater=dup[a]) for a in ("rater_a", "rater_b")]
+        tables["latent_duplicates"] = pd.concat(each, ignore_index=True)
     return tables
+
+
+def _rater_judge(rater: pd.Series) -> pd.Series:
+    """The judge of a latent rater label ``judge [mode]`` (a ``human:`` name stays as it is)."""
+    return rater.astype(str).str.replace(r" \[[^\]]*\]$", "", regex=True)
 
 
 FIELD_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -150,7 +139,7 @@ FIELD_COLUMNS: dict[str, tuple[str, ...]] = {
     "length_bias": ("mode", "dimension", "n", "rho", "rho_lo", "rho_hi", "rho_better"),
     "self_preference": ("mode", "dimension", "family", "diff", "diff_lo", "diff_hi", "favours_own"),
     "robustness": ("mode", "perturbation", "dimension", "n", "shift", "shift_lo", "shift_hi", "flip_rate"),
-    "latent_competence": ("method", "rater", "accuracy", "accuracy_lo", "accuracy_hi"),
+    "latent_competence": ("method", "mode", "rater", "accuracy", "accuracy_lo", "accuracy_hi"),
 }  # fmt: skip
 WHY_EMPTY: dict[str, str] = {
     "human_agreement": "no human labels (--humans)",
@@ -159,7 +148,7 @@ WHY_EMPTY: dict[str, str] = {
     "length_bias": "results carry no candidate_text",
     "self_preference": "no generator of the judge's own model family",
     "robustness": "no experiment=robustness run",
-    "latent_competence": "fewer than 3 raters",
+    "latent_competence": "fewer than 3 raters (judges of one mode and annotators)",
 }
 
 
@@ -199,8 +188,24 @@ def make_card(
         card[field] = _records(part, cols)
         if not card[field]:
             notes.append(f"{field}: {WHY_EMPTY[field]}")
+    notes += _duplicate_notes(judge, tables.get("latent_duplicates", pd.DataFrame()))
     card["notes"] = notes
     return {k: card[k] for k in CARD_FIELDS}
+
+
+def _pairs(dup: pd.DataFrame | None) -> pd.DataFrame:
+    """The duplicate pairs once each (the card's table lists a pair under both judges)."""
+    if dup is None or dup.empty:
+        return pd.DataFrame()
+    return dup.drop_duplicates(["rater_a", "rater_b", "mode"])
+
+
+def _duplicate_notes(judge: str, dup: pd.DataFrame) -> list[str]:
+    """The latent model's duplicate-rater warnings that name `judge`."""
+    if dup.empty or "judge" not in dup:
+        return []
+    mine = dup.loc[dup["judge"].astype(str) == judge].drop_duplicates(["rater_a", "rater_b", "mode"])
+    return [f"latent_competence: {line}" for line in latent.duplicate_lines({"latent_duplicates": mine})]
 
 
 def write_cards(root: str | Path, out: str | Path, humans: pd.DataFrame | None = None, n_boot: int = 1000,
@@ -212,6 +217,7 @@ def write_cards(root: str | Path, out: str | Path, humans: pd.DataFrame | None =
     facts = run_facts(root)
     tables = study_tables(results, humans, n_boot, seed) | (extra or {})
     note_perturbed(results, unperturbed(results))
+    latent.note_duplicates({"latent_duplicates": _pairs(tables.get("latent_duplicates"))})
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cards = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 SECTIONS: tuple[tuple[str, str], ...] = (
-    ("human_agreement", "Agreement with the human median (quadratic-weighted κ, Spearman ρ)"),
+    ("human_agreement", "Agreement with the human consensus (quadratic-weighted κ, Spearman ρ)"),
     ("self_consistency", "Self-consistency across samples"),
     ("position_bias", "Position bias (comparative: the position furthest from the unbiased win rate)"),
     ("length_bias", "Length bias (Spearman ρ of score vs length in words)"),

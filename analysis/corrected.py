@@ -9,8 +9,8 @@ judge tracks the experts (and no wider than it otherwise: the power-tuning λ fa
 Per judge × mode × dimension, two quantities:
 - `win_rate`: the share of generated candidates preferred over the same instance's reference (the pair
   outcome of `analysis.humans.pair_outcomes`; the experts' label is their strict majority on the pair);
-- `mean_score`: a generated candidate's score (the experts' label is their consensus, the mean over
-  annotators, on the experts' own scale: the correction also absorbs a shift of scale).
+- `mean_score`: a generated candidate's score (the experts' label is their consensus
+  (`analysis.humans.consensus_scores`, the annotators' mean), on the experts' own scale: the correction also absorbs a shift of scale).
 
 The labelled items are those the experts rated; the unlabelled, every other item the judge scored.
 `n_effective` is the number of expert labels a human-only estimate would need for the corrected CI's width.
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from ppi_py import classical_mean_ci, ppi_mean_ci, ppi_mean_pointestimate
 
-from analysis.humans import check_humans, pair_outcomes
+from analysis.humans import consensus_scores, pair_outcomes
 from analysis.scores import candidate_scores, direction
 
 ALPHA = 0.05
@@ -72,8 +72,7 @@ def _labels(humans: pd.DataFrame, cands: pd.DataFrame, reference: str) -> tuple[
     rated = candidate_scores(human_results(humans, dimension_directions(cands)))
     wins = majority_outcomes(pair_outcomes(rated, reference))
     wins = wins.assign(y=(wins["outcome"] == 1).astype(float))[[*ITEM, "dimension", "y"]]
-    h = check_humans(humans)
-    consensus = h.groupby([*ITEM, "dimension"], as_index=False)["score"].mean().rename(columns={"score": "y"})
+    consensus = consensus_scores(humans).rename(columns={"human": "y"})[[*ITEM, "dimension", "y"]]
     return wins.astype({c: str for c in [*ITEM, "dimension"]}), consensus.astype({c: str for c in ITEM})
 
 

@@ -16,7 +16,8 @@ GLOSSARY: dict[str, str] = {
     "dimension": "rubric dimension scored", "instance_id": "dataset instance", "position": "0-based place in the "
     "comparative prompt", "rater": "a judge [mode] or an annotator (human:<name>)", "rater_a": "first rater of "
     "the pair", "rater_b": "second rater of the pair", "dimension_a": "rater A's dimension",
-    "dimension_b": "rater B's dimension", "kind": "pair kind (expert-expert, expert-judge, judge-judge, all)",
+    "dimension_b": "rater B's dimension", "kind": "pair kind (expert-expert, expert-judge, judge-judge: two judges in one mode, judge-self: one judge "
+    "across modes, i.e. consistency, judge-other-mode, all)",
     "combine": "how judges are combined: mean score, unanimous or majority verdict", "family": "the judge's "
     "model family", "method": "latent-truth model (Dawid-Skene, MACE, GLAD, majority vote)", "task": "item of "
     "the latent model", "latent": "the latent model's most probable label", "votes": "the raters' labels",
@@ -61,6 +62,10 @@ GLOSSARY: dict[str, str] = {
     "competence": "latent-model competence of the rater", "model_accuracy": "accuracy from the model's "
     "confusion", "mv_agreement": "agreement with the majority vote", "entropy_bits": "posterior entropy (bits)",
     "observed": "rater's label (row) vs the latent label (columns)",
+    "human_consensus": "the annotators' mean score on an item (instance × candidate × dimension), each "
+    "annotator once; compared with a judge after rounding both half up to the rubric's scale",
+    "human": "the human consensus on the item (human_consensus)", "share_equal": "share of the items both raters "
+    "labelled on which they give the same label (≥ 0.95: the latent models count one answer twice)",
     # consistency and bias
     "self_alpha": "self-consistency: Krippendorff's α across a prompt's samples (mean over modes × dimensions)",
     "mean_sd": "mean sd of a prompt's samples", "disagree": "share of units whose samples differ",

@@ -9,6 +9,12 @@ outcome on it compares that candidate's score with the reference's, never a rate
 candidates the humans did not see. The human majority is a strict majority of the annotators who rated the
 pair; pairs without one are excluded and counted (NovBench's rule). Labels carry no direction: each
 dimension takes the judges' `higher_is_better` (or the labels' own column, when the file has one).
+
+The human consensus on a score (`consensus_scores`, glossary `human_consensus`) is defined here once: the
+annotators' mean score per item (instance × candidate × dimension), each annotator counted once; compared
+with a judge's candidate score on the rubric's integer scale, both rounded half up (`scores.half_up`). The
+report, the card, the viewer and the leaderboard read it; the per-annotator labels stay available as raters
+(`rater_outcomes`, `human_reliability`, the latent models, the viewer's score grid).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from analysis.agreement import pair_agreement
 from analysis.reliability import alpha_with_ci, fleiss_with_ci
 from analysis.scores import (
     CONTEXT,
@@ -27,6 +34,7 @@ from analysis.scores import (
     dimension_directions,
     direction,
     group_ids,
+    half_up,
     join_reference,
     with_directions,
 )
@@ -42,6 +50,21 @@ MAJORITY = "human:majority"
 HUMAN_MODE = "human"
 #: A pair the humans rated: one candidate of one instance (compared with that instance's reference).
 PAIR_KEYS: tuple[str, ...] = ("instance_id", "candidate_id", "source", "dimension")
+#: An item of the human consensus: candidate ids are unique only within an instance.
+CONSENSUS_KEYS: tuple[str, ...] = ("instance_id", "candidate_id", "dimension")
+AGREEMENT_COLUMNS: tuple[str, ...] = (
+    "judge",
+    "mode",
+    "dimension",
+    "n",
+    "kappa_w",
+    "kappa_w_lo",
+    "kappa_w_hi",
+    "rho",
+    "rho_lo",
+    "rho_hi",
+    "percent",
+)
 
 
 def check_humans(humans: pd.DataFrame) -> pd.DataFrame:
@@ -206,6 +229,47 @@ def rater_outcomes(results: pd.DataFrame, humans: pd.DataFrame | None = None, re
     judge = pair_outcomes(candidate_scores(results, CONTEXT_KEYS, reference), reference)
     judge = judge.astype({k: str for k in PAIR_KEYS}).merge(rated, on=seen, how="inner")
     return _as_raters([judge, human, majority_outcomes(human)], PAIR_KEYS)
+
+
+def consensus_scores(humans: pd.DataFrame | None) -> pd.DataFrame:
+    """The human consensus per item (`CONSENSUS_KEYS`, as text): `human`, the annotators' mean score (the
+    project's one definition, glossary `human_consensus`), and `n_annotators` who scored it. Unscored labels
+    are left out; empty (typed) without labels."""
+    keys = list(CONSENSUS_KEYS)
+    if humans is None or humans.empty:
+        empty = {k: pd.Series(dtype=str) for k in keys}
+        return pd.DataFrame(empty | {"human": pd.Series(dtype=float), "n_annotators": pd.Series(dtype=int)})
+    h = check_humans(humans)
+    h = h.loc[h["score"].notna().to_numpy()]
+    per_annotator = h.groupby([*keys, "annotator"], sort=True)["score"].mean().reset_index()
+    out = per_annotator.groupby(keys, sort=True)["score"].agg(human="mean", n_annotators="size")
+    return out.reset_index()
+
+
+def human_agreement(
+    cands: pd.DataFrame, humans: pd.DataFrame | None, n_boot: int = 1000, seed: int = 0
+) -> pd.DataFrame:
+    """Per judge × mode × dimension: quadratic-weighted κ (bootstrap CI), Spearman ρ and percent agreement
+    between the judge's candidate scores and the human consensus (`consensus_scores`), both rounded half up
+    to the rubric's integer scale. Each expert item counts once per judge and mode (pooling the modes would
+    pair it twice and bootstrap the copies as independent); a reference scored in several generators'
+    comparative prompts is one item, its score the mean over them (as in best-of-K). The report, its
+    leaderboard and the judge card all read this table."""
+    cols = list(AGREEMENT_COLUMNS)
+    if humans is None or humans.empty:
+        return pd.DataFrame(columns=cols)
+    if CONTEXT in cands:  # one row per prompt context: the reference would be counted once per prompt
+        cands = candidate_scores(cands)
+    keys = list(CONSENSUS_KEYS)
+    expert = consensus_scores(humans)[[*keys, "human"]]
+    text = {"judge": str, "mode": str, **{k: str for k in keys}}
+    judged = cands[["judge", "mode", *keys, "score"]].astype(text)
+    paired = judged.merge(expert, on=keys, how="inner")
+    rows = []
+    for (judge, mode, dim), part in paired.groupby(["judge", "mode", "dimension"], sort=True):
+        got = pair_agreement(half_up(part["score"]), half_up(part["human"]), n_boot, seed)
+        rows.append({"judge": judge, "mode": mode, "dimension": dim, **{c: got[c] for c in cols[3:]}})
+    return pd.DataFrame(rows, columns=cols)
 
 
 def human_reliability(humans: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:

@@ -120,14 +120,21 @@ def _pair_kind(kind_a: pd.Series, kind_b: pd.Series) -> pd.Series:
 def agreement_matrix(raters: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Agreement on winners (win/tie/loss per instance × generator × dimension) between every two raters
     of `raters` (from `analysis.humans.rater_outcomes`), with `kind` expert-expert, expert-judge,
-    judge-judge (and expert-majority / majority-judge for the human majority)."""
+    judge-judge (and expert-majority / majority-judge for the human majority). Judge–judge is between
+    different judges in the same mode only: one judge in two modes is `judge-self` (its consistency across
+    modes), two judges in two modes `judge-other-mode`."""
     table = agreement_table(raters, "rater", item_keys(raters), "outcome", "ordinal", n_boot, seed)
-    kinds = raters.drop_duplicates("rater").set_index("rater")["kind"]
+    first = raters.drop_duplicates("rater").set_index("rater")
     pair = table["rater_a"] != "(all)"
     table.insert(2, "kind", "all")
-    table.loc[pair, "kind"] = _pair_kind(
-        table.loc[pair, "rater_a"].map(kinds), table.loc[pair, "rater_b"].map(kinds)
-    )
+    a, b = table.loc[pair, "rater_a"], table.loc[pair, "rater_b"]
+    kind = _pair_kind(a.map(first["kind"]), b.map(first["kind"]))
+    same_judge = (a.map(first["judge"]) == b.map(first["judge"])).to_numpy()
+    same_mode = (a.map(first["mode"]) == b.map(first["mode"])).to_numpy()
+    both = (kind == "judge-judge").to_numpy()
+    kind[both & same_judge] = "judge-self"
+    kind[both & ~same_judge & ~same_mode] = "judge-other-mode"
+    table.loc[pair, "kind"] = kind
     return table
 
 

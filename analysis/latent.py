@@ -22,7 +22,17 @@ import pandas as pd
 from analysis import humans as human_mod
 from analysis.cells import write_csv
 from analysis.intervals import percentile_ci, positive_int
-from analysis.latent_models import Fitter, LatentFit, dawid_skene, glad, mace, majority_vote, outcome_labels
+from analysis.latent_models import (
+    Fitter,
+    LatentFit,
+    dawid_skene,
+    duplicate_raters,
+    glad,
+    mace,
+    majority_fit,
+    mode_groups,
+    outcome_labels,
+)
 from analysis.robustness import note_perturbed, unperturbed
 from analysis.winrate import ITEM_KEYS, check_reference, outcome_rates
 
@@ -128,14 +138,31 @@ def latent_winrate(labels: pd.DataFrame, fit: LatentFit, n_boot: int = 1000, see
 
 def latent_tables(results: pd.DataFrame, humans: pd.DataFrame | None = None, reference: str = "reference",
                   n_boot: int = 1000, seed: int = 0, refit_boot: int = 0, with_glad: bool = False) -> dict[str, pd.DataFrame]:  # fmt: skip
-    """The report's latent-model tables on win / tie / loss outcomes; empty with fewer than three raters.
-    `refit_boot` > 0 adds Dawid–Skene CIs from that many refits (slow: a full EM per replicate); GLAD is
-    opt-in (`with_glad`: minutes on 10^4 items, where Dawid–Skene takes a second and MACE tens)."""
+    """The report's latent-model tables on win / tie / loss outcomes, one fit per judge mode (every judge of
+    that mode and every annotator; `latent_models.mode_groups`), each table with its `mode`; a mode with
+    fewer than three raters has no fit, and none at all is {}. `latent_duplicates` lists rater pairs that
+    answer (nearly) alike (`note_duplicates` warns). `refit_boot` > 0 adds Dawid–Skene CIs from that many
+    refits (slow: a full EM per replicate); GLAD is opt-in (`with_glad`: minutes on 10^4 items, where
+    Dawid–Skene takes a second and MACE tens)."""
     labels = outcome_labels(unperturbed(results), humans, reference)  # perturbed rows: analysis.robustness
-    if labels["worker"].nunique() < 3 or labels.empty:
-        return {}
+    parts: dict[str, list[pd.DataFrame]] = {}
+    for mode, group in mode_groups(labels):
+        if group["worker"].nunique() < 3 or group.empty:
+            continue
+        for name, table in _fit_tables(group, n_boot, seed, refit_boot, with_glad).items():
+            parts.setdefault(name, []).append(table.assign(mode=mode))
+    tables = {name: _mode_first(pd.concat(frames, ignore_index=True)) for name, frames in parts.items()}
+    if tables and tables["latent_duplicates"].empty:
+        del tables["latent_duplicates"]
+    return tables
+
+
+def _fit_tables(
+    labels: pd.DataFrame, n_boot: int, seed: int, refit_boot: int, with_glad: bool
+) -> dict[str, pd.DataFrame]:
+    """The latent tables of one fit group (one rater per judge)."""
     ds = dawid_skene(labels)
-    fits = [ds, majority_vote(labels), mace(labels, seed, restarts=1)] + ([glad(labels)] if with_glad else [])
+    fits = [ds, majority_fit(labels), mace(labels, seed, restarts=1)] + ([glad(labels)] if with_glad else [])
     competence = [competence_table(labels, f, None, n_boot, seed) for f in fits]
     if refit_boot:
         competence.append(competence_table(labels, ds, dawid_skene, refit_boot, seed))
@@ -144,22 +171,51 @@ def latent_tables(results: pd.DataFrame, humans: pd.DataFrame | None = None, ref
         "latent_confusion": ds.confusion.rename_axis(index=["rater", "observed"]).reset_index(),
         "latent_posteriors": posterior_table(labels, ds),
         "latent_winrate": latent_winrate(labels, ds, n_boot, seed),
+        "latent_duplicates": duplicate_raters(labels),
     }
+
+
+def _mode_first(table: pd.DataFrame) -> pd.DataFrame:
+    """`mode` as the first column (after `method` where there is one)."""
+    front = [c for c in ("method", "mode") if c in table]
+    return table[[*front, *(c for c in table.columns if c not in front)]]
+
+
+def duplicate_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """One warning per pair of raters that answer (nearly) alike, saying what it does to the latent model."""
+    dup = tables.get("latent_duplicates")
+    if dup is None or dup.empty:
+        return []
+    return [
+        f"{r.rater_a} and {r.rater_b} ({r.mode}) give the same label on {r.share_equal:.0%} of {r.n} items: "
+        "the latent models take raters as independent, so this answer counts twice and both look more "
+        "accurate than they are (their latent accuracy is not evidence); keep one of them"
+        for r in dup.itertuples(index=False)
+    ]
+
+
+def note_duplicates(tables: dict[str, pd.DataFrame]) -> None:
+    """The `duplicate_lines` as `warning:` lines on stderr (nothing when there are none)."""
+    for line in duplicate_lines(tables):
+        print(f"warning: {line}", file=sys.stderr)
 
 
 SECTION_TITLE = "Latent truth (Dawid–Skene, MACE, majority vote)"
 SECTION_TEXT = (
-    "Raters are judge [mode] and human annotators; an item is (instance, generator, dimension) with the "
-    "rater's win / tie / loss vs the reference. `accuracy` = expected share of a rater's labels equal to the "
+    "One fit per judge mode: its raters are that mode's judges (each judge once) and the human annotators; "
+    "an item is (instance, generator, dimension) with the rater's win / tie / loss vs the reference. "
+    "Pairs of raters that answer (nearly) alike are listed: the models count their answer twice. "
+    "`accuracy` = expected share of a rater's labels equal to the "
     "latent label, with bootstrap CIs over items (posteriors fixed, or `refit`). "
     "Posteriors: most uncertain items first. Win rates on latent labels vs each single rater (delta = rater − latent)."
 )
-SECTION_MISSING = "Fewer than three raters (judges × modes and annotators): no latent model."
+SECTION_MISSING = "Fewer than three raters (judges of one mode and annotators): no latent model."
 SECTION_TABLES: tuple[str, ...] = (
     "latent_competence",
     "latent_confusion",
     "latent_posteriors",
     "latent_winrate",
+    "latent_duplicates",
 )
 
 
@@ -203,10 +259,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if not tables:
         print(
-            "error: the latent model needs at least three raters (judges × modes and annotators)",
+            "error: the latent model needs at least three raters (judges of one mode and annotators)",
             file=sys.stderr,
         )
         return 2
+    note_duplicates(tables)
     out = Path(args.out) if args.out else Path(args.root) / "latent"
     out.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():

@@ -1,6 +1,6 @@
 """Latent-truth models (crowd-kit) and the label frames they read: one fit per model, no bootstrap.
 
-Raters are judge × mode (``judge [mode]``) and human annotators (``human:<annotator>``); an item is one
+Raters are judges (labelled ``judge [mode]``) and human annotators (``human:<annotator>``); an item is one
 (instance, generator, dimension) with the rater's win / tie / loss vs the reference (`outcome_labels`), or
 one (instance, candidate, dimension) with the rater's candidate score rounded to the rubric scale
 (`score_labels`). The models are crowd-kit's — Dawid–Skene (a confusion matrix per rater), MACE (a
@@ -10,6 +10,12 @@ Every fit reports, per rater, `accuracy`: the expected share of the rater's labe
 label, Σ_items P(z_i = y_ri) / n_r, which reads the same for every model. Dawid–Skene also gives the model's
 own accuracy Σ_c p_c · e_r[c, c] (`model_accuracy`) and the full confusion matrix. The bootstrap tables and
 the CLI built on these fits are in `analysis.latent`.
+
+The models assume raters err independently, so a judge enters each fit once: one fit per judge mode
+(`mode_groups`), never the same judge in two modes as two raters (its errors would count twice: three
+experts at 80% plus a judge that turns every tie into a win, entered twice, put the latent win rate at 41%
+where the truth is 29%). Two raters that answer (nearly) alike break the same assumption:
+`duplicate_raters` finds them so the tables can warn.
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ from analysis.scores import candidate_scores, dimension_directions
 from analysis.winrate import ITEM_KEYS
 
 SEP = " | "
+#: Two raters agreeing on at least this share of at least DUPLICATE_MIN_ITEMS shared items are duplicates.
+DUPLICATE_AGREEMENT = 0.95
+DUPLICATE_MIN_ITEMS = 5
 
 
 @dataclass(frozen=True)
@@ -55,16 +64,48 @@ def outcome_labels(
     reference: str = "reference",
 ) -> pd.DataFrame:
     """Win / tie / loss labels (1 / 0 / -1) per rater and item, as crowd-kit's task / worker / label frame
-    (plus the item's instance_id, source, dimension and the rater's kind). The human majority is left out:
-    it is an aggregate, not a rater."""
+    (plus the item's instance_id, source, dimension, the rater's kind and mode: a judge's, or ``human``).
+    The human majority is left out: it is an aggregate, not a rater. Fit one `mode_groups` group at a time."""
     out = human_mod.rater_outcomes(results, humans, reference)
     out = out.loc[out["kind"] != "majority"]
     pair = ["candidate_id"] if "candidate_id" in out else []  # with humans: the pairs they rated
     task = out["instance_id"].str.cat([*(out[k] for k in pair), out["source"], out["dimension"]], sep=SEP)
-    return pd.DataFrame(
-        {"task": task, "worker": out["rater"], "label": out["outcome"].astype(int), "kind": out["kind"]}
-        | {k: out[k] for k in ITEM_KEYS}
-    ).reset_index(drop=True)
+    columns = {"task": task, "worker": out["rater"], "label": out["outcome"].astype(int), "kind": out["kind"]}
+    columns |= {"mode": out["mode"]} | {k: out[k] for k in ITEM_KEYS}
+    return pd.DataFrame(columns).reset_index(drop=True)
+
+
+def mode_groups(labels: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(mode, labels) per judge mode: that mode's judges plus every human, so each judge is one rater of each
+    fit; the humans alone (mode ``human``) when no judge is among the labels."""
+    if "mode" not in labels:
+        return [("", labels)]
+    is_judge = (labels["kind"] == "judge").to_numpy()
+    modes = sorted(map(str, labels.loc[is_judge, "mode"].unique()))
+    if not modes:
+        return [(human_mod.HUMAN_MODE, labels)]
+    mode = labels["mode"].astype(str).to_numpy()
+    return [(m, labels.loc[~is_judge | (mode == m)].reset_index(drop=True)) for m in modes]
+
+
+def duplicate_raters(
+    labels: pd.DataFrame, threshold: float = DUPLICATE_AGREEMENT, min_items: int = DUPLICATE_MIN_ITEMS
+) -> pd.DataFrame:
+    """Rater pairs whose labels agree on at least `threshold` of the ≥ `min_items` items both labelled:
+    `rater_a`, `rater_b`, `n` shared items, `share_equal`. The latent models take raters as
+    independent, so a duplicate pair counts one answer twice and both look more reliable than they are."""
+    wide = labels.pivot_table(index="task", columns="worker", values="label", aggfunc="first")
+    raters = sorted(wide.columns, key=str)
+    values = wide[raters].to_numpy(dtype=float)
+    rows = []
+    for i, a in enumerate(raters):
+        for j in range(i + 1, len(raters)):
+            both = ~np.isnan(values[:, i]) & ~np.isnan(values[:, j])
+            n = int(both.sum())
+            agree = float((values[both, i] == values[both, j]).mean()) if n else float("nan")
+            if n >= min_items and agree >= threshold:
+                rows.append({"rater_a": a, "rater_b": raters[j], "n": n, "share_equal": agree})
+    return pd.DataFrame(rows, columns=["rater_a", "rater_b", "n", "share_equal"])
 
 
 def score_task(frame: pd.DataFrame) -> pd.Series:
@@ -116,8 +157,9 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-def majority_vote(labels: pd.DataFrame) -> LatentFit:
-    """Majority vote: posterior = each label's share of the item's votes."""
+def majority_fit(labels: pd.DataFrame) -> LatentFit:
+    """Majority vote as a latent model (the baseline the other fits beat): posterior = each label's share of
+    the item's votes. The strict human majority of the report is `analysis.humans.majority_vote`."""
     share = labels.groupby(["task", "label"]).size().unstack("label", fill_value=0)
     post = share.div(share.sum(axis=1), axis=0)
     with _quiet():

@@ -20,7 +20,6 @@ CIs: a seeded percentile bootstrap over pairs; one set of resampled pairs serves
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,8 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
-from statsmodels.stats.inter_rater import fleiss_kappa as _sm_fleiss
 
+from analysis.agreement import fleiss_kappa
 from analysis.intervals import percentile_ci
 from analysis.winrate import TIE_TOL
 
@@ -84,22 +83,15 @@ class Combination:
         return total
 
 
+VOTE_OPTIONS: tuple[str, ...] = ("A", "B")
+
+
 def strict_majority(votes: Sequence[str]) -> str | None:
     """The option chosen by more than half of the votes, or None."""
-    for option in ("A", "B"):
+    for option in VOTE_OPTIONS:
         if sum(v == option for v in votes) * 2 > len(votes):
             return option
     return None
-
-
-def fleiss_kappa(votes: np.ndarray) -> float:
-    """Fleiss' κ of a (pairs × annotators) array of "A"/"B" choices (statsmodels)."""
-    if len(votes) == 0:
-        return math.nan
-    table = np.stack([(votes == "A").sum(axis=1), (votes == "B").sum(axis=1)], axis=1)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # one category only: κ undefined (NaN), as it should be
-        return float(_sm_fleiss(table, method="fleiss"))
 
 
 def _stats(diff: np.ndarray, votes: np.ndarray) -> dict[str, float]:
@@ -115,7 +107,7 @@ def _stats(diff: np.ndarray, votes: np.ndarray) -> dict[str, float]:
     if defined.sum() >= 3 and np.ptp(diff[defined]) > 0 and np.ptp(pref[defined]) > 0:
         rho = float(spearmanr(diff[defined], pref[defined]).statistic)
     return {"agreement": hits / decided.sum() if decided.any() else math.nan, "rho": rho,
-            "kappa": fleiss_kappa(votes), "n_pairs": len(diff), "n_no_majority": int((~has_major).sum()),
+            "kappa": fleiss_kappa(votes, VOTE_OPTIONS), "n_pairs": len(diff), "n_no_majority": int((~has_major).sum()),
             "n_undefined": int((has_major & np.isnan(diff)).sum()), "n_metric_tie": int((defined & (diff == 0)).sum()),
             "n_agreement": int(decided.sum())}
 

@@ -34,6 +34,7 @@ from analysis.intervals import positive_int
 from analysis.paper_tables import write_paper_tables
 from analysis.requests import request_changes
 from analysis.robustness import note_perturbed, unperturbed
+from analysis.study import study_candidates
 
 Tables = dict[str, pd.DataFrame]
 
@@ -215,7 +216,7 @@ def compute_tables(
     table in place of the results, since the mean of one "sample" is the candidate score itself.
     """
     study = unperturbed(results)  # perturbed rows: analysis.robustness; the overview still counts their calls
-    cands = scores.candidate_scores(study, scores.CONTEXT_KEYS, reference)  # reference per prompt context
+    cands = study_candidates(results, reference)  # reference per prompt context, as the card reads it
     tables: Tables = {"overview": overview(results),
                       "score_summary": scores.score_summary(scores.candidate_scores(cands)),
                       "best_of_k_scores": _best_of_k_scores(cands, reference)}  # fmt: skip
@@ -224,7 +225,7 @@ def compute_tables(
     tables |= latent.latent_tables(cands, humans, reference, n_boot, seed)  # empty under 3 raters
     tables |= _bias_tables(study, n_boot, seed, families, reference)
     if humans is not None and len(humans):
-        tables["human_agreement"] = summary.human_agreement(cands, humans, n_boot, seed)
+        tables["human_agreement"] = human_mod.human_agreement(cands, humans, n_boot, seed)
         tables["corrected_estimates"] = corrected.corrected_estimates(cands, humans, reference)
         tables["calibration"], tables["calibration_bins"] = calibration.calibration_table(cands, humans, reference)
         unmatched = human_mod.unmatched_labels(humans, cands["dimension"].dropna().unique())
@@ -309,6 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(results)} rows, {len(tables)} tables -> {md} and {html} (paper tables: {paper_md}, {paper_tex})",
           file=sys.stderr)  # fmt: skip
     note_perturbed(results, unperturbed(results))
+    latent.note_duplicates(tables)
     if results.attrs.get("duplicate_judgments"):
         print(f"note: {results.attrs['duplicate_judgments']} judgments repeated by reruns of the same study were "
               "counted once", file=sys.stderr)  # fmt: skip

@@ -5,7 +5,8 @@ Each perturbed run is paired with the `none` run of the same judge and mode, can
 - `shift`: mean of (perturbed − original) candidate score, with a bootstrap CI over candidates, and
   `abs_shift`, the mean absolute change;
 - `flip_rate`: share of (candidate, dimension) pairs whose verdict against the reference (better / equal /
-  worse, each run judging its own reference) differs from the original's, with a Wilson CI.
+  worse, each run judging its own reference; in comparative mode the reference scored in the candidate's own
+  prompt, as the win tables compare them) differs from the original's, with a Wilson CI.
 A robust judge moves little under paraphrase, deletion, padding and order / label permutations, and not at all
 under injection. `order` and `labels` only change comparative prompts, so they are reported for that mode only.
 
@@ -25,7 +26,7 @@ import pandas as pd
 from analysis.cells import write_csv
 from analysis.humans import pair_outcomes
 from analysis.intervals import grouped_mean_ci, positive_int, wilson_interval
-from analysis.scores import CANDIDATE_KEYS, candidate_scores, map_distinct
+from analysis.scores import CONTEXT_KEYS, candidate_scores, map_distinct
 from analysis.winrate import check_reference
 
 ORIGINAL = "none"
@@ -58,9 +59,11 @@ def note_perturbed(results: pd.DataFrame, kept: pd.DataFrame) -> None:
               "tables; `python -m analysis.robustness` measures them", file=sys.stderr)  # fmt: skip
 
 
-def _scores(results: pd.DataFrame) -> pd.DataFrame:
+def _scores(results: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """Candidate scores per perturbation, the reference once per prompt context (as the study's win tables
+    read it: `study.study_candidates`), so each verdict uses the same-prompt reference."""
     results = results.assign(perturbation=perturbation_names(results["perturbation"]))
-    cands = candidate_scores(results, (*CANDIDATE_KEYS, "perturbation"))
+    cands = candidate_scores(results, (*CONTEXT_KEYS, "perturbation"), reference)
     cands = cands.astype({k: str for k in (*PAIR, "perturbation")})
     keep = ~(cands["perturbation"].isin(PROMPT_ONLY) & (cands["mode"] != "comparative"))
     return cands.loc[keep.to_numpy()]
@@ -80,7 +83,7 @@ def robustness_table(results: pd.DataFrame, reference: str = "reference", n_boot
     run and a perturbed one."""
     if "perturbation" not in results or results["perturbation"].isna().all():
         return pd.DataFrame()
-    cands = _scores(results)
+    cands = _scores(results, reference)
     if ORIGINAL not in set(cands["perturbation"]) or cands["perturbation"].nunique() < 2:
         return pd.DataFrame()
     gen = cands.loc[cands["source"] != reference]

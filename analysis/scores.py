@@ -60,6 +60,12 @@ def with_directions(frame: pd.DataFrame, directions: Mapping[str, bool], what: s
     return frame.assign(**{DIRECTION: hib.astype(bool)})
 
 
+def half_up(values: Any) -> np.ndarray:
+    """Scores on the rubric's integer scale, rounded half up (2.5 -> 3, not Python's banker's 2): the one
+    rounding every ordinal statistic (κ_w, latent labels) applies to a mean score."""
+    return np.floor(np.asarray(values, dtype=float) + 0.5)
+
+
 def direction(frame: pd.DataFrame) -> np.ndarray:
     """+1 where higher is better, -1 where lower is better, per row of `frame` (its `higher_is_better`).
 

@@ -14,37 +14,12 @@ import numpy as np
 import pandas as pd
 
 from analysis import multiplicity
-from analysis.agreement import pair_agreement
 from analysis.costs import NO_COMPLETION, call_costs, per_1k
-from analysis.scores import CONTEXT, candidate_scores, usable_mask
+from analysis.scores import usable_mask
 from experiments import power
 
 ALPHA = 0.05
 CALL_KEYS = ["run_id", "prompt_id", "sample_idx"]  # one judgment = one call (a prompt's sample)
-
-
-def human_agreement(cands: pd.DataFrame, humans: pd.DataFrame | None, n_boot: int = 1000,
-                    seed: int = 0) -> pd.DataFrame:  # fmt: skip
-    """Per judge × mode × dimension: quadratic-weighted κ (bootstrap CI) and Spearman ρ between the judge's
-    candidate scores and the experts' mean score, both rounded half up to the rubric's integer scale. Each
-    expert item counts once per judge and mode (pooling the modes would pair it twice and bootstrap the copies
-    as independent; card.human_agreement is per mode too); a reference scored in several generators'
-    comparative prompts is one item, its score the mean over them (as in best-of-K)."""
-    cols = ["judge", "mode", "dimension", "n", "kappa_w", "kappa_w_lo", "kappa_w_hi", "rho", "rho_lo", "rho_hi"]
-    if humans is None or humans.empty:
-        return pd.DataFrame(columns=cols)
-    if CONTEXT in cands:  # one row per prompt context: the reference would be counted once per prompt
-        cands = candidate_scores(cands)
-    keys = ["instance_id", "candidate_id", "dimension"]
-    expert = humans.astype({k: str for k in keys}).groupby(keys, as_index=False)["score"].mean()
-    judged = cands[["judge", "mode", *keys, "score"]].astype({"judge": str, "mode": str, **{k: str for k in keys}})
-    paired = judged.merge(expert.rename(columns={"score": "human"}), on=keys, how="inner")
-    rows = []
-    for (judge, mode, dim), part in paired.groupby(["judge", "mode", "dimension"], sort=True):
-        a, b = np.floor(part["score"].to_numpy() + 0.5), np.floor(part["human"].to_numpy() + 0.5)
-        got = pair_agreement(a, b, n_boot, seed)
-        rows.append({"judge": judge, "mode": mode, "dimension": dim, **{c: got[c] for c in cols[3:]}})
-    return pd.DataFrame(rows, columns=cols)
 
 
 def power_sentence(n: int, discordance: float) -> str:

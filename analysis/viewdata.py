@@ -24,13 +24,12 @@ import duckdb
 import pandas as pd
 
 from analysis.collect import find_results
-from analysis.humans import check_humans, first_duplicate
+from analysis.humans import check_humans, consensus_scores, first_duplicate
 from analysis.viewsql import (
     DISAGREEMENT_SQL,
     DISAGREEMENTS,
     ITEM_SQL,
     OPEN_SQL,
-    human_means,
     results_sql,
     scan,
 )
@@ -87,7 +86,8 @@ class Study:
                             f"{repeated[1] + 1}; keep one label per annotator, item and dimension")  # fmt: skip
         try:
             self.con.execute(f"CREATE VIEW results AS {results_sql(self.con, paths)}")
-            self.con.register("human_means_frame", human_means(self.humans))  # seen by this cursor only
+            # the human consensus (analysis.humans, as the report and the card read it); this cursor only
+            self.con.register("human_means_frame", consensus_scores(self.humans))
             self.con.execute("CREATE TABLE human_means AS SELECT * FROM human_means_frame")
             for sql in OPEN_SQL:
                 self.con.execute(sql)

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
-import pandas as pd
 
 from analysis.robustness import ORIGINAL
 from analysis.scores import FALSE_TEXT, TRUE_TEXT
@@ -65,7 +64,8 @@ OPEN_SQL = (
 )
 # The other disagreements of each item × dimension: range over judges (same candidate, mode and dimension),
 # range over the independent and comparative modes only (same judge; comparative_all, pairwise and other modes
-# are kept out of that window, as in analysis.illusion's shift), distance to the human mean. Every window
+# are kept out of that window, as in analysis.illusion's shift), distance to the human consensus (the
+# annotators' mean, analysis.humans.consensus_scores). Every window
 # partition holds one instance and one dimension, so the query may be limited to some instances or one
 # dimension and stays exact. With nothing to compare (one judge, or one of the two modes, has a score) the
 # range is NULL (unknown, sorted last), not 0 (perfect agreement).
@@ -126,12 +126,3 @@ def typed(column: str, found: str, wanted: str) -> str:
     # isnan of a one-element list: DuckDB (2.0) takes a parquet column's min/max, which leave NaN out, as proof
     # that it holds no NaN (even as a constant when min = max) and folds isnan(x), x = 'NaN' to false
     return f"CASE WHEN isnan(list_value({value})[1]) THEN NULL ELSE {value} END"
-
-
-def human_means(humans: pd.DataFrame | None) -> pd.DataFrame:
-    """The human mean per instance × candidate × dimension (typed, empty without labels): judge–human's input."""
-    if humans is None or humans.empty:
-        return pd.DataFrame({"instance_id": pd.Series(dtype=str), "candidate_id": pd.Series(dtype=str),
-                             "dimension": pd.Series(dtype=str), "human": pd.Series(dtype=float)})  # fmt: skip
-    keys = ["instance_id", "candidate_id", "dimension"]
-    return humans.groupby(keys, as_index=False)["score"].mean().rename(columns={"score": "human"})

@@ -167,9 +167,13 @@ def test_humans_as_raters_kinds_and_reliability() -> None:
     assert {"human:a1", "human:a2", "human:a3", MAJORITY, "judge_a [independent]"} <= set(raters["rater"])
     matrix = agreement_matrix(raters, n_boot=100)
     pair_kinds = set(matrix.loc[matrix["rater_a"] != "(all)", "kind"])
-    assert pair_kinds == {"expert-expert", "expert-judge", "judge-judge", "expert-majority", "majority-judge"}
+    judge_pairs = {"judge-judge", "judge-self", "judge-other-mode"}
+    assert pair_kinds == {"expert-expert", "expert-judge", "expert-majority", "majority-judge"} | judge_pairs
     summary = agreement_by_kind(matrix).set_index("kind")
-    assert summary.loc["expert-expert", "pairs"] == 3 and summary.loc["judge-judge", "pairs"] == 6
+    # 2 judges × 2 modes: judge–judge is two judges in one mode (2 pairs); each judge with itself across modes
+    # is its consistency (2), the two judges across modes neither (2); all 6 were judge–judge before
+    assert summary.loc["expert-expert", "pairs"] == 3 and summary.loc["judge-judge", "pairs"] == 2
+    assert summary.loc["judge-self", "pairs"] == 2 and summary.loc["judge-other-mode", "pairs"] == 2
     assert len(default_alignment_pairs(raters)) == 2 * 4 * 2  # human dims × judge raters × judge dims
     gap = preference_gap(raters, n_boot=100)
     assert len(gap) == 2 * 2 * 2 * 2  # judges × modes × generators × dimensions

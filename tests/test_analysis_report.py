@@ -148,7 +148,7 @@ def test_compute_tables_without_humans_has_no_human_tables(study: pd.DataFrame) 
     assert "preference_gap" not in tables and "alignment" not in tables
     assert {"winrate", "mode_shift", "score_agreement", "winner_agreement"} <= set(tables)
     kinds = set(tables["winner_agreement"]["kind"])
-    assert kinds == {"judge-judge", "all"}
+    assert kinds == {"judge-judge", "judge-self", "judge-other-mode", "all"}  # judge–judge: one mode only
 
 
 def test_markdown_table_formats_and_cuts() -> None:

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis import card
+from analysis.humans import human_agreement
 from tests.study_folders import DIMENSIONS, sample_candidates, write_fake_run
 
 TEXT_LEN = {c: len(t.split()) for _, c, _, t in sample_candidates()}
@@ -90,7 +91,7 @@ def test_card_cli_reports_a_bad_folder(tmp_path, capsys) -> None:
 def test_human_agreement_joins_by_instance_and_candidate() -> None:
     """Candidate ids repeat across instances (`c1` in i1 and in i2). Planted: the judge gives exactly the
     humans' score on every (instance, candidate); a join on the candidate id alone compares each with the
-    median over both instances (c1: 0 and 3, c2: 1 and 2, both 1.5 -> 2) and agrees on 1 item in 4."""
+    consensus over both instances (c1: 0 and 3, c2: 1 and 2, both 1.5 -> 2) and agrees on 1 item in 4."""
     rows, human = [], []
     for inst, base in (("i1", 0), ("i2", 3)):
         for k in (1, 2):
@@ -99,7 +100,7 @@ def test_human_agreement_joins_by_instance_and_candidate() -> None:
                              source="gen", dimension="originality", higher_is_better=True, score=float(score)))  # fmt: skip
             human.append(dict(annotator="h1", instance_id=inst, candidate_id=f"c{k}", source="gen",
                               dimension="originality", score=score))  # fmt: skip
-    table = card.human_agreement(pd.DataFrame(rows), pd.DataFrame(human), n_boot=20, seed=0)
+    table = human_agreement(pd.DataFrame(rows), pd.DataFrame(human), n_boot=20, seed=0)
     row = table.iloc[0]
     assert row["n"] == 4 and row["percent"] == pytest.approx(1.0) and row["kappa_w"] == pytest.approx(1.0)
 

@@ -281,7 +281,7 @@ def test_a_csv_and_a_parquet_copy_of_one_study_load_alike(tmp_path: Path) -> Non
     import pyarrow.csv as pa_csv
 
     from analysis.collect import load_humans
-    from analysis.summary import human_agreement
+    from analysis.humans import human_agreement
     from experiments.rows import to_frame
 
     ids = ["NA", "null", "None", "N/A", "nan", "FR"]

@@ -71,7 +71,7 @@ def test_latent_models_beat_majority_vote_with_an_adversarial_rater() -> None:
         "adversary2": _adversary(0.8),
     }
     labels, truth = _simulate(confusions, 400, seed=2)
-    mv = latent_models.majority_vote(labels)
+    mv = latent_models.majority_fit(labels)
     ds = latent_models.dawid_skene(labels)
     acc = {f.method: float((f.labels.reindex(truth.index) == truth).mean()) for f in (mv, ds)}
     assert acc["Dawid-Skene"] > acc["majority vote"] + 0.1, acc
@@ -91,9 +91,9 @@ def test_expected_accuracy_known_value() -> None:
     assert acc["b"] == pytest.approx(0.2)
 
 
-def test_majority_vote_posterior_is_vote_share() -> None:
+def test_majority_fit_posterior_is_vote_share() -> None:
     labels = pd.DataFrame({"task": ["t"] * 4, "worker": list("abcd"), "label": [1, 1, 1, 0]})
-    fit = latent_models.majority_vote(labels)
+    fit = latent_models.majority_fit(labels)
     assert fit.posteriors.loc["t", 1] == pytest.approx(0.75)
     assert fit.labels["t"] == 1
 
@@ -259,6 +259,6 @@ def test_score_labels_keep_instances_apart() -> None:
             for j in ("j1", "j2", "j3") for inst, score in (("i1", 0.0), ("i2", 3.0))]  # fmt: skip
     labels = latent_models.score_labels(pd.DataFrame(rows))
     assert labels["task"].nunique() == 2
-    fit = latent_models.majority_vote(labels)
+    fit = latent_models.majority_fit(labels)
     assert sorted(fit.labels.tolist()) == [0, 3] and (fit.posteriors.max(axis=1) == 1.0).all()
     assert set(labels.drop_duplicates("task")["instance_id"]) == {"i1", "i2"}

@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
+from analysis.agreement import fleiss_kappa
 from analysis.novbench import dist_acc
-from analysis.novbench_human import Combination, fleiss_kappa, strict_majority, validate, validation_table
+from analysis.novbench_human import VOTE_OPTIONS, Combination, strict_majority, validate, validation_table
 from experiments.novbench_data import load_human_pairs
 from experiments.validation import DatasetError
 
@@ -45,7 +46,7 @@ def test_planted_agreement_rho_kappa_by_hand() -> None:
     # Fleiss: P_i = 1, .5, 1/3, .5, 1, .5 -> Pbar = 23/36; p_A = 13/24, p_B = 11/24 -> Pe = 290/576
     # kappa = (368 - 290) / (576 - 290) = 78/286 = 3/11
     assert res["kappa"] == pytest.approx(3 / 11)
-    assert fleiss_kappa(VOTES) == pytest.approx(3 / 11)
+    assert fleiss_kappa(VOTES, VOTE_OPTIONS) == pytest.approx(3 / 11)
     for k in ("agreement", "rho", "kappa"):
         assert res[f"{k}_lo"] <= res[k] <= res[f"{k}_hi"]
     assert validate(DIFF, VOTES, n_boot=500, seed=1) == res  # seeded

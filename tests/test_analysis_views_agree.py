@@ -1,0 +1,152 @@
+"""Issue 23's done-when: on one study (the shipped sample with its humans.csv, two judges, both modes, run
+through the real pipeline against a scripted local server), every statistic that the report, the paper
+tables, the judge cards and the viewer share has the same value in each. One test per shared statistic."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import card, paper_tables
+from analysis.collect import load_humans, load_results
+from analysis.humans import consensus_scores
+from analysis.report import compute_tables
+from analysis.scores import candidate_scores
+from analysis.study import study_candidates
+from analysis.viewdata import Study
+from analysis.viewsql import DISAGREEMENT_SQL
+from tests.studies import ROOT, run_sample_study
+
+N_BOOT = 50
+
+
+class Views:
+    """The sample study and what each view computed from it."""
+
+    def __init__(self, root: Path, out: Path) -> None:
+        self.root = root
+        self.humans = load_humans(str(ROOT / "data" / "sample" / "humans.csv"))
+        self.results = load_results(root)
+        self.tables = compute_tables(self.results, self.humans, n_boot=N_BOOT, seed=0)
+        cards = card.write_cards(root, out, self.humans, n_boot=N_BOOT, seed=0)
+        self.cards = {c["judge"]: c for c in cards}
+        self.paper = {t.key: t for t in paper_tables.paper_tables(self.tables)}
+
+
+@pytest.fixture(scope="module")
+def views(tmp_path_factory: pytest.TempPathFactory) -> Views:
+    tmp = tmp_path_factory.mktemp("views")
+    return Views(run_sample_study(tmp, limit=3), tmp / "cards")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values, NaN and None (JSON's NaN) counted equal, floats to 1e-12."""
+    if a is None or (isinstance(a, float) and math.isnan(a)):
+        return b is None or (isinstance(b, float) and math.isnan(b))
+    if isinstance(a, int | float | np.number) and isinstance(b, int | float | np.number):
+        return math.isclose(float(a), float(b), rel_tol=1e-12, abs_tol=1e-12)
+    return str(a) == str(b)
+
+
+def _card_matches_report(views: Views, field: str, keys: list[str]) -> int:
+    """Every record of every card's `field` equals the report's row of that judge (where the report's table
+    names judges; the latent tables name raters) and `keys`; the number of records checked."""
+    table = views.tables[field].astype({k: str for k in keys})
+    checked = 0
+    for judge, made in views.cards.items():
+        mine = table.loc[table["judge"].astype(str) == judge] if "judge" in table else table
+        for record in made[field]:
+            wanted = pd.Series(record)[keys].astype(str)
+            match = mine.loc[(mine[keys] == wanted).all(axis=1)]
+            assert len(match) == 1, (judge, record)
+            row = match.iloc[0]
+            for col, value in record.items():
+                assert _same(row[col], value), (field, judge, col, row[col], value)
+            checked += 1
+    return checked
+
+
+def test_the_study_has_two_judges_in_both_modes_and_experts(views: Views) -> None:
+    assert sorted(views.cards) == ["qwen_a", "qwen_b"]
+    assert all(c["modes"] == ["comparative", "independent"] for c in views.cards.values())
+    assert views.humans["annotator"].nunique() >= 2
+
+
+def test_human_agreement_is_one_value_in_report_leaderboard_and_card(views: Views) -> None:
+    assert _card_matches_report(views, "human_agreement", ["mode", "dimension"]) == 12
+    board = views.tables["leaderboard"].set_index("judge")
+    for row in views.tables["human_agreement"].itertuples(index=False):
+        assert _same(board.loc[row.judge, f"kappa_w:{row.dimension} [{row.mode}]"], row.kappa_w)
+
+
+def test_latent_competence_is_one_value_in_report_and_card(views: Views) -> None:
+    judges = _card_matches_report(views, "latent_competence", ["method", "mode", "rater"])
+    assert judges == 2 * 2 * 3  # judges × modes × (Dawid-Skene, majority vote, MACE)
+
+
+def test_parse_rate_and_latency_are_one_value_in_leaderboard_and_card(views: Views) -> None:
+    board = views.tables["leaderboard"].set_index("judge")
+    for judge, made in views.cards.items():
+        assert _same(board.loc[judge, "parse_rate"], made["parse_rate"])
+        assert _same(board.loc[judge, "median_latency_s"], made["latency_s"]["median"])
+    assert min(c["parse_rate"] for c in views.cards.values()) < 1.0  # the server's unparseable answers
+
+
+@pytest.mark.parametrize(
+    ("field", "keys"),
+    [
+        ("self_consistency", ["mode", "dimension"]),
+        ("length_bias", ["mode", "dimension"]),
+        ("self_preference", ["mode", "dimension", "family"]),
+        ("position_bias", ["dimension", "position"]),
+    ],
+)
+def test_bias_and_consistency_are_one_value_in_report_and_card(
+    views: Views, field: str, keys: list[str]
+) -> None:
+    if field not in views.tables or views.tables[field].empty:
+        assert all(c[field] == [] for c in views.cards.values())
+        return
+    assert _card_matches_report(views, field, keys) > 0
+
+
+def test_paper_tables_show_the_reports_values(views: Views) -> None:
+    best = views.tables["best_of_k_scores"]
+    shown = views.paper["best_five"].frame.set_index(["judge", "mode", "source"])
+    for row in best.loc[~best["judge"].str.contains(r"\(")].itertuples(index=False):
+        assert shown.loc[(row.judge, row.mode, row.source), row.dimension] == paper_tables.mean_sd(
+            row.mean, row.sd
+        )
+    rates = views.tables["winrate"]
+    wtl = views.paper["win_tie_loss"].frame.set_index(["judge", "source", "dimension"])
+    for row in rates.itertuples(index=False):
+        for outcome in ("win", "tie", "loss"):
+            cell = wtl.loc[(row.judge, row.source, row.dimension), f"{row.mode} {outcome}"]
+            assert cell == paper_tables.pct(getattr(row, outcome))
+
+
+def test_viewer_scores_and_human_distance_are_the_cores(views: Views) -> None:
+    """The viewer's candidate mean score is the report's candidate score, and its judge–human distance is
+    the distance to the same human consensus the report and the card compare with."""
+    with Study(views.root, views.humans) as study:
+        shown = study._cursor().execute(DISAGREEMENT_SQL.format(where="")).fetchdf()
+    keys = ["judge", "mode", "instance_id", "candidate_id", "dimension"]
+    core = candidate_scores(study_candidates(views.results)).astype({k: str for k in keys})
+    both = (
+        shown.dropna(subset=["score"])
+        .astype({k: str for k in keys})
+        .merge(core, on=keys, suffixes=("_view", ""))
+    )
+    assert len(both) == len(core) > 0
+    assert both["score_view"].to_numpy() == pytest.approx(both["score"].to_numpy(), abs=1e-12)
+    human = consensus_scores(views.humans)
+    paired = both.merge(human, on=["instance_id", "candidate_id", "dimension"])
+    assert len(paired) > 0 and paired["judge_human"].notna().all()
+    assert paired["judge_human"].to_numpy() == pytest.approx(
+        (paired["score"] - paired["human"]).abs().to_numpy()
+    )
