@@ -13,6 +13,7 @@ The set of learnt secrets is process-wide on purpose: a line any library prints 
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import logging
@@ -22,7 +23,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 REDACTED = "***REDACTED***"
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH(?!ORS?(?:_|$))|BEARER|COOKIE)",
@@ -87,6 +88,22 @@ def url_secrets(value: str) -> list[str]:
     return [f for f in found if len(f) >= MIN_SECRET_LEN]
 
 
+def basic_auth_secrets(value: str) -> list[str]:
+    """The `Authorization: Basic ...` credential an HTTP client builds from a URL's user-info: a provider that
+    echoes the header (a batch error file does) must not show the key base64-encoded either."""
+    if "://" not in value or "@" not in value:
+        return []
+    try:
+        parts = urlsplit(value.strip())
+        user, password = parts.username, parts.password
+    except ValueError:
+        return []
+    if not (password or user) or len(password or user or "") < MIN_SECRET_LEN:
+        return []
+    pair = f"{unquote(user or '')}:{unquote(password or '')}"
+    return [base64.b64encode(pair.encode()).decode()]
+
+
 @functools.lru_cache(maxsize=256)
 def endpoint(api_base: str | None) -> str | None:
     """The endpoint an `api_base` names, without its credentials (user-info, secret-named query parameters)
@@ -129,6 +146,7 @@ def remember_secrets(cfg: Any) -> None:
     """Learn the secrets a config tree holds (see the module doc), so `redact` removes them everywhere."""
     if isinstance(cfg, str):
         _LEARNT.update(url_secrets(cfg))
+        _LEARNT.update(basic_auth_secrets(cfg))
     elif isinstance(cfg, Mapping):
         for name, value in cfg.items():
             if is_secret_entry(name, value) and len(value) >= MIN_SECRET_LEN:
