@@ -101,7 +101,7 @@ def read_entry(path: Path) -> BatchEntry:
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        problem = f"cannot be read ({type(exc).__name__}: {str(exc)[:80]})"
+        problem: str | None = f"cannot be read ({type(exc).__name__}: {str(exc)[:80]})"
     else:
         problem = _problem(data)
         if problem is None:

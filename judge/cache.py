@@ -56,7 +56,7 @@ def _count(data: Mapping[str, Any], name: str) -> int:
 
 
 def _amount(data: Mapping[str, Any], name: str, *, optional: bool) -> float | None:
-    value = data.get(name)
+    value: Any = data.get(name)
     if value is None and optional:
         return None
     if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
