@@ -16,6 +16,8 @@ import copy
 import hashlib
 import json
 import math
+import subprocess
+import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +41,7 @@ from judge.pricing import Prices
 from tests.batch_server import BatchServer
 from tests.fakes import FakeTextStore
 from tests.fault_server import ANSWERS, HOSTILE, FaultServer
+from tests.studies import cli_env
 from tests.test_hardening import KEY, study_cfg
 
 FEW = settings(max_examples=6, deadline=None, derandomize=True, database=None,
@@ -442,4 +445,40 @@ def test_no_file_a_batch_study_writes_holds_the_key(
     assert not [f for f in forms if f in out + err] and "Traceback" not in out + err
     assert list((tmp / "cache" / "batches").glob("*.json"))  # the journal was written, and is scanned
     leaked = [p for p in tmp.rglob("*") for f in forms if p.is_file() and f.encode() in p.read_bytes()]
+    assert leaked == [], leaked
+
+
+@pytest.mark.slow  # a subprocess: the command line end to end
+def test_a_key_on_the_command_line_is_in_no_file_of_a_batch_study(tmp_path: Path) -> None:
+    """The key typed on the command line inside the api_base (`user:KEY@`), echoed back by the provider in its
+    error file and non-200 lines: in no file below the folder (Hydra's overrides, config, results, the cache's
+    database, the batch journal) and in no output."""
+    server = BatchServer(polls=0, echo_auth=True, fail=lambda body: body.get("seed", 0) % 2 == 1)
+    with server.running():
+        host = server.api_base.split("://", 1)[1]
+        args = [
+            "judge=qwen",
+            f"judge.api_base=http://user:{BATCH_KEY}@{host}",
+            "limit=1",
+            "n_samples=2",
+            "batch=true",
+            "batch_settings.poll_s=0.02",
+            "batch_settings.rounds=1",
+            "min_parse_rate=0",
+            "progress=false",
+            "hydra.run.dir=run",
+        ]
+        out = subprocess.run(
+            [sys.executable, "-m", "experiments.run", *args],
+            cwd=tmp_path,
+            env=cli_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert out.returncode == 0 and server.created == 1, out.stderr[-2000:]
+    forms = [BATCH_KEY, base64.b64encode(f"user:{BATCH_KEY}".encode()).decode()]
+    assert not [f for f in forms if f in out.stdout + out.stderr] and "Traceback" not in out.stderr
+    assert list((tmp_path / "cache" / "batches").glob("*.json"))
+    leaked = [p for p in tmp_path.rglob("*") for f in forms if p.is_file() and f.encode() in p.read_bytes()]
     assert leaked == [], leaked
