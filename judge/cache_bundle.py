@@ -4,7 +4,9 @@ Export writes exactly the cache entries the runs below a folder used (each run l
 cache_keys.txt) into one zip file: `entries.jsonl` (key, checksum, completion JSON - the checksum is the one
 the cache stores) and `manifest.json` (models, rubric versions, runs, counts, the SHA-256 of entries.jsonl).
 Import checks the whole file first - the manifest's hash and count, every entry's checksum and completion -
-and writes nothing unless all of it is sound; then a rerun of the study makes 0 provider calls.
+and writes nothing unless all of it is sound, and nothing if an entry would replace a different answer the
+cache already holds (the conflicts are listed; `--overwrite` replaces them); then a rerun of the study makes 0
+provider calls. Entries are checked by the cache's one entry schema (`judge.cache.entry_completion`).
 """
 
 from __future__ import annotations
