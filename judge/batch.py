@@ -99,6 +99,7 @@ class BatchStats:
     requests: int = 0
     failures: int = 0
     answered: int = 0
+    ignored: int = 0  # output lines with an unknown or repeated custom_id: neither counted nor cached again
     cost_usd: float = 0.0
     cost_known: bool = True
     statuses: dict[str, int] = field(default_factory=dict)
@@ -162,7 +163,15 @@ class BatchClient:
             return []
         content = litellm.file_content(file_id=file_id, **self.kwargs)
         raw = content.content if hasattr(content, "content") else bytes(content)
-        return [json.loads(x) for x in raw.decode("utf-8").splitlines() if x.strip()]
+        return [_json_line(x) for x in raw.decode("utf-8", "replace").splitlines() if x.strip()]
+
+
+def _json_line(text: str) -> Any:
+    """One JSONL line, or None where it is not JSON (its request then counts as unanswered, never a crash)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def completion_of(body: Mapping[str, Any], prices: Prices, latency_s: float) -> Completion:

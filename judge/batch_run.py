@@ -19,8 +19,9 @@ from judge.batch import (
 from judge.batch_journal import BatchEntry, BatchJournal
 from judge.cache import CallCache
 from judge.client import CallResult
+from judge.completer import Completion, valid_text
 from judge.pricing import Prices
-from judge.secrets import redact
+from judge.secrets import endpoint, redact
 
 MAX_POLL_ERRORS = 5  # consecutive failed retrievals of one batch before the run stops (it resumes on rerun)
 
@@ -49,7 +50,8 @@ class BatchRunner:
                  count_tokens: Callable[[BatchRequest], int] | None = None,
                  progress: Callable[[str], None] | None = None) -> None:  # fmt: skip
         self.client, self.cache, self.journal, self.prices = client, cache, journal, prices
-        self.model, self.api_base = model, api_base
+        self.model = model
+        self.api_base = endpoint(api_base)  # for the journal (no credentials); the client sends the real one
         self.poll_s, self.rounds = poll_s, max(1, rounds)
         given = limits or BatchLimits()
         cap = max(1, max_per_batch) if given.max_requests is None else max(1, min(given.max_requests, max_per_batch))
@@ -215,20 +217,19 @@ class BatchRunner:
         latency = max(0.0, ended - created) if created else 0.0
         errors: dict[str, str] = {}
         for line in self._call(self.client.lines_of, getattr(batch, "error_file_id", None)):
-            error = line.get("error") or (line.get("response") or {}).get("body", {}).get("error") or {}
-            errors[str(line.get("custom_id"))] = (
-                f"batch: {error.get('code', 'error')}: {error.get('message', '')}"
-            )
-        answered = set()
+            error = _error_of(line)
+            if error is not None:
+                errors[str(line.get("custom_id"))] = error
+        asked, answered = set(entry.keys), set()
         for line in self._call(self.client.lines_of, getattr(batch, "output_file_id", None)):
-            key, response = str(line.get("custom_id")), line.get("response") or {}
-            body = response.get("body") or {}
-            if response.get("status_code") != 200 or not body.get("choices"):
-                errors[key] = (
-                    f"batch: status {response.get('status_code')}: {str(body.get('error', ''))[:200]}"
-                )
+            key = str(line.get("custom_id")) if isinstance(line, dict) else None
+            if key not in asked or key in answered:  # an unknown or repeated custom_id: paid for once at most
+                self.stats.ignored += 1
                 continue
-            completion = completion_of(body, self.prices, latency)
+            completion, error = self._answer(line, latency)
+            if completion is None:
+                errors[key] = error
+                continue
             self.cache.set(key, completion)  # paid for: kept even if this run no longer asks for it
             answered.add(key)
             self.stats.answered += 1
@@ -241,7 +242,20 @@ class BatchRunner:
         missing = [k for k in entry.keys if k not in answered]
         self.stats.failures += len(missing)
         why = batch_errors(batch) or "without an answer for this request"
-        return {k: errors.get(k, redact(f"batch: {entry.status}: {why}")) for k in missing}
+        return {k: errors.get(k, _clean(f"batch: {entry.status}: {why}")) for k in missing}
+
+    def _answer(self, line: dict[str, Any], latency: float) -> tuple[Completion | None, str]:
+        """(the completion of one output line, ""), or (None, its error as the results keep it: redacted)."""
+        response = line.get("response")
+        body = response.get("body") if isinstance(response, dict) else None
+        status = response.get("status_code") if isinstance(response, dict) else None
+        if status != 200 or not isinstance(body, dict) or not body.get("choices"):
+            detail = body.get("error", "") if isinstance(body, dict) else body
+            return None, _clean(f"batch: status {status}: {_clean(str(detail or ''))[:200]}")
+        try:
+            return completion_of(body, self.prices, latency), ""
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+            return None, _clean(f"batch: malformed answer ({type(exc).__name__})")
 
     def _report(self, pending: Sequence[BatchEntry], done: int, total: int, waited: float) -> None:
         if self.progress is None:
@@ -250,8 +264,11 @@ class BatchRunner:
             f"{e.batch_id} {e.status} {e.counts.get('completed', 0)}/{len(e.keys)}" for e in pending[:3]
         )
         more = f" (+{len(pending) - 3} more)" if len(pending) > 3 else ""
+        ignored = ""
+        if self.stats.ignored:
+            ignored = f"; {self.stats.ignored} output lines ignored (unknown or repeated custom_id)"
         self.progress(
-            f"batch: {done}/{total} requests done, waited {waited:.0f}s; {statuses or 'all ended'}{more}"
+            f"batch: {done}/{total} requests done, waited {waited:.0f}s; {statuses or 'all ended'}{more}{ignored}"
         )
 
 
@@ -265,3 +282,21 @@ def batch_errors(batch: Any) -> str:
         message = item.get("message") if isinstance(item, dict) else getattr(item, "message", None)
         parts.append(f"{code or 'error'}: {str(message or '')[:300]}")
     return "; ".join(parts)
+
+
+def _clean(error: str) -> str:
+    """An error as written to the results: valid text, every known secret redacted (a provider's error file
+    may quote the request's Authorization header); redacted before it is cut, so no key's prefix is left."""
+    return redact(valid_text(error))
+
+
+def _error_of(line: Any) -> str | None:
+    """The error an error-file line records for its request, or None for a line that is no request's."""
+    if not isinstance(line, dict):
+        return None
+    response = line.get("response")
+    body = response.get("body") if isinstance(response, dict) else None
+    error = line.get("error") or (body.get("error") if isinstance(body, dict) else None) or {}
+    if not isinstance(error, dict):
+        error = {"message": error}
+    return _clean(f"batch: {error.get('code', 'error')}: {_clean(str(error.get('message', '')))[:300]}")

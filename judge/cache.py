@@ -16,8 +16,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 import sqlite3
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 import diskcache
 
 from judge.completer import Completion, Message
+from judge.expected import TokenLogprob
 from judge.paths import user_cache
+from judge.secrets import endpoint
 
 if TYPE_CHECKING:
     from judge.stores import TextStore
@@ -35,6 +39,97 @@ SECRET_PARAMS = frozenset({"api_key", "api_token", "azure_ad_token", "aws_secret
 
 class CacheError(RuntimeError):
     """The cache folder cannot be used; the message names the folder and what to do."""
+
+
+class EntryError(ValueError):
+    """A cache entry that is not a valid completion; the message names the field and what is wrong."""
+
+
+MAX_TOKENS = 2**53  # a token count at or above this is no count (as judge.completer.token_count)
+
+
+def _count(data: Mapping[str, Any], name: str) -> int:
+    value = data.get(name)
+    if type(value) is not int or not 0 <= value < MAX_TOKENS:
+        raise EntryError(f"{name} must be a whole number of tokens >= 0, not {value!r:.40}")
+    return value
+
+
+def _amount(data: Mapping[str, Any], name: str, *, optional: bool) -> float | None:
+    value: Any = data.get(name)
+    if value is None and optional:
+        return None
+    if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
+        allowed = "a finite number >= 0" + (" or null" if optional else "")
+        raise EntryError(f"{name} must be {allowed}, not {value!r:.40}")
+    return float(value) if type(value) is int else value
+
+
+def _logprobs(value: Any) -> tuple[TokenLogprob, ...] | None:
+    if value is None or value == []:
+        return None
+    if not isinstance(value, list):
+        raise EntryError(f"logprobs must be a list, not {type(value).__name__}")
+    out = []
+    for item in value:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)) or not _pairs(
+            item[1]
+        ):
+            raise EntryError(f"logprobs: {item!r:.60} is not [token, [[token, logprob], ...]]")
+        out.append(TokenLogprob(item[0], tuple((t, float(lp)) for t, lp in item[1])))
+    return tuple(out)
+
+
+def _pairs(value: Any) -> bool:
+    """A list of [token, log-probability] pairs."""
+    return isinstance(value, list) and all(
+        isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and type(p[1]) in (int, float)
+        for p in value
+    )
+
+
+def entry_completion(data: Any) -> Completion:
+    """The one schema of a cache entry, wherever it is stored (a folder, Redis, an export): a JSON object
+    with a text, a finish reason (text or null), token counts >= 0, a cost >= 0 (or null), a latency >= 0 and
+    optional log-probabilities. Anything else is an EntryError naming the field: never a Completion that a
+    later step trips over, and never a negative cost in the totals."""
+    if not isinstance(data, Mapping):
+        raise EntryError(f"not a JSON object but {type(data).__name__}")
+    missing = [k for k in Completion.__dataclass_fields__ if k != "logprobs" and k not in data]
+    if missing:
+        raise EntryError(f"missing {', '.join(missing)}")
+    if not isinstance(data["text"], str):
+        raise EntryError(f"text must be text, not {type(data['text']).__name__}")
+    finish = data["finish_reason"]
+    if finish is not None and not isinstance(finish, str):
+        raise EntryError(f"finish_reason must be text or null, not {type(finish).__name__}")
+    return Completion(
+        text=data["text"],
+        finish_reason=finish,
+        prompt_tokens=_count(data, "prompt_tokens"),
+        completion_tokens=_count(data, "completion_tokens"),
+        cost_usd=_amount(data, "cost_usd", optional=True),
+        latency_s=_amount(data, "latency_s", optional=False) or 0.0,
+        logprobs=_logprobs(data.get("logprobs")),
+    )
+
+
+def parse_entry(key: str, value: Any, *, checksummed: bool = False) -> Completion:
+    """A stored value (`<checksum>\n<completion JSON>`) as a Completion, verified against `key`; an
+    EntryError says why not. `checksummed`: a value without its checksum line is refused (every Redis
+    value and export line has one; only folders written before checksums existed hold bare JSON)."""
+    if not isinstance(value, str):
+        raise EntryError(f"not text but {type(value).__name__}")
+    checksum, sep, payload = value.partition("\n")
+    if not sep and checksummed:
+        raise EntryError("no checksum line")
+    if sep and checksum != _checksum(key, payload):
+        raise EntryError("checksum mismatch")
+    try:
+        data = json.loads(payload if sep else value)
+    except ValueError as exc:
+        raise EntryError(f"not JSON ({exc})") from None
+    return entry_completion(data)
 
 
 def default_cache_dir() -> Path:
@@ -95,7 +190,7 @@ def cache_key(
     the messages are serialised and hashed once per prompt, not once per sample. `params_json`, when given,
     must be `canonical_params(params)`.
     """
-    digest = _head(api_base, messages, model).copy()
+    digest = _head(endpoint(api_base), messages, model).copy()
     params_part = params_json or canonical_params(params)
     index = str(sample_idx) if type(sample_idx) is int else _dumps(sample_idx)  # the JSON of an int, faster
     tail = f'{params_part},"rubric_version":{_dumps(rubric_version)},"sample_idx":{index}}}'
@@ -123,6 +218,7 @@ class CallCache:
         """A folder (diskcache), or `store` (see judge.stores: a Redis server) holding the same entries."""
         self.directory = Path(directory) if directory else default_cache_dir()
         self.damaged = 0  # entries found damaged (dropped and treated as misses) since this object was opened
+        self.noted = False  # the one-line note about a damaged entry has been printed
         self.store = store
         if store is not None:
             self.location = store.location
@@ -143,8 +239,15 @@ class CallCache:
             "it (finished calls will be asked for again)"
         )
 
-    def _drop(self, key: str) -> None:
+    def _drop(self, key: str, why: str) -> None:
         self.damaged += 1
+        if not self.noted:  # one line per cache, not one per entry; the manifest counts them all
+            self.noted = True
+            print(
+                f"note: {self.location}: cache entry {key[:16]}... is invalid ({why}); treated as a miss and "
+                "asked for again (cache_damaged_entries in the manifest counts them)",
+                file=sys.stderr,
+            )
         try:
             self._cache.delete(key)
         except sqlite3.DatabaseError as exc:
@@ -158,20 +261,15 @@ class CallCache:
             raise self._damaged("read", exc) from exc
         except CacheError:  # a store that cannot be reached: never a miss (that would re-ask every call)
             raise
-        except Exception:  # a corrupt value file (pickle/zlib/OSError): recompute rather than trust it
-            self._drop(key)
+        except Exception as exc:  # a corrupt value file (pickle/zlib/OSError): recompute rather than trust it
+            self._drop(key, type(exc).__name__)
             return None
         if value is None:
             return None
         try:
-            if not isinstance(value, str):
-                raise TypeError("not text")
-            checksum, sep, payload = value.partition("\n")
-            if sep and checksum != _checksum(key, payload):
-                raise ValueError("checksum mismatch")
-            return Completion.from_dict(json.loads(payload if sep else value))
-        except (ValueError, KeyError, TypeError):
-            self._drop(key)
+            return parse_entry(key, value, checksummed=self.store is not None)
+        except EntryError as exc:
+            self._drop(key, str(exc))
             return None
 
     def set(self, key: str, completion: Completion) -> None:

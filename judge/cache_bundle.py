@@ -4,7 +4,9 @@ Export writes exactly the cache entries the runs below a folder used (each run l
 cache_keys.txt) into one zip file: `entries.jsonl` (key, checksum, completion JSON - the checksum is the one
 the cache stores) and `manifest.json` (models, rubric versions, runs, counts, the SHA-256 of entries.jsonl).
 Import checks the whole file first - the manifest's hash and count, every entry's checksum and completion -
-and writes nothing unless all of it is sound; then a rerun of the study makes 0 provider calls.
+and writes nothing unless all of it is sound, and nothing if an entry would replace a different answer the
+cache already holds (the conflicts are listed; `--overwrite` replaces them); then a rerun of the study makes 0
+provider calls. Entries are checked by the cache's one entry schema (`judge.cache.entry_completion`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judge.cache import CacheError, CallCache, _checksum
+from judge.cache import CacheError, CallCache, EntryError, _checksum, parse_entry
 from judge.completer import Completion
 from judge.stores import open_cache
 
@@ -43,22 +45,41 @@ class Run:
 
 def find_runs(root: Path) -> list[Run]:
     """Every run below `root` (or `root` itself) that lists the cache keys it used."""
-    lists = [root / "cache_keys.txt"] if (root / "cache_keys.txt").exists() else sorted(root.rglob("cache_keys.txt"))
+    lists = (
+        [root / "cache_keys.txt"]
+        if (root / "cache_keys.txt").exists()
+        else sorted(root.rglob("cache_keys.txt"))
+    )
     if not lists:
-        raise BundleError(f"{root}: no run folder with cache_keys.txt below it (runs of `python -m experiments.run`)")
+        raise BundleError(
+            f"{root}: no run folder with cache_keys.txt below it (runs of `python -m experiments.run`)"
+        )
     runs = []
     for path in lists:
         try:
             manifest = json.loads((path.parent / "manifest.json").read_text())
         except (OSError, ValueError) as exc:
-            raise BundleError(f"{path.parent / 'manifest.json'}: cannot read the run's manifest ({exc})") from None
-        runs.append(Run(path.parent, path.read_text().split(), manifest))
+            raise BundleError(
+                f"{path.parent / 'manifest.json'}: cannot read the run's manifest ({exc})"
+            ) from None
+        try:
+            keys = path.read_text().split()
+        except (OSError, UnicodeDecodeError) as exc:  # a folder, unreadable, not text
+            raise BundleError(f"{path}: cannot read the run's cache keys ({_reason(exc)})") from None
+        runs.append(Run(path.parent, keys, manifest))
     return runs
+
+
+def _reason(exc: BaseException) -> str:
+    """An OS error's reason without the path the message already names."""
+    return str(getattr(exc, "strerror", None) or exc)
 
 
 def _entry_line(key: str, completion: Completion) -> bytes:
     payload = json.dumps(completion.to_dict(), ensure_ascii=False, separators=(",", ":"))  # as CallCache.set
-    return json.dumps({"key": key, "checksum": _checksum(key, payload), "completion": payload}).encode() + b"\n"
+    return (
+        json.dumps({"key": key, "checksum": _checksum(key, payload), "completion": payload}).encode() + b"\n"
+    )
 
 
 def export_runs(root: Path, target: Path, cache: CallCache) -> dict[str, Any]:
@@ -71,11 +92,27 @@ def export_runs(root: Path, target: Path, cache: CallCache) -> dict[str, Any]:
     for run in runs:
         for key in run.keys:
             owner.setdefault(key, run)
+    if target.is_dir():
+        raise BundleError(f"{target}: is a folder; name the file to write, e.g. {target / 'study-cache.zip'}")
+    partial = target.with_name(f".{target.name}.partial")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        manifest = _write(root, runs, owner, cache, partial)
+        os.replace(partial, target)
+    except OSError as exc:  # unwritable, no space, a folder in the way
+        if partial.is_file():
+            partial.unlink()
+        raise BundleError(f"{target}: cannot write the export ({_reason(exc)})") from None
+    return manifest
+
+
+def _write(
+    root: Path, runs: Sequence[Run], owner: dict[str, Run], cache: CallCache, partial: Path
+) -> dict[str, Any]:
+    """The zip at `partial`: every entry the runs used, then the manifest; BundleError if too many are missing."""
     unanswered = sum(int(r.manifest.get("provider_errors") or 0) for r in runs)
     digest, missing = hashlib.sha256(), 0
     models: dict[str, int] = {}
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.partial")
     with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
         with zf.open(ENTRIES, "w") as out:
             for key, run in owner.items():
@@ -95,7 +132,6 @@ def export_runs(root: Path, target: Path, cache: CallCache) -> dict[str, Any]:
                               "--redis-url)")  # fmt: skip
         manifest = build_manifest(root, runs, len(owner) - missing, missing, models, digest.hexdigest())
         zf.writestr(MANIFEST, json.dumps(manifest, indent=2))
-    os.replace(partial, target)
     return manifest
 
 
@@ -135,28 +171,50 @@ def read_bundle(source: Path) -> tuple[dict[str, Any], list[tuple[str, Completio
 
 
 def _verified(source: Path, lines: Sequence[bytes]) -> Iterator[tuple[str, Completion]]:
+    """Each line's key and completion, checked by the cache's own entry schema (judge.cache.parse_entry)."""
     for number, line in enumerate(lines, 1):
         try:
             item = json.loads(line)
-            key, checksum, payload = item["key"], item["checksum"], item["completion"]
+            if not isinstance(item, dict):
+                raise EntryError("not a JSON object")
+            key, checksum, payload = item.get("key"), item.get("checksum"), item.get("completion")
+            if not (isinstance(key, str) and isinstance(checksum, str) and isinstance(payload, str)):
+                raise EntryError("key, checksum and completion must be text")
             if checksum != _checksum(key, payload):
-                raise ValueError("checksum mismatch")
-            yield key, Completion.from_dict(json.loads(payload))
-        except (ValueError, KeyError, TypeError) as exc:
+                raise EntryError("checksum mismatch")
+            yield key, parse_entry(key, f"{checksum}\n{payload}", checksummed=True)
+        except ValueError as exc:  # EntryError, or a line that is not JSON
             raise BundleError(f"{source}: {ENTRIES}:{number}: bad entry ({exc})") from None
 
 
-def import_bundle(source: Path, cache: CallCache) -> tuple[int, int]:
-    """Load a verified export into `cache`: (entries written, entries it already held unchanged)."""
+SHOWN_CONFLICTS = 5  # keys listed in the refusal; the count covers all of them
+
+
+def import_bundle(source: Path, cache: CallCache, *, overwrite: bool = False) -> tuple[int, int]:
+    """Load a verified export into `cache`: (entries written, entries it already held unchanged).
+
+    A key the cache already holds with a different answer is a conflict: the user's own answer is kept and
+    the import refused (nothing written, the conflicting keys listed) unless `overwrite` says to replace it."""
     _, entries = read_bundle(source)
-    written = present = 0
+    new, conflicts, present = [], [], 0
     for key, completion in entries:
-        if cache.get(key) == completion:
+        held = cache.get(key)
+        if held == completion:
             present += 1
+        elif held is None:
+            new.append((key, completion))
         else:
-            cache.set(key, completion)
-            written += 1
-    return written, present
+            conflicts.append((key, completion))
+    if conflicts and not overwrite:
+        shown = ", ".join(k for k, _ in conflicts[:SHOWN_CONFLICTS])
+        more = f" (+{len(conflicts) - SHOWN_CONFLICTS} more)" if len(conflicts) > SHOWN_CONFLICTS else ""
+        raise BundleError(
+            f"{source}: {len(conflicts)} entries differ from the answers {cache.location} already holds "
+            f"({shown}{more}); nothing imported; --overwrite replaces them"
+        )
+    for key, completion in [*new, *conflicts]:
+        cache.set(key, completion)
+    return len(new) + len(conflicts), present
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -168,8 +226,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     exp.add_argument("file", type=Path, help="the file to write (a zip: manifest.json + entries.jsonl)")
     imp = sub.add_parser("import", help="load an exported file into a cache, verifying every entry")
     imp.add_argument("file", type=Path)
+    imp.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace cached answers that differ from the file's (refused by default)",
+    )
     for p in (exp, imp):
-        p.add_argument("--cache-dir", help="the cache folder (default: $JUDGESCOPE_CACHE_DIR or ~/.cache/...)")
+        p.add_argument(
+            "--cache-dir", help="the cache folder (default: $JUDGESCOPE_CACHE_DIR or ~/.cache/...)"
+        )
         p.add_argument("--redis-url", help="a Redis cache instead of a folder (redis://host:6379/0)")
     args = parser.parse_args(argv)
     settings = {"backend": "redis", "url": args.redis_url} if args.redis_url else None
@@ -178,10 +243,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             if args.command == "export":
                 manifest = export_runs(args.root, args.file, cache)
-                print(f"{manifest['entries']} entries of {len(manifest['runs'])} run(s) -> {args.file}", file=sys.stderr)
+                print(
+                    f"{manifest['entries']} entries of {len(manifest['runs'])} run(s) -> {args.file}",
+                    file=sys.stderr,
+                )
             else:
-                written, present = import_bundle(args.file, cache)
-                print(f"{written} entries imported ({present} already there) into {cache.location}", file=sys.stderr)
+                written, present = import_bundle(args.file, cache, overwrite=args.overwrite)
+                print(
+                    f"{written} entries imported ({present} already there) into {cache.location}",
+                    file=sys.stderr,
+                )
         finally:
             cache.close()
     except (BundleError, CacheError) as exc:

@@ -13,6 +13,8 @@ The set of learnt secrets is process-wide on purpose: a line any library prints 
 
 from __future__ import annotations
 
+import base64
+import functools
 import json
 import logging
 import os
@@ -21,7 +23,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 REDACTED = "***REDACTED***"
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH(?!ORS?(?:_|$))|BEARER|COOKIE)",
@@ -52,7 +54,8 @@ class _Forms:
     # (environment, learnt secrets, forms), replaced as one tuple: a thread never sees a new snapshot with
     # the old forms (it would skip a new secret)
     state: tuple[dict[Any, Any], frozenset[str], tuple[str, ...]] = field(
-        default_factory=lambda: ({}, frozenset(), ()))
+        default_factory=lambda: ({}, frozenset(), ())
+    )
 
     def current(self) -> tuple[str, ...]:
         environ = _environment()
@@ -85,6 +88,46 @@ def url_secrets(value: str) -> list[str]:
     return [f for f in found if len(f) >= MIN_SECRET_LEN]
 
 
+def basic_auth_secrets(value: str) -> list[str]:
+    """The `Authorization: Basic ...` credential an HTTP client builds from a URL's user-info: a provider that
+    echoes the header (a batch error file does) must not show the key base64-encoded either."""
+    if "://" not in value or "@" not in value:
+        return []
+    try:
+        parts = urlsplit(value.strip())
+        user, password = parts.username, parts.password
+    except ValueError:
+        return []
+    if not (password or user) or len(password or user or "") < MIN_SECRET_LEN:
+        return []
+    pair = f"{unquote(user or '')}:{unquote(password or '')}"
+    return [base64.b64encode(pair.encode()).decode()]
+
+
+@functools.lru_cache(maxsize=256)
+def endpoint(api_base: str | None) -> str | None:
+    """The endpoint an `api_base` names, without its credentials (user-info, secret-named query parameters)
+    or a trailing slash: what keys a cached answer and a batch journal entry, so a rotated key keeps both and
+    no key is written. A plain api_base (no credentials, no trailing slash) is returned unchanged, so the
+    cache keys made before this normalisation stay valid."""
+    if not api_base:
+        return api_base
+    if "://" not in api_base:
+        return api_base.rstrip("/") or api_base
+    try:
+        parts = urlsplit(api_base)
+    except ValueError:  # a malformed port or bracket: still drop anything that looks like user-info
+        return re.sub(r"://[^/?#]*@", "://", api_base).rstrip("/")
+    netloc = parts.netloc.rpartition("@")[2]
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(k, v) for k, v in pairs if not _SECRET_NAME.search(k)]
+    path = parts.path.rstrip("/")
+    if netloc == parts.netloc and len(kept) == len(pairs) and path == parts.path:
+        return api_base
+    query = parts.query if len(kept) == len(pairs) else urlencode(kept)
+    return urlunsplit(parts._replace(netloc=netloc, path=path, query=query))
+
+
 def learn(values: Any) -> None:
     """Learn these strings as secrets (those long enough to be one)."""
     _LEARNT.update(v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LEN)
@@ -94,13 +137,16 @@ def is_secret_name(name: object) -> bool:
     """A name that holds a credential (`api_key`, `Authorization`, `x-api-token`), not a variable's name
     (`api_key_env`) or a count (`max_tokens`)."""
     text = str(name)
-    return bool(_SECRET_NAME.search(text)) and not text.endswith("_env") and not text.lower().endswith("tokens")
+    return (
+        bool(_SECRET_NAME.search(text)) and not text.endswith("_env") and not text.lower().endswith("tokens")
+    )
 
 
 def remember_secrets(cfg: Any) -> None:
     """Learn the secrets a config tree holds (see the module doc), so `redact` removes them everywhere."""
     if isinstance(cfg, str):
         _LEARNT.update(url_secrets(cfg))
+        _LEARNT.update(basic_auth_secrets(cfg))
     elif isinstance(cfg, Mapping):
         for name, value in cfg.items():
             if is_secret_entry(name, value) and len(value) >= MIN_SECRET_LEN:
@@ -128,7 +174,12 @@ def is_secret_entry(name: object, value: object) -> bool:
     """A config or request entry that holds a credential: a non-empty string under a secret-looking name
     (`api_key`, `Authorization`, ...; `api_key_env` names a variable, it is not one)."""
     text = str(name)
-    return isinstance(value, str) and bool(value) and bool(_SECRET_NAME.search(text)) and not text.endswith("_env")
+    return (
+        isinstance(value, str)
+        and bool(value)
+        and bool(_SECRET_NAME.search(text))
+        and not text.endswith("_env")
+    )
 
 
 def without_secrets(obj: Any) -> Any:
@@ -144,10 +195,7 @@ def without_secrets(obj: Any) -> Any:
 def redact_config(obj: Any) -> Any:
     """A copy of a plain config tree with secret-named entries and secret values replaced."""
     if isinstance(obj, Mapping):
-        return {
-            k: REDACTED if is_secret_entry(k, v) else redact_config(v)
-            for k, v in obj.items()
-        }
+        return {k: REDACTED if is_secret_entry(k, v) else redact_config(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [redact_config(v) for v in obj]
     if isinstance(obj, str):

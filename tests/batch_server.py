@@ -8,6 +8,10 @@ does, need an `api-version` query parameter and an `api-key` header. A batch mov
 (after `polls` more retrievals) its outcome: `completed`, `failed` (no output at all; also any batch with a
 line whose `url` is not the batch's endpoint, which the providers reject) or `expired` (only the first half
 of its requests answered, the rest in the error file as `batch_expired`). Requests for which `fail(body)` is true land in the error file of a completed batch.
+Hostile outputs (issue 25): `echo_auth` makes every error quote the Authorization header the batch was created
+with (as a provider's "Incorrect API key provided: ..." does); `fail_status` sends failed requests as non-200
+lines of the output file instead; `mangle(lines)` rewrites the output file's lines (a str is written as is:
+repeated or unknown custom_ids, malformed bodies, lines that are not JSON).
 Answers are `rubric_answer(body)`, exactly what the live test servers answer, so batch and live tables agree.
 """
 
@@ -37,6 +41,9 @@ class BatchServer:
     fail: Callable[[dict[str, Any]], bool] = lambda body: False
     # OpenAI `logprobs.content` for an answer's text, sent (live and in batch output) when a request asks
     logprobs: Callable[[str], list[dict[str, Any]]] | None = None
+    echo_auth: bool = False
+    fail_status: int = 0  # 0: failed requests in the error file; else non-200 output lines of this status
+    mangle: Callable[[list[Any]], list[Any]] | None = None
     files: dict[str, bytes] = field(default_factory=dict)
     batches: dict[str, dict[str, Any]] = field(default_factory=dict)
     created: int = 0
@@ -74,7 +81,9 @@ class BatchServer:
         lines = [json.loads(x) for x in self.files[batch["input_file_id"]].decode().splitlines() if x.strip()]
         if any(line.get("url") != batch["endpoint"] for line in lines):
             outcome = "failed"
-        out, err = [], []
+        out: list[Any] = []
+        err: list[Any] = []
+        quoted = f" (Authorization: {batch.get('_auth', '')})" if self.echo_auth else ""
         answered = lines if outcome == "completed" else lines[: len(lines) // 2] if outcome == "expired" else []
         for i, line in enumerate(lines):
             rid = f"batch_req_{batch['id']}_{i}"
@@ -82,10 +91,16 @@ class BatchServer:
                 body = self.answer(line["body"])
                 out.append({"id": rid, "custom_id": line["custom_id"], "error": None,
                             "response": {"status_code": 200, "request_id": rid, "body": body}})  # fmt: skip
+            elif line in answered and self.fail_status:
+                error = {"error": {"code": "invalid_api_key", "message": f"scripted rejection{quoted}"}}
+                response = {"status_code": self.fail_status, "request_id": rid, "body": error}
+                out.append({"id": rid, "custom_id": line["custom_id"], "error": None, "response": response})
             elif outcome != "failed":
                 code = "batch_expired" if line not in answered else "server_error"
                 err.append({"id": rid, "custom_id": line["custom_id"], "response": None,
-                            "error": {"code": code, "message": f"scripted {code}"}})  # fmt: skip
+                            "error": {"code": code, "message": f"scripted {code}{quoted}"}})  # fmt: skip
+        if self.mangle is not None and out:
+            out = self.mangle(out)
         now = int(time.time())
         batch.update(status=outcome, completed_at=now if outcome == "completed" else None,
                      expired_at=now if outcome == "expired" else None, failed_at=now if outcome == "failed" else None,
@@ -94,7 +109,8 @@ class BatchServer:
             batch["errors"] = {"object": "list", "data": [{"code": "invalid_request", "message": "scripted failure"}]}
         for kind, rows in (("output_file_id", out), ("error_file_id", err)):
             if rows:
-                batch[kind] = self._file("".join(json.dumps(r) + "\n" for r in rows).encode(), "batch_output")["id"]
+                text = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
+                batch[kind] = self._file(text.encode(), "batch_output")["id"]
 
     def _tokens(self, batch: dict[str, Any]) -> int:
         """The batch's enqueued tokens as OpenAI counts them: each line's prompt + its max_tokens."""
@@ -170,6 +186,7 @@ class BatchServer:
                 "status": "validating", "output_file_id": None, "error_file_id": None,
                 "created_at": int(time.time()), "metadata": data.get("metadata"), "_polls": 0, "_tokens": 0,
                 "_model": self._model_of(data["input_file_id"]),
+                "_auth": request.headers.get("Authorization", ""),
                 "request_counts": {"total": 0, "completed": 0, "failed": 0},
             }  # fmt: skip
             return web.json_response(self._public(self.batches[batch_id]))

@@ -32,3 +32,34 @@ class FakeCompleter:
 
     async def acomplete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:
         return self._answer(messages, params)
+
+
+class FakeTextStore:
+    """A dict standing in for a Redis server behind `CallCache(store=...)` (judge.stores.TextStore): the same
+    get/set/delete of text values, so the cache's checks on a store's values run without a redis-server."""
+
+    location = "fake://text-store"
+
+    def __init__(self, values: dict[str, str] | None = None) -> None:
+        self.values: dict[str, str] = {} if values is None else values
+
+    def get(self, key: str) -> Any:
+        return self.values.get(key)
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+    def delete(self, key: str) -> None:
+        self.values.pop(key, None)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def close(self) -> None:
+        pass
+
+    def reopen(self) -> FakeTextStore:
+        return FakeTextStore(self.values)
