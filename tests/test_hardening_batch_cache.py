@@ -215,7 +215,8 @@ def test_a_damaged_journal_never_resubmits_a_running_batch(damage: str, tmp_path
     todo = requests(3)
     with server.running():
         first, cache = runner(server, tmp_path)
-        first._submit(todo, 1)  # the batch is running at the provider when the run dies
+        first._enqueue(todo, 1, {})
+        first._fill([])  # the batch is running at the provider when the run dies
         cache.close()
         [record] = (tmp_path / "cache" / "batches").glob("*.json")
         text = record.read_text()
