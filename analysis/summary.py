@@ -19,6 +19,8 @@ from analysis.costs import NO_COMPLETION, call_costs, per_1k
 from analysis.scores import CONTEXT, candidate_scores, usable_mask
 
 ALPHA = 0.05
+#: κ_w values closer than this are equal (a tie, not a best judge).
+TIE_TOL = 1e-9
 CALL_KEYS = ["run_id", "prompt_id", "sample_idx"]  # one judgment = one call (a prompt's sample)
 
 
@@ -29,14 +31,27 @@ def human_agreement(cands: pd.DataFrame, humans: pd.DataFrame | None, n_boot: in
     expert item counts once per judge and mode (pooling the modes would pair it twice and bootstrap the copies
     as independent; card.human_agreement is per mode too); a reference scored in several generators'
     comparative prompts is one item, its score the mean over them (as in best-of-K)."""
-    cols = ["judge", "mode", "dimension", "n", "kappa_w", "kappa_w_lo", "kappa_w_hi", "rho", "rho_lo", "rho_hi"]
+    cols = [
+        "judge",
+        "mode",
+        "dimension",
+        "n",
+        "kappa_w",
+        "kappa_w_lo",
+        "kappa_w_hi",
+        "rho",
+        "rho_lo",
+        "rho_hi",
+    ]
     if humans is None or humans.empty:
         return pd.DataFrame(columns=cols)
     if CONTEXT in cands:  # one row per prompt context: the reference would be counted once per prompt
         cands = candidate_scores(cands)
     keys = ["instance_id", "candidate_id", "dimension"]
     expert = humans.astype({k: str for k in keys}).groupby(keys, as_index=False)["score"].mean()
-    judged = cands[["judge", "mode", *keys, "score"]].astype({"judge": str, "mode": str, **{k: str for k in keys}})
+    judged = cands[["judge", "mode", *keys, "score"]].astype(
+        {"judge": str, "mode": str, **{k: str for k in keys}}
+    )
     paired = judged.merge(expert.rename(columns={"score": "human"}), on=keys, how="inner")
     rows = []
     for (judge, mode, dim), part in paired.groupby(["judge", "mode", "dimension"], sort=True):
@@ -62,8 +77,11 @@ def _calls(results: pd.DataFrame) -> pd.DataFrame:
     as parsed, as scores.usable_mask uses it. Cost, latency and the cached flag are the call's."""
     keys = [c for c in CALL_KEYS if c in results]
     results = results.assign(cost_usd=call_costs(results))
-    cols = [c for c in ("judge", "parse_ok", "cost_usd", "latency_s", "cached", *NO_COMPLETION, "raw")
-            if c in results]  # raw: part of the no-completion evidence (costs.no_completion)
+    cols = [
+        c
+        for c in ("judge", "parse_ok", "cost_usd", "latency_s", "cached", *NO_COMPLETION, "raw")
+        if c in results
+    ]  # raw: part of the no-completion evidence (costs.no_completion)
     if not keys:
         return results[cols]
     call = ["judge", *keys]
@@ -135,7 +153,9 @@ def leaderboard(results: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.Da
     board = _per_judge_usage(results)
     agree = tables.get("human_agreement")
     if agree is not None and len(agree):
-        wide = agree.pivot_table(index="judge", columns=["dimension", "mode"], values="kappa_w", aggfunc="first")
+        wide = agree.pivot_table(
+            index="judge", columns=["dimension", "mode"], values="kappa_w", aggfunc="first"
+        )
         wide.columns = [f"kappa_w:{d} [{m}]" for d, m in wide.columns]  # each mode its own: never averaged
         board = wide.reset_index().merge(board, on="judge", how="outer")
     for part in (_mean_by_judge(tables.get("self_consistency"), "alpha", "self_alpha"),
@@ -170,7 +190,9 @@ def unmatched_line(unmatched: pd.DataFrame | None) -> list[str]:
 
 def agreement_lines(agree: pd.DataFrame | None, unmatched: pd.DataFrame | None = None) -> list[str]:
     """Which judge agrees most with the experts, per dimension; then the labels no judge could be compared
-    with. `agree` is None when no labels were given, empty when they share no candidate with the judges."""
+    with. `agree` is None when no labels were given, empty when they share no candidate with the judges.
+    A best judge is named only when its κ_w beats the runner-up's and their CIs are apart: equal values
+    read "tie", overlapping CIs "CIs overlap" (issue 24 item 12)."""
     if agree is None:
         return [
             "No human labels were given, so agreement with the experts is not measured (`--humans FILE`)."
@@ -178,23 +200,35 @@ def agreement_lines(agree: pd.DataFrame | None, unmatched: pd.DataFrame | None =
     lines = []
     agree = agree.assign(judge=_rater(agree))
     for dim, part in agree.dropna(subset=["kappa_w"]).groupby("dimension", sort=True):
-        ranked = part.sort_values("kappa_w", ascending=False)
-        top = ranked.iloc[0]
-        who = (
-            f"{top['judge']} (the only judge)"
-            if len(ranked) == 1
-            else f"{top['judge']} agrees most with the experts"
-        )
-        rest = (
-            ""
-            if len(ranked) == 1
-            else f" (next: {ranked.iloc[1]['judge']} {_num(ranked.iloc[1]['kappa_w'])})"
-        )
-        lines.append(f"**{dim}**: {who}, κ_w = {_ci(top['kappa_w'], top['kappa_w_lo'], top['kappa_w_hi'])}, "
-                     f"n = {int(top['n'])}{rest}.")  # fmt: skip
+        ranked = part.sort_values(["kappa_w", "judge"], ascending=[False, True])
+        lines.append(f"**{dim}**: {_best_judge(ranked)}.")
     return (lines or ["The experts' labels share no candidate with the judges' scores."]) + unmatched_line(
         unmatched
     )
+
+
+def _kappa(row: pd.Series) -> str:
+    return f"κ_w = {_ci(row['kappa_w'], row['kappa_w_lo'], row['kappa_w_hi'])}, n = {int(row['n'])}"
+
+
+def _best_judge(ranked: pd.DataFrame) -> str:
+    """The sentence for one dimension's judges, sorted by κ_w (highest first): the only judge, a tie (equal
+    κ_w), CIs that overlap (no judge named best), or the best judge with the runner-up beside it."""
+    top = ranked.iloc[0]
+    if len(ranked) == 1:
+        return f"{top['judge']} (the only judge), {_kappa(top)}"
+    tied = ranked.loc[(top["kappa_w"] - ranked["kappa_w"]).abs().to_numpy() <= TIE_TOL]
+    if len(tied) > 1:
+        names = " and ".join(tied["judge"])
+        return f"tie: {names} agree equally with the experts, " + "; ".join(
+            f"{r['judge']} {_kappa(r)}" for _, r in tied.iterrows()
+        )
+    second = ranked.iloc[1]
+    if top["kappa_w_lo"] <= second["kappa_w_hi"]:  # NaN bounds compare False: no CI, no overlap claimed
+        return (f"no clear best judge (CIs overlap): {top['judge']} {_kappa(top)}; {second['judge']} "
+                f"{_kappa(second)}")  # fmt: skip
+    return (f"{top['judge']} agrees most with the experts, {_kappa(top)} (next: {second['judge']} "
+            f"{_num(second['kappa_w'])})")  # fmt: skip
 
 
 def _rater(agree: pd.DataFrame) -> pd.Series:

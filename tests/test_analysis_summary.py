@@ -47,6 +47,27 @@ def test_human_agreement_finds_the_planted_judge() -> None:
     assert len(lines) == 2 and all("copy agrees most with the experts, κ_w = 1.00" in line for line in lines)
 
 
+def _agreement(rows: list[tuple[str, float, float, float]]) -> pd.DataFrame:
+    """A human_agreement table for one dimension: (judge, κ_w, CI low, CI high), n = 40."""
+    return pd.DataFrame([{"judge": j, "mode": "independent", "dimension": "orig", "n": 40, "kappa_w": k,
+                          "kappa_w_lo": lo, "kappa_w_hi": hi} for j, k, lo, hi in rows])  # fmt: skip
+
+
+def test_a_tie_is_a_tie_and_overlapping_cis_name_no_best_judge() -> None:
+    """Issue 24 item 12: the summary named a best judge on κ_w 0.35 vs 0.35. Equal values are a tie; a lead
+    whose CI overlaps the runner-up's names no best judge; only CIs apart do."""
+    (tie,) = summary.agreement_lines(_agreement([("a", 0.35, 0.20, 0.50), ("b", 0.35, 0.25, 0.45)]))
+    assert (
+        tie.startswith("**orig**: tie: a and b agree equally with the experts") and "agrees most" not in tie
+    )
+    assert "a κ_w = 0.35 [0.20, 0.50], n = 40; b κ_w = 0.35 [0.25, 0.45], n = 40" in tie
+    (overlap,) = summary.agreement_lines(_agreement([("a", 0.36, 0.20, 0.50), ("b", 0.35, 0.25, 0.45)]))
+    assert overlap.startswith("**orig**: no clear best judge (CIs overlap): a κ_w = 0.36")
+    (clear,) = summary.agreement_lines(_agreement([("a", 0.80, 0.70, 0.90), ("b", 0.35, 0.25, 0.45)]))
+    assert (
+        clear == "**orig**: a agrees most with the experts, κ_w = 0.80 [0.70, 0.90], n = 40 (next: b 0.35)."
+    )
+
 
 def test_each_expert_item_counts_once_per_judge_and_mode() -> None:
     """Review 7 F8: a judge that ran two modes paired every expert label twice (n = 6 for 3 items, copies
@@ -64,17 +85,26 @@ def test_each_expert_item_counts_once_per_judge_and_mode() -> None:
     assert table["n"].tolist() == [3, 3]
     assert table.loc[("j", "independent", "originality"), ["kappa_w", "rho"]].tolist() == [1.0, 1.0]
     assert table.loc[("j", "comparative", "originality"), "rho"] == pytest.approx(3**0.5 / 2)
-    card_table = card.human_agreement(cands, humans, n_boot=50, seed=0).set_index(["judge", "mode", "dimension"])
+    card_table = card.human_agreement(cands, humans, n_boot=50, seed=0).set_index(
+        ["judge", "mode", "dimension"]
+    )
     for col in ("n", "kappa_w", "rho"):
         assert table[col].tolist() == pytest.approx(card_table.loc[table.index, col].tolist())
     board = summary.leaderboard(cands.assign(parse_ok=True), {"human_agreement": table.reset_index()})
     row = board.set_index("judge").loc["j"]
     assert row["kappa_w:originality [independent]"] == 1.0
-    assert row["kappa_w:originality [comparative]"] == table.loc[("j", "comparative", "originality"), "kappa_w"]
-    assert describe("kappa_w:originality [comparative]") == "κ_w with the experts' mean score on originality, " \
+    assert (
+        row["kappa_w:originality [comparative]"] == table.loc[("j", "comparative", "originality"), "kappa_w"]
+    )
+    assert (
+        describe("kappa_w:originality [comparative]") == "κ_w with the experts' mean score on originality, "
         "comparative mode"
+    )
     lines = summary.agreement_lines(table.reset_index())
-    assert lines[0].startswith("**originality**: j [independent] agrees most with the experts, κ_w = 1.00")
+    # n = 3: comparative κ_w 0.87 [0.00, 1.00] overlaps independent's 1.00, so neither is named best
+    assert lines[0].startswith(
+        "**originality**: no clear best judge (CIs overlap): j [independent] κ_w = 1.00"
+    )
 
 
 def calls_table() -> pd.DataFrame:
@@ -172,7 +202,9 @@ def test_leaderboard_shows_pairwise_position_bias_beside_comparative() -> None:
         "inconsistent": [True, True, True] + [False] * 7,
     })  # fmt: skip
     verdicts = pd.concat([verdicts, verdicts.assign(judge="k", preference="tie")], ignore_index=True)
-    calls = pd.DataFrame({"judge": ["j", "k"], "run_id": "r", "prompt_id": "p", "sample_idx": 0, "parse_ok": True})
+    calls = pd.DataFrame(
+        {"judge": ["j", "k"], "run_id": "r", "prompt_id": "p", "sample_idx": 0, "parse_ok": True}
+    )
     tables = {"position_bias": position, "pairwise_bias": consistency.pairwise_bias(verdicts)}
     board = summary.leaderboard(calls, tables).set_index("judge")
     assert board.loc["j", "position_bias"] == pytest.approx(-0.3)  # the larger |gap|, not max(0.05, −0.3)
