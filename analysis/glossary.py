@@ -33,8 +33,8 @@ GLOSSARY: dict[str, str] = {
     "annotators", "n_pairs": "(instance, generator, dimension) pairs", "n_majority": "pairs with a strict "
     "human majority", "n_excluded": "items left out: pairs without a strict human "
     "majority (human_majority), instances some judge left unscored (unanimous / majority combinations)",
-    "n_judges_min": "the fewest judges behind any item of the row (a `mean` combination averages whichever "
-    "judges scored it)", "pairs": "rater pairs of this kind",
+    "n_judges_min": "the fewest judges behind any item of the row (a `mean` combination keeps only "
+    "candidates every judge of it scored)", "pairs": "rater pairs of this kind",
     "items": "items over all pairs of this kind", "n_labels": "human labels on this dimension, which no judge "
     "scored (compared with nothing)",
     # scores and rates

@@ -60,7 +60,9 @@ def p_value(p: float) -> str:
 
 def _ordered(frame: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
     """Rows by judge (combinations last), mode (independent first), source (reference first), dimension."""
-    text = {c: frame[c].astype(str).to_numpy() for c in ("judge", "mode", "source", "dimension") if c in frame}
+    text = {
+        c: frame[c].astype(str).to_numpy() for c in ("judge", "mode", "source", "dimension") if c in frame
+    }
     keys = []  # np.lexsort sorts by the last key first
     if "dimension" in text:
         keys.append(text["dimension"])
@@ -77,12 +79,30 @@ def best_five(tables: Tables, reference: str = "reference") -> PaperTable | None
     scores = tables.get("best_of_k_scores")
     if scores is None or scores.empty:
         return None
-    cells = scores.assign(cell=[mean_sd(m, s) for m, s in zip(scores["mean"], scores["sd"], strict=True)])
+    cells = scores.assign(
+        cell=[
+            f"{mean_sd(m, s)} {_n_judges(n, j)}"
+            for m, s, n, j in zip(
+                scores["mean"], scores["sd"], scores["n"], scores["n_judges_min"], strict=True
+            )
+        ]
+    )
     wide = cells.pivot_table(index=["judge", "mode", "source"], columns="dimension", values="cell",
                              aggfunc="first", sort=False).reset_index()  # fmt: skip
     wide.columns.name = None
-    return PaperTable("best_five", "Best-of-K scores", "mean ± sd over instances of each generator's best-of-K "
-                      "candidate score (the reference: its own score)", _ordered(wide.fillna(""), reference))
+    return PaperTable(
+        "best_five",
+        "Best-of-K scores",
+        "mean ± sd over n instances of each generator's "
+        "best-of-K candidate score (the reference: its own score); a judges' mean is over the "
+        "candidates all its judges scored, and each cell says how many judges it rests on",
+        _ordered(wide.fillna(""), reference),
+    )
+
+
+def _n_judges(n: int, judges: int) -> str:
+    """``(n=12, 2 judges)``: the instances and the fewest judges behind a best-of-K cell."""
+    return f"(n={int(n)}, {int(judges)} judge{'' if int(judges) == 1 else 's'})"
 
 
 def _rates(tables: Tables) -> pd.DataFrame:
@@ -123,8 +143,10 @@ def win_tie_loss_by_mode(tables: Tables) -> PaperTable | None:
         n = out[names["n"]].astype("Int64")  # a judge that did not run this mode: blank, not a crash
         out[names["n"]] = n.astype(object).where(n.notna().to_numpy(), "")
         spanners.append((mode, tuple(names.values())))
-    note = ("per judge and for the judges' mean, each mean over the judges it names in every mode shown; rates "
-            "over instances; shift in percentage points")
+    note = (
+        "per judge and for the judges' mean, each mean over the judges it names in every mode shown; rates "
+        "over instances; shift in percentage points"
+    )
     shifts = _shifts(tables)
     if len(shifts):
         out, missing = _with_shifts(out, shifts, keys)
@@ -190,14 +212,25 @@ def boundedness(tables: Tables, dimension: str = "source_boundedness",
     part = scores.loc[scores["dimension"].astype(str) == dimension]
     out = part[["judge", "mode", "source"]].astype(str)
     out[f"{dimension} (mean ± sd)"] = [mean_sd(m, s) for m, s in zip(part["mean"], part["sd"], strict=True)]
+    out["n"] = part["n"].astype(int).to_numpy()
+    out["n_judges_min"] = part["n_judges_min"].astype(int).to_numpy()
     rates = _rates(tables)
     if len(rates):
-        rates = rates.loc[rates["dimension"] == dimension, ["judge", "mode", "source", "win", "loss"]]
-        out = out.merge(rates.assign(win=rates["win"].map(pct), loss=rates["loss"].map(pct)),
-                        on=["judge", "mode", "source"], how="left")  # fmt: skip
-    return PaperTable("boundedness", f"{dimension}: best-of-K mean ± sd with win / loss",
-                      "win / loss of each generator's best-of-K against the reference",
-                      _ordered(out.fillna(""), reference))  # fmt: skip
+        rates = rates.loc[rates["dimension"] == dimension, ["judge", "mode", "source", "n", "win", "loss"]]
+        shown = rates.assign(win=rates["win"].map(pct), loss=rates["loss"].map(pct))
+        out = out.merge(
+            shown.rename(columns={"n": "n (win / loss)"}), on=["judge", "mode", "source"], how="left"
+        )
+        n = out["n (win / loss)"].astype("Int64")
+        out["n (win / loss)"] = n.astype(object).where(n.notna().to_numpy(), "")
+    return PaperTable(
+        "boundedness",
+        f"{dimension}: best-of-K mean ± sd with win / loss",
+        "win / loss of each generator's best-of-K against the reference; n instances and the "
+        "fewest judges (n_judges_min) behind the mean, n (win / loss) instances with a reference "
+        "score",
+        _ordered(out.fillna(""), reference),
+    )
 
 
 def alignment(tables: Tables) -> PaperTable | None:

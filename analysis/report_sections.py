@@ -58,8 +58,9 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "Judges combined",
         "Candidate scores averaged over judges (`mean`), or per-judge verdicts "
-        "combined (`unanimous`, `majority`). `n_excluded`: instances a vote leaves out because some judge "
-        "left them unscored (`mean` keeps them); `n_judges_min`: the fewest judges behind any instance. A "
+        "combined (`unanimous`, `majority`). `n_excluded`: instances left out because some judge left them "
+        "unscored (a vote needs every judge's verdict; `mean` takes best-of-K over the candidates every judge "
+        "scored, with the reference); `n_judges_min`: the fewest judges behind any instance. A "
         "combination is over the judges it names in each mode: where judges ran different modes, each mode's "
         "judges and those that ran both modes are combined apart.",
         ("winrate_combined",),

@@ -32,7 +32,9 @@ def test_best_five_cells_are_the_best_of_k_table(tables: dict, shown: dict) -> N
     best = tables["best_of_k_scores"]
     assert len(best) == wide.size and "mean of 2 judges (judge_a+judge_b)" in set(best["judge"])
     for row in best.itertuples():
-        assert wide.loc[(row.judge, row.mode, row.source), row.dimension] == f"{row.mean:.2f} ± {row.sd:.2f}"
+        judges = f"{row.n_judges_min} judge" + ("" if row.n_judges_min == 1 else "s")
+        cell = f"{row.mean:.2f} ± {row.sd:.2f} (n={row.n}, {judges})"
+        assert wide.loc[(row.judge, row.mode, row.source), row.dimension] == cell
     assert wide.index.get_level_values("source")[0] == "reference"  # the reference first, as in the paper
 
 
@@ -72,11 +74,13 @@ def test_boundedness_cells_and_the_written_files(tables: dict, shown: dict, tmp_
     frame = shown["boundedness"].frame.set_index(["judge", "mode", "source"])
     best = tables["best_of_k_scores"]
     for row in best.loc[best["dimension"] == "source_boundedness"].itertuples():
-        assert frame.loc[(row.judge, row.mode, row.source), "source_boundedness (mean ± sd)"] == pt.mean_sd(
-            row.mean, row.sd)  # fmt: skip
+        cell = frame.loc[(row.judge, row.mode, row.source)]
+        assert cell["source_boundedness (mean ± sd)"] == pt.mean_sd(row.mean, row.sd)
+        assert (cell["n"], cell["n_judges_min"]) == (row.n, row.n_judges_min)
     wins = tables["winrate"].loc[tables["winrate"]["dimension"] == "source_boundedness"]
     for row in wins.itertuples():
-        assert frame.loc[(row.judge, row.mode, row.source), "loss"] == pt.pct(row.loss)
+        cell = frame.loc[(row.judge, row.mode, row.source)]
+        assert (cell["loss"], cell["n (win / loss)"]) == (pt.pct(row.loss), row.n)
     md, tex = pt.write_paper_tables(tables, tmp_path)
     text = md.read_text()
     assert text.count("\n## ") == 5 and pt.mean_sd(best["mean"].iloc[0], best["sd"].iloc[0]) in text

@@ -123,7 +123,7 @@ def test_full_report_on_a_multirun_with_humans(tmp_path: Path, study: pd.DataFra
     shift = pd.read_csv(out / "tables" / "mode_shift.csv")
     assert {"delta_win", "delta_win_lo", "delta_win_hi", "mcnemar_p", "n"} <= set(shift.columns)
     best = pd.read_csv(out / "tables" / "best_of_k_scores.csv")
-    assert list(best.columns) == ["judge", "mode", "source", "dimension", "n", "mean", "sd"]
+    assert list(best.columns) == ["judge", "mode", "source", "dimension", "n", "n_judges_min", "mean", "sd"]
     assert {"mode_shift_combined", "human_majority"} <= tables
     paper_md, paper_tex = (out / "paper_tables.md").read_text(), (out / "paper_tables.tex").read_text()
     assert "## Best-of-K scores" in paper_md and "## Experts vs judges on the same pairs" in paper_md
