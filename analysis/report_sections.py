@@ -12,7 +12,9 @@ from analysis import latent
 
 NO_HUMANS = "No human labels were given (`--humans FILE`)."
 #: NO_HUMANS's place when labels were given (`human_agreement` is present) but leave this table empty.
-HUMANS_UNPAIRED = "Human labels were given, but none of them enters this table (no usable pair with the judges)."
+HUMANS_UNPAIRED = (
+    "Human labels were given, but none of them enters this table (no usable pair with the judges)."
+)
 ONE_RATER = "Only one rater (a single judge in a single mode, and no human labels): agreement needs two."
 
 

@@ -52,7 +52,10 @@ def test_win_tie_loss_cells_are_the_winrate_and_shift_tables(tables: dict, shown
     assert "mean of 2 judges (judge_a+judge_b)" in set(tables["mode_shift_combined"]["judge"])
     for row in shifts.itertuples():
         cell = frame.loc[(row.judge, row.source, row.dimension)]
-        assert cell["win shift"] == f"{100 * row.delta_win:+.1f}" and cell["tie shift"] == f"{100 * row.delta_tie:+.1f}"
+        assert (
+            cell["win shift"] == f"{100 * row.delta_win:+.1f}"
+            and cell["tie shift"] == f"{100 * row.delta_tie:+.1f}"
+        )
 
 
 def test_expert_and_alignment_cells_are_the_human_tables(tables: dict, shown: dict) -> None:
@@ -67,7 +70,10 @@ def test_expert_and_alignment_cells_are_the_human_tables(tables: dict, shown: di
     aligned = shown["alignment"].frame
     assert len(aligned) == len(tables["alignment"])
     for shown_row, row in zip(aligned.itertuples(), tables["alignment"].itertuples(), strict=True):
-        assert shown_row[6] == f"{100 * row.percent:.1f}% [{100 * row.percent_lo:.1f}, {100 * row.percent_hi:.1f}]"
+        assert (
+            shown_row[6]
+            == f"{100 * row.percent:.1f}% [{100 * row.percent_lo:.1f}, {100 * row.percent_hi:.1f}]"
+        )
 
 
 def test_boundedness_cells_and_the_written_files(tables: dict, shown: dict, tmp_path) -> None:

@@ -63,8 +63,11 @@ def test_direction_survives_a_csv_and_old_tables_take_it_from_the_rubric_spec(
     flags = loaded.groupby("dimension", observed=True)["higher_is_better"].unique()
     assert {d: list(v) for d, v in flags.items()} == {"originality": [True], "source_boundedness": [False]}
     # a results file written before the column existed: the shipped narrowness spec says lower is better
-    old = study.drop(columns=["higher_is_better"]).astype({"rubric": str}).assign(
-        rubric="narrowness", score=study["score"].clip(0, 3))  # the shipped spec's range (analysis.validate)
+    old = (
+        study.drop(columns=["higher_is_better"])
+        .astype({"rubric": str})
+        .assign(rubric="narrowness", score=study["score"].clip(0, 3))
+    )  # the shipped spec's range (analysis.validate)
     write_runs(tmp_path / "old", old.assign(dimension=old["dimension"].astype(str).replace(
         {"originality": "diagnostic_framing"})))  # fmt: skip
     assert not load_results(tmp_path / "old")["higher_is_better"].any()
@@ -75,7 +78,9 @@ def test_direction_survives_a_csv_and_old_tables_take_it_from_the_rubric_spec(
         load_results(tmp_path / "custom")
 
 
-def test_a_bad_direction_is_one_line(tmp_path: Path, study: pd.DataFrame, capsys: pytest.CaptureFixture) -> None:
+def test_a_bad_direction_is_one_line(
+    tmp_path: Path, study: pd.DataFrame, capsys: pytest.CaptureFixture
+) -> None:
     bad = study.astype({"higher_is_better": object}).assign(higher_is_better="maybe")
     write_runs(tmp_path / "bad", bad, csv=("independent", "comparative"))
     assert main([str(tmp_path / "bad"), "--n-boot", "10"]) == 2
@@ -184,7 +189,10 @@ def test_human_labels_on_dimensions_no_judge_scored_are_counted_or_refused(
 def test_a_reference_no_candidate_has_is_one_line(tmp_path: Path, study: pd.DataFrame,
                                                   capsys: pytest.CaptureFixture) -> None:  # fmt: skip
     write_runs(tmp_path / "run", study)
-    assert main([str(tmp_path / "run"), "--reference", "nosuch", "--out", str(tmp_path / "r"), "--n-boot", "5"]) == 2
+    assert (
+        main([str(tmp_path / "run"), "--reference", "nosuch", "--out", str(tmp_path / "r"), "--n-boot", "5"])
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.splitlines() == [err] and err.startswith("error: --reference 'nosuch'")
     assert "['gpt-5', 'narrow_gen', 'reference']" in err and not (tmp_path / "r").exists()
@@ -202,7 +210,6 @@ def test_runs_table_counts_each_calls_cost_once() -> None:
     assert (out["rows"], out["prompts"]) == (12, 1)
     assert out["cost_usd"] == pytest.approx(0.02)  # 2 calls × $0.01
     assert out["cached"] == pytest.approx(0.5)
-
 
 
 def _tallied_calls(costs: tuple[float | None, ...]) -> tuple[pd.DataFrame, Tally]:
