@@ -46,8 +46,8 @@ GLOSSARY: dict[str, str] = {
     "their own (failed calls and twins left out, cached replays in; unknown when any call's cost is unknown)", "median_latency_s": "median seconds per provider call (cache replays excluded)",
     "cached": "share of calls replayed from the cache", "mean": "mean", "sd": "standard deviation",
     "ci": "95% CI", "win": "share of instances where the generator's best-of-K beats the reference",
-    "tie": "share tied", "loss": "share lost", "win_before": "win rate in the first setting (independent)",
-    "win_after": "win rate in the second (comparative)", "tie_before": "tie rate in the first setting",
+    "tie": "share tied", "loss": "share lost", "win_before": "win rate in the first setting (independent), on the n paired items",
+    "win_after": "win rate in the second (comparative), on the same n items", "tie_before": "tie rate in the first setting",
     "tie_after": "tie rate in the second", "delta_win": "Δwin = after − before (paired)",
     "delta_tie": "Δtie = after − before", "mcnemar_p": "McNemar's exact p on win / not-win",
     "significant": "p < 0.05", "human_win": "human majority's win rate", "human_tie": "human majority's tie "

@@ -121,7 +121,7 @@ def _shifts(tables: Tables) -> pd.DataFrame:
     frames = [tables[k] for k in ("mode_shift", "mode_shift_combined") if k in tables]
     if not frames:
         return pd.DataFrame(columns=["judge", "source", "dimension"])
-    cols = ["judge", "source", "dimension", "delta_win", "delta_tie", "mcnemar_p"]
+    cols = ["judge", "source", "dimension", "n", *PAIRED, "delta_win", "delta_tie", "mcnemar_p"]
     return pd.concat([f[cols].astype({c: str for c in cols[:3]}) for f in frames], ignore_index=True)
 
 
@@ -145,26 +145,52 @@ def win_tie_loss_by_mode(tables: Tables) -> PaperTable | None:
         spanners.append((mode, tuple(names.values())))
     note = (
         "per judge and for the judges' mean, each mean over the judges it names in every mode shown; rates "
-        "over instances; shift in percentage points"
+        "over each mode's instances; the shift (comparative - independent, in percentage points) is over the "
+        "n paired instances scored in both modes, whose rates stand beside it: shift = paired comparative - "
+        "paired independent"
     )
     shifts = _shifts(tables)
     if len(shifts):
         out, missing = _with_shifts(out, shifts, keys)
-        spanners.append(("comparative - independent", SHIFT_COLUMNS))
+        spanners.append((SHIFT_SPANNER, SHIFT_COLUMNS))
         if missing:
             note += f"; no shift (n/a) for {', '.join(missing)}: it (or one of its judges) ran one mode only"
     return PaperTable("win_tie_loss", "Win / tie / loss vs the reference, independent vs comparative", note,
                       _ordered(out.fillna("")), tuple(spanners))  # fmt: skip
 
 
-SHIFT_COLUMNS: tuple[str, ...] = ("win shift", "tie shift", "McNemar p")
+#: The shift's inputs beside it (issue 24 item 2): mode_shift's paired rates, before = independent.
+PAIRED: tuple[str, ...] = ("win_before", "win_after", "tie_before", "tie_after")
+SHIFT_SPANNER = "on the instances in both modes"
+SHIFT_COLUMNS: tuple[str, ...] = (
+    "n paired",
+    "independent win (paired)",
+    "comparative win (paired)",
+    "win shift",
+    "independent tie (paired)",
+    "comparative tie (paired)",
+    "tie shift",
+    "McNemar p",
+)
 
 
 def _with_shifts(out: pd.DataFrame, shifts: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, list[str]]:
-    """`out` with the shift columns; rows without a shift read "n/a", and the judges they belong to."""
-    shown = shifts.assign(**{"win shift": shifts["delta_win"].map(_points), "tie shift": shifts["delta_tie"].map(_points),
-                             "McNemar p": shifts["mcnemar_p"].map(p_value)})  # fmt: skip
-    out = out.merge(shown[[*keys, *SHIFT_COLUMNS]], on=keys, how="left")
+    """`out` with the shift columns: n paired, the paired rates and the shifts between them; rows without a
+    shift read "n/a", and the judges they belong to."""
+    shown = pd.DataFrame(
+        {
+            **{k: shifts[k] for k in keys},
+            "n paired": shifts["n"].astype(int).astype(object),
+            "independent win (paired)": shifts["win_before"].map(pct),
+            "comparative win (paired)": shifts["win_after"].map(pct),
+            "win shift": shifts["delta_win"].map(_points),
+            "independent tie (paired)": shifts["tie_before"].map(pct),
+            "comparative tie (paired)": shifts["tie_after"].map(pct),
+            "tie shift": shifts["delta_tie"].map(_points),
+            "McNemar p": shifts["mcnemar_p"].map(p_value),
+        }
+    )
+    out = out.merge(shown, on=keys, how="left")
     absent = out["win shift"].isna().to_numpy()
     out.loc[absent, list(SHIFT_COLUMNS)] = "n/a"
     return out, sorted(set(out.loc[absent, "judge"].astype(str)))

@@ -72,7 +72,9 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "Mode shift (the novelty illusion)",
         "Independent → comparative, same judge and instances: Δwin and Δtie with paired bootstrap CIs, "
-        "McNemar's exact test on win / not-win.",
+        "McNemar's exact test on win / not-win. `n`, `win_before` / `win_after`: the instances scored in both "
+        "modes and the rates on them, so Δ = after − before (each mode's rates on all its instances: the "
+        "win-rate table).",
         ("mode_shift",),
         "mode_shift",
         "No judge ran both independent and comparative mode, so there is no mode shift to measure.",

@@ -250,7 +250,8 @@ def shift_lines(shift: pd.DataFrame | None) -> list[str]:
         top = part.loc[part["delta_win"].abs().idxmax()]
         verdict = "significant" if top["significant"] else "not significant"
         line = (f"{judge}: largest shift Δwin = {_ci(top['delta_win'], top['delta_win_lo'], top['delta_win_hi'])} "
-                f"({top['source']}, {top['dimension']}), p = {top['mcnemar_p']:.3g}, {verdict}.")  # fmt: skip
+                f"({top['source']}, {top['dimension']}; win {_num(top['win_before'])} → {_num(top['win_after'])} on the "
+                f"{int(top['n'])} instances in both modes), p = {top['mcnemar_p']:.3g}, {verdict}.")  # fmt: skip
         n = int(part["n"].min())
         if n < 50:
             mds = min_detectable_shift(n)

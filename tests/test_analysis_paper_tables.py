@@ -7,6 +7,7 @@ import pytest
 
 from analysis import paper_tables as pt
 from analysis.report import compute_tables
+from analysis.summary import shift_lines
 from analysis.synthetic import synthetic_humans, synthetic_results
 
 
@@ -105,16 +106,23 @@ HAND = {("judge_a", "independent"): (6, 6), ("judge_b", "independent"): (6, 5), 
         ("judge_a", "comparative"): (5, 4), ("judge_b", "comparative"): (5, 5)}  # fmt: skip
 
 
-def _hand_results(runs: dict[tuple[str, str], tuple[int, int]]) -> pd.DataFrame:
-    """Two instances, one generated candidate, one dimension; only the (judge, mode) runs of `runs`."""
+def _hand_results(runs: dict[tuple[str, str], tuple[int | None, ...]]) -> pd.DataFrame:
+    """One instance per score of a run (two in HAND), one generated candidate, one dimension; only the (judge,
+    mode) runs of `runs`, and only the instances a run has a score (not None) for."""
     judges = sorted({j for j, _ in runs})
-    r = synthetic_results(n_instances=2, generators=("gen",), k=1, dimensions=("originality",), judges=judges,
-                          n_samples=1, seed=0)  # fmt: skip
+    n_instances = max(len(v) for v in runs.values())
+    r = synthetic_results(n_instances=n_instances, generators=("gen",), k=1, dimensions=("originality",),
+                          judges=judges, n_samples=1, seed=0)  # fmt: skip
     r = r.loc[[k in runs for k in zip(r["judge"].astype(str), r["mode"].astype(str), strict=True)]]
     inst = r["instance_id"].cat.codes.to_numpy()
-    r["score"] = [5.0 if s == "reference" else float(runs[(j, m)][i]) for j, m, s, i in zip(
-        r["judge"].astype(str), r["mode"].astype(str), r["source"].astype(str), inst, strict=True)]  # fmt: skip
-    return r.reset_index(drop=True)
+    given = [
+        runs[(j, m)][i] for j, m, i in zip(r["judge"].astype(str), r["mode"].astype(str), inst, strict=True)
+    ]
+    r["score"] = [
+        5.0 if s == "reference" else float(v or 0)
+        for s, v in zip(r["source"].astype(str), given, strict=True)
+    ]
+    return r.loc[[v is not None for v in given]].reset_index(drop=True)
 
 
 def _row(table: pt.PaperTable, judge: str) -> pd.Series:
@@ -175,3 +183,36 @@ def test_a_combination_row_is_over_the_judges_it_names_in_every_mode() -> None:
     assert best[(three, "independent", "gen")] == pytest.approx((14 / 3 + 14 / 3) / 2)
     assert best[(two, "comparative", "gen")] == pytest.approx((5 + 4.5) / 2)
     assert (three, "comparative", "gen") not in best.index
+
+
+def test_a_shift_is_the_difference_of_the_paired_rates_beside_it() -> None:
+    """Issue 24 item 2: the table showed independent 50.0% (n=10), comparative 83.3% (n=6) and "win shift
+    +66.7": the rates are over each mode's instances, the shift over the 6 in both. By hand (reference 5):
+    independent wins on instances 0 and 6-9 (5 of 10); comparative, run on 0-5 only, wins on 0-4 (5 of 6);
+    on the 6 paired instances independent wins 1 (16.7%), comparative 5 (83.3%): +66.7 = 83.3 - 16.7."""
+    runs = {("judge_a", "independent"): (6, 4, 4, 4, 4, 4, 6, 6, 6, 6),
+            ("judge_a", "comparative"): (6, 6, 6, 6, 6, 4, None, None, None, None)}  # fmt: skip
+    tables = compute_tables(_hand_results(runs), n_boot=20)
+    row = _row(pt.win_tie_loss_by_mode(tables), "judge_a")
+    assert (row["independent n"], row["independent win"]) == (10, "50.0%")
+    assert (row["comparative n"], row["comparative win"]) == (6, "83.3%")
+    assert (row["n paired"], row["independent win (paired)"], row["comparative win (paired)"]) == (
+        6,
+        "16.7%",
+        "83.3%",
+    )
+    assert row["win shift"] == "+66.7"
+    (line,) = [x for x in shift_lines(tables["mode_shift"]) if x.startswith("judge_a:")]
+    assert "Δwin = 0.67 [" in line and "win 0.17 → 0.83 on the 6 instances in both modes" in line
+
+
+def test_every_shift_shown_is_the_difference_of_its_paired_rates(shown: dict) -> None:
+    frame = shown["win_tie_loss"].frame
+    rows = frame.loc[frame["win shift"] != "n/a"]
+    assert len(rows)
+    for _, row in rows.iterrows():
+        for what in ("win", "tie"):
+            before, after = (
+                float(row[f"{m} {what} (paired)"].rstrip("%")) for m in ("independent", "comparative")
+            )
+            assert float(row[f"{what} shift"]) == pytest.approx(after - before, abs=0.11)

@@ -134,10 +134,14 @@ def test_leaderboard_counts_calls_not_rows_and_keeps_cost_unknown() -> None:
 def test_shift_lines_give_the_test_p_and_power_note() -> None:
     shift = pd.DataFrame({"judge": ["j", "j"], "source": ["g", "g"], "dimension": ["d", "e"], "n": [8, 8],
                           "delta_win": [0.5, -0.1], "delta_win_lo": [0.1, -0.4], "delta_win_hi": [0.9, 0.2],
-                          "mcnemar_p": [0.031, 0.9], "significant": [True, False]})  # fmt: skip
+                          "mcnemar_p": [0.031, 0.9], "significant": [True, False], "win_before": [0.25, 0.5],
+                          "win_after": [0.75, 0.4]})  # fmt: skip
     lines = summary.shift_lines(shift)
     assert lines[0].startswith("1 of 2 judge × generator × dimension shifts are significant")
-    assert "Δwin = 0.50 [0.10, 0.90] (g, d), p = 0.031, significant" in lines[1]
+    assert (
+        "Δwin = 0.50 [0.10, 0.90] (g, d; win 0.25 → 0.75 on the 8 instances in both modes), p = 0.031, "
+        "significant"
+    ) in lines[1]
     assert "n = 8 instances, so the test cannot detect a shift below 0.75" in lines[1]
 
 
