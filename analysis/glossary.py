@@ -16,7 +16,8 @@ GLOSSARY: dict[str, str] = {
     "dimension": "rubric dimension scored", "instance_id": "dataset instance", "position": "0-based place in the "
     "comparative prompt", "rater": "a judge [mode] or an annotator (human:<name>)", "rater_a": "first rater of "
     "the pair", "rater_b": "second rater of the pair", "dimension_a": "rater A's dimension",
-    "dimension_b": "rater B's dimension", "kind": "pair kind (expert-expert, expert-judge, judge-judge, all)",
+    "dimension_b": "rater B's dimension", "kind": "rater kind (expert, judge, majority) or pair kind (expert-expert, expert-judge, judge-judge: two "
+    "different judges in one mode, judge-self across modes, judge-judge across modes, all)",
     "combine": "how judges are combined: mean score, unanimous or majority verdict", "family": "the judge's "
     "model family", "method": "latent-truth model (Dawid-Skene, MACE, GLAD, majority vote)", "task": "item of "
     "the latent model", "latent": "the latent model's most probable label", "votes": "the raters' labels",
@@ -46,7 +47,8 @@ GLOSSARY: dict[str, str] = {
     "their own (failed calls and twins left out, cached replays in; unknown when any call's cost is unknown)", "median_latency_s": "median seconds per provider call (cache replays excluded)",
     "cached": "share of calls replayed from the cache", "mean": "mean", "sd": "standard deviation",
     "ci": "95% CI", "win": "share of instances where the generator's best-of-K beats the reference",
-    "tie": "share tied", "loss": "share lost", "win_before": "win rate in the first setting (independent), on the n paired items",
+    "tie": "share tied", "gt_win": "share of pairs where the reference (ground truth) is preferred",
+    "gen_win": "share of pairs where the generated candidate is preferred", "loss": "share lost", "win_before": "win rate in the first setting (independent), on the n paired items",
     "win_after": "win rate in the second (comparative), on the same n items", "tie_before": "tie rate in the first setting",
     "tie_after": "tie rate in the second", "delta_win": "Δwin = after − before (paired)",
     "delta_tie": "Δtie = after − before", "mcnemar_p": "McNemar's exact p on win / not-win",

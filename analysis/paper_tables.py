@@ -1,8 +1,9 @@
 """The RQ-Bench paper's tables, ready to paste: paper_tables.md and paper_tables.tex.
 
 Every cell is a value of one of the report's tables (`best_of_k_scores`, `winrate`, `winrate_combined`,
-`mode_shift`, `mode_shift_combined`, `preference_gap`, `human_majority`, `alignment`), only formatted, never
-recomputed, so the paper and the CSVs cannot disagree. LaTeX comes from great-tables, Markdown from
+`mode_shift`, `mode_shift_combined`, `expert_vs_judge`, `preference_gap`, `human_majority`,
+`winner_agreement_by_kind`, `alignment`), only formatted, never recomputed, so the paper and the CSVs cannot
+disagree. LaTeX comes from great-tables, Markdown from
 pandas/tabulate; a table whose inputs are absent (no humans, one mode, …) is left out.
 """
 
@@ -200,8 +201,8 @@ def _points(delta: float) -> str:
     return "" if pd.isna(delta) else f"{100 * delta:+.1f}"
 
 
-def expert_vs_judge(tables: Tables) -> PaperTable | None:
-    """Experts' (strict majority) and each judge's win rate on the same pairs, the gap with its CI and p,
+def preference_gap(tables: Tables) -> PaperTable | None:
+    """The experts' strict majority and each judge's win rate on the same pairs, the gap with its CI and p,
     and how many pairs had no strict majority."""
     gap = tables.get("preference_gap")
     if gap is None or gap.empty:
@@ -218,10 +219,97 @@ def expert_vs_judge(tables: Tables) -> PaperTable | None:
         excluded = majority[["source", "dimension", "n_excluded"]].astype({"source": str, "dimension": str})
         out = out.merge(excluded.rename(columns={"n_excluded": "no majority"}), on=["source", "dimension"],
                         how="left")  # fmt: skip
-    return PaperTable("expert_vs_judge", "Experts vs judges on the same pairs",
+    return PaperTable("preference_gap", "Judges vs the expert majority on the same pairs",
                       "win rate of the rated candidate over the reference; experts by strict majority (pairs "
                       "without one excluded and counted); gap = judge - experts, in points",
                       _ordered(out.fillna("")))  # fmt: skip
+
+
+RATES: tuple[tuple[str, str], ...] = (
+    ("gt_win", "GT preferred"),
+    ("gen_win", "generated preferred"),
+    ("tie", "tie"),
+)
+
+
+def _rater_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """rater, kind, dimension, n and the three rates as percentages, from `expert_vs_judge` rows."""
+    out = table[["rater", "kind", "dimension"]].astype(str)
+    out["n"] = table["n"].astype(int).to_numpy()
+    for col, name in RATES:
+        out[name] = table[col].map(pct).to_numpy()
+    return out.reset_index(drop=True)
+
+
+def expert_vs_judge(tables: Tables) -> PaperTable | None:
+    """The paper's experts-vs-judges layout: each expert's rates on every pair they rated, each judge's on
+    the same candidates, and the strict majority as an extra row (`illusion.rater_rates`)."""
+    table = tables.get("expert_vs_judge")
+    if table is None or table.empty:
+        return None
+    return PaperTable(
+        "expert_vs_judge",
+        "Experts vs judges on the same pairs",
+        "per rater, over the pairs it rated (a candidate the experts rated vs the instance's reference): "
+        "reference (GT) preferred, generated preferred, tie; each expert on every pair, the majority on the "
+        "pairs with a strict majority",
+        _rater_rows(table),
+    )
+
+
+#: Pair kinds of the paper's agreement table, as the paper names them.
+PAPER_KINDS: tuple[tuple[str, str], ...] = (
+    ("expert-expert", "expert–expert"),
+    ("judge-judge", "LLM–LLM"),
+    ("expert-judge", "expert–LLM"),
+)
+
+
+def agreement_by_kind(tables: Tables) -> PaperTable | None:
+    """Mean agreement on winners over the expert–expert, LLM–LLM (two different judges in one mode) and
+    expert–LLM rater pairs (`winner_agreement_by_kind`)."""
+    table = tables.get("winner_agreement_by_kind")
+    if table is None or table.empty:
+        return None
+    by_kind = table.assign(kind=table["kind"].astype(str)).set_index("kind")
+    rows = [(name, by_kind.loc[kind]) for kind, name in PAPER_KINDS if kind in by_kind.index]
+    if not rows:
+        return None
+    out = pd.DataFrame(
+        {
+            "pairs of": [name for name, _ in rows],
+            "rater pairs": [int(r["pairs"]) for _, r in rows],
+            "items": [int(r["items"]) for _, r in rows],
+            "agreement": [pct(r["percent"]) for _, r in rows],
+            "kappa": ["" if pd.isna(r["kappa"]) else f"{r['kappa']:.2f}" for _, r in rows],
+        }
+    )
+    return PaperTable(
+        "agreement_by_kind",
+        "Agreement on winners: experts and LLM judges",
+        "mean over the rater pairs of each kind of the share of items (win / tie / loss) on which both agree, "
+        "and Cohen's κ; LLM–LLM pairs are two different judges in one mode",
+        out,
+    )
+
+
+def boundedness_on_rated_pairs(tables: Tables, dimension: str = "source_boundedness") -> PaperTable | None:
+    """Each judge's rates on one dimension over the pairs the experts rated (`expert_vs_judge` rows)."""
+    table = tables.get("expert_vs_judge")
+    if table is None or table.empty:
+        return None
+    part = table.loc[
+        (table["dimension"].astype(str) == dimension).to_numpy() & (table["kind"] == "judge").to_numpy()
+    ]
+    if part.empty:
+        return None
+    return PaperTable(
+        "boundedness_on_rated_pairs",
+        f"{dimension} on the human-rated pairs",
+        f"per judge, over the pairs the experts rated: the reference (GT) or the generated candidate preferred "
+        f"on {dimension} (better in the rubric's direction), or a tie",
+        _rater_rows(part).drop(columns=["kind", "dimension"]),
+    )
 
 
 def _gap(g: float, lo: float, hi: float) -> str:
@@ -260,24 +348,47 @@ def boundedness(tables: Tables, dimension: str = "source_boundedness",
 
 
 def alignment(tables: Tables) -> PaperTable | None:
-    """Agreement between one rater's winner on one dimension and another's on another, on the same pairs."""
+    """Agreement between a human rater's winner on one dimension and a judge's on another, on the same pairs:
+    one row per (dimension A, judge, dimension B), one column per expert and for the majority (the paper
+    gives the alignment per expert)."""
     table = tables.get("alignment")
     if table is None or table.empty:
         return None
-    out = table[["rater_a", "dimension_a", "rater_b", "dimension_b", "n"]].astype(
-        {c: str for c in ("rater_a", "dimension_a", "rater_b", "dimension_b")}
+    keys = ["dimension_a", "rater_b", "dimension_b"]
+    frame = table.astype({c: str for c in ("rater_a", *keys)})
+    frame = frame.assign(
+        cell=[
+            "" if pd.isna(v) else f"{pct_ci(v, lo, hi)} n={int(n)}"
+            for v, lo, hi, n in zip(
+                frame["percent"], frame["percent_lo"], frame["percent_hi"], frame["n"], strict=True
+            )
+        ]
     )
-    out["agreement [95% CI]"] = [pct_ci(v, lo, hi) for v, lo, hi in zip(table["percent"], table["percent_lo"],
-                                                                       table["percent_hi"], strict=True)]  # fmt: skip
-    out["kappa"] = table["kappa"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}").to_numpy()
-    return PaperTable("alignment", "Cross-dimension alignment",
-                      "share of pairs on which rater A's winner on dimension A equals rater B's on dimension B",
-                      out)  # fmt: skip
+    raters = list(dict.fromkeys(frame["rater_a"]))
+    wide = frame.pivot_table(index=keys, columns="rater_a", values="cell", aggfunc="first", sort=False)
+    wide = wide.reindex(columns=raters).reset_index()
+    wide.columns.name = None
+    return PaperTable(
+        "alignment",
+        "Cross-dimension alignment",
+        "share of pairs on which a human rater's winner on dimension A equals the judge's winner on dimension B "
+        "[95% CI], n pairs; one column per expert and for the strict majority",
+        wide.rename(
+            columns={"dimension_a": "human dimension", "rater_b": "judge", "dimension_b": "judge dimension"}
+        ).fillna(""),
+    )
 
 
 BUILDERS: tuple[Callable[[Tables], PaperTable | None], ...] = (
-    best_five, win_tie_loss_by_mode, expert_vs_judge, boundedness, alignment,
-)  # fmt: skip
+    best_five,
+    win_tie_loss_by_mode,
+    expert_vs_judge,
+    preference_gap,
+    agreement_by_kind,
+    boundedness,
+    boundedness_on_rated_pairs,
+    alignment,
+)
 
 
 def paper_tables(tables: Tables) -> list[PaperTable]:

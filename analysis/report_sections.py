@@ -80,10 +80,13 @@ SECTIONS: tuple[Section, ...] = (
         "No judge ran both independent and comparative mode, so there is no mode shift to measure.",
     ),
     Section(
-        "Judge vs human preference",
-        "Judge win rate minus the human majority's on the same "
-        "(instance, generator, dimension), with paired CIs.",
-        ("preference_gap",),
+        "Experts vs judges",
+        "Per rater and dimension, over every pair that rater rated (a candidate the humans rated vs the "
+        "instance's reference): `gt_win` the reference preferred, `gen_win` the candidate, `tie` neither. One "
+        "row per expert (every pair, disagreements kept), per judge [mode], and the strict human majority "
+        "(pairs without one left out). Then each judge's win rate minus the majority's on the same pairs, "
+        "with paired CIs.",
+        ("expert_vs_judge", "preference_gap"),
         None,
         NO_HUMANS,
     ),
@@ -98,7 +101,9 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "Agreement on winners",
         "Win / tie / loss per (instance, generator, dimension), by pair kind "
-        "(expert–expert, expert–judge, judge–judge), then every pair.",
+        "(expert–expert, expert–judge, judge–judge: two different judges in one mode; a judge across modes "
+        "is `judge-self across modes`, two judges in different modes `judge-judge across modes`), then every "
+        "pair.",
         ("winner_agreement_by_kind", "winner_agreement"),
         "winner_agreement",
         ONE_RATER,
@@ -112,7 +117,7 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         "Cross-dimension alignment",
-        "Human majority winner on one dimension vs a judge's winner on "
+        "Each expert's and the human majority's winner on one dimension vs a judge's winner on "
         "another (e.g. non-obviousness vs source-boundedness).",
         ("alignment",),
         None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -60,7 +61,7 @@ def test_win_tie_loss_cells_are_the_winrate_and_shift_tables(tables: dict, shown
 
 
 def test_expert_and_alignment_cells_are_the_human_tables(tables: dict, shown: dict) -> None:
-    frame = shown["expert_vs_judge"].frame.set_index(["judge", "mode", "source", "dimension"])
+    frame = shown["preference_gap"].frame.set_index(["judge", "mode", "source", "dimension"])
     excluded = tables["human_majority"].set_index(["source", "dimension"])["n_excluded"]
     for row in tables["preference_gap"].itertuples():
         cell = frame.loc[(row.judge, row.mode, row.source, row.dimension)]
@@ -68,13 +69,32 @@ def test_expert_and_alignment_cells_are_the_human_tables(tables: dict, shown: di
             row.n, f"{100 * row.human_win:.1f}%", f"{100 * row.judge_win:.1f}%")  # fmt: skip
         assert cell["gap [95% CI]"].startswith(f"{100 * row.gap_win:+.1f} [")
         assert cell["no majority"] == excluded.loc[(row.source, row.dimension)]
-    aligned = shown["alignment"].frame
-    assert len(aligned) == len(tables["alignment"])
-    for shown_row, row in zip(aligned.itertuples(), tables["alignment"].itertuples(), strict=True):
-        assert (
-            shown_row[6]
-            == f"{100 * row.percent:.1f}% [{100 * row.percent_lo:.1f}, {100 * row.percent_hi:.1f}]"
+    raters = shown["expert_vs_judge"].frame.set_index(["rater", "dimension"])
+    assert len(raters) == len(tables["expert_vs_judge"])
+    for row in tables["expert_vs_judge"].itertuples():
+        cell = raters.loc[(row.rater, row.dimension)]
+        assert (cell["kind"], cell["n"], cell["GT preferred"], cell["generated preferred"], cell["tie"]) == (
+            row.kind,
+            row.n,
+            pt.pct(row.gt_win),
+            pt.pct(row.gen_win),
+            pt.pct(row.tie),
         )
+    judges = tables["expert_vs_judge"].query("kind == 'judge' and dimension == 'source_boundedness'")
+    bounded = shown["boundedness_on_rated_pairs"].frame.set_index("rater")
+    assert sorted(bounded.index) == sorted(judges["rater"])
+    for row in judges.itertuples():
+        assert bounded.loc[row.rater, "generated preferred"] == pt.pct(row.gen_win)
+    aligned = shown["alignment"].frame.set_index(["human dimension", "judge", "judge dimension"])
+    assert aligned.size == len(tables["alignment"])
+    for row in tables["alignment"].itertuples():
+        cell = aligned.loc[(row.dimension_a, row.rater_b, row.dimension_b), row.rater_a]
+        assert cell == f"{pt.pct_ci(row.percent, row.percent_lo, row.percent_hi)} n={row.n}"
+    by_kind = shown["agreement_by_kind"].frame.set_index("pairs of")
+    assert list(by_kind.index) == ["expert–expert", "LLM–LLM", "expert–LLM"]
+    kinds = tables["winner_agreement_by_kind"].set_index("kind")
+    assert by_kind.loc["LLM–LLM", "rater pairs"] == kinds.loc["judge-judge", "pairs"] == 2  # a vs b, per mode
+    assert by_kind.loc["expert–LLM", "agreement"] == pt.pct(kinds.loc["expert-judge", "percent"])
 
 
 def test_boundedness_cells_and_the_written_files(tables: dict, shown: dict, tmp_path) -> None:
@@ -90,9 +110,9 @@ def test_boundedness_cells_and_the_written_files(tables: dict, shown: dict, tmp_
         assert (cell["loss"], cell["n (win / loss)"]) == (pt.pct(row.loss), row.n)
     md, tex = pt.write_paper_tables(tables, tmp_path)
     text = md.read_text()
-    assert text.count("\n## ") == 5 and pt.mean_sd(best["mean"].iloc[0], best["sd"].iloc[0]) in text
+    assert text.count("\n## ") == 8 and pt.mean_sd(best["mean"].iloc[0], best["sd"].iloc[0]) in text
     latex = tex.read_text()
-    assert latex.count("\\begin{table}") == 5 and "\\multicolumn{4}{c}{comparative}" in latex
+    assert latex.count("\\begin{table}") == 8 and "\\multicolumn{4}{c}{comparative}" in latex
 
 
 def test_tables_without_humans_or_modes_are_left_out(tables: dict) -> None:
@@ -216,3 +236,52 @@ def test_every_shift_shown_is_the_difference_of_its_paired_rates(shown: dict) ->
                 float(row[f"{m} {what} (paired)"].rstrip("%")) for m in ("independent", "comparative")
             )
             assert float(row[f"{what} shift"]) == pytest.approx(after - before, abs=0.11)
+
+
+def _planted_experts() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Ten pairs (one generated candidate vs the reference per instance). Expert 1 prefers the reference (GT)
+    on pairs 0-7, expert 2 on 0-4; both prefer the generated one on 8-9. The judge scores the generated
+    candidate 6 against a reference 5 on pairs 2-9 and 4 on 0-1, so it prefers the generated one on 8."""
+    results = _hand_results({("judge_a", "independent"): (4, 4, 6, 6, 6, 6, 6, 6, 6, 6)})
+    labels = results[["instance_id", "candidate_id", "source", "dimension"]].drop_duplicates().astype(str)
+    pair = labels["instance_id"].map({v: i for i, v in enumerate(sorted(labels["instance_id"].unique()))})
+    is_ref = (labels["source"] == "reference").to_numpy()
+    humans = pd.concat(
+        [
+            labels.assign(annotator=name, score=np.where(is_ref, 2.0, np.where(pair < gt_until, 1.0, 3.0)))
+            for name, gt_until in (("e1", 8), ("e2", 5))
+        ],
+        ignore_index=True,
+    )
+    return results, humans
+
+
+def test_experts_vs_judges_each_expert_and_judge_has_a_row() -> None:
+    """Issue 24 item 1: the table printed only the strict majority ("experts 28.6%, judge 71.4%, n=7, no
+    majority 3": two experts disagree on 3 of 10 pairs, which the majority drops). The paper's layout gives
+    each expert's and each judge's rate on all 10 pairs: GT 80% and 50%, the judge generated 80%; the
+    majority an extra row on its 7 pairs (GT on 5)."""
+    results, humans = _planted_experts()
+    tables = compute_tables(results, humans, n_boot=20)
+    rates = tables["expert_vs_judge"]
+    assert list(rates.columns) == ["rater", "kind", "dimension", "n", "gt_win", "gen_win", "tie"]
+    got = {r.rater: (r.kind, r.n, r.gt_win, r.gen_win, r.tie) for r in rates.itertuples()}
+    assert got == {
+        "human:e1": ("expert", 10, 0.8, pytest.approx(0.2), 0.0),
+        "human:e2": ("expert", 10, 0.5, 0.5, 0.0),
+        "judge_a [independent]": ("judge", 10, pytest.approx(0.2), 0.8, 0.0),
+        "human:majority": ("majority", 7, pytest.approx(5 / 7), pytest.approx(2 / 7), 0.0),
+    }
+    assert list(rates["kind"]) == ["expert", "expert", "judge", "majority"]
+    shown = pt.expert_vs_judge(tables).frame.set_index("rater")
+    assert (
+        shown.loc["human:e1", "GT preferred"] == "80.0%" and shown.loc["human:e2", "GT preferred"] == "50.0%"
+    )
+    assert shown.loc["judge_a [independent]", "generated preferred"] == "80.0%"
+    gap = pt.preference_gap(tables).frame.iloc[0]  # the majority's comparison stays, under its own title
+    assert (gap["n"], gap["experts win"], gap["judge win"], gap["no majority"]) == (7, "28.6%", "71.4%", 3)
+    aligned = pt.alignment(tables).frame  # one column per expert and the majority (the paper's 72-76%)
+    columns = ["human dimension", "judge", "judge dimension", "human:e1", "human:e2", "human:majority"]
+    assert list(aligned.columns) == columns
+    # the winner on the same pairs: e1 agrees with the judge on pairs 0-1 and 8-9 -> 4 of 10
+    assert aligned.iloc[0]["human:e1"].startswith("40.0% [") and aligned.iloc[0]["human:e1"].endswith(" n=10")
