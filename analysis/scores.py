@@ -272,12 +272,15 @@ def _on_every_judge(frame: pd.DataFrame, cands: pd.DataFrame) -> pd.DataFrame:
     return frame.loc[frame["n_judges"].to_numpy() == need].reset_index(drop=True)
 
 
-def combined_pairs(cands: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
+def combined_pairs(
+    cands: pd.DataFrame, reference: str = "reference", every_judge: bool = True
+) -> pd.DataFrame:
     """The judges' `mean` combination, per mode × instance × generated candidate × dimension: `score` and
     `ref_score`, each averaged over the judges that scored both that candidate and the instance's reference
     (`n_judges` of them). Only candidates every judge of the combination scored on both sides are kept, so
     best-of-K picks among means over one and the same judge set (issue 24 item 3: a candidate one judge
-    failed on used to stand on the other judge alone and could win best-of-K on that)."""
+    failed on used to stand on the other judge alone and could win best-of-K on that); `every_judge=False`
+    keeps the others too (to count what is left out)."""
     is_ref = (cands["source"] == reference).to_numpy()
     keys = ["judge", "mode", "instance_id", "dimension"]
     ref = cands.loc[is_ref, [*keys, *([CONTEXT] if CONTEXT in cands else []), "score"]]
@@ -286,7 +289,7 @@ def combined_pairs(cands: pd.DataFrame, reference: str = "reference") -> pd.Data
     out = both.groupby(item, observed=True, sort=False).agg(
         score=("score", "mean"), ref_score=("ref_score", "mean"), n_judges=("judge", "nunique")
     )
-    out = _on_every_judge(out.reset_index(), cands)
+    out = _on_every_judge(out.reset_index(), cands) if every_judge else out.reset_index()
     out.insert(0, "judge", out["dimension"].astype(str).map(combination_names(cands, "mean")).astype(object))
     return out
 

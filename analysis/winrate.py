@@ -118,17 +118,17 @@ def vote_excluded(outcomes: pd.DataFrame, combine: str) -> pd.DataFrame:
 def mean_excluded(
     results: pd.DataFrame, outcomes: pd.DataFrame, reference: str = "reference"
 ) -> pd.DataFrame:
-    """Per combination × mode × generator × dimension: `n_excluded`, the instances with a scored candidate of
-    the generator that the `mean` combination left out, because no candidate (or not the reference) was
-    scored by every judge (`scores.combined_pairs`)."""
+    """Per combination × mode × generator × dimension: `n_excluded`, the instances some judge compared (a
+    candidate and the reference scored) that the `mean` combination left out because no candidate rests on
+    every judge (`scores.combined_pairs`); as `vote_excluded` counts them for the votes."""
     cands = candidate_scores(results, CONTEXT_KEYS, reference)
-    items = ["mode", "instance_id", "source", "dimension"]
-    gen = cands.loc[(cands["source"] != reference).to_numpy(), items].astype(str).drop_duplicates()
+    items = ["judge", "mode", "instance_id", "source", "dimension"]
+    compared = combined_pairs(cands, reference, every_judge=False)[items].astype(str).drop_duplicates()
     kept = outcomes[items].astype(str).drop_duplicates().assign(_kept=True)
-    gen = gen.merge(kept, on=items, how="left")
-    gen["n_excluded"] = gen["_kept"].isna().to_numpy().astype(np.int64)
-    gen.insert(0, "judge", gen["dimension"].map(combination_names(cands, "mean")).astype(object))
-    return gen.groupby(["judge", "mode", "source", "dimension"], sort=False)["n_excluded"].sum().reset_index()
+    compared = compared.merge(kept, on=items, how="left")
+    compared["n_excluded"] = compared["_kept"].isna().to_numpy().astype(np.int64)
+    keys = ["judge", "mode", "source", "dimension"]
+    return compared.groupby(keys, sort=False)["n_excluded"].sum().reset_index()
 
 
 def instance_outcomes(

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from analysis.collect import find_results, load_results, prepare
+from analysis.illusion import CROSS_MODE, SAME_JUDGE
 from analysis.render import markdown_table
 from analysis.report import UNKNOWN, compute_tables, main, overview
 from analysis.report_sections import NO_HUMANS, ONE_RATER
@@ -153,7 +154,7 @@ def test_compute_tables_without_humans_has_no_human_tables(study: pd.DataFrame) 
     assert "preference_gap" not in tables and "alignment" not in tables
     assert {"winrate", "mode_shift", "score_agreement", "winner_agreement"} <= set(tables)
     kinds = set(tables["winner_agreement"]["kind"])
-    assert kinds == {"judge-judge", "all"}
+    assert kinds == {"judge-judge", SAME_JUDGE, CROSS_MODE, "all"}  # a judge across modes: not judge-judge
 
 
 def test_markdown_table_formats_and_cuts() -> None:
