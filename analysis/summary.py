@@ -225,10 +225,14 @@ def _best_judge(ranked: pd.DataFrame) -> str:
         )
     second = ranked.iloc[1]
     if top["kappa_w_lo"] <= second["kappa_w_hi"]:  # NaN bounds compare False: no CI, no overlap claimed
-        return (f"no clear best judge (CIs overlap): {top['judge']} {_kappa(top)}; {second['judge']} "
-                f"{_kappa(second)}")  # fmt: skip
-    return (f"{top['judge']} agrees most with the experts, {_kappa(top)} (next: {second['judge']} "
-            f"{_num(second['kappa_w'])})")  # fmt: skip
+        return (
+            f"no clear best judge (CIs overlap): {top['judge']} {_kappa(top)}; {second['judge']} "
+            f"{_kappa(second)}"
+        )
+    return (
+        f"{top['judge']} agrees most with the experts, {_kappa(top)} (next: {second['judge']} "
+        f"{_num(second['kappa_w'])})"
+    )
 
 
 def _rater(agree: pd.DataFrame) -> pd.Series:
@@ -249,9 +253,11 @@ def shift_lines(shift: pd.DataFrame | None) -> list[str]:
     for judge, part in shift.groupby(shift["judge"].astype(str), sort=True):
         top = part.loc[part["delta_win"].abs().idxmax()]
         verdict = "significant" if top["significant"] else "not significant"
-        line = (f"{judge}: largest shift Δwin = {_ci(top['delta_win'], top['delta_win_lo'], top['delta_win_hi'])} "
-                f"({top['source']}, {top['dimension']}; win {_num(top['win_before'])} → {_num(top['win_after'])} on the "
-                f"{int(top['n'])} instances in both modes), p = {top['mcnemar_p']:.3g}, {verdict}.")  # fmt: skip
+        line = (
+            f"{judge}: largest shift Δwin = {_ci(top['delta_win'], top['delta_win_lo'], top['delta_win_hi'])} "
+            f"({top['source']}, {top['dimension']}; win {_num(top['win_before'])} → {_num(top['win_after'])} "
+            f"on the {int(top['n'])} instances in both modes), p = {top['mcnemar_p']:.3g}, {verdict}."
+        )
         n = int(part["n"].min())
         if n < 50:
             mds = min_detectable_shift(n)

@@ -131,8 +131,15 @@ def _hand_results(runs: dict[tuple[str, str], tuple[int | None, ...]]) -> pd.Dat
     mode) runs of `runs`, and only the instances a run has a score (not None) for."""
     judges = sorted({j for j, _ in runs})
     n_instances = max(len(v) for v in runs.values())
-    r = synthetic_results(n_instances=n_instances, generators=("gen",), k=1, dimensions=("originality",),
-                          judges=judges, n_samples=1, seed=0)  # fmt: skip
+    r = synthetic_results(
+        n_instances=n_instances,
+        generators=("gen",),
+        k=1,
+        dimensions=("originality",),
+        judges=judges,
+        n_samples=1,
+        seed=0,
+    )
     r = r.loc[[k in runs for k in zip(r["judge"].astype(str), r["mode"].astype(str), strict=True)]]
     inst = r["instance_id"].cat.codes.to_numpy()
     given = [
@@ -210,8 +217,10 @@ def test_a_shift_is_the_difference_of_the_paired_rates_beside_it() -> None:
     +66.7": the rates are over each mode's instances, the shift over the 6 in both. By hand (reference 5):
     independent wins on instances 0 and 6-9 (5 of 10); comparative, run on 0-5 only, wins on 0-4 (5 of 6);
     on the 6 paired instances independent wins 1 (16.7%), comparative 5 (83.3%): +66.7 = 83.3 - 16.7."""
-    runs = {("judge_a", "independent"): (6, 4, 4, 4, 4, 4, 6, 6, 6, 6),
-            ("judge_a", "comparative"): (6, 6, 6, 6, 6, 4, None, None, None, None)}  # fmt: skip
+    runs = {
+        ("judge_a", "independent"): (6, 4, 4, 4, 4, 4, 6, 6, 6, 6),
+        ("judge_a", "comparative"): (6, 6, 6, 6, 6, 4, None, None, None, None),
+    }
     tables = compute_tables(_hand_results(runs), n_boot=20)
     row = _row(pt.win_tie_loss_by_mode(tables), "judge_a")
     assert (row["independent n"], row["independent win"]) == (10, "50.0%")

@@ -49,8 +49,20 @@ def test_human_agreement_finds_the_planted_judge() -> None:
 
 def _agreement(rows: list[tuple[str, float, float, float]]) -> pd.DataFrame:
     """A human_agreement table for one dimension: (judge, κ_w, CI low, CI high), n = 40."""
-    return pd.DataFrame([{"judge": j, "mode": "independent", "dimension": "orig", "n": 40, "kappa_w": k,
-                          "kappa_w_lo": lo, "kappa_w_hi": hi} for j, k, lo, hi in rows])  # fmt: skip
+    return pd.DataFrame(
+        [
+            {
+                "judge": j,
+                "mode": "independent",
+                "dimension": "orig",
+                "n": 40,
+                "kappa_w": k,
+                "kappa_w_lo": lo,
+                "kappa_w_hi": hi,
+            }
+            for j, k, lo, hi in rows
+        ]
+    )
 
 
 def test_a_tie_is_a_tie_and_overlapping_cis_name_no_best_judge() -> None:
@@ -132,10 +144,21 @@ def test_leaderboard_counts_calls_not_rows_and_keeps_cost_unknown() -> None:
 
 
 def test_shift_lines_give_the_test_p_and_power_note() -> None:
-    shift = pd.DataFrame({"judge": ["j", "j"], "source": ["g", "g"], "dimension": ["d", "e"], "n": [8, 8],
-                          "delta_win": [0.5, -0.1], "delta_win_lo": [0.1, -0.4], "delta_win_hi": [0.9, 0.2],
-                          "mcnemar_p": [0.031, 0.9], "significant": [True, False], "win_before": [0.25, 0.5],
-                          "win_after": [0.75, 0.4]})  # fmt: skip
+    shift = pd.DataFrame(
+        {
+            "judge": ["j", "j"],
+            "source": ["g", "g"],
+            "dimension": ["d", "e"],
+            "n": [8, 8],
+            "delta_win": [0.5, -0.1],
+            "delta_win_lo": [0.1, -0.4],
+            "delta_win_hi": [0.9, 0.2],
+            "mcnemar_p": [0.031, 0.9],
+            "significant": [True, False],
+            "win_before": [0.25, 0.5],
+            "win_after": [0.75, 0.4],
+        }
+    )
     lines = summary.shift_lines(shift)
     assert lines[0].startswith("1 of 2 judge × generator × dimension shifts are significant")
     assert (
