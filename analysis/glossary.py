@@ -16,8 +16,9 @@ GLOSSARY: dict[str, str] = {
     "dimension": "rubric dimension scored", "instance_id": "dataset instance", "position": "0-based place in the "
     "comparative prompt", "rater": "a judge [mode] or an annotator (human:<name>)", "rater_a": "first rater of "
     "the pair", "rater_b": "second rater of the pair", "dimension_a": "rater A's dimension",
-    "dimension_b": "rater B's dimension", "kind": "pair kind (expert-expert, expert-judge, judge-judge: two judges in one mode, judge-self: one judge "
-    "across modes, i.e. consistency, judge-other-mode, all)",
+    "dimension_b": "rater B's dimension", "kind": "rater kind (expert, judge, majority) or pair kind "
+    "(expert-expert, expert-judge, judge-judge: two different judges in one mode, judge-self: one judge across "
+    "modes, i.e. consistency, judge-other-mode: two judges in different modes, all)",
     "combine": "how judges are combined: mean score, unanimous or majority verdict", "family": "the judge's "
     "model family", "method": "latent-truth model (Dawid-Skene, MACE, GLAD, majority vote)", "task": "item of "
     "the latent model", "latent": "the latent model's most probable label", "votes": "the raters' labels",
@@ -34,8 +35,8 @@ GLOSSARY: dict[str, str] = {
     "annotators", "n_pairs": "(instance, generator, dimension) pairs", "n_majority": "pairs with a strict "
     "human majority", "n_excluded": "items left out: pairs without a strict human "
     "majority (human_majority), instances some judge left unscored (unanimous / majority combinations)",
-    "n_judges_min": "the fewest judges behind any item of the row (a `mean` combination averages whichever "
-    "judges scored it)", "pairs": "rater pairs of this kind",
+    "n_judges_min": "the fewest judges behind any item of the row (a `mean` combination keeps only "
+    "candidates every judge of it scored)", "pairs": "rater pairs of this kind",
     "items": "items over all pairs of this kind", "n_labels": "human labels on this dimension, which no judge "
     "scored (compared with nothing)",
     # scores and rates
@@ -47,8 +48,9 @@ GLOSSARY: dict[str, str] = {
     "their own (failed calls and twins left out, cached replays in; unknown when any call's cost is unknown)", "median_latency_s": "median seconds per provider call (cache replays excluded)",
     "cached": "share of calls replayed from the cache", "mean": "mean", "sd": "standard deviation",
     "ci": "95% CI", "win": "share of instances where the generator's best-of-K beats the reference",
-    "tie": "share tied", "loss": "share lost", "win_before": "win rate in the first setting (independent)",
-    "win_after": "win rate in the second (comparative)", "tie_before": "tie rate in the first setting",
+    "tie": "share tied", "gt_win": "share of pairs where the reference (ground truth) is preferred",
+    "gen_win": "share of pairs where the generated candidate is preferred", "loss": "share lost", "win_before": "win rate in the first setting (independent), on the n paired items",
+    "win_after": "win rate in the second (comparative), on the same n items", "tie_before": "tie rate in the first setting",
     "tie_after": "tie rate in the second", "delta_win": "Δwin = after − before (paired)",
     "delta_tie": "Δtie = after − before", "mcnemar_p": "McNemar's exact p on win / not-win",
     "significant": "Benjamini–Hochberg q < 0.05 (p < 0.05 where no q is beside it)", "human_win": "human majority's win rate", "human_tie": "human majority's tie "

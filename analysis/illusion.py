@@ -110,6 +110,12 @@ def preference_gap(
     return out.rename(columns=names)
 
 
+#: Kinds of a pair of judge raters (``judge [mode]``) other than two different judges in one mode, the
+#: only pairs that are judge–judge agreement (DESIGN.md: a judge across modes is consistency).
+SAME_JUDGE = "judge-self"  # one judge in two modes: its consistency, not agreement
+CROSS_MODE = "judge-other-mode"  # two judges in different modes
+
+
 def _pair_kind(kind_a: pd.Series, kind_b: pd.Series) -> pd.Series:
     order = {"expert": 0, "majority": 1, "judge": 2}
     first = np.where(kind_a.map(order) <= kind_b.map(order), kind_a, kind_b)
@@ -132,14 +138,15 @@ def agreement_matrix(raters: pd.DataFrame, n_boot: int = 1000, seed: int = 0) ->
     same_judge = (a.map(first["judge"]) == b.map(first["judge"])).to_numpy()
     same_mode = (a.map(first["mode"]) == b.map(first["mode"])).to_numpy()
     both = (kind == "judge-judge").to_numpy()
-    kind[both & same_judge] = "judge-self"
-    kind[both & ~same_judge & ~same_mode] = "judge-other-mode"
+    kind[both & same_judge] = SAME_JUDGE
+    kind[both & ~same_judge & ~same_mode] = CROSS_MODE
     table.loc[pair, "kind"] = kind
     return table
 
 
 def agreement_by_kind(matrix: pd.DataFrame) -> pd.DataFrame:
-    """Mean percent agreement and κ over the rater pairs of each kind (the expert/judge summary)."""
+    """Mean percent agreement and κ over the rater pairs of each kind (the expert/judge summary; the paper's
+    expert–expert / LLM–LLM / expert–LLM table)."""
     pairs = matrix.loc[matrix["kind"] != "all"]
     grouped = pairs.groupby("kind", sort=True)
     return grouped.agg(
@@ -181,11 +188,40 @@ def cross_dimension_alignment(
 
 
 def default_alignment_pairs(outcomes: pd.DataFrame) -> list[tuple[str, str, str, str]]:
-    """Human majority on each dimension vs every judge rater on every dimension."""
+    """Each expert and the human majority, on each dimension, vs every judge rater on every dimension (the
+    paper reports the alignment per expert)."""
     dims_of = outcomes.groupby("rater")["dimension"].unique()
     if MAJORITY not in dims_of:
         return []
+    experts = sorted(outcomes.loc[outcomes["kind"] == "expert", "rater"].unique())
     judges = sorted(outcomes.loc[outcomes["kind"] == "judge", "rater"].unique())
     return [
-        (MAJORITY, dh, j, dj) for dh in sorted(dims_of[MAJORITY]) for j in judges for dj in sorted(dims_of[j])
+        (h, dh, j, dj)
+        for h in [*experts, MAJORITY]
+        for dh in sorted(dims_of[h])
+        for j in judges
+        for dj in sorted(dims_of[j])
     ]
+
+
+RATER_KINDS: tuple[str, ...] = ("expert", "judge", "majority")
+
+
+def rater_rates(outcomes: pd.DataFrame) -> pd.DataFrame:
+    """The paper's experts-vs-judges layout: per rater (each expert, each judge × mode, the strict human
+    majority last) and dimension, over every pair that rater rated, `n` and the shares where the reference
+    (ground truth) is preferred (`gt_win`), the generated candidate is (`gen_win`), or neither (`tie`).
+    Each expert keeps every pair, so a disagreement between experts is in both their rows, not dropped as
+    the majority row drops it; `outcomes` from `analysis.humans.rater_outcomes` with human labels."""
+    o = outcomes["outcome"].to_numpy()
+    frame = outcomes[["rater", "kind", "dimension"]].astype(str)
+    frame = frame.assign(
+        gt_win=(o == -1).astype(float), gen_win=(o == 1).astype(float), tie=(o == 0).astype(float)
+    )
+    out = frame.groupby(["rater", "kind", "dimension"], sort=True).agg(
+        n=("tie", "size"), gt_win=("gt_win", "mean"), gen_win=("gen_win", "mean"), tie=("tie", "mean")
+    )
+    out = out.reset_index()
+    order = out["kind"].map({k: i for i, k in enumerate(RATER_KINDS)}).to_numpy()
+    out = out.iloc[np.lexsort([out["dimension"].to_numpy(), out["rater"].to_numpy(), order])]
+    return out.reset_index(drop=True)

@@ -1,8 +1,9 @@
 """The RQ-Bench paper's tables, ready to paste: paper_tables.md and paper_tables.tex.
 
 Every cell is a value of one of the report's tables (`best_of_k_scores`, `winrate`, `winrate_combined`,
-`mode_shift`, `mode_shift_combined`, `preference_gap`, `human_majority`, `alignment`), only formatted, never
-recomputed, so the paper and the CSVs cannot disagree. LaTeX comes from great-tables, Markdown from
+`mode_shift`, `mode_shift_combined`, `expert_vs_judge`, `preference_gap`, `human_majority`,
+`winner_agreement_by_kind`, `alignment`), only formatted, never recomputed, so the paper and the CSVs cannot
+disagree. LaTeX comes from great-tables, Markdown from
 pandas/tabulate; a table whose inputs are absent (no humans, one mode, …) is left out.
 """
 
@@ -60,7 +61,9 @@ def p_value(p: float) -> str:
 
 def _ordered(frame: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
     """Rows by judge (combinations last), mode (independent first), source (reference first), dimension."""
-    text = {c: frame[c].astype(str).to_numpy() for c in ("judge", "mode", "source", "dimension") if c in frame}
+    text = {
+        c: frame[c].astype(str).to_numpy() for c in ("judge", "mode", "source", "dimension") if c in frame
+    }
     keys = []  # np.lexsort sorts by the last key first
     if "dimension" in text:
         keys.append(text["dimension"])
@@ -77,12 +80,30 @@ def best_five(tables: Tables, reference: str = "reference") -> PaperTable | None
     scores = tables.get("best_of_k_scores")
     if scores is None or scores.empty:
         return None
-    cells = scores.assign(cell=[mean_sd(m, s) for m, s in zip(scores["mean"], scores["sd"], strict=True)])
+    cells = scores.assign(
+        cell=[
+            f"{mean_sd(m, s)} {_n_judges(n, j)}"
+            for m, s, n, j in zip(
+                scores["mean"], scores["sd"], scores["n"], scores["n_judges_min"], strict=True
+            )
+        ]
+    )
     wide = cells.pivot_table(index=["judge", "mode", "source"], columns="dimension", values="cell",
                              aggfunc="first", sort=False).reset_index()  # fmt: skip
     wide.columns.name = None
-    return PaperTable("best_five", "Best-of-K scores", "mean ± sd over instances of each generator's best-of-K "
-                      "candidate score (the reference: its own score)", _ordered(wide.fillna(""), reference))
+    return PaperTable(
+        "best_five",
+        "Best-of-K scores",
+        "mean ± sd over n instances of each generator's "
+        "best-of-K candidate score (the reference: its own score); a judges' mean is over the "
+        "candidates all its judges scored, and each cell says how many judges it rests on",
+        _ordered(wide.fillna(""), reference),
+    )
+
+
+def _n_judges(n: int, judges: int) -> str:
+    """``(n=12, 2 judges)``: the instances and the fewest judges behind a best-of-K cell."""
+    return f"(n={int(n)}, {int(judges)} judge{'' if int(judges) == 1 else 's'})"
 
 
 def _rates(tables: Tables) -> pd.DataFrame:
@@ -101,7 +122,7 @@ def _shifts(tables: Tables) -> pd.DataFrame:
     frames = [tables[k] for k in ("mode_shift", "mode_shift_combined") if k in tables]
     if not frames:
         return pd.DataFrame(columns=["judge", "source", "dimension"])
-    cols = ["judge", "source", "dimension", "delta_win", "delta_tie", "mcnemar_p"]
+    cols = ["judge", "source", "dimension", "n", *PAIRED, "delta_win", "delta_tie", "mcnemar_p"]
     return pd.concat([f[cols].astype({c: str for c in cols[:3]}) for f in frames], ignore_index=True)
 
 
@@ -123,26 +144,54 @@ def win_tie_loss_by_mode(tables: Tables) -> PaperTable | None:
         n = out[names["n"]].astype("Int64")  # a judge that did not run this mode: blank, not a crash
         out[names["n"]] = n.astype(object).where(n.notna().to_numpy(), "")
         spanners.append((mode, tuple(names.values())))
-    note = ("per judge and for the judges' mean, each mean over the judges it names in every mode shown; rates "
-            "over instances; shift in percentage points")
+    note = (
+        "per judge and for the judges' mean, each mean over the judges it names in every mode shown; rates "
+        "over each mode's instances; the shift (comparative - independent, in percentage points) is over the "
+        "n paired instances scored in both modes, whose rates stand beside it: shift = paired comparative - "
+        "paired independent"
+    )
     shifts = _shifts(tables)
     if len(shifts):
         out, missing = _with_shifts(out, shifts, keys)
-        spanners.append(("comparative - independent", SHIFT_COLUMNS))
+        spanners.append((SHIFT_SPANNER, SHIFT_COLUMNS))
         if missing:
             note += f"; no shift (n/a) for {', '.join(missing)}: it (or one of its judges) ran one mode only"
     return PaperTable("win_tie_loss", "Win / tie / loss vs the reference, independent vs comparative", note,
                       _ordered(out.fillna("")), tuple(spanners))  # fmt: skip
 
 
-SHIFT_COLUMNS: tuple[str, ...] = ("win shift", "tie shift", "McNemar p")
+#: The shift's inputs beside it (issue 24 item 2): mode_shift's paired rates, before = independent.
+PAIRED: tuple[str, ...] = ("win_before", "win_after", "tie_before", "tie_after")
+SHIFT_SPANNER = "on the instances in both modes"
+SHIFT_COLUMNS: tuple[str, ...] = (
+    "n paired",
+    "independent win (paired)",
+    "comparative win (paired)",
+    "win shift",
+    "independent tie (paired)",
+    "comparative tie (paired)",
+    "tie shift",
+    "McNemar p",
+)
 
 
 def _with_shifts(out: pd.DataFrame, shifts: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, list[str]]:
-    """`out` with the shift columns; rows without a shift read "n/a", and the judges they belong to."""
-    shown = shifts.assign(**{"win shift": shifts["delta_win"].map(_points), "tie shift": shifts["delta_tie"].map(_points),
-                             "McNemar p": shifts["mcnemar_p"].map(p_value)})  # fmt: skip
-    out = out.merge(shown[[*keys, *SHIFT_COLUMNS]], on=keys, how="left")
+    """`out` with the shift columns: n paired, the paired rates and the shifts between them; rows without a
+    shift read "n/a", and the judges they belong to."""
+    shown = pd.DataFrame(
+        {
+            **{k: shifts[k] for k in keys},
+            "n paired": shifts["n"].astype(int).astype(object),
+            "independent win (paired)": shifts["win_before"].map(pct),
+            "comparative win (paired)": shifts["win_after"].map(pct),
+            "win shift": shifts["delta_win"].map(_points),
+            "independent tie (paired)": shifts["tie_before"].map(pct),
+            "comparative tie (paired)": shifts["tie_after"].map(pct),
+            "tie shift": shifts["delta_tie"].map(_points),
+            "McNemar p": shifts["mcnemar_p"].map(p_value),
+        }
+    )
+    out = out.merge(shown, on=keys, how="left")
     absent = out["win shift"].isna().to_numpy()
     out.loc[absent, list(SHIFT_COLUMNS)] = "n/a"
     return out, sorted(set(out.loc[absent, "judge"].astype(str)))
@@ -152,8 +201,8 @@ def _points(delta: float) -> str:
     return "" if pd.isna(delta) else f"{100 * delta:+.1f}"
 
 
-def expert_vs_judge(tables: Tables) -> PaperTable | None:
-    """Experts' (strict majority) and each judge's win rate on the same pairs, the gap with its CI and p,
+def preference_gap(tables: Tables) -> PaperTable | None:
+    """The experts' strict majority and each judge's win rate on the same pairs, the gap with its CI and p,
     and how many pairs had no strict majority."""
     gap = tables.get("preference_gap")
     if gap is None or gap.empty:
@@ -170,10 +219,97 @@ def expert_vs_judge(tables: Tables) -> PaperTable | None:
         excluded = majority[["source", "dimension", "n_excluded"]].astype({"source": str, "dimension": str})
         out = out.merge(excluded.rename(columns={"n_excluded": "no majority"}), on=["source", "dimension"],
                         how="left")  # fmt: skip
-    return PaperTable("expert_vs_judge", "Experts vs judges on the same pairs",
+    return PaperTable("preference_gap", "Judges vs the expert majority on the same pairs",
                       "win rate of the rated candidate over the reference; experts by strict majority (pairs "
                       "without one excluded and counted); gap = judge - experts, in points",
                       _ordered(out.fillna("")))  # fmt: skip
+
+
+RATES: tuple[tuple[str, str], ...] = (
+    ("gt_win", "GT preferred"),
+    ("gen_win", "generated preferred"),
+    ("tie", "tie"),
+)
+
+
+def _rater_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """rater, kind, dimension, n and the three rates as percentages, from `expert_vs_judge` rows."""
+    out = table[["rater", "kind", "dimension"]].astype(str)
+    out["n"] = table["n"].astype(int).to_numpy()
+    for col, name in RATES:
+        out[name] = table[col].map(pct).to_numpy()
+    return out.reset_index(drop=True)
+
+
+def expert_vs_judge(tables: Tables) -> PaperTable | None:
+    """The paper's experts-vs-judges layout: each expert's rates on every pair they rated, each judge's on
+    the same candidates, and the strict majority as an extra row (`illusion.rater_rates`)."""
+    table = tables.get("expert_vs_judge")
+    if table is None or table.empty:
+        return None
+    return PaperTable(
+        "expert_vs_judge",
+        "Experts vs judges on the same pairs",
+        "per rater, over the pairs it rated (a candidate the experts rated vs the instance's reference): "
+        "reference (GT) preferred, generated preferred, tie; each expert on every pair, the majority on the "
+        "pairs with a strict majority",
+        _rater_rows(table),
+    )
+
+
+#: Pair kinds of the paper's agreement table, as the paper names them.
+PAPER_KINDS: tuple[tuple[str, str], ...] = (
+    ("expert-expert", "expert–expert"),
+    ("judge-judge", "LLM–LLM"),
+    ("expert-judge", "expert–LLM"),
+)
+
+
+def agreement_by_kind(tables: Tables) -> PaperTable | None:
+    """Mean agreement on winners over the expert–expert, LLM–LLM (two different judges in one mode) and
+    expert–LLM rater pairs (`winner_agreement_by_kind`)."""
+    table = tables.get("winner_agreement_by_kind")
+    if table is None or table.empty:
+        return None
+    by_kind = table.assign(kind=table["kind"].astype(str)).set_index("kind")
+    rows = [(name, by_kind.loc[kind]) for kind, name in PAPER_KINDS if kind in by_kind.index]
+    if not rows:
+        return None
+    out = pd.DataFrame(
+        {
+            "pairs of": [name for name, _ in rows],
+            "rater pairs": [int(r["pairs"]) for _, r in rows],
+            "items": [int(r["items"]) for _, r in rows],
+            "agreement": [pct(r["percent"]) for _, r in rows],
+            "kappa": ["" if pd.isna(r["kappa"]) else f"{r['kappa']:.2f}" for _, r in rows],
+        }
+    )
+    return PaperTable(
+        "agreement_by_kind",
+        "Agreement on winners: experts and LLM judges",
+        "mean over the rater pairs of each kind of the share of items (win / tie / loss) on which both agree, "
+        "and Cohen's κ; LLM–LLM pairs are two different judges in one mode",
+        out,
+    )
+
+
+def boundedness_on_rated_pairs(tables: Tables, dimension: str = "source_boundedness") -> PaperTable | None:
+    """Each judge's rates on one dimension over the pairs the experts rated (`expert_vs_judge` rows)."""
+    table = tables.get("expert_vs_judge")
+    if table is None or table.empty:
+        return None
+    part = table.loc[
+        (table["dimension"].astype(str) == dimension).to_numpy() & (table["kind"] == "judge").to_numpy()
+    ]
+    if part.empty:
+        return None
+    return PaperTable(
+        "boundedness_on_rated_pairs",
+        f"{dimension} on the human-rated pairs",
+        f"per judge, over the pairs the experts rated: the reference (GT) or the generated candidate preferred "
+        f"on {dimension} (better in the rubric's direction), or a tie",
+        _rater_rows(part).drop(columns=["kind", "dimension"]),
+    )
 
 
 def _gap(g: float, lo: float, hi: float) -> str:
@@ -190,35 +326,69 @@ def boundedness(tables: Tables, dimension: str = "source_boundedness",
     part = scores.loc[scores["dimension"].astype(str) == dimension]
     out = part[["judge", "mode", "source"]].astype(str)
     out[f"{dimension} (mean ± sd)"] = [mean_sd(m, s) for m, s in zip(part["mean"], part["sd"], strict=True)]
+    out["n"] = part["n"].astype(int).to_numpy()
+    out["n_judges_min"] = part["n_judges_min"].astype(int).to_numpy()
     rates = _rates(tables)
     if len(rates):
-        rates = rates.loc[rates["dimension"] == dimension, ["judge", "mode", "source", "win", "loss"]]
-        out = out.merge(rates.assign(win=rates["win"].map(pct), loss=rates["loss"].map(pct)),
-                        on=["judge", "mode", "source"], how="left")  # fmt: skip
-    return PaperTable("boundedness", f"{dimension}: best-of-K mean ± sd with win / loss",
-                      "win / loss of each generator's best-of-K against the reference",
-                      _ordered(out.fillna(""), reference))  # fmt: skip
+        rates = rates.loc[rates["dimension"] == dimension, ["judge", "mode", "source", "n", "win", "loss"]]
+        shown = rates.assign(win=rates["win"].map(pct), loss=rates["loss"].map(pct))
+        out = out.merge(
+            shown.rename(columns={"n": "n (win / loss)"}), on=["judge", "mode", "source"], how="left"
+        )
+        n = out["n (win / loss)"].astype("Int64")
+        out["n (win / loss)"] = n.astype(object).where(n.notna().to_numpy(), "")
+    return PaperTable(
+        "boundedness",
+        f"{dimension}: best-of-K mean ± sd with win / loss",
+        "win / loss of each generator's best-of-K against the reference; n instances and the "
+        "fewest judges (n_judges_min) behind the mean, n (win / loss) instances with a reference "
+        "score",
+        _ordered(out.fillna(""), reference),
+    )
 
 
 def alignment(tables: Tables) -> PaperTable | None:
-    """Agreement between one rater's winner on one dimension and another's on another, on the same pairs."""
+    """Agreement between a human rater's winner on one dimension and a judge's on another, on the same pairs:
+    one row per (dimension A, judge, dimension B), one column per expert and for the majority (the paper
+    gives the alignment per expert)."""
     table = tables.get("alignment")
     if table is None or table.empty:
         return None
-    out = table[["rater_a", "dimension_a", "rater_b", "dimension_b", "n"]].astype(
-        {c: str for c in ("rater_a", "dimension_a", "rater_b", "dimension_b")}
+    keys = ["dimension_a", "rater_b", "dimension_b"]
+    frame = table.astype({c: str for c in ("rater_a", *keys)})
+    frame = frame.assign(
+        cell=[
+            "" if pd.isna(v) else f"{pct_ci(v, lo, hi)} n={int(n)}"
+            for v, lo, hi, n in zip(
+                frame["percent"], frame["percent_lo"], frame["percent_hi"], frame["n"], strict=True
+            )
+        ]
     )
-    out["agreement [95% CI]"] = [pct_ci(v, lo, hi) for v, lo, hi in zip(table["percent"], table["percent_lo"],
-                                                                       table["percent_hi"], strict=True)]  # fmt: skip
-    out["kappa"] = table["kappa"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}").to_numpy()
-    return PaperTable("alignment", "Cross-dimension alignment",
-                      "share of pairs on which rater A's winner on dimension A equals rater B's on dimension B",
-                      out)  # fmt: skip
+    raters = list(dict.fromkeys(frame["rater_a"]))
+    wide = frame.pivot_table(index=keys, columns="rater_a", values="cell", aggfunc="first", sort=False)
+    wide = wide.reindex(columns=raters).reset_index()
+    wide.columns.name = None
+    return PaperTable(
+        "alignment",
+        "Cross-dimension alignment",
+        "share of pairs on which a human rater's winner on dimension A equals the judge's winner on dimension B "
+        "[95% CI], n pairs; one column per expert and for the strict majority",
+        wide.rename(
+            columns={"dimension_a": "human dimension", "rater_b": "judge", "dimension_b": "judge dimension"}
+        ).fillna(""),
+    )
 
 
 BUILDERS: tuple[Callable[[Tables], PaperTable | None], ...] = (
-    best_five, win_tie_loss_by_mode, expert_vs_judge, boundedness, alignment,
-)  # fmt: skip
+    best_five,
+    win_tie_loss_by_mode,
+    expert_vs_judge,
+    preference_gap,
+    agreement_by_kind,
+    boundedness,
+    boundedness_on_rated_pairs,
+    alignment,
+)
 
 
 def paper_tables(tables: Tables) -> list[PaperTable]:

@@ -69,7 +69,9 @@ def _call_cost(frame: pd.DataFrame, results: pd.DataFrame, keys: list[str]) -> p
         return frame.groupby(keys, observed=True, dropna=False)["_cost"].agg(known_sum)
     call = [f"_{c}" for c in summary.CALL_KEYS]
     rows = frame.assign(**{f"_{c}": results[c].to_numpy() for c in summary.CALL_KEYS})
-    per_call = rows.groupby([*keys, *call], observed=True, dropna=False)["_cost"].agg(["max", "count", "size"])
+    per_call = rows.groupby([*keys, *call], observed=True, dropna=False)["_cost"].agg(
+        ["max", "count", "size"]
+    )
     cost = per_call["max"].where(per_call["count"] == per_call["size"])  # a row of unknown cost: call unknown
     return cost.groupby(level=list(range(len(keys))), dropna=False).agg(known_sum)
 
@@ -179,6 +181,7 @@ def _agreement_tables(cands: pd.DataFrame, humans: pd.DataFrame | None, referenc
         tables["winner_agreement_by_kind"] = illusion.agreement_by_kind(tables["winner_agreement"])
     if humans is not None and len(humans):
         tables["human_majority"] = human_mod.majority_coverage(outcomes.loc[outcomes["kind"] == "expert"])
+        tables["expert_vs_judge"] = illusion.rater_rates(outcomes)
         tables["preference_gap"] = illusion.preference_gap(outcomes, n_boot, seed)
         tables["human_reliability"] = human_mod.human_reliability(humans, n_boot, seed)
         pairs = illusion.default_alignment_pairs(outcomes)
@@ -275,9 +278,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--humans", help="human labels CSV: annotator, instance_id, candidate_id, source, "
                                          "dimension, score")  # fmt: skip
     parser.add_argument("--out", help="output folder (default: <root>/report)")
-    parser.add_argument("--reference", help="source name of the reference candidate (default: reference; a name "
-                                            "given must occur)")
-    parser.add_argument("--n-boot", type=positive_int, default=1000, help="bootstrap replicates (default 1000)")
+    parser.add_argument(
+        "--reference",
+        help="source name of the reference candidate (default: reference; a name given must occur)",
+    )
+    parser.add_argument(
+        "--n-boot", type=positive_int, default=1000, help="bootstrap replicates (default 1000)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--expected", action="store_true", help="analyse score_expected (G-Eval) for score")
     args = parser.parse_args(argv)

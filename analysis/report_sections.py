@@ -12,7 +12,9 @@ from analysis import latent
 
 NO_HUMANS = "No human labels were given (`--humans FILE`)."
 #: NO_HUMANS's place when labels were given (`human_agreement` is present) but leave this table empty.
-HUMANS_UNPAIRED = "Human labels were given, but none of them enters this table (no usable pair with the judges)."
+HUMANS_UNPAIRED = (
+    "Human labels were given, but none of them enters this table (no usable pair with the judges)."
+)
 ONE_RATER = "Only one rater (a single judge in a single mode, and no human labels): agreement needs two."
 
 
@@ -58,8 +60,9 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "Judges combined",
         "Candidate scores averaged over judges (`mean`), or per-judge verdicts "
-        "combined (`unanimous`, `majority`). `n_excluded`: instances a vote leaves out because some judge "
-        "left them unscored (`mean` keeps them); `n_judges_min`: the fewest judges behind any instance. A "
+        "combined (`unanimous`, `majority`). `n_excluded`: instances left out because some judge left them "
+        "unscored (a vote needs every judge's verdict; `mean` takes best-of-K over the candidates every judge "
+        "scored, with the reference); `n_judges_min`: the fewest judges behind any instance. A "
         "combination is over the judges it names in each mode: where judges ran different modes, each mode's "
         "judges and those that ran both modes are combined apart.",
         ("winrate_combined",),
@@ -69,16 +72,21 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "Mode shift (the novelty illusion)",
         "Independent → comparative, same judge and instances: Δwin and Δtie with paired bootstrap CIs, "
-        "McNemar's exact test on win / not-win.",
+        "McNemar's exact test on win / not-win. `n`, `win_before` / `win_after`: the instances scored in both "
+        "modes and the rates on them, so Δ = after − before (each mode's rates on all its instances: the "
+        "win-rate table).",
         ("mode_shift",),
         "mode_shift",
         "No judge ran both independent and comparative mode, so there is no mode shift to measure.",
     ),
     Section(
-        "Judge vs human preference",
-        "Judge win rate minus the human majority's on the same "
-        "(instance, generator, dimension), with paired CIs.",
-        ("preference_gap",),
+        "Experts vs judges",
+        "Per rater and dimension, over every pair that rater rated (a candidate the humans rated vs the "
+        "instance's reference): `gt_win` the reference preferred, `gen_win` the candidate, `tie` neither. One "
+        "row per expert (every pair, disagreements kept), per judge [mode], and the strict human majority "
+        "(pairs without one left out). Then each judge's win rate minus the majority's on the same pairs, "
+        "with paired CIs.",
+        ("expert_vs_judge", "preference_gap"),
         None,
         NO_HUMANS,
     ),
@@ -93,7 +101,9 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "Agreement on winners",
         "Win / tie / loss per (instance, generator, dimension), by pair kind "
-        "(expert–expert, expert–judge, judge–judge), then every pair.",
+        "(expert–expert, expert–judge, judge–judge: two different judges in one mode; a judge across modes "
+        "is `judge-self`, two judges in different modes `judge-other-mode`), then every "
+        "pair.",
         ("winner_agreement_by_kind", "winner_agreement"),
         "winner_agreement",
         ONE_RATER,
@@ -107,7 +117,7 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         "Cross-dimension alignment",
-        "Human majority winner on one dimension vs a judge's winner on "
+        "Each expert's and the human majority's winner on one dimension vs a judge's winner on "
         "another (e.g. non-obviousness vs source-boundedness).",
         ("alignment",),
         None,

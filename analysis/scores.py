@@ -18,7 +18,15 @@ from analysis.intervals import t_interval
 
 #: The results-table column that says, per row, whether a higher score is better on its dimension.
 DIRECTION = "higher_is_better"
-CANDIDATE_KEYS: tuple[str, ...] = ("judge", "mode", "instance_id", "candidate_id", "source", "dimension", DIRECTION)
+CANDIDATE_KEYS: tuple[str, ...] = (
+    "judge",
+    "mode",
+    "instance_id",
+    "candidate_id",
+    "source",
+    "dimension",
+    DIRECTION,
+)
 BEST_KEYS: tuple[str, ...] = ("judge", "mode", "instance_id", "source", "dimension", DIRECTION)
 SUMMARY_KEYS: tuple[str, ...] = ("judge", "mode", "source", "dimension")
 #: The generator whose comparative prompt a reference score came from; "" where the prompt did not show
@@ -93,7 +101,9 @@ def as_bool(values: pd.Series) -> np.ndarray:
     """A true/false column as a bool array, whether it arrived as bools, 0/1 or the text of a CSV cell
     ("False" must not read as true); a missing or other value is one clear error."""
     if values.isna().any():
-        raise ValueError(f"{DIRECTION!r} is empty in some rows: every scored row needs its dimension's direction")
+        raise ValueError(
+            f"{DIRECTION!r} is empty in some rows: every scored row needs its dimension's direction"
+        )
     if pd.api.types.is_bool_dtype(values.dtype):
         return values.to_numpy(dtype=bool)
     return map_distinct(values, _parse_bool).astype(bool)
@@ -165,7 +175,9 @@ def reference_context(results: pd.DataFrame, reference: str = "reference") -> np
     """`CONTEXT` of every row: for a reference row of a prompt (judge × mode × prompt_id) whose other rows
     all come from one generator, that generator; "" otherwise (and everywhere without `prompt_id`)."""
     if CONTEXT in results:
-        return results[CONTEXT].astype(object).where(results[CONTEXT].notna(), "").astype(str).to_numpy(object)
+        return (
+            results[CONTEXT].astype(object).where(results[CONTEXT].notna(), "").astype(str).to_numpy(object)
+        )
     out = np.full(len(results), "", dtype=object)
     if "prompt_id" not in results or results.empty:
         return out
@@ -249,10 +261,32 @@ def join_reference(gen: pd.DataFrame, ref: pd.DataFrame, keys: Sequence[str]) ->
     return both.drop(columns=["_row", "_src"]).reset_index(drop=True)
 
 
-def combined_pairs(cands: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
+def judges_needed(cands: pd.DataFrame) -> pd.Series:
+    """Per mode × dimension: how many judges scored any candidate, i.e. every judge of the combination there
+    (a combined value rests on all of them or is left out, as `unanimous` / `majority` votes are)."""
+    return cands.groupby(["mode", "dimension"], observed=True)["judge"].nunique().rename("_need")
+
+
+def _on_every_judge(frame: pd.DataFrame, cands: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `frame` (with mode, dimension, `n_judges`) whose value rests on every judge its mode and
+    dimension had (`judges_needed`)."""
+    need = (
+        frame[["mode", "dimension"]]
+        .merge(judges_needed(cands).reset_index(), on=["mode", "dimension"], how="left")["_need"]
+        .to_numpy()
+    )
+    return frame.loc[frame["n_judges"].to_numpy() == need].reset_index(drop=True)
+
+
+def combined_pairs(
+    cands: pd.DataFrame, reference: str = "reference", every_judge: bool = True
+) -> pd.DataFrame:
     """The judges' `mean` combination, per mode × instance × generated candidate × dimension: `score` and
-    `ref_score`, each averaged over only the judges that scored both that candidate and the instance's
-    reference (`n_judges` of them), so a judge missing one side never tilts the comparison."""
+    `ref_score`, each averaged over the judges that scored both that candidate and the instance's reference
+    (`n_judges` of them). Only candidates every judge of the combination scored on both sides are kept, so
+    best-of-K picks among means over one and the same judge set (issue 24 item 3: a candidate one judge
+    failed on used to stand on the other judge alone and could win best-of-K on that); `every_judge=False`
+    keeps the others too (to count what is left out)."""
     is_ref = (cands["source"] == reference).to_numpy()
     keys = ["judge", "mode", "instance_id", "dimension"]
     ref = cands.loc[is_ref, [*keys, *([CONTEXT] if CONTEXT in cands else []), "score"]]
@@ -261,16 +295,19 @@ def combined_pairs(cands: pd.DataFrame, reference: str = "reference") -> pd.Data
     out = both.groupby(item, observed=True, sort=False).agg(
         score=("score", "mean"), ref_score=("ref_score", "mean"), n_judges=("judge", "nunique")
     )
-    out = out.reset_index()
+    out = _on_every_judge(out.reset_index(), cands) if every_judge else out.reset_index()
     out.insert(0, "judge", out["dimension"].astype(str).map(combination_names(cands, "mean")).astype(object))
     return out
 
 
-def best_of_k_scores(cands: pd.DataFrame, reference: str = "reference", combined: bool = True) -> pd.DataFrame:
-    """The paper's best-five table: per judge × mode × source × dimension, `n` instances and the `mean` ± `sd`
-    over instances of the best-of-K candidate score (the reference's own score for the reference, averaged
-    over the generators' prompts it was scored in). With several judges and `combined`, it adds their `mean`
-    combination (`combined_best_of_k`)."""
+def best_of_k_scores(
+    cands: pd.DataFrame, reference: str = "reference", combined: bool = True
+) -> pd.DataFrame:
+    """The paper's best-five table: per judge × mode × source × dimension, `n` instances, `n_judges_min` (the
+    fewest judges behind any of them: 1 for a judge) and the `mean` ± `sd` over instances of the best-of-K
+    candidate score (the reference's own score for the reference, averaged over the generators' prompts it
+    was scored in). With several judges and `combined`, it adds their `mean` combination
+    (`combined_best_of_k`)."""
     best = best_of_k(cands, [*BEST_KEYS, *([CONTEXT] if CONTEXT in cands else [])])
     frames = [best.groupby(list(BEST_KEYS), observed=True, sort=False)["best"].mean().reset_index()]
     if combined and cands["judge"].nunique() > 1:
@@ -279,15 +316,24 @@ def best_of_k_scores(cands: pd.DataFrame, reference: str = "reference", combined
 
 
 def combined_best_of_k(cands: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
-    """Best-of-K per instance under the judges' `mean`: candidate scores averaged over the judges that scored
-    both the candidate and the reference (`combined_pairs`), the reference over the judges that scored it."""
+    """Best-of-K per instance under the judges' `mean`, over the candidates every judge of the combination
+    scored (`combined_pairs`); the reference over the judges that scored it, kept where that is every judge.
+    `n_judges` is how many judges the best-of-K rests on."""
     pairs = combined_pairs(cands, reference)
     is_ref = (cands["source"] == reference).to_numpy()
     keys = ["mode", "instance_id", "candidate_id", "source", "dimension", DIRECTION]
-    ref = cands.loc[is_ref].groupby(keys, observed=True, sort=False)["score"].mean().reset_index()
+    ref = (
+        cands.loc[is_ref]
+        .groupby(keys, observed=True, sort=False)
+        .agg(score=("score", "mean"), n_judges=("judge", "nunique"))
+    )
+    ref = _on_every_judge(ref.reset_index(), cands)
     ref.insert(0, "judge", ref["dimension"].astype(str).map(combination_names(cands, "mean")).astype(object))
-    both = pd.concat([pairs.drop(columns=["ref_score", "n_judges"]), ref], ignore_index=True)
-    return best_of_k(both.astype({"source": str, "dimension": str}))
+    both = pd.concat([pairs.drop(columns=["ref_score"]), ref], ignore_index=True)
+    both = both.astype({"source": str, "dimension": str})
+    best = best_of_k(both)
+    judges = both.groupby(list(BEST_KEYS), observed=True, sort=False)["n_judges"].min().reset_index()
+    return best.merge(judges, on=list(BEST_KEYS), how="left")
 
 
 def combined_best_of_k_scores(cands: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
@@ -296,8 +342,17 @@ def combined_best_of_k_scores(cands: pd.DataFrame, reference: str = "reference")
 
 
 def _mean_sd_over_instances(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    best = pd.concat([f.astype({c: str for c in SUMMARY_KEYS}) for f in frames], ignore_index=True)
-    out = best.groupby(list(SUMMARY_KEYS), sort=True)["best"].agg(n="size", mean="mean", sd="std")
+    """n, n_judges_min (a frame without `n_judges` is one judge's) and mean ± sd of `best` over instances."""
+    best = pd.concat(
+        [
+            f.astype({c: str for c in SUMMARY_KEYS}).assign(n_judges=f["n_judges"] if "n_judges" in f else 1)
+            for f in frames
+        ],
+        ignore_index=True,
+    )
+    out = best.groupby(list(SUMMARY_KEYS), sort=True).agg(
+        n=("best", "size"), n_judges_min=("n_judges", "min"), mean=("best", "mean"), sd=("best", "std")
+    )
     return out.reset_index()
 
 

@@ -19,6 +19,8 @@ from analysis.scores import usable_mask
 from experiments import power
 
 ALPHA = 0.05
+#: κ_w values closer than this are equal (a tie, not a best judge).
+TIE_TOL = 1e-9
 CALL_KEYS = ["run_id", "prompt_id", "sample_idx"]  # one judgment = one call (a prompt's sample)
 
 
@@ -40,8 +42,11 @@ def _calls(results: pd.DataFrame) -> pd.DataFrame:
     as parsed, as scores.usable_mask uses it. Cost, latency and the cached flag are the call's."""
     keys = [c for c in CALL_KEYS if c in results]
     results = results.assign(cost_usd=call_costs(results))
-    cols = [c for c in ("judge", "parse_ok", "cost_usd", "latency_s", "cached", *NO_COMPLETION, "raw")
-            if c in results]  # raw: part of the no-completion evidence (costs.no_completion)
+    cols = [
+        c
+        for c in ("judge", "parse_ok", "cost_usd", "latency_s", "cached", *NO_COMPLETION, "raw")
+        if c in results
+    ]  # raw: part of the no-completion evidence (costs.no_completion)
     if not keys:
         return results[cols]
     call = ["judge", *keys]
@@ -113,7 +118,9 @@ def leaderboard(results: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.Da
     board = _per_judge_usage(results)
     agree = tables.get("human_agreement")
     if agree is not None and len(agree):
-        wide = agree.pivot_table(index="judge", columns=["dimension", "mode"], values="kappa_w", aggfunc="first")
+        wide = agree.pivot_table(
+            index="judge", columns=["dimension", "mode"], values="kappa_w", aggfunc="first"
+        )
         wide.columns = [f"kappa_w:{d} [{m}]" for d, m in wide.columns]  # each mode its own: never averaged
         board = wide.reset_index().merge(board, on="judge", how="outer")
     for part in (_mean_by_judge(tables.get("self_consistency"), "alpha", "self_alpha"),
@@ -148,7 +155,9 @@ def unmatched_line(unmatched: pd.DataFrame | None) -> list[str]:
 
 def agreement_lines(agree: pd.DataFrame | None, unmatched: pd.DataFrame | None = None) -> list[str]:
     """Which judge agrees most with the experts, per dimension; then the labels no judge could be compared
-    with. `agree` is None when no labels were given, empty when they share no candidate with the judges."""
+    with. `agree` is None when no labels were given, empty when they share no candidate with the judges.
+    A best judge is named only when its κ_w beats the runner-up's and their CIs are apart: equal values
+    read "tie", overlapping CIs "CIs overlap" (issue 24 item 12)."""
     if agree is None:
         return [
             "No human labels were given, so agreement with the experts is not measured (`--humans FILE`)."
@@ -156,22 +165,38 @@ def agreement_lines(agree: pd.DataFrame | None, unmatched: pd.DataFrame | None =
     lines = []
     agree = agree.assign(judge=_rater(agree))
     for dim, part in agree.dropna(subset=["kappa_w"]).groupby("dimension", sort=True):
-        ranked = part.sort_values("kappa_w", ascending=False)
-        top = ranked.iloc[0]
-        who = (
-            f"{top['judge']} (the only judge)"
-            if len(ranked) == 1
-            else f"{top['judge']} agrees most with the experts"
-        )
-        rest = (
-            ""
-            if len(ranked) == 1
-            else f" (next: {ranked.iloc[1]['judge']} {_num(ranked.iloc[1]['kappa_w'])})"
-        )
-        lines.append(f"**{dim}**: {who}, κ_w = {_ci(top['kappa_w'], top['kappa_w_lo'], top['kappa_w_hi'])}, "
-                     f"n = {int(top['n'])}{rest}.")  # fmt: skip
+        ranked = part.sort_values(["kappa_w", "judge"], ascending=[False, True])
+        lines.append(f"**{dim}**: {_best_judge(ranked)}.")
     return (lines or ["The experts' labels share no candidate with the judges' scores."]) + unmatched_line(
         unmatched
+    )
+
+
+def _kappa(row: pd.Series) -> str:
+    return f"κ_w = {_ci(row['kappa_w'], row['kappa_w_lo'], row['kappa_w_hi'])}, n = {int(row['n'])}"
+
+
+def _best_judge(ranked: pd.DataFrame) -> str:
+    """The sentence for one dimension's judges, sorted by κ_w (highest first): the only judge, a tie (equal
+    κ_w), CIs that overlap (no judge named best), or the best judge with the runner-up beside it."""
+    top = ranked.iloc[0]
+    if len(ranked) == 1:
+        return f"{top['judge']} (the only judge), {_kappa(top)}"
+    tied = ranked.loc[(top["kappa_w"] - ranked["kappa_w"]).abs().to_numpy() <= TIE_TOL]
+    if len(tied) > 1:
+        names = " and ".join(tied["judge"])
+        return f"tie: {names} agree equally with the experts, " + "; ".join(
+            f"{r['judge']} {_kappa(r)}" for _, r in tied.iterrows()
+        )
+    second = ranked.iloc[1]
+    if top["kappa_w_lo"] <= second["kappa_w_hi"]:  # NaN bounds compare False: no CI, no overlap claimed
+        return (
+            f"no clear best judge (CIs overlap): {top['judge']} {_kappa(top)}; {second['judge']} "
+            f"{_kappa(second)}"
+        )
+    return (
+        f"{top['judge']} agrees most with the experts, {_kappa(top)} (next: {second['judge']} "
+        f"{_num(second['kappa_w'])})"
     )
 
 
@@ -198,8 +223,11 @@ def shift_lines(shift: pd.DataFrame | None, family: pd.DataFrame | None = None) 
     for judge, part in shift.groupby(shift["judge"].astype(str), sort=True):
         top = part.loc[part["delta_win"].abs().idxmax()]
         verdict = "significant" if top["significant"] else "not significant"
-        line = (f"{judge}: largest shift Δwin = {_ci(top['delta_win'], top['delta_win_lo'], top['delta_win_hi'])} "
-                f"({top['source']}, {top['dimension']}), p = {top['mcnemar_p']:.3g}")  # fmt: skip
+        line = (
+            f"{judge}: largest shift Δwin = {_ci(top['delta_win'], top['delta_win_lo'], top['delta_win_hi'])} "
+            f"({top['source']}, {top['dimension']}; win {_num(top['win_before'])} → {_num(top['win_after'])} "
+            f"on the {int(top['n'])} instances in both modes), p = {top['mcnemar_p']:.3g}"
+        )
         if corrected:
             line += f", q = {top['mcnemar_p_q']:.3g}"
         line += f", {verdict}."

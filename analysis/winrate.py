@@ -82,7 +82,9 @@ def _judge_counts(outcomes: pd.DataFrame, combine: str) -> pd.DataFrame:
     agg = frame.groupby(keys, observed=True, sort=False)[["_w", "_l", "_n"]].sum().reset_index()
     n_judges = outcomes.groupby(["mode", "dimension"], observed=True)["judge"].nunique().rename("_need")
     agg = agg.merge(n_judges.reset_index(), on=["mode", "dimension"], how="left")
-    agg.insert(0, "judge", agg["dimension"].astype(str).map(combination_names(outcomes, combine)).astype(object))
+    agg.insert(
+        0, "judge", agg["dimension"].astype(str).map(combination_names(outcomes, combine)).astype(object)
+    )
     return agg
 
 
@@ -111,6 +113,22 @@ def vote_excluded(outcomes: pd.DataFrame, combine: str) -> pd.DataFrame:
     agg["n_excluded"] = (agg["_n"].to_numpy() < agg["_need"].to_numpy()).astype(np.int64)
     keys = ["judge", "mode", "source", "dimension"]
     return agg.groupby(keys, observed=True, sort=False)["n_excluded"].sum().reset_index()
+
+
+def mean_excluded(
+    results: pd.DataFrame, outcomes: pd.DataFrame, reference: str = "reference"
+) -> pd.DataFrame:
+    """Per combination × mode × generator × dimension: `n_excluded`, the instances some judge compared (a
+    candidate and the reference scored) that the `mean` combination left out because no candidate rests on
+    every judge (`scores.combined_pairs`); as `vote_excluded` counts them for the votes."""
+    cands = candidate_scores(results, CONTEXT_KEYS, reference)
+    items = ["judge", "mode", "instance_id", "source", "dimension"]
+    compared = combined_pairs(cands, reference, every_judge=False)[items].astype(str).drop_duplicates()
+    kept = outcomes[items].astype(str).drop_duplicates().assign(_kept=True)
+    compared = compared.merge(kept, on=items, how="left")
+    compared["n_excluded"] = compared["_kept"].isna().to_numpy().astype(np.int64)
+    keys = ["judge", "mode", "source", "dimension"]
+    return compared.groupby(keys, sort=False)["n_excluded"].sum().reset_index()
 
 
 def instance_outcomes(
@@ -165,19 +183,19 @@ def win_tie_loss(
 ) -> pd.DataFrame:
     """Win/tie/loss rates of each generator vs `reference`, with 95% bootstrap CIs over instances and n.
 
-    Combined judges also get `n_judges_min` (the fewest judges any of the group's items rests on: `mean`
-    averages whichever judges scored an item) and `n_excluded` (items `unanimous` / `majority` drop because
-    some judge left them unscored; 0 for `mean`, which keeps them)."""
-    if combine not in ("unanimous", "majority"):
-        outcomes = instance_outcomes(results, reference, combine)
-        rates = outcome_rates(outcomes, by, n_boot=n_boot, seed=seed)
+    Combined judges also get `n_judges_min` (the fewest judges any of the group's items rests on) and
+    `n_excluded` (items left out because some judge left them unscored: a vote needs every judge's verdict,
+    `mean` every judge's score on at least one of the generator's candidates and on the reference)."""
+    if combine in ("unanimous", "majority"):
+        per_judge = instance_outcomes(results, reference)
+        outcomes = _vote(per_judge, combine)
+        excluded = vote_excluded(per_judge, combine)
+    else:
+        outcomes = instance_outcomes(results, reference, combine)  # refuses an unknown `combine`
         if combine is None:
-            return rates
-        return _with_judges_min(rates, outcomes, by).assign(n_excluded=0)
-    per_judge = instance_outcomes(results, reference)
-    outcomes = _vote(per_judge, combine)
+            return outcome_rates(outcomes, by, n_boot=n_boot, seed=seed)
+        excluded = mean_excluded(results, outcomes, reference)
     rates = _with_judges_min(outcome_rates(outcomes, by, n_boot=n_boot, seed=seed), outcomes, by)
-    excluded = vote_excluded(per_judge, combine)
     keys = [k for k in by if k in excluded]
     excluded = excluded.groupby(keys, observed=True)["n_excluded"].sum().reset_index()
     out = rates.merge(excluded, on=keys, how="outer")

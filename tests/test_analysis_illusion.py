@@ -9,6 +9,8 @@ from statsmodels.stats import inter_rater
 
 from analysis.humans import MAJORITY, human_reliability, majority_coverage, majority_outcomes, rater_outcomes
 from analysis.illusion import (
+    CROSS_MODE,
+    SAME_JUDGE,
     agreement_by_kind,
     agreement_matrix,
     cross_dimension_alignment,
@@ -167,14 +169,26 @@ def test_humans_as_raters_kinds_and_reliability() -> None:
     assert {"human:a1", "human:a2", "human:a3", MAJORITY, "judge_a [independent]"} <= set(raters["rater"])
     matrix = agreement_matrix(raters, n_boot=100)
     pair_kinds = set(matrix.loc[matrix["rater_a"] != "(all)", "kind"])
-    judge_pairs = {"judge-judge", "judge-self", "judge-other-mode"}
-    assert pair_kinds == {"expert-expert", "expert-judge", "expert-majority", "majority-judge"} | judge_pairs
+    assert pair_kinds == {
+        "expert-expert",
+        "expert-judge",
+        "judge-judge",
+        "expert-majority",
+        "majority-judge",
+        SAME_JUDGE,
+        CROSS_MODE,
+    }
     summary = agreement_by_kind(matrix).set_index("kind")
-    # 2 judges × 2 modes: judge–judge is two judges in one mode (2 pairs); each judge with itself across modes
-    # is its consistency (2), the two judges across modes neither (2); all 6 were judge–judge before
+    # 2 judges × 2 modes: judge-judge is a vs b within a mode (2 pairs), not a judge across modes (DESIGN.md)
     assert summary.loc["expert-expert", "pairs"] == 3 and summary.loc["judge-judge", "pairs"] == 2
-    assert summary.loc["judge-self", "pairs"] == 2 and summary.loc["judge-other-mode", "pairs"] == 2
-    assert len(default_alignment_pairs(raters)) == 2 * 4 * 2  # human dims × judge raters × judge dims
+    assert summary.loc[SAME_JUDGE, "pairs"] == 2 and summary.loc[CROSS_MODE, "pairs"] == 2
+    same = matrix.loc[matrix["kind"] == SAME_JUDGE, ["rater_a", "rater_b"]].to_numpy().tolist()
+    assert sorted(sorted(p) for p in same) == [
+        ["judge_a [comparative]", "judge_a [independent]"],
+        ["judge_b [comparative]", "judge_b [independent]"],
+    ]
+    # each of 3 experts and the majority × 2 human dims × 4 judge raters × 2 judge dims
+    assert len(default_alignment_pairs(raters)) == 4 * 2 * 4 * 2
     gap = preference_gap(raters, n_boot=100)
     assert len(gap) == 2 * 2 * 2 * 2  # judges × modes × generators × dimensions
     reliability = human_reliability(humans, n_boot=100).set_index("dimension")
@@ -252,7 +266,12 @@ def test_judge_vs_humans_on_exactly_the_pairs_the_humans_rated() -> None:
 
 def test_pairs_in_comparative_mode_use_the_reference_of_the_same_prompt() -> None:
     # one prompt per (instance, generator): the reference is scored 5 next to gA's candidate, 7 next to gB's
-    rows = [("pA", "ref", "reference", 5), ("pA", "a0", "gA", 6), ("pB", "ref", "reference", 7), ("pB", "b0", "gB", 6)]
+    rows = [
+        ("pA", "ref", "reference", 5),
+        ("pA", "a0", "gA", 6),
+        ("pB", "ref", "reference", 7),
+        ("pB", "b0", "gB", 6),
+    ]
     results = pd.DataFrame([{"judge": "j", "mode": "comparative", "prompt_id": p, "instance_id": "i1",
                              "candidate_id": c, "source": s, "dimension": "d", "higher_is_better": True,
                              "sample_idx": 0, "score": float(v), "parse_ok": True} for p, c, s, v in rows])  # fmt: skip

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from analysis import paper_tables as pt
 from analysis.report import compute_tables
+from analysis.summary import shift_lines
 from analysis.synthetic import synthetic_humans, synthetic_results
 
 
@@ -32,7 +34,9 @@ def test_best_five_cells_are_the_best_of_k_table(tables: dict, shown: dict) -> N
     best = tables["best_of_k_scores"]
     assert len(best) == wide.size and "mean of 2 judges (judge_a+judge_b)" in set(best["judge"])
     for row in best.itertuples():
-        assert wide.loc[(row.judge, row.mode, row.source), row.dimension] == f"{row.mean:.2f} ± {row.sd:.2f}"
+        judges = f"{row.n_judges_min} judge" + ("" if row.n_judges_min == 1 else "s")
+        cell = f"{row.mean:.2f} ± {row.sd:.2f} (n={row.n}, {judges})"
+        assert wide.loc[(row.judge, row.mode, row.source), row.dimension] == cell
     assert wide.index.get_level_values("source")[0] == "reference"  # the reference first, as in the paper
 
 
@@ -50,11 +54,14 @@ def test_win_tie_loss_cells_are_the_winrate_and_shift_tables(tables: dict, shown
     assert "mean of 2 judges (judge_a+judge_b)" in set(tables["mode_shift_combined"]["judge"])
     for row in shifts.itertuples():
         cell = frame.loc[(row.judge, row.source, row.dimension)]
-        assert cell["win shift"] == f"{100 * row.delta_win:+.1f}" and cell["tie shift"] == f"{100 * row.delta_tie:+.1f}"
+        assert (
+            cell["win shift"] == f"{100 * row.delta_win:+.1f}"
+            and cell["tie shift"] == f"{100 * row.delta_tie:+.1f}"
+        )
 
 
 def test_expert_and_alignment_cells_are_the_human_tables(tables: dict, shown: dict) -> None:
-    frame = shown["expert_vs_judge"].frame.set_index(["judge", "mode", "source", "dimension"])
+    frame = shown["preference_gap"].frame.set_index(["judge", "mode", "source", "dimension"])
     excluded = tables["human_majority"].set_index(["source", "dimension"])["n_excluded"]
     for row in tables["preference_gap"].itertuples():
         cell = frame.loc[(row.judge, row.mode, row.source, row.dimension)]
@@ -62,26 +69,50 @@ def test_expert_and_alignment_cells_are_the_human_tables(tables: dict, shown: di
             row.n, f"{100 * row.human_win:.1f}%", f"{100 * row.judge_win:.1f}%")  # fmt: skip
         assert cell["gap [95% CI]"].startswith(f"{100 * row.gap_win:+.1f} [")
         assert cell["no majority"] == excluded.loc[(row.source, row.dimension)]
-    aligned = shown["alignment"].frame
-    assert len(aligned) == len(tables["alignment"])
-    for shown_row, row in zip(aligned.itertuples(), tables["alignment"].itertuples(), strict=True):
-        assert shown_row[6] == f"{100 * row.percent:.1f}% [{100 * row.percent_lo:.1f}, {100 * row.percent_hi:.1f}]"
+    raters = shown["expert_vs_judge"].frame.set_index(["rater", "dimension"])
+    assert len(raters) == len(tables["expert_vs_judge"])
+    for row in tables["expert_vs_judge"].itertuples():
+        cell = raters.loc[(row.rater, row.dimension)]
+        assert (cell["kind"], cell["n"], cell["GT preferred"], cell["generated preferred"], cell["tie"]) == (
+            row.kind,
+            row.n,
+            pt.pct(row.gt_win),
+            pt.pct(row.gen_win),
+            pt.pct(row.tie),
+        )
+    judges = tables["expert_vs_judge"].query("kind == 'judge' and dimension == 'source_boundedness'")
+    bounded = shown["boundedness_on_rated_pairs"].frame.set_index("rater")
+    assert sorted(bounded.index) == sorted(judges["rater"])
+    for row in judges.itertuples():
+        assert bounded.loc[row.rater, "generated preferred"] == pt.pct(row.gen_win)
+    aligned = shown["alignment"].frame.set_index(["human dimension", "judge", "judge dimension"])
+    assert aligned.size == len(tables["alignment"])
+    for row in tables["alignment"].itertuples():
+        cell = aligned.loc[(row.dimension_a, row.rater_b, row.dimension_b), row.rater_a]
+        assert cell == f"{pt.pct_ci(row.percent, row.percent_lo, row.percent_hi)} n={row.n}"
+    by_kind = shown["agreement_by_kind"].frame.set_index("pairs of")
+    assert list(by_kind.index) == ["expert–expert", "LLM–LLM", "expert–LLM"]
+    kinds = tables["winner_agreement_by_kind"].set_index("kind")
+    assert by_kind.loc["LLM–LLM", "rater pairs"] == kinds.loc["judge-judge", "pairs"] == 2  # a vs b, per mode
+    assert by_kind.loc["expert–LLM", "agreement"] == pt.pct(kinds.loc["expert-judge", "percent"])
 
 
 def test_boundedness_cells_and_the_written_files(tables: dict, shown: dict, tmp_path) -> None:
     frame = shown["boundedness"].frame.set_index(["judge", "mode", "source"])
     best = tables["best_of_k_scores"]
     for row in best.loc[best["dimension"] == "source_boundedness"].itertuples():
-        assert frame.loc[(row.judge, row.mode, row.source), "source_boundedness (mean ± sd)"] == pt.mean_sd(
-            row.mean, row.sd)  # fmt: skip
+        cell = frame.loc[(row.judge, row.mode, row.source)]
+        assert cell["source_boundedness (mean ± sd)"] == pt.mean_sd(row.mean, row.sd)
+        assert (cell["n"], cell["n_judges_min"]) == (row.n, row.n_judges_min)
     wins = tables["winrate"].loc[tables["winrate"]["dimension"] == "source_boundedness"]
     for row in wins.itertuples():
-        assert frame.loc[(row.judge, row.mode, row.source), "loss"] == pt.pct(row.loss)
+        cell = frame.loc[(row.judge, row.mode, row.source)]
+        assert (cell["loss"], cell["n (win / loss)"]) == (pt.pct(row.loss), row.n)
     md, tex = pt.write_paper_tables(tables, tmp_path)
     text = md.read_text()
-    assert text.count("\n## ") == 5 and pt.mean_sd(best["mean"].iloc[0], best["sd"].iloc[0]) in text
+    assert text.count("\n## ") == 8 and pt.mean_sd(best["mean"].iloc[0], best["sd"].iloc[0]) in text
     latex = tex.read_text()
-    assert latex.count("\\begin{table}") == 5 and "\\multicolumn{4}{c}{comparative}" in latex
+    assert latex.count("\\begin{table}") == 8 and "\\multicolumn{4}{c}{comparative}" in latex
 
 
 def test_tables_without_humans_or_modes_are_left_out(tables: dict) -> None:
@@ -95,16 +126,30 @@ HAND = {("judge_a", "independent"): (6, 6), ("judge_b", "independent"): (6, 5), 
         ("judge_a", "comparative"): (5, 4), ("judge_b", "comparative"): (5, 5)}  # fmt: skip
 
 
-def _hand_results(runs: dict[tuple[str, str], tuple[int, int]]) -> pd.DataFrame:
-    """Two instances, one generated candidate, one dimension; only the (judge, mode) runs of `runs`."""
+def _hand_results(runs: dict[tuple[str, str], tuple[int | None, ...]]) -> pd.DataFrame:
+    """One instance per score of a run (two in HAND), one generated candidate, one dimension; only the (judge,
+    mode) runs of `runs`, and only the instances a run has a score (not None) for."""
     judges = sorted({j for j, _ in runs})
-    r = synthetic_results(n_instances=2, generators=("gen",), k=1, dimensions=("originality",), judges=judges,
-                          n_samples=1, seed=0)  # fmt: skip
+    n_instances = max(len(v) for v in runs.values())
+    r = synthetic_results(
+        n_instances=n_instances,
+        generators=("gen",),
+        k=1,
+        dimensions=("originality",),
+        judges=judges,
+        n_samples=1,
+        seed=0,
+    )
     r = r.loc[[k in runs for k in zip(r["judge"].astype(str), r["mode"].astype(str), strict=True)]]
     inst = r["instance_id"].cat.codes.to_numpy()
-    r["score"] = [5.0 if s == "reference" else float(runs[(j, m)][i]) for j, m, s, i in zip(
-        r["judge"].astype(str), r["mode"].astype(str), r["source"].astype(str), inst, strict=True)]  # fmt: skip
-    return r.reset_index(drop=True)
+    given = [
+        runs[(j, m)][i] for j, m, i in zip(r["judge"].astype(str), r["mode"].astype(str), inst, strict=True)
+    ]
+    r["score"] = [
+        5.0 if s == "reference" else float(v or 0)
+        for s, v in zip(r["source"].astype(str), given, strict=True)
+    ]
+    return r.loc[[v is not None for v in given]].reset_index(drop=True)
 
 
 def _row(table: pt.PaperTable, judge: str) -> pd.Series:
@@ -165,3 +210,87 @@ def test_a_combination_row_is_over_the_judges_it_names_in_every_mode() -> None:
     assert best[(three, "independent", "gen")] == pytest.approx((14 / 3 + 14 / 3) / 2)
     assert best[(two, "comparative", "gen")] == pytest.approx((5 + 4.5) / 2)
     assert (three, "comparative", "gen") not in best.index
+
+
+def test_a_shift_is_the_difference_of_the_paired_rates_beside_it() -> None:
+    """Issue 24 item 2: the table showed independent 50.0% (n=10), comparative 83.3% (n=6) and "win shift
+    +66.7": the rates are over each mode's instances, the shift over the 6 in both. By hand (reference 5):
+    independent wins on instances 0 and 6-9 (5 of 10); comparative, run on 0-5 only, wins on 0-4 (5 of 6);
+    on the 6 paired instances independent wins 1 (16.7%), comparative 5 (83.3%): +66.7 = 83.3 - 16.7."""
+    runs = {
+        ("judge_a", "independent"): (6, 4, 4, 4, 4, 4, 6, 6, 6, 6),
+        ("judge_a", "comparative"): (6, 6, 6, 6, 6, 4, None, None, None, None),
+    }
+    tables = compute_tables(_hand_results(runs), n_boot=20)
+    row = _row(pt.win_tie_loss_by_mode(tables), "judge_a")
+    assert (row["independent n"], row["independent win"]) == (10, "50.0%")
+    assert (row["comparative n"], row["comparative win"]) == (6, "83.3%")
+    assert (row["n paired"], row["independent win (paired)"], row["comparative win (paired)"]) == (
+        6,
+        "16.7%",
+        "83.3%",
+    )
+    assert row["win shift"] == "+66.7"
+    (line,) = [x for x in shift_lines(tables["mode_shift"]) if x.startswith("judge_a:")]
+    assert "Δwin = 0.67 [" in line and "win 0.17 → 0.83 on the 6 instances in both modes" in line
+
+
+def test_every_shift_shown_is_the_difference_of_its_paired_rates(shown: dict) -> None:
+    frame = shown["win_tie_loss"].frame
+    rows = frame.loc[frame["win shift"] != "n/a"]
+    assert len(rows)
+    for _, row in rows.iterrows():
+        for what in ("win", "tie"):
+            before, after = (
+                float(row[f"{m} {what} (paired)"].rstrip("%")) for m in ("independent", "comparative")
+            )
+            assert float(row[f"{what} shift"]) == pytest.approx(after - before, abs=0.11)
+
+
+def _planted_experts() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Ten pairs (one generated candidate vs the reference per instance). Expert 1 prefers the reference (GT)
+    on pairs 0-7, expert 2 on 0-4; both prefer the generated one on 8-9. The judge scores the generated
+    candidate 6 against a reference 5 on pairs 2-9 and 4 on 0-1, so it prefers the generated one on 8."""
+    results = _hand_results({("judge_a", "independent"): (4, 4, 6, 6, 6, 6, 6, 6, 6, 6)})
+    labels = results[["instance_id", "candidate_id", "source", "dimension"]].drop_duplicates().astype(str)
+    pair = labels["instance_id"].map({v: i for i, v in enumerate(sorted(labels["instance_id"].unique()))})
+    is_ref = (labels["source"] == "reference").to_numpy()
+    humans = pd.concat(
+        [
+            labels.assign(annotator=name, score=np.where(is_ref, 2.0, np.where(pair < gt_until, 1.0, 3.0)))
+            for name, gt_until in (("e1", 8), ("e2", 5))
+        ],
+        ignore_index=True,
+    )
+    return results, humans
+
+
+def test_experts_vs_judges_each_expert_and_judge_has_a_row() -> None:
+    """Issue 24 item 1: the table printed only the strict majority ("experts 28.6%, judge 71.4%, n=7, no
+    majority 3": two experts disagree on 3 of 10 pairs, which the majority drops). The paper's layout gives
+    each expert's and each judge's rate on all 10 pairs: GT 80% and 50%, the judge generated 80%; the
+    majority an extra row on its 7 pairs (GT on 5)."""
+    results, humans = _planted_experts()
+    tables = compute_tables(results, humans, n_boot=20)
+    rates = tables["expert_vs_judge"]
+    assert list(rates.columns) == ["rater", "kind", "dimension", "n", "gt_win", "gen_win", "tie"]
+    got = {r.rater: (r.kind, r.n, r.gt_win, r.gen_win, r.tie) for r in rates.itertuples()}
+    assert got == {
+        "human:e1": ("expert", 10, 0.8, pytest.approx(0.2), 0.0),
+        "human:e2": ("expert", 10, 0.5, 0.5, 0.0),
+        "judge_a [independent]": ("judge", 10, pytest.approx(0.2), 0.8, 0.0),
+        "human:majority": ("majority", 7, pytest.approx(5 / 7), pytest.approx(2 / 7), 0.0),
+    }
+    assert list(rates["kind"]) == ["expert", "expert", "judge", "majority"]
+    shown = pt.expert_vs_judge(tables).frame.set_index("rater")
+    assert (
+        shown.loc["human:e1", "GT preferred"] == "80.0%" and shown.loc["human:e2", "GT preferred"] == "50.0%"
+    )
+    assert shown.loc["judge_a [independent]", "generated preferred"] == "80.0%"
+    gap = pt.preference_gap(tables).frame.iloc[0]  # the majority's comparison stays, under its own title
+    assert (gap["n"], gap["experts win"], gap["judge win"], gap["no majority"]) == (7, "28.6%", "71.4%", 3)
+    aligned = pt.alignment(tables).frame  # one column per expert and the majority (the paper's 72-76%)
+    columns = ["human dimension", "judge", "judge dimension", "human:e1", "human:e2", "human:majority"]
+    assert list(aligned.columns) == columns
+    # the winner on the same pairs: e1 agrees with the judge on pairs 0-1 and 8-9 -> 4 of 10
+    assert aligned.iloc[0]["human:e1"].startswith("40.0% [") and aligned.iloc[0]["human:e1"].endswith(" n=10")

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from analysis.collect import find_results, load_results, prepare
+from analysis.illusion import CROSS_MODE, SAME_JUDGE
 from analysis.render import markdown_table
 from analysis.report import UNKNOWN, compute_tables, main, overview
 from analysis.report_sections import NO_HUMANS, ONE_RATER
@@ -63,8 +64,11 @@ def test_direction_survives_a_csv_and_old_tables_take_it_from_the_rubric_spec(
     flags = loaded.groupby("dimension", observed=True)["higher_is_better"].unique()
     assert {d: list(v) for d, v in flags.items()} == {"originality": [True], "source_boundedness": [False]}
     # a results file written before the column existed: the shipped narrowness spec says lower is better
-    old = study.drop(columns=["higher_is_better"]).astype({"rubric": str}).assign(
-        rubric="narrowness", score=study["score"].clip(0, 3))  # the shipped spec's range (analysis.validate)
+    old = (
+        study.drop(columns=["higher_is_better"])
+        .astype({"rubric": str})
+        .assign(rubric="narrowness", score=study["score"].clip(0, 3))
+    )  # the shipped spec's range (analysis.validate)
     write_runs(tmp_path / "old", old.assign(dimension=old["dimension"].astype(str).replace(
         {"originality": "diagnostic_framing"})))  # fmt: skip
     assert not load_results(tmp_path / "old")["higher_is_better"].any()
@@ -75,7 +79,9 @@ def test_direction_survives_a_csv_and_old_tables_take_it_from_the_rubric_spec(
         load_results(tmp_path / "custom")
 
 
-def test_a_bad_direction_is_one_line(tmp_path: Path, study: pd.DataFrame, capsys: pytest.CaptureFixture) -> None:
+def test_a_bad_direction_is_one_line(
+    tmp_path: Path, study: pd.DataFrame, capsys: pytest.CaptureFixture
+) -> None:
     bad = study.astype({"higher_is_better": object}).assign(higher_is_better="maybe")
     write_runs(tmp_path / "bad", bad, csv=("independent", "comparative"))
     assert main([str(tmp_path / "bad"), "--n-boot", "10"]) == 2
@@ -123,11 +129,11 @@ def test_full_report_on_a_multirun_with_humans(tmp_path: Path, study: pd.DataFra
     shift = pd.read_csv(out / "tables" / "mode_shift.csv")
     assert {"delta_win", "delta_win_lo", "delta_win_hi", "mcnemar_p", "n"} <= set(shift.columns)
     best = pd.read_csv(out / "tables" / "best_of_k_scores.csv")
-    assert list(best.columns) == ["judge", "mode", "source", "dimension", "n", "mean", "sd"]
+    assert list(best.columns) == ["judge", "mode", "source", "dimension", "n", "n_judges_min", "mean", "sd"]
     assert {"mode_shift_combined", "human_majority"} <= tables
     paper_md, paper_tex = (out / "paper_tables.md").read_text(), (out / "paper_tables.tex").read_text()
     assert "## Best-of-K scores" in paper_md and "## Experts vs judges on the same pairs" in paper_md
-    assert paper_tex.count("\\begin{table}") == 5 and "\\toprule" in paper_tex
+    assert paper_tex.count("\\begin{table}") == 8 and "\\toprule" in paper_tex
 
 
 def test_one_judge_one_mode_degrades_to_sentences(tmp_path: Path, study: pd.DataFrame) -> None:
@@ -148,7 +154,7 @@ def test_compute_tables_without_humans_has_no_human_tables(study: pd.DataFrame) 
     assert "preference_gap" not in tables and "alignment" not in tables
     assert {"winrate", "mode_shift", "score_agreement", "winner_agreement"} <= set(tables)
     kinds = set(tables["winner_agreement"]["kind"])
-    assert kinds == {"judge-judge", "judge-self", "judge-other-mode", "all"}  # judge–judge: one mode only
+    assert kinds == {"judge-judge", SAME_JUDGE, CROSS_MODE, "all"}  # a judge across modes: not judge-judge
 
 
 def test_markdown_table_formats_and_cuts() -> None:
@@ -184,7 +190,10 @@ def test_human_labels_on_dimensions_no_judge_scored_are_counted_or_refused(
 def test_a_reference_no_candidate_has_is_one_line(tmp_path: Path, study: pd.DataFrame,
                                                   capsys: pytest.CaptureFixture) -> None:  # fmt: skip
     write_runs(tmp_path / "run", study)
-    assert main([str(tmp_path / "run"), "--reference", "nosuch", "--out", str(tmp_path / "r"), "--n-boot", "5"]) == 2
+    assert (
+        main([str(tmp_path / "run"), "--reference", "nosuch", "--out", str(tmp_path / "r"), "--n-boot", "5"])
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.splitlines() == [err] and err.startswith("error: --reference 'nosuch'")
     assert "['gpt-5', 'narrow_gen', 'reference']" in err and not (tmp_path / "r").exists()
@@ -202,7 +211,6 @@ def test_runs_table_counts_each_calls_cost_once() -> None:
     assert (out["rows"], out["prompts"]) == (12, 1)
     assert out["cost_usd"] == pytest.approx(0.02)  # 2 calls × $0.01
     assert out["cached"] == pytest.approx(0.5)
-
 
 
 def _tallied_calls(costs: tuple[float | None, ...]) -> tuple[pd.DataFrame, Tally]:
@@ -314,3 +322,26 @@ def test_markdown_tables_show_hostile_names_as_text(hostile_report: Path) -> Non
             assert not any("`j`" in r for r in rows), name  # no code span in a cell
             widths = {len(re.findall(r"(?<!\\)\|", r)) for r in rows}
             assert len(widths) <= 1, (name, table[:200])  # every row has as many cells as the header
+
+
+@pytest.mark.slow  # runs the 2 × 2 sample study through the scripted provider (about a minute)
+def test_the_shipped_sample_with_humans_has_a_row_per_expert_and_judge(tmp_path: Path) -> None:
+    """Issue 24 item 1 on the shipped sample: 2 judges × 2 modes (scripted fake provider) with
+    data/sample/humans.csv; tables/expert_vs_judge.csv has every expert, every judge [mode] and the majority
+    on every dimension both scored."""
+    from tests.studies import ROOT, run_sample_study
+
+    root = run_sample_study(tmp_path)
+    out = tmp_path / "report"
+    humans = ROOT / "data" / "sample" / "humans.csv"
+    assert main([str(root), "--humans", str(humans), "--out", str(out), "--n-boot", "20"]) == 0
+    rates = pd.read_csv(out / "tables" / "expert_vs_judge.csv")
+    assert list(rates.columns) == ["rater", "kind", "dimension", "n", "gt_win", "gen_win", "tie"]
+    raters = {f"human:expert_{x}" for x in "abc"} | {
+        f"qwen_{j} [{m}]" for j in "ab" for m in ("independent", "comparative")
+    }
+    assert set(rates["rater"]) == raters | {"human:majority"}
+    per_dimension = rates.groupby("dimension")["rater"].nunique()
+    assert (per_dimension == len(raters) + 1).all() and len(per_dimension) == 3  # the rubric's 3 dimensions
+    assert ((rates["gt_win"] + rates["gen_win"] + rates["tie"]).round(9) == 1).all()
+    assert "## Experts vs judges on the same pairs" in (out / "paper_tables.md").read_text()

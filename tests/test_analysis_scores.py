@@ -147,8 +147,10 @@ def planted_cands() -> pd.DataFrame:
 
 def test_best_of_k_scores_per_judge_and_combined_by_hand() -> None:
     out = best_of_k_scores(candidate_scores(planted_cands()))
-    assert list(out.columns) == ["judge", "mode", "source", "dimension", "n", "mean", "sd"]
+    assert list(out.columns) == ["judge", "mode", "source", "dimension", "n", "n_judges_min", "mean", "sd"]
     got = {(r.judge, r.source, r.dimension): (r.n, r.mean, r.sd) for r in out.itertuples()}
+    judges = {(r.judge, r.source, r.dimension): r.n_judges_min for r in out.itertuples()}
+    assert judges[("a", "g", "originality")] == 1 and judges[("mean(a+b)", "g", "originality")] == 2
     # judge a, originality: best of (1, 3), (2, 2), (0, 1) = 3, 2, 1 -> mean 2, sd 1 over the 3 instances
     assert got[("a", "g", "originality")] == pytest.approx((3, 2.0, 1.0))
     assert got[("a", "reference", "originality")] == pytest.approx((3, 2.0, 1.0))  # 2, 1, 3
@@ -157,20 +159,20 @@ def test_best_of_k_scores_per_judge_and_combined_by_hand() -> None:
     # judge b: best 3, 0, 2 -> mean 5/3, sd sqrt(((4/3)² + (5/3)² + (1/3)²)/2) = sqrt(7/3); reference 3, 3
     assert got[("b", "g", "originality")] == pytest.approx((3, 5 / 3, np.sqrt(7 / 3)))
     assert got[("b", "reference", "originality")] == pytest.approx((2, 3.0, 0.0))
-    # mean(a+b): i1 c1 (1+3)/2 = 2, c2 (3+1)/2 = 2 -> 2; i2 only a scored both sides: c1 2, c2 2 -> 2
-    # (b's zeros are left out); i3 c1 1, c2 1.5 -> 1.5. mean 11/6, sd sqrt(((1/6)² + (1/6)² + (1/3)²)/2)
-    assert got[("mean(a+b)", "g", "originality")] == pytest.approx((3, 11 / 6, np.sqrt(1 / 12)))
-    # the reference over the judges that scored it: 2.5, 1, 3 -> mean 13/6, sd sqrt(13/12)
-    assert got[("mean(a+b)", "reference", "originality")] == pytest.approx((3, 13 / 6, np.sqrt(13 / 12)))
+    # mean(a+b), over candidates both judges scored: i1 c1 (1+3)/2 = 2, c2 (3+1)/2 = 2 -> 2; i2 left out (b
+    # has no reference there, so no candidate rests on both); i3 c1 1, c2 1.5 -> 1.5. mean 1.75, sd √2/4
+    assert got[("mean(a+b)", "g", "originality")] == pytest.approx((2, 1.75, np.sqrt(2) / 4))
+    # the reference where both judges scored it: 2.5, 3 -> mean 2.75, sd √2/4 (i2 rests on a alone: left out)
+    assert got[("mean(a+b)", "reference", "originality")] == pytest.approx((2, 2.75, np.sqrt(2) / 4))
     # only a rated source-boundedness: its combination is a's alone
     assert got[("mean(a)", "g", "source_boundedness")] == pytest.approx((3, 1.0, 1.0))
 
 
-def test_combined_mean_only_over_judges_that_scored_both_sides() -> None:
+def test_combined_mean_only_over_candidates_every_judge_scored_on_both_sides() -> None:
     pairs = combined_pairs(candidate_scores(planted_cands()))
     i2 = pairs.loc[(pairs["instance_id"] == "i2") & (pairs["dimension"] == "originality")]
-    # b scored c1, c2 of i2 but not its reference: the old mean over every judge gave c1 (2 + 0)/2 = 1
-    assert i2["score"].tolist() == [2.0, 2.0] and i2["ref_score"].tolist() == [1.0, 1.0]
-    assert (i2["n_judges"] == 1).all()
+    # b scored c1, c2 of i2 but not its reference: the old mean over every judge gave c1 (2 + 0)/2 = 1, the
+    # mean over the judges that scored both sides a's 2 alone; neither is over both judges, so i2 is left out
+    assert i2.empty
     i1 = pairs.loc[(pairs["instance_id"] == "i1") & (pairs["dimension"] == "originality")]
     assert i1["ref_score"].tolist() == [2.5, 2.5] and (i1["n_judges"] == 2).all()

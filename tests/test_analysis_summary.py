@@ -50,6 +50,39 @@ def test_human_agreement_finds_the_planted_judge() -> None:
     assert len(lines) == 2 and all("copy agrees most with the experts, κ_w = 1.00" in line for line in lines)
 
 
+def _agreement(rows: list[tuple[str, float, float, float]]) -> pd.DataFrame:
+    """A human_agreement table for one dimension: (judge, κ_w, CI low, CI high), n = 40."""
+    return pd.DataFrame(
+        [
+            {
+                "judge": j,
+                "mode": "independent",
+                "dimension": "orig",
+                "n": 40,
+                "kappa_w": k,
+                "kappa_w_lo": lo,
+                "kappa_w_hi": hi,
+            }
+            for j, k, lo, hi in rows
+        ]
+    )
+
+
+def test_a_tie_is_a_tie_and_overlapping_cis_name_no_best_judge() -> None:
+    """Issue 24 item 12: the summary named a best judge on κ_w 0.35 vs 0.35. Equal values are a tie; a lead
+    whose CI overlaps the runner-up's names no best judge; only CIs apart do."""
+    (tie,) = summary.agreement_lines(_agreement([("a", 0.35, 0.20, 0.50), ("b", 0.35, 0.25, 0.45)]))
+    assert (
+        tie.startswith("**orig**: tie: a and b agree equally with the experts") and "agrees most" not in tie
+    )
+    assert "a κ_w = 0.35 [0.20, 0.50], n = 40; b κ_w = 0.35 [0.25, 0.45], n = 40" in tie
+    (overlap,) = summary.agreement_lines(_agreement([("a", 0.36, 0.20, 0.50), ("b", 0.35, 0.25, 0.45)]))
+    assert overlap.startswith("**orig**: no clear best judge (CIs overlap): a κ_w = 0.36")
+    (clear,) = summary.agreement_lines(_agreement([("a", 0.80, 0.70, 0.90), ("b", 0.35, 0.25, 0.45)]))
+    assert (
+        clear == "**orig**: a agrees most with the experts, κ_w = 0.80 [0.70, 0.90], n = 40 (next: b 0.35)."
+    )
+
 
 def test_each_expert_item_counts_once_per_judge_and_mode() -> None:
     """Review 7 F8: a judge that ran two modes paired every expert label twice (n = 6 for 3 items, copies
@@ -70,11 +103,18 @@ def test_each_expert_item_counts_once_per_judge_and_mode() -> None:
     board = summary.leaderboard(cands.assign(parse_ok=True), {"human_agreement": table.reset_index()})
     row = board.set_index("judge").loc["j"]
     assert row["kappa_w:originality [independent]"] == 1.0
-    assert row["kappa_w:originality [comparative]"] == table.loc[("j", "comparative", "originality"), "kappa_w"]
-    assert describe("kappa_w:originality [comparative]") == "κ_w with the experts' mean score on originality, " \
+    assert (
+        row["kappa_w:originality [comparative]"] == table.loc[("j", "comparative", "originality"), "kappa_w"]
+    )
+    assert (
+        describe("kappa_w:originality [comparative]") == "κ_w with the experts' mean score on originality, "
         "comparative mode"
+    )
     lines = summary.agreement_lines(table.reset_index())
-    assert lines[0].startswith("**originality**: j [independent] agrees most with the experts, κ_w = 1.00")
+    # n = 3: comparative κ_w 0.87 [0.00, 1.00] overlaps independent's 1.00, so neither is named best
+    assert lines[0].startswith(
+        "**originality**: no clear best judge (CIs overlap): j [independent] κ_w = 1.00"
+    )
 
 
 def calls_table() -> pd.DataFrame:
@@ -102,12 +142,27 @@ def test_leaderboard_counts_calls_not_rows_and_keeps_cost_unknown() -> None:
 
 
 def test_shift_lines_give_the_test_p_and_power_note() -> None:
-    shift = pd.DataFrame({"judge": ["j", "j"], "source": ["g", "g"], "dimension": ["d", "e"], "n": [8, 8],
-                          "delta_win": [0.5, -0.1], "delta_win_lo": [0.1, -0.4], "delta_win_hi": [0.9, 0.2],
-                          "mcnemar_p": [0.031, 0.9], "significant": [True, False]})  # fmt: skip
+    shift = pd.DataFrame(
+        {
+            "judge": ["j", "j"],
+            "source": ["g", "g"],
+            "dimension": ["d", "e"],
+            "n": [8, 8],
+            "delta_win": [0.5, -0.1],
+            "delta_win_lo": [0.1, -0.4],
+            "delta_win_hi": [0.9, 0.2],
+            "mcnemar_p": [0.031, 0.9],
+            "significant": [True, False],
+            "win_before": [0.25, 0.5],
+            "win_after": [0.75, 0.4],
+        }
+    )
     lines = summary.shift_lines(shift)
     assert lines[0].startswith("1 of 2 judge × generator × dimension shifts are significant")
-    assert "Δwin = 0.50 [0.10, 0.90] (g, d), p = 0.031, significant" in lines[1]
+    assert (
+        "Δwin = 0.50 [0.10, 0.90] (g, d; win 0.25 → 0.75 on the 8 instances in both modes), p = 0.031, "
+        "significant"
+    ) in lines[1]
     assert "n = 8 instances, discordance 0.30: no shift can be detected with 80% power" in lines[1]
     # with the report's q-values beside the p-values, significance is read on q and the family is named
     family = pd.DataFrame({"table": ["mode_shift"], "p_column": ["mcnemar_p"], "n_tests": [2]})
@@ -180,7 +235,9 @@ def test_leaderboard_shows_pairwise_position_bias_beside_comparative() -> None:
         "inconsistent": [True, True, True] + [False] * 7,
     })  # fmt: skip
     verdicts = pd.concat([verdicts, verdicts.assign(judge="k", preference="tie")], ignore_index=True)
-    calls = pd.DataFrame({"judge": ["j", "k"], "run_id": "r", "prompt_id": "p", "sample_idx": 0, "parse_ok": True})
+    calls = pd.DataFrame(
+        {"judge": ["j", "k"], "run_id": "r", "prompt_id": "p", "sample_idx": 0, "parse_ok": True}
+    )
     tables = {"position_bias": position, "pairwise_bias": consistency.pairwise_bias(verdicts)}
     board = summary.leaderboard(calls, tables).set_index("judge")
     assert board.loc["j", "position_bias"] == pytest.approx(-0.3)  # the larger |gap|, not max(0.05, −0.3)

@@ -109,14 +109,38 @@ def test_combine_mean_unanimous_majority_by_hand() -> None:
     assert (majority["win"], majority["tie"], majority["loss"]) == pytest.approx((1 / 3, 1 / 3, 1 / 3))
 
 
-def test_combined_mean_leaves_out_a_judge_missing_the_reference() -> None:
-    j2 = {"i1": {"ref": [5], "gen": [7]}, "i2": {"gen": [1]}, "i3": {"ref": [5], "gen": [4]}}  # no i2 reference
+def test_combined_mean_leaves_out_an_instance_a_judge_lacks_the_reference_of() -> None:
+    j2 = {
+        "i1": {"ref": [5], "gen": [7]},
+        "i2": {"gen": [1]},
+        "i3": {"ref": [5], "gen": [4]},
+    }  # no i2 reference
     frame = pd.concat([study({"i1": {"ref": [5], "gen": [6]}, "i2": {"ref": [5], "gen": [6]},
                               "i3": {"ref": [5], "gen": [3]}}, judge="j1"), study(j2, judge="j2")])  # fmt: skip
     out = instance_outcomes(frame, combine="mean").set_index("instance_id").sort_index()
-    # i2: only j1 scored both sides: 6 vs 5, a win (the old mean over every judge: (6 + 1)/2 = 3.5, a loss)
-    assert out["outcome"].to_dict() == {"i1": 1, "i2": 1, "i3": -1}
-    assert out["gen_best"].tolist() == [6.5, 6.0, 3.5] and out["n_judges"].tolist() == [2, 1, 2]
+    # i2: j2 has no reference score, so no candidate rests on both judges: left out (counted in n_excluded),
+    # neither j1 alone (6 vs 5) nor the old mean over every judge ((6 + 1)/2 = 3.5 vs 5)
+    assert out["outcome"].to_dict() == {"i1": 1, "i3": -1}
+    assert out["gen_best"].tolist() == [6.5, 3.5] and out["n_judges"].tolist() == [2, 2]
+    assert win_tie_loss(frame, combine="mean", n_boot=20).iloc[0][["n", "n_excluded"]].tolist() == [2, 1]
+
+
+def test_combined_best_of_k_is_over_candidates_every_judge_scored() -> None:
+    """Issue 24 item 3: j2 fails on candidate gen0 (reference: j1 5, j2 1). The combined gen0 stood on j1
+    alone (5) and won best-of-K, so the best-five table read generated 5.0 vs reference 3.0 while the win
+    table (5 vs j1's reference 5) said tie. Now best-of-K is over gen1, which both judges scored:
+    (3 + 1)/2 = 2 vs (5 + 1)/2 = 3, a loss in both tables, each on 2 judges."""
+    j2 = study({"i1": {"ref": [1], "gen": [9, 1]}}, judge="j2")
+    failed = (j2["candidate_id"] == "gen0").to_numpy()
+    j2.loc[failed, "score"], j2.loc[failed, "parse_ok"] = np.nan, False
+    frame = pd.concat([study({"i1": {"ref": [5], "gen": [5, 3]}}, judge="j1"), j2], ignore_index=True)
+    cands = candidate_scores(frame, CONTEXT_KEYS)
+    best = best_of_k_scores(cands).set_index(["judge", "source"])
+    assert best.loc[("mean(j1+j2)", "gen"), "mean"] == 2.0  # was 5.0
+    assert best.loc[("mean(j1+j2)", "reference"), "mean"] == 3.0
+    assert best.loc["mean(j1+j2)", ["n", "n_judges_min"]].to_numpy().tolist() == [[1, 2], [1, 2]]
+    rates = win_tie_loss(frame, combine="mean", n_boot=20).iloc[0]
+    assert (rates["loss"], rates["tie"], rates["n"], rates["n_judges_min"]) == (1.0, 0.0, 1, 2)
 
 
 def test_majority_of_three_and_items_missing_a_judge() -> None:
@@ -133,8 +157,8 @@ def test_combined_rates_count_excluded_items_and_the_fewest_judges() -> None:
     for combine in ("unanimous", "majority"):  # i3 has no j3 verdict: dropped, and counted
         row = win_tie_loss(frame, combine=combine, n_boot=20).iloc[0]
         assert (row["n"], row["n_excluded"], row["n_judges_min"]) == (2, 1, 3)
-    mean = win_tie_loss(frame, combine="mean", n_boot=20).iloc[0]  # keeps i3, on the two judges that scored it
-    assert (mean["n"], mean["n_excluded"], mean["n_judges_min"]) == (3, 0, 2)
+    mean = win_tie_loss(frame, combine="mean", n_boot=20).iloc[0]  # i3 lacks j3's scores: left out too
+    assert (mean["n"], mean["n_excluded"], mean["n_judges_min"]) == (2, 1, 3)
     only_j3 = study({"i1": {"ref": [5], "other": [4]}}, judge="j3")  # a generator only j3 scored
     lone = win_tie_loss(pd.concat([two_judges(), only_j3]), combine="majority", n_boot=20)
     assert lone.loc[lone["source"] == "other", ["n", "n_excluded"]].values.tolist() == [[0, 1]]  # not lost
@@ -185,9 +209,16 @@ def test_comparative_reference_is_taken_from_the_generators_own_prompt() -> None
     # i1: gA best 6 vs the reference in gA's prompt 5: win; gB 6 vs 7: loss. i2: gA 4 vs 4 tie; gB 3 vs 2 win.
     # (Averaging the reference over both prompts, 6 and 3, would give tie, tie, win, tie.)
     assert out.sort_index().to_dict() == {("i1", "gA"): 1, ("i1", "gB"): -1, ("i2", "gA"): 0, ("i2", "gB"): 1}
-    one_prompt = per_generator_prompts().assign(prompt_id=lambda f: f["instance_id"])  # every generator at once
+    one_prompt = per_generator_prompts().assign(
+        prompt_id=lambda f: f["instance_id"]
+    )  # every generator at once
     mixed = instance_outcomes(one_prompt).set_index(["instance_id", "source"])["outcome"]
-    assert mixed.sort_index().to_dict() == {("i1", "gA"): 0, ("i1", "gB"): 0, ("i2", "gA"): 1, ("i2", "gB"): 0}
+    assert mixed.sort_index().to_dict() == {
+        ("i1", "gA"): 0,
+        ("i1", "gB"): 0,
+        ("i2", "gA"): 1,
+        ("i2", "gB"): 0,
+    }
     best = best_of_k_scores(candidate_scores(per_generator_prompts(), CONTEXT_KEYS)).set_index("source")
     # the reference's row averages its prompts per instance: (5 + 7)/2 = 6, (4 + 2)/2 = 3 -> 4.5 ± sqrt(4.5)
     assert (best.loc["reference", "n"], best.loc["reference", "mean"]) == (2, 4.5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -151,7 +152,9 @@ def test_report_in_the_browser(served: tuple[str, Path], tmp_path: Path) -> None
     with browser_page() as (page, errors):
         page.goto((tmp_path / "report.html").as_uri())
         assert page.locator("section").first.get_attribute("id") == "summary"
-        assert "agrees most with the experts" in page.inner_text("#summary")
+        assert re.search(
+            r"agrees? (most|equally) with the experts|no clear best judge", page.inner_text("#summary")
+        )
         page.wait_for_selector("#leaderboard table.dataTable")
         judges = page.locator("#leaderboard table.dataTable tbody tr td:first-child").all_inner_texts()
         assert sorted(judges) == ["qwen_a", "qwen_b"]
@@ -249,7 +252,9 @@ def test_item_page_never_500s_on_duplicate_labels(tmp_path: Path) -> None:
         Study(tmp_path / "study", labels)  # handed a frame: refused too, one line
     study = Study(tmp_path / "study", pd.read_csv(write_humans(tmp_path / "ok.csv", duplicate=False)))
     study.humans = labels.astype({"instance_id": str, "candidate_id": str})  # past every check
-    grid = score_grid(study.item_rows("inst00003", "narrow_gen_2"), study.human_rows("inst00003", "narrow_gen_2"))
+    grid = score_grid(
+        study.item_rows("inst00003", "narrow_gen_2"), study.human_rows("inst00003", "narrow_gen_2")
+    )
     assert grid.loc["originality", "human:ann1"] == "3 / 1"  # both of ann1's labels shown, not a crash
     response = TestClient(create_app(study)).get("/item?instance_id=inst00003&candidate_id=narrow_gen_2")
     assert response.status_code == 200
