@@ -120,7 +120,8 @@ def test_full_report_on_a_multirun_with_humans(tmp_path: Path, study: pd.DataFra
             "human_agreement"} <= tables  # fmt: skip
     figures = {p.stem for p in (out / "figures").glob("*.png")}
     assert figures == {"winrate", "mode_shift", "score_agreement", "winner_agreement", "score_distributions",
-                       "self_consistency", "position_bias", "human_agreement"}  # fmt: skip
+                       "self_consistency", "position_bias", "human_agreement", "calibration"}  # fmt: skip
+    assert {"corrected_estimates", "calibration", "multiple_testing"} <= tables
     md, html = (out / "report.md").read_text(), (out / "report.html").read_text()
     assert md.split("\n## ")[1].startswith("Summary") and "## Glossary" in md and "## Contents" in md
     assert '<section id="summary">' in html and 'id="leaderboard"' in html

@@ -48,11 +48,11 @@ def test_the_report_corrects_its_p_values_as_one_family() -> None:
     shift = tables["mode_shift"]
     assert (shift["significant"] == (shift["mcnemar_p_q"] < 0.05)).all()
     every_p = np.concatenate(
-        [tables[t][c].to_numpy(dtype=float) for t, c in zip(family["table"], family["p_column"])]
+        [tables[t][c].to_numpy(dtype=float) for t, c in zip(family["table"], family["p_column"], strict=True)]
     )
     ok = np.isfinite(every_p)
     assert int(family["n_tests"].sum()) == int(ok.sum())
     every_q = np.concatenate(
-        [tables[t][f"{c}_q"].to_numpy(dtype=float) for t, c in zip(family["table"], family["p_column"])]
+        [tables[t][f"{c}_q"].to_numpy(dtype=float) for t, c in zip(family["table"], family["p_column"], strict=True)]
     )
     assert every_q[ok] == pytest.approx(multipletests(every_p[ok], method="fdr_bh")[1])
