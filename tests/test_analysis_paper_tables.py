@@ -189,7 +189,9 @@ def test_identical_judges_get_identical_cis_and_the_rubric_is_a_column() -> None
     assert len(a) == 8 and (a["win_hi"] > a["win_lo"]).any()  # 2 modes × 2 generators × 2 dimensions
     pd.testing.assert_frame_equal(a, b)
     shift = tables["mode_shift"].set_index("judge")
-    assert shift.loc["judge_a/rq", "delta_win_lo"].tolist() == shift.loc["judge_b/rq", "delta_win_lo"].tolist()
+    assert (
+        shift.loc["judge_a/rq", "delta_win_lo"].tolist() == shift.loc["judge_b/rq", "delta_win_lo"].tolist()
+    )
     shown = {t.key: t.frame for t in pt.paper_tables(tables)}
     assert list(shown["win_tie_loss"].columns[:2]) == ["judge", "rubric"]
     assert set(shown["win_tie_loss"]["judge"]) == {"judge_a", "judge_b", "mean of 2 judges (judge_a+judge_b)"}
@@ -212,13 +214,20 @@ def test_tex_compiles_in_a_two_column_article_with_no_overfull_box(tmp_path) -> 
     _, tex = pt.write_paper_tables(tables, tmp_path)
     latex = tex.read_text()
     assert latex.count("\\begin{table}") == latex.count("\\caption{") == latex.count("}\\label{tab:") == 5
-    assert latex.count("\\centering\\small") == 5 and "\\caption*" not in latex and "judge & rubric &" in latex
+    assert (
+        latex.count("\\centering\\small") == 5 and "\\caption*" not in latex and "judge & rubric &" in latex
+    )
     (tmp_path / "paper.tex").write_text(
         "\\documentclass[twocolumn]{article}\n\\usepackage{booktabs,graphicx}\n\\begin{document}\n"
         "Table~\\ref{tab:judgescope-win_tie_loss}.\n\\input{paper_tables}\n\\end{document}\n"
     )
-    run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     log = (tmp_path / "paper.log").read_text(errors="replace")
     assert run.returncode == 0, log[-2000:]
     assert "Overfull" not in log and "Underfull \\hbox (badness 10000)" not in log
