@@ -314,3 +314,41 @@ def test_markdown_tables_show_hostile_names_as_text(hostile_report: Path) -> Non
             assert not any("`j`" in r for r in rows), name  # no code span in a cell
             widths = {len(re.findall(r"(?<!\\)\|", r)) for r in rows}
             assert len(widths) <= 1, (name, table[:200])  # every row has as many cells as the header
+
+
+def test_long_tables_fold_under_their_headline_and_the_rubric_is_a_column(
+    tmp_path: Path, study: pd.DataFrame
+) -> None:
+    """Issue 28: every table longer than FOLD_ROWS sits in a <details> whose summary names the CSV and the
+    table's headline number (the winrate table's highest win rate, and whose); the leaderboard stays open. A
+    judge run under two rubrics is one judge with a rubric column (was two judges, `judge_a/rq` and
+    `judge_a/other`), in the leaderboard, every table's CSV and the report's tables."""
+    from analysis.render import headline
+    from analysis.report_sections import FOLD_ROWS
+
+    two = study.astype({"rubric": str, "run_id": str, "instance_id": str})
+    two = two.loc[two["instance_id"].isin(sorted(set(two["instance_id"]))[:4])]  # a small study: fast
+    write_runs(tmp_path / "runs" / "rq", two)
+    write_runs(tmp_path / "runs" / "other", two.assign(rubric="other", run_id=two["run_id"] + "-other"))
+    out = tmp_path / "report"
+    assert main([str(tmp_path / "runs"), "--out", str(out), "--n-boot", "50"]) == 0
+    board = pd.read_csv(out / "tables" / "leaderboard.csv")
+    assert list(board.columns[:2]) == ["judge", "rubric"] and len(board) == 4
+    assert set(zip(board["judge"], board["rubric"], strict=True)) == {
+        (j, r) for j in ("judge_a", "judge_b") for r in ("rq", "other")
+    }
+    rates = pd.read_csv(out / "tables" / "winrate.csv")
+    assert set(rates["judge"]) == {"judge_a", "judge_b"} and set(rates["rubric"]) == {"rq", "other"}
+    combined = pd.read_csv(out / "tables" / "winrate_combined.csv")
+    assert set(combined["judge"].str.replace(r" \(.*", "", regex=True)) == {
+        "mean of 2 judges", "unanimous of 2 judges", "majority of 2 judges"
+    }
+    html_text = (out / "report.html").read_text()
+    top = rates.loc[rates["win"].idxmax()]
+    line = headline("winrate", rates)
+    assert line == (f"{len(rates)} rows; highest win rate {top['win']:.3f} "
+                    f"({top['judge']} · {top['rubric']} · {top['mode']} · {top['source']} · {top['dimension']})")
+    assert len(rates) > FOLD_ROWS
+    assert f'<details class="table" id="table-winrate"><summary><code>tables/winrate.csv</code>: {line}' in html_text
+    assert 'id="table-leaderboard"' not in html_text and 'id="leaderboard"' in html_text
+    assert "<details><summary><code>tables/winrate.csv</code>" in (out / "report.md").read_text()
