@@ -194,7 +194,11 @@ def glossary_block(tables: dict[str, pd.DataFrame]) -> tuple[str, str]:
                          for c, t in sorted(where.items())])  # fmt: skip
     md = "## Glossary\n\n" + markdown_table(rows, max_rows=len(rows) + 1) + "\n"
     table = rows.to_html(index=False, border=0, escape=True)
-    return md, f'<section id="glossary"><h2>Glossary</h2><div class="scroll">{table}</div></section>'
+    folded = (
+        f'<details class="table" id="table-glossary"><summary>{len(rows)} column names, what each means and '
+        f'the tables that have it</summary><div class="scroll">{table}</div></details>'
+    )
+    return md, f'<section id="glossary"><h2>Glossary</h2>{folded}</section>'
 
 
 def contents(tables: dict[str, pd.DataFrame]) -> tuple[str, str]:
@@ -211,7 +215,8 @@ STYLE = (
     ".scroll{overflow-x:auto;max-width:100%;margin-bottom:1rem}img{max-width:100%}figure{margin:0}"
     "#summary{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:0 1rem}"
     "#summary li{margin:.2rem 0}nav ol{columns:2}details.table{margin-bottom:1rem}"
-    "details.table>summary{cursor:pointer;padding:.2rem 0}#links{color:#555}"
+    "details.table>summary{cursor:pointer;padding:.2rem 0}"
+    "#top{display:flex;justify-content:space-between;align-items:baseline;gap:1rem}#top a{white-space:nowrap}"
 )
 VIEWER_PORT = 8765  # analysis.view's default port
 
@@ -223,13 +228,14 @@ VIEWER_LINK_SCRIPT = (
 
 
 def viewer_links(source: str) -> str:
-    """The header line linking the report to the study viewer (analysis.view), and how to start it."""
+    """The link from the report to the study viewer (analysis.view), on the title's line; its tooltip says how
+    to start the viewer."""
     command = (
         f"python -m analysis.view {source}" if source else "python -m analysis.view <run-or-multirun-dir>"
     )
     return (
-        f'<p id="links"><a id="viewer-link" href="http://127.0.0.1:{VIEWER_PORT}/">every judgment in the '
-        f"viewer</a> (start it with <code>{html.escape(command)}</code>)</p>{VIEWER_LINK_SCRIPT}"
+        f'<a id="viewer-link" href="http://127.0.0.1:{VIEWER_PORT}/" title="start it with {html.escape(command)}">'
+        f"every judgment in the viewer</a>{VIEWER_LINK_SCRIPT}"
     )
 
 
@@ -262,8 +268,8 @@ def write_report(tables: dict[str, pd.DataFrame], figures: dict[str, Figure | No
     body = "\n".join(p[1] for p in parts)
     html_path.write_text(
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<link rel='icon' href='data:,'><style>{STYLE}</style>{head}</head><body><h1>{html.escape(title)}</h1>"
-        f"{viewer_links(source)}\n"
+        f"<link rel='icon' href='data:,'><style>{STYLE}</style>{head}</head><body><header id='top'>"
+        f"<h1>{html.escape(title)}</h1>{viewer_links(source)}</header>\n"
         f"{body}</body></html>",
         encoding="utf-8",
     )

@@ -154,7 +154,7 @@ def test_browser_list_opens_sorted_by_disagreement_with_text_and_folded_prompts(
             (results["instance_id"] == instance) & (results["candidate_id"] == candidate), "candidate_text"
         ].iloc[0]
         line = next(ln.strip() for ln in text.splitlines() if ln.strip())
-        assert first.locator("td.first-line").inner_text() == line
+        assert first.locator(".first-line").inner_text() == line
         compared = results.loc[results["mode"] == "comparative"].iloc[0]
         page.goto(
             url
