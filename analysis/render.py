@@ -154,13 +154,14 @@ def headline(name: str, frame: pd.DataFrame) -> str:
     if name not in HEADLINES or HEADLINES[name][0] not in frame:
         return rows
     column, pick, what = HEADLINES[name]
-    values = pd.to_numeric(frame[column], errors="coerce")
+    values = pd.to_numeric(frame[column], errors="coerce").reset_index(drop=True)  # by position
     if "rater_a" in frame:  # a pair table's last row is over all raters: not one pair
-        values = values.where(frame["rater_a"].astype(str) != "(all)")
+        values = values.where(frame["rater_a"].astype(str).to_numpy() != "(all)")
     if values.notna().sum() == 0:
         return rows
     at = {"max": values.idxmax, "min": values.idxmin, "absmax": values.abs().idxmax}[pick]()
-    named = [str(frame.at[at, c]) for c in ROW_NAMES if c in frame and pd.notna(frame.at[at, c])]
+    row = frame.iloc[at]
+    named = [str(row[c]) for c in ROW_NAMES if c in frame and pd.notna(row[c])]
     return f"{rows}; {what} {_fmt(float(values[at]))}" + (f" ({' · '.join(named)})" if named else "")
 
 

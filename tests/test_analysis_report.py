@@ -341,14 +341,38 @@ def test_long_tables_fold_under_their_headline_and_the_rubric_is_a_column(
     assert set(rates["judge"]) == {"judge_a", "judge_b"} and set(rates["rubric"]) == {"rq", "other"}
     combined = pd.read_csv(out / "tables" / "winrate_combined.csv")
     assert set(combined["judge"].str.replace(r" \(.*", "", regex=True)) == {
-        "mean of 2 judges", "unanimous of 2 judges", "majority of 2 judges"
+        "mean of 2 judges",
+        "unanimous of 2 judges",
+        "majority of 2 judges",
     }
     html_text = (out / "report.html").read_text()
     top = rates.loc[rates["win"].idxmax()]
     line = headline("winrate", rates)
-    assert line == (f"{len(rates)} rows; highest win rate {top['win']:.3f} "
-                    f"({top['judge']} · {top['rubric']} · {top['mode']} · {top['source']} · {top['dimension']})")
+    assert line == (
+        f"{len(rates)} rows; highest win rate {top['win']:.3f} "
+        f"({top['judge']} · {top['rubric']} · {top['mode']} · {top['source']} · {top['dimension']})"
+    )
     assert len(rates) > FOLD_ROWS
-    assert f'<details class="table" id="table-winrate"><summary><code>tables/winrate.csv</code>: {line}' in html_text
+    assert (
+        f'<details class="table" id="table-winrate"><summary><code>tables/winrate.csv</code>: {line}'
+        in html_text
+    )
     assert 'id="table-leaderboard"' not in html_text and 'id="leaderboard"' in html_text
     assert "<details><summary><code>tables/winrate.csv</code>" in (out / "report.md").read_text()
+
+
+def test_a_folded_tables_headline_is_its_extreme_row_by_hand() -> None:
+    """The summary line's number and row, planted: the highest win rate (0.9, judge b), a NaN skipped, a
+    repeated index label read by position; a pair table's over-all-raters row is not a pair; a table without
+    a headline column gives its row count."""
+    from analysis.render import headline
+
+    rates = pd.DataFrame(
+        {"judge": ["a", "b", "c"], "mode": ["x", "y", "z"], "win": [0.1, 0.9, float("nan")]}, index=[5, 5, 7]
+    )
+    assert headline("winrate", rates) == "3 rows; highest win rate 0.900 (b · y)"
+    pairs = pd.DataFrame({"rater_a": ["a", "(all)"], "rater_b": ["b", "(all)"], "kappa_w": [0.2, 0.9]})
+    assert headline("score_agreement", pairs) == "2 rows; highest κ_w 0.200 (a · b)"
+    shifts = pd.DataFrame({"judge": ["a", "b"], "delta_win": [0.3, -0.5]})
+    assert headline("mode_shift", shifts) == "2 rows; largest |Δwin| -0.500 (b)"
+    assert headline("unknown_table", rates) == "3 rows"
