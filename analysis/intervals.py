@@ -50,8 +50,9 @@ def resample_counts(
         flat = counts.reshape(-1, counts.shape[-1])
         draws = np.empty((n_boot, *flat.shape), dtype=np.int64)
         unique, inverse = np.unique(flat, axis=0, return_inverse=True)
+        base = seed if isinstance(seed, list) else [seed]
         for i, row in enumerate(unique):
-            draws[:, inverse.ravel() == i] = resample_counts(row, n_boot, [seed, *row.tolist()])[:, None]
+            draws[:, inverse.ravel() == i] = resample_counts(row, n_boot, [*base, *row.tolist()])[:, None]
         return draws.reshape(n_boot, *counts.shape)
     rng = np.random.default_rng(seed)
     n = counts.sum(axis=-1)
