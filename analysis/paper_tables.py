@@ -226,7 +226,10 @@ BUILDERS: tuple[Callable[[Tables], PaperTable | None], ...] = (
 def paper_tables(tables: Tables) -> list[PaperTable]:
     """Every paper table the report's tables can fill, in the paper's order."""
     shown = [t for t in (build(tables) for build in BUILDERS) if t is not None]
-    return [replace(t, frame=rubric_column(t.frame)) for t in shown]
+    overview = tables.get("overview", pd.DataFrame())
+    rubrics = sorted(map(str, overview["rubric"].dropna().unique())) if "rubric" in overview else []
+    one = f"; rubric {rubrics[0]}" if len(rubrics) == 1 else ""  # several: a column beside the judge
+    return [replace(t, frame=rubric_column(t.frame), note=t.note + one) for t in shown]
 
 
 def to_markdown(shown: Sequence[PaperTable]) -> str:

@@ -231,3 +231,8 @@ def test_tex_compiles_in_a_two_column_article_with_no_overfull_box(tmp_path) -> 
     log = (tmp_path / "paper.log").read_text(errors="replace")
     assert run.returncode == 0, log[-2000:]
     assert "Overfull" not in log and "Underfull \\hbox (badness 10000)" not in log
+
+
+def test_a_single_rubric_is_named_in_every_caption(shown: dict) -> None:
+    """One rubric: no constant rubric column, the caption names it (several: a column, tested above)."""
+    assert all(t.note.endswith("; rubric rq") and "rubric" not in t.frame for t in shown.values())
