@@ -173,7 +173,9 @@ def agreement_heatmap(table: pd.DataFrame, value: str = "kappa_w", title: str = 
 def _matrix(fig: Figure, ax: Axes, matrix: np.ndarray, rows: Sequence[str], cols: Sequence[str],
             text: dict[tuple[int, int], str], label: str) -> None:  # fmt: skip
     finite = matrix[np.isfinite(matrix)]
-    image = ax.imshow(matrix, vmin=-1 if finite.size and finite.min() < 0 else 0, vmax=1, cmap="viridis")
+    image = ax.imshow(
+        matrix, vmin=-1 if finite.size and finite.min() < 0 else 0, vmax=1, cmap="viridis", aspect="auto"
+    )  # cells as wide as their value and CI at FONT pt, not square
     ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right", fontsize=FONT)
     ax.set_yticks(range(len(rows)), rows, fontsize=FONT)
     if len(rows) * len(cols) <= 144:
@@ -200,7 +202,7 @@ def human_agreement_matrix(agree: pd.DataFrame) -> Figure | None:
         key = (judges.index(str(j)), dims.index(str(d)))
         matrix[key] = v
         text[key] = f"{v:.2f}\n[{lo:.2f}, {hi:.2f}]"
-    fig = Figure(figsize=(2.8 + 1.1 * len(dims), 1.8 + 0.6 * len(judges)), layout="constrained")
+    fig = Figure(figsize=(3.0 + 1.2 * len(dims), 1.8 + 0.6 * len(judges)), layout="constrained")
     ax = fig.subplots()
     _matrix(fig, ax, matrix, judges, dims, text, "κ_w with the experts")
     ax.set_title("quadratic-weighted κ, judge vs experts' mean (95% CI)", fontsize=FONT)

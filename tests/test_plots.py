@@ -80,6 +80,10 @@ def test_every_figure_reads_at_a_column_width_with_labels_of_9pt_or_more() -> No
         assert not small, name
         if name != "agreement":
             assert fig.get_size_inches()[0] == plots.PANEL_WIDTH, name
+    heat = figures["agreement"].axes[0]  # every cell's value and CI inside its cell (CIs overflowed the cells)
+    renderer = figures["agreement"].canvas.get_renderer()  # type: ignore[attr-defined]
+    cell = heat.get_window_extent(renderer).width / len(heat.get_xticks())
+    assert heat.texts and all(t.get_window_extent(renderer).width < cell for t in heat.texts)
     shift = figures["mode_shift"].axes
     assert len(shift) == 2 and shift[0].get_shared_x_axes().joined(shift[0], shift[1])
     assert shift[0].get_xlim() == shift[1].get_xlim()
