@@ -1,4 +1,5 @@
-"""`python -m analysis.card <run-or-multirun-dir> [--humans FILE] [--out DIR]`: one reliability card per judge.
+"""`python -m analysis.card <run-or-multirun-dir> [--humans FILE] [--out DIR]`: one reliability card per judge
+(and rubric: `cards/<judge>.md`, or `cards/<rubric>/<judge>.md` in a study of several rubrics).
 
 Every card has the same fields (`CARD_FIELDS`), so cards compare across judges and across versions of one
 judge; a field that does not apply is an empty list or null with the reason in `notes`, never left out.
@@ -20,7 +21,7 @@ import pyarrow.parquet as pq
 
 from analysis import consistency, latent
 from analysis.card_markdown import card_markdown
-from analysis.collect import find_results
+from analysis.collect import find_results, split_rubric
 from analysis.humans import human_agreement
 from analysis.intervals import positive_int
 from analysis.robustness import note_perturbed, robustness_table, unperturbed
@@ -210,7 +211,8 @@ def _duplicate_notes(judge: str, dup: pd.DataFrame) -> list[str]:
 
 def write_cards(root: str | Path, out: str | Path, humans: pd.DataFrame | None = None, n_boot: int = 1000,
                 seed: int = 0, extra: dict[str, pd.DataFrame] | None = None) -> list[dict]:  # fmt: skip
-    """Compute and write <out>/<judge>.md and <out>/<judge>.json for every judge below `root`."""
+    """Compute and write <out>/<judge>.md and <out>/<judge>.json for every judge below `root`; a study of several
+    rubrics: <out>/<rubric>/<judge>.md (and .json), one card per judge and rubric."""
     from analysis.collect import load_results
 
     results = load_results(root)
@@ -223,11 +225,17 @@ def write_cards(root: str | Path, out: str | Path, humans: pd.DataFrame | None =
     cards = []
     for judge in sorted(map(str, results["judge"].dropna().unique())):
         card = make_card(judge, results, facts, tables)
-        stem = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in judge)
-        (out / f"{stem}.json").write_text(json.dumps(card, indent=2))
-        (out / f"{stem}.md").write_text(card_markdown(card))
+        name, rubric = split_rubric(judge)  # several rubrics: one folder of cards per rubric
+        folder = out / _file_name(rubric) if rubric else out
+        folder.mkdir(exist_ok=True)
+        (folder / f"{_file_name(name)}.json").write_text(json.dumps(card, indent=2))
+        (folder / f"{_file_name(name)}.md").write_text(card_markdown(card))
         cards.append(card)
     return cards
+
+
+def _file_name(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,6 +8,7 @@ one copy per distinct answer, however many candidate × dimension rows share it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -202,6 +203,37 @@ def prepare(results: pd.DataFrame, studies: Mapping[str, str] | None = None) -> 
         flags = pd.Series(pd.NA, index=out.index, dtype="boolean")
         flags[known] = as_bool(out.loc[known, DIRECTION])
         out[DIRECTION] = flags
+    return out
+
+
+# `prepare`'s labels, taken apart again for display: ``judge/rubric`` (with a ``@run`` suffix when runs were
+# split) and a combination's ``mean of 2 judges (a+b) / rubric`` (analysis.report.combined_label)
+_JUDGE_RUBRIC = re.compile(r"^(?P<judge>[^/ ]+)/(?P<rubric>[^/@ ]+)(?P<run>@.*)?$")
+_COMBINED_RUBRIC = re.compile(r"^(?P<judge>.+ judges \(.*\)) / (?P<rubric>[^/]+)$")
+
+
+def split_rubric(label: str) -> tuple[str, str | None]:
+    """(judge, rubric) of a rater label `prepare` wrote for a study of several rubrics; (label, None) else."""
+    for pattern in (_COMBINED_RUBRIC, _JUDGE_RUBRIC):
+        match = pattern.match(label)
+        if match:
+            return match.group("judge") + (match.groupdict().get("run") or ""), match.group("rubric")
+    return label, None
+
+
+def rubric_column(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table as shown and written: a judge run under several rubrics is one judge with the rubric in a
+    column of its own beside it (one row per judge and rubric), not two judges named ``judge/rubric``. A
+    table whose judges carry no rubric is returned as it is."""
+    if "judge" not in frame or frame.empty:
+        return frame
+    pairs = [split_rubric(str(label)) for label in frame["judge"]]
+    if all(rubric is None for _, rubric in pairs):
+        return frame
+    out = frame.copy()
+    out["judge"] = [judge for judge, _ in pairs]
+    if "rubric" not in out:
+        out.insert(out.columns.get_loc("judge") + 1, "rubric", [rubric or "" for _, rubric in pairs])
     return out
 
 

@@ -35,12 +35,25 @@ def positive_int(text: str) -> int:
     return value
 
 
-def resample_counts(counts: np.ndarray, n_boot: int, seed: int | np.random.Generator = 0) -> np.ndarray:
+def resample_counts(
+    counts: np.ndarray, n_boot: int, seed: int | list[int] | np.random.Generator = 0
+) -> np.ndarray:
     """Bootstrap replicates of category counts: shape (n_boot, *counts.shape).
 
     `counts[..., c]` is how many units of one group fall into category c. Groups with no unit give zeros.
+    With several groups and an integer seed each group draws from its own stream, seeded by the seed and its
+    counts: identical groups (two judges with the same outcomes) get identical replicates and CIs, and a
+    group's CI does not move when another group is added or removed.
     """
     counts = np.asarray(counts, dtype=np.int64)
+    if counts.ndim > 1 and not isinstance(seed, np.random.Generator):
+        flat = counts.reshape(-1, counts.shape[-1])
+        draws = np.empty((n_boot, *flat.shape), dtype=np.int64)
+        unique, inverse = np.unique(flat, axis=0, return_inverse=True)
+        base = seed if isinstance(seed, list) else [seed]
+        for i, row in enumerate(unique):
+            draws[:, inverse.ravel() == i] = resample_counts(row, n_boot, [*base, *row.tolist()])[:, None]
+        return draws.reshape(n_boot, *counts.shape)
     rng = np.random.default_rng(seed)
     n = counts.sum(axis=-1)
     safe = np.where(n[..., None] > 0, counts, 1)

@@ -3,22 +3,24 @@
 Every cell is a value of one of the report's tables (`best_of_k_scores`, `winrate`, `winrate_combined`,
 `mode_shift`, `mode_shift_combined`, `expert_vs_judge`, `preference_gap`, `human_majority`,
 `winner_agreement_by_kind`, `alignment`), only formatted, never recomputed, so the paper and the CSVs cannot
-disagree. LaTeX comes from great-tables, Markdown from
-pandas/tabulate; a table whose inputs are absent (no humans, one mode, …) is left out.
+disagree. Markdown comes from pandas/tabulate; the LaTeX is written here for a two-column paper (`to_latex`:
+booktabs, numbered and labelled, \\small, scaled to the column when wider); a table whose inputs are absent (no
+humans, one mode, …) is left out. A judge run under several rubrics is one judge with the rubric in a column of
+its own (`collect.rubric_column`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
-from great_tables import GT
 
 from analysis.cells import md_cell
+from analysis.collect import rubric_column
 
 Tables = dict[str, pd.DataFrame]
 MODES: tuple[str, ...] = ("independent", "comparative")
@@ -393,7 +395,11 @@ BUILDERS: tuple[Callable[[Tables], PaperTable | None], ...] = (
 
 def paper_tables(tables: Tables) -> list[PaperTable]:
     """Every paper table the report's tables can fill, in the paper's order."""
-    return [t for t in (build(tables) for build in BUILDERS) if t is not None]
+    shown = [t for t in (build(tables) for build in BUILDERS) if t is not None]
+    overview = tables.get("overview", pd.DataFrame())
+    rubrics = sorted(map(str, overview["rubric"].dropna().unique())) if "rubric" in overview else []
+    one = f"; rubric {rubrics[0]}" if len(rubrics) == 1 else ""  # several: a column beside the judge
+    return [replace(t, frame=rubric_column(t.frame), note=t.note + one) for t in shown]
 
 
 def to_markdown(shown: Sequence[PaperTable]) -> str:
@@ -407,17 +413,101 @@ def to_markdown(shown: Sequence[PaperTable]) -> str:
     return "\n".join(parts)
 
 
-def to_latex(shown: Sequence[PaperTable]) -> str:
-    """The tables as LaTeX (great-tables; needs booktabs and caption), one table environment each."""
-    parts = []
-    for t in shown:
-        gt = GT(t.frame).tab_header(title=t.title, subtitle=t.note)
+#: LaTeX for characters the tables' names and notes may hold (pdflatex, default OT1 text fonts)
+TEX_SPECIAL: dict[str, str] = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\ensuremath{<}",
+    ">": r"\ensuremath{>}",
+    "±": r"\ensuremath{\pm}",
+    "−": "--",
+    "–": "--",
+    "—": "---",
+    "Δ": r"\ensuremath{\Delta}",
+    "κ": r"\ensuremath{\kappa}",
+    "ρ": r"\ensuremath{\rho}",
+    "α": r"\ensuremath{\alpha}",
+    "→": r"\ensuremath{\to}",
+    "·": r"\ensuremath{\cdot}",
+    "|": r"\ensuremath{|}",
+}
+_TEX_SPECIAL = re.compile("|".join(map(re.escape, TEX_SPECIAL)))
+#: the file's preamble: what to load, and `\judgescopefit`, which scales a table down to the column's width
+#: only when it is wider (never up), so every table fits a two-column paper's column without an overfull box
+TEX_PREAMBLE = r"""% judgescope paper tables: \input{paper_tables} after \usepackage{booktabs,graphicx}
+% every table is numbered and labelled (\label{tab:judgescope-<key>}), set in \small, and scaled down to the
+% column's width where it is wider (\judgescopefit)
+\ifdefined\judgescopebox\else\newsavebox{\judgescopebox}\fi
+\providecommand{\judgescopefit}[1]{\sbox{\judgescopebox}{#1}%
+  \ifdim\wd\judgescopebox>\columnwidth\resizebox{\columnwidth}{!}{\usebox{\judgescopebox}}%
+  \else\usebox{\judgescopebox}\fi}
+"""
+#: columns holding names (left-aligned); every other column holds numbers (right-aligned)
+TEXT_COLUMNS: tuple[str, ...] = (
+    "judge",
+    "rubric",
+    "mode",
+    "source",
+    "dimension",
+    "rater_a",
+    "dimension_a",
+    "rater_b",
+    "dimension_b",
+)
+
+
+def tex(text: object) -> str:
+    """A cell, caption or header as LaTeX text: every special character escaped."""
+    return _TEX_SPECIAL.sub(lambda m: TEX_SPECIAL[m.group(0)], str(text))
+
+
+def _tex_table(t: PaperTable) -> str:
+    """One `table` float: \\small, a numbered caption (title: note) and a label, booktabs rules, spanners
+    over their columns with \\cmidrule, the tabular scaled to the column where wider."""
+    cols = [str(c) for c in t.frame.columns]
+    align = "".join("l" if c in TEXT_COLUMNS else "r" for c in cols)
+    head, names = [], [tex(c) for c in cols]
+    if t.spanners:
+        spans, rules, at = [], [], 0
         for label, columns in t.spanners:
-            gt = gt.tab_spanner(label=label, columns=list(columns))
-            labels: dict[str, Any] = {c: c.removeprefix(f"{label} ") for c in columns}
-            gt = gt.cols_label(cases=labels)
-        parts.append(gt.as_latex())
-    return "% judgescope paper tables: \\usepackage{booktabs,caption}\n" + "\n\n".join(parts) + "\n"
+            first = cols.index(columns[0])
+            spans += [""] * (first - at) + [rf"\multicolumn{{{len(columns)}}}{{c}}{{{tex(label)}}}"]
+            rules.append(rf"\cmidrule(lr){{{first + 1}-{first + len(columns)}}}")
+            for c in columns:
+                names[cols.index(c)] = tex(c.removeprefix(f"{label} "))
+            at = first + len(columns)
+        spans += [""] * (len(cols) - at)
+        head = [" & ".join(spans) + r" \\", " ".join(rules)]
+    rows = [" & ".join(tex(v) for v in row) + r" \\" for row in t.frame.itertuples(index=False)]
+    return "\n".join(
+        [
+            r"\begin{table}[t]",
+            r"\centering\small",
+            rf"\caption{{{tex(t.title)}: {tex(t.note)}.}}\label{{tab:judgescope-{t.key}}}",
+            rf"\judgescopefit{{\begin{{tabular}}{{{align}}}",
+            r"\toprule",
+            *head,
+            " & ".join(names) + r" \\",
+            r"\midrule",
+            *rows,
+            r"\bottomrule",
+            r"\end{tabular}}",
+            r"\end{table}",
+        ]
+    )
+
+
+def to_latex(shown: Sequence[PaperTable]) -> str:
+    """The tables as LaTeX for a two-column paper (`TEX_PREAMBLE`), one `table` float each."""
+    return TEX_PREAMBLE + "\n" + "\n\n".join(_tex_table(t) for t in shown) + "\n"
 
 
 def write_paper_tables(tables: Tables, out_dir: str | Path) -> tuple[Path, Path]:

@@ -18,14 +18,24 @@ from matplotlib.figure import Figure
 COLOURS = {"win": "#4c9f70", "tie": "#9a9a9a", "loss": "#d1605e"}
 
 
-def _grid(n: int, rows_per_panel: int, ncols: int = 3) -> tuple[Figure, list[Axes]]:
+#: a two-column paper's column is about 3.4 in wide: one panel per row at that width, every label at FONT pt,
+#: so a figure reads at the size it is printed
+PANEL_WIDTH = 3.4
+FONT = 9
+
+
+def _grid(n: int, rows_per_panel: int, ncols: int = 1, sharex: bool = False) -> tuple[Figure, list[Axes]]:
     ncols = min(ncols, n)
     nrows = math.ceil(n / ncols)
-    height = max(2.2, 0.32 * rows_per_panel + 1.4) * nrows + 0.4  # + room for the legend above
-    fig = Figure(figsize=(5.4 * ncols, height), layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel().tolist()
+    height = max(1.8, 0.2 * rows_per_panel + 1.0) * nrows + 0.4  # + room for the legend above
+    fig = Figure(figsize=(PANEL_WIDTH * ncols, height), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharex=sharex).ravel().tolist()
     for ax in axes[n:]:
         ax.set_visible(False)
+    for ax in axes[:n]:
+        ax.tick_params(labelsize=FONT)
+        ax.xaxis.label.set_size(FONT)
+        ax.yaxis.label.set_size(FONT)
     return fig, axes[:n]
 
 
@@ -33,7 +43,7 @@ def _legend_above(fig: Figure, ax: Axes, ncols: int = 4) -> None:
     """The legend in the figure's top margin, outside every panel."""
     handles, labels = ax.get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, loc="outside upper center", ncols=ncols, fontsize=8, frameon=False)
+        fig.legend(handles, labels, loc="outside upper center", ncols=ncols, fontsize=FONT, frameon=False)
 
 
 def _err(mid: pd.Series, lo: pd.Series, hi: pd.Series) -> np.ndarray:
@@ -46,29 +56,64 @@ def _panels(frame: pd.DataFrame, by: str = "dimension") -> list[str]:
 
 
 def winrate_bars(wtl: pd.DataFrame) -> Figure | None:
-    """Win, tie and loss shares side by side per judge × mode × generator, one panel per dimension, each
-    with its bootstrap CI."""
+    """Win, tie and loss stacked in one bar per judge × generator × mode, the modes (independent,
+    comparative, …) side by side under each judge · generator, one panel per dimension; whiskers: the
+    bootstrap CI of the win share (at its end) and of the loss share (at its start)."""
     if wtl.empty:
         return None
-    frame = wtl.assign(_label=wtl["judge"].astype(str) + " · " + wtl["mode"].astype(str) + " · "
-                       + wtl["source"].astype(str))  # fmt: skip
-    dims = _panels(frame)
-    fig, axes = _grid(
-        len(dims), 2 * int(frame.groupby(frame["dimension"].astype(str))["_label"].nunique().max())
+    frame = wtl.assign(
+        _group=wtl["judge"].astype(str) + " · " + wtl["source"].astype(str), _mode=wtl["mode"].astype(str)
     )
+    modes = sorted(frame["_mode"].unique(), key=lambda m: (MODE_ORDER.index(m) if m in MODE_ORDER else 9, m))
+    dims = _panels(frame)
+    groups = int(frame.groupby(frame["dimension"].astype(str))["_group"].nunique().max())
+    fig, axes = _grid(len(dims), groups * (len(modes) + 1), sharex=True)
     for ax, dim in zip(axes, dims, strict=True):
-        part = frame.loc[frame["dimension"].astype(str) == dim].sort_values("_label", ascending=False)
-        y = np.arange(len(part))
-        for offset, name in ((0.27, "win"), (0.0, "tie"), (-0.27, "loss")):
-            ax.barh(y + offset, part[name], height=0.26, color=COLOURS[name], label=name)
-            ax.errorbar(part[name], y + offset, xerr=_err(part[name], part[f"{name}_lo"], part[f"{name}_hi"]),
-                        fmt="none", ecolor="black", capsize=2, lw=0.7)  # fmt: skip
-        ax.set_yticks(y, part["_label"], fontsize=7)
+        part = frame.loc[frame["dimension"].astype(str) == dim]
+        names = sorted(part["_group"].unique(), reverse=True)
+        base = {g: i * (len(modes) + 1) for i, g in enumerate(names)}
+        y = np.array(
+            [
+                base[g] + len(modes) - 1 - modes.index(m)
+                for g, m in zip(part["_group"], part["_mode"], strict=True)
+            ]
+        )
+        left = np.zeros(len(part))
+        for name in OUTCOMES:
+            ax.barh(y, part[name], left=left, height=0.8, color=COLOURS[name], label=name)
+            left = left + part[name].to_numpy(dtype=float)
+        ax.errorbar(
+            part["win"],
+            y,
+            xerr=_err(part["win"], part["win_lo"], part["win_hi"]),
+            fmt="none",
+            ecolor="black",
+            capsize=2,
+            lw=0.7,
+        )
+        start = 1 - part["loss"]
+        ax.errorbar(
+            start,
+            y,
+            xerr=_err(start, 1 - part["loss_hi"], 1 - part["loss_lo"]),
+            fmt="none",
+            ecolor="black",
+            capsize=2,
+            lw=0.7,
+        )
+        ax.set_yticks(y, part["_mode"])
+        for group, at in base.items():
+            ax.text(0, at + len(modes) - 0.35, group, fontsize=FONT, va="bottom", ha="left")
+        ax.set_ylim(-0.6, max(base.values()) + len(modes) + 0.3)
         ax.set_xlim(0, 1)
-        ax.set_title(dim, fontsize=9)
+        ax.set_title(dim, fontsize=FONT)
         ax.set_xlabel("share of instances (95% CI)")
     _legend_above(fig, axes[0], 3)
     return fig
+
+
+MODE_ORDER: tuple[str, ...] = ("independent", "comparative")
+OUTCOMES: tuple[str, ...] = ("win", "tie", "loss")
 
 
 def mode_shift_plot(shift: pd.DataFrame) -> Figure | None:
@@ -78,7 +123,8 @@ def mode_shift_plot(shift: pd.DataFrame) -> Figure | None:
         return None
     dims = _panels(shift)
     frame = shift.assign(_label=shift["judge"].astype(str) + " · " + shift["source"].astype(str))
-    fig, axes = _grid(len(dims), int(frame.groupby(frame["dimension"].astype(str))["_label"].nunique().max()))
+    rows = int(frame.groupby(frame["dimension"].astype(str))["_label"].nunique().max())
+    fig, axes = _grid(len(dims), rows, sharex=True)  # one x scale: shifts compare across dimensions
     for ax, dim in zip(axes, dims, strict=True):
         part = frame.loc[frame["dimension"].astype(str) == dim].sort_values("_label", ascending=False)
         y = np.arange(len(part))
@@ -95,10 +141,10 @@ def mode_shift_plot(shift: pd.DataFrame) -> Figure | None:
         for yi, x in zip(y[sig], part["delta_win_hi"].to_numpy()[sig], strict=True):
             ax.annotate("*", (x, yi + 0.14), xytext=(3, -4), textcoords="offset points", fontsize=11)
         ax.axvline(0, color="black", lw=0.6)
-        ax.set_yticks(y, part["_label"], fontsize=7)
-        ax.set_title(dim, fontsize=9)
-        ax.set_xlabel("comparative − independent (95% CI)")
-    _legend_above(fig, axes[0], 3)
+        ax.set_yticks(y, part["_label"], fontsize=FONT)
+        ax.set_title(dim, fontsize=FONT)
+        ax.set_xlabel("comp. − indep. (95% CI)")
+    _legend_above(fig, axes[0], 2)
     return fig
 
 
@@ -116,24 +162,26 @@ def agreement_heatmap(table: pd.DataFrame, value: str = "kappa_w", title: str = 
     ):
         matrix[index[a], index[b]] = matrix[index[b], index[a]] = v
         text[index[a], index[b]] = text[index[b], index[a]] = f"{v:.2f}\n[{lo:.2f}, {hi:.2f}]"
-    side = 1.4 + 0.8 * len(raters)
+    side = 1.6 + 1.0 * len(raters)  # a cell holds its value and CI at FONT pt
     fig = Figure(figsize=(side + 1.8, side), layout="constrained")
     ax = fig.subplots()
     _matrix(fig, ax, matrix, raters, raters, text, value)
-    ax.set_title(title or value, fontsize=9)
+    ax.set_title(title or value, fontsize=FONT)
     return fig
 
 
 def _matrix(fig: Figure, ax: Axes, matrix: np.ndarray, rows: Sequence[str], cols: Sequence[str],
             text: dict[tuple[int, int], str], label: str) -> None:  # fmt: skip
     finite = matrix[np.isfinite(matrix)]
-    image = ax.imshow(matrix, vmin=-1 if finite.size and finite.min() < 0 else 0, vmax=1, cmap="viridis")
-    ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right", fontsize=7)
-    ax.set_yticks(range(len(rows)), rows, fontsize=7)
+    image = ax.imshow(
+        matrix, vmin=-1 if finite.size and finite.min() < 0 else 0, vmax=1, cmap="viridis", aspect="auto"
+    )  # cells as wide as their value and CI at FONT pt, not square
+    ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right", fontsize=FONT)
+    ax.set_yticks(range(len(rows)), rows, fontsize=FONT)
     if len(rows) * len(cols) <= 144:
         for (i, j), v in np.ndenumerate(matrix):
             if np.isfinite(v):
-                ax.text(j, i, text.get((i, j), f"{v:.2f}"), ha="center", va="center", fontsize=6,
+                ax.text(j, i, text.get((i, j), f"{v:.2f}"), ha="center", va="center", fontsize=FONT,
                         color="white" if v < 0.5 else "black")  # fmt: skip
     fig.colorbar(image, ax=ax, shrink=0.8, label=label)
 
@@ -154,10 +202,10 @@ def human_agreement_matrix(agree: pd.DataFrame) -> Figure | None:
         key = (judges.index(str(j)), dims.index(str(d)))
         matrix[key] = v
         text[key] = f"{v:.2f}\n[{lo:.2f}, {hi:.2f}]"
-    fig = Figure(figsize=(2.5 + 1.3 * len(dims), 1.6 + 0.6 * len(judges)), layout="constrained")
+    fig = Figure(figsize=(3.0 + 1.2 * len(dims), 1.8 + 0.6 * len(judges)), layout="constrained")
     ax = fig.subplots()
     _matrix(fig, ax, matrix, judges, dims, text, "κ_w with the experts")
-    ax.set_title("quadratic-weighted κ, judge vs experts' mean (95% CI)", fontsize=9)
+    ax.set_title("quadratic-weighted κ, judge vs experts' mean (95% CI)", fontsize=FONT)
     return fig
 
 
@@ -180,8 +228,8 @@ def score_distributions(cands: pd.DataFrame) -> Figure | None:
                 labels.append(f"{rater} · {source}")
         if data:
             ax.boxplot(data, orientation="horizontal", tick_labels=labels, showfliers=False)
-        ax.tick_params(axis="y", labelsize=7)
-        ax.set_title(dim, fontsize=9)
+        ax.tick_params(axis="y", labelsize=FONT)
+        ax.set_title(dim, fontsize=FONT)
         ax.set_xlabel("candidate score")
     return fig
 
@@ -201,8 +249,8 @@ def _forest(table: pd.DataFrame, value: str, label_cols: Sequence[str], xlabel: 
                     ms=4, capsize=2, lw=0.8, color="#3b6ea8")  # fmt: skip
         if reference is not None:
             ax.axvline(reference, color="black", lw=0.6)
-        ax.set_yticks(y, part["_label"], fontsize=7)
-        ax.set_title(dim, fontsize=9)
+        ax.set_yticks(y, part["_label"], fontsize=FONT)
+        ax.set_title(dim, fontsize=FONT)
         ax.set_xlabel(xlabel)
     return fig
 
@@ -222,17 +270,15 @@ def position_bias_plot(table: pd.DataFrame) -> Figure | None:
         part = table.loc[table["dimension"].astype(str) == dim]
         for i, (judge, rows) in enumerate(part.groupby(part["judge"].astype(str), sort=True)):
             rows = rows.sort_values("position")
-            x = rows["position"].to_numpy(dtype=float) + 1 + (i - 0.5) * 0.12
+            x = rows["position"].to_numpy(dtype=float) + (i - 0.5) * 0.12
             ax.errorbar(x, rows["win_rate"], yerr=_err(rows["win_rate"], rows["win_lo"], rows["win_hi"]),
                         fmt="o-", ms=3, capsize=2, lw=0.8, label=judge)  # fmt: skip
         expected = part.groupby("position")["expected"].mean()
-        ax.plot(
-            expected.index.to_numpy(dtype=float) + 1, expected, "k--", lw=0.8, label="expected without bias"
-        )
-        ax.set_title(dim, fontsize=9)
-        ax.set_xlabel("shown position (1 = first)")
-        ax.set_ylabel("share of prompts where it scored best", fontsize=7)
-    _legend_above(fig, axes[0], 5)
+        ax.plot(expected.index.to_numpy(dtype=float), expected, "k--", lw=0.8, label="expected without bias")
+        ax.set_title(dim, fontsize=FONT)
+        ax.set_xlabel("shown position (0 = first)")
+        ax.set_ylabel("share scored best", fontsize=FONT)
+    _legend_above(fig, axes[0], 2)
     return fig
 
 

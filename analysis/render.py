@@ -19,8 +19,9 @@ from matplotlib.figure import Figure
 
 from analysis import summary
 from analysis.cells import md_cell, write_csv
+from analysis.collect import rubric_column
 from analysis.glossary import describe
-from analysis.report_sections import HUMANS_UNPAIRED, NO_HUMANS, SECTIONS, Section
+from analysis.report_sections import FOLD_ROWS, HEADLINES, HUMANS_UNPAIRED, NO_HUMANS, SECTIONS, Section
 
 MD_ROWS = 60  # longer tables are cut in report.md (never in the CSV or the HTML)
 
@@ -76,8 +77,16 @@ def _html_table(name: str, frame: pd.DataFrame) -> str:
     if name == "leaderboard":
         from itables import to_html_datatable  # noqa: PLC0415 (only when writing the report)
 
-        rounded = shown.round(3)
-        return f'<div class="scroll" id="leaderboard">{to_html_datatable(rounded, connected=False, paging=False, display_logo_when_loading=False)}</div>'  # fmt: skip
+        # header text not selectable: DataTables then sorts on a click anywhere in the header cell, its name
+        # included (selectable text left only the small arrow icon clickable)
+        datatable = to_html_datatable(
+            shown.round(3),
+            connected=False,
+            paging=False,
+            display_logo_when_loading=False,
+            text_in_header_can_be_selected=False,
+        )
+        return f'<div class="scroll" id="leaderboard">{datatable}</div>'
     table = shown.to_html(index=False, na_rep="", float_format=lambda v: f"{v:.3f}", border=0)
     return f'<div class="scroll">{_titled_headers(table)}</div>'
 
@@ -101,10 +110,59 @@ def _section(section: Section, tables: dict[str, pd.DataFrame], pngs: dict[str, 
             f'<figure><img alt="{html.escape(section.title)}" src="data:image/png;base64,{data}"></figure>'
         )
     for name in present:
-        md += [f"`tables/{name}.csv`", "", markdown_table(display_frame(name, tables[name])), ""]
-        out += [f"<p><code>tables/{name}.csv</code></p>", _html_table(name, tables[name])]
+        frame = tables[name]
+        if len(frame) > FOLD_ROWS:  # a long table folded under its headline; the CSV link stays in sight
+            line = headline(name, frame)
+            summary = f"<summary><code>tables/{name}.csv</code>: {html.escape(line)}</summary>"
+            md += [
+                f"<details>{summary}",
+                "",
+                markdown_table(display_frame(name, frame)),
+                "",
+                "</details>",
+                "",
+            ]
+            out += [f'<details class="table" id="table-{name}">{summary}{_html_table(name, frame)}</details>']
+            continue
+        md += [f"`tables/{name}.csv`", "", markdown_table(display_frame(name, frame)), ""]
+        out += [f"<p><code>tables/{name}.csv</code></p>", _html_table(name, frame)]
     out.append("</section>")
     return "\n".join(md), "\n".join(out)
+
+
+#: the columns naming a row in a folded table's summary line
+ROW_NAMES = (
+    "judge",
+    "rubric",
+    "rater",
+    "rater_a",
+    "rater_b",
+    "method",
+    "kind",
+    "mode",
+    "source",
+    "dimension",
+    "position",
+    "perturbation",
+)
+
+
+def headline(name: str, frame: pd.DataFrame) -> str:
+    """A folded table's summary line: its row count and its headline number (`HEADLINES`) with the row it
+    comes from, e.g. ``24 rows; highest win rate 0.750 (qwen_a · comparative · narrow_gen · originality)``."""
+    rows = f"{len(frame)} rows"
+    if name not in HEADLINES or HEADLINES[name][0] not in frame:
+        return rows
+    column, pick, what = HEADLINES[name]
+    values = pd.to_numeric(frame[column], errors="coerce").reset_index(drop=True)  # by position
+    if "rater_a" in frame:  # a pair table's last row is over all raters: not one pair
+        values = values.where(frame["rater_a"].astype(str).to_numpy() != "(all)")
+    if values.notna().sum() == 0:
+        return rows
+    at = {"max": values.idxmax, "min": values.idxmin, "absmax": values.abs().idxmax}[pick]()
+    row = frame.iloc[at]
+    named = [str(row[c]) for c in ROW_NAMES if c in frame and pd.notna(row[c])]
+    return f"{rows}; {what} {_fmt(float(values[at]))}" + (f" ({' · '.join(named)})" if named else "")
 
 
 def summary_block(tables: dict[str, pd.DataFrame]) -> tuple[str, str]:
@@ -137,7 +195,11 @@ def glossary_block(tables: dict[str, pd.DataFrame]) -> tuple[str, str]:
                          for c, t in sorted(where.items())])  # fmt: skip
     md = "## Glossary\n\n" + markdown_table(rows, max_rows=len(rows) + 1) + "\n"
     table = rows.to_html(index=False, border=0, escape=True)
-    return md, f'<section id="glossary"><h2>Glossary</h2><div class="scroll">{table}</div></section>'
+    folded = (
+        f'<details class="table" id="table-glossary"><summary>{len(rows)} column names, what each means and '
+        f'the tables that have it</summary><div class="scroll">{table}</div></details>'
+    )
+    return md, f'<section id="glossary"><h2>Glossary</h2>{folded}</section>'
 
 
 def contents(tables: dict[str, pd.DataFrame]) -> tuple[str, str]:
@@ -153,8 +215,29 @@ STYLE = (
     "font-size:12px}td,th{padding:2px 6px;border-bottom:1px solid #ddd;white-space:nowrap}"
     ".scroll{overflow-x:auto;max-width:100%;margin-bottom:1rem}img{max-width:100%}figure{margin:0}"
     "#summary{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:0 1rem}"
-    "#summary li{margin:.2rem 0}nav ol{columns:2}"
+    "#summary li{margin:.2rem 0}nav ol{columns:2}details.table{margin-bottom:1rem}"
+    "details.table>summary{cursor:pointer;padding:.2rem 0}"
+    "#top{display:flex;justify-content:space-between;align-items:baseline;gap:1rem}#top a{white-space:nowrap}"
 )
+VIEWER_PORT = 8765  # analysis.view's default port
+
+#: served by the viewer (http), "back to the viewer" is the viewer's own list page, whatever its port
+VIEWER_LINK_SCRIPT = (
+    "<script>if(location.protocol.startsWith('http'))"
+    "document.getElementById('viewer-link').setAttribute('href','/')</script>"
+)
+
+
+def viewer_links(source: str) -> str:
+    """The link from the report to the study viewer (analysis.view), on the title's line; its tooltip says how
+    to start the viewer."""
+    command = (
+        f"python -m analysis.view {source}" if source else "python -m analysis.view <run-or-multirun-dir>"
+    )
+    return (
+        f'<a id="viewer-link" href="http://127.0.0.1:{VIEWER_PORT}/" title="start it with {html.escape(command)}">'
+        f"every judgment in the viewer</a>{VIEWER_LINK_SCRIPT}"
+    )
 
 
 def _itables_head() -> str:
@@ -170,12 +253,14 @@ def write_report(tables: dict[str, pd.DataFrame], figures: dict[str, Figure | No
     out = Path(out_dir)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     (out / "figures").mkdir(exist_ok=True)
+    summary = summary_block(tables)  # sentences name raters by their labels
+    tables = {name: rubric_column(table) for name, table in tables.items()}  # judge and rubric: two columns
     for name, table in tables.items():
         write_csv(table, out / "tables" / f"{name}.csv")  # opened in spreadsheets: no formulas
     pngs = {name: _png(fig) for name, fig in figures.items() if fig is not None}
     for name, data in pngs.items():
         (out / "figures" / f"{name}.png").write_bytes(data)
-    parts = [summary_block(tables), contents(tables), *[_section(s, tables, pngs) for s in SECTIONS],
+    parts = [summary, contents(tables), *[_section(s, tables, pngs) for s in SECTIONS],
              glossary_block(tables)]  # fmt: skip
     title = f"judgescope report — {source}" if source else "judgescope report"
     md_path, html_path = out / "report.md", out / "report.html"
@@ -184,7 +269,8 @@ def write_report(tables: dict[str, pd.DataFrame], figures: dict[str, Figure | No
     body = "\n".join(p[1] for p in parts)
     html_path.write_text(
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<link rel='icon' href='data:,'><style>{STYLE}</style>{head}</head><body><h1>{html.escape(title)}</h1>\n"
+        f"<link rel='icon' href='data:,'><style>{STYLE}</style>{head}</head><body><header id='top'>"
+        f"<h1>{html.escape(title)}</h1>{viewer_links(source)}</header>\n"
         f"{body}</body></html>",
         encoding="utf-8",
     )

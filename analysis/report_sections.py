@@ -18,6 +18,36 @@ HUMANS_UNPAIRED = (
 ONE_RATER = "Only one rater (a single judge in a single mode, and no human labels): agreement needs two."
 
 
+#: A table longer than this is folded (`<details>`) under a one-line summary with its headline number.
+FOLD_ROWS = 8
+
+#: table -> (column, which row: "max" / "min" / "absmax", what the number is): the summary line of a folded
+#: table names its most telling value and the row it comes from; a table not listed shows its row count only.
+HEADLINES: dict[str, tuple[str, str, str]] = {
+    "overview": ("rows", "max", "most rows"),
+    "best_of_k_scores": ("mean", "max", "highest best-of-K mean"),
+    "human_agreement": ("kappa_w", "max", "highest κ_w with the experts"),
+    "winrate": ("win", "max", "highest win rate"),
+    "winrate_combined": ("win", "max", "highest combined win rate"),
+    "mode_shift": ("delta_win", "absmax", "largest |Δwin|"),
+    "mode_shift_combined": ("delta_win", "absmax", "largest |Δwin|"),
+    "preference_gap": ("gap_win", "absmax", "largest |judge − experts| win-rate gap"),
+    "score_agreement": ("kappa_w", "max", "highest κ_w"),
+    "winner_agreement": ("kappa", "max", "highest κ"),
+    "winner_agreement_by_kind": ("kappa", "max", "highest κ"),
+    "human_reliability": ("alpha_ordinal", "min", "lowest α among annotators"),
+    "alignment": ("percent", "max", "highest agreement"),
+    "latent_competence": ("accuracy", "max", "highest accuracy"),
+    "latent_winrate": ("win", "max", "highest win rate"),
+    "score_summary": ("mean", "max", "highest mean score"),
+    "self_consistency": ("alpha", "min", "lowest α across samples"),
+    "position_bias": ("win_rate", "max", "highest win rate by position"),
+    "pairwise_bias": ("first_rate", "absmax", "largest first-shown preference"),
+    "length_bias": ("rho_better", "absmax", "largest |ρ| of score vs length"),
+    "self_preference": ("diff", "absmax", "largest own-family difference"),
+}
+
+
 @dataclass(frozen=True)
 class Section:
     title: str
@@ -32,7 +62,7 @@ SECTIONS: tuple[Section, ...] = (
         "Judge leaderboard",
         "One row per judge, best agreement with the experts first: κ_w with the experts per dimension and mode, "
         "self-consistency α, position / length / self-preference bias, parse rate, cost per 1,000 judgments "
-        "(unknown when any call's cost is unknown), median latency. Click a column to sort.",
+        "(unknown when any call's cost is unknown), median latency. Click a column's name to sort by it.",
         ("leaderboard",),
     ),
     Section(

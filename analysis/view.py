@@ -24,13 +24,13 @@ import numpy as np
 import pandas as pd
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from analysis.collect import load_humans
 from analysis.robustness import ORIGINAL, perturbation_names
-from analysis.viewdata import FILTERS, PAGE_SIZE, SORTS, Study, ViewError
+from analysis.viewdata import DEFAULT_SORT, FILTERS, PAGE_SIZE, SORTS, Study, ViewError
 
 BACKGROUND = re.compile(r"<<<PAPER 1>>>.*<<<END PAPER \d+>>>\n?", re.DOTALL)
 RUN_KEYS = ["judge", "rubric", "mode", "run_id", "prompt_id"]
@@ -138,7 +138,7 @@ def create_app(study: Study) -> FastAPI:
     choices = study.choices()
 
     @app.get("/", response_class=HTMLResponse)
-    def items(request: Request, sort: str = "item", offset: int = 0) -> HTMLResponse:
+    def items(request: Request, sort: str = DEFAULT_SORT, offset: int = 0) -> HTMLResponse:
         filters = {c: request.query_params.get(c, "") for c in FILTERS}
         page = study.page(filters, sort, max(offset, 0))
         params = {**filters, "sort": sort}
@@ -158,6 +158,14 @@ def create_app(study: Study) -> FastAPI:
             "text": rows["candidate_text"].iloc[0] if len(rows) else "", "grid": grid,
             "blocks": judgments(rows, study), "has_prompts": study.has_prompts, "root": str(study.root),
         }, status_code=200 if len(rows) else 404)  # fmt: skip
+
+    @app.get("/report", response_class=HTMLResponse, response_model=None)
+    def report(request: Request) -> HTMLResponse | FileResponse:
+        """The study's report.html (analysis.report's default folder), or how to write it."""
+        path = study.root / "report" / "report.html"
+        if path.is_file():
+            return FileResponse(path, media_type="text/html")
+        return templates.TemplateResponse(request, "view_report.html", {"root": str(study.root)}, status_code=404)
 
     return app
 

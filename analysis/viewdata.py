@@ -39,6 +39,9 @@ SORTS: dict[str, str] = {
     "judge_judge": "judge–judge", "judge_human": "judge–human", "spread": "spread across samples",
     "mode_shift": "independent vs comparative (comparative_all not counted)", "item": "instance, candidate",
 }  # fmt: skip
+#: the list opens sorted by the range of the judges' scores on each item: where they disagree is the reason to
+#: read an item
+DEFAULT_SORT = "judge_judge"
 ITEM = ("instance_id", "candidate_id", "judge", "mode", "rubric")
 PAGE_SIZE = 50
 
@@ -188,6 +191,7 @@ class Study:
         frame = self._cursor().execute(sql, [*params, size, offset]).fetchdf()
         total = int(frame["total"].iloc[0]) if len(frame) else self._count(table, where, params)
         frame = frame.drop(columns="total").merge(self._details(frame, filters.get("dimension")), how="left")
+        frame = frame.merge(self._first_lines(frame), on=["instance_id", "candidate_id"], how="left")
         self.start_build()
         return Page(frame.astype(object).where(frame.notna(), None).to_dict("records"), total, offset)
 
@@ -201,6 +205,27 @@ class Study:
         where += " AND dimension = ?" if dimension else ""
         sql = ITEM_SQL.format(dims=DISAGREEMENT_SQL.format(where=where))
         return self._cursor().execute(sql, [*instances, *([dimension] if dimension else [])]).fetchdf()
+
+    def _first_lines(self, page: pd.DataFrame) -> pd.DataFrame:
+        """The first non-blank line of each listed candidate's text (NULL where the results hold none)."""
+        keys = page[["instance_id", "candidate_id"]].drop_duplicates()
+        if keys.empty:
+            return pd.DataFrame(columns=["instance_id", "candidate_id", "first_line"])
+        marks = " OR ".join("(instance_id = ? AND candidate_id = ?)" for _ in range(len(keys)))
+        sql = (
+            f"SELECT instance_id, candidate_id, any_value(candidate_text) AS text FROM results "
+            f"WHERE {marks} GROUP BY ALL"
+        )
+        texts = (
+            self._cursor().execute(sql, [v for row in keys.itertuples(index=False) for v in row]).fetchdf()
+        )
+        lines = [
+            next((ln.strip() for ln in str(t).splitlines() if ln.strip()), None)
+            if isinstance(t, str)
+            else None
+            for t in texts["text"]
+        ]
+        return texts.drop(columns="text").assign(first_line=lines)
 
     def _count(self, source: str, where: str, params: list[Any]) -> int:
         sql = f"SELECT count(*) FROM {source} {where}"

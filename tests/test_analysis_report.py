@@ -346,3 +346,65 @@ def test_the_shipped_sample_with_humans_has_a_row_per_expert_and_judge(tmp_path:
     assert (per_dimension == len(raters) + 1).all() and len(per_dimension) == 3  # the rubric's 3 dimensions
     assert ((rates["gt_win"] + rates["gen_win"] + rates["tie"]).round(9) == 1).all()
     assert "## Experts vs judges on the same pairs" in (out / "paper_tables.md").read_text()
+
+
+def test_long_tables_fold_under_their_headline_and_the_rubric_is_a_column(
+    tmp_path: Path, study: pd.DataFrame
+) -> None:
+    """Issue 28: every table longer than FOLD_ROWS sits in a <details> whose summary names the CSV and the
+    table's headline number (the winrate table's highest win rate, and whose); the leaderboard stays open. A
+    judge run under two rubrics is one judge with a rubric column (was two judges, `judge_a/rq` and
+    `judge_a/other`), in the leaderboard, every table's CSV and the report's tables."""
+    from analysis.render import headline
+    from analysis.report_sections import FOLD_ROWS
+
+    two = study.astype({"rubric": str, "run_id": str, "instance_id": str})
+    two = two.loc[two["instance_id"].isin(sorted(set(two["instance_id"]))[:4])]  # a small study: fast
+    write_runs(tmp_path / "runs" / "rq", two)
+    write_runs(tmp_path / "runs" / "other", two.assign(rubric="other", run_id=two["run_id"] + "-other"))
+    out = tmp_path / "report"
+    assert main([str(tmp_path / "runs"), "--out", str(out), "--n-boot", "50"]) == 0
+    board = pd.read_csv(out / "tables" / "leaderboard.csv")
+    assert list(board.columns[:2]) == ["judge", "rubric"] and len(board) == 4
+    assert set(zip(board["judge"], board["rubric"], strict=True)) == {
+        (j, r) for j in ("judge_a", "judge_b") for r in ("rq", "other")
+    }
+    rates = pd.read_csv(out / "tables" / "winrate.csv")
+    assert set(rates["judge"]) == {"judge_a", "judge_b"} and set(rates["rubric"]) == {"rq", "other"}
+    combined = pd.read_csv(out / "tables" / "winrate_combined.csv")
+    assert set(combined["judge"].str.replace(r" \(.*", "", regex=True)) == {
+        "mean of 2 judges",
+        "unanimous of 2 judges",
+        "majority of 2 judges",
+    }
+    html_text = (out / "report.html").read_text()
+    top = rates.loc[rates["win"].idxmax()]
+    line = headline("winrate", rates)
+    assert line == (
+        f"{len(rates)} rows; highest win rate {top['win']:.3f} "
+        f"({top['judge']} · {top['rubric']} · {top['mode']} · {top['source']} · {top['dimension']})"
+    )
+    assert len(rates) > FOLD_ROWS
+    assert (
+        f'<details class="table" id="table-winrate"><summary><code>tables/winrate.csv</code>: {line}'
+        in html_text
+    )
+    assert 'id="table-leaderboard"' not in html_text and 'id="leaderboard"' in html_text
+    assert "<details><summary><code>tables/winrate.csv</code>" in (out / "report.md").read_text()
+
+
+def test_a_folded_tables_headline_is_its_extreme_row_by_hand() -> None:
+    """The summary line's number and row, planted: the highest win rate (0.9, judge b), a NaN skipped, a
+    repeated index label read by position; a pair table's over-all-raters row is not a pair; a table without
+    a headline column gives its row count."""
+    from analysis.render import headline
+
+    rates = pd.DataFrame(
+        {"judge": ["a", "b", "c"], "mode": ["x", "y", "z"], "win": [0.1, 0.9, float("nan")]}, index=[5, 5, 7]
+    )
+    assert headline("winrate", rates) == "3 rows; highest win rate 0.900 (b · y)"
+    pairs = pd.DataFrame({"rater_a": ["a", "(all)"], "rater_b": ["b", "(all)"], "kappa_w": [0.2, 0.9]})
+    assert headline("score_agreement", pairs) == "2 rows; highest κ_w 0.200 (a · b)"
+    shifts = pd.DataFrame({"judge": ["a", "b"], "delta_win": [0.3, -0.5]})
+    assert headline("mode_shift", shifts) == "2 rows; largest |Δwin| -0.500 (b)"
+    assert headline("unknown_table", rates) == "3 rows"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -163,3 +164,22 @@ def test_calls_are_told_apart_by_their_prompt_id_text(tmp_path) -> None:
                                      "j,run,01,0,1.0,False\nj,run,1,0,3.0,False\n")  # fmt: skip
     facts = card.run_facts(tmp_path)
     assert facts["latency"].iloc[0].tolist() == [1.0, 3.0]
+
+
+def test_card_files_are_named_as_the_readme_says(study, tmp_path) -> None:
+    """README: `cards/<judge>.md` and `.json`; a study of several rubrics, `cards/<rubric>/<judge>.md` (the
+    files were `<judge>_<rubric>.md`, a name the README never gave)."""
+    root, humans = study
+    card.write_cards(root, tmp_path / "one", humans, n_boot=20)
+    assert {p.name for p in (tmp_path / "one").iterdir()} == {
+        f"judge-{j}.{e}" for j in "ab" for e in ("md", "json")
+    }
+    other = root / "a3"
+    write_fake_run(other, "judge-a", "independent", _exact, n_samples=3, cost_usd=0.5)
+    rows = pd.read_csv(other / "results.csv")
+    rows.assign(rubric="other").to_csv(other / "results.csv", index=False)
+    card.write_cards(root, tmp_path / "two", humans, n_boot=20)
+    written = {str(p.relative_to(tmp_path / "two")) for p in (tmp_path / "two").rglob("*.md")}
+    assert written == {"novelty/judge-a.md", "novelty/judge-b.md", "other/judge-a.md"}
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert "`cards/<judge>.md`" in readme and "`cards/<rubric>/<judge>.md`" in readme

@@ -35,14 +35,58 @@ def legend_clear_of_axes(fig: Figure) -> bool:
     )
 
 
-def test_winrate_bars_have_three_cis_per_label_and_a_clear_legend() -> None:
+def test_winrate_bars_stack_win_tie_loss_with_the_modes_side_by_side() -> None:
+    """One bar per judge × generator × mode whose win, tie and loss segments stack to 1, independent and
+    comparative next to each other under their judge · generator, a CI whisker for win and for loss on every
+    bar (were: three unstacked bars per judge · mode · generator label)."""
     _, tables = _tables()
-    fig = plots.winrate_bars(tables["winrate"])
+    wtl = tables["winrate"]
+    fig = plots.winrate_bars(wtl)
     assert fig is not None and legend_clear_of_axes(fig)
     ax = fig.axes[0]
-    n_labels = len(ax.get_yticks())
+    bars = len(wtl.loc[wtl["dimension"].astype(str) == ax.get_title()])
+    assert [t.get_text() for t in ax.get_yticklabels()].count("independent") == bars // 2
+    widths = {}
+    for patch in ax.patches:  # segments of one bar share its y
+        widths[round(patch.get_y(), 6)] = widths.get(round(patch.get_y(), 6), 0) + patch.get_width()
+    assert len(widths) == bars and all(abs(w - 1) < 1e-9 for w in widths.values())
+    groups = {t.get_text() for t in ax.texts}
+    assert groups == {f"{j} · {g}" for j in ("judge_a", "judge_b") for g in ("broad_gen", "narrow_gen")}
     whiskers = [c for c in ax.collections if c.__class__.__name__ == "LineCollection"]
-    assert len(whiskers) == 3 and all(len(w.get_segments()) == n_labels for w in whiskers)
+    assert len(whiskers) == 2 and all(len(w.get_segments()) == bars for w in whiskers)
+
+
+def every_text(fig: Figure) -> list:
+    """Every piece of text drawn: titles, axis and tick labels, annotations, legends, colour bars."""
+    FigureCanvasAgg(fig).draw()
+    texts = [t for t in fig.findobj(lambda a: a.__class__.__name__ in ("Text", "Annotation"))]
+    return [t for t in texts if t.get_text().strip() and t.get_visible()]
+
+
+def test_every_figure_reads_at_a_column_width_with_labels_of_9pt_or_more() -> None:
+    """Panels 3.4 in wide (a two-column paper's column), one per row; every label 9 pt or more (were 6-8 pt on
+    16 in wide figures); the mode-shift panels share one x axis, so shifts compare across dimensions."""
+    study, tables = _tables()
+    figures = {
+        "winrate": plots.winrate_bars(tables["winrate"]),
+        "mode_shift": plots.mode_shift_plot(tables["mode_shift"]),
+        "self_consistency": plots.self_consistency_plot(tables["self_consistency"]),
+        "position_bias": plots.position_bias_plot(tables["position_bias"]),
+        "scores": plots.score_distributions(score_raters(study, None)),
+        "agreement": plots.agreement_heatmap(tables["winner_agreement"], "kappa", "κ"),
+    }
+    for name, fig in figures.items():
+        small = {(t.get_text(), t.get_fontsize()) for t in every_text(fig) if t.get_fontsize() < 9}
+        assert not small, name
+        if name != "agreement":
+            assert fig.get_size_inches()[0] == plots.PANEL_WIDTH, name
+    heat = figures["agreement"].axes[0]  # every cell's value and CI inside its cell (CIs overflowed the cells)
+    renderer = figures["agreement"].canvas.get_renderer()  # type: ignore[attr-defined]
+    cell = heat.get_window_extent(renderer).width / len(heat.get_xticks())
+    assert heat.texts and all(t.get_window_extent(renderer).width < cell for t in heat.texts)
+    shift = figures["mode_shift"].axes
+    assert len(shift) == 2 and shift[0].get_shared_x_axes().joined(shift[0], shift[1])
+    assert shift[0].get_xlim() == shift[1].get_xlim()
 
 
 def test_shift_figure_marks_the_planted_significant_shift() -> None:

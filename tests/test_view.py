@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pandas as pd
 import pytest
@@ -123,7 +124,7 @@ def test_browser_filters_and_opens_an_item(served: tuple[str, Path]) -> None:
         page.select_option("select[name=judge]", "qwen_b")
         page.wait_for_url("**judge=qwen_b**")
         assert page.inner_text("#total") != total
-        assert set(page.locator("#items tbody td:nth-child(4)").all_inner_texts()) == {"qwen_b"}
+        assert set(page.locator("#items tbody td:nth-child(5)").all_inner_texts()) == {"qwen_b"}
         page.select_option("select[name=sort]", "judge_judge")
         page.wait_for_url("**sort=judge_judge**")
         page.locator("#items tbody a").first.click()
@@ -135,40 +136,93 @@ def test_browser_filters_and_opens_an_item(served: tuple[str, Path]) -> None:
         assert errors == []
 
 
-def test_report_in_the_browser(served: tuple[str, Path], tmp_path: Path) -> None:
-    """report.html of the same study: summary first, a sortable leaderboard, every figure loads."""
+def test_browser_list_opens_sorted_by_disagreement_with_text_and_folded_prompts(served: tuple[str, Path]) -> None:
+    """Issue 28: the list opens sorted by judge–judge disagreement (was: by instance), each row shows the first
+    line of its candidate's text, and an item's prompts are folded until clicked (were open: 8,300 px); the
+    position shown is the one the results store (0 = first; the page said 1 where the table said 0)."""
+    url, root = served
+    results = pd.concat([pd.read_parquet(p) for p in root.glob("*/results.parquet")])
+    with browser_page() as (page, errors):
+        page.goto(url)
+        assert page.locator("select[name=sort]").input_value() == "judge_judge"
+        ranges = page.locator("#items tbody td:nth-child(10)").all_inner_texts()
+        known = [float(v) for v in ranges if v != "–"]
+        assert known and known == sorted(known, reverse=True) and known[0] > 0
+        assert ranges[: len(known)] == [f"{v:.2f}" for v in known]  # unknown ranges last
+        first = page.locator("#items tbody tr").first
+        instance, candidate = (first.locator(f"td:nth-child({i})").inner_text() for i in (1, 2))
+        text = results.loc[
+            (results["instance_id"] == instance) & (results["candidate_id"] == candidate), "candidate_text"
+        ].iloc[0]
+        line = next(ln.strip() for ln in text.splitlines() if ln.strip())
+        assert first.locator(".first-line").inner_text() == line
+        compared = results.loc[results["mode"] == "comparative"].iloc[0]
+        page.goto(
+            url
+            + "item?"
+            + urlencode({"instance_id": compared["instance_id"], "candidate_id": compared["candidate_id"]})
+        )
+        prompt = page.locator("details.prompt").first
+        assert prompt.get_attribute("open") is None and not prompt.locator("pre").first.is_visible()
+        folded = page.evaluate("document.documentElement.scrollHeight")
+        prompt.locator("summary").first.click()
+        assert prompt.locator("pre").first.is_visible()
+        assert page.evaluate("document.documentElement.scrollHeight") > folded
+        shown = results.loc[
+            (results["instance_id"] == compared["instance_id"])
+            & (results["candidate_id"] == compared["candidate_id"])
+            & (results["mode"] == "comparative")
+        ]
+        positions = page.locator("b.position").all_inner_texts()
+        assert positions and set(positions) <= {str(int(p)) for p in shown["position"].dropna()}
+        assert errors == []
+
+
+def test_report_in_the_browser(served: tuple[str, Path]) -> None:
+    """report.html of the same study, written where the viewer serves it: summary first, the leaderboard
+    sorted by a click on a column's name (the test clicked the header and never checked a reorder; only the
+    small arrow sorted), every figure loads, long tables folded, and the viewer and report link each other."""
     from analysis.report import main as report_main
 
-    _, root = served
+    url, root = served
     humans = Path(__file__).resolve().parent.parent / "data" / "sample" / "humans.csv"
-    assert report_main([str(root), "--humans", str(humans), "--out", str(tmp_path), "--n-boot", "50"]) == 0
-    md = (tmp_path / "report.md").read_text()
+    assert report_main([str(root), "--humans", str(humans), "--n-boot", "50"]) == 0
+    md = (root / "report" / "report.md").read_text()
     assert (
         md.index("## Summary")
         < md.index("## Contents")
         < md.index("## Judge leaderboard")
         < md.index("## Glossary")
     )
+    cells = "#leaderboard table.dataTable tbody tr td:first-child"
     with browser_page() as (page, errors):
-        page.goto((tmp_path / "report.html").as_uri())
+        page.goto(url)
+        page.click("#report-link")
+        page.wait_for_url("**/report")
         assert page.locator("section").first.get_attribute("id") == "summary"
         assert re.search(
             r"agrees? (most|equally) with the experts|no clear best judge", page.inner_text("#summary")
         )
         page.wait_for_selector("#leaderboard table.dataTable")
-        judges = page.locator("#leaderboard table.dataTable tbody tr td:first-child").all_inner_texts()
-        assert sorted(judges) == ["qwen_a", "qwen_b"]
-        header = page.locator("#leaderboard table.dataTable thead th", has_text="judge").first
-        header.click()
-        header.click()  # descending by name
-        assert page.locator("#leaderboard table.dataTable tbody tr td:first-child").all_inner_texts() == [
-            "qwen_b",
-            "qwen_a",
-        ]
+        before = page.locator(cells).all_inner_texts()
+        assert sorted(before) == ["qwen_a", "qwen_b"]
+        name = page.locator("#leaderboard thead th .dt-column-title", has_text="judge").first
+        name.click()  # the column's name, not the arrow icon beside it
+        ascending = page.locator(cells).all_inner_texts()
+        name.click()
+        descending = page.locator(cells).all_inner_texts()
+        assert ascending == ["qwen_a", "qwen_b"] and descending == ["qwen_b", "qwen_a"]
+        assert before != ascending or before != descending  # a click changed the order
         images = page.locator("img")
         assert images.count() >= 4
         assert page.evaluate("[...document.images].every(i => i.complete && i.naturalWidth > 0)")
         assert page.locator("#glossary td", has_text="kappa_w").count() >= 1
+        folded = page.locator("details.table")
+        assert folded.count() >= 5 and not folded.first.locator("table").first.is_visible()
+        assert "rows;" in folded.first.locator("summary").inner_text()
+        page.click("#viewer-link")
+        page.wait_for_selector("#items")
+        assert page.url == url
         assert errors == []
 
 
