@@ -342,9 +342,13 @@ def test_tex_compiles_in_a_two_column_article_with_no_overfull_box(tmp_path) -> 
     tables = compute_tables(results, synthetic_humans(results, seed=8), n_boot=50)
     _, tex = pt.write_paper_tables(tables, tmp_path)
     latex = tex.read_text()
-    assert latex.count("\\begin{table}") == latex.count("\\caption{") == latex.count("}\\label{tab:") == 5
+    n_tables = len(pt.paper_tables(tables))
+    assert n_tables >= 5
+    assert latex.count("\\begin{table}") == latex.count("\\caption{") == latex.count("}\\label{tab:") == n_tables
     assert (
-        latex.count("\\centering\\small") == 5 and "\\caption*" not in latex and "judge & rubric &" in latex
+        latex.count("\\centering\\small") == n_tables
+        and "\\caption*" not in latex
+        and "judge & rubric &" in latex
     )
     (tmp_path / "paper.tex").write_text(
         "\\documentclass[twocolumn]{article}\n\\usepackage{booktabs,graphicx}\n\\begin{document}\n"

@@ -119,9 +119,8 @@ def test_paper_tables_show_the_reports_values(views: Views) -> None:
     best = views.tables["best_of_k_scores"]
     shown = views.paper["best_five"].frame.set_index(["judge", "mode", "source"])
     for row in best.loc[~best["judge"].str.contains(r"\(")].itertuples(index=False):
-        assert shown.loc[(row.judge, row.mode, row.source), row.dimension] == paper_tables.mean_sd(
-            row.mean, row.sd
-        )
+        cell = shown.loc[(row.judge, row.mode, row.source), row.dimension]
+        assert cell.startswith(paper_tables.mean_sd(row.mean, row.sd) + f" (n={row.n},")
     rates = views.tables["winrate"]
     wtl = views.paper["win_tie_loss"].frame.set_index(["judge", "source", "dimension"])
     for row in rates.itertuples(index=False):
