@@ -131,14 +131,22 @@ def blind(chosen: pd.DataFrame, rubrics: dict[str, io.RubricInfo], texts: dict[t
     return pd.DataFrame(rows), key
 
 
-def export(root: str | Path, out: str | Path, n: int = 50, by: str = "entropy", humans: pd.DataFrame | None = None,
-           dataset: str | Path | None = None, seed: int = 0, rubric: str | None = None) -> pd.DataFrame:  # fmt: skip
+def export(
+    root: str | Path,
+    out: str | Path,
+    n: int = 50,
+    by: str = "entropy",
+    humans: pd.DataFrame | None = None,
+    dataset: str | Path | None = None,
+    seed: int = 0,
+    rubric: str | None = None,
+) -> pd.DataFrame:
     """Write the blinded annotation set for the `n` most uncertain items of one rubric; returns the key."""
     from analysis.collect import load_results
 
     rubrics, data_path = io.study_inputs(root, rubric)
     results = load_results(root)
-    results = results.loc[results["rubric"].astype(str).isin(rubrics)]  # the other rubric's runs are not asked
+    results = results.loc[results["rubric"].astype(str).isin(rubrics)]  # other rubrics' runs: not asked
     note_perturbed(results, unperturbed(results))
     if humans is not None:  # a label on another rubric's dimension is no label of these items
         humans = humans.loc[humans["dimension"].astype(str).isin(set(results["dimension"].astype(str)))]
@@ -163,8 +171,11 @@ def note_left_out(table: pd.DataFrame) -> None:
     unjudged = int((~table["judged"].astype(bool)).sum())
     labelled = int((table["judged"].astype(bool) & (table["n_expert"] > 0)).sum())
     if unjudged or labelled:
-        print(f"note: left out {unjudged} item(s) no judge scored (labelled in --humans only) and {labelled} "
-              "item(s) already labelled in --humans", file=sys.stderr)  # fmt: skip
+        print(
+            f"note: left out {unjudged} item(s) no judge scored (labelled in --humans only) and {labelled} "
+            "item(s) already labelled in --humans",
+            file=sys.stderr,
+        )
 
 
 def ingest(path: str | Path, key_path: str | Path, annotator: str | None = None) -> pd.DataFrame:
@@ -221,8 +232,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ex.add_argument("--out", required=True)
     ex.add_argument("--n", type=positive_int, default=50, help="how many items (at least 1)")
     ex.add_argument("--by", choices=UNCERTAINTY, default="entropy")
-    ex.add_argument("--humans", help="existing human labels: their items are not sent again, and they count as "
-                    "raters for the entropy")
+    ex.add_argument(
+        "--humans",
+        help="existing human labels: their items are not sent again, and they count as raters for the entropy",
+    )
     ex.add_argument("--rubric", help="the rubric whose items to export, in a study run with several")
     ex.add_argument("--dataset", help="the instances JSONL (default: the runs' own dataset_path)")
     ex.add_argument("--seed", type=int, default=0)

@@ -119,10 +119,17 @@ def _stats(diff: np.ndarray, votes: np.ndarray) -> dict[str, float]:
         res = spearmanr(diff[defined], pref[defined])
         rho, rho_p = float(res.statistic), float(res.pvalue)
     n_major = int(has_major.sum())  # Eq. 8's denominator: ties and undefined values stay in it as misses
-    return {"agreement": hits / n_major if n_major else math.nan, "rho": rho, "rho_p": rho_p,
-            "kappa": fleiss_kappa(votes), "n_pairs": len(diff), "n_no_majority": len(diff) - n_major,
-            "n_undefined": int((has_major & np.isnan(diff)).sum()), "n_metric_tie": int((defined & (diff == 0)).sum()),
-            "n_agreement": n_major}
+    return {
+        "agreement": hits / n_major if n_major else math.nan,
+        "rho": rho,
+        "rho_p": rho_p,
+        "kappa": fleiss_kappa(votes),
+        "n_pairs": len(diff),
+        "n_no_majority": len(diff) - n_major,
+        "n_undefined": int((has_major & np.isnan(diff)).sum()),
+        "n_metric_tie": int((defined & (diff == 0)).sum()),
+        "n_agreement": n_major,
+    }
 
 
 def validate(diff: Sequence[float], votes: np.ndarray, n_boot: int = 2000, seed: int = 0,

@@ -79,18 +79,25 @@ def table_markdown(table: pd.DataFrame, scores: pd.DataFrame) -> str:
 
 def human_markdown(table: pd.DataFrame, scores: pd.DataFrame) -> str:
     """The App. D validation table as Markdown."""
-    lines = ["| metric | combination | Agreement [95% CI] | n | metric ties | Spearman ρ [95% CI] | ρ p-value "
-             "| Fleiss κ [95% CI] |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| metric | combination | Agreement [95% CI] | n | metric ties | Spearman ρ [95% CI] | ρ p-value "
+        "| Fleiss κ [95% CI] |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for _, r in table.iterrows():
         ci = {k: f"{r[k]:.3f} [{r[f'{k}_lo']:.3f}, {r[f'{k}_hi']:.3f}]" for k in ("agreement", "rho", "kappa")}
         ties = f"{r['n_metric_tie']}" + (f" (+{r['n_undefined']} undefined)" if r["n_undefined"] else "")
-        lines.append(f"| {r['metric']} | `{r['combination']}` | {ci['agreement']} | {r['n_agreement']} | {ties} | "
-                     f"{ci['rho']} | {r['rho_p']:.2g} | {ci['kappa']} |")
+        lines.append(
+            f"| {r['metric']} | `{r['combination']}` | {ci['agreement']} | {r['n_agreement']} | {ties} | "
+            f"{ci['rho']} | {r['rho_p']:.2g} | {ci['kappa']} |"
+        )
     r = table.iloc[0]
-    lines.append(f"\n{r['n_pairs']} pairs; {r['n_no_majority']} without a strict human majority (excluded). "
-                 "Agreement per Eq. 8: over the `n` pairs with a strict majority, a metric tie (or an undefined "
-                 "metric) counting as a disagreement. Each metric is rescaled to [0, 1] by its range before "
-                 "combining (Relevance (IMS-1)/4).")
+    lines.append(
+        f"\n{r['n_pairs']} pairs; {r['n_no_majority']} without a strict human majority (excluded). "
+        "Agreement per Eq. 8: over the `n` pairs with a strict majority, a metric tie (or an undefined "
+        "metric) counting as a disagreement. Each metric is rescaled to [0, 1] by its range before "
+        "combining (Relevance (IMS-1)/4)."
+    )
     return "\n".join(lines) + f"\n\n{definitions(scores)}\n"
 
 

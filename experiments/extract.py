@@ -38,13 +38,20 @@ def classification_metrics(labels: Sequence[int], predicted: Sequence[int | None
     out: dict[str, float] = {"n": len(pairs), "n_unscored": len(labels) - len(pairs),
                              "n_positive": sum(y for y, _ in pairs)}
     if not pairs:
-        return out | dict.fromkeys(("accuracy", "macro_f1", "precision", "recall", "f1", "baseline_all_no_accuracy"),
-                                   float("nan"))
+        return out | dict.fromkeys(
+            ("accuracy", "macro_f1", "precision", "recall", "f1", "baseline_all_no_accuracy"), float("nan")
+        )
     y, p = zip(*pairs, strict=True)
     prec, rec, f1, _ = precision_recall_fscore_support(y, p, labels=[1], average="binary", zero_division=0.0)
     macro = f1_score(y, p, labels=[0, 1], average="macro", zero_division=0.0)
-    return out | {"accuracy": float(accuracy_score(y, p)), "macro_f1": float(macro), "precision": float(prec),
-                  "recall": float(rec), "f1": float(f1), "baseline_all_no_accuracy": 1.0 - sum(y) / len(y)}
+    return out | {
+        "accuracy": float(accuracy_score(y, p)),
+        "macro_f1": float(macro),
+        "precision": float(prec),
+        "recall": float(rec),
+        "f1": float(f1),
+        "baseline_all_no_accuracy": 1.0 - sum(y) / len(y),
+    }
 
 
 async def classify(judge: Any, rubric: Any, rows: pd.DataFrame, params: Mapping[str, Any],

@@ -185,8 +185,9 @@ class Paraphrase:
         return len(self.rejected) + (self.text is not None)
 
 
-def paraphrases(instances: Sequence[Instance], cfg: Mapping[str, Any], embedder: Any = None
-                ) -> dict[tuple[str, str], Paraphrase]:  # fmt: skip
+def paraphrases(
+    instances: Sequence[Instance], cfg: Mapping[str, Any], embedder: Any = None
+) -> dict[tuple[str, str], Paraphrase]:
     """(instance_id, candidate_id) -> the generator judge's paraphrase, checked (`problem`, `too_far`) and asked
     again with the next seed when rejected, at most `max_attempts` calls (cached, keyed by the text itself).
     A failed call is a rejected attempt (`no answer`), never the original kept. Not candidate_id alone: two
@@ -211,19 +212,29 @@ def paraphrases(instances: Sequence[Instance], cfg: Mapping[str, Any], embedder:
     out: dict[tuple[str, str], Paraphrase] = {}
     judge = make_judge(gen_cfg)
     try:
-        for attempt in range(attempts):  # attempt 0 is the call a run without these checks made (same cache key)
+        for attempt in range(
+            attempts
+        ):  # attempt 0 is the call a run without these checks made (same cache key)
             if not pending:
                 break
-            requests = [Request([{"role": "user", "content": render_template("paraphrase.jinja", text=c.text)}],
-                                version) for _, c in pending]  # fmt: skip
+            requests = [
+                Request(
+                    [{"role": "user", "content": render_template("paraphrase.jinja", text=c.text)}], version
+                )
+                for _, c in pending
+            ]
             params = sampling_params(gen_cfg) | {"seed": int(conf.get("seed", 0)) + attempt}
             results = asyncio.run(call_many(judge, requests, params, bool(cfg.get("progress", False))))
             texts = [(r.completion.text if r.completion else "").strip().strip('"').strip() for r in results]
-            why = [problem(c.text, t, rules) if r.completion else "no answer"
-                   for (_, c), t, r in zip(pending, texts, results, strict=True)]  # fmt: skip
+            why = [
+                problem(c.text, t, rules) if r.completion else "no answer"
+                for (_, c), t, r in zip(pending, texts, results, strict=True)
+            ]
             if rules.min_similarity is not None:
                 ok = [k for k, w in enumerate(why) if w is None]
-                far = too_far([pending[k][1].text for k in ok], [texts[k] for k in ok], rules.min_similarity, embedder)
+                far = too_far(
+                    [pending[k][1].text for k in ok], [texts[k] for k in ok], rules.min_similarity, embedder
+                )
                 for k, is_far in zip(ok, far, strict=True):
                     why[k] = "similarity" if is_far else None
             still = []
@@ -238,7 +249,9 @@ def paraphrases(instances: Sequence[Instance], cfg: Mapping[str, Any], embedder:
     finally:
         judge.cache.close()
     for instance_id, cand in pending:
-        out[instance_id, cand.candidate_id] = Paraphrase(None, tuple(rejected[instance_id, cand.candidate_id]))
+        out[instance_id, cand.candidate_id] = Paraphrase(
+            None, tuple(rejected[instance_id, cand.candidate_id])
+        )
     return out
 
 
@@ -266,8 +279,9 @@ def shown(instances: Sequence[Instance], cfg: Mapping[str, Any]) -> list[Instanc
     return out
 
 
-def left_out(instances: Sequence[Instance], failed: set[tuple[str, str]], cfg: Mapping[str, Any]
-             ) -> set[tuple[str, str]]:  # fmt: skip
+def left_out(
+    instances: Sequence[Instance], failed: set[tuple[str, str]], cfg: Mapping[str, Any]
+) -> set[tuple[str, str]]:
     """The candidates to leave out: each failed one and, in a comparative mode, every generated candidate shown
     in the same prompt (else that prompt would show a different set of texts from the original run's)."""
     groups = getattr(_mode(cfg), "groups", None)
@@ -301,20 +315,36 @@ def _paraphrased(instances: list[Instance], cfg: Mapping[str, Any]) -> tuple[lis
         for c in inst.candidates:
             if (inst.instance_id, c.candidate_id) in drop:
                 para = table[inst.instance_id, c.candidate_id]
-                audit.append({"instance_id": inst.instance_id, "candidate_id": c.candidate_id, "original": c.text,
-                              "perturbed": para.text, "left_out": True, "rejected": list(para.rejected)})  # fmt: skip
+                audit.append(
+                    {
+                        "instance_id": inst.instance_id,
+                        "candidate_id": c.candidate_id,
+                        "original": c.text,
+                        "perturbed": para.text,
+                        "left_out": True,
+                        "rejected": list(para.rejected),
+                    }
+                )
     failed = [p for p in table.values() if p.text is None]
     if failed:
         reasons = Counter(p.rejected[-1] for p in failed if p.rejected)
-        shared = f", {len(drop) - len(failed)} more shown in their comparative prompts" if len(drop) > len(failed) else ""
-        print(f"note: robustness.perturbation=paraphrase: {len(drop)} of {len(table)} candidate(s) left out of this "
-              f"run: {len(failed)} with no paraphrase passing the checks in robustness.max_attempts="
-              f"{settings(cfg).get('max_attempts', 3)} call(s) (last: "
-              f"{', '.join(f'{r} {n}' for r, n in sorted(reasons.items()))}){shared}; see perturbations.jsonl",
-              file=sys.stderr)  # fmt: skip
+        shared = (
+            f", {len(drop) - len(failed)} more shown in their comparative prompts"
+            if len(drop) > len(failed)
+            else ""
+        )
+        print(
+            f"note: robustness.perturbation=paraphrase: {len(drop)} of {len(table)} candidate(s) left out of this "
+            f"run: {len(failed)} with no paraphrase passing the checks in robustness.max_attempts="
+            f"{settings(cfg).get('max_attempts', 3)} call(s) (last: "
+            f"{', '.join(f'{r} {n}' for r, n in sorted(reasons.items()))}){shared}; see perturbations.jsonl",
+            file=sys.stderr,
+        )
     if table and not any(inst.candidates for inst in new):
-        raise StudyError("robustness.perturbation=paraphrase: no paraphrase passed the checks (perturbations "
-                         "are never judged unchecked); nothing to judge")  # fmt: skip
+        raise StudyError(
+            "robustness.perturbation=paraphrase: no paraphrase passed the checks (perturbations "
+            "are never judged unchecked); nothing to judge"
+        )
     return new, audit
 
 
@@ -323,8 +353,10 @@ def audit_counts(audit: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     if not any("rejected" in a for a in audit):
         return {}
     reasons = Counter(r for a in audit for r in a.get("rejected", ()))
-    return {"perturbations_left_out": sum(bool(a.get("left_out")) for a in audit),
-            "perturbation_attempts_rejected": dict(sorted(reasons.items()))}  # fmt: skip
+    return {
+        "perturbations_left_out": sum(bool(a.get("left_out")) for a in audit),
+        "perturbation_attempts_rejected": dict(sorted(reasons.items())),
+    }
 
 
 def perturb(instances: list[Instance], cfg: Mapping[str, Any]) -> tuple[list[Instance], list[dict]]:

@@ -34,7 +34,9 @@ class FakeCompleter:
         return self._answer(messages, params)
 
 
-def garbage_paraphraser(answers: Mapping[str, Sequence[str]]) -> Callable[[Sequence[Message], Mapping[str, Any]], str]:
+def garbage_paraphraser(
+    answers: Mapping[str, Sequence[str]],
+) -> Callable[[Sequence[Message], Mapping[str, Any]], str]:
     """A fake paraphrase generator for `FakeCompleter`: for the text between the paraphrase template's markers
     it gives ``answers[text][attempt]`` (attempt = the call's seed, the robustness seed being 0; the last
     answer once they run out), e.g. a rubric answer such as ``{"score": 1}`` where a paraphrase belongs."""

@@ -433,19 +433,23 @@ def test_export_with_humans_sends_only_items_judged_and_not_yet_labelled(tmp_pat
         for dim in DIMENSIONS:
             if inst in unjudged or ((inst, cand) in PLANTED and dim == "originality"):
                 rows += [(who, inst, cand, source, dim, score) for who, score in (("ann1", 0), ("ann2", 3))]
-    labelled = pd.DataFrame(rows, columns=["annotator", "instance_id", "candidate_id", "source", "dimension",
-                                           "score"])  # fmt: skip
+    columns = ["annotator", "instance_id", "candidate_id", "source", "dimension", "score"]
+    labelled = pd.DataFrame(rows, columns=columns)  # fmt: skip
     labelled.to_csv(tmp_path / "humans.csv", index=False)
     n_unjudged = len(labelled.loc[labelled["instance_id"].isin(unjudged)]) // 2
     assert n_unjudged == 66 and len(labelled) // 2 - n_unjudged == 4
 
-    key = annotate.export(root, tmp_path / "set", n=12, by="entropy", humans=load_humans(tmp_path / "humans.csv"))
+    humans = load_humans(tmp_path / "humans.csv")
+    key = annotate.export(root, tmp_path / "set", n=12, by="entropy", humans=humans)
     assert len(key) == 12
     assert not set(key["instance_id"]) & unjudged  # every item has a judge's score to check
     done = set(zip(labelled["instance_id"], labelled["candidate_id"], labelled["dimension"], strict=True))
     assert not done & set(zip(key["instance_id"], key["candidate_id"], key["dimension"], strict=True))
     err = capsys.readouterr().err
-    assert "left out 66 item(s) no judge scored (labelled in --humans only) and 4 item(s) already labelled" in err
+    assert "left out 66 item(s) no judge scored (labelled in --humans only) and 4 item(s) already" in err
+
+
+RENAMED = {"originality": "source_boundedness", "gap_addressing": "diagnostic_framing"}
 
 
 def _two_rubric_study(tmp_path: Path) -> Path:
@@ -460,9 +464,9 @@ def _two_rubric_study(tmp_path: Path) -> Path:
         write_fake_run(root / f"novelty{n}", judge, "independent", scorer)
         folder = write_fake_run(root / f"narrowness{n}", judge, "independent", scorer)
         frame = pd.read_csv(folder / "results.csv")
-        frame = frame.loc[frame["dimension"] != "non_obviousness"].assign(rubric="narrowness", higher_is_better=False)
-        frame["dimension"] = frame["dimension"].map({"originality": "source_boundedness",
-                                                     "gap_addressing": "diagnostic_framing"})  # fmt: skip
+        frame = frame.loc[frame["dimension"] != "non_obviousness"]
+        renamed = frame["dimension"].map(RENAMED)
+        frame = frame.assign(rubric="narrowness", higher_is_better=False, dimension=renamed)
         frame.to_csv(folder / "results.csv", index=False)
         config = json.loads((folder / "config.json").read_text())
         (folder / "config.json").write_text(json.dumps(config | {"rubric": narrowness}))
@@ -476,7 +480,7 @@ def test_export_rubric_picks_one_rubric_of_a_two_rubric_study(tmp_path, capsys) 
     assert annotate.main(["export", str(root), "--out", str(tmp_path / "x"), "--n", "4"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "several rubrics (narrowness, novelty); pick one with --rubric" in err
-    for rubric, dims in (("novelty", set(DIMENSIONS)), ("narrowness", {"source_boundedness", "diagnostic_framing"})):
+    for rubric, dims in (("novelty", set(DIMENSIONS)), ("narrowness", set(RENAMED.values()))):
         out = tmp_path / rubric
         argv = ["export", str(root), "--out", str(out), "--n", "500", "--by", "entropy", "--rubric", rubric]
         code, err = annotate.main(argv), capsys.readouterr().err

@@ -59,9 +59,9 @@ def test_agreement_per_eq8_counts_metric_ties_as_misses() -> None:
     agrees on 31, disagrees on 13 and ties on 4. Dividing by the 44 decided pairs read 70.5%; Eq. 8 divides
     by all 48 with a majority: 31/48 = 64.6%, the 4 ties reported beside it."""
     votes = np.array([list("AAAB")] * 32 + [list("BBBA")] * 16 + [list("AABB")] * 2, dtype=object)
-    diff = np.array([0.2] * 25 + [-0.2] * 5 + [0.0] * 2  # majority A: 25 agree, 5 disagree, 2 ties
-                    + [-0.3] * 6 + [0.3] * 8 + [0.0] * 2  # majority B: 6 agree, 8 disagree, 2 ties
-                    + [0.1, -0.1])  # no majority: outside Eq. 8
+    on_a = [0.2] * 25 + [-0.2] * 5 + [0.0] * 2  # majority A: 25 agree, 5 disagree, 2 ties
+    on_b = [-0.3] * 6 + [0.3] * 8 + [0.0] * 2  # majority B: 6 agree, 8 disagree, 2 ties
+    diff = np.array(on_a + on_b + [0.1, -0.1])  # the last two, no majority: outside Eq. 8
     res = validate(diff, votes, n_boot=50)
     assert (res["n_pairs"], res["n_no_majority"], res["n_agreement"], res["n_metric_tie"]) == (50, 2, 48, 4)
     assert res["agreement"] == pytest.approx(31 / 48) and round(100 * res["agreement"], 1) == 64.6
@@ -77,7 +77,8 @@ def test_perfect_annotators_and_metric() -> None:
     # diff ranks [4, 1, 3, 2] vs preference ranks [3.5, 1.5, 3.5, 1.5]: 4 / sqrt(5 * 4)
     assert res["agreement"] == 1.0 and res["rho"] == pytest.approx(4 / math.sqrt(20))
     assert res["kappa"] == pytest.approx(1.0)
-    nan = validate([float("nan"), -2.0, 0.5, -0.1], votes, n_boot=50)  # an undefined metric prefers nothing: a miss
+    # an undefined metric prefers nothing: a miss
+    nan = validate([float("nan"), -2.0, 0.5, -0.1], votes, n_boot=50)
     assert nan["n_undefined"] == 1 and nan["n_agreement"] == 4 and nan["agreement"] == pytest.approx(3 / 4)
 
 
@@ -98,7 +99,8 @@ def test_combination_rescales_declares_and_rejects() -> None:
     table = validation_table(scores, scores.iloc[[1, 0, 2]].reset_index(drop=True), votes,
                              {"combined": default, "relevance": Combination({"relevance": 1.0})}, n_boot=20)
     # diffs (combined): .5, -.5, 0 -> pairs 1, 2 agree, pair 3 a tie (a miss under Eq. 8)
-    assert table["agreement"].tolist() == pytest.approx([2 / 3, 2 / 3]) and table["n_metric_tie"].tolist() == [1, 1]
+    assert table["agreement"].tolist() == pytest.approx([2 / 3, 2 / 3])
+    assert table["n_metric_tie"].tolist() == [1, 1]
 
 
 def test_equal_shares_that_differ_in_the_last_bit_are_a_metric_tie() -> None:

@@ -172,13 +172,17 @@ def test_deletion_and_padding_draw_per_instance_not_per_candidate_id() -> None:
 
 RQ = {  # a generated research question -> what the fake generator answers at attempt 1, 2, 3
     "How does dropout rate change calibration of small language models?": ['{"score": 1}'],
-    "Which pretraining corpora make retrieval models robust to typos?":
-        ["", "Which pretraining data make retrieval models withstand typing errors?"],
+    "Which pretraining corpora make retrieval models robust to typos?": [
+        "",
+        "Which pretraining data make retrieval models withstand typing errors?",
+    ],
     "Can graph priors improve protein folding under few labels?": ["I'm sorry, but I can't help with that."],
-    "Does curriculum order matter for code generation models?":
-        ["Does the order of a curriculum matter for models that generate code? " * 4],
-    "Why do vision transformers fail on small medical datasets?":
-        ["Why do ViTs underperform when medical image datasets are small?"],
+    "Does curriculum order matter for code generation models?": [
+        "Does the order of a curriculum matter for models that generate code? " * 4
+    ],
+    "Why do vision transformers fail on small medical datasets?": [
+        "Why do ViTs underperform when medical image datasets are small?"
+    ],
 }
 
 
@@ -195,13 +199,15 @@ def _garbage_study(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[lis
     monkeypatch.setattr(judges, "sampling_params", lambda cfg: {"temperature": 0.1})
     ref = Candidate(candidate_id="ref", source="reference", text="reference question")
     texts = list(RQ)
-    return [Instance("i1", "cs", (), ref, tuple(Candidate(f"c{k}", "gpt", t) for k, t in enumerate(texts[:3]))),
-            Instance("i2", "cs", (), ref, (Candidate("c3", "gpt", texts[3]), Candidate("c4", "llama", texts[4])))
-            ], fake  # fmt: skip
+    return [
+        Instance("i1", "cs", (), ref, tuple(Candidate(f"c{k}", "gpt", t) for k, t in enumerate(texts[:3]))),
+        Instance("i2", "cs", (), ref, (Candidate("c3", "gpt", texts[3]), Candidate("c4", "llama", texts[4]))),
+    ], fake
 
 
-def test_garbage_paraphrases_are_regenerated_or_left_out_never_judged(monkeypatch: pytest.MonkeyPatch,
-                                                                       tmp_path: Path) -> None:  # fmt: skip
+def test_garbage_paraphrases_are_regenerated_or_left_out_never_judged(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """Issue 24, item 9: `{"score": 1}` was stored as the paraphrase of a research question and judged. Each
     answer is now checked: JSON, a refusal, an empty answer and one over twice the length are rejected and
     asked again (seed + 1, + 2; 3 calls at most); a candidate with no accepted paraphrase is left out and
@@ -216,23 +222,33 @@ def test_garbage_paraphrases_are_regenerated_or_left_out_never_judged(monkeypatc
     # calls: c1 two (empty, then good), c4 one, c0 / c2 / c3 three each (rejected every time)
     assert len(fake.calls) == 2 + 1 + 3 * 3 and {c[1]["seed"] for c in fake.calls} == {0, 1, 2}
     by_id = {a["candidate_id"]: a for a in audit}
-    assert by_id["c0"]["rejected"] == ["json"] * 3 and by_id["c0"]["left_out"] and by_id["c0"]["perturbed"] is None
+    assert (
+        by_id["c0"]["rejected"] == ["json"] * 3
+        and by_id["c0"]["left_out"]
+        and by_id["c0"]["perturbed"] is None
+    )
     assert by_id["c2"]["rejected"] == ["refusal"] * 3 and by_id["c3"]["rejected"] == ["length"] * 3
     assert by_id["c1"]["rejected"] == ["empty"] and "left_out" not in by_id["c1"]
-    assert rb.audit_counts(audit) == {"perturbations_left_out": 3,
-                                      "perturbation_attempts_rejected": {"empty": 1, "json": 3, "length": 3,
-                                                                         "refusal": 3}}  # fmt: skip
+    assert rb.audit_counts(audit) == {
+        "perturbations_left_out": 3,
+        "perturbation_attempts_rejected": {"empty": 1, "json": 3, "length": 3, "refusal": 3},
+    }
     again, _ = rb.perturb(instances, cfg)  # every call cached, the same outcome
     assert len(fake.calls) == 12 and [c.text for i in again for c in i.candidates] == list(judged.values())
 
 
-def test_a_failed_paraphrase_leaves_out_its_whole_comparative_prompt(monkeypatch: pytest.MonkeyPatch,
-                                                                      tmp_path: Path) -> None:  # fmt: skip
+def test_a_failed_paraphrase_leaves_out_its_whole_comparative_prompt(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """Comparative mode shows the reference with one generator's candidates: i1's gpt prompt loses c0 and c2,
     so it is left out whole (c1 too), else it would show other texts than the original run's prompt; i2's
     llama prompt stays. With k_per_source=1 only the first candidate of each generator is paraphrased."""
     instances, fake = _garbage_study(monkeypatch, tmp_path)
-    mode = {"_target_": "experiments.modes.comparative.Comparative", "name": "comparative", "k_per_source": None}
+    mode = {
+        "_target_": "experiments.modes.comparative.Comparative",
+        "name": "comparative",
+        "k_per_source": None,
+    }
     cfg = {"robustness": {"perturbation": "paraphrase", "seed": 0}, "mode": mode}
     new, audit = rb.perturb(instances, cfg)
     assert [(i.instance_id, [c.candidate_id for c in i.candidates]) for i in new] == [("i2", ["c4"])]
@@ -245,11 +261,21 @@ def test_paraphrase_checks_by_hand() -> None:
     """`problem` on its own, and the similarity floor with a fake embedder (the first letter is the vector)."""
     rules = rb.Rules(max_length_ratio=2.0)
     q = "How does dropout change calibration?"  # 36 characters: 18..72 pass
-    for text, why in (("", "empty"), ('{"score": 1}', "json"), ('```json\n{"a": 1}\n```', "json"), ("3", "json"),
-                      ("I cannot rewrite this text.", "refusal"), ("Sorry, no.", "refusal"), (q, "unchanged"),
-                      ("Dropout?", "length"), ("x" * 73, "length"), ("x" * 72, None), ("x" * 18, None),
-                      ("In what way does dropout alter calibration?", None),
-                      ("We cannot tell how dropout changes calibration.", None)):  # fmt: skip
+    for text, why in (
+        ("", "empty"),
+        ('{"score": 1}', "json"),
+        ('```json\n{"a": 1}\n```', "json"),
+        ("3", "json"),
+        ("I cannot rewrite this text.", "refusal"),
+        ("Sorry, no.", "refusal"),
+        (q, "unchanged"),
+        ("Dropout?", "length"),
+        ("x" * 73, "length"),
+        ("x" * 72, None),
+        ("x" * 18, None),
+        ("In what way does dropout alter calibration?", None),
+        ("We cannot tell how dropout changes calibration.", None),
+    ):
         assert rb.problem(q, text, rules) == why, text
 
     class FakeEmbedder:
