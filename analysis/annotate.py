@@ -1,11 +1,11 @@
 """Disagreement-driven human annotation: send experts the items whose labels are most uncertain.
 
 `python -m analysis.annotate export <run-or-multirun-dir> --out DIR --n 50 [--by entropy|disagreement|flip]
-[--humans FILE] [--rubric NAME]` ranks every (instance, candidate, dimension) that a judge scored and no expert
-in `--humans` has labelled yet (the others are left out and counted) by one uncertainty column — `entropy`: Dawid–Skene posterior
-entropy of the raters' rounded scores; `disagreement`: the largest range of the judges' candidate scores
-within one mode; `flip`: the largest change of one judge's score between independent and comparative
-mode — and writes a blinded set of one rubric's items (`--rubric` picks it in a study of several):
+[--humans FILE] [--rubric NAME]` ranks every (instance, candidate, dimension) that a judge scored and no
+expert in `--humans` has labelled yet (the others are left out and counted) by one uncertainty column —
+`entropy`: Dawid–Skene posterior entropy of the raters' rounded scores; `disagreement`: the largest range of
+the judges' candidate scores within one mode; `flip`: the largest change of one judge's score between
+independent and comparative mode — and writes a blinded set of one rubric's items (`--rubric` picks it in a study of several):
 `sheet.csv` (what annotators see: background, text, the rubric's own wording for the dimension, its scale;
 no judge, generator or reference names), `labelstudio_tasks.json` + `labelstudio_config.xml` (Label Studio
 import), and `key.csv` (for the study only: item → instance, candidate, source, dimension, and the
@@ -84,7 +84,8 @@ def eligible(table: pd.DataFrame) -> pd.Series:
 
 
 def select(table: pd.DataFrame, n: int, by: str, seed: int = 0) -> pd.DataFrame:
-    """The `n` most uncertain `eligible` items by column `by` (ties broken by the other columns, then at random)."""
+    """The `n` most uncertain `eligible` items by column `by` (ties broken by the other columns, then at
+    random)."""
     if n < 1:
         raise ValueError(f"--n {n}: n must be at least 1")
     if by not in UNCERTAINTY:

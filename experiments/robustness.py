@@ -166,9 +166,13 @@ def too_far(originals: Sequence[str], texts: Sequence[str], floor: float, embedd
     if not texts:
         return []
     from analysis.embeddings import default_embedder, l2_normalise
+    from experiments.inputs import StudyError
 
     model = embedder or default_embedder()
-    a, b = l2_normalise(model.encode(list(originals))), l2_normalise(model.encode(list(texts)))
+    try:
+        a, b = l2_normalise(model.encode(list(originals))), l2_normalise(model.encode(list(texts)))
+    except (RuntimeError, ImportError, OSError) as exc:  # no packaged model: one line, before any judging
+        raise StudyError(f"robustness.min_similarity={floor}: {str(exc).splitlines()[0]}") from None
     return [bool(c < floor) for c in (a * b).sum(axis=1)]
 
 
@@ -179,10 +183,6 @@ class Paraphrase:
 
     text: str | None
     rejected: tuple[str, ...] = ()
-
-    @property
-    def attempts(self) -> int:
-        return len(self.rejected) + (self.text is not None)
 
 
 def paraphrases(
