@@ -1,10 +1,11 @@
 """Disagreement-driven human annotation: send experts the items whose labels are most uncertain.
 
-`python -m analysis.annotate export <run-or-multirun-dir> --out DIR --n 50 [--by entropy|disagreement|flip]`
-ranks every (instance, candidate, dimension) by one uncertainty column — `entropy`: Dawid–Skene posterior
-entropy of the raters' rounded scores; `disagreement`: the largest range of the judges' candidate scores
-within one mode; `flip`: the largest change of one judge's score between independent and comparative
-mode — and writes a blinded set:
+`python -m analysis.annotate export <run-or-multirun-dir> --out DIR --n 50 [--by entropy|disagreement|flip]
+[--humans FILE] [--rubric NAME]` ranks every (instance, candidate, dimension) that a judge scored and no
+expert in `--humans` has labelled yet (the others are left out and counted) by one uncertainty column —
+`entropy`: Dawid–Skene posterior entropy of the raters' rounded scores; `disagreement`: the largest range of
+the judges' candidate scores within one mode; `flip`: the largest change of one judge's score between
+independent and comparative mode — and writes a blinded set of one rubric's items (`--rubric` picks it in a study of several):
 `sheet.csv` (what annotators see: background, text, the rubric's own wording for the dimension, its scale;
 no judge, generator or reference names), `labelstudio_tasks.json` + `labelstudio_config.xml` (Label Studio
 import), and `key.csv` (for the study only: item → instance, candidate, source, dimension, and the
@@ -39,11 +40,16 @@ UNCERTAINTY = ("entropy", "disagreement", "flip")
 
 def uncertainty(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (instance, candidate, dimension): source, entropy (bits), disagreement, flip (NaN if n/a), from the
-    unperturbed rows (perturbed ones are analysis.robustness's)."""
+    unperturbed rows (perturbed ones are analysis.robustness's), and what `select` needs to send experts only
+    new items: `judged` (some judge scored it) and `n_expert` (labels already given in `humans`). The experts'
+    labels still inform the Dawid–Skene model behind the entropy (they calibrate each judge)."""
     results = unperturbed(results)
     labels = latent_models.score_labels(results, humans)
     keys = ["task", "instance_id", "candidate_id", "source", "dimension"]
     out = labels.drop_duplicates("task")[keys].set_index("task")
+    out["judged"] = out.index.isin(labels.loc[labels["kind"] == "judge", "task"])
+    expert = labels.loc[labels["kind"] == "expert"].groupby("task").size()
+    out["n_expert"] = expert.reindex(out.index, fill_value=0).astype(int)
     if labels["worker"].nunique() >= 2:
         post = latent_models.dawid_skene(labels).posteriors.reindex(out.index).fillna(0.0).to_numpy()
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -71,12 +77,22 @@ def _judge_range(judged: pd.DataFrame) -> pd.Series:
     return spread.groupby(level="task").max()
 
 
+def eligible(table: pd.DataFrame) -> pd.Series:
+    """Items an expert should be sent: a judge scored it (else there is nothing to check the judges against)
+    and no expert has labelled it yet (else the label exists and the round is wasted on it)."""
+    return table["judged"].astype(bool) & (table["n_expert"] == 0)
+
+
 def select(table: pd.DataFrame, n: int, by: str, seed: int = 0) -> pd.DataFrame:
-    """The `n` most uncertain items by column `by` (ties broken by the other columns, then at random)."""
+    """The `n` most uncertain `eligible` items by column `by` (ties broken by the other columns, then at
+    random)."""
     if n < 1:
         raise ValueError(f"--n {n}: n must be at least 1")
     if by not in UNCERTAINTY:
         raise ValueError(f"--by must be one of {', '.join(UNCERTAINTY)}, not {by!r}")
+    table = table.loc[eligible(table)]
+    if table.empty:
+        raise ValueError("no item left to export: every item a judge scored is already labelled in --humans")
     if table[by].isna().all():
         raise ValueError(f"--by {by}: no item has this measure (e.g. flip needs a judge in both modes)")
     others = [c for c in UNCERTAINTY if c != by]
@@ -116,16 +132,29 @@ def blind(chosen: pd.DataFrame, rubrics: dict[str, io.RubricInfo], texts: dict[t
     return pd.DataFrame(rows), key
 
 
-def export(root: str | Path, out: str | Path, n: int = 50, by: str = "entropy", humans: pd.DataFrame | None = None,
-           dataset: str | Path | None = None, seed: int = 0) -> pd.DataFrame:  # fmt: skip
-    """Write the blinded annotation set for the `n` most uncertain items; returns the key."""
+def export(
+    root: str | Path,
+    out: str | Path,
+    n: int = 50,
+    by: str = "entropy",
+    humans: pd.DataFrame | None = None,
+    dataset: str | Path | None = None,
+    seed: int = 0,
+    rubric: str | None = None,
+) -> pd.DataFrame:
+    """Write the blinded annotation set for the `n` most uncertain items of one rubric; returns the key."""
     from analysis.collect import load_results
 
+    rubrics, data_path = io.study_inputs(root, rubric)
     results = load_results(root)
+    results = results.loc[results["rubric"].astype(str).isin(rubrics)]  # other rubrics' runs: not asked
     note_perturbed(results, unperturbed(results))
-    rubrics, data_path = io.study_inputs(root)
+    if humans is not None:  # a label on another rubric's dimension is no label of these items
+        humans = humans.loc[humans["dimension"].astype(str).isin(set(results["dimension"].astype(str)))]
     texts = io.item_texts(Path(dataset) if dataset else data_path)
-    chosen = select(uncertainty(results, humans), n, by, seed)
+    table = uncertainty(results, humans)
+    note_left_out(table)
+    chosen = select(table, n, by, seed)
     sheet, key = blind(chosen, rubrics, texts, seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -136,6 +165,18 @@ def export(root: str | Path, out: str | Path, n: int = 50, by: str = "entropy", 
     )
     (out / "labelstudio_config.xml").write_text(io.labelstudio_config(next(iter(rubrics.values()))))
     return key
+
+
+def note_left_out(table: pd.DataFrame) -> None:
+    """One `note:` line counting the items that are not sent (what `eligible` leaves out), when any."""
+    unjudged = int((~table["judged"].astype(bool)).sum())
+    labelled = int((table["judged"].astype(bool) & (table["n_expert"] > 0)).sum())
+    if unjudged or labelled:
+        print(
+            f"note: left out {unjudged} item(s) no judge scored (labelled in --humans only) and {labelled} "
+            "item(s) already labelled in --humans",
+            file=sys.stderr,
+        )
 
 
 def ingest(path: str | Path, key_path: str | Path, annotator: str | None = None) -> pd.DataFrame:
@@ -192,7 +233,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ex.add_argument("--out", required=True)
     ex.add_argument("--n", type=positive_int, default=50, help="how many items (at least 1)")
     ex.add_argument("--by", choices=UNCERTAINTY, default="entropy")
-    ex.add_argument("--humans", help="existing human labels (count as raters for the entropy)")
+    ex.add_argument(
+        "--humans",
+        help="existing human labels: their items are not sent again, and they count as raters for the entropy",
+    )
+    ex.add_argument("--rubric", help="the rubric whose items to export, in a study run with several")
     ex.add_argument("--dataset", help="the instances JSONL (default: the runs' own dataset_path)")
     ex.add_argument("--seed", type=int, default=0)
     ing = sub.add_parser("ingest", help="completed sheet CSV or Label Studio JSON -> human labels CSV")
@@ -208,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "export":
             humans = load_humans(args.humans) if args.humans else None
-            key = export(args.root, args.out, args.n, args.by, humans, args.dataset, args.seed)
+            key = export(args.root, args.out, args.n, args.by, humans, args.dataset, args.seed, args.rubric)
             print(
                 f"{len(key)} items by {args.by} -> {args.out} (sheet.csv, labelstudio_*, key.csv)",
                 file=sys.stderr,

@@ -82,10 +82,11 @@ def _json_entry(path: Path, name: str) -> Any:
     return data[name]
 
 
-def study_inputs(root: str | Path) -> tuple[dict[str, RubricInfo], Path]:
-    """The rubrics (from each run's config.json) and the dataset path (from its manifest.json)."""
+def study_inputs(root: str | Path, choose: str | None = None) -> tuple[dict[str, RubricInfo], Path]:
+    """The rubric (from each run's config.json; `choose` names it when the runs used several) and the dataset
+    path (from the manifest.json of a run of that rubric)."""
     rubrics: dict[str, RubricInfo] = {}
-    data_path: Path | None = None
+    paths: dict[str, Path] = {}
     for folder in _run_folders(root):
         config_file, manifest_file = folder / "config.json", folder / "manifest.json"
         if not config_file.exists() or not manifest_file.exists():
@@ -96,14 +97,16 @@ def study_inputs(root: str | Path) -> tuple[dict[str, RubricInfo], Path]:
         text = resources.files("rubrics").joinpath(str(rubric["template"])).read_text(encoding="utf-8")
         ranges = {str(d["name"]): (int(d["low"]), int(d["high"])) for d in rubric["dimensions"] if "low" in d}
         rubrics[str(rubric["name"])] = RubricInfo(str(rubric["name"]), text, ranges)
-        data_path = data_path or Path(str(_json_entry(manifest_file, "dataset_path")))
-    if not rubrics or data_path is None:
+        paths.setdefault(str(rubric["name"]), Path(str(_json_entry(manifest_file, "dataset_path"))))
+    if not rubrics:
         raise AnnotationError(f"{root}: no run folder found")
-    if len(rubrics) > 1:
-        raise AnnotationError(
-            f"{root}: runs of several rubrics ({', '.join(rubrics)}); export one rubric at a time"
-        )
-    return rubrics, data_path
+    names = ", ".join(sorted(rubrics))
+    if choose is None and len(rubrics) > 1:
+        raise AnnotationError(f"{root}: runs of several rubrics ({names}); pick one with --rubric")
+    name = choose if choose is not None else next(iter(rubrics))
+    if name not in rubrics:
+        raise AnnotationError(f"--rubric {name}: no run of {root} used it (its runs used: {names})")
+    return {name: rubrics[name]}, paths[name]
 
 
 def item_texts(dataset: Path) -> dict[tuple[str, str], ItemText]:

@@ -5,8 +5,8 @@
   (Rel., Cov., Clarity, DistAcc per model and prompting strategy, 95% bootstrap CIs, failed generations
   counted) as CSV and Markdown.
 * ``--human-pairs FILE``: the human validation of App. D (``analysis.novbench_human``): Agreement with the
-  annotators' strict majority, Spearman ρ and Fleiss κ with bootstrap CIs, for the declared combination
-  (``--combine``) and for each metric alone.
+  annotators' strict majority (Eq. 8, metric ties counted beside it), Spearman ρ with its p-value and Fleiss
+  κ, with bootstrap CIs, for the declared combination (``--combine``) and for each metric alone.
 
 Every output states the definitions that produced it: clarity variant, sentence or item units, the failed-
 generation policy, and the embedding and perplexity models.
@@ -79,16 +79,25 @@ def table_markdown(table: pd.DataFrame, scores: pd.DataFrame) -> str:
 
 def human_markdown(table: pd.DataFrame, scores: pd.DataFrame) -> str:
     """The App. D validation table as Markdown."""
-    lines = ["| metric | combination | Agreement [95% CI] | n | Spearman ρ [95% CI] | Fleiss κ [95% CI] |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| metric | combination | Agreement [95% CI] | n | metric ties | Spearman ρ [95% CI] | ρ p-value "
+        "| Fleiss κ [95% CI] |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for _, r in table.iterrows():
         ci = {k: f"{r[k]:.3f} [{r[f'{k}_lo']:.3f}, {r[f'{k}_hi']:.3f}]" for k in ("agreement", "rho", "kappa")}
-        lines.append(f"| {r['metric']} | `{r['combination']}` | {ci['agreement']} | {r['n_agreement']} | "
-                     f"{ci['rho']} | {ci['kappa']} |")
+        ties = f"{r['n_metric_tie']}" + (f" (+{r['n_undefined']} undefined)" if r["n_undefined"] else "")
+        lines.append(
+            f"| {r['metric']} | `{r['combination']}` | {ci['agreement']} | {r['n_agreement']} | {ties} | "
+            f"{ci['rho']} | {r['rho_p']:.2g} | {ci['kappa']} |"
+        )
     r = table.iloc[0]
-    lines.append(f"\n{r['n_pairs']} pairs; {r['n_no_majority']} without a strict human majority (excluded); "
-                 "per metric, `n` = pairs left after excluding metric ties and undefined values. Each metric is "
-                 "rescaled to [0, 1] by its range before combining (Relevance (IMS-1)/4).")
+    lines.append(
+        f"\n{r['n_pairs']} pairs; {r['n_no_majority']} without a strict human majority (excluded). "
+        "Agreement per Eq. 8: over the `n` pairs with a strict majority, a metric tie (or an undefined "
+        "metric) counting as a disagreement. Each metric is rescaled to [0, 1] by its range before "
+        "combining (Relevance (IMS-1)/4)."
+    )
     return "\n".join(lines) + f"\n\n{definitions(scores)}\n"
 
 

@@ -221,6 +221,7 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
         frame, tally, judge, shape, keys = _judge_all(cfg, prompts, rubric, run_id, sweep_dir)
         manifest = build_manifest(cfg, frame, tally, rubric, data_path, len(instances), len(prompts), started)
         manifest.update(manifest_extras(cfg, judge, shape, tally))
+        manifest.update(robustness.audit_counts(audit))  # paraphrases left out / rejected (none: nothing)
         config_text = json.dumps(redact_config(dict(cfg)), indent=2, default=str)
         write_outputs(out_dir, {
             **results_writers(frame), "prompts.parquet": prompts_writer(prompts, run_id),

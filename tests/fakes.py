@@ -63,3 +63,19 @@ class FakeTextStore:
 
     def reopen(self) -> FakeTextStore:
         return FakeTextStore(self.values)
+
+
+def garbage_paraphraser(
+    answers: Mapping[str, Sequence[str]],
+) -> Callable[[Sequence[Message], Mapping[str, Any]], str]:
+    """A fake paraphrase generator for `FakeCompleter`: for the text between the paraphrase template's markers
+    it gives ``answers[text][attempt]`` (attempt = the call's seed, the robustness seed being 0; the last
+    answer once they run out), e.g. a rubric answer such as ``{"score": 1}`` where a paraphrase belongs."""
+
+    def script(messages: Sequence[Message], params: Mapping[str, Any]) -> str:
+        prompt = str(messages[-1]["content"])
+        text = prompt.split("<<<TEXT>>>", 1)[1].split("<<<END TEXT>>>", 1)[0].strip()
+        said = answers[text]
+        return said[min(int(params.get("seed", 0)), len(said) - 1)]
+
+    return script

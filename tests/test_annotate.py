@@ -13,7 +13,7 @@ import pytest
 from analysis import annotate
 from analysis.annotate_io import AnnotationError, load_sheet
 from analysis.cells import csv_safe, csv_unescape
-from tests.study_folders import SAMPLE, sample_candidates, write_fake_run
+from tests.study_folders import DIMENSIONS, SAMPLE, sample_candidates, write_fake_run
 
 PLANTED = {(i, c) for i, c, s, _ in sample_candidates() if s == "broad_gen" and c.endswith(":1")}
 DISPUTED = {c for _, c in PLANTED}
@@ -408,3 +408,87 @@ def test_key_csv_runs_no_formula_and_reads_back_as_written(tmp_path: Path) -> No
     assert "'=HYPERLINK" in on_disk and "'-c" in on_disk
     back = read_key(tmp_path / "key.csv")
     assert back.astype(str).to_dict("list") == key.astype(str).to_dict("list")
+
+
+def _drop_instances(folder: Path, instances: set[str]) -> None:
+    """A run whose judge never saw `instances` (their rows are not in its results)."""
+    frame = pd.read_csv(folder / "results.csv", dtype={"instance_id": str})
+    frame.loc[~frame["instance_id"].isin(instances)].to_csv(folder / "results.csv", index=False)
+
+
+def test_export_with_humans_sends_only_items_judged_and_not_yet_labelled(tmp_path, capsys) -> None:
+    """Issue 24, item 8 (planted): the judges never saw the last two instances, and two experts already
+    labelled every item there (0 against 3: the most uncertain items there are) and the 4 disputed
+    originality items the judges scored. `--by entropy` chose the unjudged items, ranked by the experts'
+    own disagreement; now only items a judge scored and no expert labelled are sent, the rest counted."""
+    from analysis.collect import load_humans
+
+    instances = list(dict.fromkeys(i for i, _, _, _ in sample_candidates()))
+    unjudged = set(instances[-2:])
+    root = tmp_path / "study"
+    for name, judge, scorer in (("0", "judge-a", _agreeing), ("1", "judge-b", _disputing)):
+        _drop_instances(write_fake_run(root / name, judge, "independent", scorer), unjudged)
+    rows = []
+    for inst, cand, source, _ in sample_candidates():
+        for dim in DIMENSIONS:
+            if inst in unjudged or ((inst, cand) in PLANTED and dim == "originality"):
+                rows += [(who, inst, cand, source, dim, score) for who, score in (("ann1", 0), ("ann2", 3))]
+    columns = ["annotator", "instance_id", "candidate_id", "source", "dimension", "score"]
+    labelled = pd.DataFrame(rows, columns=columns)  # fmt: skip
+    labelled.to_csv(tmp_path / "humans.csv", index=False)
+    n_unjudged = len(labelled.loc[labelled["instance_id"].isin(unjudged)]) // 2
+    assert n_unjudged == 66 and len(labelled) // 2 - n_unjudged == 4
+
+    humans = load_humans(tmp_path / "humans.csv")
+    key = annotate.export(root, tmp_path / "set", n=12, by="entropy", humans=humans)
+    assert len(key) == 12
+    assert not set(key["instance_id"]) & unjudged  # every item has a judge's score to check
+    done = set(zip(labelled["instance_id"], labelled["candidate_id"], labelled["dimension"], strict=True))
+    assert not done & set(zip(key["instance_id"], key["candidate_id"], key["dimension"], strict=True))
+    err = capsys.readouterr().err
+    assert "left out 66 item(s) no judge scored (labelled in --humans only) and 4 item(s) already" in err
+
+
+RENAMED = {"originality": "source_boundedness", "gap_addressing": "diagnostic_framing"}
+
+
+def _two_rubric_study(tmp_path: Path) -> Path:
+    """Two judges' novelty runs and their narrowness runs (that rubric's own two dimensions) in one folder."""
+    from omegaconf import OmegaConf
+
+    from tests.study_folders import ROOT
+
+    root = tmp_path / "two"
+    narrowness = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "rubric" / "narrowness.yaml"))
+    for n, (judge, scorer) in enumerate((("judge-a", _agreeing), ("judge-b", _disputing))):
+        write_fake_run(root / f"novelty{n}", judge, "independent", scorer)
+        folder = write_fake_run(root / f"narrowness{n}", judge, "independent", scorer)
+        frame = pd.read_csv(folder / "results.csv")
+        frame = frame.loc[frame["dimension"] != "non_obviousness"]
+        renamed = frame["dimension"].map(RENAMED)
+        frame = frame.assign(rubric="narrowness", higher_is_better=False, dimension=renamed)
+        frame.to_csv(folder / "results.csv", index=False)
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps(config | {"rubric": narrowness}))
+    return root
+
+
+def test_export_rubric_picks_one_rubric_of_a_two_rubric_study(tmp_path, capsys) -> None:
+    """Issue 24, item 8: a study run with two rubrics was refused with no way to pick one; `--rubric` picks it,
+    and the items, the wording and the scale are that rubric's alone."""
+    root = _two_rubric_study(tmp_path)
+    assert annotate.main(["export", str(root), "--out", str(tmp_path / "x"), "--n", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "several rubrics (narrowness, novelty); pick one with --rubric" in err
+    for rubric, dims in (("novelty", set(DIMENSIONS)), ("narrowness", set(RENAMED.values()))):
+        out = tmp_path / rubric
+        argv = ["export", str(root), "--out", str(out), "--n", "500", "--by", "entropy", "--rubric", rubric]
+        code, err = annotate.main(argv), capsys.readouterr().err
+        assert code == 0, err
+        key = pd.read_csv(out / "key.csv")
+        assert set(key["dimension"]) == dims and set(key["rubric"]) == {rubric}
+        assert len(key) == 66 * len(dims)  # every item of that rubric, none of the other's
+        assert f"<!-- rubric: {rubric} -->" in (out / "labelstudio_config.xml").read_text()
+    assert annotate.main(["export", str(root), "--out", str(tmp_path / "y"), "--rubric", "pairwise"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--rubric pairwise: no run of" in err and "narrowness, novelty" in err

@@ -32,6 +32,25 @@ def test_classification_metrics_by_hand() -> None:
     assert classification_metrics([1, 0], [0, 0])["f1"] == 0.0  # no positive predicted: F1 0, not an error
 
 
+def test_macro_f1_beside_the_positive_class_f1() -> None:
+    """NovBench App. A reports Macro F1; at 23% positives it differs from the positive-class F1 (issue 24, 6)."""
+    from sklearn.metrics import f1_score
+
+    # 108 sentences, 25 positive (23%): TP 22, FN 3, FP 13, TN 70
+    labels = [1] * 25 + [0] * 83
+    predicted = [1] * 22 + [0] * 3 + [1] * 13 + [0] * 70
+    m = classification_metrics(labels, predicted)
+    # F1(1) = 2*22 / (2*22 + 13 + 3) = 44/60; F1(0) = 2*70 / (2*70 + 3 + 13) = 140/156
+    assert m["f1"] == pytest.approx(44 / 60) and round(m["f1"], 3) == 0.733
+    assert m["macro_f1"] == pytest.approx((44 / 60 + 140 / 156) / 2) and round(m["macro_f1"], 3) == 0.815
+    assert m["macro_f1"] == pytest.approx(f1_score(labels, predicted, average="macro"))
+    assert m["accuracy"] == pytest.approx(92 / 108)
+    # unscored answers stay out of both F1s: the six below add nothing
+    more = classification_metrics([*labels, 1, 1, 1, 0, 0, 0], [*predicted, *[None] * 6])
+    assert more["macro_f1"] == m["macro_f1"] and more["n_unscored"] == 6
+    assert math.isnan(classification_metrics([1, 0], [None, None])["macro_f1"])
+
+
 def answer(body: dict[str, Any]) -> str:
     """A fake classifier: 'yes' for sentences that say "we propose", unparsable for "garbled"."""
     prompt = body["messages"][-1]["content"]
@@ -75,6 +94,7 @@ def test_extract_run_against_labels(server: ScriptedServer, tmp_path: Path) -> N
     assert (metrics["n"], metrics["n_unscored"]) == (3, 1)
     assert metrics["accuracy"] == pytest.approx(2 / 3) and metrics["precision"] == 1.0
     assert metrics["recall"] == pytest.approx(0.5) and metrics["f1"] == pytest.approx(2 / 3)
+    assert metrics["macro_f1"] == pytest.approx((2 / 3 + 2 / 3) / 2)  # class 0: TP 1, FP 1, FN 0 -> 2/3
     preds = pd.read_csv(tmp_path / "out" / "extraction_predictions.csv")
     assert preds["label"].tolist() == [0, 1, 0, 1] and preds["raw"].iloc[2] == "I am not sure."
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import spearmanr
+from scipy.stats import t as student_t
 
 from analysis.agreement import fleiss_kappa
 from analysis.novbench import dist_acc
@@ -36,13 +37,15 @@ def test_strict_majority() -> None:
 
 def test_planted_agreement_rho_kappa_by_hand() -> None:
     res = validate(DIFF, VOTES, n_boot=500, seed=1)
-    # Agreement: decided pairs 1, 2, 4, 5 (3 no majority, 6 a metric tie) -> hits 1, 4, 5 = 3/4
-    assert res["agreement"] == pytest.approx(0.75)
-    assert (res["n_pairs"], res["n_no_majority"], res["n_metric_tie"], res["n_agreement"]) == (6, 1, 1, 4)
+    # Agreement (Eq. 8): pairs with a majority 1, 2, 4, 5, 6 (3 has none; 6 a metric tie, a miss) -> hits 1, 4, 5
+    assert res["agreement"] == pytest.approx(3 / 5)
+    assert (res["n_pairs"], res["n_no_majority"], res["n_metric_tie"], res["n_agreement"]) == (6, 1, 1, 5)
     # rho over pairs with a majority (1, 2, 4, 5, 6): diff ranks [5, 3, 2, 1, 4], preference
     # (1, .5, -.5, -1, .5) ranks [5, 3.5, 2, 1, 3.5]; centred: [2, 0, -1, -2, 1] and [2, .5, -1, -2, .5]
     # -> 9.5 / sqrt(10 * 9.5) = sqrt(0.95)
     assert res["rho"] == pytest.approx(math.sqrt(0.95))
+    # its p-value: t = rho * sqrt((n - 2) / (1 - rho^2)) = sqrt(.95 * 3 / .05) = sqrt(57) on 3 df, two-sided
+    assert res["rho_p"] == pytest.approx(2 * student_t.sf(math.sqrt(57), 3))
     # Fleiss: P_i = 1, .5, 1/3, .5, 1, .5 -> Pbar = 23/36; p_A = 13/24, p_B = 11/24 -> Pe = 290/576
     # kappa = (368 - 290) / (576 - 290) = 78/286 = 3/11
     assert res["kappa"] == pytest.approx(3 / 11)
@@ -52,14 +55,32 @@ def test_planted_agreement_rho_kappa_by_hand() -> None:
     assert validate(DIFF, VOTES, n_boot=500, seed=1) == res  # seeded
 
 
+def test_agreement_per_eq8_counts_metric_ties_as_misses() -> None:
+    """Issue 24, item 5: the dev pairs' shape. 50 pairs, 2 without a strict majority; of the 48 left the metric
+    agrees on 31, disagrees on 13 and ties on 4. Dividing by the 44 decided pairs read 70.5%; Eq. 8 divides
+    by all 48 with a majority: 31/48 = 64.6%, the 4 ties reported beside it."""
+    votes = np.array([list("AAAB")] * 32 + [list("BBBA")] * 16 + [list("AABB")] * 2, dtype=object)
+    on_a = [0.2] * 25 + [-0.2] * 5 + [0.0] * 2  # majority A: 25 agree, 5 disagree, 2 ties
+    on_b = [-0.3] * 6 + [0.3] * 8 + [0.0] * 2  # majority B: 6 agree, 8 disagree, 2 ties
+    diff = np.array(on_a + on_b + [0.1, -0.1])  # the last two, no majority: outside Eq. 8
+    res = validate(diff, votes, n_boot=50)
+    assert (res["n_pairs"], res["n_no_majority"], res["n_agreement"], res["n_metric_tie"]) == (50, 2, 48, 4)
+    assert res["agreement"] == pytest.approx(31 / 48) and round(100 * res["agreement"], 1) == 64.6
+    assert round(100 * 31 / 44, 1) == 70.5  # the old reading: ties left out of the denominator
+    pref = np.where(votes[:48, 0] == "A", 0.5, -0.5)  # 3-1 either way
+    expected = spearmanr(diff[:48], pref)
+    assert res["rho"] == pytest.approx(expected.statistic) and res["rho_p"] == pytest.approx(expected.pvalue)
+
+
 def test_perfect_annotators_and_metric() -> None:
     votes = np.array([["A", "A"], ["B", "B"], ["A", "A"], ["B", "B"]], dtype=object)
     res = validate([1.0, -2.0, 0.5, -0.1], votes, n_boot=200)
     # diff ranks [4, 1, 3, 2] vs preference ranks [3.5, 1.5, 3.5, 1.5]: 4 / sqrt(5 * 4)
     assert res["agreement"] == 1.0 and res["rho"] == pytest.approx(4 / math.sqrt(20))
     assert res["kappa"] == pytest.approx(1.0)
+    # an undefined metric prefers nothing: a miss
     nan = validate([float("nan"), -2.0, 0.5, -0.1], votes, n_boot=50)
-    assert nan["n_undefined"] == 1 and nan["n_agreement"] == 3
+    assert nan["n_undefined"] == 1 and nan["n_agreement"] == 4 and nan["agreement"] == pytest.approx(3 / 4)
 
 
 def test_combination_rescales_declares_and_rejects() -> None:
@@ -78,8 +99,9 @@ def test_combination_rescales_declares_and_rejects() -> None:
     votes = np.array([["A"], ["B"], ["A"]], dtype=object)
     table = validation_table(scores, scores.iloc[[1, 0, 2]].reset_index(drop=True), votes,
                              {"combined": default, "relevance": Combination({"relevance": 1.0})}, n_boot=20)
-    # diffs (combined): .5, -.5, 0 -> pairs 1, 2 agree, pair 3 a tie
-    assert table["agreement"].tolist() == [1.0, 1.0] and table["n_metric_tie"].tolist() == [1, 1]
+    # diffs (combined): .5, -.5, 0 -> pairs 1, 2 agree, pair 3 a tie (a miss under Eq. 8)
+    assert table["agreement"].tolist() == pytest.approx([2 / 3, 2 / 3])
+    assert table["n_metric_tie"].tolist() == [1, 1]
 
 
 def test_equal_shares_that_differ_in_the_last_bit_are_a_metric_tie() -> None:
@@ -91,7 +113,7 @@ def test_equal_shares_that_differ_in_the_last_bit_are_a_metric_tie() -> None:
     assert a != b and abs(a - b) < 1e-15  # the noise this test is about
     votes = np.array([["A", "A"], ["A", "A"], ["B", "B"]], dtype=object)
     res = validate([a - b, 0.5, -0.5], votes, n_boot=20)
-    assert res["agreement"] == 1.0 and res["n_agreement"] == 2 and res["n_metric_tie"] == 1
+    assert res["agreement"] == pytest.approx(2 / 3) and res["n_agreement"] == 3 and res["n_metric_tie"] == 1
     # rho ranks the tie as 0: diffs [0, .5, -.5] against preferences [1, 1, -1]
     assert res["rho"] == pytest.approx(spearmanr([0.0, 0.5, -0.5], [1, 1, -1]).statistic)
 
@@ -110,7 +132,7 @@ def test_scaling_every_weight_changes_no_tie_or_preference() -> None:
               for w in (1.0, 1e-10, 1e9)]
     for t in tables:  # pairs 1 and 2 agree with the humans (0.5 apart, times the weight); pair 3 is a tie
         row = t.iloc[0]
-        assert (row["agreement"], row["n_agreement"], row["n_metric_tie"]) == (1.0, 2, 1), row.to_dict()
+        assert (row["agreement"], row["n_agreement"], row["n_metric_tie"]) == (2 / 3, 3, 1), row.to_dict()
 
 
 def _pair(i: int, vote_a: str, vote_b: str) -> dict[str, object]:

@@ -14,6 +14,7 @@ import pytest
 
 from analysis.robustness import robustness_table
 from experiments import robustness as rb
+from tests.fakes import FakeCompleter
 from tests.openai_server import ScriptedServer, Step, rubric_answer
 from tests.test_runner import run
 
@@ -167,3 +168,120 @@ def test_deletion_and_padding_draw_per_instance_not_per_candidate_id() -> None:
         got = [inst.candidates[0].text for inst in new]
         assert got == [fn(random.Random("5:i1:c1")), fn(random.Random("5:i2:c1"))]
         assert got[0] != got[1]  # same text and candidate id, different instance: independent draws
+
+
+RQ = {  # a generated research question -> what the fake generator answers at attempt 1, 2, 3
+    "How does dropout rate change calibration of small language models?": ['{"score": 1}'],
+    "Which pretraining corpora make retrieval models robust to typos?": [
+        "",
+        "Which pretraining data make retrieval models withstand typing errors?",
+    ],
+    "Can graph priors improve protein folding under few labels?": ["I'm sorry, but I can't help with that."],
+    "Does curriculum order matter for code generation models?": [
+        "Does the order of a curriculum matter for models that generate code? " * 4
+    ],
+    "Why do vision transformers fail on small medical datasets?": [
+        "Why do ViTs underperform when medical image datasets are small?"
+    ],
+}
+
+
+def _garbage_study(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[list, FakeCompleter]:
+    """Five generated RQs of two instances, and a judge whose completer is the fake garbage generator."""
+    import experiments.judges as judges
+    from experiments.datasets import Candidate, Instance
+    from judge.client import Judge
+    from judge.stores import open_cache
+    from tests.fakes import garbage_paraphraser
+
+    fake = FakeCompleter(garbage_paraphraser(RQ))
+    monkeypatch.setattr(judges, "make_judge", lambda cfg: Judge(fake, open_cache(None, tmp_path / "cache")))
+    monkeypatch.setattr(judges, "sampling_params", lambda cfg: {"temperature": 0.1})
+    ref = Candidate(candidate_id="ref", source="reference", text="reference question")
+    texts = list(RQ)
+    return [
+        Instance("i1", "cs", (), ref, tuple(Candidate(f"c{k}", "gpt", t) for k, t in enumerate(texts[:3]))),
+        Instance("i2", "cs", (), ref, (Candidate("c3", "gpt", texts[3]), Candidate("c4", "llama", texts[4]))),
+    ], fake
+
+
+def test_garbage_paraphrases_are_regenerated_or_left_out_never_judged(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 24, item 9: `{"score": 1}` was stored as the paraphrase of a research question and judged. Each
+    answer is now checked: JSON, a refusal, an empty answer and one over twice the length are rejected and
+    asked again (seed + 1, + 2; 3 calls at most); a candidate with no accepted paraphrase is left out and
+    counted, never judged in its garbage or its original form."""
+    instances, fake = _garbage_study(monkeypatch, tmp_path)
+    texts = list(RQ)
+    cfg = {"robustness": {"perturbation": "paraphrase", "seed": 0}}
+    new, audit = rb.perturb(instances, cfg)
+    judged = {(i.instance_id, c.candidate_id): c.text for i in new for c in i.candidates}
+    assert judged == {("i1", "c1"): RQ[texts[1]][1], ("i2", "c4"): RQ[texts[4]][0]}  # retried once / first
+    assert not any("score" in t or "sorry" in t for t in judged.values())
+    # calls: c1 two (empty, then good), c4 one, c0 / c2 / c3 three each (rejected every time)
+    assert len(fake.calls) == 2 + 1 + 3 * 3 and {c[1]["seed"] for c in fake.calls} == {0, 1, 2}
+    by_id = {a["candidate_id"]: a for a in audit}
+    assert (
+        by_id["c0"]["rejected"] == ["json"] * 3
+        and by_id["c0"]["left_out"]
+        and by_id["c0"]["perturbed"] is None
+    )
+    assert by_id["c2"]["rejected"] == ["refusal"] * 3 and by_id["c3"]["rejected"] == ["length"] * 3
+    assert by_id["c1"]["rejected"] == ["empty"] and "left_out" not in by_id["c1"]
+    assert rb.audit_counts(audit) == {
+        "perturbations_left_out": 3,
+        "perturbation_attempts_rejected": {"empty": 1, "json": 3, "length": 3, "refusal": 3},
+    }
+    again, _ = rb.perturb(instances, cfg)  # every call cached, the same outcome
+    assert len(fake.calls) == 12 and [c.text for i in again for c in i.candidates] == list(judged.values())
+
+
+def test_a_failed_paraphrase_leaves_out_its_whole_comparative_prompt(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Comparative mode shows the reference with one generator's candidates: i1's gpt prompt loses c0 and c2,
+    so it is left out whole (c1 too), else it would show other texts than the original run's prompt; i2's
+    llama prompt stays. With k_per_source=1 only the first candidate of each generator is paraphrased."""
+    instances, fake = _garbage_study(monkeypatch, tmp_path)
+    mode = {
+        "_target_": "experiments.modes.comparative.Comparative",
+        "name": "comparative",
+        "k_per_source": None,
+    }
+    cfg = {"robustness": {"perturbation": "paraphrase", "seed": 0}, "mode": mode}
+    new, audit = rb.perturb(instances, cfg)
+    assert [(i.instance_id, [c.candidate_id for c in i.candidates]) for i in new] == [("i2", ["c4"])]
+    assert {a["candidate_id"] for a in audit if a.get("left_out")} == {"c0", "c1", "c2", "c3"}
+    one = rb.shown(instances, {"mode": {**mode, "k_per_source": 1}})
+    assert [[c.candidate_id for c in i.candidates] for i in one] == [["c0"], ["c3", "c4"]]
+
+
+def test_paraphrase_checks_by_hand() -> None:
+    """`problem` on its own, and the similarity floor with a fake embedder (the first letter is the vector)."""
+    rules = rb.Rules(max_length_ratio=2.0)
+    q = "How does dropout change calibration?"  # 36 characters: 18..72 pass
+    for text, why in (
+        ("", "empty"),
+        ('{"score": 1}', "json"),
+        ('```json\n{"a": 1}\n```', "json"),
+        ("3", "json"),
+        ("I cannot rewrite this text.", "refusal"),
+        ("Sorry, no.", "refusal"),
+        (q, "unchanged"),
+        ("Dropout?", "length"),
+        ("x" * 73, "length"),
+        ("x" * 72, None),
+        ("x" * 18, None),
+        ("In what way does dropout alter calibration?", None),
+        ("We cannot tell how dropout changes calibration.", None),
+    ):
+        assert rb.problem(q, text, rules) == why, text
+
+    class FakeEmbedder:
+        def encode(self, sentences: list[str]) -> np.ndarray:
+            return np.array([[1.0, 0.0] if s[0] == "a" else [0.6, 0.8] for s in sentences])
+
+    # cos(a, a) = 1; cos(a, b) = 0.6
+    assert rb.too_far(["a1", "a2"], ["a3", "b4"], 0.7, FakeEmbedder()) == [False, True]
+    assert rb.too_far(["a1"], ["b4"], 0.5, FakeEmbedder()) == [False]
