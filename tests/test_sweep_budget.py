@@ -241,3 +241,26 @@ def test_a_call_cancelled_while_its_reservation_waits_on_the_lock_leaves_none_in
     line = read_ledger(path)["jobs"]["0_here"]
     assert line["reserved_usd"] == 0 and line["spent_usd"] == 0, line
     assert budget.reserved_usd == 0 and budget.spent_usd == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ({"jobs": {"0_a": {"spent_usd": -100.0, "reserved_usd": 0.0}}}, "spent_usd=-100.0 is not a non-negative"),
+        ({"jobs": {"0_a": {"spent_usd": 0.0, "reserved_usd": -1}}}, "reserved_usd=-1 is not a non-negative"),
+        ({"jobs": {"0_a": {"spent_usd": True, "reserved_usd": 0}}}, "spent_usd=True is not"),
+        ({"jobs": {"0_a": 3}}, "job '0_a': not a mapping"),
+        ({"jobs": {}, "stopped_at_usd": "soon"}, "stopped_at_usd='soon' is not an amount"),
+        ([1, 2], "no jobs mapping"),
+    ],
+)
+def test_a_damaged_ledger_is_refused_in_one_line(tmp_path: Path, content: object, problem: str) -> None:
+    """Issue 25 #12: a negative spent_usd was accepted (budget 0.2, the sweep spent 0.80 and sweep_spend_usd read
+    -99.2): every amount must be a finite, non-negative number, else one line naming the file."""
+    path = tmp_path / "spend.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(LedgerError) as caught:
+        SharedSpend(path, "1_b")
+    line = str(caught.value)
+    assert line.startswith(f"{path}: the sweep's spend file is damaged") and problem in line and "\n" not in line
+    assert json.loads(path.read_text()) == content  # refused, never rewritten
