@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from analysis.cells import CSV_TEXT_MACRO
 from analysis.robustness import ORIGINAL
 from analysis.scores import FALSE_TEXT, TRUE_TEXT
 from analysis.validate import MISSING_LOWER
@@ -101,6 +102,7 @@ def results_sql(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> str:
 
     A value that cannot take its column's type (sample_idx "x1", position 1e30) is a ValueError naming the
     file, the column and the value: cast lazily, it failed each page that read the column (an HTTP 500)."""
+    con.execute(CSV_TEXT_MACRO)  # results.csv's text cells as the run had them (cells.csv_safe undone)
     union = _union(paths)
     present = {row[0]: row[1] for row in con.execute(f"DESCRIBE {union}").fetchall()}
     problem = _untyped_value(con, paths, present)
@@ -116,7 +118,9 @@ def _union(paths: Sequence[Path], options: str = "") -> str:
     parts = [p for p in paths if p.suffix == ".parquet"], [p for p in paths if p.suffix != ".parquet"]
     scans = [scan(parts[0], "read_parquet", options)] if parts[0] else []
     # a CSV as text (every column is cast below): typed by sniffing, an id 2.10 read as 2.1 and 1e3 as 1000.0
-    scans += [scan(parts[1], "read_csv", f", all_varchar = true{options}")] if parts[1] else []
+    if parts[1]:
+        text = scan(parts[1], "read_csv", f", all_varchar = true{options}")
+        scans.append(f"SELECT csv_text(COLUMNS(*)) FROM ({text})")
     return " UNION ALL BY NAME ".join(scans)
 
 
