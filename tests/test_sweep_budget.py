@@ -62,12 +62,14 @@ def server() -> Iterator[ScriptedServer]:
         yield srv
 
 
-def _sweep(server: ScriptedServer, tmp_path: Path, sweep: str, budget: float) -> subprocess.CompletedProcess[str]:
+def _sweep(
+    server: ScriptedServer, tmp_path: Path, sweep: str, budget: float, seeds: str = "0,10,20"
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update({"JUDGESCOPE_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)})
     args = ["-m", "judge=qwen", f"judge.api_base={server.api_base}", "judge.concurrency=1", "limit=1",
             "n_samples=2", "max_tokens=40",
-            "seed=0,10,20", f"budget_usd={budget}", *PRICES, "progress=false",
+            f"seed={seeds}", f"budget_usd={budget}", *PRICES, "progress=false",
             f"hydra.sweep.dir={tmp_path / sweep}"]  # fmt: skip
     return subprocess.run([sys.executable, "-m", "experiments.run", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)  # fmt: skip
@@ -264,3 +266,30 @@ def test_a_damaged_ledger_is_refused_in_one_line(tmp_path: Path, content: object
     line = str(caught.value)
     assert line.startswith(f"{path}: the sweep's spend file is damaged") and problem in line and "\n" not in line
     assert json.loads(path.read_text()) == content  # refused, never rewritten
+
+
+@pytest.mark.slow  # two two-job sweeps through the CLI
+def test_a_sweep_started_while_another_holds_its_folder_takes_its_own(server: ScriptedServer, tmp_path: Path) -> None:
+    """Issue 25 #9: two sweeps started in the same second shared one folder, its spend.json (one made 0 calls
+    yet stopped on budget, carrying the other's spend) and multirun.yaml. A folder a live sweep holds (here:
+    a running process's claim) makes this sweep take `<folder>-2`, jobs, ledger and multirun.yaml included."""
+    from experiments.outputs import SWEEP_CLAIM
+
+    held = tmp_path / "sweep"
+    held.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        (held / SWEEP_CLAIM).write_text(f"{socket.gethostname()}:{other.pid}")
+        out = _sweep(server, tmp_path, "sweep", 5.0, seeds="0,10")
+    finally:
+        other.kill()
+        other.wait()
+    assert out.returncode == 0, out.stderr[-2000:]
+    own = tmp_path / "sweep-2"
+    assert f"this sweep writes to {own}" in out.stderr
+    assert not [p for p in held.iterdir() if not p.name.startswith(SWEEP_CLAIM)]  # the other's: untouched
+    assert (own / "multirun.yaml").exists() and (own / "spend.json").exists()
+    jobs = read_ledger(own / "spend.json")["jobs"]
+    assert len(jobs) == 2 and len(_manifests(own)) == 2 and not (own / SWEEP_CLAIM).exists()  # released at the end
+    again = _sweep(server, tmp_path, "sweep", 5.0, seeds="0,10")  # the holder has ended: its folder is reused
+    assert again.returncode == 0 and (held / "multirun.yaml").exists(), again.stderr[-2000:]
