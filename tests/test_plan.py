@@ -117,3 +117,21 @@ def test_bad_price_is_one_line(tmp_path: Path) -> None:
 
     problem = command_line_problem(["judge=qwen", "plan=true", "judge.output_cost_per_token=cheap"], "config")
     assert problem == "judge.output_cost_per_token: Value 'cheap' of type 'str' could not be converted to Float"
+
+
+def test_a_sweeps_plan_counts_a_call_two_jobs_share_once(tmp_path: Path) -> None:
+    """Issue 25 #10: with n_samples=1,3 the plan said 44 calls to make (11 + 33); the sweep made 33, since
+    sample 0 of every prompt is one call for both jobs. The summed plan counts each cache key once."""
+    base = ["judge=qwen", "limit=1", "progress=false", "judge.input_cost_per_token=1e-6",
+            "judge.output_cost_per_token=2e-6"]  # fmt: skip
+    plans = []
+    for n in (1, 3):
+        cfg = compose(*base, f"n_samples={n}")
+        cfg["cache_dir"] = str(tmp_path / "cache")
+        plans.append(plan_study(cfg, load_study_inputs(cfg)))
+    assert [p["calls_to_make"] for p in plans] == [11, 33]
+    summed = sum_plans(plans)
+    assert summed["calls_to_make"] == 33 and summed["calls_shared"] == 11 and summed["calls_total"] == 44
+    assert summed["prompt_tokens"] == plans[1]["prompt_tokens"]  # the larger job holds every call
+    assert summed["cost_usd"] == plans[1]["cost_usd"] and summed["by_job"][1]["calls_to_make"] == 22
+    assert sum_plans(plans[::-1])["calls_to_make"] == 33

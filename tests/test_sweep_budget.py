@@ -291,5 +291,26 @@ def test_a_sweep_started_while_another_holds_its_folder_takes_its_own(server: Sc
     assert (own / "multirun.yaml").exists() and (own / "spend.json").exists()
     jobs = read_ledger(own / "spend.json")["jobs"]
     assert len(jobs) == 2 and len(_manifests(own)) == 2 and not (own / SWEEP_CLAIM).exists()  # released at the end
-    again = _sweep(server, tmp_path, "sweep", 5.0, seeds="0,10")  # the holder has ended: its folder is reused
-    assert again.returncode == 0 and (held / "multirun.yaml").exists(), again.stderr[-2000:]
+
+
+def test_a_sweep_folder_is_claimed_unless_a_live_sweep_holds_it(tmp_path: Path) -> None:
+    """Issue 25 #9, the rule: a live holder sends the sweep to `<folder>-2`; a holder that has ended (killed,
+    or released at its end) leaves the folder to a rerun, which continues its ledger."""
+    from experiments.outputs import SWEEP_CLAIM, claim_sweep_folder, release_sweep_folder
+
+    folder = tmp_path / "sweep"
+    assert claim_sweep_folder(folder) == folder and claim_sweep_folder(folder) == folder  # ours already
+    release_sweep_folder(folder)
+    assert not (folder / SWEEP_CLAIM).exists()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        (folder / SWEEP_CLAIM).write_text(f"{socket.gethostname()}:{live.pid}")
+        assert claim_sweep_folder(folder) == tmp_path / "sweep-2"
+        assert claim_sweep_folder(folder) == tmp_path / "sweep-2"  # ours now
+    finally:
+        live.kill()
+        live.wait()
+    assert claim_sweep_folder(folder) == folder  # its holder was killed: a rerun takes it over
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / SWEEP_CLAIM).write_text("another-machine:12")  # can't be checked: taken as live
+    assert claim_sweep_folder(tmp_path / "other") == tmp_path / "other-2"
