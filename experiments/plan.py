@@ -96,10 +96,10 @@ def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[s
     to_make = len(seen)
     # answers already in the cache say how long this judge's answers run; the output budget caps them
     per_call = min(max_tokens, round(sum(answered) / len(answered))) if answered else max_tokens
-    return {"calls_total": total, "calls_cached": cached, "calls_shared": shared, "calls_to_make": to_make,
-            "prompt_tokens": prompt_total, "completion_tokens_bound": to_make * max_tokens,
-            "completion_tokens_expected": to_make * per_call, "calls": calls,
-            "completion_tokens_per_call": {"bound": max_tokens, "expected": per_call}}  # fmt: skip
+    counts = {"calls_total": total, "calls_cached": cached, "calls_shared": shared, "calls_to_make": to_make,
+              "prompt_tokens": prompt_total, "completion_tokens_bound": to_make * max_tokens,
+              "completion_tokens_expected": to_make * per_call}  # fmt: skip
+    return counts | {"calls": calls, "completion_tokens_per_call": {"bound": max_tokens, "expected": per_call}}
 
 
 def _largest_budget(cfg: Mapping[str, Any], prompts: Sequence[Prompt]) -> int:

@@ -122,8 +122,8 @@ def test_bad_price_is_one_line(tmp_path: Path) -> None:
 def test_a_sweeps_plan_counts_a_call_two_jobs_share_once(tmp_path: Path) -> None:
     """Issue 25 #10: with n_samples=1,3 the plan said 44 calls to make (11 + 33); the sweep made 33, since
     sample 0 of every prompt is one call for both jobs. The summed plan counts each cache key once."""
-    base = ["judge=qwen", "limit=1", "progress=false", "judge.input_cost_per_token=1e-6",
-            "judge.output_cost_per_token=2e-6"]  # fmt: skip
+    prices = ["judge.input_cost_per_token=1e-6", "judge.output_cost_per_token=2e-6"]
+    base = ["judge=qwen", "limit=1", "progress=false", *prices]
     plans = []
     for n in (1, 3):
         cfg = compose(*base, f"n_samples={n}")
