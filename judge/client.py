@@ -175,8 +175,8 @@ class Judge:
                     if last_timed_out[0] and after_timeout is not None:
                         last_timed_out[0] = False
                         if not await after_timeout():
-                            tried = attempts - 1
-                            return CallResult(None, cached=False, retries=tried, error=SPENT_ON_TIMEOUT)
+                            sent = attempts - 1  # one counts as the call's error, the others as retries
+                            return CallResult(None, cached=False, retries=sent - 1, error=SPENT_ON_TIMEOUT)
                     slot = self._semaphore() if self.limiter is None else self.limiter.slot(messages, sample_params)
                     async with slot:
                         if self.stopped:  # a fatal error elsewhere: the study ends, so send nothing more
