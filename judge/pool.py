@@ -7,8 +7,8 @@ under its own limits (`pool.max_parallel_requests`, `pool.rpm`) and rests a repl
 of its own: a failed request comes back to the framework's retry policy, which counts it, and the retry is
 routed to a replica that is not resting. A request the Router turns away because every replica rests (or is
 at its own limits) never reached one: it waits for a replica instead of counting as an attempt - so the
-manifest's calls and retries are exactly the requests the replicas saw. The cache key is that of a one-endpoint judge on the first replica: it never depends on which
-replica answered.
+manifest's calls and retries are exactly the requests the replicas saw. The cache key is that of a
+one-endpoint judge on the first replica: it never depends on which replica answered.
 """
 
 from __future__ import annotations
@@ -89,24 +89,26 @@ class RouterCompleter(LiteLLMCompleter):
         return self.pool.cooldown_s + 60.0
 
     def complete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:
-        started = time.perf_counter()
+        began = time.perf_counter()
         for pause in _pauses(self.max_wait_s()):
+            started = time.perf_counter()  # the call's latency: from the request a replica took
             try:
                 response = self.router().completion(model=GROUP, **self._routed(messages, params))
                 return self._completion(response, started)
             except RouterRateLimitError:  # rejected before any replica saw it: not an attempt
                 time.sleep(pause)
-        raise self._resting(time.perf_counter() - started)
+        raise self._resting(time.perf_counter() - began)
 
     async def acomplete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:
-        started = time.perf_counter()
+        began = time.perf_counter()
         for pause in _pauses(self.max_wait_s()):
+            started = time.perf_counter()  # the call's latency: from the request a replica took
             try:
                 response = await self.router().acompletion(model=GROUP, **self._routed(messages, params))
                 return self._completion(response, started)
             except RouterRateLimitError:  # rejected before any replica saw it: not an attempt
                 await asyncio.sleep(pause)
-        raise self._resting(time.perf_counter() - started)
+        raise self._resting(time.perf_counter() - began)
 
 
 def _pauses(total_s: float) -> Iterator[float]:
