@@ -121,7 +121,8 @@ def claim_sweep_folder(folder: Path) -> Path:
             with FileLock(str(candidate / f"{SWEEP_CLAIM}.lock"), timeout=LOCK_TIMEOUT_S):
                 if _holder(candidate) is not None:
                     continue
-                (candidate / SWEEP_CLAIM).write_text(f"{socket.gethostname()}:{os.getpid()}", encoding="utf-8")
+                owner = f"{socket.gethostname()}:{os.getpid()}"
+                (candidate / SWEEP_CLAIM).write_text(owner, encoding="utf-8")
         except (OSError, Timeout) as exc:
             line = f"{candidate}: cannot claim the sweep folder ({exc}); choose another hydra.sweep.dir"
             raise OutputError(line) from None

@@ -99,7 +99,8 @@ def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[s
     counts = {"calls_total": total, "calls_cached": cached, "calls_shared": shared, "calls_to_make": to_make,
               "prompt_tokens": prompt_total, "completion_tokens_bound": to_make * max_tokens,
               "completion_tokens_expected": to_make * per_call}  # fmt: skip
-    return counts | {"calls": calls, "completion_tokens_per_call": {"bound": max_tokens, "expected": per_call}}
+    per_call_tokens = {"bound": max_tokens, "expected": per_call}
+    return counts | {"calls": calls, "completion_tokens_per_call": per_call_tokens}
 
 
 def _largest_budget(cfg: Mapping[str, Any], prompts: Sequence[Prompt]) -> int:

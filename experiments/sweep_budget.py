@@ -87,7 +87,7 @@ class SweepBudget(Callback):
             print(f"error: {exc}", file=sys.stderr)
             sys.exit(2)
         if own != folder:
-            print(f"note: {folder} is held by a sweep still running; this sweep writes to {own}", file=sys.stderr)
+            print(f"note: a sweep still running holds {folder}; this sweep writes to {own}", file=sys.stderr)
             move_sweep(config, own)
         for path in own.glob(f"*/{FAILED_NAME}"):
             path.unlink(missing_ok=True)
@@ -115,5 +115,6 @@ def move_sweep(config: DictConfig, folder: Path) -> None:
     quoted = "'" + str(folder).replace("\\", "\\\\").replace("'", "\\'") + "'"
     with read_write(config), open_dict(config):
         config.hydra.sweep.dir = str(folder)
-        kept = [o for o in config.hydra.overrides.hydra if not str(o).lstrip("+~").startswith("hydra.sweep.dir=")]
+        overrides = [str(o) for o in config.hydra.overrides.hydra]
+        kept = [o for o in overrides if not o.lstrip("+~").startswith("hydra.sweep.dir=")]
         config.hydra.overrides.hydra = [*kept, f"hydra.sweep.dir={quoted}"]

@@ -155,7 +155,8 @@ def test_a_timed_out_attempt_keeps_its_reservation_as_spent(tmp_path: Path) -> N
 
     def script(_: object, __: object) -> str | BaseException:
         attempts.append(1)
-        return litellm.Timeout("timed out", model="gpt-4o", llm_provider="openai") if len(attempts) <= 2 else "{}"
+        timeout = litellm.Timeout("timed out", model="gpt-4o", llm_provider="openai")
+        return timeout if len(attempts) <= 2 else "{}"
 
     def judge_with(limit: float) -> Judge:
         attempts.clear()
@@ -173,5 +174,6 @@ def test_a_timed_out_attempt_keeps_its_reservation_as_spent(tmp_path: Path) -> N
     judge = judge_with(1.5 * bound)  # one attempt's worst case fits; after it timed out, no second one does
     result = asyncio.run(judge.call_provider(messages, {"seed": 0}, "k"))
     assert result.completion is None and result.error == SPENT_ON_TIMEOUT and len(attempts) == 1
-    assert result.retries == 0  # one request sent: the call's error, no retry (made + retries + errors = seen)
-    assert judge.budget is not None and judge.budget.spent_usd == pytest.approx(bound) and judge.budget.stopped
+    assert result.retries == 0  # one request sent: the call's error, no retry (made + retries + errors)
+    assert judge.budget is not None and judge.budget.stopped
+    assert judge.budget.spent_usd == pytest.approx(bound)

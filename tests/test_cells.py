@@ -71,7 +71,8 @@ def test_ingested_labels_are_formula_safe_and_read_back_as_written(tmp_path: Pat
 
     key = "item,instance_id,candidate_id,source,dimension,low,high\nA,i1,-c1,reference,originality,0,3\n"
     (tmp_path / "key.csv").write_text(key)
-    pd.DataFrame({"item": ["A"], "annotator": [FORMULA], "score": ["2"]}).to_csv(tmp_path / "sheet.csv", index=False)
+    sheet = pd.DataFrame({"item": ["A"], "annotator": [FORMULA], "score": ["2"]})
+    sheet.to_csv(tmp_path / "sheet.csv", index=False)
     out = tmp_path / "humans_new.csv"
     argv = ["ingest", str(tmp_path / "sheet.csv"), "--key", str(tmp_path / "key.csv"), "--out", str(out)]
     assert annotate.main(argv) == 0

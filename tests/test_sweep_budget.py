@@ -248,7 +248,7 @@ def test_a_call_cancelled_while_its_reservation_waits_on_the_lock_leaves_none_in
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
-        ({"jobs": {"0_a": {"spent_usd": -100.0, "reserved_usd": 0.0}}}, "spent_usd=-100.0 is not a non-negative"),
+        ({"jobs": {"0_a": {"spent_usd": -100.0, "reserved_usd": 0}}}, "spent_usd=-100.0 is not a non-neg"),
         ({"jobs": {"0_a": {"spent_usd": 0.0, "reserved_usd": -1}}}, "reserved_usd=-1 is not a non-negative"),
         ({"jobs": {"0_a": {"spent_usd": True, "reserved_usd": 0}}}, "spent_usd=True is not"),
         ({"jobs": {"0_a": 3}}, "job '0_a': not a mapping"),
@@ -264,12 +264,15 @@ def test_a_damaged_ledger_is_refused_in_one_line(tmp_path: Path, content: object
     with pytest.raises(LedgerError) as caught:
         SharedSpend(path, "1_b")
     line = str(caught.value)
-    assert line.startswith(f"{path}: the sweep's spend file is damaged") and problem in line and "\n" not in line
+    assert line.startswith(f"{path}: the sweep's spend file is damaged") and problem in line
+    assert "\n" not in line
     assert json.loads(path.read_text()) == content  # refused, never rewritten
 
 
 @pytest.mark.slow  # two two-job sweeps through the CLI
-def test_a_sweep_started_while_another_holds_its_folder_takes_its_own(server: ScriptedServer, tmp_path: Path) -> None:
+def test_a_sweep_started_while_another_holds_its_folder_takes_its_own(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
     """Issue 25 #9: two sweeps started in the same second shared one folder, its spend.json (one made 0 calls
     yet stopped on budget, carrying the other's spend) and multirun.yaml. A folder a live sweep holds (here:
     a running process's claim) makes this sweep take `<folder>-2`, jobs, ledger and multirun.yaml included."""
@@ -290,7 +293,8 @@ def test_a_sweep_started_while_another_holds_its_folder_takes_its_own(server: Sc
     assert not [p for p in held.iterdir() if not p.name.startswith(SWEEP_CLAIM)]  # the other's: untouched
     assert (own / "multirun.yaml").exists() and (own / "spend.json").exists()
     jobs = read_ledger(own / "spend.json")["jobs"]
-    assert len(jobs) == 2 and len(_manifests(own)) == 2 and not (own / SWEEP_CLAIM).exists()  # released at the end
+    assert len(jobs) == 2 and len(_manifests(own)) == 2
+    assert not (own / SWEEP_CLAIM).exists()  # released at the end
 
 
 def test_a_sweep_folder_is_claimed_unless_a_live_sweep_holds_it(tmp_path: Path) -> None:
