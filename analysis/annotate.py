@@ -29,6 +29,7 @@ import pandas as pd
 
 from analysis import annotate_io as io
 from analysis import latent, latent_models
+from analysis.cells import write_csv
 from analysis.humans import HUMAN_COLUMNS, HUMAN_MODE, first_duplicate
 from analysis.intervals import positive_int
 from analysis.robustness import note_perturbed, unperturbed
@@ -264,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_new_labels(kept, labels, args.file, args.humans)
         labels = pd.concat([kept, labels.drop(columns="line")], ignore_index=True)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        labels.to_csv(args.out, index=False)
+        write_csv(labels, args.out)  # opened in spreadsheets: an annotator `=HYPERLINK(...)` runs nothing
         print(f"{len(labels)} labels -> {args.out}", file=sys.stderr)
         if args.root:
             _recompute(args.root, labels)

@@ -217,10 +217,21 @@ def read_sheet(path: Path, annotator: str | None) -> pd.DataFrame:
     return out
 
 
-def _user(completed_by: Any) -> str:
+def _user(completed_by: Any, path: Path, where: str) -> str:
+    """The annotator of one annotation: the user's email, else `labelstudio:<id>` (the same user given as an
+    id or as an object with that id is one rater). A user with neither is refused: every such user was
+    annotator `None`, merged into one rater."""
     if isinstance(completed_by, dict):
-        return str(completed_by.get("email") or completed_by.get("id"))
-    return f"labelstudio:{completed_by}"
+        email, user = completed_by.get("email"), completed_by.get("id")
+        if isinstance(email, str) and email.strip():
+            return email.strip()
+        completed_by = user
+    named = isinstance(completed_by, int | str) and not isinstance(completed_by, bool)
+    if named and str(completed_by).strip():
+        return f"labelstudio:{str(completed_by).strip()}"
+    raise AnnotationError(
+        f"{path}: {where}: completed_by: no user email or id, so its annotator cannot be told apart from others"
+    )
 
 
 def read_labelstudio(path: Path) -> pd.DataFrame:
@@ -231,6 +242,8 @@ def read_labelstudio(path: Path) -> pd.DataFrame:
         raise AnnotationError(f"{path}: not UTF-8 text (Label Studio exports JSON as UTF-8)") from None
     except json.JSONDecodeError as exc:
         raise AnnotationError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:  # JSON nested deeper than the parser goes (a Label Studio export is 6 deep)
+        raise AnnotationError(f"{path}: JSON nested too deeply to be a Label Studio export") from None
     if not isinstance(tasks, list):
         raise AnnotationError(f"{path}: expected a JSON list of tasks (Label Studio's JSON export)")
     rows = []
@@ -252,8 +265,10 @@ def _task_scores(task: Any, path: Path, where: str) -> list[tuple[Any, str, str,
     if not isinstance(task, dict):
         raise AnnotationError(f"{path}: {where}: not a task object ({type(task).__name__})")
     item = shaped(task.get("data") or {}, dict, "data").get("item")
+    if item is not None and (isinstance(item, bool) or not isinstance(item, str | int)):
+        raise AnnotationError(f"{path}: {where}: data.item: not an item name ({type(item).__name__})")
     rows = []
-    for ann in shaped(task.get("annotations") or [], list, "annotations"):
+    for n, ann in enumerate(shaped(task.get("annotations") or [], list, "annotations"), start=1):
         if shaped(ann, dict, "annotation").get("was_cancelled"):
             continue
         for res in shaped(ann.get("result") or [], list, "result"):
@@ -261,7 +276,8 @@ def _task_scores(task: Any, path: Path, where: str) -> list[tuple[Any, str, str,
                 choice = shaped(
                     shaped(res.get("value") or {}, dict, "value").get("choices") or [""], list, "choices"
                 )
-                rows.append((item, _user(ann.get("completed_by")), str(choice[0]), where))
+                user = _user(ann.get("completed_by"), path, f"{where}, annotation {n}")
+                rows.append((None if item is None else str(item), user, str(choice[0]), where))
     return rows
 
 

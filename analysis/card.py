@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from analysis import consistency, latent
 from analysis.card_markdown import card_markdown
+from analysis.cells import unescape_text
 from analysis.collect import find_results, split_rubric
 from analysis.humans import human_agreement
 from analysis.intervals import positive_int
@@ -65,6 +66,7 @@ def run_facts(root: str | Path) -> pd.DataFrame:
         else:
             frame = pd.read_csv(path, usecols=lambda c, wanted=frozenset(cols): c in wanted,
                                 dtype=dict.fromkeys(("judge", "run_id", "prompt_id"), str))  # text: 01 is not 1
+            frame = unescape_text(frame)  # names as the run wrote them (results.csv is formula-safe)
         calls = frame.drop_duplicates([c for c in ("prompt_id", "sample_idx") if c in frame])
         if "cached" in calls:
             calls = calls.loc[~calls["cached"].astype(str).str.lower().isin(["true", "1"])]

@@ -53,6 +53,28 @@ def csv_unescape(values: pd.Series) -> pd.Series:
     return text.where(~added, text.str[1:])
 
 
+def unescape_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """A CSV read back (pandas) with every text cell as `csv_safe` was given it; numbers and missing values
+    untouched. For results.csv and the human labels, which are read back as data (the analysis reads them)."""
+    out = frame.copy()
+    for col in out.columns:
+        if pd.api.types.is_object_dtype(out[col]) or pd.api.types.is_string_dtype(out[col]):
+            values = out[col]
+            text = values.map(lambda v: isinstance(v, str)).astype(bool)
+            if text.any():
+                out.loc[text, col] = csv_unescape(values[text]).to_numpy()
+    return out
+
+
+# DuckDB: `csv_safe` undone on a text cell (the viewer reads results.csv as text); the same rule as
+# `csv_unescape`: a leading quote is dropped when the rest is not a number and would run as a formula
+CSV_TEXT_MACRO = (
+    "CREATE OR REPLACE MACRO csv_text(v) AS CASE WHEN starts_with(v, '''') "
+    "AND regexp_matches(ltrim(substr(v, 2), ''''), '^[=+\\-@\\t\\r]') "
+    f"AND NOT regexp_full_match(substr(v, 2), '{_NUMBER.pattern}') THEN substr(v, 2) ELSE v END"
+)
+
+
 def md_cell(value: object) -> str:
     """A Markdown table cell that shows `value` as text: HTML-special characters as entities (no raw
     HTML), backslashes and backticks as entities (no escapes or code spans), `|` escaped, line breaks as

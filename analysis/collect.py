@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import yaml
 
 import conf
+from analysis.cells import unescape_text
 from analysis.humans import LABEL_TEXT, check_humans, first_duplicate
 from analysis.robustness import perturbation_names
 from analysis.scores import DIRECTION, as_bool
@@ -105,6 +106,7 @@ def _read_one(path: Path) -> pa.Table:
         frame = read_table(path, lambda p: pd.read_csv(p, usecols=lambda c: c in COLUMNS, low_memory=False,
                                                         dtype=types, keep_default_na=False, na_values=CSV_MISSING),
                            "CSV")  # fmt: skip
+        frame = unescape_text(frame)  # the text cells as the run had them (results.csv is formula-safe)
         for col in (*FLOAT_COLUMNS, *COUNT_COLUMNS):
             if col in frame:
                 frame[col] = check_numbers(frame, path, col)
@@ -301,6 +303,7 @@ def load_humans(path: str | Path) -> pd.DataFrame:
     missing = {"score": list(MISSING_TEXT), DIRECTION: list(MISSING_TEXT)}
     frame = read_table(path, lambda p: pd.read_csv(p, dtype=dict.fromkeys([*LABEL_TEXT, "score"], str),
                                                     keep_default_na=False, na_values=missing), "CSV")  # fmt: skip
+    frame = unescape_text(frame)  # as `annotate ingest` was given them (it writes a formula-safe CSV)
     try:
         humans = check_humans(frame)
     except ValueError as exc:

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import webbrowser
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
@@ -24,14 +24,20 @@ import numpy as np
 import pandas as pd
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from analysis.collect import load_humans
 from analysis.robustness import ORIGINAL, perturbation_names
 from analysis.viewdata import DEFAULT_SORT, FILTERS, PAGE_SIZE, SORTS, Study, ViewError
 
+# the hosts a page of the viewer may be asked for: a web page the user visits elsewhere can point its own name
+# at 127.0.0.1 (DNS rebinding) and read the study unless other Host headers are refused
+HOSTS = ("127.0.0.1", "localhost")
+MAX_OFFSET = 2**53  # a page offset beyond any study (DuckDB's OFFSET is a signed 64-bit integer)
 BACKGROUND = re.compile(r"<<<PAPER 1>>>.*<<<END PAPER \d+>>>\n?", re.DOTALL)
 RUN_KEYS = ["judge", "rubric", "mode", "run_id", "prompt_id"]
 
@@ -129,9 +135,33 @@ def _query(params: dict[str, str], **change: Any) -> str:
     return "?" + urlencode({k: v for k, v in {**params, **change}.items() if v not in (None, "")})
 
 
-def create_app(study: Study) -> FastAPI:
-    """The viewer's web app for one opened study."""
+def create_app(study: Study, hosts: Sequence[str] = HOSTS) -> FastAPI:
+    """The viewer's web app for one opened study, answering only requests addressed to `hosts` (the host it
+    is bound to: any other Host header is a 400). A bad query string is a 400 and a study file that cannot be
+    read now a 409, each one line of text; no request gets a traceback."""
     app = FastAPI(title="judgescope viewer", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.middleware("http")
+    async def one_line(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        try:
+            return await call_next(request)
+        except Exception as exc:  # noqa: BLE001  (a bug still answers one line, in the page and the log)
+            line = f"error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            print(f"{request.url.path}: {line}", file=sys.stderr)
+            return PlainTextResponse(line, status_code=500)
+
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))  # outermost: checked first
+
+    @app.exception_handler(RequestValidationError)
+    def bad_query(request: Request, exc: RequestValidationError) -> Response:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ()) if part != "query") or "query"
+        return PlainTextResponse(f"error: {where}: {first.get('msg', 'not valid')}", status_code=400)
+
+    @app.exception_handler(ViewError)
+    def unreadable(request: Request, exc: ViewError) -> Response:
+        return PlainTextResponse(f"error: {exc}", status_code=409)
+
     assets = resources.files("analysis")
     templates = Jinja2Templates(directory=str(assets / "templates"))
     app.mount("/static", StaticFiles(directory=str(assets / "static")), name="static")
@@ -140,7 +170,7 @@ def create_app(study: Study) -> FastAPI:
     @app.get("/", response_class=HTMLResponse)
     def items(request: Request, sort: str = DEFAULT_SORT, offset: int = 0) -> HTMLResponse:
         filters = {c: request.query_params.get(c, "") for c in FILTERS}
-        page = study.page(filters, sort, max(offset, 0))
+        page = study.page(filters, sort, min(max(offset, 0), MAX_OFFSET))
         params = {**filters, "sort": sort}
         return templates.TemplateResponse(request, "view_list.html", {
             "page": page, "filters": filters, "choices": choices, "sort": sort, "sorts": SORTS,

@@ -96,6 +96,8 @@ class Study:
                 self.con.execute(sql)
         except duckdb.Error as exc:
             raise ViewError(f"{root}: a results file could not be read: {str(exc).splitlines()[0]}") from None
+        except ValueError as exc:  # a value its column's type cannot hold (viewsql.results_sql), named
+            raise ViewError(str(exc)) from None
         prompts = sorted(Path(root).rglob("prompts.parquet")) if Path(root).is_dir() else []
         self.has_prompts = bool(prompts)
         if prompts:
@@ -151,6 +153,18 @@ class Study:
         """A cursor of its own for each query: the web server answers requests on several threads, and one
         DuckDB connection must not be used by two threads at once."""
         return self.con.cursor()
+
+    def _read(self, sql: str, params: Sequence[Any]) -> duckdb.DuckDBPyConnection:
+        """`sql` run on the study's files as they are now: a file removed or changed since the viewer opened
+        them is a ViewError (one line), not a page that fails with a traceback."""
+        try:
+            return self._cursor().execute(sql, list(params))
+        except duckdb.Error as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ViewError(
+                f"{self.root}: a file of this study could not be read now ({first}); was it removed or changed "
+                "since the viewer opened it? restart the viewer"
+            ) from None
 
     def wait(self) -> None:
         """Block until every item's disagreements are built (sorting by them needs all)."""
@@ -235,7 +249,7 @@ class Study:
         """Every results row of one candidate: all judges, modes, samples and dimensions."""
         sql = ("SELECT * FROM results WHERE instance_id = ? AND candidate_id = ? "
                "ORDER BY judge, rubric, mode, prompt_id, sample_idx, dimension")  # fmt: skip
-        return self._cursor().execute(sql, [instance_id, candidate_id]).fetchdf()
+        return self._read(sql, [instance_id, candidate_id]).fetchdf()
 
     def human_rows(self, instance_id: str, candidate_id: str) -> pd.DataFrame:
         """The human labels of one candidate (empty without --humans)."""
@@ -250,6 +264,18 @@ class Study:
             return {}
         marks = " OR ".join("(run_id = ? AND prompt_id = ?)" for _ in keys)
         params = [v for key in keys for v in key]
-        rows = self._cursor().execute(f"SELECT run_id, prompt_id, any_value(messages) FROM prompts WHERE {marks} "
-                                "GROUP BY 1, 2", params).fetchall()  # fmt: skip
-        return {(str(r), str(p)): json.loads(m) for r, p, m in rows}
+        sql = f"SELECT run_id, prompt_id, any_value(messages) FROM prompts WHERE {marks} GROUP BY 1, 2"
+        rows = self._read(sql, params).fetchall()
+        return {(str(r), str(p)): readable_messages(m) for r, p, m in rows}
+
+
+def readable_messages(text: Any) -> list[dict[str, str]]:
+    """A prompt's messages as prompts.parquet holds them (JSON: a list of {role, content}); anything else is
+    one message saying so, shown on the item page instead of failing it."""
+    try:
+        messages = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        messages = None
+    if isinstance(messages, list) and all(isinstance(m, dict) for m in messages):
+        return [{"role": str(m.get("role", "")), "content": str(m.get("content", ""))} for m in messages]
+    return [{"role": "?", "content": "(prompts.parquet: these messages are not a JSON list of messages)"}]

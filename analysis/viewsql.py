@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 
+from analysis.cells import CSV_TEXT_MACRO
 from analysis.robustness import ORIGINAL
 from analysis.scores import FALSE_TEXT, TRUE_TEXT
 from analysis.validate import MISSING_LOWER
@@ -97,30 +98,76 @@ def scan(paths: Sequence[Path], reader: str, options: str = "") -> str:
 
 
 def results_sql(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> str:
-    """One SELECT over every results file with the viewer's columns, typed, NULL where a file lacks one."""
-    parts = [p for p in paths if p.suffix == ".parquet"], [p for p in paths if p.suffix != ".parquet"]
-    scans = [scan(parts[0], "read_parquet")] if parts[0] else []
-    # a CSV as text (every column is cast below): typed by sniffing, an id 2.10 read as 2.1 and 1e3 as 1000.0
-    scans += [scan(parts[1], "read_csv", ", all_varchar = true")] if parts[1] else []
-    union = " UNION ALL BY NAME ".join(scans)
+    """One SELECT over every results file with the viewer's columns, typed, NULL where a file lacks one.
+
+    A value that cannot take its column's type (sample_idx "x1", position 1e30) is a ValueError naming the
+    file, the column and the value: cast lazily, it failed each page that read the column (an HTTP 500)."""
+    con.execute(CSV_TEXT_MACRO)  # results.csv's text cells as the run had them (cells.csv_safe undone)
+    union = _union(paths)
     present = {row[0]: row[1] for row in con.execute(f"DESCRIBE {union}").fetchall()}
+    problem = _untyped_value(con, paths, present)
+    if problem:
+        raise ValueError(problem)
     cols = [f'{typed(c, present[c], t)} AS "{c}"' if c in present else f'CAST(NULL AS {t}) AS "{c}"'
             for c, t in COLUMNS.items()]  # fmt: skip
     return f"SELECT {', '.join(cols)} FROM ({union})"
 
 
-def typed(column: str, found: str, wanted: str) -> str:
+def _union(paths: Sequence[Path], options: str = "") -> str:
+    """Every results file in one SELECT (columns matched by name); `options` for both readers."""
+    parts = [p for p in paths if p.suffix == ".parquet"], [p for p in paths if p.suffix != ".parquet"]
+    scans = [scan(parts[0], "read_parquet", options)] if parts[0] else []
+    # a CSV as text (every column is cast below): typed by sniffing, an id 2.10 read as 2.1 and 1e3 as 1000.0
+    if parts[1]:
+        text = scan(parts[1], "read_csv", f", all_varchar = true{options}")
+        scans.append(f"SELECT csv_text(COLUMNS(*)) FROM ({text})")
+    return " UNION ALL BY NAME ".join(scans)
+
+
+def _untyped_value(
+    con: duckdb.DuckDBPyConnection, paths: Sequence[Path], present: dict[str, str]
+) -> str | None:
+    """The first value of a results file that its column's type cannot hold, as one line; None if all fit."""
+    checked = [(c, t) for c, t in COLUMNS.items() if c in present and present[c] != t]
+    if not checked:
+        return None
+    preds = [_unfit(c, present[c], t) for c, t in checked]
+    values = ", ".join(f'CAST("{c}" AS VARCHAR)' for c, _ in checked)
+    files = _union(paths, ", filename = true")
+    sql = f"SELECT filename, {values}, {', '.join(preds)} FROM ({files}) WHERE {' OR '.join(preds)} LIMIT 1"
+    found = con.execute(sql).fetchone()
+    if found is None:
+        return None
+    n = len(checked)
+    column, wanted = next(ct for ct, bad in zip(checked, found[1 + n :], strict=True) if bad)
+    value = found[1 + [c for c, _ in checked].index(column)]
+    kind = {"INTEGER": "an integer", "DOUBLE": "a number", "BOOLEAN": "true or false"}.get(wanted, wanted)
+    return f"{found[0]}: {column} {str(value)[:40]!r} is not {kind}"
+
+
+def _unfit(column: str, found: str, wanted: str) -> str:
+    """SQL: true where the column holds a value (not missing) that `typed` cannot cast to `wanted`."""
+    value = f'"{column}"'
+    nan = f"coalesce(isnan(TRY_CAST({value} AS DOUBLE)), false)" if wanted == "DOUBLE" else "false"
+    return (
+        f"({value} IS NOT NULL AND {typed(column, found, wanted, cast='TRY_CAST')} IS NULL AND NOT {nan} "
+        f"AND lower(trim(CAST({value} AS VARCHAR))) NOT IN ({MISSING_SQL}))"
+    )
+
+
+def typed(column: str, found: str, wanted: str, cast: str = "CAST") -> str:
     """The column as `wanted`, read as the analysis reads it: a number or flag held as text is missing when
     spelled as pandas spells missing (NA, nan, None, ..., any case, spaces around; analysis.validate) and a
-    NaN is missing (NULL): NaN was counted as a score and made the item's mean and ranges NaN."""
+    NaN is missing (NULL): NaN was counted as a score and made the item's mean and ranges NaN. `cast`
+    TRY_CAST: NULL for a value the type cannot hold (how `results_sql` finds one to refuse)."""
     value = f'"{column}"'
     if found == "VARCHAR" and wanted == "BOOLEAN":  # the spellings analysis.validate.check_flags accepts
         text = f"lower(trim({value}))"
         return (f"CASE WHEN {text} IN ({MISSING_SQL}) THEN NULL WHEN {text} IN ({TRUE_SQL}) THEN true "
-                f"WHEN {text} IN ({FALSE_SQL}) THEN false ELSE CAST({value} AS BOOLEAN) END")
+                f"WHEN {text} IN ({FALSE_SQL}) THEN false ELSE {cast}({value} AS BOOLEAN) END")
     if found == "VARCHAR" and wanted != "VARCHAR":
         value = f"CASE WHEN lower(trim({value})) IN ({MISSING_SQL}) THEN NULL ELSE {value} END"
-    value = f"CAST({value} AS {wanted})"
+    value = f"{cast}({value} AS {wanted})"
     if wanted != "DOUBLE":
         return value
     # isnan of a one-element list: DuckDB (2.0) takes a parquet column's min/max, which leave NaN out, as proof

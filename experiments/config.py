@@ -46,6 +46,8 @@ def _range_problem(obj: Any, prefix: str) -> str | None:
             if problem:
                 return problem
             continue
+        if "choices" in f.metadata and value not in f.metadata["choices"]:
+            return f"{path}={value}: choose one of {', '.join(f.metadata['choices'])}"
         if "low" not in f.metadata or value is None or isinstance(value, bool):
             continue
         low, high, above = f.metadata["low"], f.metadata["high"], f.metadata["above"]

@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from experiments.inputs import StudyError
 
 CLAIM = ".judgescope-run"
 MAX_SIBLINGS = 1000
+LOCK_TIMEOUT_S = 60.0
 
 
 class OutputError(StudyError):
@@ -80,6 +84,57 @@ def release_folder(folder: Path) -> None:
         (folder / CLAIM).unlink()
     with contextlib.suppress(OSError):
         folder.rmdir()
+
+
+SWEEP_CLAIM = ".judgescope-sweep"
+
+
+def _holder(folder: Path) -> str | None:
+    """`host:pid` of the live sweep that holds `folder`, or None (free, or its sweep has ended)."""
+    try:
+        text = (folder / SWEEP_CLAIM).read_text(encoding="utf-8", errors="replace").strip()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return "unknown"
+    host, _, pid = text.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return text or "unknown"  # another machine's sweep (or a claim being written): taken as live
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return None  # that sweep ended without releasing (killed): its folder may be reused, as a rerun does
+    except OSError:
+        return text
+    return None if int(pid) == os.getpid() else text
+
+
+def claim_sweep_folder(folder: Path) -> Path:
+    """This sweep's own folder: `folder`, else the first `<folder>-N` no live sweep holds. Hydra names a sweep
+    folder after the second it started, so two sweeps started in the same second shared one folder, its
+    spend.json (one's budget stopped the other) and multirun.yaml. A sweep rerun into the folder of a sweep
+    that has ended takes it over (its ledger goes on)."""
+    for n in range(1, MAX_SIBLINGS + 1):
+        candidate = folder if n == 1 else folder.with_name(f"{folder.name}-{n}")
+        try:
+            candidate.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(candidate / f"{SWEEP_CLAIM}.lock"), timeout=LOCK_TIMEOUT_S):
+                if _holder(candidate) is not None:
+                    continue
+                owner = f"{socket.gethostname()}:{os.getpid()}"
+                (candidate / SWEEP_CLAIM).write_text(owner, encoding="utf-8")
+        except (OSError, Timeout) as exc:
+            line = f"{candidate}: cannot claim the sweep folder ({exc}); choose another hydra.sweep.dir"
+            raise OutputError(line) from None
+        return candidate
+    raise OutputError(f"{folder}: {MAX_SIBLINGS} sweeps already hold this folder name; choose another one")
+
+
+def release_sweep_folder(folder: Path) -> None:
+    """The sweep has ended: its folder may be claimed by a rerun."""
+    if _holder(folder) is None:
+        with contextlib.suppress(OSError):
+            (folder / SWEEP_CLAIM).unlink()
 
 
 def write_atomic(path: Path, write: Callable[[Path], object]) -> None:

@@ -32,10 +32,10 @@ COUNTS = ("calls_total", "calls_cached", "calls_shared", "calls_to_make", "promp
 
 
 def _costs(
-    prices: Prices, prompt: float, bound: float, expected: float
+    prices: Prices, prompt: float, bound: float, expected: float, digits: int | None = 4
 ) -> dict[str, dict[str, float | None]]:
     def rounded(value: float | None) -> float | None:
-        return None if value is None else round(value, 4)
+        return value if value is None or digits is None else round(value, digits)
 
     return {kind: {"expected": rounded(prices.cost(prompt, expected, batch=batch)),
                    "bound": rounded(prices.cost(prompt, bound, batch=batch))}
@@ -72,7 +72,7 @@ def plan_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Pat
     }  # fmt: skip
 
 
-def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[str, Any]) -> dict[str, int]:
+def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Walk the run's calls as `execute_calls` does (a key repeated within the run is asked for once)."""
     from experiments.study import jobs_of, sampler  # noqa: PLC0415
 
@@ -80,6 +80,7 @@ def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[s
     model, max_tokens = judge.completer.model, _largest_budget(cfg, prompts)
     seen: set[str] = set()
     tokens_of: dict[str, int] = {}
+    calls: dict[str, int] = {}  # cache key -> prompt tokens of each call to make (a sweep counts a key once)
     total = cached = shared = prompt_total = 0
     answered: list[int] = []
     for prompt, sample_idx in jobs_of(prompts, cfg):
@@ -97,12 +98,15 @@ def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[s
         if prompt.prompt_id not in tokens_of:
             tokens_of[prompt.prompt_id] = prompt_tokens(model, prompt.messages)
         prompt_total += tokens_of[prompt.prompt_id]
+        calls[key] = tokens_of[prompt.prompt_id]
     to_make = len(seen)
     # answers already in the cache say how long this judge's answers run; the output budget caps them
     per_call = min(max_tokens, round(sum(answered) / len(answered))) if answered else max_tokens
-    return {"calls_total": total, "calls_cached": cached, "calls_shared": shared, "calls_to_make": to_make,
-            "prompt_tokens": prompt_total, "completion_tokens_bound": to_make * max_tokens,
-            "completion_tokens_expected": to_make * per_call}  # fmt: skip
+    counts = {"calls_total": total, "calls_cached": cached, "calls_shared": shared, "calls_to_make": to_make,
+              "prompt_tokens": prompt_total, "completion_tokens_bound": to_make * max_tokens,
+              "completion_tokens_expected": to_make * per_call}  # fmt: skip
+    per_call_tokens = {"bound": max_tokens, "expected": per_call}
+    return counts | {"calls": calls, "completion_tokens_per_call": per_call_tokens}
 
 
 def _largest_budget(cfg: Mapping[str, Any], prompts: Sequence[Prompt]) -> int:
@@ -113,21 +117,53 @@ def _largest_budget(cfg: Mapping[str, Any], prompts: Sequence[Prompt]) -> int:
 
 
 def sum_plans(plans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """A sweep's plan: counts and costs summed over its jobs; a cost is unknown if any job's is."""
-    total: dict[str, Any] = {"jobs": len(plans), **{k: sum(int(p[k]) for p in plans) for k in COUNTS}}
-    cost: dict[str, dict[str, float | None]] = {}
-    for kind in ("live", "batch"):
-        cost[kind] = {}
-        for bound in ("expected", "bound"):
-            parts = [p["cost_usd"][kind][bound] for p in plans if p["calls_to_make"]]
-            cost[kind][bound] = None if any(v is None for v in parts) else round(sum(parts), 4)
-    total["cost_usd"] = cost
+    """A sweep's plan: counts and costs summed over its jobs; a cost is unknown if any job's is.
+
+    A call two jobs would make (the same cache key: `n_samples=1,3` shares sample 0) is made once: the first
+    job to list it makes it, the later ones find it in the cache (counted as shared, at no cost); 44 calls to
+    make were planned where the sweep made 33."""
+    total: dict[str, Any] = {"jobs": len(plans), **dict.fromkeys(COUNTS, 0)}
+    cost: dict[str, dict[str, float | None]] = {k: {"expected": 0.0, "bound": 0.0} for k in ("live", "batch")}
+    seen: set[str] = set()
+    by_job = []
+    for plan in plans:
+        new = _new_calls(plan, seen)
+        total["calls_total"] += int(plan["calls_total"])
+        total["calls_cached"] += int(plan["calls_cached"])
+        total["calls_shared"] += int(plan["calls_shared"]) + int(plan["calls_to_make"]) - new["calls_to_make"]
+        for name in COUNTS[3:]:  # calls to make and their tokens
+            total[name] += new[name]
+        for kind in cost:
+            for bound in ("expected", "bound"):
+                part = new["cost_usd"][kind][bound] if new["calls_to_make"] else 0.0
+                before = cost[kind][bound]
+                cost[kind][bound] = None if before is None or part is None else before + part
+        names = {k: plan[k] for k in ("judge", "mode", "rubric")}
+        by_job.append(names | {"calls_to_make": new["calls_to_make"], "cost_usd": _rounded(new["cost_usd"])})
+    total["cost_usd"] = _rounded(cost)
+    total["by_job"] = by_job
     powered = [p["power"] for p in plans if "power" in p]
     if powered:  # the sweep is as powerful as its job with the fewest instances
         total["power"] = min(powered, key=lambda p: p["instances"])
-    total["by_job"] = [{k: p[k] for k in ("judge", "mode", "rubric", "calls_to_make")} | {"cost_usd": p["cost_usd"]}
-                       for p in plans]  # fmt: skip
     return total
+
+
+def _rounded(cost: Mapping[str, Mapping[str, float | None]]) -> dict[str, dict[str, float | None]]:
+    return {kind: {b: None if v is None else round(v, 4) for b, v in c.items()} for kind, c in cost.items()}
+
+
+def _new_calls(plan: Mapping[str, Any], seen: set[str]) -> dict[str, Any]:
+    """The counts, tokens and cost of a job's calls that no earlier job of the sweep makes (`seen`, updated).
+    A plan without its calls' keys (written before they were recorded) counts all of its own."""
+    if "calls" not in plan:
+        return {k: plan[k] for k in (*COUNTS[3:], "cost_usd")}
+    new = {key: tokens for key, tokens in plan["calls"].items() if key not in seen}
+    seen.update(new)
+    per_call = plan["completion_tokens_per_call"]
+    prompt, bound, expected = sum(new.values()), per_call["bound"] * len(new), per_call["expected"] * len(new)
+    prices = Prices(**plan["prices"])
+    counts = dict(zip(COUNTS[3:], (len(new), prompt, bound, expected), strict=True))
+    return counts | {"cost_usd": _costs(prices, prompt, bound, expected, digits=None)}  # rounded once summed
 
 
 def _usd(value: float | None) -> str:

@@ -23,6 +23,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from analysis.cells import csv_safe  # results.csv is opened in spreadsheets: no formulas
 from experiments import robustness
 from experiments.datasets import Instance
 from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs, study_mode
@@ -181,9 +182,15 @@ def plan_workers(cfg: Mapping[str, Any], judge: Judge, n_calls: int) -> int:
 
 
 def results_writers(frame: pd.DataFrame) -> dict[str, Callable[[Path], object]]:
-    """results.parquet and results.csv from one Arrow table (Arrow's CSV writer is ~10x pandas')."""
+    """results.parquet, and results.csv (Arrow's CSV writer is ~10x pandas'), whose text cells a spreadsheet
+    would run as a formula (a judge's raw answer `=HYPERLINK(...)`) are quoted (`cells.csv_safe`; the
+    analysis and the viewer read them back as written: `cells.unescape_text`)."""
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    return {"results.parquet": lambda p: pq.write_table(table, p), "results.csv": lambda p: pa_csv.write_csv(table, p)}
+    safe = pa.Table.from_pandas(csv_safe(frame), preserve_index=False)
+    return {
+        "results.parquet": lambda p: pq.write_table(table, p),
+        "results.csv": lambda p: pa_csv.write_csv(safe, p),
+    }
 
 
 def prompts_writer(prompts: Sequence[Prompt], run_id: str) -> Callable[[Path], object]:

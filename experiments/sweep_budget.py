@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict, read_write
 
 from judge.ledger import LEDGER_NAME, LedgerError, read_ledger
 
@@ -74,13 +74,29 @@ class SweepBudget(Callback):
     """At the end of a sweep: exit 3 if its shared budget stopped it; 4 or 1 if a job failed (named)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A sweep run again into the same folder (as every failure line advises) answers for itself only:
-        the failure records of an earlier sweep there are removed (its outputs stay)."""
-        for path in Path(str(config.hydra.sweep.dir)).glob(f"*/{FAILED_NAME}"):
+        """The sweep claims its folder (experiments.outputs.claim_sweep_folder): one a live sweep holds (two
+        started in the same second) makes it take `<folder>-2` - its jobs are told through Hydra's overrides.
+        A sweep run again into the same folder (as every failure line advises) answers for itself only: the
+        failure records of an earlier sweep there are removed (its outputs stay)."""
+        from experiments.outputs import OutputError, claim_sweep_folder  # noqa: PLC0415
+
+        folder = Path(str(config.hydra.sweep.dir))
+        try:
+            own = claim_sweep_folder(folder)
+        except OutputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
+        if own != folder:
+            print(f"note: a sweep still running holds {folder}; this sweep writes to {own}", file=sys.stderr)
+            move_sweep(config, own)
+        for path in own.glob(f"*/{FAILED_NAME}"):
             path.unlink(missing_ok=True)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from experiments.outputs import release_sweep_folder  # noqa: PLC0415
+
         sweep_dir = Path(str(config.hydra.sweep.dir))
+        release_sweep_folder(sweep_dir)
         line = budget_stop(sweep_dir, config.get("budget_usd"))
         if line:
             print(f"stopped: {line}", file=sys.stderr)
@@ -91,3 +107,14 @@ class SweepBudget(Callback):
             sys.exit(4 if any(code == 4 for _, code, _ in failed) else 1)
         if line:
             sys.exit(3)
+
+
+def move_sweep(config: DictConfig, folder: Path) -> None:
+    """Make `folder` the sweep's folder: in its config (the sweeper writes multirun.yaml there) and in the
+    overrides every job's config is composed from (each job's folder and ledger are under it)."""
+    quoted = "'" + str(folder).replace("\\", "\\\\").replace("'", "\\'") + "'"
+    with read_write(config), open_dict(config):
+        config.hydra.sweep.dir = str(folder)
+        overrides = [str(o) for o in config.hydra.overrides.hydra]
+        kept = [o for o in overrides if not o.lstrip("+~").startswith("hydra.sweep.dir=")]
+        config.hydra.overrides.hydra = [*kept, f"hydra.sweep.dir={quoted}"]

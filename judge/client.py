@@ -17,7 +17,7 @@ answer, and re-asking would pay twice for the same sample.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from judge.completer import Completer, Completion, Message, valid_text
 from judge.ratelimit import RateLimiter
 from judge.retry import (
     PER_CALL_ERRORS,
+    TIMEOUT_ERRORS,
     FatalProviderError,
     RetryPolicy,
     brief,
@@ -61,6 +62,12 @@ class CallResult:
     # a copy of another call's answer or error: the same request came twice in one run and was sent once
     # (no provider request, retry or cost of its own; not "cached", since it was not read from the cache)
     shared: bool = False
+
+
+SPENT_ON_TIMEOUT = (
+    "budget_usd reached after a timed-out attempt (counted as spent at its worst case: the provider may have "
+    "completed it)"
+)
 
 
 class Judge:
@@ -129,31 +136,63 @@ class Judge:
             return await self._ask(messages, sample_params, key)
         # a call reserves its worst case only once it may be sent: at most `concurrency` reservations are
         # held, so the calls queued behind them do not count against the budget before their turn
+        budget = self.budget
         async with self._semaphore("budget"):
-            reserved = await self.budget.wait_start(messages)
+            reserved = await budget.wait_start(messages)
             if reserved is None:
                 return CallResult(None, cached=False, retries=0, error="not started: budget_usd reached",
                                   not_started=True)  # fmt: skip
+            held = [reserved]  # this call's reservation, renewed after each timed-out attempt
+            timed_out = [False]  # whether the last attempt timed out
+
+            async def after_timeout() -> bool:
+                """A timed-out attempt may still be completed and billed by the provider: its reservation
+                is spent at its worst case, and the next attempt reserves anew (False: the budget is spent)."""
+                await budget.afinish(held[0], None, interrupted=True)
+                again = await budget.wait_start(messages)
+                held[0] = 0.0 if again is None else again
+                return again is not None
+
             result: CallResult | None = None
             try:
-                result = await self._ask(messages, sample_params, key)
-            finally:  # no result: interrupted in flight (maybe billed), see Budget.finish
-                await self.budget.afinish(reserved, result.completion if result else None,
-                                          interrupted=result is None)
+                result = await self._ask(messages, sample_params, key, after_timeout, timed_out)
+            finally:  # no result, or a last attempt that timed out: maybe billed, see Budget.finish
+                answer = result.completion if result else None
+                await budget.afinish(held[0], answer, interrupted=result is None or timed_out[0])
             return result
 
-    async def _ask(self, messages: Sequence[Message], sample_params: Mapping[str, Any], key: str) -> CallResult:
+    async def _ask(
+        self,
+        messages: Sequence[Message],
+        sample_params: Mapping[str, Any],
+        key: str,
+        after_timeout: Callable[[], Awaitable[bool]] | None = None,
+        timed_out: list[bool] | None = None,
+    ) -> CallResult:
+        """The provider's answer (with retries). Under a budget, `after_timeout` is awaited before the attempt
+        that follows a timed-out one (False: stop, the budget cannot hold another), and `timed_out[0]` says
+        whether the last attempt timed out."""
         attempts = 0
+        last_timed_out = [False] if timed_out is None else timed_out
         try:
             async for attempt in self.policy.retrying():
                 with attempt:
                     attempts += 1
+                    if last_timed_out[0] and after_timeout is not None:
+                        last_timed_out[0] = False
+                        if not await after_timeout():
+                            sent = attempts - 1  # one counts as the call's error, the others as retries
+                            return CallResult(None, cached=False, retries=sent - 1, error=SPENT_ON_TIMEOUT)
                     slot = self._semaphore() if self.limiter is None else self.limiter.slot(messages, sample_params)
                     async with slot:
                         if self.stopped:  # a fatal error elsewhere: the study ends, so send nothing more
                             return CallResult(None, cached=False, retries=attempts - 1, error="not started: the "
                                               "study stopped at a fatal provider error", not_started=True)  # fmt: skip
-                        completion = await self.completer.acomplete(messages, sample_params)
+                        try:
+                            completion = await self.completer.acomplete(messages, sample_params)
+                        except TIMEOUT_ERRORS:
+                            last_timed_out[0] = True
+                            raise
         except PER_CALL_ERRORS as exc:
             error = f"provider: {type(exc).__name__} (not retried): {brief(exc, 300)}"
             return CallResult(None, cached=False, retries=attempts - 1, error=redact(valid_text(error)))

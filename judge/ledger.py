@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
+import math
 import os
 import socket
 import threading
@@ -158,14 +159,38 @@ def read_ledger(path: Path) -> dict[str, Any]:
         return {"jobs": {}, "stopped_at_usd": None}
     try:
         data = json.loads(path.read_text())
-        jobs = data["jobs"]
-        if not isinstance(jobs, dict) or not all(
-            isinstance(line.get("spent_usd"), int | float) and isinstance(line.get("reserved_usd"), int | float)
-            for line in jobs.values()
-        ):
-            raise ValueError("a job line without numbers")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise LedgerError(f"{path}: the sweep's spend file is damaged ({exc}); it is the only record of what this "
-                          "sweep spent: fix it, or run the sweep into a new folder") from None  # fmt: skip
+        problem = ledger_problem(data)
+    except (OSError, ValueError, RecursionError) as exc:  # unreadable, not JSON, nested past the parser
+        problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if problem:
+        raise LedgerError(
+            f"{path}: the sweep's spend file is damaged ({problem}); it is the only record of what this sweep "
+            "spent: fix it, or run the sweep into a new folder"
+        )
     data.setdefault("stopped_at_usd", None)
     return data
+
+
+def _amount(value: Any) -> bool:
+    """A dollar amount the ledger can hold: a finite number, not negative (a bool is not a number here)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value >= 0
+
+
+def ledger_problem(data: Any) -> str | None:
+    """What is wrong with a ledger's parsed content, as a short phrase; None when it is sound.
+
+    Every amount is a finite, non-negative number: a negative `spent_usd` would hand its job's budget to the
+    others (issue 25: -100 let a sweep capped at $0.20 spend $0.80)."""
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), dict):
+        return "no jobs mapping"
+    stop = data.get("stopped_at_usd")
+    if stop is not None and not _amount(stop):
+        return f"stopped_at_usd={stop!r} is not an amount"
+    for job, line in data["jobs"].items():
+        if not isinstance(line, dict):
+            return f"job {job!r}: not a mapping"
+        for name in ("spent_usd", "reserved_usd"):
+            if not _amount(line.get(name)):
+                return f"job {job!r}: {name}={line.get(name)!r} is not a non-negative amount"
+    return None

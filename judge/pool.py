@@ -5,16 +5,18 @@ A judge YAML lists the replicas under `api_bases`; litellm's Router picks one pe
 under its own limits (`pool.max_parallel_requests`, `pool.rpm`) and rests a replica that fails
 (`pool.allowed_fails` failures in a minute, then `pool.cooldown_s` seconds out). The Router makes no retries
 of its own: a failed request comes back to the framework's retry policy, which counts it, and the retry is
-routed to a replica that is not resting - so the manifest's calls and retries are exactly the requests the
-replicas saw. The cache key is that of a one-endpoint judge on the first replica: it never depends on which
-replica answered.
+routed to a replica that is not resting. A request the Router turns away because every replica rests (or is
+at its own limits) never reached one: it waits for a replica instead of counting as an attempt - so the
+manifest's calls and retries are exactly the requests the replicas saw. The cache key is that of a
+one-endpoint judge on the first replica: it never depends on which replica answered.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm: no price-map download
@@ -72,23 +74,47 @@ class RouterCompleter(LiteLLMCompleter):
             kwargs.pop(name, None)
         return kwargs
 
-    def _resting(self, exc: RouterRateLimitError) -> litellm.RateLimitError:
-        """Every replica resting after failures: a rate limit (transient: retried after a wait)."""
-        return litellm.RateLimitError(message=f"every endpoint of the pool is resting: {exc}",
-                                      llm_provider="router", model=self.model)  # fmt: skip
+    def _resting(self, waited_s: float) -> litellm.RateLimitError:
+        """Every replica still resting (or at its own limits) after waiting `waited_s`: the request was never
+        sent. Said so; it is retried (a transient error) like any rate limit."""
+        return litellm.RateLimitError(
+            message=f"not sent: every endpoint of the pool rested for {waited_s:.0f} s (judge.pool)",
+            llm_provider="router",
+            model=self.model,
+        )
+
+    def max_wait_s(self) -> float:
+        """How long a request waits for a replica to come back before it is given up: a resting replica is
+        back after `cooldown_s`, one at its own rpm within a minute."""
+        return self.pool.cooldown_s + 60.0
 
     def complete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:
-        started = time.perf_counter()
-        try:
-            response = self.router().completion(model=GROUP, **self._routed(messages, params))
-        except RouterRateLimitError as exc:
-            raise self._resting(exc) from None
-        return self._completion(response, started)
+        began = time.perf_counter()
+        for pause in _pauses(self.max_wait_s()):
+            started = time.perf_counter()  # the call's latency: from the request a replica took
+            try:
+                response = self.router().completion(model=GROUP, **self._routed(messages, params))
+                return self._completion(response, started)
+            except RouterRateLimitError:  # rejected before any replica saw it: not an attempt
+                time.sleep(pause)
+        raise self._resting(time.perf_counter() - began)
 
     async def acomplete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:
-        started = time.perf_counter()
-        try:
-            response = await self.router().acompletion(model=GROUP, **self._routed(messages, params))
-        except RouterRateLimitError as exc:
-            raise self._resting(exc) from None
-        return self._completion(response, started)
+        began = time.perf_counter()
+        for pause in _pauses(self.max_wait_s()):
+            started = time.perf_counter()  # the call's latency: from the request a replica took
+            try:
+                response = await self.router().acompletion(model=GROUP, **self._routed(messages, params))
+                return self._completion(response, started)
+            except RouterRateLimitError:  # rejected before any replica saw it: not an attempt
+                await asyncio.sleep(pause)
+        raise self._resting(time.perf_counter() - began)
+
+
+def _pauses(total_s: float) -> Iterator[float]:
+    """The waits between tries while every replica rests: 50 ms doubling to 1 s, `total_s` in all."""
+    pause, waited = 0.05, 0.0
+    while waited < total_s:
+        yield pause
+        waited += pause
+        pause = min(1.0, pause * 2)

@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import Any
 
 from judge.completer import Message
-from judge.retry import retry_after_seconds, status_code
+from judge.retry import FatalProviderError, retry_after_seconds, status_code
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -68,6 +68,7 @@ class RateLimiter:
                  tokens: Callable[[Sequence[Message], Mapping[str, Any]], int], burst_s: float = 0.25,
                  headroom: float = 0.97, max_wait_s: float = 60.0) -> None:  # fmt: skip
         self.max_wait_s = max_wait_s
+        self.tpm = tpm
         self.requests = Pacer(rpm * headroom, burst_s) if rpm else None
         self.tokens = Pacer(tpm * headroom, burst_s) if tpm else None
         self.estimate = tokens
@@ -84,6 +85,13 @@ class RateLimiter:
         return _Slot(self, messages, params)
 
     async def enter(self, messages: Sequence[Message], params: Mapping[str, Any]) -> None:
+        amount = self.estimate(messages, params) if self.tokens is not None else 0
+        # a request above the limit would wait amount/tpm minutes in silence, then be refused by the provider
+        if self.tpm and amount > self.tpm:
+            raise FatalProviderError(
+                f"judge.tpm={self.tpm:g} cannot admit one request of this run: it carries about {amount:,} tokens "
+                "(its prompt plus its max_tokens); set judge.tpm to the provider's limit (at least that)"
+            )
         while True:
             now = time.monotonic()
             if now < self.cooldown_until:
@@ -100,7 +108,7 @@ class RateLimiter:
         if self.requests is not None:
             delay = self.requests.reserve(1, now)
         if self.tokens is not None:
-            delay = max(delay, self.tokens.reserve(self.estimate(messages, params), now))
+            delay = max(delay, self.tokens.reserve(amount, now))
         if delay > 0:
             await asyncio.sleep(delay)
 

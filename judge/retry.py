@@ -61,6 +61,14 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     *_optional(openai, "APITimeoutError", "APIConnectionError", "RateLimitError", "InternalServerError"),
     *_transport_errors(),
 )
+# An attempt the client gave up on: the provider may still complete it, and bill it (judge.client keeps its
+# budget reservation as spent)
+TIMEOUT_ERRORS: tuple[type[BaseException], ...] = (
+    litellm.Timeout,
+    *_optional(openai, "APITimeoutError"),
+    TimeoutError,
+    asyncio.TimeoutError,
+)
 # HTTP statuses worth another attempt whatever exception class litellm maps them to (it maps e.g. 502 to
 # BadGatewayError and 409/425/520-529 to a bare APIError): timeouts, conflicts, too early, rate limits and
 # server-side failures - except 501 Not Implemented and 505, which a retry cannot fix.

@@ -217,6 +217,10 @@ def test_disagreement_is_among_judges_within_one_mode(tmp_path) -> None:
 
 
 LS_TASK = '{"data": {"item": "item-001"}, "annotations": [{"completed_by": 1, "result": RESULT}]}'
+LS_SCORED = (
+    '{"data": {"item": "item-001"}, "annotations": [{"completed_by": USER, '
+    '"result": [{"from_name": "score", "value": {"choices": ["1"]}}]}]}'
+)
 BAD_FILES = {  # (file it goes in, content) -> the start of the one-line error after the file name
     ("ls.json", "[1, 2]"): "task 1: not a task object",
     ("ls.json", '[{"data": "x"}]'): "task 1: data: not an object",
@@ -234,6 +238,13 @@ BAD_FILES = {  # (file it goes in, content) -> the start of the one-line error a
     ("key.csv", "item,instance_id,candidate_id,source,dimension\nitem-001,i,c,s,d\n"): "no 'low' column",
     ("key.csv", "item,instance_id,candidate_id,source,dimension,low,high\n" + "item-001,i,c,s,d,0,3\n" * 2):
         "row 2: item: 'item-001' repeats row 1",
+    # issue 25 #16: a TypeError, a RecursionError, and users merged into one annotator `None`
+    ("ls.json", "[" + LS_TASK.replace('"item-001"', '["item-001"]').replace("RESULT", "[]") + "]"):
+        "task 1: data.item: not an item name (list)",
+    ("ls.json", "[" * 100_000 + "]" * 100_000): "JSON nested too deeply",
+    ("ls.json", "[" + LS_SCORED.replace("USER", '{"first_name": "A"}') + "]"):
+        "task 1, annotation 1: completed_by: no user email or id",
+    ("ls.json", "[" + LS_SCORED.replace("USER", "null") + "]"): "task 1, annotation 1: completed_by: no user",
 }  # fmt: skip
 
 
@@ -492,3 +503,14 @@ def test_export_rubric_picks_one_rubric_of_a_two_rubric_study(tmp_path, capsys) 
     assert annotate.main(["export", str(root), "--out", str(tmp_path / "y"), "--rubric", "pairwise"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--rubric pairwise: no run of" in err and "narrowness, novelty" in err
+
+
+def test_label_studio_users_are_told_apart_by_email_or_id(tmp_path) -> None:
+    """Issue 25 #16: users without email were `str(None)`, one rater; a user given as {"id": 7} was "7" but as
+    7 "labelstudio:7", two raters. Email first, else `labelstudio:<id>` in both shapes."""
+    from analysis.annotate_io import read_labelstudio
+
+    users = ['{"id": 7}', "7", '{"id": 8, "email": "p@lab.org"}', '{"id": 9, "email": ""}']
+    (tmp_path / "ls.json").write_text("[" + ", ".join(LS_SCORED.replace("USER", u) for u in users) + "]")
+    who = read_labelstudio(tmp_path / "ls.json")["annotator"].tolist()
+    assert who == ["labelstudio:7", "labelstudio:7", "p@lab.org", "labelstudio:9"]

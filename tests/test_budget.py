@@ -3,6 +3,7 @@ code, and a rerun with a larger budget that repeats no call."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -133,3 +134,46 @@ def test_budget_stop_exit_code(server: ScriptedServer, tmp_path: Path) -> None:
     assert done.returncode == 3, done.stderr[-2000:]
     assert "stopped: budget_usd=0.008 reached" in done.stderr and "Traceback" not in done.stderr
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["stopped"] == "budget"
+
+
+def test_a_timed_out_attempt_keeps_its_reservation_as_spent(tmp_path: Path) -> None:
+    """Issue 25 #11: attempts the client gave up on (timeouts) counted as free, yet the server completed them:
+    $0.40 at the provider against a $0.30 budget while the manifest said $0.17. Each timed-out attempt is now
+    spent at its reservation (the worst case), and a retry must fit the budget again."""
+    import litellm
+
+    from judge.cache import CallCache
+    from judge.client import SPENT_ON_TIMEOUT, Judge
+    from judge.retry import RetryPolicy
+    from tests.fakes import FakeCompleter
+
+    prices = Prices(1e-5, 1e-5, source="config")
+    messages = [{"role": "user", "content": "word " * 50}]
+    bound = (prompt_tokens("gpt-4o", messages) + 100) * 1e-5
+    answered = (10 + 5) * 1e-5  # the fake's usage at these prices
+    attempts: list[int] = []
+
+    def script(_: object, __: object) -> str | BaseException:
+        attempts.append(1)
+        timeout = litellm.Timeout("timed out", model="gpt-4o", llm_provider="openai")
+        return timeout if len(attempts) <= 2 else "{}"
+
+    def judge_with(limit: float) -> Judge:
+        attempts.clear()
+        completer = FakeCompleter(script, model="gpt-4o")
+        judge = Judge(completer, CallCache(tmp_path / f"cache{limit}"), policy=RetryPolicy(4, 0.001, 0.002))
+        judge.budget = Budget(limit, "gpt-4o", prices, max_tokens=100)
+        return judge
+
+    judge = judge_with(10 * bound)  # room for every attempt: two timed out, the third answered
+    result = asyncio.run(judge.call_provider(messages, {"seed": 0}, "k"))
+    assert result.completion is not None and len(attempts) == 3 and result.retries == 2
+    assert judge.budget is not None and judge.budget.spent_usd == pytest.approx(2 * bound + answered)
+    assert judge.budget.reserved_usd == 0
+
+    judge = judge_with(1.5 * bound)  # one attempt's worst case fits; after it timed out, no second one does
+    result = asyncio.run(judge.call_provider(messages, {"seed": 0}, "k"))
+    assert result.completion is None and result.error == SPENT_ON_TIMEOUT and len(attempts) == 1
+    assert result.retries == 0  # one request sent: the call's error, no retry (made + retries + errors)
+    assert judge.budget is not None and judge.budget.stopped
+    assert judge.budget.spent_usd == pytest.approx(bound)

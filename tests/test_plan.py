@@ -147,3 +147,21 @@ def test_plan_has_a_power_section_from_experiments_power(tmp_path: Path) -> None
     assert summed["power"] == section
     with pytest.raises(StudyError, match="plan_effect 0.5"):
         plan_study({**cfg, "plan_effect": 0.5}, inputs)  # more than the discordance allows: one line
+
+
+def test_a_sweeps_plan_counts_a_call_two_jobs_share_once(tmp_path: Path) -> None:
+    """Issue 25 #10: with n_samples=1,3 the plan said 44 calls to make (11 + 33); the sweep made 33, since
+    sample 0 of every prompt is one call for both jobs. The summed plan counts each cache key once."""
+    prices = ["judge.input_cost_per_token=1e-6", "judge.output_cost_per_token=2e-6"]
+    base = ["judge=qwen", "limit=1", "progress=false", *prices]
+    plans = []
+    for n in (1, 3):
+        cfg = compose(*base, f"n_samples={n}")
+        cfg["cache_dir"] = str(tmp_path / "cache")
+        plans.append(plan_study(cfg, load_study_inputs(cfg)))
+    assert [p["calls_to_make"] for p in plans] == [11, 33]
+    summed = sum_plans(plans)
+    assert summed["calls_to_make"] == 33 and summed["calls_shared"] == 11 and summed["calls_total"] == 44
+    assert summed["prompt_tokens"] == plans[1]["prompt_tokens"]  # the larger job holds every call
+    assert summed["cost_usd"] == plans[1]["cost_usd"] and summed["by_job"][1]["calls_to_make"] == 22
+    assert sum_plans(plans[::-1])["calls_to_make"] == 33

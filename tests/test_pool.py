@@ -63,3 +63,42 @@ def test_bad_pool_setting_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(StudyError, match=r"^judge\.pool\.routing=fastest: choose one of"):
         run_in_process(cfg, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "line"),
+    [
+        ("max_parallel_requests", -1, r"^judge\.pool\.max_parallel_requests=-1: must be at least 1$"),
+        ("rpm", -5, r"^judge\.pool\.rpm=-5: must be at least 1$"),
+        ("rpm", 0, r"^judge\.pool\.rpm=0: must be at least 1$"),
+        ("allowed_fails", -2, r"^judge\.pool\.allowed_fails=-2: must be at least 0$"),
+        ("cooldown_s", -1.0, r"^judge\.pool\.cooldown_s=-1\.0: must be at least 0$"),
+        ("routing", "fastest", r"^judge\.pool\.routing=fastest: choose one of least-busy"),
+    ],
+)
+def test_every_pool_setting_is_checked_by_the_typed_config(
+    tmp_path: Path, key: str, value: Any, line: str
+) -> None:
+    """Issue 25 #14: max_parallel_requests=-1 was litellm's 84-line traceback and rpm=-5 was accepted (then
+    every call failed): each is one line from the typed config, before any folder or call."""
+    from experiments.config import ConfigError, load
+
+    cfg = pooled(["http://127.0.0.1:9/v1"], tmp_path / "cache", **{key: value})
+    with pytest.raises(ConfigError, match=line):
+        load(cfg)
+    with pytest.raises(ValueError, match=line):
+        PoolSettings.from_config({key: value})
+
+
+def test_a_request_no_replica_can_take_waits_and_is_not_counted(tmp_path: Path) -> None:
+    """Issue 25 #8: with every replica resting, the Router's rejections counted as retries and errors (made +
+    retries + errors = 92 while the replicas saw 15 requests; 14 of 22 calls unscored, never sent). A request
+    no replica can take now waits for one: the manifest's counts are the requests the replicas saw."""
+    flaky = [FaultServer(seed=s, faults={"503": 0.4}, answers={}, max_faults=1) for s in (1, 2)]
+    with flaky[0].running(), flaky[1].running():
+        cfg = pooled([f.api_base for f in flaky], tmp_path / "cache", cooldown_s=0.5, allowed_fails=0)
+        table, manifest = run_in_process(cfg, tmp_path / "pool")
+        seen = flaky[0].requests + flaky[1].requests
+    assert manifest["calls_made"] == manifest["calls_total"] == 2 * 11 * 2 and table["parse_ok"].all()
+    assert manifest["provider_errors"] == 0 and manifest["retries"] > 0  # each 503 was one retry
+    assert manifest["calls_made"] + manifest["retries"] + manifest["provider_errors"] == seen

@@ -12,7 +12,7 @@ from judge.cache import CallCache
 from judge.client import Judge
 from judge.completer import LiteLLMCompleter
 from judge.ratelimit import Pacer, RateLimiter, limiter_for, parse_duration
-from judge.retry import RetryPolicy
+from judge.retry import FatalProviderError, RetryPolicy
 from tests.openai_server import ScriptedServer, Step, scripted
 
 
@@ -66,3 +66,31 @@ def test_429_backs_off_and_headers_are_read(tmp_path: Path) -> None:
     assert seen[1] == pytest.approx(2.5) and limiter.in_flight == 0
     assert limiter.requests is not None and limiter.requests.factor < 1.0  # pacing slowed by the 429
     assert limiter.cooldown_until > 0  # remaining-requests 0 + reset 50 ms: a pause was scheduled
+
+
+def test_a_token_limit_below_one_request_is_refused_naming_its_size() -> None:
+    """Issue 25 #13: judge.tpm=10 sent nothing and printed nothing (the first call would have waited ~90
+    minutes): a request larger than the whole per-minute limit is refused at once, naming its size."""
+    limiter = RateLimiter(rpm=None, tpm=10, concurrency=2, tokens=lambda m, p: 1_234)
+    message = [{"role": "user", "content": "q"}]
+    with pytest.raises(FatalProviderError, match=r"^judge\.tpm=10 cannot admit one request .* 1,234 tokens"):
+        asyncio.run(asyncio.wait_for(limiter.enter(message, {}), timeout=2))
+    assert limiter.in_flight == 0
+    fits = RateLimiter(rpm=None, tpm=100_000, concurrency=2, tokens=lambda m, p: 1_234)
+    asyncio.run(asyncio.wait_for(fits.enter(message, {}), timeout=2))
+    assert fits.in_flight == 1
+
+
+@pytest.mark.timeout(120)
+def test_a_study_under_a_too_small_token_limit_stops_in_one_line(tmp_path: Path) -> None:
+    from experiments.inputs import StudyError
+    from tests.fault_server import FaultServer
+    from tests.test_reliability import config, run_in_process
+
+    server = FaultServer(faults={}, answers={})
+    with server.running():
+        args = ["judge=qwen", f"judge.api_base={server.api_base}", "limit=1", "n_samples=1", "judge.tpm=10"]
+        cfg = config([*args, f"cache_dir={tmp_path / 'cache'}", "workers=1"])
+        with pytest.raises(StudyError, match=r"^judge\.tpm=10 cannot admit one request of this run"):
+            run_in_process(cfg, tmp_path / "run")
+    assert server.requests == 0 and not (tmp_path / "run").exists()

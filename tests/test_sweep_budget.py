@@ -62,12 +62,14 @@ def server() -> Iterator[ScriptedServer]:
         yield srv
 
 
-def _sweep(server: ScriptedServer, tmp_path: Path, sweep: str, budget: float) -> subprocess.CompletedProcess[str]:
+def _sweep(
+    server: ScriptedServer, tmp_path: Path, sweep: str, budget: float, seeds: str = "0,10,20"
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update({"JUDGESCOPE_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)})
     args = ["-m", "judge=qwen", f"judge.api_base={server.api_base}", "judge.concurrency=1", "limit=1",
             "n_samples=2", "max_tokens=40",
-            "seed=0,10,20", f"budget_usd={budget}", *PRICES, "progress=false",
+            f"seed={seeds}", f"budget_usd={budget}", *PRICES, "progress=false",
             f"hydra.sweep.dir={tmp_path / sweep}"]  # fmt: skip
     return subprocess.run([sys.executable, "-m", "experiments.run", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)  # fmt: skip
@@ -241,3 +243,78 @@ def test_a_call_cancelled_while_its_reservation_waits_on_the_lock_leaves_none_in
     line = read_ledger(path)["jobs"]["0_here"]
     assert line["reserved_usd"] == 0 and line["spent_usd"] == 0, line
     assert budget.reserved_usd == 0 and budget.spent_usd == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ({"jobs": {"0_a": {"spent_usd": -100.0, "reserved_usd": 0}}}, "spent_usd=-100.0 is not a non-neg"),
+        ({"jobs": {"0_a": {"spent_usd": 0.0, "reserved_usd": -1}}}, "reserved_usd=-1 is not a non-negative"),
+        ({"jobs": {"0_a": {"spent_usd": True, "reserved_usd": 0}}}, "spent_usd=True is not"),
+        ({"jobs": {"0_a": 3}}, "job '0_a': not a mapping"),
+        ({"jobs": {}, "stopped_at_usd": "soon"}, "stopped_at_usd='soon' is not an amount"),
+        ([1, 2], "no jobs mapping"),
+    ],
+)
+def test_a_damaged_ledger_is_refused_in_one_line(tmp_path: Path, content: object, problem: str) -> None:
+    """Issue 25 #12: a negative spent_usd was accepted (budget 0.2, the sweep spent 0.80 and sweep_spend_usd read
+    -99.2): every amount must be a finite, non-negative number, else one line naming the file."""
+    path = tmp_path / "spend.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(LedgerError) as caught:
+        SharedSpend(path, "1_b")
+    line = str(caught.value)
+    assert line.startswith(f"{path}: the sweep's spend file is damaged") and problem in line
+    assert "\n" not in line
+    assert json.loads(path.read_text()) == content  # refused, never rewritten
+
+
+@pytest.mark.slow  # two two-job sweeps through the CLI
+def test_a_sweep_started_while_another_holds_its_folder_takes_its_own(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    """Issue 25 #9: two sweeps started in the same second shared one folder, its spend.json (one made 0 calls
+    yet stopped on budget, carrying the other's spend) and multirun.yaml. A folder a live sweep holds (here:
+    a running process's claim) makes this sweep take `<folder>-2`, jobs, ledger and multirun.yaml included."""
+    from experiments.outputs import SWEEP_CLAIM
+
+    held = tmp_path / "sweep"
+    held.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        (held / SWEEP_CLAIM).write_text(f"{socket.gethostname()}:{other.pid}")
+        out = _sweep(server, tmp_path, "sweep", 5.0, seeds="0,10")
+    finally:
+        other.kill()
+        other.wait()
+    assert out.returncode == 0, out.stderr[-2000:]
+    own = tmp_path / "sweep-2"
+    assert f"this sweep writes to {own}" in out.stderr
+    assert not [p for p in held.iterdir() if not p.name.startswith(SWEEP_CLAIM)]  # the other's: untouched
+    assert (own / "multirun.yaml").exists() and (own / "spend.json").exists()
+    jobs = read_ledger(own / "spend.json")["jobs"]
+    assert len(jobs) == 2 and len(_manifests(own)) == 2
+    assert not (own / SWEEP_CLAIM).exists()  # released at the end
+
+
+def test_a_sweep_folder_is_claimed_unless_a_live_sweep_holds_it(tmp_path: Path) -> None:
+    """Issue 25 #9, the rule: a live holder sends the sweep to `<folder>-2`; a holder that has ended (killed,
+    or released at its end) leaves the folder to a rerun, which continues its ledger."""
+    from experiments.outputs import SWEEP_CLAIM, claim_sweep_folder, release_sweep_folder
+
+    folder = tmp_path / "sweep"
+    assert claim_sweep_folder(folder) == folder and claim_sweep_folder(folder) == folder  # ours already
+    release_sweep_folder(folder)
+    assert not (folder / SWEEP_CLAIM).exists()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        (folder / SWEEP_CLAIM).write_text(f"{socket.gethostname()}:{live.pid}")
+        assert claim_sweep_folder(folder) == tmp_path / "sweep-2"
+        assert claim_sweep_folder(folder) == tmp_path / "sweep-2"  # ours now
+    finally:
+        live.kill()
+        live.wait()
+    assert claim_sweep_folder(folder) == folder  # its holder was killed: a rerun takes it over
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / SWEEP_CLAIM).write_text("another-machine:12")  # can't be checked: taken as live
+    assert claim_sweep_folder(tmp_path / "other") == tmp_path / "other-2"

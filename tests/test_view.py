@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -310,7 +311,8 @@ def test_item_page_never_500s_on_duplicate_labels(tmp_path: Path) -> None:
         study.item_rows("inst00003", "narrow_gen_2"), study.human_rows("inst00003", "narrow_gen_2")
     )
     assert grid.loc["originality", "human:ann1"] == "3 / 1"  # both of ann1's labels shown, not a crash
-    response = TestClient(create_app(study)).get("/item?instance_id=inst00003&candidate_id=narrow_gen_2")
+    client = TestClient(create_app(study), base_url="http://127.0.0.1")
+    response = client.get("/item?instance_id=inst00003&candidate_id=narrow_gen_2")
     assert response.status_code == 200
 
 
@@ -399,3 +401,82 @@ def test_zero_padded_ids_join_results_csv_and_labels(tmp_path: Path) -> None:
     assert got == [("1e3", 2.0), ("2.10", 2.0)]
     for cand in ("2.10", "1e3"):
         assert len(study.item_rows("007", cand)) == 1 and len(study.human_rows("007", cand)) == 1
+
+
+LOCAL = "http://127.0.0.1:8765"
+
+
+def test_only_the_bound_host_is_answered(tmp_path: Path) -> None:
+    """Issue 25 #18 (DNS rebinding): `Host: evil.example` got 200, so a page the user visits elsewhere could
+    point its name at 127.0.0.1 and read the study. Only 127.0.0.1 and localhost (any port) are answered."""
+    from fastapi.testclient import TestClient
+
+    write_synthetic(tmp_path)
+    with Study(tmp_path) as study:
+        app = create_app(study)
+        hosts = {"evil.example": 400, "127.0.0.1.evil.example": 400, "127.0.0.1:8765": 200, "localhost": 200}
+        for host, status in hosts.items():
+            assert TestClient(app, base_url=f"http://{host}").get("/").status_code == status, host
+
+
+def test_hostile_query_strings_and_files_are_one_line_never_a_500(tmp_path: Path) -> None:
+    """Issue 25 #15: offset 2**63 (DuckDB's OFFSET overflowed), a run folder removed while served, non-JSON
+    messages in prompts.parquet: HTTP 500 with a traceback. Now a page, or a 4xx with one line of text."""
+    from fastapi.testclient import TestClient
+
+    frame = write_synthetic(tmp_path / "study")
+    part = frame[(frame["judge"] == "judge_a") & (frame["mode"] == "independent")]
+    keys = {"run_id": [part["run_id"].iloc[0]], "prompt_id": [part["prompt_id"].iloc[0]]}
+    messages = pd.DataFrame({**keys, "messages": ["not json{"]})
+    messages.to_parquet(tmp_path / "study" / "judge_a-independent" / "prompts.parquet")
+    item = f"/item?instance_id={part['instance_id'].iloc[0]}&candidate_id={part['candidate_id'].iloc[0]}"
+    with Study(tmp_path / "study") as study:
+        client = TestClient(create_app(study), base_url=LOCAL, raise_server_exceptions=False)
+        assert client.get("/?offset=9223372036854775808").status_code == 200  # past the end: an empty page
+        assert client.get("/?sort=spread&offset=-9223372036854775809").status_code == 200
+        for query in ("/?offset=1e30", "/?offset=abc", "/item?instance_id=x"):
+            response = client.get(query)
+            assert response.status_code == 400 and response.text.startswith("error: "), query
+            assert len(response.text.splitlines()) == 1, query
+        shown = client.get(item)
+        assert shown.status_code == 200 and "not a JSON list of messages" in shown.text
+        shutil.rmtree(tmp_path / "study" / "judge_a-independent")  # removed while served
+        response = client.get(item)
+        assert response.status_code == 409 and "could not be read now" in response.text
+        assert len(response.text.splitlines()) == 1 and "Traceback" not in response.text
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "line"),
+    [
+        ("sample_idx", "x1", r"results\.csv: sample_idx 'x1' is not an integer$"),
+        ("position", "1e30", r"results\.csv: position '1e30' is not an integer$"),
+        ("score", "high", r"results\.csv: score 'high' is not a number$"),
+        ("parse_ok", "maybe", r"results\.csv: parse_ok 'maybe' is not true or false$"),
+    ],
+)
+def test_a_results_value_its_column_cannot_hold_is_one_line_at_open(
+    tmp_path: Path, column: str, value: str, line: str
+) -> None:
+    """Issue 25 #15: a non-integer sample_idx (or position 1e30) in results.csv made every item page that read
+    it an HTTP 500; the study now refuses to open, naming the file, the column and the value."""
+    frame = write_synthetic(tmp_path / "parquet")
+    run = tmp_path / "csv" / "run"
+    run.mkdir(parents=True)
+    part = frame.iloc[:40].astype({column: object})
+    part.loc[part.index[3], column] = value
+    part.to_csv(run / "results.csv", index=False)
+    with pytest.raises(ViewError, match=line):
+        Study(tmp_path / "csv")
+    assert main([str(tmp_path / "csv"), "--no-browser", "--port", "0"]) == 2
+    part.loc[part.index[3], column] = "NA"  # missing, as the analysis reads it: opens
+    part.to_csv(run / "results.csv", index=False)
+    Study(tmp_path / "csv").close()
+
+
+def test_a_parquet_position_too_large_for_its_column_is_one_line(tmp_path: Path) -> None:
+    frame = write_synthetic(tmp_path / "study")
+    folder = tmp_path / "study" / "judge_a-independent"
+    frame.iloc[:40].assign(position=1e30).to_parquet(folder / "results.parquet")
+    with pytest.raises(ViewError, match=r"results\.parquet: position '1e\+30' is not an integer$"):
+        Study(tmp_path / "study")

@@ -53,7 +53,7 @@ def test_nothing_to_compare_is_unknown_not_zero_and_sorts_last(tmp_path: Path) -
             assert got[("i2", "j", "comparative")] is None and got[("i2", "k", "comparative")] is None, sort
             known = [r["instance_id"] for r in page if r[sort] is not None]
             assert known == ["i1"] * 4 and page[0]["instance_id"] == "i1", sort
-        listed = TestClient(create_app(study)).get("/?instance_id=i0").text
+        listed = TestClient(create_app(study), base_url="http://127.0.0.1").get("/?instance_id=i0").text
         assert listed.count('<td class="num">–</td>') == 3  # judge–judge, judge–human, indep. vs comp.
         assert '<td class="num">4.00</td>' in listed  # the spread across i0's two samples
 
@@ -163,7 +163,7 @@ def test_item_mean_and_list_row_are_the_unperturbed_rows_perturbed_ones_shown_ap
             got = {(r["candidate_id"], r["judge"]): (r["scores"], r["spread"], r["judge_judge"], r["perturbed"])
                    for r in study.page(filters, sort).rows}  # fmt: skip
             assert got == want, (filters, sort)
-        client = TestClient(create_app(study))
+        client = TestClient(create_app(study), base_url="http://127.0.0.1")
         listed = client.get("/?judge=j&instance_id=i").text
         assert listed.count("2 perturbed rows") == 2  # c and c3, noted as not in the mean
         page = client.get("/item?instance_id=i&candidate_id=c").text
@@ -186,5 +186,6 @@ def test_an_unparsed_answer_is_no_score_and_csv_flags_open_as_the_analysis_reads
     with Study(tmp_path) as study:
         page = study.page({}).rows
         assert [(r["candidate_id"], r["scores"], r["spread"]) for r in page] == [("c", "d 2.0", 0.0)]
-        item = TestClient(create_app(study)).get("/item?instance_id=i&candidate_id=c").text
+        client = TestClient(create_app(study), base_url="http://127.0.0.1")
+        item = client.get("/item?instance_id=i&candidate_id=c").text
         assert "2 [unparsed: 4]" in item and "3.00" not in item  # review 12, F1: the item page agrees
