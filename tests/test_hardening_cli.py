@@ -124,7 +124,9 @@ def test_every_call_refused_exits_non_zero_with_a_warning(tmp_path: Path) -> Non
 
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
-    srv = FaultServer(faults={}, answers={}, latency_s=1.0)
+    """Ctrl-C mid-run: the server answers two calls, then holds every further answer until the interrupt has
+    been sent (a timer raced: on a quiet machine the whole run finished first and exited 0)."""
+    srv = FaultServer(faults={}, answers={}, hold_after=2)
     with srv.running():
         env = cli_env(tmp_path, {"QWEN_API_KEY": KEY})
         args = [sys.executable, "-m", "experiments.run", "judge=qwen", f"judge.api_base={srv.api_base}",
@@ -132,11 +134,15 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
         proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)  # fmt: skip
         deadline = time.monotonic() + 120
-        while srv.requests < 3 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        while srv.requests <= 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert srv.requests > 2, "the run never reached a held call"  # so it cannot have finished
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-        before, srv.latency_s = srv.requests, 0.0
+        try:
+            _, err = proc.communicate(timeout=120)
+        finally:
+            srv.release.set()
+        before, srv.hold_after = srv.requests, None
         again = run(args[3:-1] + ["hydra.run.dir=again"], tmp_path, {"QWEN_API_KEY": KEY})
     assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
     assert err.strip().splitlines()[-1].startswith("interrupted: every answer received so far is cached; rerun")
@@ -144,6 +150,7 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr[-2000:]
     manifest = json.loads((tmp_path / "again" / "manifest.json").read_text())
     assert manifest["calls_made"] == srv.requests - before and manifest["calls_made"] + manifest["calls_cached"] == 22
+    assert manifest["calls_cached"] >= 2  # the two answered before Ctrl-C were kept
 
 
 @pytest.mark.slow
