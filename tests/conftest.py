@@ -7,6 +7,10 @@ import tempfile
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("JUDGESCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="judgescope-test-cache-"))
+# the public data (experiments.data): this workspace's read-only copy when there is one, else the fetched folder
+_SHARED_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
+if os.path.isdir(_SHARED_DATA):
+    os.environ.setdefault("JUDGESCOPE_DATA_DIR", os.path.normpath(_SHARED_DATA))
 
 
 import litellm  # noqa: E402

@@ -14,7 +14,7 @@ import pytest
 
 from tests.fault_server import FaultServer
 from tests.openai_server import ScriptedServer, Step
-from tests.studies import cli_env
+from tests.studies import cli_env, public_data
 from tests.test_runner import run
 
 KEY = "sk-cli-planted-0123456789abcdef"
@@ -158,7 +158,10 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
 def test_every_stage_hides_keys_and_answers_a_refused_key_in_one_line(module: str, tmp_path: Path) -> None:
     """The generate, issues and extract entry points, like experiments.run: a key on the command line and a
     key the provider echoes in its 401 appear nowhere; the refusal is one `error:` line, exit 2, with no
-    traceback and no empty run folder."""
+    traceback and no empty run folder. extract reads the public COLING data (skipped, naming the fetch
+    command, where it is not fetched)."""
+    if module == "experiments.extract":
+        public_data("coling2020_reviews.jsonl"), public_data("novbench_coling2020.jsonl")
     body = {"error": {"message": f"Incorrect API key provided: {KEY}", "type": "invalid_request_error"}}
     srv = ScriptedServer(lambda _: Step(401, body=body))
     with srv.running():
