@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from judge.paths import user_cache
+
 REPOSITORY = "njust-winchy/llm4novelty"
 COMMIT = "c34448edaecfa7143d672dbeabd69bec4e796824"
 BASE_URL = f"https://raw.githubusercontent.com/{REPOSITORY}/{COMMIT}/rebuttal_result/"
@@ -53,9 +55,10 @@ class DataError(ValueError):
 
 
 def data_dir() -> Path:
-    """Where fetched files live: `$JUDGESCOPE_DATA_DIR`, else `~/.cache/judgescope/data`."""
+    """Where fetched files live: `$JUDGESCOPE_DATA_DIR`, else `~/.cache/judgescope/data` (judge.paths, so
+    `$XDG_CACHE_HOME` moves it with every other cache)."""
     configured = os.environ.get("JUDGESCOPE_DATA_DIR")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "judgescope" / "data"
+    return Path(configured).expanduser() if configured else user_cache("data")
 
 
 def sha256_of(path: Path) -> str:
