@@ -49,10 +49,13 @@ def upstream_copy(tmp: Path, *names: str) -> Path:
     return folder.parent
 
 
-def closed_port() -> int:
+@contextmanager
+def refusing_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that refuses connections: bound, never listening, held until the test is done (a
+    port closed again could be taken by a server of a test running alongside)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        yield int(sock.getsockname()[1])
 
 
 def test_the_pinned_checksums_are_those_of_the_shared_files() -> None:
@@ -72,7 +75,8 @@ def test_fetch_downloads_checks_and_stores_every_dataset(tmp_path: Path, capsys:
     for name in names:
         assert data_file(name, store) == store / name
     # a second fetch finds the files checked in place and downloads nothing (no server now)
-    assert fetch("coling2020", store, f"http://127.0.0.1:{closed_port()}/") == [store / "coling2020_reviews.jsonl"]
+    with refusing_port() as port:
+        assert fetch("coling2020", store, f"http://127.0.0.1:{port}/") == [store / "coling2020_reviews.jsonl"]
 
 
 def test_an_altered_download_is_refused_and_nothing_is_stored(tmp_path: Path,
@@ -92,10 +96,11 @@ def test_an_altered_download_is_refused_and_nothing_is_stored(tmp_path: Path,
 def test_without_network_one_line_names_the_folder_to_copy_into(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     store = tmp_path / "store"
-    url = f"http://127.0.0.1:{closed_port()}/rebuttal_result/"
-    assert main(["fetch", "coling2020", "--dir", str(store), "--url", url]) == 2
+    with refusing_port() as port:
+        url = f"http://127.0.0.1:{port}/rebuttal_result/"
+        assert main(["fetch", "coling2020", "--dir", str(store), "--url", url]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"error: no network: cannot reach 127.0.0.1:"), err
+    assert err.count("\n") == 1 and err.startswith(f"error: no network: cannot reach 127.0.0.1:{port} ("), err
     assert f"copy coling2020_reviews.jsonl from github.com/{data.REPOSITORY}" in err
     assert err.rstrip().endswith(f"into {store}")
 
