@@ -166,8 +166,10 @@ def check_copies(paths: list[Path], tables: list[pa.Table], *, latest: bool = Fa
     clashes = {run_id: held for run_id, held in holders.items() if len(held) > 1}
     if not clashes:
         return list(range(len(paths)))
-    newest = {run_id: max(held, key=lambda i: (paths[i].stat().st_mtime, str(paths[i])))
-              for run_id, held in clashes.items()}  # fmt: skip
+    newest = {
+        run_id: max(held, key=lambda i: (paths[i].stat().st_mtime, str(paths[i])))
+        for run_id, held in clashes.items()
+    }
     if latest:
         older = {i for run_id, held in clashes.items() for i in held if i != newest[run_id]}
         for i in sorted(older):
@@ -178,11 +180,15 @@ def check_copies(paths: list[Path], tables: list[pa.Table], *, latest: bool = Fa
     old = next(i for i in held if i != new)
     more = f" ({len(clashes)} runs overlap in all)" if len(clashes) > 1 else ""
     if tables[old].equals(tables[new]):
-        raise ResultsError(f"{paths[new]}: holds run {run_id!r} with the same rows as {paths[old]}: a copy{more}; "
-                           "remove one, or add --latest to keep the newer")  # fmt: skip
-    raise ResultsError(f"{paths[old]} and {paths[new]} both hold run {run_id!r} with different rows (two sweeps of "
-                       f"the same jobs, e.g. one stopped on its budget and its continuation){more}; analyse one "
-                       f"sweep folder, or add --latest to keep the newer ({paths[new].parent})")  # fmt: skip
+        raise ResultsError(
+            f"{paths[new]}: holds run {run_id!r} with the same rows as {paths[old]}: a copy{more}; "
+            "remove one, or add --latest to keep the newer"
+        )
+    raise ResultsError(
+        f"{paths[old]} and {paths[new]} both hold run {run_id!r} with different rows (two sweeps of "
+        f"the same jobs, e.g. one stopped on its budget and its continuation){more}; analyse one "
+        f"sweep folder, or add --latest to keep the newer ({paths[new].parent})"
+    )
 
 
 def load_results(root: str | Path, *, latest: bool = False) -> pd.DataFrame:
@@ -191,8 +197,10 @@ def load_results(root: str | Path, *, latest: bool = False) -> pd.DataFrame:
     if not Path(root).exists():
         raise FileNotFoundError(f"{root}: no such folder")
     for link in symlinked_runs(root):
-        print(f"note: {link} is a symbolic link: not followed (analyse the folder it points to on its own)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"note: {link} is a symbolic link: not followed (analyse the folder it points to on its own)",
+            file=sys.stderr,
+        )
     paths = find_results(root)
     if not paths:
         raise FileNotFoundError(f"{root}: no results.parquet or results.csv below this folder")

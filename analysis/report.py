@@ -263,8 +263,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n-boot", type=positive_int, default=1000, help="bootstrap replicates (default 1000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--expected", action="store_true", help="analyse score_expected (G-Eval) for score")
-    parser.add_argument("--latest", action="store_true", help="of two results files holding the same run (a sweep "
-                        "and its continuation in one folder), keep the newer")  # fmt: skip
+    parser.add_argument(
+        "--latest",
+        action="store_true",
+        help="of two results files holding the same run (a sweep and its continuation in one folder), keep the newer",
+    )
     args = parser.parse_args(argv)
     from analysis.render import write_report  # matplotlib output only when writing
 

@@ -181,8 +181,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path, help="run or multirun folder of experiment=coling_originality")
-    parser.add_argument("--reviews", default="data:coling2020_reviews.jsonl",
-                        help="coling2020_reviews.jsonl (default: the fetched file, see experiments.data)")
+    parser.add_argument(
+        "--reviews",
+        default="data:coling2020_reviews.jsonl",
+        help="coling2020_reviews.jsonl (default: the fetched file, see experiments.data)",
+    )
     parser.add_argument("--aspect", default="Originality", help="the reviewers' score to compare with")
     parser.add_argument("--dimension", default="originality", help="the judge's rubric dimension")
     parser.add_argument("--out", type=Path, default=None)

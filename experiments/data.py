@@ -39,12 +39,22 @@ class DataFile:
 
 
 DATASETS: dict[str, tuple[DataFile, ...]] = {
-    "coling2020": (DataFile("coling2020_reviews.jsonl",
-                            "5e1b8c9e9af4ca5a836aae68949b9600f223ededa6fde7d8d6ea127fe8545b46"),),  # fmt: skip
-    "novbench": (DataFile("novbench_coling2020.jsonl",
-                          "250228746cb007928946cf9fb0925fb8bf4978a2d5bc6452a73b3baea02ff598"),),  # fmt: skip
-    "novbench_human": (DataFile("novbench_human_pairs_dev.jsonl",
-                                "b1094bf6252b79947708779ae6930fc10589e3fee2fde2b0cf501b8e0bb4d07e"),),  # fmt: skip
+    "coling2020": (
+        DataFile(
+            "coling2020_reviews.jsonl", "5e1b8c9e9af4ca5a836aae68949b9600f223ededa6fde7d8d6ea127fe8545b46"
+        ),
+    ),
+    "novbench": (
+        DataFile(
+            "novbench_coling2020.jsonl", "250228746cb007928946cf9fb0925fb8bf4978a2d5bc6452a73b3baea02ff598"
+        ),
+    ),
+    "novbench_human": (
+        DataFile(
+            "novbench_human_pairs_dev.jsonl",
+            "b1094bf6252b79947708779ae6930fc10589e3fee2fde2b0cf501b8e0bb4d07e",
+        ),
+    ),
 }
 FILES: dict[str, tuple[str, DataFile]] = {f.name: (key, f) for key, files in DATASETS.items() for f in files}
 
@@ -82,16 +92,20 @@ def data_file(name: str, folder: Path | None = None) -> Path:
     folder = folder or data_dir()
     path, expected = folder / name, FILES[name][1].sha256
     if not path.is_file():
-        raise DataError(f"{PREFIX}{name}: not in {folder}; run `{fetch_command(name)}` (or copy {name} there)")
+        raise DataError(
+            f"{PREFIX}{name}: not in {folder}; run `{fetch_command(name)}` (or copy {name} there)"
+        )
     if sha256_of(path) != expected:
-        raise DataError(f"{path}: its SHA-256 is not the pinned upstream file's ({expected[:12]}...); run "
-                        f"`{fetch_command(name)}` to replace it")  # fmt: skip
+        raise DataError(
+            f"{path}: its SHA-256 is not the pinned upstream file's ({expected[:12]}...); run "
+            f"`{fetch_command(name)}` to replace it"
+        )
     return path
 
 
 def resolve_data(value: str) -> Path | None:
     """`data:<file>` as a checked path of the data folder; None for any other value (a path as given)."""
-    return data_file(value[len(PREFIX):]) if value.startswith(PREFIX) else None
+    return data_file(value[len(PREFIX) :]) if value.startswith(PREFIX) else None
 
 
 def data_or_path(value: str | Path) -> Path:
@@ -105,7 +119,9 @@ def _download(url: str, timeout_s: float) -> bytes:
         return bytes(response.read())
 
 
-def fetch(dataset: str, folder: Path | None = None, base_url: str = BASE_URL, timeout_s: float = 60.0) -> list[Path]:
+def fetch(
+    dataset: str, folder: Path | None = None, base_url: str = BASE_URL, timeout_s: float = 60.0
+) -> list[Path]:
     """Download `dataset`'s files from `base_url`, refuse any whose SHA-256 differs, store the rest in `folder`.
     A file already there with the right checksum is kept (no download)."""
     if dataset not in DATASETS:
@@ -124,21 +140,27 @@ def fetch(dataset: str, folder: Path | None = None, base_url: str = BASE_URL, ti
             raise DataError(f"{url}: the server answered {exc.code} {exc.reason}") from None
         except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise DataError(f"no network: cannot reach {urlsplit(url).netloc} ({reason}); copy "
-                            f"{', '.join(f.name for f in DATASETS[dataset])} from github.com/{REPOSITORY} "
-                            f"(commit {COMMIT[:7]}, rebuttal_result/) into {folder}") from None  # fmt: skip
+            raise DataError(
+                f"no network: cannot reach {urlsplit(url).netloc} ({reason}); copy "
+                f"{', '.join(f.name for f in DATASETS[dataset])} from github.com/{REPOSITORY} "
+                f"(commit {COMMIT[:7]}, rebuttal_result/) into {folder}"
+            ) from None
         got = hashlib.sha256(data).hexdigest()
         if got != item.sha256:
-            raise DataError(f"{url}: SHA-256 {got[:12]}... is not the pinned {item.sha256[:12]}...; refused, nothing "
-                            "stored")  # fmt: skip
+            raise DataError(
+                f"{url}: SHA-256 {got[:12]}... is not the pinned {item.sha256[:12]}...; refused, nothing "
+                "stored"
+            )
         try:
             folder.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{item.name}.", delete=False) as handle:
                 handle.write(data)
             Path(handle.name).replace(target)
         except OSError as exc:
-            raise DataError(f"{folder}: cannot store {item.name} ({exc.strerror}); set JUDGESCOPE_DATA_DIR to a "
-                            "writable folder") from None  # fmt: skip
+            raise DataError(
+                f"{folder}: cannot store {item.name} ({exc.strerror}); set JUDGESCOPE_DATA_DIR to a "
+                "writable folder"
+            ) from None
         stored.append(target)
     return stored
 
@@ -148,10 +170,17 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     get = sub.add_parser("fetch", help="download and check a public dataset")
     get.add_argument("datasets", nargs="+", choices=sorted(DATASETS), metavar="|".join(DATASETS))
-    get.add_argument("--dir", type=Path, default=None, help="the data folder (default: $JUDGESCOPE_DATA_DIR or "
-                     "~/.cache/judgescope/data)")  # fmt: skip
-    get.add_argument("--url", default=os.environ.get("JUDGESCOPE_DATA_URL", BASE_URL),
-                     help="where the files are (default: the pinned upstream commit)")  # fmt: skip
+    get.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="the data folder (default: $JUDGESCOPE_DATA_DIR or ~/.cache/judgescope/data)",
+    )
+    get.add_argument(
+        "--url",
+        default=os.environ.get("JUDGESCOPE_DATA_URL", BASE_URL),
+        help="where the files are (default: the pinned upstream commit)",
+    )
     args = parser.parse_args(argv)
     try:
         for dataset in dict.fromkeys(args.datasets):

@@ -15,7 +15,8 @@ if _WORKERS > 1:
     for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "JUDGESCOPE_TORCH_THREADS"):
         os.environ.setdefault(_var, _THREADS)
 # the public data (experiments.data): this workspace's read-only copy when there is one, else the fetched folder
-_SHARED_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SHARED_DATA = os.path.join(_REPO, "..", "shared", "data")
 if os.path.isdir(_SHARED_DATA):
     os.environ.setdefault("JUDGESCOPE_DATA_DIR", os.path.normpath(_SHARED_DATA))
 

@@ -53,7 +53,7 @@ class RedisServer:
                         if not chunk:
                             break
                         reply += chunk
-                    if reply.startswith((b"*", b"-")):  # an answer ("-": CONFIG refused, trust our live process)
+                    if reply.startswith((b"*", b"-")):  # "-": CONFIG refused; trust our live process
                         ours = reply.startswith(b"-") or str(self.folder).encode() in reply
                         return ours and self.proc.poll() is None
             except OSError:

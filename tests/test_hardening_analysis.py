@@ -71,8 +71,8 @@ def test_duplicated_rows_and_copied_runs_are_refused(tmp_path: Path) -> None:
         load_results(tmp_path / "dup")
     write(tmp_path / "copies" / "a", frame)
     write(tmp_path / "copies" / "b", frame)
-    with pytest.raises(ResultsError, match=r"b/results.csv: holds run '.*' with the same rows as .*a/results.csv: a copy; "
-                       "remove one, or add --latest to keep the newer"):  # fmt: skip
+    copy = r"b/results.csv: holds run '.*' with the same rows as .*a/results.csv: a copy; remove one, or add --latest"
+    with pytest.raises(ResultsError, match=copy):
         load_results(tmp_path / "copies")
 
 
@@ -88,17 +88,21 @@ def test_a_sweep_and_its_continuation_name_the_overlap_and_latest_keeps_the_newe
     stopped = write(tmp_path / "day" / "10-00-00" / "0_j_independent_novelty", full.iloc[: len(full) // 2])
     later = write(tmp_path / "day" / "10-30-00" / "0_j_independent_novelty", full)
     os.utime(stopped, (1_000_000, 1_000_000))
-    expected = (f"error: {stopped} and {later} both hold run '0_j_independent_novelty' with different rows (two "
-                "sweeps of the same jobs, e.g. one stopped on its budget and its continuation); analyse one sweep "
-                f"folder, or add --latest to keep the newer ({later.parent})")  # fmt: skip
+    expected = (
+        f"error: {stopped} and {later} both hold run '0_j_independent_novelty' with different rows (two "
+        "sweeps of the same jobs, e.g. one stopped on its budget and its continuation); analyse one sweep "
+        f"folder, or add --latest to keep the newer ({later.parent})"
+    )
     assert one_line(capsys, [str(tmp_path / "day")]) == expected
     kept = load_results(tmp_path / "day", latest=True)
     assert len(kept) == len(full)
-    assert capsys.readouterr().err == f"note: --latest: left out {stopped} (a newer file holds the same run)\n"
+    note = f"note: --latest: left out {stopped} (a newer file holds the same run)\n"
+    assert capsys.readouterr().err == note
 
 
-def test_symlinked_run_folders_are_not_followed_and_said_so(tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_symlinked_run_folders_are_not_followed_and_said_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A `latest` link to a sweep next to it (or a linked results file) is not read a second time; one note
     line names each link."""
     frame = novelty_run().assign(run_id="run")

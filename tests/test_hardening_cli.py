@@ -161,7 +161,8 @@ def test_every_stage_hides_keys_and_answers_a_refused_key_in_one_line(module: st
     traceback and no empty run folder. extract reads the public COLING data (skipped, naming the fetch
     command, where it is not fetched)."""
     if module == "experiments.extract":
-        public_data("coling2020_reviews.jsonl"), public_data("novbench_coling2020.jsonl")
+        for name in ("coling2020_reviews.jsonl", "novbench_coling2020.jsonl"):
+            public_data(name)
     body = {"error": {"message": f"Incorrect API key provided: {KEY}", "type": "invalid_request_error"}}
     srv = ScriptedServer(lambda _: Step(401, body=body))
     with srv.running():

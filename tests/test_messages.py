@@ -21,8 +21,17 @@ RATE_LIMITED = "provider: RateLimitError after 3 attempts: litellm.RateLimitErro
 
 def calls(errors: list[str | None], rows_per_call: int = 3) -> pd.DataFrame:
     """One call per error (None: scored), each with `rows_per_call` rows (candidates x dimensions)."""
-    rows = [{"prompt_id": f"p{i}", "sample_idx": 0, "candidate_id": f"c{r}", "parse_ok": error is None,
-             "error": error} for i, error in enumerate(errors) for r in range(rows_per_call)]  # fmt: skip
+    rows = [
+        {
+            "prompt_id": f"p{i}",
+            "sample_idx": 0,
+            "candidate_id": f"c{r}",
+            "parse_ok": error is None,
+            "error": error,
+        }
+        for i, error in enumerate(errors)
+        for r in range(rows_per_call)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -32,15 +41,26 @@ def test_the_top_reasons_count_calls_and_keep_their_numbers() -> None:
     manifest = {"parse_rate": 4 / 11, "calls_total": 11, "unscored_calls": 7}
     with pytest.raises(ParseRateError) as raised:
         check_parse_rate(manifest, frame, 0.9)
-    assert str(raised.value) == ("parse rate 0.364 is below min_parse_rate=0.9 (7 of 11 calls unscored; outputs "
-                                 f"written); top reasons: {RATE_LIMITED} (7)")  # fmt: skip
+    assert str(raised.value) == (
+        "parse rate 0.364 is below min_parse_rate=0.9 (7 of 11 calls unscored; outputs "
+        f"written); top reasons: {RATE_LIMITED} (7)"
+    )
 
 
 def test_a_reason_whose_numbers_differ_gives_their_range() -> None:
-    frame = calls(["originality: a 401-digit number is not a score", "originality: a 5000-digit number is not a score",
-                   "originality: a 401-digit number is not a score", "gap: '7x' is not a number", None])  # fmt: skip
-    assert error_reasons(frame) == [("originality: a 401–5000-digit number is not a score", 3),
-                                    ("gap: '…' is not a number", 1)]  # fmt: skip
+    frame = calls(
+        [
+            "originality: a 401-digit number is not a score",
+            "originality: a 5000-digit number is not a score",
+            "originality: a 401-digit number is not a score",
+            "gap: '7x' is not a number",
+            None,
+        ]
+    )
+    assert error_reasons(frame) == [
+        ("originality: a 401–5000-digit number is not a score", 3),
+        ("gap: '…' is not a number", 1),
+    ]
     one = calls(["originality: a 401-digit number is not a score"])
     assert error_reasons(one) == [("originality: a 401-digit number is not a score", 1)]
 
@@ -52,20 +72,30 @@ def test_rows_without_call_columns_are_counted_as_rows() -> None:
 
 # A `{name}` in a string literal that is not an f-string: a message that prints its placeholder. `${oc.env:X}`
 # (an instruction to the user) and `{{`-escapes are not placeholders.
-PLACEHOLDER = re.compile(r"(?<![$\\{])\{[A-Za-z_]\w*(\.\w+|\[[^\]]*\])*(![rsa])?(:[<>=^+\- #0-9.,_%a-z]*)?\}(?!\})")
+PLACEHOLDER = re.compile(
+    r"(?<![$\\{])\{[A-Za-z_]\w*(\.\w+|\[[^\]]*\])*(![rsa])?(:[<>=^+\- #0-9.,_%a-z]*)?\}(?!\})"
+)
 # the templates that are filled later on purpose: .format(...) SQL, and CSS rules that look like `{x:y}`
-FILLED_LATER = {("analysis/viewsql.py", "{where}"), ("analysis/viewsql.py", "{dims}"),
-                ("analysis/render.py", "{columns:2}"), ("analysis/render.py", "{margin:.2rem 0}"),
-                ("analysis/render.py", "{margin:0}")}  # fmt: skip
+FILLED_LATER = {
+    ("analysis/viewsql.py", "{where}"),
+    ("analysis/viewsql.py", "{dims}"),
+    ("analysis/render.py", "{columns:2}"),
+    ("analysis/render.py", "{margin:.2rem 0}"),
+    ("analysis/render.py", "{margin:0}"),
+}
 
 
 def unfilled_placeholders(source: str) -> list[tuple[int, str]]:
     """(line, placeholder) of every `{name}` in a plain (non-f) string literal that is not a docstring."""
     tree = ast.parse(source)
-    docstrings = {node.body[0].value.lineno for node in ast.walk(tree)
-                  if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-                  and node.body and isinstance(node.body[0], ast.Expr)
-                  and isinstance(node.body[0].value, ast.Constant)}  # fmt: skip
+    docstrings = {
+        node.body[0].value.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
     found = []
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         if token.type != tokenize.STRING or token.start[0] in docstrings:
@@ -84,7 +114,10 @@ def test_the_sweep_finds_a_missing_f_prefix() -> None:
 
 
 def test_no_message_template_has_an_unfilled_placeholder() -> None:
-    found = {(path.relative_to(ROOT).as_posix(), placeholder)
-             for folder in ("judge", "experiments", "analysis") for path in sorted((ROOT / folder).rglob("*.py"))
-             for _, placeholder in unfilled_placeholders(path.read_text(encoding="utf-8"))}  # fmt: skip
+    found = {
+        (path.relative_to(ROOT).as_posix(), placeholder)
+        for folder in ("judge", "experiments", "analysis")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for _, placeholder in unfilled_placeholders(path.read_text(encoding="utf-8"))
+    }
     assert found - FILLED_LATER == set()

@@ -195,7 +195,8 @@ def test_section_parser_header_and_bullet_variants() -> None:
 
 
 def test_section_parser_on_real_novbench_output_format() -> None:
-    rows = [json.loads(line) for line in public_data("novbench_coling2020.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    text = public_data("novbench_coling2020.jsonl").read_text(encoding="utf-8")
+    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     first = parse_sections(rows[0]["output_format"])
     assert first.counts() == {"positive": 2, "neutral": 1, "negative": 4}
     assert first.negative[-1] == "Table 1 would be more readable without horizontal lines after every ORCHID tag."

@@ -130,7 +130,8 @@ def test_a_judge_of_another_study_in_the_folder_is_dropped_with_a_note(tmp_path:
 
 def test_real_coling_labels_and_ceiling() -> None:
     papers = load_coling_records(public_data("coling2020_reviews.jsonl"))
-    novelty = [json.loads(x) for x in public_data("novbench_coling2020.jsonl").read_text().splitlines() if x.strip()]
+    text = public_data("novbench_coling2020.jsonl").read_text()
+    novelty = [json.loads(x) for x in text.splitlines() if x.strip()]
     labels = extraction_labels(papers, novelty)
     assert labels["paper_id"].nunique() == 73 and len(labels) == 1947 and labels["label"].sum() == 512
     assert unmatched_chosen(papers, novelty).empty  # all 512 chosen sentences are introduction sentences
