@@ -8,7 +8,9 @@ one copy per distinct answer, however many candidate × dimension rows share it.
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -53,18 +55,36 @@ CHECKED = frozenset({*IDENTITY, *REQUIRED, "preference"})  # what analysis.valid
 CSV_MISSING: dict[str, list[str]] = {c: [""] if c in TEXT_COLUMNS else list(MISSING_TEXT) for c in COLUMNS}
 
 
+RESULTS_FILES = ("results.parquet", "results.csv")  # a run's table, in the order of preference
+
+
 def find_results(root: str | Path) -> list[Path]:
-    """Every run's results file below `root` (or `root` itself): results.parquet, else results.csv."""
+    """Every run's results file below `root` (or `root` itself): results.parquet, else results.csv. Symlinked
+    folders and results files below `root` are not followed (`symlinked_runs` names them): a link to a run
+    that is also there, such as a `latest` link to a sweep, would count every judgment twice."""
     root = Path(root)
     if root.is_file():
         return [root]
     found = []
-    for folder in sorted(
-        {p.parent for p in root.rglob("results.parquet")} | {p.parent for p in root.rglob("results.csv")}
-    ):
-        parquet = folder / "results.parquet"
-        found.append(parquet if parquet.exists() else folder / "results.csv")
-    return found
+    for folder, _, files in os.walk(root):  # os.walk follows no symlinked folder
+        here = Path(folder)
+        real = [name for name in RESULTS_FILES if name in files and not (here / name).is_symlink()]
+        if real:
+            found.append(here / real[0])
+    return sorted(found, key=lambda path: path.parent)
+
+
+def symlinked_runs(root: str | Path) -> list[Path]:
+    """The symlinked folders and results files below `root` that `find_results` leaves out."""
+    root = Path(root)
+    if root.is_file():
+        return []
+    links = []
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        links += [here / d for d in dirs if (here / d).is_symlink()]
+        links += [here / f for f in files if f in RESULTS_FILES and (here / f).is_symlink()]
+    return sorted(links)
 
 
 def rubric_directions(name: str) -> dict[str, bool]:
@@ -136,28 +156,61 @@ def _as_run(table: pa.Table, run_id: str | None) -> pa.Table:
     return table.set_column(table.schema.get_field_index("run_id"), "run_id", column)
 
 
-def check_copies(paths: list[Path], tables: list[pa.Table]) -> None:
-    """Refuse two files that hold the same run (a copied run folder would count every judgment twice)."""
-    owner: dict[str, Path] = {}
-    for path, table in zip(paths, tables, strict=True):
-        if "run_id" not in table.column_names:
-            continue
-        for run_id in table.column("run_id").unique().to_pylist():
-            if run_id is not None and owner.setdefault(str(run_id), path) != path:
-                raise ResultsError(f"{path}: holds run {run_id!r}, as {owner[str(run_id)]} does: the same run twice; "
-                                   "remove the copy")  # fmt: skip
+def check_copies(paths: list[Path], tables: list[pa.Table], *, latest: bool = False) -> list[int]:
+    """The files to keep: two files that hold the same run would count every judgment twice, so they are
+    refused, naming both and whether one is a copy of the other or two sweeps of the same jobs (a sweep stopped
+    on its budget and its continuation); with `latest`, the newer file of each such run is kept instead."""
+    holders: dict[str, list[int]] = {}
+    for i, table in enumerate(tables):
+        if "run_id" in table.column_names:
+            for run_id in table.column("run_id").unique().to_pylist():
+                if run_id is not None:
+                    holders.setdefault(str(run_id), []).append(i)
+    clashes = {run_id: held for run_id, held in holders.items() if len(held) > 1}
+    if not clashes:
+        return list(range(len(paths)))
+    newest = {
+        run_id: max(held, key=lambda i: (paths[i].stat().st_mtime, str(paths[i])))
+        for run_id, held in clashes.items()
+    }
+    if latest:
+        older = {i for run_id, held in clashes.items() for i in held if i != newest[run_id]}
+        for i in sorted(older):
+            print(f"note: --latest: left out {paths[i]} (a newer file holds the same run)", file=sys.stderr)
+        return [i for i in range(len(paths)) if i not in older]
+    run_id, held = next(iter(clashes.items()))
+    new = newest[run_id]
+    old = next(i for i in held if i != new)
+    more = f" ({len(clashes)} runs overlap in all)" if len(clashes) > 1 else ""
+    if tables[old].equals(tables[new]):
+        raise ResultsError(
+            f"{paths[new]}: holds run {run_id!r} with the same rows as {paths[old]}: a copy{more}; "
+            "remove one, or add --latest to keep the newer"
+        )
+    raise ResultsError(
+        f"{paths[old]} and {paths[new]} both hold run {run_id!r} with different rows (two sweeps of "
+        f"the same jobs, e.g. one stopped on its budget and its continuation){more}; analyse one "
+        f"sweep folder, or add --latest to keep the newer ({paths[new].parent})"
+    )
 
 
-def load_results(root: str | Path) -> pd.DataFrame:
-    """All results tables below `root` as one frame (analysis columns only, strings as categoricals)."""
+def load_results(root: str | Path, *, latest: bool = False) -> pd.DataFrame:
+    """All results tables below `root` as one frame (analysis columns only, strings as categoricals);
+    `latest`: of two files holding the same run, the newer (see `check_copies`)."""
     if not Path(root).exists():
         raise FileNotFoundError(f"{root}: no such folder")
+    for link in symlinked_runs(root):
+        print(
+            f"note: {link} is a symbolic link: not followed (analyse the folder it points to on its own)",
+            file=sys.stderr,
+        )
     paths = find_results(root)
     if not paths:
         raise FileNotFoundError(f"{root}: no results.parquet or results.csv below this folder")
-    merged = merged_run_ids(paths)  # the shards of one study become one run (ShardMergeError if they cannot)
     read = [_read_one(p) for p in paths]
-    check_copies(paths, read)
+    kept = check_copies(paths, read, latest=latest)
+    paths, read = [paths[i] for i in kept], [read[i] for i in kept]
+    merged = merged_run_ids(paths)  # the shards of one study become one run (ShardMergeError if they cannot)
     tables = [_as_run(table, merged.get(p)) for p, table in zip(paths, read, strict=True)]
     try:
         frame = pa.concat_tables(tables, promote_options="permissive").to_pandas()

@@ -141,7 +141,11 @@ def run_table(root: Path, out: Path, **score_kw: Any) -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path, nargs="?", help="folder with novelty_evaluations.jsonl files")
-    parser.add_argument("--human-pairs", type=Path, default=None, help="NovBench human-study pairs (JSONL)")
+    parser.add_argument(
+        "--human-pairs",
+        default=None,
+        help="NovBench human-study pairs (JSONL; data:novbench_human_pairs_dev.jsonl: the fetched file)",
+    )
     parser.add_argument("--clarity", choices=("paper", "released"), default="paper",
                         help="paper: (KC+LS+FS)/3 (default); released: 0.5*KC + 0.5*LS")
     parser.add_argument("--unit", choices=("sentence", "item"), default="sentence")
@@ -158,6 +162,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from experiments.data import data_or_path
+
     parser = _parser()
     args = parser.parse_args(argv)
     if (args.root is None) == (args.human_pairs is None):
@@ -166,8 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "keyword_match": args.keyword_match, "relevance_model": args.relevance_model}
     try:
         if args.human_pairs is not None:
-            markdown = run_human(args.human_pairs, args.out or Path("novbench_human"),
-                                 Combination.parse(args.combine), args.n_boot, **score_kw)
+            pairs = data_or_path(args.human_pairs)
+            out = args.out or Path("novbench_human")
+            markdown = run_human(pairs, out, Combination.parse(args.combine), args.n_boot, **score_kw)
         else:
             markdown = run_table(args.root, args.out or args.root, **score_kw)
     except (OSError, ValueError, ModelUnavailable) as exc:  # DatasetError is a ValueError; a full disk is an OSError

@@ -287,11 +287,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--expected", action="store_true", help="analyse score_expected (G-Eval) for score")
+    parser.add_argument(
+        "--latest",
+        action="store_true",
+        help="of two results files holding the same run (a sweep and its continuation in one folder), keep the newer",
+    )
     args = parser.parse_args(argv)
     from analysis.render import write_report  # matplotlib output only when writing
 
     try:  # none, shards that cannot be merged, a damaged or hand-edited file: one line (analysis.validate)
-        results = load_results(args.root)
+        results = load_results(args.root, latest=args.latest)
         results = expected_as_score(results) if args.expected else results
         if args.reference is not None:  # the default may be absent (a review_quality study has no reference)
             winrate.check_reference(results, args.reference, args.root)

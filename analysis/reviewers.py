@@ -177,15 +177,21 @@ def markdown(table: pd.DataFrame, aspect: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     from analysis.collect import load_results
     from experiments.coling import load_coling_records, review_scores
+    from experiments.data import data_or_path
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path, help="run or multirun folder of experiment=coling_originality")
-    parser.add_argument("--reviews", type=Path, required=True, help="coling2020_reviews.jsonl")
+    parser.add_argument(
+        "--reviews",
+        default="data:coling2020_reviews.jsonl",
+        help="coling2020_reviews.jsonl (default: the fetched file, see experiments.data)",
+    )
     parser.add_argument("--aspect", default="Originality", help="the reviewers' score to compare with")
     parser.add_argument("--dimension", default="originality", help="the judge's rubric dimension")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     try:
+        args.reviews = data_or_path(args.reviews)
         records = load_coling_records(args.reviews)
         reviews = review_scores(records, args.aspect)
         results = load_results(args.root)

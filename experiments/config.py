@@ -275,8 +275,8 @@ class ExtractConfig(StageConfig):
     """NovBench's extraction stage (conf/extract.yaml): a judge labels introduction sentences."""
 
     rubric: RubricConfig = MISSING
-    papers: str = "../shared/data/coling2020_reviews.jsonl"  # introduction sentences
-    novelty: str = "../shared/data/novbench_coling2020.jsonl"  # the sentences NovBench chose
+    papers: str = "data:coling2020_reviews.jsonl"  # introduction sentences
+    novelty: str = "data:novbench_coling2020.jsonl"  # the sentences NovBench chose
     temperature: float = 0.0
     max_tokens: int = 40
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import jinja2
 
+from experiments.data import DataError, resolve_data
 from experiments.datasets import DatasetError, Instance, load_dataset
 from experiments.modes import Mode, ModeError, mode_from_config
 from experiments.shard import ShardError, parse_shard, select
@@ -41,7 +42,14 @@ class ParseRateError(StudyError):
 
 
 def resolve_path(path: str) -> Path:
-    """A dataset path as given, else relative to the project root (so any working directory works)."""
+    """A dataset path as given, else relative to the project root (so any working directory works); a public
+    file named `data:<file>` comes from the data folder, checked (a StudyError names the fetch command)."""
+    try:
+        fetched = resolve_data(path)
+    except DataError as exc:
+        raise StudyError(str(exc)) from None
+    if fetched is not None:
+        return fetched
     candidate = Path(path).expanduser()
     if candidate.is_absolute() or candidate.exists():
         return candidate

@@ -3,6 +3,7 @@ and the parse-rate check that fails a run after everything is written."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -94,10 +95,39 @@ def check_parse_rate(manifest: Mapping[str, Any], frame: pd.DataFrame, minimum: 
 
 
 def error_reasons(frame: pd.DataFrame) -> list[tuple[str, int]]:
-    """Why rows went unscored, most frequent first: each error with its labels and numbers generalised."""
-    errors = frame.loc[~frame["parse_ok"].astype(bool), "error"].dropna().astype(str)
-    general = errors.str.replace(r"'[^']*'|\"[^\"]*\"", "'…'", regex=True).str.replace(r"\d+", "N", regex=True)
-    return [(str(k), int(v)) for k, v in general.value_counts().items()]
+    """Why calls went unscored, most frequent first, counted in calls (a call's rows share its error; counting
+    rows made 7 calls read as 21). Errors that differ only in labels and numbers form one reason, written with
+    its real numbers: a number all of them share as is, one that varies as its range ("3–401-digit"), never
+    a bare placeholder."""
+    failed = frame.loc[~frame["parse_ok"].astype(bool)]
+    failed = failed[failed["error"].notna()].assign(error=lambda f: f["error"].astype(str))
+    call = [c for c in ("prompt_id", "sample_idx") if c in failed.columns]
+    if len(call) == 2:  # one entry per (call, error): the call's rows (candidates x dimensions) count once
+        failed = failed.drop_duplicates([*call, "error"])
+    labels = failed["error"].str.replace(_QUOTED, "'…'", regex=True)
+    groups: dict[str, list[str]] = {}
+    for label in labels:
+        groups.setdefault(_NUMBER.sub("N", label), []).append(label)
+    counted = sorted(groups.values(), key=len, reverse=True)
+    return [(_with_numbers(members), len(members)) for members in counted]
+
+
+_QUOTED = r"'[^']*'|\"[^\"]*\""
+_NUMBER = re.compile(r"\d+")
+
+
+def _with_numbers(members: list[str]) -> str:
+    """One reason's text: its shared wording with each number slot filled by its value or its range."""
+    slots = [[int(n) for n in _NUMBER.findall(m)] for m in members]
+    text, parts = members[0], _NUMBER.split(members[0])
+    if len(parts) == 1:
+        return text
+    filled = [parts[0]]
+    for i, part in enumerate(parts[1:]):
+        values = sorted({s[i] for s in slots})
+        filled.append(str(values[0]) if len(values) == 1 else f"{values[0]}–{values[-1]}")
+        filled.append(part)
+    return "".join(filled)
 
 
 def build_manifest(cfg: Mapping[str, Any], frame: pd.DataFrame, tally: Tally, rubric: Rubric, data_path: Path,

@@ -76,6 +76,9 @@ class FaultServer:
     max_faults: int = 4  # transient faults per call at most (keep below the client's max_attempts - 1)
     slow_s: float = 6.0
     latency_s: float = 0.0
+    # requests after the first `hold_after` wait for `release` before they are answered: a test can act (send
+    # Ctrl-C) while the run is provably mid-way, on a signal from the run itself rather than on a timer
+    hold_after: int | None = None
     answer: Callable[[dict[str, Any]], str] = rubric_answer
     echo_key: bool = False  # error bodies quote the Authorization header, as some providers do
     auth_fails: bool = False  # every request gets a 401 (quoting the key when echo_key)
@@ -87,6 +90,7 @@ class FaultServer:
         self.lock = threading.Lock()
         self.seen: Counter[str] = Counter()
         self.authorizations: set[str] = set()  # the Authorization headers received (to check a key was sent)
+        self.release = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -165,6 +169,9 @@ class FaultServer:
         with self.lock:
             if attempt >= 0:
                 self.log.append(Served(call, attempt, fault, text))
+            held = self.hold_after is not None and len(self.log) > self.hold_after
+        if held:
+            self.release.wait(self.max_seconds)
         if self.latency_s:
             time.sleep(self.latency_s)
         key = h.headers.get("Authorization", "")
@@ -224,6 +231,7 @@ class FaultServer:
         try:
             yield self
         finally:
+            self.release.set()  # no handler stays parked on a hold
             timer.cancel()
             self.httpd.shutdown()
             self.httpd.server_close()

@@ -25,25 +25,40 @@ class RedisServer:
     """One redis-server process; `url` points at its database 0; `stop()` kills it (a dead cache)."""
 
     def __init__(self, folder: Path) -> None:
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
         folder.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(folder), "--save", "",
-             "--appendonly", "no", "--protected-mode", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        self.folder = folder.resolve()
+        for _ in range(5):  # a port another process took between free_port() and redis' bind: another port
+            self.port = free_port()
+            self.url = f"redis://127.0.0.1:{self.port}/0"
+            self.proc = subprocess.Popen(
+                [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder), "--save",
+                 "", "--appendonly", "no", "--protected-mode", "no"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            if self._answers():
+                return
+            self.stop()
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def _answers(self) -> bool:
+        """Our redis-server answers on its port (not another test's: its `dir` is our folder)."""
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self.proc.poll() is None:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
-                        return
+                    sock.sendall(b"CONFIG GET dir\r\n")
+                    reply = b""
+                    while reply.count(b"\r\n") < 5 and not reply.startswith(b"-"):  # *2, $3, dir, $n, the dir
+                        chunk = sock.recv(4096)
+                        if not chunk:
+                            break
+                        reply += chunk
+                    if reply.startswith((b"*", b"-")):  # "-": CONFIG refused; trust our live process
+                        ours = reply.startswith(b"-") or str(self.folder).encode() in reply
+                        return ours and self.proc.poll() is None
             except OSError:
                 time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"redis-server did not start on port {self.port}")
+        return False
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.openai_server import ScriptedServer, Step, rubric_answer
 
 UNPARSEABLE = "I would rather not give numbers for this one."
@@ -27,6 +29,16 @@ def cli_env(tmp: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env.update({"JUDGESCOPE_CACHE_DIR": str(tmp / "cache"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
                 "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]), **(extra or {})})
     return env
+
+
+def public_data(name: str) -> Path:
+    """The checked path of a public data file (experiments.data), or a one-line skip naming the command that
+    fetches it; a file that is there but altered fails (its SHA-256 is checked), it is not skipped."""
+    from experiments.data import data_dir, data_file, fetch_command
+
+    if not (data_dir() / name).is_file():
+        pytest.skip(f"{name} is not fetched: run `{fetch_command(name)}`")
+    return data_file(name)
 
 
 def answer(body: dict[str, Any]) -> Step:

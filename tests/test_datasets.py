@@ -27,10 +27,10 @@ from experiments.datasets import (
 )
 from experiments.novbench_data import load_novbench, load_novbench_records
 from experiments.rqbench import load_rqbench, paper_passage
+from tests.studies import public_data
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample"
-SHARED = REPO.parent / "shared" / "data"
 DIMENSIONS = {"originality", "gap_addressing", "non_obviousness", "source_boundedness"}
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 DROP = object()  # record(key=DROP) removes the key
@@ -407,9 +407,8 @@ def test_novbench_record_problems(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.skipif(not (SHARED / "novbench_coling2020.jsonl").is_file(), reason="../shared/data not present")
 def test_novbench_reference_data() -> None:
-    path = SHARED / "novbench_coling2020.jsonl"
+    path = public_data("novbench_coling2020.jsonl")
     records = load_novbench_records(path)
     instances = load_novbench(path)
     assert len(records) == len(instances) == 73

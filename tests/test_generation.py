@@ -17,9 +17,9 @@ from experiments.generate import generate
 from experiments.generation import few_shot_demos, parse_list
 from experiments.issues import run_issues
 from tests.openai_server import ScriptedServer, Step, rubric_answer
+from tests.studies import public_data
 
 ROOT = Path(__file__).resolve().parent.parent
-NOVBENCH = ROOT.parent / "shared" / "data" / "novbench_coling2020.jsonl"
 EVALUATION = ("Positive Novelty Evaluations:\n- The syllable features are a new idea for Thai tagging.\n"
               "Neutral Novelty Evaluations:\n- The tag mapping follows prior work.\n"
               "Negative Novelty Evaluations:\n- BERT for tagging is not new.\n")  # fmt: skip
@@ -77,16 +77,16 @@ def test_questions_become_a_runnable_dataset(server: ScriptedServer, tmp_path: P
     assert again["calls_made"] == 0 and again["calls_cached"] == 2
 
 
-@pytest.mark.skipif(not NOVBENCH.exists(), reason="shared NovBench data not present")
 def test_novelty_strategies_and_few_shot_never_uses_the_item(server: ScriptedServer, tmp_path: Path) -> None:
-    records = [json.loads(line) for line in NOVBENCH.read_text().splitlines()[:6]]
+    novbench = public_data("novbench_coling2020.jsonl")
+    records = [json.loads(line) for line in novbench.read_text().splitlines()[:6]]
     for i in range(len(records)):
         demos = few_shot_demos(records, records[i], seed=0)
         assert len(demos) == 2 and all(d["evaluation"] != records[i]["output_format"] for d in demos)
     seen = len(server.requests)
     for strategy in ("zero_shot", "few_shot"):
         cfg = config(server, tmp_path, task="novelty", strategy=strategy, limit=2,
-                     dataset={"name": "nb", "path": str(NOVBENCH)})  # fmt: skip
+                     dataset={"name": "nb", "path": str(novbench)})  # fmt: skip
         generate(cfg, tmp_path / strategy)
         rows = [json.loads(x) for x in (tmp_path / strategy / "novelty_evaluations.jsonl").read_text().splitlines()]
         assert [r["strategy"] for r in rows] == [strategy] * 2 and rows[0]["generated"] == EVALUATION

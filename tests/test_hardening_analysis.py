@@ -71,8 +71,53 @@ def test_duplicated_rows_and_copied_runs_are_refused(tmp_path: Path) -> None:
         load_results(tmp_path / "dup")
     write(tmp_path / "copies" / "a", frame)
     write(tmp_path / "copies" / "b", frame)
-    with pytest.raises(ResultsError, match="the same run twice"):
+    copy = r"b/results.csv: holds run '.*' with the same rows as .*a/results.csv: a copy; remove one, or add --latest"
+    with pytest.raises(ResultsError, match=copy):
         load_results(tmp_path / "copies")
+
+
+def test_a_sweep_and_its_continuation_name_the_overlap_and_latest_keeps_the_newer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sweep stopped on its budget and its continuation, side by side in one folder: the same job name (run
+    id), the stopped one holding part of the rows. Neither is a copy ("remove the copy" was wrong): the line
+    names both files and offers --latest, which keeps the continuation's rows only."""
+    import os
+
+    full = novelty_run().assign(run_id="0_j_independent_novelty")
+    stopped = write(tmp_path / "day" / "10-00-00" / "0_j_independent_novelty", full.iloc[: len(full) // 2])
+    later = write(tmp_path / "day" / "10-30-00" / "0_j_independent_novelty", full)
+    os.utime(stopped, (1_000_000, 1_000_000))
+    expected = (
+        f"error: {stopped} and {later} both hold run '0_j_independent_novelty' with different rows (two "
+        "sweeps of the same jobs, e.g. one stopped on its budget and its continuation); analyse one sweep "
+        f"folder, or add --latest to keep the newer ({later.parent})"
+    )
+    assert one_line(capsys, [str(tmp_path / "day")]) == expected
+    kept = load_results(tmp_path / "day", latest=True)
+    assert len(kept) == len(full)
+    note = f"note: --latest: left out {stopped} (a newer file holds the same run)\n"
+    assert capsys.readouterr().err == note
+
+
+def test_symlinked_run_folders_are_not_followed_and_said_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A `latest` link to a sweep next to it (or a linked results file) is not read a second time; one note
+    line names each link."""
+    frame = novelty_run().assign(run_id="run")
+    write(tmp_path / "sweep" / "run", frame)
+    (tmp_path / "sweep" / "latest").symlink_to(tmp_path / "sweep" / "run", target_is_directory=True)
+    (tmp_path / "sweep" / "other").mkdir()
+    (tmp_path / "sweep" / "other" / "results.csv").symlink_to(tmp_path / "sweep" / "run" / "results.csv")
+    loaded = load_results(tmp_path / "sweep")
+    assert len(loaded) == len(frame)
+    assert capsys.readouterr().err.splitlines() == [
+        f"note: {tmp_path / 'sweep' / 'latest'} is a symbolic link: not followed (analyse the folder it points to "
+        "on its own)",
+        f"note: {tmp_path / 'sweep' / 'other' / 'results.csv'} is a symbolic link: not followed (analyse the folder "
+        "it points to on its own)",
+    ]
 
 
 def test_runs_of_one_judge_over_the_same_items_are_separate_raters(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.fault_server import FaultServer
 from tests.openai_server import ScriptedServer, Step
-from tests.studies import cli_env
+from tests.studies import cli_env, public_data
 from tests.test_runner import run
 
 KEY = "sk-cli-planted-0123456789abcdef"
@@ -124,7 +124,9 @@ def test_every_call_refused_exits_non_zero_with_a_warning(tmp_path: Path) -> Non
 
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
-    srv = FaultServer(faults={}, answers={}, latency_s=1.0)
+    """Ctrl-C mid-run: the server answers two calls, then holds every further answer until the interrupt has
+    been sent (a timer raced: on a quiet machine the whole run finished first and exited 0)."""
+    srv = FaultServer(faults={}, answers={}, hold_after=2)
     with srv.running():
         env = cli_env(tmp_path, {"QWEN_API_KEY": KEY})
         args = [sys.executable, "-m", "experiments.run", "judge=qwen", f"judge.api_base={srv.api_base}",
@@ -132,11 +134,15 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
         proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)  # fmt: skip
         deadline = time.monotonic() + 120
-        while srv.requests < 3 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        while srv.requests <= 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert srv.requests > 2, "the run never reached a held call"  # so it cannot have finished
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-        before, srv.latency_s = srv.requests, 0.0
+        try:
+            _, err = proc.communicate(timeout=120)
+        finally:
+            srv.release.set()
+        before, srv.hold_after = srv.requests, None
         again = run(args[3:-1] + ["hydra.run.dir=again"], tmp_path, {"QWEN_API_KEY": KEY})
     assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
     assert err.strip().splitlines()[-1].startswith("interrupted: every answer received so far is cached; rerun")
@@ -144,6 +150,7 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr[-2000:]
     manifest = json.loads((tmp_path / "again" / "manifest.json").read_text())
     assert manifest["calls_made"] == srv.requests - before and manifest["calls_made"] + manifest["calls_cached"] == 22
+    assert manifest["calls_cached"] >= 2  # the two answered before Ctrl-C were kept
 
 
 @pytest.mark.slow
@@ -151,7 +158,11 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
 def test_every_stage_hides_keys_and_answers_a_refused_key_in_one_line(module: str, tmp_path: Path) -> None:
     """The generate, issues and extract entry points, like experiments.run: a key on the command line and a
     key the provider echoes in its 401 appear nowhere; the refusal is one `error:` line, exit 2, with no
-    traceback and no empty run folder."""
+    traceback and no empty run folder. extract reads the public COLING data (skipped, naming the fetch
+    command, where it is not fetched)."""
+    if module == "experiments.extract":
+        for name in ("coling2020_reviews.jsonl", "novbench_coling2020.jsonl"):
+            public_data(name)
     body = {"error": {"message": f"Incorrect API key provided: {KEY}", "type": "invalid_request_error"}}
     srv = ScriptedServer(lambda _: Step(401, body=body))
     with srv.running():

@@ -7,6 +7,7 @@ on a machine also converts the GGUF to safetensors once (~30-80 s); later runs l
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import json
 import subprocess
@@ -55,6 +56,13 @@ def test_json_object_end(text: str, end: int | None) -> None:
         json.loads(text[text.index("{") : end])
 
 
+def fresh_model_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty model memo for this test only: the real model other tests of this process loaded stays
+    loaded (clearing the memo made the next model test load it again)."""
+    loader = functools.lru_cache(maxsize=1)(local_weights._load_cached.__wrapped__)
+    monkeypatch.setattr(local_weights, "_load_cached", loader)
+
+
 def test_broken_cache_is_rebuilt_atomically(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A folder without the completion marker is replaced by a fresh conversion; no temp dirs remain."""
     target = tmp_path / "models" / "smollm2-135m"
@@ -80,11 +88,8 @@ def test_broken_cache_is_rebuilt_atomically(monkeypatch: pytest.MonkeyPatch, tmp
     (tmp_path / local_weights.GGUF_FILENAME).write_bytes(b"gguf")
     monkeypatch.setattr(local_weights, "_load_from", fake_load_from)
     monkeypatch.setattr(local_weights, "_write_dense", fake_write)
-    local_weights._load_cached.cache_clear()
-    try:
-        model, _ = local_weights.load_model()
-    finally:
-        local_weights._load_cached.cache_clear()
+    fresh_model_memo(monkeypatch)
+    model, _ = local_weights.load_model()
     assert isinstance(model, Fake)
     assert (target / "model.safetensors").read_text() == "complete"
     assert json.loads((target / "judgescope_source.json").read_text())["gguf"] == local_weights.GGUF_FILENAME
@@ -112,11 +117,8 @@ def test_concurrent_conversion_keeps_the_winner(monkeypatch: pytest.MonkeyPatch,
 
     monkeypatch.setattr(local_weights, "_load_from", lambda *a, **k: (Fake(), Fake()))
     monkeypatch.setattr(local_weights, "_write_dense", fake_write)
-    local_weights._load_cached.cache_clear()
-    try:
-        local_weights.load_model()
-    finally:
-        local_weights._load_cached.cache_clear()
+    fresh_model_memo(monkeypatch)
+    local_weights.load_model()
     assert (target / "model.safetensors").read_text() == "theirs"
     assert sorted(p.name for p in target.parent.iterdir()) == ["smollm2-135m"]
 

@@ -137,13 +137,16 @@ def test_perplexity_cache_refuses_a_short_answer(tmp_path: Path) -> None:
 
 def test_every_user_cache_follows_xdg_cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from analysis.ppl_cache import default_directory
+    from experiments.data import data_dir
     from judge.cache import default_cache_dir
     from judge.local_weights import cache_dir
 
-    for var in ("JUDGESCOPE_CACHE_DIR", "JUDGESCOPE_MODEL_DIR", "JUDGESCOPE_MODEL_CACHE", "JUDGESCOPE_PPL_CACHE"):
+    cache_vars = ("CACHE_DIR", "MODEL_DIR", "MODEL_CACHE", "PPL_CACHE", "DATA_DIR")
+    for var in (f"JUDGESCOPE_{name}" for name in cache_vars):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    found = [default_cache_dir(), cache_dir(), mpnet.cache_root(), default_directory()]
-    assert [p.relative_to(tmp_path / "judgescope").parts[0] for p in found] == ["calls", "models", "models", "ppl"]
+    found = [default_cache_dir(), cache_dir(), mpnet.cache_root(), default_directory(), data_dir()]
+    kinds = [p.relative_to(tmp_path / "judgescope").parts[0] for p in found]
+    assert kinds == ["calls", "models", "models", "ppl", "data"]
     monkeypatch.setenv("JUDGESCOPE_PPL_CACHE", "~/ppl-here")  # an explicit folder still wins, ~ expanded
     assert default_directory() == Path.home() / "ppl-here"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,8 +25,7 @@ from analysis.novbench import (
     units,
 )
 from analysis.sections import parse_sections
-
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "novbench_coling2020.jsonl"
+from tests.studies import public_data
 
 
 class FakeEmbedder:
@@ -196,9 +194,9 @@ def test_section_parser_header_and_bullet_variants() -> None:
     assert not parse_sections("just prose, no sections").found_header
 
 
-@pytest.mark.skipif(not DATA.exists(), reason="../shared/data not present")
 def test_section_parser_on_real_novbench_output_format() -> None:
-    rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
+    text = public_data("novbench_coling2020.jsonl").read_text(encoding="utf-8")
+    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     first = parse_sections(rows[0]["output_format"])
     assert first.counts() == {"positive": 2, "neutral": 1, "negative": 4}
     assert first.negative[-1] == "Table 1 would be more readable without horizontal lines after every ORCHID tag."

@@ -18,8 +18,7 @@ from experiments.coling import (
     unmatched_chosen,
 )
 from experiments.validation import DatasetError
-
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+from tests.studies import public_data
 
 
 def paper(pid: int, decision: str, scores: list[int]) -> dict[str, object]:
@@ -129,10 +128,10 @@ def test_a_judge_of_another_study_in_the_folder_is_dropped_with_a_note(tmp_path:
     assert len(judges) == 2 and "reviewers" in judges and any("j-coling" in j for j in judges), judges
 
 
-@pytest.mark.skipif(not (DATA / "coling2020_reviews.jsonl").exists(), reason="../shared/data not present")
 def test_real_coling_labels_and_ceiling() -> None:
-    papers = load_coling_records(DATA / "coling2020_reviews.jsonl")
-    novelty = [json.loads(x) for x in (DATA / "novbench_coling2020.jsonl").read_text().splitlines() if x.strip()]
+    papers = load_coling_records(public_data("coling2020_reviews.jsonl"))
+    text = public_data("novbench_coling2020.jsonl").read_text()
+    novelty = [json.loads(x) for x in text.splitlines() if x.strip()]
     labels = extraction_labels(papers, novelty)
     assert labels["paper_id"].nunique() == 73 and len(labels) == 1947 and labels["label"].sum() == 512
     assert unmatched_chosen(papers, novelty).empty  # all 512 chosen sentences are introduction sentences
