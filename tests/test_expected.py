@@ -190,3 +190,36 @@ def test_report_expected_counts_and_prints_the_rows_it_cannot_use(tmp_path: Path
     err = capsys.readouterr().err
     assert f"--expected: {n_rows // 2} of {2 * n_rows} scored rows have no score_expected" in err
     assert f"left unscored: b {n_rows // 2}\n" in err
+
+
+@pytest.mark.slow
+def test_embedded_model_gives_whole_two_digit_values() -> None:
+    """The embedded model's tokenizer writes 10 as "1", "0": its constrained decoder reports every allowed value
+    with the probability of writing it whole (issue 24.4), checked against one uncached forward pass."""
+    import torch
+
+    from judge import local_model
+    from judge.local_schema import generate_structured
+
+    scale = list(range(11))
+    schema = {"type": "object", "properties": {"overall": {"enum": scale}, "soundness": {"enum": [1, 2]}}}
+    messages = [{"role": "user", "content": "Rate this review from 0 to 10 as JSON: 'Excellent, flawless.'"}]
+    comp = generate_structured(messages, schema, temperature=0.0, seed=0, logprobs=True)
+    assert comp.text == generate_structured(messages, schema, temperature=0.0, seed=0).text  # same answer
+    model, tok = local_model.load_model()
+    ids = lambda s: tok(s, add_special_tokens=False)["input_ids"]  # noqa: E731
+    prompt = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    one, zero = ids("10,")[:2]
+    with torch.inference_mode():
+        logits = model(input_ids=torch.tensor([ids(prompt) + ids('{"overall": ') + [one]])).logits[0].float()
+    first = sorted({ids(f"{v},")[0] for v in scale})  # the digits the value may start with
+    p_first = dict(zip(first, torch.softmax(logits[-2, first], -1).tolist(), strict=True))
+    then = sorted({ids("1,")[1], zero})  # after "1": "," (a 1) or "0" (a 10)
+    p_then = dict(zip(then, torch.softmax(logits[-1, then], -1).tolist(), strict=True))
+    truth = {v: p_first[ids(f"{v},")[0]] for v in scale}
+    truth[1], truth[10] = p_first[one] * p_then[ids("1,")[1]], p_first[one] * p_then[zero]
+    tokens = from_response({"content": comp.logprobs})
+    value = next(t for t in tokens if len(t.top) == len(scale))
+    assert {int(t): math.exp(lp) for t, lp in value.top} == pytest.approx(truth, abs=1e-4)
+    got = expected_scores(comp.text, tokens, [Field("overall", 0, 10, ())])[""]["overall"]
+    assert got == pytest.approx(sum(v * p for v, p in truth.items()), abs=1e-3) and truth[10] > 1e-3
