@@ -83,8 +83,13 @@ def test_two_digit_score_located_in_the_answer() -> None:
     content = []
     for piece in pieces:
         top = {"1": [("1", 0.6), ("9", 0.3), ("8", 0.1)], "0": [("0", 1.0)]}.get(piece, [(piece, 1.0)])
-        content.append({"token": piece, "logprob": math.log(dict(top)[piece]),
-                        "top_logprobs": [{"token": t, "logprob": math.log(p)} for t, p in top]})  # fmt: skip
+        content.append(
+            {
+                "token": piece,
+                "logprob": math.log(dict(top)[piece]),
+                "top_logprobs": [{"token": t, "logprob": math.log(p)} for t, p in top],
+            }
+        )
     fields = [Field("overall", 0, 10, ()), Field("soundness", 1, 4, ())]
     out = expected_scores(text, from_response({"content": content}), fields)
     assert out == {"": pytest.approx({"overall": 9.5, "soundness": 3.0})}
