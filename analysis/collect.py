@@ -291,7 +291,8 @@ def expected_as_score(results: pd.DataFrame) -> pd.DataFrame:
         raise ValueError("no score_expected in these results: run the study with expected_scores=true")
     lost = results["score"].notna() & results["score_expected"].isna()
     out = results.assign(score=results["score_expected"].astype(float))
-    out.attrs["expected_missing"] = results.loc[lost, "judge"].astype(str).value_counts().sort_index().to_dict()
+    judges = results["judge"].astype(str) if "judge" in results else pd.Series("all", index=results.index)
+    out.attrs["expected_missing"] = judges[lost].value_counts().sort_index().to_dict()
     out.attrs["expected_scored"] = int(results["score"].notna().sum())
     return out
 
