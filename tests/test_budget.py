@@ -140,7 +140,7 @@ def test_config_prices_price_the_rows_the_manifest_and_the_budget_alike(
 ) -> None:
     """Prices set in the judge's YAML (litellm has none for this model) are the one price source (issue 24.10):
     each call's cost_usd in the results, the manifest's cost_usd and the budget's spend_usd are all its tokens at
-    those prices (before: cost_usd null in the results and the manifest, spend_usd 0.0133 beside them)."""
+    those prices (before: cost_usd null in all 66 rows and in the manifest, beside spend_usd 0.00726)."""
     import pandas as pd  # noqa: PLC0415
 
     from experiments.study import run_study
