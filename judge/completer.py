@@ -230,10 +230,10 @@ class LiteLLMCompleter:
 
     def price_list(self) -> Prices:
         """The prices this completer's answers are charged at (see `prices`)."""
-        if self.prices is None:
+        if self.prices is None:  # looked up once, at the first answer (a local provider is registered by then)
             from judge.pricing import prices_for  # noqa: PLC0415  (judge.pricing imports this module)
 
-            return prices_for(self.model)
+            self.prices = prices_for(self.model)
         return self.prices
 
     def complete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:

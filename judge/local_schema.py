@@ -91,7 +91,9 @@ def generate_structured(messages: list[dict[str, Any]], schema: Mapping[str, Any
         )
     gen = torch.Generator(device="cpu")
     gen.manual_seed(int(seed or 0))
-    decoder = _Decoder(model, torch, prompt_ids, lambda ids: tokenizer.decode(list(ids)))
+    decoder = _Decoder(
+        model, torch, prompt_ids, (lambda ids: tokenizer.decode(list(ids))) if logprobs else None
+    )
     text, skip = "", 0
     with local_model._RUN_LOCK, torch.inference_mode():
         for seg, follow in segments:
@@ -181,7 +183,11 @@ class _Decoder:
     """Feeds tokens through the model with a KV cache; picks tokens restricted to an option trie."""
 
     def __init__(
-        self, model: Any, torch: Any, prompt_ids: list[int], decode: Callable[[Sequence[int]], str]
+        self,
+        model: Any,
+        torch: Any,
+        prompt_ids: list[int],
+        decode: Callable[[Sequence[int]], str] | None = None,
     ) -> None:
         self.model, self.torch, self.decode = model, torch, decode
         reused, self.cache = PREFIX_CACHE.lookup(prompt_ids)
@@ -189,14 +195,16 @@ class _Decoder:
         self.pending: list[int] = list(prompt_ids[reused:])
         self.logits: Any = None
         self.generated = 0  # tokens after the prompt: the answer's length
-        # the answer's text piece by piece, with the (alternative, log-probability) list where the model chose
+        # the answer's text piece by piece (kept only with `decode`: log-probabilities asked for), with the
+        # (alternative, log-probability) list where the model chose
         self.trace: Trace = []
         self._prompt_stored = False
 
     def push(self, ids: Sequence[int]) -> None:
         self.pending.extend(ids)
         self.generated += len(ids)
-        self.trace.extend((self.decode([int(i)]), None) for i in ids)
+        if self.decode is not None:
+            self.trace.extend((self.decode([int(i)]), None) for i in ids)
 
     def _flush(self) -> None:
         if not self.pending:
