@@ -373,7 +373,24 @@ def load_humans(path: str | Path) -> pd.DataFrame:
 
 def expected_as_score(results: pd.DataFrame) -> pd.DataFrame:
     """The table with `score` replaced by the G-Eval `score_expected` (runs with expected_scores=true); a
-    row without an expected score becomes unscored, so no sampled integer is mixed in."""
+    row without an expected score becomes unscored, so no sampled integer is mixed in. How many scored rows
+    that leaves out, per judge, is in `attrs["expected_missing"]` (the report prints it)."""
     if "score_expected" not in results or results["score_expected"].isna().all():
         raise ValueError("no score_expected in these results: run the study with expected_scores=true")
-    return results.assign(score=results["score_expected"].astype(float))
+    lost = results["score"].notna() & results["score_expected"].isna()
+    out = results.assign(score=results["score_expected"].astype(float))
+    judges = results["judge"].astype(str) if "judge" in results else pd.Series("all", index=results.index)
+    out.attrs["expected_missing"] = judges[lost].value_counts().sort_index().to_dict()
+    out.attrs["expected_scored"] = int(results["score"].notna().sum())
+    return out
+
+
+def expected_missing_note(results: pd.DataFrame) -> str | None:
+    """One line saying how many sampled scores `--expected` could not use (no score_expected), or None."""
+    missing = results.attrs.get("expected_missing") or {}
+    if not missing:
+        return None
+    per_judge = ", ".join(f"{judge} {n}" for judge, n in missing.items())
+    return (f"note: --expected: {sum(missing.values())} of {results.attrs.get('expected_scored', 0)} scored rows "
+            f"have no score_expected (no log-probabilities, or no allowed value among them) and are left "
+            f"unscored: {per_judge}")  # fmt: skip

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -35,6 +36,7 @@ from analysis.embeddings import SupportsEncode, cosine_matrix, model_name_of
 from analysis.intervals import grouped_mean_ci, mean_ci
 
 QUALITY_DIMENSIONS: tuple[str, ...] = ("comprehensiveness", "specificity", "evidence_support", "consistency")
+QUALITY_TEMPERATURE = 0.1  # EchoReview defines Overall Quality over judge runs at this temperature
 _REVIEW_KEYS: tuple[str, ...] = ("judge", "mode", "model", "instance_id", "candidate_id", "source")
 _SAMPLE_KEYS: tuple[str, ...] = ("prompt_id", "sample_idx")  # one call: a comparative reference has several
 
@@ -50,7 +52,8 @@ def overall_quality(results: pd.DataFrame, dimensions: Sequence[str] = QUALITY_D
     here; a judge whose runs (``run_id``) judged one review's sample twice becomes ``judge@run_id`` per run,
     and a judgment recorded twice in one run is a ValueError (`analysis.echo_rows`).
     Columns: the keys, ``overall`` (NaN if unscored), ``n_samples`` (complete samples used), ``n_dropped``,
-    and the review's spread across its samples: ``sample_min``, ``sample_max``, ``sample_sd`` (ddof 1).
+    the review's spread across its samples: ``sample_min``, ``sample_max``, ``sample_sd`` (ddof 1), and the
+    temperature check (`review_temperatures`): ``temperature`` and ``temperature_ok``.
     """
     df = results
     if rubric is not None and "rubric" in df.columns:
@@ -72,7 +75,20 @@ def overall_quality(results: pd.DataFrame, dimensions: Sequence[str] = QUALITY_D
     out = pd.DataFrame({"overall": grouped.mean(), "n_samples": grouped.count(),
                         "n_dropped": grouped.size() - grouped.count(), "sample_min": grouped.min(),
                         "sample_max": grouped.max(), "sample_sd": grouped.std(ddof=1)})
-    return out.reset_index()
+    return out.join(review_temperatures(df, keys)).reset_index()
+
+
+def review_temperatures(rows: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """Per review (`keys`): the ``temperature`` its samples were recorded at (NaN when unknown or mixed) and
+    ``temperature_ok``: every sample at T = 0.1, where Overall Quality is defined. A judge the provider runs
+    at another temperature (gpt-5 and other reasoning models take only 1.0: judge.quirks) fails the check."""
+    recorded = rows["temperature"] if "temperature" in rows else pd.Series(math.nan, index=rows.index)
+    temps = pd.to_numeric(recorded, errors="coerce")
+    grouped = temps.groupby([rows[k] for k in keys], dropna=False)
+    low, high, known = grouped.min(), grouped.max(), grouped.count() == grouped.size()
+    same = known & (low == high)
+    ok = same & ((low - QUALITY_TEMPERATURE).abs() < 1e-9)
+    return pd.DataFrame({"temperature": low.where(same), "temperature_ok": ok.astype(bool)})
 
 
 def quality_by_source(per_review: pd.DataFrame, by: Sequence[str] = ("source",), n_boot: int = 2000,
@@ -85,8 +101,20 @@ def quality_by_source(per_review: pd.DataFrame, by: Sequence[str] = ("source",),
         key = key if isinstance(key, tuple) else (key,)
         m, lo, hi, n = mean_ci(g["overall"], n_boot=n_boot, seed=seed)
         rows.append(dict(zip(by, key, strict=True)) | {"overall": m, "ci_lo": lo, "ci_hi": hi, "n": n,
-                                          "n_unscored": int(g["overall"].isna().sum())})
+                                          "n_unscored": int(g["overall"].isna().sum())} | _temperature_of(g))
     return pd.DataFrame(rows)
+
+
+def _temperature_of(reviews: pd.DataFrame) -> dict[str, Any]:
+    """A group's recorded temperature (NaN when unknown or mixed) and whether all its reviews are at T = 0.1."""
+    if "temperature_ok" not in reviews:
+        return {"temperature": math.nan, "temperature_ok": False}
+    temps = reviews["temperature"]
+    same = temps.notna().all() and temps.nunique() == 1
+    return {
+        "temperature": float(temps.iloc[0]) if same else math.nan,
+        "temperature_ok": bool(reviews["temperature_ok"].all()),
+    }
 
 
 # ---- issue matching ------------------------------------------------------------------------------------------

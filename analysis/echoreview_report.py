@@ -3,7 +3,9 @@
 * Overall Quality (rows of the ``review_quality`` rubric, e.g. ``experiment=review_quality``: 3 runs at
   T = 0.1): per review, the mean of the four dimensions per run, averaged over the runs, with the review's
   spread across runs (min, max, sd) — ``echoreview_quality_per_review.csv``; per generator, the mean with a
-  95% bootstrap CI over reviews — ``echoreview_quality.csv``.
+  95% bootstrap CI over reviews — ``echoreview_quality.csv``. Each rater's recorded temperature is checked
+  against T = 0.1 (columns ``temperature``, ``temperature_ok``): one that ran otherwise (gpt-5 runs at 1.0)
+  is marked ⚠ and named under the table.
 * Randomized pairwise win rate (pairwise-mode rows, e.g. ``rubric=review_pairwise mode=pairwise``): win /
   tie / loss per generator pair with bootstrap CIs and position-flip counts — ``echoreview_pairwise.csv``.
 
@@ -22,7 +24,7 @@ import pandas as pd
 from analysis.cells import md_cell, write_csv
 from analysis.collect import load_results
 from analysis.echo_pairwise import comparisons, win_rates
-from analysis.echoreview import overall_quality, quality_by_source
+from analysis.echoreview import QUALITY_TEMPERATURE, overall_quality, quality_by_source
 from analysis.intervals import positive_int
 
 
@@ -34,12 +36,15 @@ def quality_markdown(per_review: pd.DataFrame, by_source: pd.DataFrame) -> list[
     """Overall Quality per rater (judge, mode) and generator, and per review (mean over runs and the spread
     across runs)."""
     lines = ["## Overall Quality (mean of the 4 dimensions, averaged over runs)", "",
-             "| judge | mode | generator | Overall [95% CI] | reviews | unscored |",
-             "|---|---|---|---|---|---|"]
+             "| judge | mode | generator | Overall [95% CI] | reviews | unscored | T |",
+             "|---|---|---|---|---|---|---|"]
     for _, r in by_source.iterrows():
         overall = _ci(r["overall"], r["ci_lo"], r["ci_hi"])
         lines.append(f"| {md_cell(r['judge'])} | {md_cell(r.get('mode', '–'))} | {md_cell(r['source'])} | {overall} | {r['n']} | "
-                     f"{r['n_unscored']} |")
+                     f"{r['n_unscored']} | {_temperature_cell(r)} |")
+    off = temperature_note(by_source)
+    if off:
+        lines += ["", off]
     lines += ["", "| judge | mode | review | generator | Overall | runs | min | max | sd |",
               "|---|---|---|---|---|---|---|---|---|"]
     for _, r in per_review.iterrows():
@@ -48,6 +53,31 @@ def quality_markdown(per_review: pd.DataFrame, by_source: pd.DataFrame) -> list[
                      f"{md_cell(r['source'])} | "
                      f"{vals[0]} | {r['n_samples']} | " + " | ".join(vals[1:]) + " |")
     return lines
+
+
+def _temperature_cell(row: pd.Series) -> str:
+    """The rater's recorded temperature, marked ⚠ where Overall Quality's T = 0.1 is not what it ran at."""
+    temp = "unknown" if pd.isna(row.get("temperature")) else f"{row['temperature']:g}"
+    return temp if row.get("temperature_ok") else f"{temp} ⚠"
+
+
+def temperature_note(by_source: pd.DataFrame) -> str | None:
+    """One line naming the raters not recorded at T = 0.1 (⚠ in the table), or None when all are."""
+    if "temperature_ok" not in by_source:
+        return None
+    off = by_source.loc[~by_source["temperature_ok"].astype(bool)]
+    if off.empty:
+        return None
+    raters = sorted(
+        {
+            f"{r['judge']} ({r.get('mode', '–')}) at T = {_temperature_cell(r).removesuffix(' ⚠')}"
+            for _, r in off.iterrows()
+        }
+    )
+    return (
+        f"⚠ Overall Quality is defined at T = {QUALITY_TEMPERATURE:g} (EchoReview: three runs at that "
+        f"temperature); not comparable with it: {'; '.join(raters)}"
+    )
 
 
 def pairwise_markdown(table: pd.DataFrame) -> list[str]:

@@ -29,7 +29,7 @@ from analysis import (
 )
 from analysis import humans as human_mod
 from analysis.agreement import agreement_table
-from analysis.collect import expected_as_score, load_humans, load_results
+from analysis.collect import expected_as_score, expected_missing_note, load_humans, load_results
 from analysis.intervals import positive_int
 from analysis.paper_tables import write_paper_tables
 from analysis.requests import request_changes
@@ -323,6 +323,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           file=sys.stderr)  # fmt: skip
     note_perturbed(results, unperturbed(results))
     latent.note_duplicates(tables)
+    missing = expected_missing_note(results)
+    if missing:
+        print(missing, file=sys.stderr)
     if results.attrs.get("duplicate_judgments"):
         print(f"note: {results.attrs['duplicate_judgments']} judgments repeated by reruns of the same study were "
               "counted once", file=sys.stderr)  # fmt: skip

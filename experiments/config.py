@@ -137,6 +137,14 @@ class Perturbation(enum.StrEnum):
     labels = "labels"  # comparative: the neutral labels Q1..Qn permuted
 
 
+class PriceMap(enum.StrEnum):
+    """Which litellm price map prices the calls (judge.price_map): the one bundled with the installed litellm
+    (fixed per litellm version), or the latest download (`prices=remote`: costs change with the day)."""
+
+    bundled = "bundled"
+    remote = "remote"
+
+
 @dataclass(frozen=True)
 class RobustnessConfig:
     """experiment=robustness: one perturbation per run, seeded; the reference is never perturbed."""
@@ -229,6 +237,7 @@ class StudyConfig:
     # also ask for token log-probabilities and write score_expected (G-Eval: probability-weighted mean score)
     expected_scores: bool = False
     robustness: RobustnessConfig = field(default_factory=RobustnessConfig)
+    prices: PriceMap = PriceMap.bundled  # litellm's price map: bundled, or remote (downloaded at start)
 
 
 @dataclass(frozen=True)
@@ -242,6 +251,7 @@ class StageConfig:
     cache: CacheConfig = field(default_factory=CacheConfig)
     progress: bool = True
     retry: RetryConfig = field(default_factory=RetryConfig)
+    prices: PriceMap = PriceMap.bundled  # litellm's price map: bundled, or remote (downloaded at start)
 
 
 @dataclass(frozen=True)

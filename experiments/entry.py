@@ -44,12 +44,15 @@ def start(config_name: str, *checks: Callable[[list[str]], str | None]) -> None:
 
 
 def plain_config(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config as plain data, its secrets learnt and library logs scrubbed."""
+    """The resolved config as plain data, its secrets learnt and library logs scrubbed; litellm's price map
+    chosen (`prices`, judge.price_map) before litellm is imported."""
+    from judge.price_map import choose
     from judge.secrets import install_log_redaction, remember_secrets
 
     plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     assert isinstance(plain, dict)
     remember_secrets(plain)
+    choose(str(plain.get("prices", "bundled")))
     install_log_redaction()
     return plain
 

@@ -13,7 +13,7 @@ from typing import Any
 from experiments.inputs import StudyError
 from experiments.prompt import Prompt
 from experiments.shard import refresh_date
-from experiments.spend import budget_for
+from experiments.spend import budget_for, judge_prices
 from judge.cache import CacheError
 from judge.client import Judge
 from judge.completer import LiteLLMCompleter
@@ -58,12 +58,12 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge:
     remember_secrets(cfg)  # every error, row and file of this judge is scrubbed of the config's secrets
     jcfg = cfg["judge"]
     extra = jcfg.get("extra") or {}
-    completer = make_completer(jcfg)
     if str(jcfg["model"]).startswith("local/") or extra.get("custom_llm_provider") == "local":
-        # the embedded model's litellm provider (judge.local_provider)
+        # the embedded model's litellm provider (judge.local_provider), registered before its prices are read
         from judge.local_provider import register  # noqa: PLC0415 (kept out of import time)
 
         register()  # makes "local/..." a litellm provider like any other; loads no weights until called
+    completer = make_completer(jcfg)
     policy = RetryPolicy(**(cfg.get("retry") or {}))
     try:
         cache = open_cache(cfg.get("cache"), cfg.get("cache_dir"))
@@ -81,8 +81,12 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge:
 
 def make_completer(jcfg: Mapping[str, Any]) -> LiteLLMCompleter:
     """litellm for one endpoint (`api_base`), or litellm's Router over replicas (`api_bases`, judge.pool)."""
-    common = {"api_key_env": jcfg.get("api_key_env"), "timeout_s": float(jcfg.get("timeout_s", 120)),
-              "extra": jcfg.get("extra") or {}}  # fmt: skip
+    common: dict[str, Any] = {
+        "api_key_env": jcfg.get("api_key_env"),
+        "timeout_s": float(jcfg.get("timeout_s", 120)),
+        "extra": jcfg.get("extra") or {},
+        "prices": judge_prices(jcfg),  # the plan's and the budget's prices: one source (judge.pricing)
+    }
     if not jcfg.get("api_bases"):
         return LiteLLMCompleter(jcfg["model"], api_base=jcfg.get("api_base"), **common)
     from judge.pool import RouterCompleter  # noqa: PLC0415 (only pools need the Router)

@@ -17,8 +17,9 @@ from experiments.datasets import dataset_hash
 from experiments.inputs import ParseRateError
 from experiments.rows import call_cost
 from experiments.shard import parse_shard, refresh_date, study_id
-from experiments.spend import budget_manifest
+from experiments.spend import budget_manifest, judge_prices
 from judge.client import CallResult, Judge
+from judge.pricing import price_record
 from judge.quirks import RequestShape
 from judge.rubric import Rubric
 
@@ -72,10 +73,11 @@ class Tally:
 
 
 def manifest_extras(cfg: Mapping[str, Any], judge: Judge, shape: RequestShape, tally: Tally) -> dict[str, Any]:
-    """The manifest's budget, batch, request-shape and rate-limit fields."""
+    """The manifest's budget, batch, request-shape, price-map and rate-limit fields."""
     extras = {**budget_manifest(judge.budget, tally.not_started), **batch_manifest(tally.batch),
               "temperature": shape.temperature, "temperature_asked": float(cfg["temperature"]),
               "request": {"sent": shape.sent, "changes": shape.changes}}  # fmt: skip
+    extras["price_map"] = price_record(str(cfg["judge"]["model"]), judge_prices(cfg["judge"]))
     if judge.limiter is not None:
         jcfg = cfg["judge"]
         extras["rate_limit"] = {"rpm": jcfg.get("rpm"), "tpm": jcfg.get("tpm"),

@@ -23,7 +23,7 @@ from experiments.power import power_note
 from experiments.prompt import Prompt
 from experiments.spend import judge_prices
 from judge.cache import CacheError
-from judge.pricing import Prices, prompt_tokens
+from judge.pricing import Prices, price_record, prompt_tokens
 from judge.rubric import Rubric
 
 COUNTS = ("calls_total", "calls_cached", "calls_shared", "calls_to_make", "prompt_tokens",
@@ -65,7 +65,7 @@ def plan_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Pat
         "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"], "mode": mode.name,
         "rubric": rubric.name, "instances": len(instances), "prompts": len(prompts),
         "n_samples": int(cfg["n_samples"]), "max_tokens": _largest_budget(cfg, prompts), **counts,
-        "prices": dict(vars(prices)),
+        "prices": dict(vars(prices)), "price_map": price_record(str(cfg["judge"]["model"]), prices),
         "cost_usd": _costs(prices, counts["prompt_tokens"], counts["completion_tokens_bound"],
                            counts["completion_tokens_expected"]),
         "power": note.as_dict(),

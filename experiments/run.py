@@ -25,6 +25,7 @@ def main(cfg: DictConfig) -> None:
     from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs  # no litellm
     from experiments.outputs import claim_folder, release_folder
     from experiments.sweep_budget import clear_failed
+    from judge.price_map import choose as choose_price_map
     from judge.secrets import redact_std_streams, remember_secrets
 
     redact_std_streams()
@@ -37,6 +38,7 @@ def main(cfg: DictConfig) -> None:
         plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
         assert isinstance(plain, dict)
         remember_secrets(plain)
+        choose_price_map(str(plain.get("prices", "bundled")))  # before anything imports litellm
         inputs = load_study_inputs(plain)  # bad inputs answer here, before litellm is even imported
         if plain.get("plan"):
             from experiments.plan import run_plan

@@ -6,9 +6,9 @@ reservations of the calls in flight and its own fit under the cap. A call that w
 reservations of calls in flight waits for them (they usually cost far less than their worst case); the first
 call that cannot fit even then stops the run (no later call starts, even a cheaper one), and the calls in
 flight finish and are cached. When a call
-ends its reservation is replaced by its actual cost: the provider-reported cost where the completion has one
-(litellm's price map over the provider's usage counts), else the judge's prices over the usage, else the
-reservation itself.
+ends its reservation is replaced by its actual cost: the provider's usage counts at the judge's prices (the
+ones the completion's `cost_usd`, the results rows and the manifest use: judge.pricing), else the reservation
+itself.
 
 In a `-m` sweep the account is the sweep's (`shared`, judge.ledger): every job reserves against, and adds its
 spend to, one ledger in the sweep folder, so the jobs together stay under the cap.
@@ -178,7 +178,5 @@ class Budget:
 
     def cost(self, completion: Completion, reserved: float) -> float:
         """What an answered call cost (see the module doc)."""
-        cost = completion.cost_usd if self.prices.source == "litellm" else None  # else the config's prices
-        if cost is None:
-            cost = self.prices.cost(completion.prompt_tokens, completion.completion_tokens, batch=self.batch)
+        cost = self.prices.cost(completion.prompt_tokens, completion.completion_tokens, batch=self.batch)
         return reserved if cost is None else cost

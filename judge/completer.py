@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import contextvars
 import copy
-import functools
 import json
 import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from judge import speedups
 
@@ -23,6 +22,9 @@ import litellm  # noqa: E402
 
 from judge.expected import TokenLogprob, from_response  # noqa: E402
 from judge.secrets import redact, without_secrets  # noqa: E402
+
+if TYPE_CHECKING:  # pragma: no cover
+    from judge.pricing import Prices
 
 Message = Mapping[str, str]
 
@@ -121,30 +123,6 @@ TRANSPORT_OPTIONS = frozenset({"timeout", "num_retries", "max_retries"})
 COMPLETER_DEFAULTS: Mapping[str, Any] = {"drop_params": True}
 
 
-@functools.lru_cache(maxsize=64)
-def token_prices(model: str) -> tuple[float, float] | None:
-    """Per-token (input, output) USD prices from litellm's bundled map, or None when unknown.
-
-    Looked up once per model, so no per-call cost calculation runs inside litellm's hot path.
-    """
-    try:
-        info = litellm.get_model_info(model)
-    except Exception:  # litellm raises a bare Exception for unmapped models
-        return None
-    inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
-    if inp is None or out is None:
-        return None
-    return float(inp), float(out)
-
-
-def cost_of(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """USD cost of one call from token counts, None when the model's price is not known."""
-    prices = token_prices(model)
-    if prices is None:
-        return None
-    return prices[0] * prompt_tokens + prices[1] * completion_tokens
-
-
 # The last response's HTTP headers in this task (lower-case, without litellm's "llm_provider-" prefix), for
 # a rate-limited judge: set only by completers with `read_headers`, so other calls skip the work.
 RESPONSE_HEADERS: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
@@ -180,8 +158,12 @@ class LiteLLMCompleter:
         api_key_env: str | None = None,
         timeout_s: float = 120.0,
         extra: Mapping[str, Any] | None = None,
+        prices: Prices | None = None,
     ) -> None:
         self.model = model
+        # what a completion costs: the judge's prices (judge.pricing, config overrides included), the same ones
+        # the plan and the budget use; None = litellm's map for the model, looked up on the first answer
+        self.prices = prices
         self.api_base = api_base
         self.api_key_env = api_key_env
         self.timeout_s = timeout_s
@@ -241,10 +223,18 @@ class LiteLLMCompleter:
             finish_reason=None if finish is None else str(finish),
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
-            cost_usd=cost_of(self.model, prompt_tokens, completion_tokens),
+            cost_usd=self.price_list().cost(prompt_tokens, completion_tokens),
             latency_s=latency,
             logprobs=from_response(getattr(choice, "logprobs", None)),
         )
+
+    def price_list(self) -> Prices:
+        """The prices this completer's answers are charged at (see `prices`)."""
+        if self.prices is None:  # looked up once, at the first answer (a local provider is registered by then)
+            from judge.pricing import prices_for  # noqa: PLC0415  (judge.pricing imports this module)
+
+            self.prices = prices_for(self.model)
+        return self.prices
 
     def complete(self, messages: Sequence[Message], params: Mapping[str, Any]) -> Completion:
         started = time.perf_counter()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,10 +87,13 @@ def generate_structured(messages: list[dict[str, Any]], schema: Mapping[str, Any
     prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     if len(prompt_ids) >= local_model.CONTEXT_LENGTH - 64:
         raise local_model.PromptTooLong(
-            f"prompt is {len(prompt_ids)} tokens; the local model's context window is {local_model.CONTEXT_LENGTH}")
+            f"prompt is {len(prompt_ids)} tokens; the local model's context window is {local_model.CONTEXT_LENGTH}"
+        )
     gen = torch.Generator(device="cpu")
     gen.manual_seed(int(seed or 0))
-    decoder = _Decoder(model, torch, prompt_ids)
+    decoder = _Decoder(
+        model, torch, prompt_ids, (lambda ids: tokenizer.decode(list(ids))) if logprobs else None
+    )
     text, skip = "", 0
     with local_model._RUN_LOCK, torch.inference_mode():
         for seg, follow in segments:
@@ -102,26 +105,36 @@ def generate_structured(messages: list[dict[str, Any]], schema: Mapping[str, Any
                     text += literal
                 continue
             options = [tokenizer(o + follow, add_special_tokens=False)["input_ids"] for o in seg.options]
+            whole = decoder.option_logprobs(options) if logprobs else None
             chosen = decoder.choose(options, temperature, gen)
+            if whole is not None:  # the value as one entry carrying every allowed value's probability
+                decoder.trace[-len(options[chosen]) :] = [
+                    (seg.options[chosen], list(zip(seg.options, whole, strict=True)))
+                ]
+                if follow:
+                    decoder.trace.append((follow, None))
             text += seg.options[chosen] + follow
             skip = len(follow)
     return local_model.GenerationResult(text=text, prompt_tokens=len(prompt_ids),
                                         completion_tokens=decoder.generated, finish_reason="stop",
-                                        logprobs=_openai_logprobs(decoder.trace, tokenizer) if logprobs else None)  # fmt: skip
+                                        logprobs=_openai_logprobs(decoder.trace) if logprobs else None)  # fmt: skip
 
 
-def _openai_logprobs(trace: Sequence[tuple[int, Any]], tokenizer: Any) -> list[dict[str, Any]]:
-    """The decoder's trace as OpenAI `logprobs.content`. A forced token (schema text, or the only allowed
-    option) has probability 1 under the constrained decoding; a chosen one carries the model's
-    distribution over the allowed tokens (at temperature 1: the model's own probabilities)."""
+Trace = list[tuple[str, list[tuple[str, float]] | None]]
+
+
+def _openai_logprobs(trace: Trace) -> list[dict[str, Any]]:
+    """The decoder's trace as OpenAI `logprobs.content`. Forced text (the schema's) has probability 1 under
+    the constrained decoding. A value is one entry whose alternatives are every allowed value with the
+    model's probability of writing it whole (the product over its tokens, at temperature 1: the model's own
+    probabilities), so a 10 the tokenizer spells "1", "0" is a 10, not a 1 (issue 24.4)."""
     out = []
-    for token, dist in trace:
-        text = tokenizer.decode([token])
+    for text, dist in trace:
         if dist is None:
             out.append({"token": text, "logprob": 0.0, "top_logprobs": [{"token": text, "logprob": 0.0}]})
             continue
-        top = [{"token": tokenizer.decode([a]), "logprob": lp} for a, lp in dist]
-        out.append({"token": text, "logprob": dict(dist)[token], "top_logprobs": top})
+        top = [{"token": t, "logprob": lp} for t, lp in dist]
+        out.append({"token": text, "logprob": dict(dist)[text], "top_logprobs": top})
     return out
 
 
@@ -150,7 +163,7 @@ class _PrefixCache:
         return best, cache
 
     def store(self, ids: Sequence[int], cache: Any) -> None:
-        self.entries = [e for e in self.entries if e[0] != tuple(ids)][-(self.size - 1):]
+        self.entries = [e for e in self.entries if e[0] != tuple(ids)][-(self.size - 1) :]
         self.entries.append((tuple(ids), copy.deepcopy(cache)))
 
 
@@ -169,21 +182,29 @@ PREFIX_CACHE = _PrefixCache()
 class _Decoder:
     """Feeds tokens through the model with a KV cache; picks tokens restricted to an option trie."""
 
-    def __init__(self, model: Any, torch: Any, prompt_ids: list[int]) -> None:
-        self.model, self.torch = model, torch
+    def __init__(
+        self,
+        model: Any,
+        torch: Any,
+        prompt_ids: list[int],
+        decode: Callable[[Sequence[int]], str] | None = None,
+    ) -> None:
+        self.model, self.torch, self.decode = model, torch, decode
         reused, self.cache = PREFIX_CACHE.lookup(prompt_ids)
         self.fed: list[int] = list(prompt_ids[:reused])  # exactly the tokens whose KV is in self.cache
         self.pending: list[int] = list(prompt_ids[reused:])
         self.logits: Any = None
         self.generated = 0  # tokens after the prompt: the answer's length
-        # every answer token, with the (allowed token, log-probability) list where the model chose it
-        self.trace: list[tuple[int, list[tuple[int, float]] | None]] = []
+        # the answer's text piece by piece (kept only with `decode`: log-probabilities asked for), with the
+        # (alternative, log-probability) list where the model chose
+        self.trace: Trace = []
         self._prompt_stored = False
 
     def push(self, ids: Sequence[int]) -> None:
         self.pending.extend(ids)
         self.generated += len(ids)
-        self.trace.extend((int(i), None) for i in ids)
+        if self.decode is not None:
+            self.trace.extend((self.decode([int(i)]), None) for i in ids)
 
     def _flush(self) -> None:
         if not self.pending:
@@ -211,9 +232,36 @@ class _Decoder:
             token = allowed[0] if len(allowed) == 1 else self._pick(allowed, temperature, gen)
             prefix.append(token)
             self.push([token])
-            if len(allowed) > 1:
-                logp = self.torch.log_softmax(self.logits[allowed].float(), dim=-1).tolist()
-                self.trace[-1] = (token, list(zip(allowed, logp, strict=True)))
+
+    def option_logprobs(self, options: Sequence[Sequence[int]]) -> list[float]:
+        """log P(option) for every option: the product over its tokens of the model's probability among the
+        allowed tokens at that point. Branch points below the root are run from the current KV cache and cropped
+        off again, so the decoding that follows (and its sampled answer) is unchanged."""
+        self._flush()
+        base = self.cache.get_seq_length()
+        out = [0.0] * len(options)
+
+        def walk(prefix: list[int], logp: float, logits: Any) -> None:
+            alive = [i for i, o in enumerate(options) if list(o[: len(prefix)]) == prefix]
+            for i in alive:
+                if len(options[i]) == len(prefix):
+                    out[i] = logp
+            allowed = sorted({options[i][len(prefix)] for i in alive if len(options[i]) > len(prefix)})
+            if len(allowed) == 1:
+                walk([*prefix, allowed[0]], logp, None)
+            elif allowed:
+                if logits is None:  # a branch point below the root: peek, then drop its cache entries again
+                    ids = self.torch.tensor([prefix])
+                    step = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, cache=self.cache)
+                    logits = step.logits[0, -1]
+                    self.cache = step["cache"]
+                    self.cache.crop(base - self.cache.get_seq_length())  # a negative count: drop that many
+                lps = self.torch.log_softmax(logits[allowed].float(), dim=-1).tolist()
+                for token, lp in zip(allowed, lps, strict=True):
+                    walk([*prefix, token], logp + lp, None)
+
+        walk([], 0.0, self.logits)
+        return out
 
     def _pick(self, allowed: list[int], temperature: float, gen: Any) -> int:
         self._flush()

@@ -25,6 +25,7 @@ import litellm  # noqa: E402
 from litellm.types.router import RouterRateLimitError
 
 from judge.completer import Completion, LiteLLMCompleter, Message
+from judge.pricing import Prices
 from judge.routing import PoolSettings
 
 GROUP = "judge"  # the Router's name for the pool's one model group
@@ -35,11 +36,18 @@ class RouterCompleter(LiteLLMCompleter):
 
     def __init__(self, model: str, *, api_bases: Sequence[str], api_key_env: str | None = None,
                  timeout_s: float = 120.0, extra: Mapping[str, Any] | None = None,
-                 pool: PoolSettings | None = None) -> None:  # fmt: skip
+                 pool: PoolSettings | None = None, prices: Prices | None = None) -> None:  # fmt: skip
         if not api_bases:
             raise ValueError("judge.api_bases: list at least one endpoint")
         # the first replica stands for the pool in the cache key (request_params drops it as "own endpoint")
-        super().__init__(model, api_base=api_bases[0], api_key_env=api_key_env, timeout_s=timeout_s, extra=extra)
+        super().__init__(
+            model,
+            api_base=api_bases[0],
+            api_key_env=api_key_env,
+            timeout_s=timeout_s,
+            extra=extra,
+            prices=prices,
+        )
         self.api_bases = list(api_bases)
         self.pool = pool or PoolSettings()
         self.lean = False  # the Router's routing reads litellm's success/failure callbacks

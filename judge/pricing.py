@@ -7,17 +7,20 @@ names. A price nobody knows stays None - a cost computed from it is unknown, nev
 
 from __future__ import annotations
 
-import functools
+import hashlib
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm: no price-map download
 
 import litellm  # noqa: E402
 
-from judge.completer import Message
+from judge import price_map  # noqa: E402
+from judge.completer import Message  # noqa: E402
 
 PRICE_FIELDS = ("input_cost_per_token", "output_cost_per_token", "input_cost_per_token_batches",
                 "output_cost_per_token_batches")  # fmt: skip
@@ -45,13 +48,20 @@ class Prices:
         return None if pair is None else pair[0] * prompt_tokens + pair[1] * completion_tokens
 
 
-@functools.lru_cache(maxsize=64)
+_KNOWN: dict[str, dict[str, float | None]] = {}  # litellm's prices per model, looked up once
+
+
 def _litellm_prices(model: str) -> dict[str, float | None]:
+    """litellm's prices for `model`; a model it does not know is asked again next time (a provider registered
+    later, such as the embedded model's, then finds its prices)."""
+    if model in _KNOWN:
+        return _KNOWN[model]
     try:
         info: Mapping[str, Any] = dict(litellm.get_model_info(model))
     except Exception:  # noqa: BLE001  (litellm raises a bare Exception for unmapped models)
         return {}
-    return {name: (float(info[name]) if info.get(name) is not None else None) for name in PRICE_FIELDS}
+    _KNOWN[model] = {name: (float(info[name]) if info.get(name) is not None else None) for name in PRICE_FIELDS}
+    return _KNOWN[model]
 
 
 def prices_for(model: str, overrides: Mapping[str, Any] | None = None) -> Prices:
@@ -81,3 +91,25 @@ def prices_for(model: str, overrides: Mapping[str, Any] | None = None) -> Prices
 def prompt_tokens(model: str, messages: Sequence[Message]) -> int:
     """Prompt tokens of `messages` with litellm's tokenizer support for `model` (tiktoken as its fallback)."""
     return int(litellm.token_counter(model=model, messages=[dict(m) for m in messages]))
+
+
+def price_record(model: str, prices: Prices) -> dict[str, Any]:
+    """Which price map priced a run, for plan.json and manifest.json (judge.price_map): `map` as chosen
+    (bundled / remote), where litellm says it loaded it from (a failed download falls back to the bundled
+    copy), its revision where this litellm tells it, the litellm version, and a hash of the judge's prices."""
+    try:
+        from litellm.litellm_core_utils.get_model_cost_map import get_model_cost_map_source_info  # noqa: PLC0415
+
+        info: Mapping[str, Any] = dict(get_model_cost_map_source_info())
+    except (ImportError, AttributeError):  # an older litellm does not say
+        info = {}
+    used = {name: getattr(prices, name) for name in PRICE_FIELDS}
+    digest = hashlib.sha256(json.dumps({"model": model, **used}, sort_keys=True).encode()).hexdigest()
+    return {
+        "map": price_map.in_use(),
+        "loaded_from": info.get("source"),
+        "fallback_reason": info.get("fallback_reason"),
+        "revision": info.get("source_revision"),
+        "litellm_version": metadata.version("litellm"),
+        "prices_sha256": digest,
+    }

@@ -52,10 +52,11 @@ def missing() -> list[str]:
 # litellm post-processes every successful call twice in ways the framework never reads: it prices the
 # response (`update_response_metadata` -> cost map look-ups with model-name generalisation, the largest
 # per-call CPU cost in a profile) and it builds a standard logging payload for success callbacks
-# (`dispatch_success_logging`). judgescope prices calls itself from token counts (`cost_of`, one look-up per
-# model) and registers no callbacks, so calls made by a `LiteLLMCompleter` skip both - unless the user has
-# configured litellm callbacks or a budget, which need them. The skip is scoped by a context variable: any
-# other litellm call in the same process is untouched. Set JUDGESCOPE_LEAN_LITELLM=0 to turn it off.
+# (`dispatch_success_logging`). judgescope prices calls itself from token counts (the judge's `Prices`,
+# judge.pricing, one look-up per model) and registers no callbacks, so calls made by a `LiteLLMCompleter` skip
+# both - unless the user has configured litellm callbacks or a budget, which need them. The skip is scoped by
+# a context variable: any other litellm call in the same process is untouched. Set JUDGESCOPE_LEAN_LITELLM=0
+# to turn it off.
 
 LEAN_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar("judgescope_lean_litellm", default=False)
 _LEAN_HOOKS = ("update_response_metadata", "dispatch_success_logging")

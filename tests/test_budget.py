@@ -105,7 +105,7 @@ def test_budget_stop_manifest_and_resume_without_repeats(server: ScriptedServer,
     assert manifest["calls_not_started"] == 44 - made
     # the spend is the provider-reported usage (12 prompt + 7 completion tokens per call) at the judge's prices
     assert manifest["spend_usd"] == pytest.approx(made * 19 * 1e-5)
-    assert manifest["cost_usd"] is None  # litellm's map has no price for this model: unknown in the table
+    assert manifest["cost_usd"] == pytest.approx(manifest["spend_usd"])  # the same prices price the table
 
     # a larger budget continues: only the calls not made before reach the provider, none twice
     run_study({**cfg, "budget_usd": 5.0}, None, tmp_path / "b", run_id="b")
@@ -177,3 +177,35 @@ def test_a_timed_out_attempt_keeps_its_reservation_as_spent(tmp_path: Path) -> N
     assert result.retries == 0  # one request sent: the call's error, no retry (made + retries + errors)
     assert judge.budget is not None and judge.budget.stopped
     assert judge.budget.spent_usd == pytest.approx(bound)
+
+
+def test_config_prices_price_the_rows_the_manifest_and_the_budget_alike(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    """Prices set in the judge's YAML (litellm has none for this model) are the one price source (issue 24.10):
+    each call's cost_usd in the results, the manifest's cost_usd and the budget's spend_usd are all its tokens at
+    those prices (before: cost_usd null in all 66 rows and in the manifest, beside spend_usd 0.00726)."""
+    import pandas as pd  # noqa: PLC0415
+
+    from experiments.study import run_study
+
+    cfg = compose(
+        "judge=qwen",
+        f"judge.api_base={server.api_base}",
+        "limit=1",
+        "n_samples=2",
+        "progress=false",
+        "max_tokens=40",
+        "judge.input_cost_per_token=1e-5",
+        "judge.output_cost_per_token=3e-5",
+    )
+    cfg["cache_dir"] = str(tmp_path / "cache")
+    run_study({**cfg, "budget_usd": 5.0}, None, tmp_path / "run", run_id="run")
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    table = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    calls = table.drop_duplicates(["prompt_id", "sample_idx"])
+    assert len(calls) == manifest["calls_made"] > 0 and table["cost_usd"].notna().all()
+    expected = calls["prompt_tokens"] * 1e-5 + calls["completion_tokens"] * 3e-5
+    assert calls["cost_usd"].to_numpy() == pytest.approx(expected.to_numpy())
+    assert manifest["cost_usd"] == pytest.approx(expected.sum()) and expected.sum() > 0
+    assert manifest["spend_usd"] == pytest.approx(manifest["cost_usd"])

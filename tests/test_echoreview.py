@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -205,3 +206,33 @@ def test_macro_overlap_counts_papers_left_out_for_unscored_calls() -> None:
     out = macro_overlap(per_paper, by=("source",)).iloc[0]
     assert out["overlap"] == pytest.approx(0.5) and out["overlap_n"] == 2  # the third paper left out
     assert (out["n_papers"], out["n_unscored"], out["n_papers_unscored"]) == (3, 3, 1)
+
+
+def test_overall_quality_flags_runs_not_at_the_defined_temperature(tmp_path: Path) -> None:
+    """Issue 24.7: Overall Quality is defined at T = 0.1; a judge recorded at 1.0 (gpt-5) or at no known
+    temperature is flagged in the tables and the report, one at 0.1 is not."""
+    from analysis.echoreview_report import report
+
+    rows = _quality_rows([("independent", "r1", 0, 4.0), ("independent", "r1", 1, 6.0)])
+    table = pd.concat(
+        [rows.assign(judge="qwen", temperature=0.1), rows.assign(judge="gpt5", temperature=1.0)],
+        ignore_index=True,
+    )
+    per_review = overall_quality(table).set_index("judge")
+    assert per_review.loc["qwen", "temperature"] == 0.1 and per_review.loc["qwen", "temperature_ok"]
+    assert per_review.loc["gpt5", "temperature"] == 1.0 and not per_review.loc["gpt5", "temperature_ok"]
+    by = quality_by_source(overall_quality(table)).set_index("judge")
+    assert by.loc["gpt5", "overall"] == by.loc["qwen", "overall"] == pytest.approx(5.0)  # the scores stay
+    assert by["temperature_ok"].to_dict() == {"gpt5": False, "qwen": True}
+    markdown = report(table, tmp_path)
+    assert "| gpt5 | independent | gen | 5.000 [5.000, 5.000] | 1 | 0 | 1 ⚠ |" in markdown
+    assert "| qwen | independent | gen | 5.000 [5.000, 5.000] | 1 | 0 | 0.1 |" in markdown
+    assert "⚠ Overall Quality is defined at T = 0.1" in markdown and "gpt5 (independent) at T = 1" in markdown
+    assert "qwen (independent)" not in markdown
+    csv = pd.read_csv(tmp_path / "echoreview_quality.csv").set_index("judge")
+    assert csv.loc["gpt5", "temperature"] == 1.0 and not csv.loc["gpt5", "temperature_ok"]
+    # a sample of one review at another temperature (a rerun at 1.0) makes the review's temperature mixed
+    mixed = table[table["judge"] == "qwen"].assign(temperature=[0.1] * 4 + [1.0] * 4)
+    one = overall_quality(mixed).iloc[0]
+    assert math.isnan(one["temperature"]) and not one["temperature_ok"]
+    assert "j (independent) at T = unknown" in report(rows, tmp_path / "old")  # no temperature recorded

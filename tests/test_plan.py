@@ -165,3 +165,70 @@ def test_a_sweeps_plan_counts_a_call_two_jobs_share_once(tmp_path: Path) -> None
     assert summed["prompt_tokens"] == plans[1]["prompt_tokens"]  # the larger job holds every call
     assert summed["cost_usd"] == plans[1]["cost_usd"] and summed["by_job"][1]["calls_to_make"] == 22
     assert sum_plans(plans[::-1])["calls_to_make"] == 33
+
+
+def test_default_run_uses_the_bundled_price_map_and_records_it(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    """Issue 26.5: even with a shell asking litellm for the remote map, a default study prices with the bundled
+    one (no download attempt) and plan.json / manifest.json say which map, the litellm version and a hash of
+    the prices used; `prices=remote` is the opt-in, and anything else is refused in one line."""
+    import hashlib  # noqa: PLC0415
+    from importlib import metadata  # noqa: PLC0415
+
+    args = [
+        "-m",
+        "experiments.run",
+        "judge=qwen",
+        f"judge.api_base={server.api_base}",
+        "judge.api_key_env=null",
+        "limit=1",
+        "n_samples=1",
+        "progress=false",
+        "judge.input_cost_per_token=1e-6",
+        "judge.output_cost_per_token=4e-6",
+    ]
+    env = cli_env(tmp_path, {"LITELLM_LOCAL_MODEL_COST_MAP": "False"})  # the shell's setting: remote
+    used = {
+        "input_cost_per_token": 1e-6,
+        "output_cost_per_token": 4e-6,
+        "input_cost_per_token_batches": None,
+        "output_cost_per_token_batches": None,
+    }
+    digest = hashlib.sha256(
+        json.dumps({"model": "openai/Qwen/Qwen2.5-7B-Instruct", **used}, sort_keys=True).encode()
+    ).hexdigest()
+    records = []
+    for extra, name, folder in ((["plan=true"], "plan.json", "plan"), ([], "manifest.json", "run")):
+        done = subprocess.run(
+            [sys.executable, *args, *extra, f"hydra.run.dir={tmp_path / folder}"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "cost map fetch" not in done.stderr and "remote model cost map" not in done.stderr
+        records.append(json.loads((tmp_path / folder / name).read_text())["price_map"])
+    for record in records:
+        assert record["map"] == "bundled" and record["loaded_from"] in ("local", None)
+        assert record["litellm_version"] == metadata.version("litellm") and record["prices_sha256"] == digest
+    assert records[0] == records[1]
+    choose = (
+        "from judge.price_map import choose; import os, sys; choose(sys.argv[1]); print(os.environ[{!r}])"
+    )
+    code = choose.format("LITELLM_LOCAL_MODEL_COST_MAP")
+    for source, value in (("remote", "False"), ("bundled", "True")):
+        out = subprocess.run([sys.executable, "-c", code, source], env=env, capture_output=True, text=True)
+        assert out.stdout.strip() == value, out.stderr
+    assert compose("prices=remote")["prices"] == "remote" and compose()["prices"] == "bundled"
+    bad = subprocess.run(
+        [sys.executable, *args, "prices=cheap"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert bad.returncode == 2 and "prices" in bad.stderr and "Traceback" not in bad.stderr
