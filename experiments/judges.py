@@ -8,7 +8,7 @@ setting means the same in each.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from experiments.inputs import StudyError
 from experiments.prompt import Prompt
@@ -79,10 +79,18 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge:
     return judge
 
 
+class _CompleterSettings(TypedDict):
+    """The keywords every completer takes (a single endpoint's and a pool's alike)."""
+
+    api_key_env: str | None
+    timeout_s: float
+    extra: Mapping[str, Any]
+
+
 def make_completer(jcfg: Mapping[str, Any]) -> LiteLLMCompleter:
     """litellm for one endpoint (`api_base`), or litellm's Router over replicas (`api_bases`, judge.pool)."""
-    common = {"api_key_env": jcfg.get("api_key_env"), "timeout_s": float(jcfg.get("timeout_s", 120)),
-              "extra": jcfg.get("extra") or {}}  # fmt: skip
+    common = _CompleterSettings(api_key_env=jcfg.get("api_key_env"), timeout_s=float(jcfg.get("timeout_s", 120)),
+                                extra=jcfg.get("extra") or {})  # fmt: skip
     if not jcfg.get("api_bases"):
         return LiteLLMCompleter(jcfg["model"], api_base=jcfg.get("api_base"), **common)
     from judge.pool import RouterCompleter  # noqa: PLC0415 (only pools need the Router)
