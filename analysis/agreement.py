@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import warnings
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import krippendorff
 import numpy as np
@@ -29,10 +29,12 @@ from analysis.reliability import (
 )
 
 Weights = Literal["linear", "quadratic"] | None
+#: One rater's labels, item by item: a list, a pandas Series or a NumPy array (all go through np.asarray).
+Ratings = Sequence[Any] | np.ndarray
 _PAIR_STATS = ("percent", "kappa", "kappa_w", "rho", "tau")
 
 
-def _paired(a: Sequence, b: Sequence) -> tuple[pd.Series, pd.Series]:
+def _paired(a: Ratings, b: Ratings) -> tuple[pd.Series, pd.Series]:
     """Both series, restricted to the items that both raters rated."""
     xa, xb = np.asarray(a), np.asarray(b)
     if xa.dtype.kind in "iufb" and xb.dtype.kind in "iufb":
@@ -56,12 +58,12 @@ def _table(sa: pd.Series, sb: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return np.bincount(ia * k + ib, minlength=k * k).reshape(k, k), cats
 
 
-def confusion(a: Sequence, b: Sequence) -> tuple[np.ndarray, np.ndarray]:
+def confusion(a: Ratings, b: Ratings) -> tuple[np.ndarray, np.ndarray]:
     """Square count table (rows: a, columns: b) over the sorted union of both raters' categories."""
     return _table(*_paired(a, b))
 
 
-def percent_agreement(a: Sequence, b: Sequence) -> float:
+def percent_agreement(a: Ratings, b: Ratings) -> float:
     """Share of items (rated by both) on which the two raters give the same value."""
     table, _ = confusion(a, b)
     return float(np.trace(table) / table.sum()) if table.sum() else float("nan")
@@ -81,7 +83,7 @@ def _kappa(table: np.ndarray, cats: np.ndarray, weights: Weights) -> float:
     return float(inter_rater.cohens_kappa(table, weights=wt, wt=weights, return_results=False))
 
 
-def cohen_kappa(a: Sequence, b: Sequence, weights: Weights = None) -> float:
+def cohen_kappa(a: Ratings, b: Ratings, weights: Weights = None) -> float:
     """Cohen's κ (statsmodels); `weights` "linear"/"quadratic" weigh disagreements by the distance between the
     numeric values (or ranks, for labels). NaN when fewer than two categories occur."""
     return _kappa(*confusion(a, b), weights)
@@ -121,18 +123,18 @@ def _rank_corr(sa: pd.Series, sb: pd.Series, kind: str) -> float:
         return float(fn(sa.to_numpy(), sb.to_numpy())[0])
 
 
-def spearman(a: Sequence, b: Sequence) -> float:
+def spearman(a: Ratings, b: Ratings) -> float:
     """Spearman's ρ over the items both raters rated (scipy)."""
     return _rank_corr(*_paired(a, b), "spearman")
 
 
-def kendall(a: Sequence, b: Sequence) -> float:
+def kendall(a: Ratings, b: Ratings) -> float:
     """Kendall's τ-b over the items both raters rated (scipy)."""
     return _rank_corr(*_paired(a, b), "kendall")
 
 
 def pair_agreement(
-    a: Sequence, b: Sequence, n_boot: int = 1000, seed: int = 0, level: float = 0.95
+    a: Ratings, b: Ratings, n_boot: int = 1000, seed: int = 0, level: float = 0.95
 ) -> dict[str, float]:
     """Every two-rater statistic with its CI: percent, κ, quadratic κ (bootstrap over items), ρ and τ
     (Fisher z). Ordinal statistics are NaN for non-numeric labels. All come from the items' confusion

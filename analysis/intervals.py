@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from scipy import special
 from statsmodels.stats.proportion import proportion_confint
@@ -79,7 +80,7 @@ def percentile_ci(boot: np.ndarray, level: float = LEVEL, axis: int = 0) -> tupl
 
 
 def t_interval(
-    mean: np.ndarray, sd: np.ndarray, n: np.ndarray, level: float = LEVEL
+    mean: npt.ArrayLike, sd: npt.ArrayLike, n: npt.ArrayLike, level: float = LEVEL
 ) -> tuple[np.ndarray, np.ndarray]:
     """Student-t interval for a mean (NaN where n < 2)."""
     mean, sd, n = (np.asarray(x, dtype=float) for x in (mean, sd, n))

@@ -27,6 +27,7 @@ from analysis.latent_models import (
     LatentFit,
     dawid_skene,
     duplicate_raters,
+    fitted,
     glad,
     mace,
     majority_fit,
@@ -166,9 +167,10 @@ def _fit_tables(
     competence = [competence_table(labels, f, None, n_boot, seed) for f in fits]
     if refit_boot:
         competence.append(competence_table(labels, ds, dawid_skene, refit_boot, seed))
+    confusion = fitted(ds.confusion, "Dawid-Skene confusion")
     return {
         "latent_competence": pd.concat(competence, ignore_index=True),
-        "latent_confusion": ds.confusion.rename_axis(index=["rater", "observed"]).reset_index(),
+        "latent_confusion": confusion.rename_axis(index=["rater", "observed"]).reset_index(),
         "latent_posteriors": posterior_table(labels, ds),
         "latent_winrate": latent_winrate(labels, ds, n_boot, seed),
         "latent_duplicates": duplicate_raters(labels),

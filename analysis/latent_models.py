@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -37,6 +38,16 @@ SEP = " | "
 #: Two raters agreeing on at least this share of at least DUPLICATE_MIN_ITEMS shared items are duplicates.
 DUPLICATE_AGREEMENT = 0.95
 DUPLICATE_MIN_ITEMS = 5
+
+
+T = TypeVar("T")
+
+
+def fitted(value: T | None, what: str) -> T:
+    """A fitted model's attribute, which crowd-kit types as optional (None only before `fit`)."""
+    if value is None:
+        raise RuntimeError(f"{what} is missing after fitting")
+    return value
 
 
 @dataclass(frozen=True)
@@ -163,7 +174,8 @@ def majority_fit(labels: pd.DataFrame) -> LatentFit:
     share = labels.groupby(["task", "label"]).size().unstack("label", fill_value=0)
     post = share.div(share.sum(axis=1), axis=0)
     with _quiet():
-        skills = MajorityVote().fit(_crowd(labels)).skills_  # agreement with the (tie-broken) majority
+        mv = MajorityVote().fit(_crowd(labels))
+    skills = fitted(mv.skills_, "MajorityVote.skills_")  # agreement with the (tie-broken) majority
     return LatentFit("majority vote", post, expected_accuracy(labels, post), skills.rename("mv_agreement"))
 
 
@@ -171,10 +183,10 @@ def dawid_skene(labels: pd.DataFrame, n_iter: int = 100) -> LatentFit:
     """Dawid–Skene EM (crowd-kit): a full confusion matrix per rater and a label prior."""
     with _quiet():
         ds = DawidSkene(n_iter=n_iter).fit(_crowd(labels))
-    prior = ds.priors_
-    workers = ds.errors_.index.get_level_values("worker").unique()
+    prior, raw_errors = fitted(ds.priors_, "DawidSkene.priors_"), fitted(ds.errors_, "DawidSkene.errors_")
+    workers = raw_errors.index.get_level_values("worker").unique()
     full = pd.MultiIndex.from_product([workers, prior.index], names=["worker", "label"])
-    errors = ds.errors_.reindex(index=full, columns=prior.index, fill_value=0.0)  # labels a rater never gave
+    errors = raw_errors.reindex(index=full, columns=prior.index, fill_value=0.0)  # labels a rater never gave
     diag = {w: float(sum(prior[c] * errors.loc[(w, c), c] for c in prior.index)) for w in workers}
     model_acc = pd.Series(diag, name="model_accuracy")
     return LatentFit("Dawid-Skene", ds.probas_, expected_accuracy(labels, ds.probas_), model_acc, errors)
@@ -193,5 +205,5 @@ def glad(labels: pd.DataFrame) -> LatentFit:
     """GLAD (crowd-kit): per rater an ability α (higher is better, negative is adversarial)."""
     with _quiet():
         model = GLAD(n_iter=50).fit(_crowd(labels))
-    probas = model.probas_.rename_axis(columns=None)
+    probas = fitted(model.probas_, "GLAD.probas_").rename_axis(columns=None)
     return LatentFit("GLAD", probas, expected_accuracy(labels, probas), model.alphas_.rename("ability"))

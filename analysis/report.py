@@ -35,6 +35,7 @@ from analysis.paper_tables import write_paper_tables
 from analysis.requests import request_changes
 from analysis.robustness import note_perturbed, unperturbed
 from analysis.study import study_candidates
+from analysis.winrate import CombineMethod
 
 Tables = dict[str, pd.DataFrame]
 
@@ -129,8 +130,8 @@ def _judge_sets(cands: pd.DataFrame, both_only: bool = False) -> list[tuple[list
     return [(sorted(judges), modes) for judges, modes in sets.items() if len(judges) > 1]
 
 
-def _combined(cands: pd.DataFrame, compute: Callable[[pd.DataFrame, str], pd.DataFrame],
-              combines: Sequence[str], both_only: bool = False) -> pd.DataFrame:  # fmt: skip
+def _combined(cands: pd.DataFrame, compute: Callable[[pd.DataFrame, CombineMethod], pd.DataFrame],
+              combines: Sequence[CombineMethod], both_only: bool = False) -> pd.DataFrame:  # fmt: skip
     """`compute(rows, combine)` per rubric group and judge set of more than one judge (`_judge_sets`),
     relabelled by `combined_label`."""
     frames = []

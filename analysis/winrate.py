@@ -26,7 +26,9 @@ from analysis.scores import (
     join_reference,
 )
 
-Combine = Literal["mean", "unanimous", "majority"] | None
+#: How several judges' scores are combined into one (`combine`); None = each judge on its own.
+CombineMethod = Literal["mean", "unanimous", "majority"]
+Combine = CombineMethod | None
 #: Scores closer than this are equal (means of integer scores can differ in the last bit).
 TIE_TOL = 1e-9
 ITEM_KEYS: tuple[str, ...] = ("instance_id", "source", "dimension")

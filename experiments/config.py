@@ -103,18 +103,15 @@ class JudgeConfig:
     name: str = MISSING
     model: str = MISSING
     api_base: Optional[str] = None  # noqa: UP045
-    # replicas of one model behind litellm's Router (judge.pool); `pool` holds its settings (judge.pool)
-    api_bases: Optional[list[str]] = None  # noqa: UP045
-    pool: Optional[dict[str, Any]] = None  # noqa: UP045
+    # replicas of this model (vLLM / SGLang): calls spread over them by litellm's Router (judge.pool); when
+    # given, they replace api_base, and the cache key is that of the first one
+    api_bases: list[str] = field(default_factory=list)
+    pool: PoolSettings = field(default_factory=PoolSettings)
     api_key_env: Optional[str] = None  # noqa: UP045
     timeout_s: float = bounded(120.0, 0, above=True)
     structured_output: bool = False
     concurrency: int = bounded(8, 1)
     extra: dict[str, Any] = field(default_factory=dict)
-    # replicas of this model (vLLM / SGLang): calls spread over them by litellm's Router (judge.pool); when
-    # given, they replace api_base, and the cache key is that of the first one
-    api_bases: list[str] = field(default_factory=list)
-    pool: PoolSettings = field(default_factory=PoolSettings)
     # USD per token, overriding litellm's price map (judge.pricing); null = litellm's price, if it has one
     input_cost_per_token: Optional[float] = bounded(None, 0)  # noqa: UP045
     output_cost_per_token: Optional[float] = bounded(None, 0)  # noqa: UP045

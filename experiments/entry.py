@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -43,14 +43,20 @@ def start(config_name: str, *checks: Callable[[list[str]], str | None]) -> None:
             sys.exit(2)
 
 
+def to_plain(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config as plain data (a Hydra config is a mapping with string keys at its top)."""
+    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    assert isinstance(plain, dict)
+    return cast(dict[str, Any], plain)
+
+
 def plain_config(cfg: DictConfig) -> dict[str, Any]:
     """The resolved config as plain data, its secrets learnt and library logs scrubbed; litellm's price map
     chosen (`prices`, judge.price_map) before litellm is imported."""
     from judge.price_map import choose
     from judge.secrets import install_log_redaction, remember_secrets
 
-    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    assert isinstance(plain, dict)
+    plain = to_plain(cfg)
     remember_secrets(plain)
     choose(str(plain.get("prices", "bundled")))
     install_log_redaction()

@@ -34,7 +34,9 @@ def classification_metrics(labels: Sequence[int], predicted: Sequence[int | None
     differ a lot (23% positives: 0.815 vs 0.733), so each is named for what it is."""
     from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
 
-    pairs = [(int(y), int(p)) for y, p in zip(labels, predicted, strict=True) if not pd.isna(p)]  # NaN, None, NA
+    # unscored predictions are None, NaN or NA
+    scored = [(y, p) for y, p in zip(labels, predicted, strict=True) if p is not None and not pd.isna(p)]
+    pairs = [(int(y), int(p)) for y, p in scored]
     out: dict[str, float] = {"n": len(pairs), "n_unscored": len(labels) - len(pairs),
                              "n_positive": sum(y for y, _ in pairs)}
     if not pairs:

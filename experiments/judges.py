@@ -8,7 +8,7 @@ setting means the same in each.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from experiments.inputs import StudyError
 from experiments.prompt import Prompt
@@ -17,6 +17,7 @@ from experiments.spend import budget_for, judge_prices
 from judge.cache import CacheError
 from judge.client import Judge
 from judge.completer import LiteLLMCompleter
+from judge.pricing import Prices
 from judge.expected import TOP_LOGPROBS
 from judge.quirks import RequestShape, request_shape
 from judge.ratelimit import limiter_for
@@ -79,14 +80,23 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge:
     return judge
 
 
+class _CompleterSettings(TypedDict):
+    """The keywords every completer takes (a single endpoint's and a pool's alike)."""
+
+    api_key_env: str | None
+    timeout_s: float
+    extra: Mapping[str, Any]
+    prices: Prices
+
+
 def make_completer(jcfg: Mapping[str, Any]) -> LiteLLMCompleter:
     """litellm for one endpoint (`api_base`), or litellm's Router over replicas (`api_bases`, judge.pool)."""
-    common: dict[str, Any] = {
-        "api_key_env": jcfg.get("api_key_env"),
-        "timeout_s": float(jcfg.get("timeout_s", 120)),
-        "extra": jcfg.get("extra") or {},
-        "prices": judge_prices(jcfg),  # the plan's and the budget's prices: one source (judge.pricing)
-    }
+    common = _CompleterSettings(
+        api_key_env=jcfg.get("api_key_env"),
+        timeout_s=float(jcfg.get("timeout_s", 120)),
+        extra=jcfg.get("extra") or {},
+        prices=judge_prices(jcfg),  # the plan's and the budget's prices: one source (judge.pricing)
+    )
     if not jcfg.get("api_bases"):
         return LiteLLMCompleter(jcfg["model"], api_base=jcfg.get("api_base"), **common)
     from judge.pool import RouterCompleter  # noqa: PLC0415 (only pools need the Router)

@@ -59,7 +59,9 @@ def directions(rubric: Rubric) -> dict[str, bool]:
 
 def _values(rubric: Rubric, parsed: Parsed) -> dict[str, Any]:
     """Dimension -> value; "overall" (mean of the dimensions) added where the rubric asks for it."""
-    values = {d.name: parsed.values.get(d.name) if parsed.ok else None for d in rubric.dimensions}
+    values: dict[str, Any] = {
+        d.name: parsed.values.get(d.name) if parsed.ok else None for d in rubric.dimensions
+    }
     if rubric.add_overall:
         values["overall"] = sum(values.values()) / len(values) if parsed.ok else None
     return values

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")
@@ -21,7 +21,7 @@ def main(cfg: DictConfig) -> None:
     130 interrupted (Ctrl-C). In a -m sweep, 1 and 4 come at the end of the sweep, naming the jobs, so one
     failed job does not stop the others. None of them leaves a folder without outputs behind."""
     from experiments.config import ConfigError, load
-    from experiments.entry import INTERRUPTED, remove_if_empty
+    from experiments.entry import INTERRUPTED, remove_if_empty, to_plain
     from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs  # no litellm
     from experiments.outputs import claim_folder, release_folder
     from experiments.sweep_budget import clear_failed
@@ -35,8 +35,7 @@ def main(cfg: DictConfig) -> None:
     out_dir: Path | None = None  # this run's own folder, once claimed
     try:
         load(cfg)  # the typed model: a setting Hydra let through (e.g. `+judge.typo=1`) is named here
-        plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-        assert isinstance(plain, dict)
+        plain = to_plain(cfg)
         remember_secrets(plain)
         choose_price_map(str(plain.get("prices", "bundled")))  # before anything imports litellm
         inputs = load_study_inputs(plain)  # bad inputs answer here, before litellm is even imported
@@ -117,7 +116,7 @@ def unusable_output_dir(argv: list[str]) -> str | None:
     setting = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     value = given.get(setting, "multirun" if multirun else "outputs")
     literal = Path(value.split("${", 1)[0] or ".")
-    missing = []
+    missing: list[Path] = []
     for parent in [literal, *literal.parents]:
         if parent.exists():
             if not parent.is_dir():

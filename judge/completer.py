@@ -44,8 +44,9 @@ class Completion:
     def to_dict(self) -> dict[str, Any]:
         # the fields in declaration order, as `dataclasses.asdict` gives them (without its deep copies: every
         # field but logprobs is a str, int, float or None)
-        out = {"text": self.text, "finish_reason": self.finish_reason, "prompt_tokens": self.prompt_tokens,
-               "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd, "latency_s": self.latency_s}  # fmt: skip
+        out: dict[str, Any] = {"text": self.text, "finish_reason": self.finish_reason,
+                               "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                               "cost_usd": self.cost_usd, "latency_s": self.latency_s}  # fmt: skip
         if self.logprobs is not None:  # entries without them stay byte-identical to earlier versions'
             out["logprobs"] = [t.to_list() for t in self.logprobs]
         return out

@@ -268,7 +268,11 @@ class LocalLLM(CustomLLM):
     def streaming(self, *args: Any, **kwargs: Any) -> Iterator[GenericStreamingChunk]:
         return iter(self._as_chunks(self.completion(*args, **kwargs)))
 
-    async def astreaming(self, *args: Any, **kwargs: Any) -> AsyncIterator[GenericStreamingChunk]:
+    # litellm declares astreaming as a coroutine returning an iterator, yet calls it without await and iterates
+    # the result (main.py: CustomStreamWrapper); an async generator is what it needs, so its stub is wrong here
+    async def astreaming(  # type: ignore[override]
+        self, *args: Any, **kwargs: Any
+    ) -> AsyncIterator[GenericStreamingChunk]:
         for chunk in self._as_chunks(await self.acompletion(*args, **kwargs)):
             yield chunk
 

@@ -195,16 +195,17 @@ def _load_cached() -> tuple[Any, Any]:
     gguf = gguf_path()
     target = cache_dir()
     stamp = _source_stamp(gguf)
-    model = tokenizer = None
+    loaded: tuple[Any, Any] | None = None  # (model, tokenizer)
     stale_inode = None
     if target.exists():
         try:
-            model, tokenizer = _load_converted(target, stamp)
+            loaded = _load_converted(target, stamp)
         except Exception as exc:  # noqa: BLE001 - any failure means: rebuild from the GGUF
             log.warning("judgescope: cached model in %s is unusable (%s); rebuilding it", target, exc)
             stale_inode = _inode(target)
-    if model is None:
-        model, tokenizer = _convert(gguf, target, stale_inode)
+    if loaded is None:
+        loaded = _convert(gguf, target, stale_inode)
+    model, tokenizer = loaded
     threads = os.environ.get("JUDGESCOPE_TORCH_THREADS")
     if threads:  # opt-in only; torch's default is kept otherwise (note: process-wide setting)
         import torch

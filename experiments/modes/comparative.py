@@ -45,10 +45,10 @@ class Comparative:
             random.Random(f"{seed}:{instance.instance_id}" + suffix.removeprefix("comparative")).shuffle(order)
             shown = tuple(Shown(c, pos, name(pos, len(order))) for pos, c in enumerate(order))
             messages = rubric.render(background=instance.background, items=items(shown), comparative=True)
-            labels = [s.label or "" for s in shown]
+            shown_labels = [s.label or "" for s in shown]
             out.append(Prompt(f"{instance.instance_id}|{suffix}", instance.instance_id, messages, shown, self.name,
                               self.asks, tuple(Judged(s) for s in shown), labelled=True,
-                              answer_tokens=rubric.answer_tokens(labels)))  # fmt: skip
+                              answer_tokens=rubric.answer_tokens(shown_labels)))  # fmt: skip
         return out
 
 
