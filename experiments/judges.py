@@ -17,8 +17,8 @@ from experiments.spend import budget_for, judge_prices
 from judge.cache import CacheError
 from judge.client import Judge
 from judge.completer import LiteLLMCompleter
-from judge.pricing import Prices
 from judge.expected import TOP_LOGPROBS
+from judge.pricing import Prices
 from judge.quirks import RequestShape, request_shape
 from judge.ratelimit import limiter_for
 from judge.retry import RetryPolicy
