@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # the project, and plan_rqbench beside this script
 
 from plan_rqbench import write_dataset  # noqa: E402
+
 from judge.batch import MB  # noqa: E402
 from tests.batch_server import BatchServer  # noqa: E402
 
@@ -78,16 +79,20 @@ class StepFailed(RuntimeError):
 
 
 def _env(cache: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "JUDGESCOPE_CACHE_DIR": str(cache),
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # fmt: skip
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "JUDGESCOPE_CACHE_DIR": str(cache),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
 
 
 def _finish(name: str, proc: subprocess.Popen[str], started: float, instances: int, note: str = "") -> Step:
     """Reap `proc` with wait4 (its own rusage, not this process's other children) and time it."""
+    err = proc.stderr.read() if proc.stderr else ""  # to EOF first: a full pipe would block the step
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read() if proc.stderr else ""
     if proc.returncode not in (0, -signal.SIGINT):
         raise StepFailed(f"{name} ({instances} instances) exited {proc.returncode}:\n{err[-3000:]}")
     return Step(name, instances, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, note)
@@ -99,13 +104,7 @@ def run_step(name: str, args: list[str], env: dict[str, str], cwd: Path, instanc
     proc = subprocess.Popen(
         args, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
-    # stderr is small (progress is off) but read it while waiting so a chatty step cannot block on the pipe
-    err = proc.stderr.read() if proc.stderr else ""
-    proc.stderr = None
-    step = _finish(name, proc, started, instances)
-    if proc.returncode != 0:
-        raise StepFailed(f"{name} ({instances} instances) exited {proc.returncode}:\n{err[-3000:]}")
-    return step
+    return _finish(name, proc, started, instances)
 
 
 def viewer_step(sweep: Path, env: dict[str, str], cwd: Path, instances: int, timeout_s: float = 600) -> Step:
@@ -114,9 +113,8 @@ def viewer_step(sweep: Path, env: dict[str, str], cwd: Path, instances: int, tim
     args = [sys.executable, "-m", "analysis.view", str(sweep), "--port", "0", "--no-browser"]
     proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
-    line = (
-        proc.stdout.readline()
-    )  # "judgescope viewer for <root>: http://127.0.0.1:<port>/  (Ctrl-C to stop)"
+    # "judgescope viewer for <root>: http://127.0.0.1:<port>/  (Ctrl-C to stop)", once it answers
+    line = proc.stdout.readline()
     found = re.search(r"http://127\.0\.0\.1:\d+/", line)
     if not found:
         proc.kill()
@@ -141,8 +139,17 @@ def run_size(instances: int, work: Path, max_enqueued: int | None) -> tuple[list
     server = BatchServer(polls=1, max_file_bytes=200 * MB, max_enqueued_tokens=max_enqueued)
     steps: list[Step] = []
     with server.running():
-        base = [sys.executable, "-m", "experiments.run", "-m", "experiment=rq_novelty_illusion", "judge=qwen",
-                f"judge.api_base={server.api_base}", "progress=false", f"dataset.path={data}"]  # fmt: skip
+        base = [
+            sys.executable,
+            "-m",
+            "experiments.run",
+            "-m",
+            "experiment=rq_novelty_illusion",
+            "judge=qwen",
+            f"judge.api_base={server.api_base}",
+            "progress=false",
+            f"dataset.path={data}",
+        ]
         steps.append(
             run_step("plan", [*base, "plan=true", f"hydra.sweep.dir={work / 'plan'}"], env, work, instances)
         )
@@ -172,28 +179,39 @@ def run_size(instances: int, work: Path, max_enqueued: int | None) -> tuple[list
 
 def table(size: list[Step], tenth: list[Step]) -> str:
     """The per-step table: both sizes, the growth ratios, the targets."""
-    head = (f"{'step':<8}{'n':>6}{'wall s':>9}{'CPU s':>9}{'peak MiB':>10}  {'n/10':>5}{'wall s':>9}{'CPU s':>9}"
-            f"{'peak MiB':>10}  {'x wall':>7}{'x CPU':>7}{'x RSS':>7}  {'target (full size)':<26}note")  # fmt: skip
+    head = (
+        f"{'step':<8}{'n':>6}{'wall s':>9}{'CPU s':>9}{'peak MiB':>10}  {'n/10':>5}{'wall s':>9}{'CPU s':>9}"
+        f"{'peak MiB':>10}  {'x wall':>7}{'x CPU':>7}{'x RSS':>7}  {'target (full size)':<26}note"
+    )
     rows = [head, "-" * len(head)]
     for big, small in zip(size, tenth, strict=True):
         ratio = [big.wall_s / small.wall_s, big.cpu_s / small.cpu_s, big.peak_mib / small.peak_mib]
         flag = "" if max(ratio[:2]) <= MAX_GROWTH else f"  (> {MAX_GROWTH:.0f}x)"
-        rows.append(f"{big.name:<8}{big.instances:>6}{big.wall_s:>9.2f}{big.cpu_s:>9.2f}{big.peak_mib:>10.0f}  "
-                    f"{small.instances:>5}{small.wall_s:>9.2f}{small.cpu_s:>9.2f}{small.peak_mib:>10.0f}  "
-                    f"{ratio[0]:>7.2f}{ratio[1]:>7.2f}{ratio[2]:>7.2f}  {TARGETS[big.name]:<26}"
-                    f"{big.note}{flag}")  # fmt: skip
+        rows.append(
+            f"{big.name:<8}{big.instances:>6}{big.wall_s:>9.2f}{big.cpu_s:>9.2f}{big.peak_mib:>10.0f}  "
+            f"{small.instances:>5}{small.wall_s:>9.2f}{small.cpu_s:>9.2f}{small.peak_mib:>10.0f}  "
+            f"{ratio[0]:>7.2f}{ratio[1]:>7.2f}{ratio[2]:>7.2f}  {TARGETS[big.name]:<26}"
+            f"{big.note}{flag}"
+        )
     return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fraction", type=float, default=1.0,
-                        help="share of RQ-Bench's 1,434 instances (default 1.0; 0.01 -> 14)")  # fmt: skip
+    parser.add_argument(
+        "--fraction",
+        type=float,
+        default=1.0,
+        help="share of RQ-Bench's 1,434 instances (default 1.0; 0.01 -> 14)",
+    )
     parser.add_argument(
         "--out", type=Path, help="keep every run folder here (new or empty); default: a temp dir"
     )
-    parser.add_argument("--max-enqueued-tokens", type=int,
-                        help="the batch server's enqueued-token cap, also given to the study")  # fmt: skip
+    parser.add_argument(
+        "--max-enqueued-tokens",
+        type=int,
+        help="the batch server's enqueued-token cap, also given to the study",
+    )
     args = parser.parse_args(argv)
     if not 0 < args.fraction <= 1:
         print(f"error: --fraction {args.fraction}: must be in (0, 1]", file=sys.stderr)
@@ -204,9 +222,12 @@ def main(argv: list[str] | None = None) -> int:
     instances = max(1, round(RQBENCH_INSTANCES * args.fraction))
     tenth = max(1, round(instances / 10))
     work = args.out or Path(tempfile.mkdtemp(prefix="rqbench_scale_"))
-    print(f"RQ-Bench-sized study at {instances} instances ({args.fraction:g} of {RQBENCH_INSTANCES:,}) and "
-          f"{tenth} (1/10); {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
-          f"Python {platform.python_version()}", flush=True)  # fmt: skip
+    print(
+        f"RQ-Bench-sized study at {instances} instances ({args.fraction:g} of {RQBENCH_INSTANCES:,}) and "
+        f"{tenth} (1/10); {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
+        f"Python {platform.python_version()}",
+        flush=True,
+    )
     try:
         small, small_calls = run_size(tenth, work / f"n{tenth}", args.max_enqueued_tokens)
         big, big_calls = run_size(instances, work / f"n{instances}", args.max_enqueued_tokens)
@@ -216,16 +237,24 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.out:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"calls: {big_calls:,} at n={instances}, {small_calls:,} at n={tenth}; "
-          f"load average {os.getloadavg()[0]:.1f} at the end")  # fmt: skip
+    print(
+        f"calls: {big_calls:,} at n={instances}, {small_calls:,} at n={tenth}; "
+        f"load average {os.getloadavg()[0]:.1f} at the end"
+    )
     print(table(big, small))
     replay = [s.wall_s for s in (big, small) for s in s if s.name == "replay"]
     if big_calls > small_calls and replay[0] > replay[1]:  # start-up (imports, 4 jobs) cancels out
-        print(f"replay, marginal: {(big_calls - small_calls) / (replay[0] - replay[1]):,.0f} judgments/s "
-              f"(the extra calls over the extra wall time of the larger run)")  # fmt: skip
+        print(
+            f"replay, marginal: {(big_calls - small_calls) / (replay[0] - replay[1]):,.0f} judgments/s "
+            f"(the extra calls over the extra wall time of the larger run)"
+        )
     if args.out:
-        record = {"fraction": args.fraction, "size": [asdict(s) for s in big], "tenth": [asdict(s) for s in small],
-                  "calls": {"size": big_calls, "tenth": small_calls}}  # fmt: skip
+        record = {
+            "fraction": args.fraction,
+            "size": [asdict(s) for s in big],
+            "tenth": [asdict(s) for s in small],
+            "calls": {"size": big_calls, "tenth": small_calls},
+        }
         (args.out / "rqbench_scale.json").write_text(json.dumps(record, indent=1))
     return 0
 
