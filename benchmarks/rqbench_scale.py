@@ -121,11 +121,13 @@ def viewer_step(sweep: Path, env: dict[str, str], cwd: Path, instances: int, tim
         err = proc.stderr.read() if proc.stderr else ""
         os.wait4(proc.pid, 0)
         raise StepFailed(f"viewer ({instances} instances) did not start:\n{line}{err[-3000:]}")
+    asked = time.perf_counter()
     with urllib.request.urlopen(found.group(0), timeout=timeout_s) as answer:
         page = answer.read()
     first_page = time.perf_counter() - started
+    fetch = f"GET / {time.perf_counter() - asked:.2f} s once serving, {len(page) // 1024} KiB"
     proc.send_signal(signal.SIGINT)  # uvicorn stops gracefully, the study closes its DuckDB build
-    step = _finish("viewer", proc, started, instances, note=f"{len(page) // 1024} KiB page")
+    step = _finish("viewer", proc, started, instances, note=fetch)
     step.wall_s = first_page
     return step
 
