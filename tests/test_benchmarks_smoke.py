@@ -36,7 +36,7 @@ def test_rqbench_scale_runs_every_step_at_a_tiny_fraction(tmp_path: Path) -> Non
     for step in ("plan", "batch", "replay", "report", "viewer"):
         assert step in rows, proc.stdout
         assert rows[step].split()[1] == "3" and rows[step].split()[5] == "1"
-    assert "0 live calls" in rows["batch"]
+    assert "0 live calls" in rows["batch"] and "GET / " in rows["viewer"]
     record = json.loads((out / "rqbench_scale.json").read_text())
     assert [s["name"] for s in record["size"]] == ["plan", "batch", "replay", "report", "viewer"]
     assert all(
