@@ -1,0 +1,265 @@
+"""The RQ-Bench-sized study end to end on this machine, step by step, at a size and at 1/10 of it (issue 26).
+
+    python benchmarks/rqbench_scale.py                       # 1,434 instances (RQ-Bench's size) and 143
+    python benchmarks/rqbench_scale.py --fraction 0.01 --out /tmp/rqscale
+
+A synthetic RQ-Bench-shaped dataset (`benchmarks/plan_rqbench.write_dataset`: 3 cited passages, a reference and
+5 questions from each of 3 generators per instance) is judged with the `rq_novelty_illusion` preset (novelty +
+narrowness x independent + comparative, 3 samples: 114 calls per instance) by one judge served by the
+project's own local batch server (tests/batch_server.py, in a thread of this process, capped as OpenAI is:
+200 MB per input file; `--max-enqueued-tokens` adds an enqueued-token cap). Each step is a fresh process, as a
+user would run it, timed with `os.wait4` (its rusage: CPU of the process and the children it reaped, peak RSS
+of the largest of them):
+
+1. plan: `python -m experiments.run -m experiment=rq_novelty_illusion ... plan=true`
+2. batch: the same with `batch=true` against the batch server, empty cache (the server answers at once, so
+   this is the framework's own submission and collection, not a provider's processing)
+3. replay: the same command again, every call answered from the cache (no request reaches the server)
+4. report: `python -m analysis.report <sweep>` (tables, figures, report.md/html)
+5. viewer: `python -m analysis.view <sweep> --port 0 --no-browser` until `GET /` has answered
+
+Every step runs at `--fraction` of RQ-Bench (the "size") and at 1/10 of that in the same run; the growth
+ratio (size / tenth) of every step should stay <= 12x (linear growth). The issue's targets (for the full
+size, on the 2-core machine) are printed beside; the batch server's own CPU (this process) is not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # the project, and plan_rqbench beside this script
+
+from plan_rqbench import write_dataset  # noqa: E402
+
+from judge.batch import MB  # noqa: E402
+from tests.batch_server import BatchServer  # noqa: E402
+
+RQBENCH_INSTANCES = 1434
+GENERATORS = 3  # RQ-Bench: a reference + 5 questions from each of 3 generators (163,476 calls per judge)
+STEPS = ("plan", "batch", "replay", "report", "viewer")
+# issue 26's targets for the full size on the 2-core machine (the growth target applies to every step)
+TARGETS = {
+    "plan": "< 60 s",
+    "batch": "< 600 s (excl. provider)",
+    "replay": "> 3,000 judgments/s",
+    "report": "< 120 s, < 4 GB",
+    "viewer": "first page < 2 s",
+}
+MAX_GROWTH = 12.0
+
+
+@dataclass
+class Step:
+    """One step's cost: wall and CPU seconds (user + system, the process and its reaped children), peak RSS."""
+
+    name: str
+    instances: int
+    wall_s: float
+    cpu_s: float
+    peak_mib: float
+    note: str = ""
+
+
+class StepFailed(RuntimeError):
+    """A step's process exited non-zero; the message carries the tail of its stderr."""
+
+
+def _env(cache: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "JUDGESCOPE_CACHE_DIR": str(cache),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
+
+
+def _finish(name: str, proc: subprocess.Popen[str], started: float, instances: int, note: str = "") -> Step:
+    """Reap `proc` with wait4 (its own rusage, not this process's other children) and time it."""
+    err = proc.stderr.read() if proc.stderr else ""  # to EOF first: a full pipe would block the step
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, -signal.SIGINT):
+        raise StepFailed(f"{name} ({instances} instances) exited {proc.returncode}:\n{err[-3000:]}")
+    return Step(name, instances, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, note)
+
+
+def run_step(name: str, args: list[str], env: dict[str, str], cwd: Path, instances: int) -> Step:
+    """Run one step to completion in a fresh process."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        args, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    return _finish(name, proc, started, instances)
+
+
+def viewer_step(sweep: Path, env: dict[str, str], cwd: Path, instances: int, timeout_s: float = 600) -> Step:
+    """Start the viewer, fetch its first page as a browser would, stop it: wall = start to page received."""
+    started = time.perf_counter()
+    args = [sys.executable, "-m", "analysis.view", str(sweep), "--port", "0", "--no-browser"]
+    proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    # "judgescope viewer for <root>: http://127.0.0.1:<port>/  (Ctrl-C to stop)", once it answers
+    line = proc.stdout.readline()
+    found = re.search(r"http://127\.0\.0\.1:\d+/", line)
+    if not found:
+        proc.kill()
+        err = proc.stderr.read() if proc.stderr else ""
+        os.wait4(proc.pid, 0)
+        raise StepFailed(f"viewer ({instances} instances) did not start:\n{line}{err[-3000:]}")
+    asked = time.perf_counter()
+    with urllib.request.urlopen(found.group(0), timeout=timeout_s) as answer:
+        page = answer.read()
+    first_page = time.perf_counter() - started
+    fetch = f"GET / {time.perf_counter() - asked:.2f} s once serving, {len(page) // 1024} KiB"
+    proc.send_signal(signal.SIGINT)  # uvicorn stops gracefully, the study closes its DuckDB build
+    step = _finish("viewer", proc, started, instances, note=fetch)
+    step.wall_s = first_page
+    return step
+
+
+def run_size(instances: int, work: Path, max_enqueued: int | None) -> tuple[list[Step], int]:
+    """Every step at one size in its own folder and cache; returns the steps and the calls made."""
+    work.mkdir(parents=True)
+    data = work / "rqbench_sized.jsonl"
+    write_dataset(data, instances, GENERATORS, refs=3)
+    env = _env(work / "cache")
+    server = BatchServer(polls=1, max_file_bytes=200 * MB, max_enqueued_tokens=max_enqueued)
+    steps: list[Step] = []
+    with server.running():
+        base = [
+            sys.executable,
+            "-m",
+            "experiments.run",
+            "-m",
+            "experiment=rq_novelty_illusion",
+            "judge=qwen",
+            f"judge.api_base={server.api_base}",
+            "progress=false",
+            f"dataset.path={data}",
+        ]
+        steps.append(
+            run_step("plan", [*base, "plan=true", f"hydra.sweep.dir={work / 'plan'}"], env, work, instances)
+        )
+        calls = json.loads((work / "plan" / "plan.json").read_text())["calls_to_make"]
+        steps[-1].note = f"{calls:,} calls"
+        sweep = work / "sweep"
+        batch = [*base, "batch=true", "batch_settings.poll_s=0.02", f"hydra.sweep.dir={sweep}"]
+        if max_enqueued:
+            batch.append(f"batch_settings.max_enqueued_tokens={max_enqueued}")
+        steps.append(run_step("batch", batch, env, work, instances))
+        if server.refused_uploads or server.token_refusals:
+            raise StepFailed(
+                f"batch: {server.refused_uploads} uploads and {server.token_refusals} batches refused"
+            )
+        steps[-1].note = f"{server.created} batches, {server.chat_requests} live calls"
+        before = (server.created, server.chat_requests)
+        replay = run_step("replay", [*base, f"hydra.sweep.dir={work / 'replay'}"], env, work, instances)
+        if (server.created, server.chat_requests) != before:
+            raise StepFailed("replay: calls reached the server; the cache did not answer them all")
+        replay.note = f"{calls / replay.wall_s:,.0f} judgments/s"
+        steps.append(replay)
+    report = [sys.executable, "-m", "analysis.report", str(sweep), "--out", str(work / "report")]
+    steps.append(run_step("report", report, env, work, instances))
+    steps.append(viewer_step(sweep, env, work, instances))
+    return steps, calls
+
+
+def table(size: list[Step], tenth: list[Step]) -> str:
+    """The per-step table: both sizes, the growth ratios, the targets."""
+    head = (
+        f"{'step':<8}{'n':>6}{'wall s':>9}{'CPU s':>9}{'peak MiB':>10}  {'n/10':>5}{'wall s':>9}{'CPU s':>9}"
+        f"{'peak MiB':>10}  {'x wall':>7}{'x CPU':>7}{'x RSS':>7}  {'target (full size)':<26}note"
+    )
+    rows = [head, "-" * len(head)]
+    for big, small in zip(size, tenth, strict=True):
+        ratio = [big.wall_s / small.wall_s, big.cpu_s / small.cpu_s, big.peak_mib / small.peak_mib]
+        flag = "" if max(ratio[:2]) <= MAX_GROWTH else f"  (> {MAX_GROWTH:.0f}x)"
+        rows.append(
+            f"{big.name:<8}{big.instances:>6}{big.wall_s:>9.2f}{big.cpu_s:>9.2f}{big.peak_mib:>10.0f}  "
+            f"{small.instances:>5}{small.wall_s:>9.2f}{small.cpu_s:>9.2f}{small.peak_mib:>10.0f}  "
+            f"{ratio[0]:>7.2f}{ratio[1]:>7.2f}{ratio[2]:>7.2f}  {TARGETS[big.name]:<26}"
+            f"{big.note}{flag}"
+        )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--fraction",
+        type=float,
+        default=1.0,
+        help="share of RQ-Bench's 1,434 instances (default 1.0; 0.01 -> 14)",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="keep every run folder here (new or empty); default: a temp dir"
+    )
+    parser.add_argument(
+        "--max-enqueued-tokens",
+        type=int,
+        help="the batch server's enqueued-token cap, also given to the study",
+    )
+    args = parser.parse_args(argv)
+    if not 0 < args.fraction <= 1:
+        print(f"error: --fraction {args.fraction}: must be in (0, 1]", file=sys.stderr)
+        return 2
+    if args.out and args.out.exists() and any(args.out.iterdir()):
+        print(f"error: --out {args.out}: not empty; give a new or empty folder", file=sys.stderr)
+        return 2
+    instances = max(1, round(RQBENCH_INSTANCES * args.fraction))
+    tenth = max(1, round(instances / 10))
+    work = args.out or Path(tempfile.mkdtemp(prefix="rqbench_scale_"))
+    print(
+        f"RQ-Bench-sized study at {instances} instances ({args.fraction:g} of {RQBENCH_INSTANCES:,}) and "
+        f"{tenth} (1/10); {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
+        f"Python {platform.python_version()}",
+        flush=True,
+    )
+    try:
+        small, small_calls = run_size(tenth, work / f"n{tenth}", args.max_enqueued_tokens)
+        big, big_calls = run_size(instances, work / f"n{instances}", args.max_enqueued_tokens)
+    except StepFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if not args.out:
+            shutil.rmtree(work, ignore_errors=True)
+    print(
+        f"calls: {big_calls:,} at n={instances}, {small_calls:,} at n={tenth}; "
+        f"load average {os.getloadavg()[0]:.1f} at the end"
+    )
+    print(table(big, small))
+    replay = [s.wall_s for s in (big, small) for s in s if s.name == "replay"]
+    if big_calls > small_calls and replay[0] > replay[1]:  # start-up (imports, 4 jobs) cancels out
+        print(
+            f"replay, marginal: {(big_calls - small_calls) / (replay[0] - replay[1]):,.0f} judgments/s "
+            f"(the extra calls over the extra wall time of the larger run)"
+        )
+    if args.out:
+        record = {
+            "fraction": args.fraction,
+            "size": [asdict(s) for s in big],
+            "tenth": [asdict(s) for s in small],
+            "calls": {"size": big_calls, "tenth": small_calls},
+        }
+        (args.out / "rqbench_scale.json").write_text(json.dumps(record, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
