@@ -207,6 +207,8 @@ def load_results(root: str | Path, *, latest: bool = False) -> pd.DataFrame:
     paths = find_results(root)
     if not paths:
         raise FileNotFoundError(f"{root}: no results.parquet or results.csv below this folder")
+    if not latest:  # a shard given twice is named as such (ShardMergeError), before it reads as a copy
+        merged_run_ids(paths)
     read = [_read_one(p) for p in paths]
     kept = check_copies(paths, read, latest=latest)
     paths, read = [paths[i] for i in kept], [read[i] for i in kept]

@@ -82,6 +82,10 @@ FILLED_LATER = {
     ("analysis/render.py", "{columns:2}"),
     ("analysis/render.py", "{margin:.2rem 0}"),
     ("analysis/render.py", "{margin:0}"),
+    # LaTeX arguments, not placeholders: \label{tab:judgescope-<key>}, \input{paper_tables}, \end{table}
+    ("analysis/paper_tables.py", "{tab:judgescope-<key>}"),
+    ("analysis/paper_tables.py", "{paper_tables}"),
+    ("analysis/paper_tables.py", "{table}"),
 }
 
 
