@@ -110,8 +110,8 @@ def study_tables(
     from analysis.report import compute_tables  # the report imports what the card does not need
 
     report = compute_tables(results, humans, reference, n_boot, seed)
-    names = ("human_agreement", "self_consistency", "length_bias", "self_preference", "mode_shift",
-             "corrected_estimates", "calibration")  # fmt: skip
+    names = ["human_agreement", "self_consistency", "length_bias", "self_preference", "mode_shift"]
+    names += ["corrected_estimates", "calibration"]
     tables = {name: report.get(name, pd.DataFrame()) for name in names}
     tables["position_bias"] = null_ranges.furthest_position(report.get("position_bias", pd.DataFrame()))
     tables["robustness"] = robustness_table(results, n_boot=n_boot, seed=seed)

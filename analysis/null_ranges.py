@@ -202,8 +202,17 @@ def null_ranges(
             low, high = (float(lo.get(at, np.nan)), float(hi.get(at, np.nan)))
             value = float(rec[name])
             known = np.isfinite([value, low, high]).all()
-            rows.append({"field": field, "judge": rec["judge"], "mode": rec.get("mode", MODE.get(field, "")),
-                         "dimension": rec["dimension"], "group": str(rec[group]) if group else "",
-                         "statistic": name, "value": value, "null_lo": low, "null_hi": high,
-                         "flag": bool(known and (value < low - TOL or value > high + TOL))})  # fmt: skip
+            flag = bool(known and (value < low - TOL or value > high + TOL))
+            label = str(rec[group]) if group else ""
+            mode = rec.get("mode", MODE.get(field, ""))
+            rows.append(
+                {
+                    "field": field,
+                    "judge": rec["judge"],
+                    "mode": mode,
+                    "dimension": rec["dimension"],
+                    "group": label,
+                }
+                | {"statistic": name, "value": value, "null_lo": low, "null_hi": high, "flag": flag}
+            )
     return pd.DataFrame(rows, columns=COLUMNS)
