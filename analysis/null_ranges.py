@@ -6,7 +6,7 @@ judge's own noise. Each field is recomputed, with the same function the report a
 seeded replicates of the judge's own data with the effect removed, and the 2.5–97.5% range of the
 replicates is the range an unbiased judge of the same spread would show:
 
-- `position_bias`: the positions shown in each comparative prompt sample are permuted (the scores stay),
+- `position_bias`: the positions shown in each comparative prompt are permuted (the scores stay),
   statistic: the excess win rate (win rate − expected) of the position furthest from the unbiased rate;
 - `length_bias`: the candidates' texts (so their lengths) are permuted across candidates, statistic ρ;
 - `self_preference`: the generators are permuted across generated candidates, statistic `favours_own`;
@@ -65,12 +65,20 @@ def _shuffle_within(values: pd.Series, groups: list[np.ndarray], rng: np.random.
 
 
 def _position(results: pd.DataFrame) -> Statistic:
+    """Positions permuted among a prompt's candidates, the same way in each of its samples (a candidate keeps
+    one place across the samples of a prompt, so its samples stay as correlated as the judge's)."""
     rows = results.loc[(results["mode"] == "comparative").to_numpy() & results["position"].notna().to_numpy()]
-    keys = ["judge", *consistency._prompt_keys(rows), "sample_idx", "dimension"]
-    groups = [np.asarray(g) for g in rows.groupby(keys, sort=False, observed=True).indices.values()]
+    prompt = ["judge", *consistency._prompt_keys(rows), "dimension"]
+    slots = rows[[*prompt, "candidate_id", "position"]].drop_duplicates([*prompt, "candidate_id"])
+    slots = slots.reset_index(drop=True)
+    groups = [np.asarray(g) for g in slots.groupby(prompt, sort=False, observed=True).indices.values()]
+    others = rows.drop(columns="position")
 
     def stat(rng: np.random.Generator | None) -> pd.DataFrame:
-        shown = rows if rng is None else rows.assign(position=_shuffle_within(rows["position"], groups, rng))
+        if rng is None:
+            return furthest_position(consistency.position_bias(rows))
+        new = slots.assign(position=_shuffle_within(slots["position"], groups, rng))
+        shown = others.merge(new, on=[*prompt, "candidate_id"], how="left")
         return furthest_position(consistency.position_bias(shown))
 
     return stat

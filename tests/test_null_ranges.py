@@ -45,10 +45,11 @@ def test_a_planted_position_bias_is_flagged() -> None:
 
 
 def test_an_unbiased_judge_is_not_flagged_in_most_seeds() -> None:
-    """Without a bias the judge's excess lies inside its null range (a 95% range: at most a few seeds of
-    10 may fall outside by chance)."""
+    """Without a bias the judge's excess lies inside its null range (a 95% range: at most one seed of 10 may
+    fall outside by chance). Positions permuted per prompt sample instead of per prompt ignored that a
+    candidate keeps its place in all samples of a prompt: the range was too narrow, 2 of these 10 flagged."""
     flags = [bool(_position_row(_comparative(bias=0.0, seed=s), n_reps=60)["flag"]) for s in range(10)]
-    assert sum(flags) <= 2
+    assert sum(flags) <= 1
 
 
 def test_the_range_is_seeded() -> None:
