@@ -63,11 +63,8 @@ def run_facts(root: str | Path) -> pd.DataFrame:
                 path, columns=[c for c in cols if c in pq.read_schema(path).names]
             ).to_pandas()
         else:
-            frame = pd.read_csv(
-                path,
-                usecols=lambda c, wanted=frozenset(cols): c in wanted,
-                dtype=dict.fromkeys(("judge", "run_id", "prompt_id"), str),
-            )  # text: 01 is not 1
+            frame = pd.read_csv(path, usecols=lambda c, wanted=frozenset(cols): c in wanted,
+                                dtype=dict.fromkeys(("judge", "run_id", "prompt_id"), str))  # text: 01 is not 1
             frame = unescape_text(frame)  # names as the run wrote them (results.csv is formula-safe)
         calls = frame.drop_duplicates([c for c in ("prompt_id", "sample_idx") if c in frame])
         if "cached" in calls:
