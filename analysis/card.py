@@ -19,11 +19,10 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from analysis import consistency, latent
+from analysis import calibration, corrected, latent, null_ranges
 from analysis.card_markdown import card_markdown
 from analysis.cells import unescape_text
 from analysis.collect import find_results, split_rubric
-from analysis.humans import human_agreement
 from analysis.intervals import positive_int
 from analysis.robustness import note_perturbed, robustness_table, unperturbed
 from analysis.study import study_candidates
@@ -32,7 +31,7 @@ from analysis.summary import parse_rate
 CARD_FIELDS: tuple[str, ...] = (
     "judge", "models", "rubric_versions", "dataset_hashes", "modes", "rows", "parse_rate", "cost_usd",
     "latency_s", "human_agreement", "self_consistency", "position_bias", "length_bias", "self_preference",
-    "robustness", "latent_competence", "notes",
+    "mode_shift", "robustness", "latent_competence", "corrected_estimates", "calibration", "flags", "notes",
 )  # fmt: skip
 
 
@@ -93,38 +92,34 @@ def _manifest(path: Path) -> dict[str, Any]:
     return man
 
 
-def _position_summary(results: pd.DataFrame) -> pd.DataFrame:
-    """Per judge × dimension: the shown position whose win rate is furthest from the unbiased rate."""
-    if "position" not in results or not (results["mode"] == "comparative").any():
-        return pd.DataFrame()
-    pos = consistency.position_bias(results)
-    pos["excess"] = pos["win_rate"] - pos["expected"]
-    idx = pos.groupby(["judge", "dimension"], observed=True)["excess"].apply(lambda s: s.abs().idxmax())
-    return pos.loc[idx.to_numpy()]
-
-
 def study_tables(
-    results: pd.DataFrame, humans: pd.DataFrame | None, n_boot: int, seed: int, reference: str = "reference"
+    results: pd.DataFrame,
+    humans: pd.DataFrame | None,
+    n_boot: int,
+    seed: int,
+    reference: str = "reference",
+    n_null: int = null_ranges.N_REPS,
 ) -> dict[str, pd.DataFrame]:
-    """Every per-judge table a card draws from, computed once for all judges from the report's own core
-    (`study.study_candidates`, `humans.human_agreement`, `latent.latent_tables`), so a card and the report
-    show one value; only `robustness` reads the perturbed rows (experiment=robustness)."""
-    study = unperturbed(results)
-    cands = study_candidates(results, reference)
-    tables = {
-        "human_agreement": human_agreement(cands, humans, n_boot, seed),
-        "self_consistency": consistency.self_consistency(study, n_boot=n_boot, seed=seed),
-        "position_bias": _position_summary(study),
-        "length_bias": consistency.length_bias(study) if "candidate_text" in study else pd.DataFrame(),
-        "self_preference": consistency.self_preference(study),
-        "robustness": robustness_table(results, n_boot=n_boot, seed=seed),
-    }
-    lt = latent.latent_tables(cands, humans, reference, n_boot=n_boot, seed=seed)
+    """Every per-judge table a card draws from, taken from the report's own tables (`report.compute_tables`:
+    agreement, biases, mode shift with its q-values over the report's whole family, corrected estimates,
+    calibration, latent models), so a card and the report show one value; `robustness` reads the perturbed
+    rows (experiment=robustness) and `flags` are the null ranges of `analysis.null_ranges`."""
+    from analysis.report import compute_tables  # the report imports what the card does not need
+
+    report = compute_tables(results, humans, reference, n_boot, seed)
+    names = ["human_agreement", "self_consistency", "length_bias", "self_preference", "mode_shift"]
+    names += ["corrected_estimates", "calibration"]
+    tables = {name: report.get(name, pd.DataFrame()) for name in names}
+    tables["position_bias"] = null_ranges.furthest_position(report.get("position_bias", pd.DataFrame()))
+    tables["robustness"] = robustness_table(results, n_boot=n_boot, seed=seed)
+    tables["flags"] = null_ranges.null_ranges(
+        unperturbed(results), study_candidates(results, reference), humans, reference, n_null, seed
+    )
     for name in ("latent_competence", "latent_duplicates"):
-        table = lt.get(name, pd.DataFrame())
+        table = report.get(name, pd.DataFrame())
         tables[name] = table.assign(judge=_rater_judge(table["rater"])) if "rater" in table else table
-    if "latent_duplicates" in lt:  # one row per rater of a pair, so each judge's card can say so
-        dup = lt["latent_duplicates"]
+    if "latent_duplicates" in report:  # one row per rater of a pair, so each judge's card can say so
+        dup = report["latent_duplicates"]
         each = [dup.assign(judge=_rater_judge(dup[a]), rater=dup[a]) for a in ("rater_a", "rater_b")]
         tables["latent_duplicates"] = pd.concat(each, ignore_index=True)
     return tables
@@ -140,9 +135,14 @@ FIELD_COLUMNS: dict[str, tuple[str, ...]] = {
     "self_consistency": ("mode", "dimension", "n_prompts", "mean_sd", "disagree", "alpha", "alpha_lo", "alpha_hi"),
     "position_bias": ("dimension", "position", "n", "win_rate", "expected", "win_lo", "win_hi"),
     "length_bias": ("mode", "dimension", "n", "rho", "rho_lo", "rho_hi", "rho_better"),
-    "self_preference": ("mode", "dimension", "family", "diff", "diff_lo", "diff_hi", "favours_own"),
+    "self_preference": ("mode", "dimension", "family", "diff", "diff_lo", "diff_hi", "p", "p_q", "favours_own"),
+    "mode_shift": ("source", "dimension", "n", "win_before", "win_after", "delta_win", "delta_win_lo",
+                   "delta_win_hi", "mcnemar_p", "mcnemar_p_q"),
     "robustness": ("mode", "perturbation", "dimension", "n", "shift", "shift_lo", "shift_hi", "flip_rate"),
     "latent_competence": ("method", "mode", "rater", "accuracy", "accuracy_lo", "accuracy_hi"),
+    "corrected_estimates": tuple(corrected.COLUMNS[1:]),
+    "calibration": tuple(calibration.COLUMNS[1:]),
+    "flags": tuple(c for c in null_ranges.COLUMNS if c != "judge"),
 }  # fmt: skip
 WHY_EMPTY: dict[str, str] = {
     "human_agreement": "no human labels (--humans)",
@@ -152,6 +152,10 @@ WHY_EMPTY: dict[str, str] = {
     "self_preference": "no generator of the judge's own model family",
     "robustness": "no experiment=robustness run",
     "latent_competence": "fewer than 3 raters (judges of one mode and annotators)",
+    "mode_shift": "needs the judge in both independent and comparative mode",
+    "corrected_estimates": "no human labels (--humans), or under 2 rated and 1 unrated item per group",
+    "calibration": "no human labels (--humans)",
+    "flags": "no field with a null range (position, length, self-preference, mode shift, human agreement)",
 }
 
 
@@ -212,14 +216,15 @@ def _duplicate_notes(judge: str, dup: pd.DataFrame) -> list[str]:
 
 
 def write_cards(root: str | Path, out: str | Path, humans: pd.DataFrame | None = None, n_boot: int = 1000,
-                seed: int = 0, extra: dict[str, pd.DataFrame] | None = None) -> list[dict]:  # fmt: skip
+                seed: int = 0, extra: dict[str, pd.DataFrame] | None = None,
+                n_null: int = null_ranges.N_REPS) -> list[dict]:  # fmt: skip
     """Compute and write <out>/<judge>.md and <out>/<judge>.json for every judge below `root`; a study of several
     rubrics: <out>/<rubric>/<judge>.md (and .json), one card per judge and rubric."""
     from analysis.collect import load_results
 
     results = load_results(root)
     facts = run_facts(root)
-    tables = study_tables(results, humans, n_boot, seed) | (extra or {})
+    tables = study_tables(results, humans, n_boot, seed, n_null=n_null) | (extra or {})
     note_perturbed(results, unperturbed(results))
     latent.note_duplicates({"latent_duplicates": _pairs(tables.get("latent_duplicates"))})
     out = Path(out)
@@ -249,12 +254,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--humans", help="human labels CSV")
     parser.add_argument("--out", help="output folder (default: <root>/cards)")
     parser.add_argument("--n-boot", type=positive_int, default=1000)
+    parser.add_argument(
+        "--n-null",
+        type=positive_int,
+        default=null_ranges.N_REPS,
+        help="replicates of the unbiased judge behind each flag's range",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     try:
         humans = load_humans(args.humans) if args.humans else None
         out = Path(args.out) if args.out else Path(args.root) / "cards"
-        cards = write_cards(args.root, out, humans, args.n_boot, args.seed)
+        cards = write_cards(args.root, out, humans, args.n_boot, args.seed, n_null=args.n_null)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -10,9 +10,16 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("self_consistency", "Self-consistency across samples"),
     ("position_bias", "Position bias (comparative: the position furthest from the unbiased win rate)"),
     ("length_bias", "Length bias (Spearman ρ of score vs length in words)"),
-    ("self_preference", "Self-preference (own model family vs others)"),
+    ("self_preference", "Self-preference (own model family vs others; p Welch, p_q its BH q-value)"),
+    ("mode_shift", "Mode shift (independent → comparative win rate; McNemar p and its BH q-value)"),
     ("robustness", "Robustness (score shift under perturbation, flip rate)"),
     ("latent_competence", "Latent-model competence (accuracy vs the latent label)"),
+    ("corrected_estimates", "Corrected estimates (judge-only, human-only and prediction-powered, 95% CIs)"),
+    ("calibration", "Calibration to the human scale (error before / after a cross-fitted isotonic map)"),
+    (
+        "flags",
+        "Flags (outside the 95% range an unbiased judge of the same self-consistency shows, simulated)",
+    ),
 )
 
 
@@ -53,6 +60,10 @@ def card_markdown(card: dict[str, Any]) -> str:
         f"- cost: {cost}",
         f"- latency: {latency}",
     ]
+    flagged = [
+        f"{f['field']} {f['mode']} {f['dimension']} {f['group']}".strip() for f in card["flags"] if f["flag"]
+    ]
+    head.append(f"- flags: {'; '.join(flagged) if flagged else 'none'}")
     body = []
     for field, title in SECTIONS:
         body += ["", f"## {title}", ""]

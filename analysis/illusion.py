@@ -77,12 +77,26 @@ def mode_shift(
 ) -> pd.DataFrame:
     """Independent → comparative shift per judge × generator × dimension (`*_before` is modes[0]); with
     `combine` the judges' combination (e.g. ``mean(a+b)``) is the one judge."""
+    paired = mode_pairs(results, reference, modes, combine)
+    return paired_shift(paired, MODE_SHIFT_KEYS, n_boot, seed, alpha)
+
+
+MODE_SHIFT_KEYS = ["judge", "source", "dimension"]
+
+
+def mode_pairs(
+    results: pd.DataFrame,
+    reference: str = "reference",
+    modes: tuple[str, str] = ("independent", "comparative"),
+    combine: Combine = None,
+) -> pd.DataFrame:
+    """Each item's outcome in both modes (`before` in modes[0], `after` in modes[1]): what `mode_shift`
+    tests, and what `analysis.null_ranges` swaps to simulate a judge without a mode shift."""
     out = instance_outcomes(results, reference, combine)
     keys = ["judge", *ITEM_KEYS]
     before = out.loc[out["mode"] == modes[0], [*keys, "outcome"]].rename(columns={"outcome": "before"})
     after = out.loc[out["mode"] == modes[1], [*keys, "outcome"]].rename(columns={"outcome": "after"})
-    paired = before.merge(after, on=keys, how="inner")
-    return paired_shift(paired, ["judge", "source", "dimension"], n_boot, seed, alpha)
+    return before.merge(after, on=keys, how="inner")
 
 
 def preference_gap(

@@ -381,6 +381,47 @@ def alignment(tables: Tables) -> PaperTable | None:
     )
 
 
+def _estimate(value: float, lo: float, hi: float, quantity: str) -> str:
+    """A win rate as ``27.2% [18.0, 36.4]``, a mean score as ``2.31 [2.10, 2.52]``."""
+    if quantity == "win_rate":
+        return pct_ci(value, lo, hi)
+    if pd.isna(value):
+        return ""
+    return f"{value:.2f}" if pd.isna(lo) else f"{value:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+ESTIMATES: tuple[tuple[str, str], ...] = (
+    ("judge_only", "judge only"),
+    ("human_only", "experts only"),
+    ("corrected", "corrected"),
+)
+
+
+def corrected_estimates(tables: Tables) -> PaperTable | None:
+    """The report's `corrected_estimates` (analysis.corrected, PPI++): judge-only, expert-only and
+    prediction-powered estimates with 95% CIs, and the expert labels' effective sample size."""
+    table = tables.get("corrected_estimates")
+    if table is None or table.empty:
+        return None
+    out = table[["judge", "mode", "dimension"]].astype(str).reset_index(drop=True)
+    out["quantity"] = table["quantity"].map({"win_rate": "win rate", "mean_score": "mean score"}).to_numpy()
+    for col, name in ESTIMATES:
+        out[name] = [
+            _estimate(r[col], r[f"{col}_lo"], r[f"{col}_hi"], r["quantity"]) for _, r in table.iterrows()
+        ]
+    out["labelled"] = table["n_labeled"].astype(int).to_numpy()
+    out["effective n"] = [("" if pd.isna(v) else f"{v:.0f}") for v in table["n_effective"]]
+    return PaperTable(
+        "corrected_estimates",
+        "Corrected estimates",
+        "per judge, mode and dimension: the judge on every generated candidate, the experts on the ones they "
+        "rated, and the prediction-powered (PPI++) estimate of the experts' value from both, each with its 95% "
+        "CI; effective n is the number of expert labels a human-only estimate would need for the corrected "
+        "CI's width",
+        out,
+    )
+
+
 BUILDERS: tuple[Callable[[Tables], PaperTable | None], ...] = (
     best_five,
     win_tie_loss_by_mode,
@@ -390,6 +431,7 @@ BUILDERS: tuple[Callable[[Tables], PaperTable | None], ...] = (
     boundedness,
     boundedness_on_rated_pairs,
     alignment,
+    corrected_estimates,
 )
 
 

@@ -110,9 +110,9 @@ def test_boundedness_cells_and_the_written_files(tables: dict, shown: dict, tmp_
         assert (cell["loss"], cell["n (win / loss)"]) == (pt.pct(row.loss), row.n)
     md, tex = pt.write_paper_tables(tables, tmp_path)
     text = md.read_text()
-    assert text.count("\n## ") == 8 and pt.mean_sd(best["mean"].iloc[0], best["sd"].iloc[0]) in text
+    assert text.count("\n## ") == 9 and pt.mean_sd(best["mean"].iloc[0], best["sd"].iloc[0]) in text
     latex = tex.read_text()
-    assert latex.count("\\begin{table}") == 8 and "\\multicolumn{4}{c}{comparative}" in latex
+    assert latex.count("\\begin{table}") == 9 and "\\multicolumn{4}{c}{comparative}" in latex
 
 
 def test_tables_without_humans_or_modes_are_left_out(tables: dict) -> None:

@@ -134,7 +134,8 @@ def test_full_report_on_a_multirun_with_humans(tmp_path: Path, study: pd.DataFra
     assert {"mode_shift_combined", "human_majority"} <= tables
     paper_md, paper_tex = (out / "paper_tables.md").read_text(), (out / "paper_tables.tex").read_text()
     assert "## Best-of-K scores" in paper_md and "## Experts vs judges on the same pairs" in paper_md
-    assert paper_tex.count("\\begin{table}") == 8 and "\\toprule" in paper_tex
+    assert "## Corrected estimates" in paper_md
+    assert paper_tex.count("\\begin{table}") == 9 and "\\toprule" in paper_tex
 
 
 def test_one_judge_one_mode_degrades_to_sentences(tmp_path: Path, study: pd.DataFrame) -> None:

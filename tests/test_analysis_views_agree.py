@@ -23,6 +23,7 @@ from analysis.viewsql import DISAGREEMENT_SQL
 from tests.studies import ROOT, run_sample_study
 
 N_BOOT = 50
+N_NULL = 30
 
 
 class Views:
@@ -33,7 +34,7 @@ class Views:
         self.humans = load_humans(str(ROOT / "data" / "sample" / "humans.csv"))
         self.results = load_results(root)
         self.tables = compute_tables(self.results, self.humans, n_boot=N_BOOT, seed=0)
-        cards = card.write_cards(root, out, self.humans, n_boot=N_BOOT, seed=0)
+        cards = card.write_cards(root, out, self.humans, n_boot=N_BOOT, seed=0, n_null=N_NULL)
         self.cards = {c["judge"]: c for c in cards}
         self.paper = {t.key: t for t in paper_tables.paper_tables(self.tables)}
 
@@ -149,3 +150,51 @@ def test_viewer_scores_and_human_distance_are_the_cores(views: Views) -> None:
     assert paired["judge_human"].to_numpy() == pytest.approx(
         (paired["score"] - paired["human"]).abs().to_numpy()
     )
+
+
+@pytest.mark.parametrize(
+    ("field", "keys", "q"),
+    [
+        ("corrected_estimates", ["mode", "dimension", "quantity"], None),
+        ("calibration", ["mode", "dimension"], None),
+        ("mode_shift", ["source", "dimension"], "mcnemar_p_q"),
+        ("self_preference", ["mode", "dimension", "family"], "p_q"),
+    ],
+)
+def test_inference_is_one_value_in_report_and_card(
+    views: Views, field: str, keys: list[str], q: str | None
+) -> None:
+    """Issue 27: the card's corrected estimates, calibration error before / after and q-values (over the
+    report's whole family of tests) are the report's."""
+    if field == "self_preference" and views.tables[field].empty:
+        pytest.skip("no generator of a judge's own family in the sample")
+    assert _card_matches_report(views, field, keys) > 0
+    if q is not None:
+        assert all(q in r for c in views.cards.values() for r in c[field])
+        assert views.tables[field][q].notna().any()
+
+
+def test_paper_corrected_estimates_show_the_reports_values(views: Views) -> None:
+    table = views.tables["corrected_estimates"]
+    shown = views.paper["corrected_estimates"].frame
+    assert len(shown) == len(table) > 0
+    for (_, row), (_, cell) in zip(table.iterrows(), shown.iterrows(), strict=True):
+        assert cell["corrected"] == paper_tables._estimate(
+            row["corrected"], row["corrected_lo"], row["corrected_hi"], row["quantity"]
+        )
+        assert cell["judge only"].startswith(
+            paper_tables.pct(row["judge_only"])
+            if row["quantity"] == "win_rate"
+            else f"{row['judge_only']:.2f}"
+        )
+
+
+def test_cards_carry_a_null_range_for_each_bias_field(views: Views) -> None:
+    """Item 6: position, length, mode shift and human agreement each have ranges on the sample's cards
+    (self-preference only where a generator shares the judge's family), each range around a finite value."""
+    for made in views.cards.values():
+        flags = pd.DataFrame(made["flags"])
+        assert {"position_bias", "mode_shift", "human_agreement"} <= set(flags["field"])
+        assert (flags["null_lo"] <= flags["null_hi"]).all()
+        md = card.card_markdown(made)
+        assert "## Flags" in md and "- flags: " in md

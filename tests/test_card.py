@@ -48,7 +48,7 @@ def study(tmp_path):
 
 def test_cards_have_the_same_fields_and_the_planted_values(study, tmp_path) -> None:
     root, humans = study
-    cards = {c["judge"]: c for c in card.write_cards(root, tmp_path / "cards", humans, n_boot=50)}
+    cards = {c["judge"]: c for c in card.write_cards(root, tmp_path / "cards", humans, n_boot=50, n_null=20)}
     a, b = cards["judge-a"], cards["judge-b"]
     assert list(a) == list(b) == list(card.CARD_FIELDS)
     # provenance
@@ -72,6 +72,10 @@ def test_cards_have_the_same_fields_and_the_planted_values(study, tmp_path) -> N
     # length bias: b scores by length -> positive rho
     lb = pd.DataFrame(b["length_bias"]).set_index("dimension")
     assert lb.loc["gap_addressing", "rho"] > 0.5
+    # flags (issue 27 item 6): b's length ρ is outside the range of the same judge with lengths permuted
+    flags_b = pd.DataFrame(b["flags"]).set_index(["field", "mode", "dimension"])
+    assert bool(flags_b.loc[("length_bias", "independent", "gap_addressing"), "flag"])
+    assert not pd.DataFrame(a["flags"]).query("field == 'human_agreement'")["flag"].any()  # a is exact
     # latent competence: a (exact) at least as accurate as b
     lc = pd.DataFrame(a["latent_competence"] + b["latent_competence"])
     ds = lc.loc[lc["method"] == "Dawid-Skene"].set_index("rater")["accuracy"]
@@ -81,6 +85,7 @@ def test_cards_have_the_same_fields_and_the_planted_values(study, tmp_path) -> N
     assert b["robustness"] == [] and any(n.startswith("robustness:") for n in b["notes"])
     md = (tmp_path / "cards" / "judge-b.md").read_text()
     assert "- cost: unknown" in md and "## Position bias" in md and "Not measured." in md
+    assert "## Flags" in md and "length_bias independent gap_addressing" in md.split("\n## ")[0]
     assert json.loads((tmp_path / "cards" / "judge-a.json").read_text())["judge"] == "judge-a"
 
 
@@ -149,7 +154,8 @@ def test_card_agrees_with_ingested_labels_on_zero_padded_ids(tmp_path) -> None:
     assert annotate.main(["ingest", str(tmp_path / "sheet.csv"), "--key", str(tmp_path / "key.csv"),
                           "--out", str(labels)]) == 0  # fmt: skip
     out = tmp_path / "cards"
-    assert card.main([str(tmp_path / "study"), "--humans", str(labels), "--out", str(out), "--n-boot", "20"]) == 0
+    args = ["--out", str(out), "--n-boot", "20", "--n-null", "20"]
+    assert card.main([str(tmp_path / "study"), "--humans", str(labels), *args]) == 0
     agreement = json.loads((out / "j.json").read_text())["human_agreement"]
     assert len(agreement) == 1 and agreement[0]["n"] == 3
     assert agreement[0]["percent"] == pytest.approx(2 / 3)
@@ -170,7 +176,7 @@ def test_card_files_are_named_as_the_readme_says(study, tmp_path) -> None:
     """README: `cards/<judge>.md` and `.json`; a study of several rubrics, `cards/<rubric>/<judge>.md` (the
     files were `<judge>_<rubric>.md`, a name the README never gave)."""
     root, humans = study
-    card.write_cards(root, tmp_path / "one", humans, n_boot=20)
+    card.write_cards(root, tmp_path / "one", humans, n_boot=20, n_null=20)
     assert {p.name for p in (tmp_path / "one").iterdir()} == {
         f"judge-{j}.{e}" for j in "ab" for e in ("md", "json")
     }
@@ -178,7 +184,7 @@ def test_card_files_are_named_as_the_readme_says(study, tmp_path) -> None:
     write_fake_run(other, "judge-a", "independent", _exact, n_samples=3, cost_usd=0.5)
     rows = pd.read_csv(other / "results.csv")
     rows.assign(rubric="other").to_csv(other / "results.csv", index=False)
-    card.write_cards(root, tmp_path / "two", humans, n_boot=20)
+    card.write_cards(root, tmp_path / "two", humans, n_boot=20, n_null=20)
     written = {str(p.relative_to(tmp_path / "two")) for p in (tmp_path / "two").rglob("*.md")}
     assert written == {"novelty/judge-a.md", "novelty/judge-b.md", "other/judge-a.md"}
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
