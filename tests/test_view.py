@@ -208,9 +208,12 @@ def test_report_in_the_browser(served: tuple[str, Path]) -> None:
         before = page.locator(cells).all_inner_texts()
         assert sorted(before) == ["qwen_a", "qwen_b"]
         name = page.locator("#leaderboard thead th .dt-column-title", has_text="judge").first
+        first = f"document.querySelector({json.dumps(cells)})?.innerText"
         name.click()  # the column's name, not the arrow icon beside it
+        page.wait_for_function(f"{first} === 'qwen_a'", timeout=5000)  # the table redraws after the click
         ascending = page.locator(cells).all_inner_texts()
         name.click()
+        page.wait_for_function(f"{first} === 'qwen_b'", timeout=5000)
         descending = page.locator(cells).all_inner_texts()
         assert ascending == ["qwen_a", "qwen_b"] and descending == ["qwen_b", "qwen_a"]
         assert before != ascending or before != descending  # a click changed the order
