@@ -95,3 +95,19 @@ def test_refresh_reasks_keeps_the_old_answers_and_drift_reads_both(
     assert len(shift) and set(shift["run"]) == {"2026-12-01 new"}
     assert (shift["mean_shift"] == 0).all()  # the scripted server answers the same prompt the same way
     assert (tmp_path / "drift" / "drift_chart.csv").exists()
+
+
+def test_shift_ci_and_kappa_are_scipy_s_and_scikit_learn_s() -> None:
+    from scipy import stats
+    from sklearn.metrics import cohen_kappa_score
+
+    runs = [(f"D{d}", dated_run(3, d, shift_from=1, n=30)) for d in range(2)]
+    shift, _ = drift.drift_tables(runs, n_boot=50)
+    old, new = (drift._cands(r, "reference") for _, r in runs)
+    both = old.merge(new, on=[*drift.KEYS, *drift.ITEM, "source"], suffixes=("_old", "_new"))
+    for judge, row in shift.set_index("judge").iterrows():
+        part = both.loc[both["judge"] == judge]
+        paired = stats.ttest_rel(part["score_new"], part["score_old"]).confidence_interval(0.95)
+        assert (row["mean_shift_lo"], row["mean_shift_hi"]) == pytest.approx((paired.low, paired.high))
+        a, b = (np.floor(part[c] + 0.5).astype(int) for c in ("score_old", "score_new"))
+        assert row["kappa_w"] == pytest.approx(cohen_kappa_score(a, b, weights="quadratic"))
