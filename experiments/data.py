@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from judge.paths import user_cache
+from judge.paths import sha256_of, user_cache
 
 REPOSITORY = "njust-winchy/llm4novelty"
 COMMIT = "c34448edaecfa7143d672dbeabd69bec4e796824"
@@ -69,14 +69,6 @@ def data_dir() -> Path:
     `$XDG_CACHE_HOME` moves it with every other cache)."""
     configured = os.environ.get("JUDGESCOPE_DATA_DIR")
     return Path(configured).expanduser() if configured else user_cache("data")
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def fetch_command(name: str) -> str:

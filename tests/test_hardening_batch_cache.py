@@ -62,6 +62,20 @@ def runner(server: BatchServer, tmp: Path, api_base: str | None = None) -> tuple
     return run, cache
 
 
+def live_study(api_base: str, tmp: Path) -> dict[str, Any]:
+    """One instance, one sample, live against `api_base`, cached under `tmp/cache`."""
+    return config(
+        [
+            "judge=qwen",
+            f"judge.api_base={api_base}",
+            "limit=1",
+            "n_samples=1",
+            "progress=false",
+            f"cache_dir={tmp / 'cache'}",
+        ]
+    )
+
+
 def batch_study(server: BatchServer, tmp: Path, *more: str) -> dict[str, Any]:
     return config(
         [
@@ -186,16 +200,7 @@ def test_rotating_a_key_in_the_api_base_reruns_from_the_cache(tmp_path: Path) ->
                 f"{server.api_base}/",
             ]
         ):
-            cfg = config(
-                [
-                    "judge=qwen",
-                    f"judge.api_base={server.api_base}",
-                    "limit=1",
-                    "n_samples=1",
-                    "progress=false",
-                    f"cache_dir={tmp_path / 'cache'}",
-                ]
-            )
+            cfg = live_study(server.api_base, tmp_path)
             cfg["judge"]["api_base"] = typed
             run_study(cfg, None, tmp_path / f"run{i}", run_id=f"run{i}")
             made.append(json.loads((tmp_path / f"run{i}" / "manifest.json").read_text())["calls_made"])
@@ -343,16 +348,7 @@ def test_a_negative_cost_entry_never_reaches_the_results(tmp_path: Path) -> None
     """Before: a stored `cost_usd: -1000` was read as an answer and entered results and manifest totals."""
     server = ScriptedServer(lambda body: Step(200, rubric_answer(body)))
     with server.running():
-        cfg = config(
-            [
-                "judge=qwen",
-                f"judge.api_base={server.api_base}",
-                "limit=1",
-                "n_samples=1",
-                "progress=false",
-                f"cache_dir={tmp_path / 'cache'}",
-            ]
-        )
+        cfg = live_study(server.api_base, tmp_path)
         run_study(cfg, None, tmp_path / "first", run_id="first")
         key = (tmp_path / "first" / "cache_keys.txt").read_text().split()[0]
         raw = diskcache.Cache(str(tmp_path / "cache"))
