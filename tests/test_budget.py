@@ -118,8 +118,10 @@ def test_budget_stop_manifest_and_resume_without_repeats(server: ScriptedServer,
 def test_budget_without_a_price_is_one_line(tmp_path: Path) -> None:
     from experiments.study import run_study
 
-    cfg = compose("judge=qwen", "limit=1", "budget_usd=1")
-    with pytest.raises(StudyError, match=r"budget_usd=1(\.0)?: needs a price for openai/Qwen"):
+    # a model no other test prices: litellm's price map is process-wide, and another test file on the same
+    # pytest worker may have priced the qwen judge's model in it
+    cfg = compose("judge=qwen", "judge.model=openai/unpriced-budget-test-model", "limit=1", "budget_usd=1")
+    with pytest.raises(StudyError, match=r"budget_usd=1(\.0)?: needs a price for openai/unpriced-budget-test-model"):
         run_study({**cfg, "cache_dir": str(tmp_path / "cache")}, None, tmp_path / "out", run_id="x")
 
 
