@@ -1,7 +1,7 @@
 """`python -m analysis.card <run-or-multirun-dir> [--humans FILE] [--out DIR]`: one reliability card per judge
 (and rubric: `cards/<judge>.md`, or `cards/<rubric>/<judge>.md` in a study of several rubrics).
 
-Every card has the same fields (`CARD_FIELDS`), so cards compare across judges and across versions of one
+Every card has the same fields (`card_fields()`: the card's own and the tables' declared `CardField`s), so cards compare across judges and across versions of one
 judge; a field that does not apply is an empty list or null with the reason in `notes`, never left out.
 Cost stays null ("unknown") when any run of the judge could not price its calls.
 """
@@ -19,20 +19,28 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from analysis import calibration, corrected, latent, null_ranges
+from analysis import latent, null_ranges, registry
 from analysis.card_markdown import card_markdown
 from analysis.cells import unescape_text
 from analysis.collect import find_results, split_rubric
 from analysis.intervals import positive_int
-from analysis.robustness import note_perturbed, robustness_table, unperturbed
-from analysis.study import study_candidates
+from analysis.registry import StudyInputs
+from analysis.robustness import note_perturbed, unperturbed
 from analysis.summary import parse_rate
+from analysis.tables import card_specs
 
-CARD_FIELDS: tuple[str, ...] = (
-    "judge", "models", "rubric_versions", "dataset_hashes", "modes", "rows", "parse_rate", "cost_usd",
-    "latency_s", "human_agreement", "self_consistency", "position_bias", "length_bias", "self_preference",
-    "mode_shift", "robustness", "latent_competence", "corrected_estimates", "calibration", "flags", "notes",
+#: The card's own fields before and after the table fields (`analysis.tables`: each table's `CardField`).
+HEAD_FIELDS: tuple[str, ...] = (
+    "judge", "models", "rubric_versions", "dataset_hashes", "modes", "rows", "parse_rate", "cost_usd", "latency_s",
 )  # fmt: skip
+
+
+def card_fields() -> tuple[str, ...]:
+    """Every field of a card, in order: the card's own, the declared tables' (`CardField.order`), notes."""
+    return (*HEAD_FIELDS, *(s.key for s in card_specs()), "notes")
+
+
+CARD_FIELDS: tuple[str, ...] = card_fields()
 
 
 def _records(frame: pd.DataFrame | None, cols: Sequence[str]) -> list[dict[str, Any]]:
@@ -100,26 +108,20 @@ def study_tables(
     reference: str = "reference",
     n_null: int = null_ranges.N_REPS,
 ) -> dict[str, pd.DataFrame]:
-    """Every per-judge table a card draws from, taken from the report's own tables (`report.compute_tables`:
-    agreement, biases, mode shift with its q-values over the report's whole family, corrected estimates,
-    calibration, latent models), so a card and the report show one value; `robustness` reads the perturbed
-    rows (experiment=robustness) and `flags` are the null ranges of `analysis.null_ranges`."""
-    from analysis.report import compute_tables  # the report imports what the card does not need
-
-    report = compute_tables(results, humans, reference, n_boot, seed)
-    names = ["human_agreement", "self_consistency", "length_bias", "self_preference", "mode_shift"]
-    names += ["corrected_estimates", "calibration"]
-    tables = {name: report.get(name, pd.DataFrame()) for name in names}
-    tables["position_bias"] = null_ranges.furthest_position(report.get("position_bias", pd.DataFrame()))
-    tables["robustness"] = robustness_table(results, n_boot=n_boot, seed=seed)
-    tables["flags"] = null_ranges.null_ranges(
-        unperturbed(results), study_candidates(results, reference), humans, reference, n_null, seed
-    )
-    for name in ("latent_competence", "latent_duplicates"):
-        table = report.get(name, pd.DataFrame())
-        tables[name] = table.assign(judge=_rater_judge(table["rater"])) if "rater" in table else table
-    if "latent_duplicates" in report:  # one row per rater of a pair, so each judge's card can say so
-        dup = report["latent_duplicates"]
+    """Every table a card draws from, keyed by field: the report's own tables (`registry.compute_tables`, so a
+    card and the report show one value) and the card-only ones (`robustness`, the `flags` of
+    `analysis.null_ranges`), each as its declaration's `CardField.read` reads it; and `latent_duplicates`,
+    one row per rater of a pair, for the cards' notes."""
+    inputs = StudyInputs(results, humans, reference, n_boot, seed, n_null=n_null)
+    computed = registry.compute_tables(inputs, report_only=False)
+    tables = {}
+    for spec in card_specs():
+        assert spec.card is not None
+        table = computed.get(spec.key, pd.DataFrame())
+        tables[spec.key] = spec.card.read(table) if spec.card.read else table
+    tables["latent_duplicates"] = computed.get("latent_duplicates", pd.DataFrame())
+    if "latent_duplicates" in computed:  # one row per rater of a pair, so each judge's card can say so
+        dup = computed["latent_duplicates"]
         each = [dup.assign(judge=_rater_judge(dup[a]), rater=dup[a]) for a in ("rater_a", "rater_b")]
         tables["latent_duplicates"] = pd.concat(each, ignore_index=True)
     return tables
@@ -130,39 +132,10 @@ def _rater_judge(rater: pd.Series) -> pd.Series:
     return rater.astype(str).str.replace(r" \[[^\]]*\]$", "", regex=True)
 
 
-FIELD_COLUMNS: dict[str, tuple[str, ...]] = {
-    "human_agreement": ("mode", "dimension", "n", "kappa_w", "kappa_w_lo", "kappa_w_hi", "rho", "percent"),
-    "self_consistency": ("mode", "dimension", "n_prompts", "mean_sd", "disagree", "alpha", "alpha_lo", "alpha_hi"),
-    "position_bias": ("dimension", "position", "n", "win_rate", "expected", "win_lo", "win_hi"),
-    "length_bias": ("mode", "dimension", "n", "rho", "rho_lo", "rho_hi", "rho_better"),
-    "self_preference": ("mode", "dimension", "family", "diff", "diff_lo", "diff_hi", "p", "p_q", "favours_own"),
-    "mode_shift": ("source", "dimension", "n", "win_before", "win_after", "delta_win", "delta_win_lo",
-                   "delta_win_hi", "mcnemar_p", "mcnemar_p_q"),
-    "robustness": ("mode", "perturbation", "dimension", "n", "shift", "shift_lo", "shift_hi", "flip_rate"),
-    "latent_competence": ("method", "mode", "rater", "accuracy", "accuracy_lo", "accuracy_hi"),
-    "corrected_estimates": tuple(corrected.COLUMNS[1:]),
-    "calibration": tuple(calibration.COLUMNS[1:]),
-    "flags": tuple(c for c in null_ranges.COLUMNS if c != "judge"),
-}  # fmt: skip
-WHY_EMPTY: dict[str, str] = {
-    "human_agreement": "no human labels (--humans)",
-    "self_consistency": "fewer than 2 scored samples per prompt",
-    "position_bias": "no comparative run",
-    "length_bias": "results carry no candidate_text",
-    "self_preference": "no generator of the judge's own model family",
-    "robustness": "no experiment=robustness run",
-    "latent_competence": "fewer than 3 raters (judges of one mode and annotators)",
-    "mode_shift": "needs the judge in both independent and comparative mode",
-    "corrected_estimates": "no human labels (--humans), or under 2 rated and 1 unrated item per group",
-    "calibration": "no human labels (--humans)",
-    "flags": "no field with a null range (position, length, self-preference, mode shift, human agreement)",
-}
-
-
 def make_card(
     judge: str, results: pd.DataFrame, facts: pd.DataFrame, tables: dict[str, pd.DataFrame]
 ) -> dict:
-    """One judge's card: every field of CARD_FIELDS, in that order."""
+    """One judge's card: every field of `card_fields()`, in that order."""
     mine = results.loc[results["judge"].astype(str) == judge]
     runs = facts.loc[facts["judge"] == judge]
     if "run_id" in facts and "run_id" in mine:  # and the runs behind a split label (`judge@run`)
@@ -189,15 +162,16 @@ def make_card(
     notes = []
     if card["cost_usd"] is None:
         notes.append("cost unknown: a run could not price its calls (or has no manifest)")
-    for field, cols in FIELD_COLUMNS.items():
-        table = tables.get(field, pd.DataFrame())
+    for spec in card_specs():
+        assert spec.card is not None
+        table = tables.get(spec.key, pd.DataFrame())
         part = table.loc[table["judge"].astype(str) == judge] if len(table) else table
-        card[field] = _records(part, cols)
-        if not card[field]:
-            notes.append(f"{field}: {WHY_EMPTY[field]}")
+        card[spec.key] = _records(part, spec.card.columns)
+        if not card[spec.key]:
+            notes.append(f"{spec.key}: {spec.card.why_empty}")
     notes += _duplicate_notes(judge, tables.get("latent_duplicates", pd.DataFrame()))
     card["notes"] = notes
-    return {k: card[k] for k in CARD_FIELDS}
+    return {k: card[k] for k in card_fields()}
 
 
 def _pairs(dup: pd.DataFrame | None) -> pd.DataFrame:

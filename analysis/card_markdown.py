@@ -5,22 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SECTIONS: tuple[tuple[str, str], ...] = (
-    ("human_agreement", "Agreement with the human consensus (quadratic-weighted κ, Spearman ρ)"),
-    ("self_consistency", "Self-consistency across samples"),
-    ("position_bias", "Position bias (comparative: the position furthest from the unbiased win rate)"),
-    ("length_bias", "Length bias (Spearman ρ of score vs length in words)"),
-    ("self_preference", "Self-preference (own model family vs others; p Welch, p_q its BH q-value)"),
-    ("mode_shift", "Mode shift (independent → comparative win rate; McNemar p and its BH q-value)"),
-    ("robustness", "Robustness (score shift under perturbation, flip rate)"),
-    ("latent_competence", "Latent-model competence (accuracy vs the latent label)"),
-    ("corrected_estimates", "Corrected estimates (judge-only, human-only and prediction-powered, 95% CIs)"),
-    ("calibration", "Calibration to the human scale (error before / after a cross-fitted isotonic map)"),
-    (
-        "flags",
-        "Flags (outside the 95% range an unbiased judge of the same self-consistency shows, simulated)",
-    ),
-)
+from analysis.tables import card_specs  # the declared card fields
 
 
 def _fmt(value: Any) -> str:
@@ -65,8 +50,10 @@ def card_markdown(card: dict[str, Any]) -> str:
     ]
     head.append(f"- flags: {'; '.join(flagged) if flagged else 'none'}")
     body = []
-    for field, title in SECTIONS:
-        body += ["", f"## {title}", ""]
-        body.append(_table(card[field]) if card[field] else "Not measured.")
+    for spec in card_specs():  # each declared field under its title (`registry.CardField`)
+        assert spec.card is not None
+        records = card.get(spec.key) or []
+        body += ["", f"## {spec.card.title}", ""]
+        body.append(_table(records) if records else "Not measured.")
     notes = ["", "## Notes", "", *(f"- {n}" for n in card["notes"])] if card["notes"] else []
     return "\n".join(head + body + notes) + "\n"

@@ -212,13 +212,6 @@ SECTION_TEXT = (
     "Posteriors: most uncertain items first. Win rates on latent labels vs each single rater (delta = rater − latent)."
 )
 SECTION_MISSING = "Fewer than three raters (judges of one mode and annotators): no latent model."
-SECTION_TABLES: tuple[str, ...] = (
-    "latent_competence",
-    "latent_confusion",
-    "latent_posteriors",
-    "latent_winrate",
-    "latent_duplicates",
-)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

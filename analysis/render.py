@@ -21,7 +21,8 @@ from analysis import summary
 from analysis.cells import md_cell, write_csv
 from analysis.collect import rubric_column
 from analysis.glossary import describe
-from analysis.report_sections import FOLD_ROWS, HEADLINES, HUMANS_UNPAIRED, NO_HUMANS, SECTIONS, Section
+from analysis.report_sections import FOLD_ROWS, HUMANS_UNPAIRED, NO_HUMANS, SECTIONS, Section
+from analysis.tables import headlines
 
 MD_ROWS = 60  # longer tables are cut in report.md (never in the CSV or the HTML)
 
@@ -148,12 +149,13 @@ ROW_NAMES = (
 
 
 def headline(name: str, frame: pd.DataFrame) -> str:
-    """A folded table's summary line: its row count and its headline number (`HEADLINES`) with the row it
+    """A folded table's summary line: its row count and its headline number (`TableSpec.headline`) with the row it
     comes from, e.g. ``24 rows; highest win rate 0.750 (qwen_a · comparative · narrow_gen · originality)``."""
     rows = f"{len(frame)} rows"
-    if name not in HEADLINES or HEADLINES[name][0] not in frame:
+    declared = headlines()
+    if name not in declared or declared[name][0] not in frame:
         return rows
-    column, pick, what = HEADLINES[name]
+    column, pick, what = declared[name]
     values = pd.to_numeric(frame[column], errors="coerce").reset_index(drop=True)  # by position
     if "rater_a" in frame:  # a pair table's last row is over all raters: not one pair
         values = values.where(frame["rater_a"].astype(str).to_numpy() != "(all)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from analysis import latent
+from analysis.tables import section_figure, section_tables  # the declarations these sections show
 
 NO_HUMANS = "No human labels were given (`--humans FILE`)."
 #: NO_HUMANS's place when labels were given (`human_agreement` is present) but leave this table empty.
@@ -21,40 +22,21 @@ ONE_RATER = "Only one rater (a single judge in a single mode, and no human label
 #: A table longer than this is folded (`<details>`) under a one-line summary with its headline number.
 FOLD_ROWS = 8
 
-#: table -> (column, which row: "max" / "min" / "absmax", what the number is): the summary line of a folded
-#: table names its most telling value and the row it comes from; a table not listed shows its row count only.
-HEADLINES: dict[str, tuple[str, str, str]] = {
-    "overview": ("rows", "max", "most rows"),
-    "best_of_k_scores": ("mean", "max", "highest best-of-K mean"),
-    "human_agreement": ("kappa_w", "max", "highest κ_w with the experts"),
-    "winrate": ("win", "max", "highest win rate"),
-    "winrate_combined": ("win", "max", "highest combined win rate"),
-    "mode_shift": ("delta_win", "absmax", "largest |Δwin|"),
-    "mode_shift_combined": ("delta_win", "absmax", "largest |Δwin|"),
-    "preference_gap": ("gap_win", "absmax", "largest |judge − experts| win-rate gap"),
-    "score_agreement": ("kappa_w", "max", "highest κ_w"),
-    "winner_agreement": ("kappa", "max", "highest κ"),
-    "winner_agreement_by_kind": ("kappa", "max", "highest κ"),
-    "human_reliability": ("alpha_ordinal", "min", "lowest α among annotators"),
-    "alignment": ("percent", "max", "highest agreement"),
-    "latent_competence": ("accuracy", "max", "highest accuracy"),
-    "latent_winrate": ("win", "max", "highest win rate"),
-    "score_summary": ("mean", "max", "highest mean score"),
-    "self_consistency": ("alpha", "min", "lowest α across samples"),
-    "position_bias": ("win_rate", "max", "highest win rate by position"),
-    "pairwise_bias": ("first_rate", "absmax", "largest first-shown preference"),
-    "length_bias": ("rho_better", "absmax", "largest |ρ| of score vs length"),
-    "self_preference": ("diff", "absmax", "largest own-family difference"),
-}
-
-
 @dataclass(frozen=True)
 class Section:
+    """A section's words; its tables and figure are the declarations that name it (`analysis.tables`)."""
+
     title: str
     text: str
-    tables: tuple[str, ...]
-    figure: str | None = None
     missing: str = "Nothing to report for these runs."
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return section_tables(self.title)
+
+    @property
+    def figure(self) -> str | None:
+        return section_figure(self.title)
 
 
 SECTIONS: tuple[Section, ...] = (
@@ -63,29 +45,23 @@ SECTIONS: tuple[Section, ...] = (
         "One row per judge, best agreement with the experts first: κ_w with the experts per dimension and mode, "
         "self-consistency α, position / length / self-preference bias, parse rate, cost per 1,000 judgments "
         "(unknown when any call's cost is unknown), median latency. Click a column's name to sort by it.",
-        ("leaderboard",),
     ),
     Section(
         "Agreement with the experts",
         "Per judge, mode and dimension: quadratic-weighted κ and Spearman ρ between the judge's candidate scores "
         "and the experts' mean score (both rounded to the rubric scale), 95% CIs; each expert item counts once "
         "per judge and mode.",
-        ("human_agreement",),
-        "human_agreement",
         NO_HUMANS,
     ),
     Section(
         "Runs",
         "One row per run: rows, prompts, share of rows with a verdict, cost (each call once), cached share; then every request "
         "parameter a provider did not receive as asked (dropped or changed by litellm's mapping).",
-        ("overview", "request_changes"),
     ),
     Section(
         "Win / tie / loss against the reference",
         "Per judge, mode, generator and dimension: share of instances where the generator's best-of-K "
         "beats, ties or loses to the reference, with 95% bootstrap CIs over instances.",
-        ("winrate",),
-        "winrate",
     ),
     Section(
         "Judges combined",
@@ -95,8 +71,6 @@ SECTIONS: tuple[Section, ...] = (
         "scored, with the reference); `n_judges_min`: the fewest judges behind any instance. A "
         "combination is over the judges it names in each mode: where judges ran different modes, each mode's "
         "judges and those that ran both modes are combined apart.",
-        ("winrate_combined",),
-        None,
         "Only one judge: there is nothing to combine.",
     ),
     Section(
@@ -105,8 +79,6 @@ SECTIONS: tuple[Section, ...] = (
         "McNemar's exact test on win / not-win. `n`, `win_before` / `win_after`: the instances scored in both "
         "modes and the rates on them, so Δ = after − before (each mode's rates on all its instances: the "
         "win-rate table).",
-        ("mode_shift",),
-        "mode_shift",
         "No judge ran both independent and comparative mode, so there is no mode shift to measure.",
     ),
     Section(
@@ -116,16 +88,12 @@ SECTIONS: tuple[Section, ...] = (
         "row per expert (every pair, disagreements kept), per judge [mode], and the strict human majority "
         "(pairs without one left out). Then each judge's win rate minus the majority's on the same pairs, "
         "with paired CIs.",
-        ("expert_vs_judge", "preference_gap"),
-        None,
         NO_HUMANS,
     ),
     Section(
         "Agreement on candidate scores",
         "Candidate scores rounded to the rubric scale; raters are "
         "judge [mode] and human annotators. Last row: Krippendorff's α (ordinal) over all raters.",
-        ("score_agreement",),
-        "score_agreement",
         ONE_RATER,
     ),
     Section(
@@ -134,61 +102,45 @@ SECTIONS: tuple[Section, ...] = (
         "(expert–expert, expert–judge, judge–judge: two different judges in one mode; a judge across modes "
         "is `judge-self`, two judges in different modes `judge-other-mode`), then every "
         "pair.",
-        ("winner_agreement_by_kind", "winner_agreement"),
-        "winner_agreement",
         ONE_RATER,
     ),
     Section(
         "Human reliability",
         "Fleiss' κ and Krippendorff's α (ordinal) among annotators, per dimension.",
-        ("human_reliability",),
-        None,
         NO_HUMANS,
     ),
     Section(
         "Cross-dimension alignment",
         "Each expert's and the human majority's winner on one dimension vs a judge's winner on "
         "another (e.g. non-obviousness vs source-boundedness).",
-        ("alignment",),
-        None,
         NO_HUMANS,
     ),
-    Section(latent.SECTION_TITLE, latent.SECTION_TEXT, latent.SECTION_TABLES, None, latent.SECTION_MISSING),
+    Section(latent.SECTION_TITLE, latent.SECTION_TEXT, latent.SECTION_MISSING),
     Section(
         "Score summaries",
         "Candidate scores (mean over samples) per judge, mode, source, dimension; the figure shows each "
         "generator apart from the reference and from the other generators.",
-        ("score_summary",),
-        "score_distributions",
     ),
     Section(
         "Self-consistency",
         "Over the samples of one prompt: mean sd, share of prompts whose samples "
         "disagree, Krippendorff's α with samples as raters.",
-        ("self_consistency",),
-        "self_consistency",
     ),
     Section(
         "Position and order bias",
         "Comparative: mean score and win rate by shown position (vs the "
         "rate expected without bias). Pairwise: share of decided (not tie) verdicts preferring the first-shown "
         "text, ties, flips with the order.",
-        ("position_bias", "pairwise_bias"),
-        "position_bias",
         "No comparative or pairwise runs.",
     ),
     Section(
         "Length bias",
         "Spearman ρ of candidate score vs length in words (`rho_better` > 0: longer judged better).",
-        ("length_bias",),
-        None,
         "The results have no candidate_text column.",
     ),
     Section(
         "Self-preference",
         "A judge's mean score for its own model family's generations vs others'.",
-        ("self_preference",),
-        None,
         "No judge scored generations from its own model family (see analysis.consistency.model_family).",
     ),
     Section(
@@ -198,8 +150,6 @@ SECTIONS: tuple[Section, ...] = (
         "(human-only), and corrected: the judge on every item with its bias measured on the expert-rated ones "
         "(PPI++, ppi-python), each with its 95% CI. `n_effective`: the expert labels a human-only estimate would "
         "need for the corrected CI's width.",
-        ("corrected_estimates",),
-        None,
         NO_HUMANS,
     ),
     Section(
@@ -208,16 +158,12 @@ SECTIONS: tuple[Section, ...] = (
         "cross-fitted (5 folds), with the mean absolute error before and after; for win verdicts, the expected "
         "calibration error (10 bins) of the judge's 0/1 verdict and of the calibrated probability of an expert "
         "win. No other table uses calibrated scores.",
-        ("calibration",),
-        "calibration",
         NO_HUMANS,
     ),
     Section(
         "Multiple testing",
         "Every p-value of this report is one family: each gets its Benjamini–Hochberg q-value beside it "
         "(`*_q`), and `significant` reads q < 0.05. Per table: the p-value column and the number of tests.",
-        ("multiple_testing",),
-        None,
         "No test was run.",
     ),
 )

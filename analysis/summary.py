@@ -7,7 +7,7 @@ results rows), so a sentence can never disagree with the table it summarises.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -110,11 +110,17 @@ def _position_by_judge(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return largest.rename(columns={"_gap": "position_bias"})[["judge", "position_bias"]]
 
 
-def leaderboard(results: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+def leaderboard(
+    results: pd.DataFrame,
+    tables: dict[str, pd.DataFrame],
+    extra: Sequence[Callable[[dict[str, pd.DataFrame]], pd.DataFrame]] = (),
+) -> pd.DataFrame:
     """One row per judge: κ_w with the experts per dimension, self-consistency α, position bias (pairwise:
     also the first-shown preference among decided verdicts, tie and flip rates, from consistency.pairwise_bias), length / self-preference
-    bias, parse rate, cost per 1,000 judgments (NaN: unknown), median latency. κ_w is per dimension and mode
-    (``kappa_w:<dimension> [<mode>]``); the rows are sorted by its mean over the columns."""
+    bias, parse rate, cost per 1,000 judgments (NaN: unknown), median latency, then the `extra` columns (a
+    frame of judge and columns per part: the leaderboard columns tables declare, `analysis.registry`). κ_w is
+    per dimension and mode (``kappa_w:<dimension> [<mode>]``); the rows are sorted by its mean over the
+    columns."""
     board = _per_judge_usage(results)
     agree = tables.get("human_agreement")
     if agree is not None and len(agree):
@@ -131,6 +137,8 @@ def leaderboard(results: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.Da
                  _mean_by_judge(tables.get("length_bias"), "rho_better", "length_rho"),
                  _mean_by_judge(tables.get("self_preference"), "favours_own", "self_preference")):  # fmt: skip
         board = board.merge(part, on="judge", how="left")
+    for make in extra:
+        board = board.merge(make(tables).astype({"judge": str}), on="judge", how="left")
     order = [c for c in board.columns if c.startswith("kappa_w:")]
     sort = board[order].mean(axis=1) if order else board["parse_rate"]
     return board.assign(_s=sort).sort_values("_s", ascending=False).drop(columns="_s").reset_index(drop=True)
