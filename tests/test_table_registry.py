@@ -1,0 +1,126 @@
+"""The table registry (issue 23 item 3): a new statistic is its computation plus one declaration, and it then
+appears in the written report (its CSV and its section), in the leaderboard and on every judge's card."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import card, registry, report
+from analysis.card_markdown import card_markdown
+from analysis.collect import load_results
+from analysis.registry import CardField, StudyInputs, Tables, TableSpec
+from analysis.report_sections import SECTIONS
+from tests.study_folders import DIMENSIONS, sample_candidates, write_fake_run
+
+
+def _score(judge: str, cand: str, dim: str, k: int) -> float:
+    """A planted score per candidate; judge-b one lower, so the two judges disagree."""
+    return float(max(0, sum(map(ord, cand + dim)) % 4 - (judge == "judge-b")))
+
+
+def _write_study(root: Path, modes: tuple[str, ...]) -> None:
+    """judge-a (1 sample) and judge-b (2 samples) in each of `modes`."""
+    for judge, samples in (("judge-a", 1), ("judge-b", 2)):
+        for mode in modes:
+            write_fake_run(root / f"{judge}-{mode}", judge, mode, _score, n_samples=samples, cost_usd=0.1)
+
+
+@pytest.fixture()
+def study(tmp_path: Path) -> tuple[Path, Path]:
+    """Two judges in both modes, and three annotators' labels."""
+    root = tmp_path / "multirun"
+    _write_study(root, ("independent", "comparative"))
+    rows = [
+        (a, inst, cand, src, dim, float(sum(map(ord, cand + dim)) % 4))
+        for a in ("h1", "h2", "h3")
+        for inst, cand, src, _ in sample_candidates()
+        for dim in DIMENSIONS
+    ]
+    humans = tmp_path / "humans.csv"
+    columns = ["annotator", "instance_id", "candidate_id", "source", "dimension", "score"]
+    pd.DataFrame(rows, columns=columns).to_csv(humans, index=False)
+    return root, humans
+
+
+def rows_per_judge(inputs: StudyInputs, _: Tables) -> pd.DataFrame:
+    """The toy statistic: the number of results rows per judge."""
+    counts = inputs.results.groupby(inputs.results["judge"].astype(str)).size()
+    return counts.rename("n_rows").rename_axis("judge").reset_index()
+
+
+TOY = TableSpec(
+    "rows_per_judge",
+    rows_per_judge,
+    ("judge", "n_rows"),
+    section="Runs",
+    card=CardField("Rows per judge (toy)", ("n_rows",), "no rows", order=15),
+    leaderboard=lambda tables: tables["rows_per_judge"].rename(columns={"n_rows": "toy_rows"}),
+)
+
+
+def _section(md: str, title: str) -> str:
+    """The text of one `## title` section of report.md."""
+    start = md.index(f"## {title}\n")
+    end = md.find("\n## ", start + 1)
+    return md[start : end if end >= 0 else len(md)]
+
+
+def test_one_declaration_puts_a_new_statistic_in_the_report_and_the_card(tmp_path: Path) -> None:
+    root, out = tmp_path / "multirun", tmp_path / "rep"
+    _write_study(root, ("independent",))
+    per_sample = len(sample_candidates()) * len(DIMENSIONS)
+    expected = {"judge-a": per_sample, "judge-b": 2 * per_sample}
+    with registry.registered(TOY):
+        assert report.main([str(root), "--n-boot", "20", "--out", str(out)]) == 0
+        cards = {
+            c["judge"]: c for c in card.write_cards(root, tmp_path / "cards", None, n_boot=20, n_null=10)
+        }
+        card_md = card_markdown(cards["judge-a"])
+    written = pd.read_csv(out / "tables" / "rows_per_judge.csv")
+    assert dict(zip(written["judge"], written["n_rows"], strict=True)) == expected
+    runs = _section((out / "report.md").read_text(encoding="utf-8"), "Runs")
+    assert "`tables/rows_per_judge.csv`" in runs and f"| judge-b | {2 * per_sample} |" in runs
+    assert "rows_per_judge" in (out / "report.html").read_text(encoding="utf-8")
+    board = pd.read_csv(out / "tables" / "leaderboard.csv").set_index("judge")
+    assert board["toy_rows"].to_dict() == expected
+    for judge, made in cards.items():  # in the card, in its declared place (after human_agreement)
+        assert made["rows_per_judge"] == [{"n_rows": expected[judge]}]
+        fields = list(made)
+        assert fields.index("rows_per_judge") == fields.index("human_agreement") + 1
+    saved = json.loads((tmp_path / "cards" / "judge-a.json").read_text())
+    assert saved["rows_per_judge"] == [{"n_rows": expected["judge-a"]}]
+    assert "## Rows per judge (toy)\n\n| n_rows |" in card_md
+    # undeclared again: gone from the report, the card and the leaderboard
+    assert "rows_per_judge" not in card.card_fields()
+    tables = report.compute_tables(load_results(root), n_boot=20)
+    assert "rows_per_judge" not in tables and "toy_rows" not in tables["leaderboard"]
+
+
+def test_a_table_is_declared_once() -> None:
+    with registry.registered(TOY), pytest.raises(ValueError, match="declared twice"):
+        registry.register(TOY)
+    assert "rows_per_judge" not in [s.key for s in registry.REGISTRY]
+
+
+def test_every_declared_section_exists() -> None:
+    """A misspelt section title would hide its table from the report: each names a section of the report."""
+    titles = {s.title for s in SECTIONS}
+    assert {s.section for s in registry.REGISTRY if s.section} <= titles
+    assert all(s.tables for s in SECTIONS)  # and every section shows some declared table
+
+
+def test_declared_columns_are_in_the_computed_tables(study) -> None:
+    """Each table the study computes has the columns its declaration names (card-only tables included)."""
+    root, humans = study
+    labels = pd.read_csv(humans)
+    inputs = StudyInputs(load_results(root), labels, n_boot=20, n_null=10, root=root)
+    tables = registry.compute_tables(inputs, report_only=False)
+    assert len(tables) >= 20
+    for spec in registry.REGISTRY:
+        if spec.key in tables and len(tables[spec.key]):
+            missing = set(spec.columns) - set(map(str, tables[spec.key].columns))
+            assert not missing, (spec.key, missing)
