@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from analysis.registry import meanings
+
 GLOSSARY: dict[str, str] = {
     # identifiers
     "run_id": "the run (one judge × mode × rubric folder)", "judge": "judge name (judge/rubric when the study "
@@ -113,6 +115,9 @@ def describe(column: object) -> str | None:
     name = str(column)
     if name in GLOSSARY:
         return GLOSSARY[name]
+    declared = meanings()  # a table's own columns, from its declaration
+    if name in declared:
+        return declared[name]
     match = _CI.match(name)
     if match and match.group("base") in GLOSSARY | {"score": "", "sd": ""}:
         end = "lower" if match.group("end") == "lo" else "upper"

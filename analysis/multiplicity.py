@@ -41,11 +41,14 @@ def bh_q_values(p: np.ndarray) -> np.ndarray:
     return out
 
 
-def add_q_values(tables: MutableMapping[str, pd.DataFrame], alpha: float = ALPHA) -> pd.DataFrame:
-    """Adjust every p-value of `tables` (the `P_COLUMNS` present) as one family, in place: a `<p>_q`
+def add_q_values(
+    tables: MutableMapping[str, pd.DataFrame], p_columns: Mapping[str, str] = P_COLUMNS, alpha: float = ALPHA
+) -> pd.DataFrame:
+    """Adjust every p-value of `tables` (the `p_columns` present: `P_COLUMNS` and those the table registry
+    declares, `analysis.registry.TableSpec.p_column`) as one family, in place: a `<p>_q`
     column right after each p column, and a table's `significant` column (if any) read on q < `alpha`.
     Returns the family: one row per table with its p column and number of tests."""
-    found = [(name, col) for name, col in P_COLUMNS.items() if name in tables and col in tables[name]]
+    found = [(name, col) for name, col in p_columns.items() if name in tables and col in tables[name]]
     p = [pd.to_numeric(tables[name][col], errors="coerce").to_numpy(dtype=float) for name, col in found]
     q = bh_q_values(np.concatenate(p)) if p else np.array([])
     start, rows = 0, []

@@ -1,8 +1,9 @@
 """The table registry: every table of the report and the card declared once (`TableSpec`).
 
 A declaration names the table's key (its `tables/<key>.csv`), its computation from the study's inputs, the
-columns it always has, the report section it appears in, an optional figure, the headline of its folded
-summary line, an optional judge-card field and an optional leaderboard column. `compute_tables` runs the
+columns it always has (and the meaning of any the glossary lacks), the report section it appears in, an
+optional figure, the headline of its folded summary line, an optional judge-card field, an optional leaderboard
+column and its p-value column (joining the report's multiple-testing family). `compute_tables` runs the
 declarations in order; the report's sections (`section_tables`), the card's fields (`card_specs`) and the
 folded tables' headlines (`headlines`) are read from them, so a new statistic is its own module plus one
 `register(TableSpec(...))` (the study's own tables are declared in `analysis.tables`).
@@ -107,6 +108,8 @@ class TableSpec:
     headline: tuple[str, str, str] | None = None  # (column, "max" / "min" / "absmax", what the number is)
     card: CardField | None = None
     leaderboard: Callable[[Tables], pd.DataFrame] | None = None  # judge + columns added to the leaderboard
+    p_column: str | None = None  # its p-values join the report's multiple-testing family
+    meanings: Mapping[str, str] | None = None  # glossary entries for columns `analysis.glossary` lacks
     report: bool = True
 
 
@@ -185,6 +188,16 @@ def headlines() -> dict[str, tuple[str, str, str]]:
 def card_specs() -> list[TableSpec]:
     """The tables that are judge-card fields, in the card's order."""
     return sorted((s for s in REGISTRY if s.card), key=lambda s: s.card.order if s.card else 0)
+
+
+def p_columns() -> dict[str, str]:
+    """table -> its p-value column, for the tables that declare one (`TableSpec.p_column`)."""
+    return {s.key: s.p_column for s in REGISTRY if s.p_column}
+
+
+def meanings() -> dict[str, str]:
+    """column -> its meaning, as the declarations give it (`TableSpec.meanings`)."""
+    return {col: text for s in REGISTRY for col, text in (s.meanings or {}).items()}
 
 
 def leaderboard_parts() -> list[Callable[[Tables], pd.DataFrame]]:

@@ -38,6 +38,7 @@ from analysis.registry import (
     card_specs,
     headlines,
     leaderboard_parts,
+    p_columns,
     register,
     section_figure,
     section_tables,
@@ -616,7 +617,7 @@ BUILTIN: tuple[TableSpec, ...] = (
     ),
     TableSpec(
         "multiple_testing",  # last of the computed tables: every p-value is in by now
-        lambda _, t: multiplicity.add_q_values(t),
+        lambda _, t: multiplicity.add_q_values(t, {**multiplicity.P_COLUMNS, **p_columns()}),
         ("table", "p_column", "n_tests", "method"),
         section="Multiple testing",
     ),

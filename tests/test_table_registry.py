@@ -47,16 +47,19 @@ def study(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def rows_per_judge(inputs: StudyInputs, _: Tables) -> pd.DataFrame:
-    """The toy statistic: the number of results rows per judge."""
+    """The toy statistic: the number of results rows per judge, and a planted p-value (0.001 for judge-a)."""
     counts = inputs.results.groupby(inputs.results["judge"].astype(str)).size()
-    return counts.rename("n_rows").rename_axis("judge").reset_index()
+    table = counts.rename("n_rows").rename_axis("judge").reset_index()
+    return table.assign(p_toy=[0.001 if j == "judge-a" else 0.9 for j in table["judge"]])
 
 
 TOY = TableSpec(
     "rows_per_judge",
     rows_per_judge,
-    ("judge", "n_rows"),
+    ("judge", "n_rows", "p_toy"),
     section="Runs",
+    p_column="p_toy",
+    meanings={"n_rows": "toy: results rows of the judge", "p_toy": "toy: a planted p-value"},
     card=CardField("Rows per judge (toy)", ("n_rows",), "no rows", order=15),
     leaderboard=lambda tables: tables["rows_per_judge"].rename(columns={"n_rows": "toy_rows"}),
 )
@@ -82,9 +85,16 @@ def test_one_declaration_puts_a_new_statistic_in_the_report_and_the_card(tmp_pat
         card_md = card_markdown(cards["judge-a"])
     written = pd.read_csv(out / "tables" / "rows_per_judge.csv")
     assert dict(zip(written["judge"], written["n_rows"], strict=True)) == expected
+    assert list(written.columns) == ["judge", "n_rows", "p_toy", "p_toy_q"]  # in the multiple-testing family
+    family = pd.read_csv(out / "tables" / "multiple_testing.csv").set_index("table")
+    assert (
+        family.loc["rows_per_judge", "p_column"] == "p_toy" and family.loc["rows_per_judge", "n_tests"] == 2
+    )
     runs = _section((out / "report.md").read_text(encoding="utf-8"), "Runs")
     assert "`tables/rows_per_judge.csv`" in runs and f"| judge-b | {2 * per_sample} |" in runs
     assert "rows_per_judge" in (out / "report.html").read_text(encoding="utf-8")
+    glossary = _section((out / "report.md").read_text(encoding="utf-8"), "Glossary")
+    assert "| n_rows | toy: results rows of the judge | rows_per_judge |" in glossary
     board = pd.read_csv(out / "tables" / "leaderboard.csv").set_index("judge")
     assert board["toy_rows"].to_dict() == expected
     for judge, made in cards.items():  # in the card, in its declared place (after human_agreement)
