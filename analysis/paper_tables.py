@@ -21,6 +21,7 @@ import pandas as pd
 
 from analysis.cells import md_cell
 from analysis.collect import rubric_column
+from analysis.tables import spec
 
 Tables = dict[str, pd.DataFrame]
 MODES: tuple[str, ...] = ("independent", "comparative")
@@ -36,6 +37,13 @@ class PaperTable:
     note: str
     frame: pd.DataFrame
     spanners: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+def _read(tables: Tables, key: str) -> pd.DataFrame | None:
+    """The report's table `key` (None when absent); `key` must be a declared table (`analysis.tables`), so a
+    renamed declaration fails here instead of silently leaving its paper table out."""
+    spec(key)
+    return tables.get(key)
 
 
 def mean_sd(mean: float, sd: float, digits: int = 2) -> str:
@@ -79,7 +87,7 @@ def _ordered(frame: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
 
 def best_five(tables: Tables, reference: str = "reference") -> PaperTable | None:
     """Best-of-K mean ± sd per judge × mode × source (rows) and dimension (columns)."""
-    scores = tables.get("best_of_k_scores")
+    scores = _read(tables, "best_of_k_scores")
     if scores is None or scores.empty:
         return None
     cells = scores.assign(
@@ -110,9 +118,9 @@ def _n_judges(n: int, judges: int) -> str:
 
 def _rates(tables: Tables) -> pd.DataFrame:
     """Per-judge and `mean`-combined win/tie/loss rows (judge, mode, source, dimension, n, win, tie, loss)."""
-    frames = [tables[k] for k in ("winrate",) if k in tables]
-    if "winrate_combined" in tables:
-        combined = tables["winrate_combined"]
+    frames = [t for t in (_read(tables, "winrate"),) if t is not None]
+    combined = _read(tables, "winrate_combined")
+    if combined is not None:
         frames.append(combined.loc[combined["combine"] == "mean"])
     if not frames:
         return pd.DataFrame()
@@ -121,7 +129,7 @@ def _rates(tables: Tables) -> pd.DataFrame:
 
 
 def _shifts(tables: Tables) -> pd.DataFrame:
-    frames = [tables[k] for k in ("mode_shift", "mode_shift_combined") if k in tables]
+    frames = [t for t in (_read(tables, "mode_shift"), _read(tables, "mode_shift_combined")) if t is not None]
     if not frames:
         return pd.DataFrame(columns=["judge", "source", "dimension"])
     cols = ["judge", "source", "dimension", "n", *PAIRED, "delta_win", "delta_tie", "mcnemar_p"]
@@ -206,7 +214,7 @@ def _points(delta: float) -> str:
 def preference_gap(tables: Tables) -> PaperTable | None:
     """The experts' strict majority and each judge's win rate on the same pairs, the gap with its CI and p,
     and how many pairs had no strict majority."""
-    gap = tables.get("preference_gap")
+    gap = _read(tables, "preference_gap")
     if gap is None or gap.empty:
         return None
     out = gap[["judge", "mode", "source", "dimension", "n"]].astype({c: str for c in ("judge", "mode", "source",
@@ -216,7 +224,7 @@ def preference_gap(tables: Tables) -> PaperTable | None:
     out["gap [95% CI]"] = [_gap(g, lo, hi) for g, lo, hi in zip(gap["gap_win"], gap["gap_win_lo"],
                                                                  gap["gap_win_hi"], strict=True)]  # fmt: skip
     out["McNemar p"] = gap["mcnemar_p"].map(p_value).to_numpy()
-    majority = tables.get("human_majority")
+    majority = _read(tables, "human_majority")
     if majority is not None and len(majority):
         excluded = majority[["source", "dimension", "n_excluded"]].astype({"source": str, "dimension": str})
         out = out.merge(excluded.rename(columns={"n_excluded": "no majority"}), on=["source", "dimension"],
@@ -246,7 +254,7 @@ def _rater_rows(table: pd.DataFrame) -> pd.DataFrame:
 def expert_vs_judge(tables: Tables) -> PaperTable | None:
     """The paper's experts-vs-judges layout: each expert's rates on every pair they rated, each judge's on
     the same candidates, and the strict majority as an extra row (`illusion.rater_rates`)."""
-    table = tables.get("expert_vs_judge")
+    table = _read(tables, "expert_vs_judge")
     if table is None or table.empty:
         return None
     return PaperTable(
@@ -270,7 +278,7 @@ PAPER_KINDS: tuple[tuple[str, str], ...] = (
 def agreement_by_kind(tables: Tables) -> PaperTable | None:
     """Mean agreement on winners over the expert–expert, LLM–LLM (two different judges in one mode) and
     expert–LLM rater pairs (`winner_agreement_by_kind`)."""
-    table = tables.get("winner_agreement_by_kind")
+    table = _read(tables, "winner_agreement_by_kind")
     if table is None or table.empty:
         return None
     by_kind = table.assign(kind=table["kind"].astype(str)).set_index("kind")
@@ -297,7 +305,7 @@ def agreement_by_kind(tables: Tables) -> PaperTable | None:
 
 def boundedness_on_rated_pairs(tables: Tables, dimension: str = "source_boundedness") -> PaperTable | None:
     """Each judge's rates on one dimension over the pairs the experts rated (`expert_vs_judge` rows)."""
-    table = tables.get("expert_vs_judge")
+    table = _read(tables, "expert_vs_judge")
     if table is None or table.empty:
         return None
     part = table.loc[
@@ -322,7 +330,7 @@ def boundedness(tables: Tables, dimension: str = "source_boundedness",
                 reference: str = "reference") -> PaperTable | None:  # fmt: skip
     """One dimension's best-of-K mean ± sd per judge × mode × source, with each generator's win and loss
     rates against the reference (the paper's source-boundedness table)."""
-    scores = tables.get("best_of_k_scores")
+    scores = _read(tables, "best_of_k_scores")
     if scores is None or not (scores["dimension"].astype(str) == dimension).any():
         return None
     part = scores.loc[scores["dimension"].astype(str) == dimension]
@@ -353,7 +361,7 @@ def alignment(tables: Tables) -> PaperTable | None:
     """Agreement between a human rater's winner on one dimension and a judge's on another, on the same pairs:
     one row per (dimension A, judge, dimension B), one column per expert and for the majority (the paper
     gives the alignment per expert)."""
-    table = tables.get("alignment")
+    table = _read(tables, "alignment")
     if table is None or table.empty:
         return None
     keys = ["dimension_a", "rater_b", "dimension_b"]
@@ -400,7 +408,7 @@ ESTIMATES: tuple[tuple[str, str], ...] = (
 def corrected_estimates(tables: Tables) -> PaperTable | None:
     """The report's `corrected_estimates` (analysis.corrected, PPI++): judge-only, expert-only and
     prediction-powered estimates with 95% CIs, and the expert labels' effective sample size."""
-    table = tables.get("corrected_estimates")
+    table = _read(tables, "corrected_estimates")
     if table is None or table.empty:
         return None
     out = table[["judge", "mode", "dimension"]].astype(str).reset_index(drop=True)
@@ -438,8 +446,12 @@ BUILDERS: tuple[Callable[[Tables], PaperTable | None], ...] = (
 def paper_tables(tables: Tables) -> list[PaperTable]:
     """Every paper table the report's tables can fill, in the paper's order."""
     shown = [t for t in (build(tables) for build in BUILDERS) if t is not None]
-    overview = tables.get("overview", pd.DataFrame())
-    rubrics = sorted(map(str, overview["rubric"].dropna().unique())) if "rubric" in overview else []
+    overview = _read(tables, "overview")
+    rubrics = (
+        sorted(map(str, overview["rubric"].dropna().unique()))
+        if overview is not None and "rubric" in overview
+        else []
+    )
     one = f"; rubric {rubrics[0]}" if len(rubrics) == 1 else ""  # several: a column beside the judge
     return [replace(t, frame=rubric_column(t.frame), note=t.note + one) for t in shown]
 

@@ -42,6 +42,7 @@ from analysis.registry import (
     register,
     section_figure,
     section_tables,
+    spec,
 )
 from analysis.requests import request_changes
 from analysis.robustness import robustness_table
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 #: the registry's readers, from here so that importing them loads the declarations below
-__all__ = ["BUILTIN", "card_specs", "headlines", "section_figure", "section_tables", "winrate_tables"]
+__all__ = ["BUILTIN", "card_specs", "headlines", "section_figure", "section_tables", "spec", "winrate_tables"]
 
 
 def overview(results: pd.DataFrame) -> pd.DataFrame:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import card, registry, report
+from analysis import card, paper_tables, registry, report
 from analysis.card_markdown import card_markdown
 from analysis.collect import load_results
 from analysis.registry import CardField, StudyInputs, Tables, TableSpec
@@ -134,3 +134,11 @@ def test_declared_columns_are_in_the_computed_tables(study) -> None:
         if spec.key in tables and len(tables[spec.key]):
             missing = set(spec.columns) - set(map(str, tables[spec.key].columns))
             assert not missing, (spec.key, missing)
+
+
+def test_paper_tables_read_declared_tables_only() -> None:
+    """Every table the paper tables read is a declared one (each builder runs on no tables: nothing to show,
+    and no undeclared key); a renamed or unknown key fails loudly instead of emptying its paper table."""
+    assert paper_tables.paper_tables({}) == []
+    with pytest.raises(KeyError, match="no table 'winrate_by_prompt' is declared"):
+        paper_tables._read({}, "winrate_by_prompt")
