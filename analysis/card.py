@@ -1,8 +1,9 @@
 """`python -m analysis.card <run-or-multirun-dir> [--humans FILE] [--out DIR]`: one reliability card per judge
 (and rubric: `cards/<judge>.md`, or `cards/<rubric>/<judge>.md` in a study of several rubrics).
 
-Every card has the same fields (`card_fields()`: the card's own and the tables' declared `CardField`s), so cards compare across judges and across versions of one
-judge; a field that does not apply is an empty list or null with the reason in `notes`, never left out.
+Every card has the same fields (`card_fields()`: the card's own and the tables' declared `CardField`s), so
+cards compare across judges and across versions of one judge; a field that does not apply is an empty list or
+null with the reason in `notes`, never left out.
 Cost stays null ("unknown") when any run of the judge could not price its calls.
 """
 
@@ -31,8 +32,16 @@ from analysis.tables import card_specs
 
 #: The card's own fields before and after the table fields (`analysis.tables`: each table's `CardField`).
 HEAD_FIELDS: tuple[str, ...] = (
-    "judge", "models", "rubric_versions", "dataset_hashes", "modes", "rows", "parse_rate", "cost_usd", "latency_s",
-)  # fmt: skip
+    "judge",
+    "models",
+    "rubric_versions",
+    "dataset_hashes",
+    "modes",
+    "rows",
+    "parse_rate",
+    "cost_usd",
+    "latency_s",
+)
 
 
 def card_fields() -> tuple[str, ...]:

@@ -2,8 +2,8 @@
 
 A declaration names the table's key (its `tables/<key>.csv`), its computation from the study's inputs, the
 columns it always has (and the meaning of any the glossary lacks), the report section it appears in, an
-optional figure, the headline of its folded summary line, an optional judge-card field, an optional leaderboard
-column and its p-value column (joining the report's multiple-testing family). `compute_tables` runs the
+optional figure, the headline of its folded summary line, an optional judge-card field, an optional
+leaderboard column and its p-value column (joining the report's multiple-testing family). `compute_tables` runs the
 declarations in order; the report's sections (`section_tables`), the card's fields (`card_specs`) and the
 folded tables' headlines (`headlines`) are read from them, so a new statistic is its own module plus one
 `register(TableSpec(...))` (the study's own tables are declared in `analysis.tables`).

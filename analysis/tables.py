@@ -124,7 +124,8 @@ def _rubric_groups(cands: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame]]
 
 
 def combined_label(judges: Sequence[str], combine: str, rubric: str | None) -> str:
-    """``mean of 2 judges (a+b)``, with `` / rubric`` when the study has several: judges, not judge × rubric."""
+    """``mean of 2 judges (a+b)``, with `` / rubric`` when the study has several: judges, not judge ×
+    rubric."""
     names = summary.judge_names(judges)
     return f"{combine} of {len(names)} judges ({'+'.join(names)})" + (f" / {rubric}" if rubric else "")
 
