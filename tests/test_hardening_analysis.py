@@ -27,11 +27,18 @@ def novelty_run(n_instances: int = 3) -> pd.DataFrame:
     frame = frame.astype({c: str for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)})
     frame["rubric"] = "novelty"
     frame["score"] = frame["score"].clip(0, 3).round()
-    return frame
+    return frame.assign(score_min=0.0, score_max=3.0)  # the range, as a run writes it beside each score
+
+
+# the rubric as a run's config.json records it (the analysis never reads conf/rubric/novelty.yaml)
+NOVELTY = {"name": "novelty", "dimensions": [{"name": d, "low": 0, "high": 3, "higher_is_better": True}
+                                             for d in ("originality", "gap_addressing", "non_obviousness")]}
 
 
 def write(folder: Path, frame: pd.DataFrame, kind: str = "csv") -> Path:
+    """The results file and the run's config.json, as experiments.run leaves them."""
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({"rubric": NOVELTY}))
     path = folder / f"results.{kind}"
     frame.to_csv(path, index=False) if kind == "csv" else frame.to_parquet(path, index=False)
     return path
@@ -62,6 +69,31 @@ def test_a_score_outside_the_rubric_range_is_refused(tmp_path: Path, kind: str,
     with pytest.raises(ResultsError, match="^" + message.replace("(", r"\(")):
         load_results(tmp_path)
     assert one_line(capsys, [str(tmp_path)]) == f"error: {message}"
+
+
+def test_an_older_table_takes_its_range_from_the_run_config_never_from_conf(tmp_path: Path) -> None:
+    """Issue 23, item 4: a table written before `score_min` / `score_max` is checked against the rubric in its
+    run's config.json; that rubric, not the shipped conf/rubric/novelty.yaml (0-3), is the one the run used."""
+    frame = novelty_run().drop(columns=["score_min", "score_max"])
+    frame.loc[5, "score"] = 99
+    path = write(tmp_path / "run", frame)
+    with pytest.raises(ResultsError, match=r"results.csv:7: score 99 for .* outside the novelty rubric's range 0-3"):
+        load_results(tmp_path / "run")
+    wide = {**NOVELTY, "dimensions": [{**d, "high": 100} for d in NOVELTY["dimensions"]]}
+    (path.parent / "config.json").write_text(json.dumps({"rubric": wide}))  # the run's own novelty: 0-100
+    assert load_results(tmp_path / "run")["score"].max() == 99
+    # the row's own range comes first, and a dimension the run's rubric lacks is refused
+    write(tmp_path / "cols", frame.assign(score_min=0.0, score_max=100.0))
+    assert load_results(tmp_path / "cols")["score"].max() == 99
+    frame.loc[5, "score"] = 1
+    write(tmp_path / "dim", frame.assign(dimension="clarity"))
+    with pytest.raises(ResultsError, match=r"'clarity' is not a dimension of the novelty rubric \(originality, "):
+        load_results(tmp_path / "dim")
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / "config.json").write_text("{not json")
+    frame.to_csv(tmp_path / "damaged" / "results.csv", index=False)
+    with pytest.raises(ResultsError, match=r"damaged/config.json: not readable JSON"):
+        load_results(tmp_path / "damaged")
 
 
 def test_duplicated_rows_and_copied_runs_are_refused(tmp_path: Path) -> None:
@@ -231,6 +263,7 @@ def test_hostile_results_files_load_valid_or_answer_one_line(tmp_path_factory: p
     frame = novelty_run(2)
     folder = tmp_path_factory.mktemp("hostile") / "run"
     folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"rubric": NOVELTY}))
     hostile_edit(folder / "results.csv", frame, edits)
     try:
         loaded = load_results(folder)
