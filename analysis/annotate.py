@@ -66,9 +66,9 @@ def uncertainty(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd
 
 
 def _entropy(labels: pd.DataFrame) -> pd.Series:
-    """Per task: the Dawid–Skene posterior entropy (bits), the largest over the fits of `mode_groups` (one per
-    judge mode, each judge one rater in it, with every expert): a judge run in two modes is not two raters
-    whose agreement with each other makes its label look certain. NaN where no fit has two raters."""
+    """Per task: the Dawid–Skene posterior entropy (bits), the largest over the fits of `mode_groups` (one
+    per judge mode, each judge one rater in it, with every expert): a judge run in two modes is not two
+    raters whose agreement with each other makes its label look certain. NaN where no fit has two raters."""
     parts = []
     for _, group in latent_models.mode_groups(labels):
         if group["worker"].nunique() < 2:

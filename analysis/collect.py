@@ -89,8 +89,8 @@ def symlinked_runs(root: str | Path) -> list[Path]:
 
 def _add_directions(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     """An older results table without `higher_is_better`: each dimension's direction from the rubric in the
-    run's config.json (never from conf/: the run may have used a rubric of a `hydra.searchpath` folder), or one
-    line naming the run folder when that does not say."""
+    run's config.json (never from conf/: the run may have used a rubric of a `hydra.searchpath` folder), or
+    one line naming the run folder when that does not say."""
     if "rubric" not in frame:
         raise ValueError(f"{path}: no {DIRECTION!r} column and no 'rubric' column to read the directions from")
     spec = run_rubric(path)
@@ -99,8 +99,8 @@ def _add_directions(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     for rubric, dim in pairs.itertuples(index=False, name=None):
         if spec is None or spec.name != rubric or dim not in spec.directions:
             raise ValueError(
-                f"{path}: no {DIRECTION!r} column, and rubric {rubric!r} of the run folder {path.parent} has no "
-                f"config.json that gives dimension {dim!r} a direction; add the column"
+                f"{path}: no {DIRECTION!r} column, and rubric {rubric!r} of the run folder {path.parent} "
+                f"has no config.json that gives dimension {dim!r} a direction; add the column"
             )
         known[(rubric, dim)] = spec.directions[dim]
     keys = zip(frame["rubric"].astype(str), frame["dimension"].astype(str), strict=True)

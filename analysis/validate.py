@@ -81,7 +81,9 @@ def _read_run_rubric(config: str, _mtime_ns: int, _size: int) -> RunRubric | Non
     try:
         return _rubric_entry(rubric)
     except (KeyError, TypeError, ValueError) as exc:
-        raise ResultsError(f"{config}: its 'rubric' entry is not a rubric spec ({type(exc).__name__}: {exc})") from None
+        raise ResultsError(
+            f"{config}: its 'rubric' entry is not a rubric spec ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def _rubric_entry(rubric: Mapping[str, Any]) -> RunRubric:
@@ -182,7 +184,7 @@ def check_flags(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
 def check_results(frame: pd.DataFrame, path: Path) -> None:
     """Refuse a results table whose scores or preferences are outside their rubric, or with a judgment twice.
     A score's range is its row's `score_min`-`score_max`, else the run's config.json rubric (older tables);
-    the dimensions and choices are the config.json rubric's. Without either there is nothing to check against."""
+    the dimensions and choices are the config.json rubric's. Without either, nothing to check against."""
     if "rubric" in frame and "dimension" in frame:
         spec = run_rubric(path)
         scores = check_numbers(frame, path, "score") if "score" in frame else None
@@ -194,11 +196,12 @@ def check_results(frame: pd.DataFrame, path: Path) -> None:
             known = spec if spec is not None and spec.name == str(rubric) else None
             if known is not None and str(dim) not in known.dimensions:
                 raise ResultsError(
-                    f"{_where(path, frame, int(rows[0]))}: {str(dim)[:40]!r} is not a dimension of the {rubric} "
-                    f"rubric ({', '.join(known.dimensions)})"
+                    f"{_where(path, frame, int(rows[0]))}: {str(dim)[:40]!r} is not a dimension of the "
+                    f"{rubric} rubric ({', '.join(known.dimensions)})"
                 )
             if scores is not None:
-                _check_range(frame, path, rows, scores.to_numpy()[rows], lows[rows], highs[rows], known, str(dim))
+                values = scores.to_numpy()[rows]
+                _check_range(frame, path, rows, values, lows[rows], highs[rows], known, str(dim))
             choices = known.choices.get(str(dim)) if known is not None else None
             if "preference" in frame and choices:
                 prefs = frame["preference"].to_numpy()[rows]
@@ -206,8 +209,8 @@ def check_results(frame: pd.DataFrame, path: Path) -> None:
                 if wrong.any():
                     at = int(rows[np.flatnonzero(wrong)[0]])
                     raise ResultsError(
-                        f"{_where(path, frame, at)}: preference {str(prefs[wrong][0])!r} for {dim} is not one of "
-                        f"{', '.join(choices)}"
+                        f"{_where(path, frame, at)}: preference {str(prefs[wrong][0])!r} for {dim} is not "
+                        f"one of {', '.join(choices)}"
                     )
     check_duplicates(frame, path)
 
@@ -234,8 +237,8 @@ def _check_range(
         first = int(np.flatnonzero(outside)[0])
         rubric = frame["rubric"].iloc[int(rows[first])]
         raise ResultsError(
-            f"{_where(path, frame, int(rows[first]))}: score {values[first]:g} for {dim} is outside the {rubric} "
-            f"rubric's range {lows[first]:g}-{highs[first]:g}"
+            f"{_where(path, frame, int(rows[first]))}: score {values[first]:g} for {dim} is outside the "
+            f"{rubric} rubric's range {lows[first]:g}-{highs[first]:g}"
         )
 
 

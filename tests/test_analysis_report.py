@@ -72,13 +72,16 @@ def test_direction_survives_a_csv_and_old_tables_take_it_from_the_run_config(
     dims = [{"name": "diagnostic_framing", "low": 0, "high": 10, "higher_is_better": False},
             {"name": "source_boundedness", "low": 0, "high": 10, "higher_is_better": True}]  # fmt: skip
     for config in (tmp_path / "old").glob("*/manifest.json"):
-        config.with_name("config.json").write_text(json.dumps({"rubric": {"name": "narrowness", "dimensions": dims}}))
+        rubric = {"name": "narrowness", "dimensions": dims}
+        config.with_name("config.json").write_text(json.dumps({"rubric": rubric}))
     flags = load_results(tmp_path / "old").groupby("dimension", observed=True)["higher_is_better"].unique()
-    assert {d: list(v) for d, v in flags.items()} == {"diagnostic_framing": [False], "source_boundedness": [True]}
+    expected = {"diagnostic_framing": [False], "source_boundedness": [True]}
+    assert {d: list(v) for d, v in flags.items()} == expected
     write_runs(tmp_path / "custom", old.assign(rubric="my_rubric"), csv=("independent", "comparative"))
     with pytest.raises(
-        ValueError, match=r"results\.csv: no 'higher_is_better' column, and rubric 'my_rubric' of the run folder .*"
-        r"judge_a-comparative has no config.json"
+        ValueError,
+        match=r"results\.csv: no 'higher_is_better' column, and rubric 'my_rubric' of the run folder .*"
+        r"judge_a-comparative has no config.json",
     ):
         load_results(tmp_path / "custom")
 

@@ -517,9 +517,9 @@ def test_label_studio_users_are_told_apart_by_email_or_id(tmp_path) -> None:
 
 
 def test_a_judge_run_in_two_modes_is_one_rater_in_the_entropy(tmp_path: Path, monkeypatch) -> None:
-    """Issue 23, item 3: judge-a agrees with the truth in both modes, judge-b disputes the planted items. Counted
-    as two raters, judge-a's two runs outvote judge-b (its own agreement makes its label look certain); one
-    rater per judge and mode fit, the second mode adds no vote, so the entropy is that of the one-mode study."""
+    """Issue 23, item 3: judge-a agrees with the truth in both modes, judge-b disputes the planted items.
+    Counted as two raters, judge-a's two runs outvote judge-b (its own agreement makes its label look
+    certain); one rater per judge and mode fit, the second mode adds no vote: the one-mode study's entropy."""
     from analysis import latent_models
     from analysis.collect import load_results
 

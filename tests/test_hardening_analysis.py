@@ -73,11 +73,12 @@ def test_a_score_outside_the_rubric_range_is_refused(tmp_path: Path, kind: str,
 
 def test_an_older_table_takes_its_range_from_the_run_config_never_from_conf(tmp_path: Path) -> None:
     """Issue 23, item 4: a table written before `score_min` / `score_max` is checked against the rubric in its
-    run's config.json; that rubric, not the shipped conf/rubric/novelty.yaml (0-3), is the one the run used."""
+    run's config.json; that rubric, not the shipped conf/rubric/novelty.yaml, is the one the run used."""
     frame = novelty_run().drop(columns=["score_min", "score_max"])
     frame.loc[5, "score"] = 99
     path = write(tmp_path / "run", frame)
-    with pytest.raises(ResultsError, match=r"results.csv:7: score 99 for .* outside the novelty rubric's range 0-3"):
+    outside = r"results.csv:7: score 99 for .* outside the novelty rubric's range 0-3"
+    with pytest.raises(ResultsError, match=outside):
         load_results(tmp_path / "run")
     wide = {**NOVELTY, "dimensions": [{**d, "high": 100} for d in NOVELTY["dimensions"]]}
     (path.parent / "config.json").write_text(json.dumps({"rubric": wide}))  # the run's own novelty: 0-100
@@ -87,7 +88,8 @@ def test_an_older_table_takes_its_range_from_the_run_config_never_from_conf(tmp_
     assert load_results(tmp_path / "cols")["score"].max() == 99
     frame.loc[5, "score"] = 1
     write(tmp_path / "dim", frame.assign(dimension="clarity"))
-    with pytest.raises(ResultsError, match=r"'clarity' is not a dimension of the novelty rubric \(originality, "):
+    not_a_dimension = r"'clarity' is not a dimension of the novelty rubric \(originality, "
+    with pytest.raises(ResultsError, match=not_a_dimension):
         load_results(tmp_path / "dim")
     (tmp_path / "damaged").mkdir()
     (tmp_path / "damaged" / "config.json").write_text("{not json")
