@@ -439,3 +439,23 @@ def test_csv_flags_are_parsed_and_token_counts_checked(tmp_path: Path) -> None:
     frame.to_csv(tmp_path / "r" / "results.csv", index=False)
     with pytest.raises(ResultsError, match=r"results\.csv:4: prompt_tokens 'n\.a\.' is not a number"):
         load_results(tmp_path)
+
+
+def test_a_preference_outside_the_run_rubric_choices_is_refused(tmp_path: Path) -> None:
+    """A preference's choices come from the run's config.json rubric (issue 23, item 4), as the ranges."""
+    same = {"run_id": "r", "judge": "j", "mode": "pairwise", "rubric": "duel", "instance_id": "i"}
+    same |= {"order": "ab", "source": "g", "dimension": "better", "higher_is_better": True, "sample_idx": 0}
+    rows = [
+        {**same, "candidate_id": c, "other_id": o, "score": None, "preference": p, "parse_ok": True}
+        for c, o, p in (("c1", "c2", "left"), ("c2", "c1", "right"), ("c1", "c3", "maybe"))
+    ]
+    folder = tmp_path / "run"
+    folder.mkdir()
+    rubric = {"name": "duel", "dimensions": [{"name": "better", "choices": ["left", "right", "tie"]}]}
+    (folder / "config.json").write_text(json.dumps({"rubric": rubric}))
+    pd.DataFrame(rows).to_csv(folder / "results.csv", index=False)
+    wrong = r"results.csv:4: preference 'maybe' for better is not one of left, right"
+    with pytest.raises(ResultsError, match=wrong):
+        load_results(folder)
+    pd.DataFrame(rows[:2]).to_csv(folder / "results.csv", index=False)
+    assert list(load_results(folder)["preference"].astype(str)) == ["left", "right"]
