@@ -225,12 +225,11 @@ def _check_range(
     known: RunRubric | None,
     dim: str,
 ) -> None:
-    """Refuse the first score of one rubric dimension outside its range: the row's own bounds where it has
-    them, else the run's config.json rubric's."""
+    """Refuse the first score of one rubric dimension outside its range: the row's own bounds, and the run's
+    config.json rubric's where it has one (the narrower of the two: a hand-edited bound widens nothing)."""
     if known is not None and dim in known.ranges:
         low, high = known.ranges[dim]
-        lows = np.where(np.isnan(lows), low, lows)
-        highs = np.where(np.isnan(highs), high, highs)
+        lows, highs = np.fmax(lows, low), np.fmin(highs, high)  # fmax / fmin: a NaN bound takes the other
     with np.errstate(invalid="ignore"):
         outside = ~np.isnan(values) & ((values < lows) | (values > highs))
     if outside.any():

@@ -83,9 +83,14 @@ def test_an_older_table_takes_its_range_from_the_run_config_never_from_conf(tmp_
     wide = {**NOVELTY, "dimensions": [{**d, "high": 100} for d in NOVELTY["dimensions"]]}
     (path.parent / "config.json").write_text(json.dumps({"rubric": wide}))  # the run's own novelty: 0-100
     assert load_results(tmp_path / "run")["score"].max() == 99
-    # the row's own range comes first, and a dimension the run's rubric lacks is refused
+    # the row's own range and the run's: the narrower holds (a hand-edited bound widens nothing)
     write(tmp_path / "cols", frame.assign(score_min=0.0, score_max=100.0))
+    (tmp_path / "cols" / "config.json").write_text(json.dumps({"rubric": wide}))
     assert load_results(tmp_path / "cols")["score"].max() == 99
+    (tmp_path / "cols" / "config.json").write_text(json.dumps({"rubric": NOVELTY}))
+    with pytest.raises(ResultsError, match=outside):
+        load_results(tmp_path / "cols")
+    # a dimension the run's rubric lacks is refused
     frame.loc[5, "score"] = 1
     write(tmp_path / "dim", frame.assign(dimension="clarity"))
     not_a_dimension = r"'clarity' is not a dimension of the novelty rubric \(originality, "
