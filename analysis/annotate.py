@@ -51,12 +51,7 @@ def uncertainty(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd
     out["judged"] = out.index.isin(labels.loc[labels["kind"] == "judge", "task"])
     expert = labels.loc[labels["kind"] == "expert"].groupby("task").size()
     out["n_expert"] = expert.reindex(out.index, fill_value=0).astype(int)
-    if labels["worker"].nunique() >= 2:
-        post = latent_models.dawid_skene(labels).posteriors.reindex(out.index).fillna(0.0).to_numpy()
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out["entropy"] = -np.where(post > 0, post * np.log2(post), 0.0).sum(axis=1)
-    else:
-        out["entropy"] = np.nan
+    out["entropy"] = _entropy(labels).reindex(out.index)
     cands = candidate_scores(results).astype({"candidate_id": str, "dimension": str, "mode": str})
     cands["task"] = latent_models.score_task(cands)
     judged = cands.loc[cands["mode"] != HUMAN_MODE]
@@ -68,6 +63,23 @@ def uncertainty(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd
     else:
         out["flip"] = np.nan
     return out.reset_index()
+
+
+def _entropy(labels: pd.DataFrame) -> pd.Series:
+    """Per task: the Dawid–Skene posterior entropy (bits), the largest over the fits of `mode_groups` (one
+    per judge mode, each judge one rater in it, with every expert): a judge run in two modes is not two
+    raters whose agreement with each other makes its label look certain. NaN where no fit has two raters."""
+    parts = []
+    for _, group in latent_models.mode_groups(labels):
+        if group["worker"].nunique() < 2:
+            continue
+        post = latent_models.dawid_skene(group).posteriors.fillna(0.0)
+        p = post.to_numpy(dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            parts.append(pd.Series(-np.where(p > 0, p * np.log2(p), 0.0).sum(axis=1), index=post.index))
+    if not parts:
+        return pd.Series(np.nan, index=pd.Index(labels["task"].unique(), name="task"))
+    return pd.concat(parts).groupby(level=0).max()
 
 
 def _judge_range(judged: pd.DataFrame) -> pd.Series:

@@ -11,7 +11,6 @@ import json
 import re
 from dataclasses import dataclass
 from html import escape
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import pandas as pd
 from analysis.cells import csv_unescape, write_csv
 from analysis.collect import find_results
 from analysis.humans import first_duplicate
+from judge.rubric import template_text
 
 SCORE_FIELD = "score"  # the Label Studio control whose choice is the score
 
@@ -94,8 +94,15 @@ def study_inputs(root: str | Path, choose: str | None = None) -> tuple[dict[str,
                 f"{folder}: no config.json / manifest.json (was it written by experiments.run?)"
             )
         rubric = _json_entry(config_file, "rubric")
-        text = resources.files("rubrics").joinpath(str(rubric["template"])).read_text(encoding="utf-8")
-        ranges = {str(d["name"]): (int(d["low"]), int(d["high"])) for d in rubric["dimensions"] if "low" in d}
+        try:  # a packaged template by name, or the absolute path of a user's own (a hydra.searchpath rubric)
+            text = template_text(str(rubric["template"]))
+        except OSError as exc:
+            raise AnnotationError(f"{config_file}: the rubric's template cannot be read ({exc})") from None
+        ranges = {
+            str(d["name"]): (int(d["low"]), int(d["high"]))
+            for d in rubric["dimensions"]
+            if d.get("low") is not None and d.get("high") is not None
+        }
         rubrics[str(rubric["name"])] = RubricInfo(str(rubric["name"]), text, ranges)
         paths.setdefault(str(rubric["name"]), Path(str(_json_entry(manifest_file, "dataset_path"))))
     if not rubrics:

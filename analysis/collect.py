@@ -18,9 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 
-import conf
 from analysis.cells import unescape_text
 from analysis.humans import LABEL_TEXT, check_humans, first_duplicate
 from analysis.robustness import perturbation_names
@@ -36,6 +34,7 @@ from analysis.validate import (
     csv_line,
     read_table,
     require_columns,
+    run_rubric,
 )
 from experiments.schema import (
     ANALYSIS_COLUMNS,
@@ -49,7 +48,8 @@ from experiments.schema import (
 
 # the analysis columns, their types and the key columns (loaded as categoricals) come from the one schema
 COLUMNS = ANALYSIS_COLUMNS
-CHECKED = frozenset({*IDENTITY, *REQUIRED, "preference"})  # what analysis.validate reads
+# what analysis.validate reads
+CHECKED = frozenset({*IDENTITY, *REQUIRED, "preference", "score_min", "score_max"})
 # a CSV cell that is missing: in a number or flag column every spelling pandas knows (NA, nan, None, ...), in a
 # text column (ids, names) only the empty cell, so an id `NA` stays `NA` as in the parquet copy and the labels
 CSV_MISSING: dict[str, list[str]] = {c: [""] if c in TEXT_COLUMNS else list(MISSING_TEXT) for c in COLUMNS}
@@ -87,29 +87,22 @@ def symlinked_runs(root: str | Path) -> list[Path]:
     return sorted(links)
 
 
-def rubric_directions(name: str) -> dict[str, bool]:
-    """dimension -> higher_is_better as the shipped rubric spec conf/rubric/<name>.yaml declares it (empty
-    when there is no such spec)."""
-    spec = Path(conf.__file__).parent / "rubric" / f"{name}.yaml"
-    if not spec.is_file():
-        return {}
-    dims = (yaml.safe_load(spec.read_text(encoding="utf-8")) or {}).get("dimensions") or []
-    return {str(d["name"]): bool(d.get("higher_is_better", True)) for d in dims if isinstance(d, dict)}
-
-
 def _add_directions(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
-    """An older results table without `higher_is_better`: each dimension's direction from its rubric's spec,
-    or one clear error naming the file when the spec does not say."""
+    """An older results table without `higher_is_better`: each dimension's direction from the rubric in the
+    run's config.json (never from conf/: the run may have used a rubric of a `hydra.searchpath` folder), or
+    one line naming the run folder when that does not say."""
     if "rubric" not in frame:
         raise ValueError(f"{path}: no {DIRECTION!r} column and no 'rubric' column to read the directions from")
+    spec = run_rubric(path)
     pairs = frame[["rubric", "dimension"]].dropna().drop_duplicates().astype(str)
     known: dict[tuple[str, str], bool] = {}
     for rubric, dim in pairs.itertuples(index=False, name=None):
-        spec = rubric_directions(rubric)
-        if dim not in spec:
-            raise ValueError(f"{path}: no {DIRECTION!r} column, and rubric {rubric!r} has no shipped spec that "
-                             f"gives dimension {dim!r} a direction; add the column")  # fmt: skip
-        known[(rubric, dim)] = spec[dim]
+        if spec is None or spec.name != rubric or dim not in spec.directions:
+            raise ValueError(
+                f"{path}: no {DIRECTION!r} column, and rubric {rubric!r} of the run folder {path.parent} "
+                f"has no config.json that gives dimension {dim!r} a direction; add the column"
+            )
+        known[(rubric, dim)] = spec.directions[dim]
     keys = zip(frame["rubric"].astype(str), frame["dimension"].astype(str), strict=True)
     return frame.assign(**{DIRECTION: [known.get(k, True) for k in keys]})
 

@@ -127,7 +127,8 @@ def score_task(frame: pd.DataFrame) -> pd.Series:
 
 
 def score_labels(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Candidate scores rounded half up to the rubric's integer scale, per rater and candidate × dimension."""
+    """Candidate scores rounded half up to the rubric's integer scale, per rater and candidate × dimension,
+    with the rater's kind and mode (a judge's, or ``human``): fit one `mode_groups` group at a time."""
     frames = [candidate_scores(results)]
     if humans is not None and len(humans):
         frames.append(candidate_scores(human_mod.human_results(humans, dimension_directions(results))))
@@ -141,6 +142,7 @@ def score_labels(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> p
             "worker": rater,
             "label": np.floor(c["score"].to_numpy() + 0.5).astype(int),
             "kind": np.where(c["mode"] == human_mod.HUMAN_MODE, "expert", "judge"),
+            "mode": c["mode"],
         }
         | {k: c[k] for k in ITEM_KEYS}
     )

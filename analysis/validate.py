@@ -2,24 +2,25 @@
 is refused with one line naming the file (and the row, where there is one), never averaged.
 
 Checks: the file can be read as what its name says (CSV, parquet); the required columns are there; a score
-is a number within its rubric's range (the shipped spec conf/rubric/<name>.yaml; `overall` within the range
-of the dimensions it averages); a preference is one of the rubric's choices; no judgment appears twice (the
-same run, prompt, candidate, order, dimension and sample).
+is a number within its rubric's range (the row's own `score_min`-`score_max`, else the rubric in the run's
+config.json; `overall` within the range of the dimensions it averages); a preference is one of the rubric's
+choices; no judgment appears twice (the same run, prompt, candidate, order, dimension and sample). The rubric
+is never read from conf/: a rubric added through `hydra.searchpath` is known only to the run that used it.
 """
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
-import conf
 from analysis.scores import FALSE_TEXT, TRUE_TEXT
 
 # the columns that identify one judgment: two rows agreeing on all of them are one judgment counted twice
@@ -38,19 +39,67 @@ class ResultsError(ValueError):
     """A results or labels file the analysis refuses; the message is one line naming the file."""
 
 
-@lru_cache(maxsize=64)
-def rubric_bounds(name: str) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[str, ...]]]:
-    """(dimension -> (low, high), dimension -> choices) from the shipped spec (empty when there is none)."""
-    spec = Path(conf.__file__).parent / "rubric" / f"{name}.yaml"
-    if not spec.is_file():
-        return {}, {}
-    dims = [d for d in (yaml.safe_load(spec.read_text(encoding="utf-8")) or {}).get("dimensions") or []
-            if isinstance(d, dict)]  # fmt: skip
-    ranges = {str(d["name"]): (float(d["low"]), float(d["high"])) for d in dims if "low" in d and "high" in d}
-    if ranges:
-        ranges.setdefault("overall", (min(r[0] for r in ranges.values()), max(r[1] for r in ranges.values())))
+RUN_CONFIG = "config.json"  # what experiments.run writes beside each run's results (the resolved config)
+
+
+@dataclass(frozen=True)
+class RunRubric:
+    """The rubric one run used, as its config.json records it: each dimension's score range, its choices (a
+    preference) and its direction; `overall` (the mean of the dimensions) where the rubric adds it."""
+
+    name: str
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    directions: Mapping[str, bool] = field(default_factory=dict)
+
+    @property
+    def dimensions(self) -> list[str]:
+        return list(dict.fromkeys([*self.ranges, *self.choices, *self.directions]))
+
+
+def run_rubric(results_file: Path) -> RunRubric | None:
+    """The rubric in the config.json beside `results_file` (None when the folder has none, or a config without
+    a rubric); a damaged one is one line naming it."""
+    config = Path(results_file).parent / RUN_CONFIG
+    try:
+        stat = config.stat()
+    except OSError:
+        return None
+    return _read_run_rubric(str(config), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=256)
+def _read_run_rubric(config: str, _mtime_ns: int, _size: int) -> RunRubric | None:
+    """`run_rubric`, once per version of the file (a multirun's folders are read by every loader)."""
+    try:
+        data = json.loads(Path(config).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ResultsError(f"{config}: not readable JSON ({str(exc).splitlines()[0][:120]})") from None
+    rubric = data.get("rubric") if isinstance(data, dict) else None
+    if rubric is None:
+        return None
+    try:
+        return _rubric_entry(rubric)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ResultsError(
+            f"{config}: its 'rubric' entry is not a rubric spec ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _rubric_entry(rubric: Mapping[str, Any]) -> RunRubric:
+    """A RunRubric from a config's `rubric` entry (name, dimensions with low / high / choices / direction)."""
+    dims = [d for d in rubric["dimensions"] if isinstance(d, Mapping)]
+    ranges = {
+        str(d["name"]): (float(d["low"]), float(d["high"]))
+        for d in dims
+        if d.get("low") is not None and d.get("high") is not None
+    }
     choices = {str(d["name"]): tuple(str(c) for c in d["choices"]) for d in dims if d.get("choices")}
-    return ranges, choices
+    directions = {str(d["name"]): bool(d.get("higher_is_better", True)) for d in dims}
+    if ranges:  # "overall", the mean of the dimensions (add_overall), spans their ranges and points up
+        ranges.setdefault("overall", (min(r[0] for r in ranges.values()), max(r[1] for r in ranges.values())))
+        directions.setdefault("overall", True)
+    return RunRubric(str(rubric["name"]), ranges, choices, directions)
 
 
 def read_table(path: Path, read: Callable[[Path], Any], kind: str) -> Any:
@@ -133,30 +182,63 @@ def check_flags(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
 
 
 def check_results(frame: pd.DataFrame, path: Path) -> None:
-    """Refuse a results table whose scores or preferences are outside their rubric, or with a judgment twice."""
+    """Refuse a results table whose scores or preferences are outside their rubric, or with a judgment twice.
+    A score's range is its row's `score_min`-`score_max`, else the run's config.json rubric (older tables);
+    the dimensions and choices are the config.json rubric's. Without either, nothing to check against."""
     if "rubric" in frame and "dimension" in frame:
+        spec = run_rubric(path)
         scores = check_numbers(frame, path, "score") if "score" in frame else None
+        lows, highs = (
+            check_numbers(frame, path, c).to_numpy() if c in frame else np.full(len(frame), np.nan)
+            for c in ("score_min", "score_max")
+        )
         for (rubric, dim), rows in frame.groupby(["rubric", "dimension"], observed=True, sort=False).indices.items():
-            ranges, choices = rubric_bounds(str(rubric))
-            if (ranges or choices) and str(dim) not in {*ranges, *choices}:
-                raise ResultsError(f"{_where(path, frame, int(rows[0]))}: {str(dim)[:40]!r} is not a dimension of "
-                                   f"the {rubric} rubric ({', '.join([*ranges, *choices])})")  # fmt: skip
-            if scores is not None and str(dim) in ranges:
-                low, high = ranges[str(dim)]
+            known = spec if spec is not None and spec.name == str(rubric) else None
+            if known is not None and str(dim) not in known.dimensions:
+                raise ResultsError(
+                    f"{_where(path, frame, int(rows[0]))}: {str(dim)[:40]!r} is not a dimension of the "
+                    f"{rubric} rubric ({', '.join(known.dimensions)})"
+                )
+            if scores is not None:
                 values = scores.to_numpy()[rows]
-                outside = ~np.isnan(values) & ((values < low) | (values > high))
-                if outside.any():
-                    at = int(rows[np.flatnonzero(outside)[0]])
-                    raise ResultsError(f"{_where(path, frame, at)}: score {values[outside][0]:g} for {dim} is "
-                                       f"outside the {rubric} rubric's range {low:g}-{high:g}")  # fmt: skip
-            if "preference" in frame and str(dim) in choices:
+                _check_range(frame, path, rows, values, lows[rows], highs[rows], known, str(dim))
+            choices = known.choices.get(str(dim)) if known is not None else None
+            if "preference" in frame and choices:
                 prefs = frame["preference"].to_numpy()[rows]
-                wrong = pd.notna(prefs) & ~pd.Series(prefs).astype(str).isin(choices[str(dim)]).to_numpy()
+                wrong = pd.notna(prefs) & ~pd.Series(prefs).astype(str).isin(choices).to_numpy()
                 if wrong.any():
                     at = int(rows[np.flatnonzero(wrong)[0]])
-                    raise ResultsError(f"{_where(path, frame, at)}: preference {str(prefs[wrong][0])!r} for {dim} "
-                                       f"is not one of {', '.join(choices[str(dim)])}")  # fmt: skip
+                    raise ResultsError(
+                        f"{_where(path, frame, at)}: preference {str(prefs[wrong][0])!r} for {dim} is not "
+                        f"one of {', '.join(choices)}"
+                    )
     check_duplicates(frame, path)
+
+
+def _check_range(
+    frame: pd.DataFrame,
+    path: Path,
+    rows: np.ndarray,
+    values: np.ndarray,
+    lows: np.ndarray,
+    highs: np.ndarray,
+    known: RunRubric | None,
+    dim: str,
+) -> None:
+    """Refuse the first score of one rubric dimension outside its range: the row's own bounds, and the run's
+    config.json rubric's where it has one (the narrower of the two: a hand-edited bound widens nothing)."""
+    if known is not None and dim in known.ranges:
+        low, high = known.ranges[dim]
+        lows, highs = np.fmax(lows, low), np.fmin(highs, high)  # fmax / fmin: a NaN bound takes the other
+    with np.errstate(invalid="ignore"):
+        outside = ~np.isnan(values) & ((values < lows) | (values > highs))
+    if outside.any():
+        first = int(np.flatnonzero(outside)[0])
+        rubric = frame["rubric"].iloc[int(rows[first])]
+        raise ResultsError(
+            f"{_where(path, frame, int(rows[first]))}: score {values[first]:g} for {dim} is outside the "
+            f"{rubric} rubric's range {lows[first]:g}-{highs[first]:g}"
+        )
 
 
 def check_duplicates(frame: pd.DataFrame, path: Path) -> None:

@@ -199,13 +199,10 @@ def paraphrases(
     conf = settings(cfg)
     rules, attempts = Rules.of(conf), int(conf.get("max_attempts", 3))
     gen_cfg = dict(cfg)
-    if conf.get("generator"):
-        from omegaconf import OmegaConf
+    if conf.get("generator"):  # where `judge=<name>` finds it: conf/judge or a hydra.searchpath folder
+        from experiments.conf_lookup import judge_config
 
-        path = Path(__file__).resolve().parent.parent / "conf" / "judge" / f"{conf['generator']}.yaml"
-        if not path.exists():
-            raise ValueError(f"robustness.generator: no judge config {path}")
-        gen_cfg["judge"] = OmegaConf.to_container(OmegaConf.load(path))
+        gen_cfg["judge"] = judge_config(str(conf["generator"]), "robustness.generator")
     version = template_version("paraphrase.jinja")
     pending = [(inst.instance_id, c) for inst in instances for c in inst.candidates]
     rejected: dict[tuple[str, str], list[str]] = {(i, c.candidate_id): [] for i, c in pending}

@@ -57,6 +57,18 @@ def directions(rubric: Rubric) -> dict[str, bool]:
     return out
 
 
+def bounds(rubric: Rubric) -> dict[str, tuple[float, float]]:
+    """Dimension -> (low, high) of its scores, from the rubric spec (NaN for a preference); "overall", the
+    mean, spans the dimensions' ranges."""
+    out = {
+        d.name: (math.nan, math.nan) if d.low is None or d.high is None else (float(d.low), float(d.high))
+        for d in rubric.dimensions
+    }
+    if rubric.add_overall:
+        out["overall"] = (min(low for low, _ in out.values()), max(high for _, high in out.values()))
+    return out
+
+
 def _values(rubric: Rubric, parsed: Parsed) -> dict[str, Any]:
     """Dimension -> value; "overall" (mean of the dimensions) added where the rubric asks for it."""
     values: dict[str, Any] = {
@@ -97,6 +109,7 @@ def rows_for(prompt: Prompt, sample_idx: int, result: CallResult, rubric: Rubric
     }  # fmt: skip
     rows = []
     higher = directions(rubric)
+    ranges = bounds(rubric)
     is_pref = prompt.asks_preference
     for judged in prompt.judged:
         shown, other = judged.shown, judged.against
@@ -107,7 +120,8 @@ def rows_for(prompt: Prompt, sample_idx: int, result: CallResult, rubric: Rubric
                 **meta, "prompt_id": prompt.prompt_id, "instance_id": prompt.instance_id,
                 "candidate_id": shown.candidate.candidate_id, "source": shown.candidate.source,
                 "other_id": other.candidate.candidate_id if other else None, "order": prompt.order,
-                "dimension": dim, "higher_is_better": higher[dim], "sample_idx": sample_idx,
+                "dimension": dim, "higher_is_better": higher[dim], "score_min": ranges[dim][0],
+                "score_max": ranges[dim][1], "sample_idx": sample_idx,
                 "position": shown.position, "label": shown.label,
                 "score": math.nan if is_pref or value is None else float(value),
                 "score_expected": expected.get(dim, math.nan),
@@ -125,7 +139,8 @@ def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame["position"] = frame["position"].astype("Int64")
     frame["higher_is_better"] = frame["higher_is_better"].astype("boolean")
     frame["salvaged"] = frame["salvaged"].astype(bool)
-    for col in ("score", "score_expected", "cost_usd", "latency_s", "temperature"):  # float even when unknown
+    # float even when unknown
+    for col in ("score", "score_expected", "score_min", "score_max", "cost_usd", "latency_s", "temperature"):
         frame[col] = frame[col].astype(float)
     return mark_inconsistent(frame)
 

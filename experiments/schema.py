@@ -37,6 +37,11 @@ SCHEMA: tuple[Column, ...] = (
            key=True),
     Column("dimension", "string", "rubric dimension", analysis=True, key=True),
     Column("higher_is_better", "boolean", "the dimension's direction, from the rubric spec", analysis=True),
+    # the dimension's range: the analysis checks a score against the rubric the run used, never a config file
+    Column("score_min", "float64", "the dimension's lowest score, from the rubric spec (NaN: a preference)",
+           analysis=True),
+    Column("score_max", "float64", "the dimension's highest score, from the rubric spec (NaN: a preference)",
+           analysis=True),
     Column("sample_idx", "int64", "sample index (seed = seed + sample_idx)", analysis=True),
     Column("temperature", "float64", "sampling temperature"),
     Column("position", "Int64", "0-based place of the text in a multi-item prompt", analysis=True),

@@ -187,6 +187,12 @@ def template_version(*names: str) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
 
 
+def template_text(name: str) -> str:
+    """A rubric's template text as the study read it (a packaged name or your own file's absolute path): the
+    analysis shows annotators the rubric's own wording, also for a rubric of a `hydra.searchpath` folder."""
+    return _template_source(name)
+
+
 def _template_source(name: str) -> str:
     """A template under rubrics/ by name, or your own template file by absolute path (a new rubric is its
     YAML plus its template; it may still `{% import "_common.jinja" as c %}`)."""

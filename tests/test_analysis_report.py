@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -56,25 +57,31 @@ def test_collect_reads_parquet_and_csv_runs(tmp_path: Path, study: pd.DataFrame)
         load_results(tmp_path / "nothing-here")
 
 
-def test_direction_survives_a_csv_and_old_tables_take_it_from_the_rubric_spec(
+def test_direction_survives_a_csv_and_old_tables_take_it_from_the_run_config(
     tmp_path: Path, study: pd.DataFrame
 ) -> None:
     write_runs(tmp_path / "new", study, csv=("comparative",))
     loaded = load_results(tmp_path / "new")
     flags = loaded.groupby("dimension", observed=True)["higher_is_better"].unique()
     assert {d: list(v) for d, v in flags.items()} == {"originality": [True], "source_boundedness": [False]}
-    # a results file written before the column existed: the shipped narrowness spec says lower is better
-    old = (
-        study.drop(columns=["higher_is_better"])
-        .astype({"rubric": str})
-        .assign(rubric="narrowness", score=study["score"].clip(0, 3))
-    )  # the shipped spec's range (analysis.validate)
-    write_runs(tmp_path / "old", old.assign(dimension=old["dimension"].astype(str).replace(
-        {"originality": "diagnostic_framing"})))  # fmt: skip
-    assert not load_results(tmp_path / "old")["higher_is_better"].any()
+    # a results file written before the column existed: its run's config.json holds the rubric it used (never
+    # conf/: the shipped narrowness says lower is better, this run's own `narrowness` says higher)
+    old = study.drop(columns=["higher_is_better"]).astype({"rubric": str}).assign(rubric="narrowness")
+    old = old.assign(dimension=old["dimension"].astype(str).replace({"originality": "diagnostic_framing"}))
+    write_runs(tmp_path / "old", old)
+    dims = [{"name": "diagnostic_framing", "low": 0, "high": 10, "higher_is_better": False},
+            {"name": "source_boundedness", "low": 0, "high": 10, "higher_is_better": True}]  # fmt: skip
+    for config in (tmp_path / "old").glob("*/manifest.json"):
+        rubric = {"name": "narrowness", "dimensions": dims}
+        config.with_name("config.json").write_text(json.dumps({"rubric": rubric}))
+    flags = load_results(tmp_path / "old").groupby("dimension", observed=True)["higher_is_better"].unique()
+    expected = {"diagnostic_framing": [False], "source_boundedness": [True]}
+    assert {d: list(v) for d, v in flags.items()} == expected
     write_runs(tmp_path / "custom", old.assign(rubric="my_rubric"), csv=("independent", "comparative"))
     with pytest.raises(
-        ValueError, match=r"results\.csv: no 'higher_is_better' column, and rubric 'my_rubric'"
+        ValueError,
+        match=r"results\.csv: no 'higher_is_better' column, and rubric 'my_rubric' of the run folder .*"
+        r"judge_a-comparative has no config.json",
     ):
         load_results(tmp_path / "custom")
 

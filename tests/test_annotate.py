@@ -514,3 +514,33 @@ def test_label_studio_users_are_told_apart_by_email_or_id(tmp_path) -> None:
     (tmp_path / "ls.json").write_text("[" + ", ".join(LS_SCORED.replace("USER", u) for u in users) + "]")
     who = read_labelstudio(tmp_path / "ls.json")["annotator"].tolist()
     assert who == ["labelstudio:7", "labelstudio:7", "p@lab.org", "labelstudio:9"]
+
+
+def test_a_judge_run_in_two_modes_is_one_rater_in_the_entropy(tmp_path: Path, monkeypatch) -> None:
+    """Issue 23, item 3: judge-a agrees with the truth in both modes, judge-b disputes the planted items.
+    Counted as two raters, judge-a's two runs outvote judge-b (its own agreement makes its label look
+    certain); one rater per judge and mode fit, the second mode adds no vote: the one-mode study's entropy."""
+    from analysis import latent_models
+    from analysis.collect import load_results
+
+    one = tmp_path / "one"
+    write_fake_run(one / "0_judge-a_independent_novelty", "judge-a", "independent", _agreeing)
+    write_fake_run(one / "1_judge-b_independent_novelty", "judge-b", "independent", _disputing)
+    two = tmp_path / "two"
+    write_fake_run(two / "0_judge-a_independent_novelty", "judge-a", "independent", _agreeing)
+    write_fake_run(two / "1_judge-a_comparative_novelty", "judge-a", "comparative", _agreeing)
+    write_fake_run(two / "2_judge-b_independent_novelty", "judge-b", "independent", _disputing)
+    fits: list[list[str]] = []
+    real = latent_models.dawid_skene
+
+    def recording(labels: pd.DataFrame, n_iter: int = 100) -> latent_models.LatentFit:  # a spy, not a fake
+        fits.append(sorted(str(w).rsplit(" [", 1)[0] for w in labels["worker"].unique()))
+        return real(labels, n_iter)
+
+    monkeypatch.setattr(latent_models, "dawid_skene", recording)
+    single = annotate.uncertainty(load_results(one)).set_index("task")["entropy"]
+    both = annotate.uncertainty(load_results(two)).set_index("task")["entropy"]
+    assert fits and all(len(judges) == len(set(judges)) for judges in fits), fits  # each judge once per fit
+    pd.testing.assert_series_equal(both.sort_index(), single.sort_index())
+    planted = [f"{i} | {c} | originality" for i, c in PLANTED]
+    assert both.loc[planted].min() > 0.5 > both.drop(planted).max()  # a 1-vs-1 dispute is uncertain

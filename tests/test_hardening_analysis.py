@@ -27,11 +27,18 @@ def novelty_run(n_instances: int = 3) -> pd.DataFrame:
     frame = frame.astype({c: str for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)})
     frame["rubric"] = "novelty"
     frame["score"] = frame["score"].clip(0, 3).round()
-    return frame
+    return frame.assign(score_min=0.0, score_max=3.0)  # the range, as a run writes it beside each score
+
+
+# the rubric as a run's config.json records it (the analysis never reads conf/rubric/novelty.yaml)
+NOVELTY = {"name": "novelty", "dimensions": [{"name": d, "low": 0, "high": 3, "higher_is_better": True}
+                                             for d in ("originality", "gap_addressing", "non_obviousness")]}
 
 
 def write(folder: Path, frame: pd.DataFrame, kind: str = "csv") -> Path:
+    """The results file and the run's config.json, as experiments.run leaves them."""
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({"rubric": NOVELTY}))
     path = folder / f"results.{kind}"
     frame.to_csv(path, index=False) if kind == "csv" else frame.to_parquet(path, index=False)
     return path
@@ -62,6 +69,38 @@ def test_a_score_outside_the_rubric_range_is_refused(tmp_path: Path, kind: str,
     with pytest.raises(ResultsError, match="^" + message.replace("(", r"\(")):
         load_results(tmp_path)
     assert one_line(capsys, [str(tmp_path)]) == f"error: {message}"
+
+
+def test_an_older_table_takes_its_range_from_the_run_config_never_from_conf(tmp_path: Path) -> None:
+    """Issue 23, item 4: a table written before `score_min` / `score_max` is checked against the rubric in its
+    run's config.json; that rubric, not the shipped conf/rubric/novelty.yaml, is the one the run used."""
+    frame = novelty_run().drop(columns=["score_min", "score_max"])
+    frame.loc[5, "score"] = 99
+    path = write(tmp_path / "run", frame)
+    outside = r"results.csv:7: score 99 for .* outside the novelty rubric's range 0-3"
+    with pytest.raises(ResultsError, match=outside):
+        load_results(tmp_path / "run")
+    wide = {**NOVELTY, "dimensions": [{**d, "high": 100} for d in NOVELTY["dimensions"]]}
+    (path.parent / "config.json").write_text(json.dumps({"rubric": wide}))  # the run's own novelty: 0-100
+    assert load_results(tmp_path / "run")["score"].max() == 99
+    # the row's own range and the run's: the narrower holds (a hand-edited bound widens nothing)
+    write(tmp_path / "cols", frame.assign(score_min=0.0, score_max=100.0))
+    (tmp_path / "cols" / "config.json").write_text(json.dumps({"rubric": wide}))
+    assert load_results(tmp_path / "cols")["score"].max() == 99
+    (tmp_path / "cols" / "config.json").write_text(json.dumps({"rubric": NOVELTY}))
+    with pytest.raises(ResultsError, match=outside):
+        load_results(tmp_path / "cols")
+    # a dimension the run's rubric lacks is refused
+    frame.loc[5, "score"] = 1
+    write(tmp_path / "dim", frame.assign(dimension="clarity"))
+    not_a_dimension = r"'clarity' is not a dimension of the novelty rubric \(originality, "
+    with pytest.raises(ResultsError, match=not_a_dimension):
+        load_results(tmp_path / "dim")
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / "config.json").write_text("{not json")
+    frame.to_csv(tmp_path / "damaged" / "results.csv", index=False)
+    with pytest.raises(ResultsError, match=r"damaged/config.json: not readable JSON"):
+        load_results(tmp_path / "damaged")
 
 
 def test_duplicated_rows_and_copied_runs_are_refused(tmp_path: Path) -> None:
@@ -231,6 +270,7 @@ def test_hostile_results_files_load_valid_or_answer_one_line(tmp_path_factory: p
     frame = novelty_run(2)
     folder = tmp_path_factory.mktemp("hostile") / "run"
     folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"rubric": NOVELTY}))
     hostile_edit(folder / "results.csv", frame, edits)
     try:
         loaded = load_results(folder)
@@ -404,3 +444,23 @@ def test_csv_flags_are_parsed_and_token_counts_checked(tmp_path: Path) -> None:
     frame.to_csv(tmp_path / "r" / "results.csv", index=False)
     with pytest.raises(ResultsError, match=r"results\.csv:4: prompt_tokens 'n\.a\.' is not a number"):
         load_results(tmp_path)
+
+
+def test_a_preference_outside_the_run_rubric_choices_is_refused(tmp_path: Path) -> None:
+    """A preference's choices come from the run's config.json rubric (issue 23, item 4), as the ranges."""
+    same = {"run_id": "r", "judge": "j", "mode": "pairwise", "rubric": "duel", "instance_id": "i"}
+    same |= {"order": "ab", "source": "g", "dimension": "better", "higher_is_better": True, "sample_idx": 0}
+    rows = [
+        {**same, "candidate_id": c, "other_id": o, "score": None, "preference": p, "parse_ok": True}
+        for c, o, p in (("c1", "c2", "left"), ("c2", "c1", "right"), ("c1", "c3", "maybe"))
+    ]
+    folder = tmp_path / "run"
+    folder.mkdir()
+    rubric = {"name": "duel", "dimensions": [{"name": "better", "choices": ["left", "right", "tie"]}]}
+    (folder / "config.json").write_text(json.dumps({"rubric": rubric}))
+    pd.DataFrame(rows).to_csv(folder / "results.csv", index=False)
+    wrong = r"results.csv:4: preference 'maybe' for better is not one of left, right"
+    with pytest.raises(ResultsError, match=wrong):
+        load_results(folder)
+    pd.DataFrame(rows[:2]).to_csv(folder / "results.csv", index=False)
+    assert list(load_results(folder)["preference"].astype(str)) == ["left", "right"]

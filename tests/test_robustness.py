@@ -285,3 +285,18 @@ def test_paraphrase_checks_by_hand() -> None:
     # cos(a, a) = 1; cos(a, b) = 0.6
     assert rb.too_far(["a1", "a2"], ["a3", "b4"], 0.7, FakeEmbedder()) == [False, True]
     assert rb.too_far(["a1"], ["b4"], 0.5, FakeEmbedder()) == [False]
+
+
+def test_the_generator_judge_is_found_where_hydra_finds_judges() -> None:
+    """Issue 23, item 4: `robustness.generator` is looked up as `judge=<name>` would be (outside
+    experiments.run: the packaged conf/; inside, also its hydra.searchpath folders -
+    tests/test_user_config_folder.py), and an unknown one is one line naming the setting, not a traceback."""
+    from experiments.conf_lookup import judge_config
+    from experiments.inputs import StudyError
+
+    assert judge_config("qwen", "robustness.generator")["name"] == "qwen"
+    with pytest.raises(StudyError) as err:
+        judge_config("nosuch", "robustness.generator")
+    line = str(err.value)
+    assert line.startswith("robustness.generator=nosuch: no judge config 'nosuch'") and "\n" not in line
+    assert "gpt-4o" in line and "local" in line  # the judges there are
