@@ -21,6 +21,7 @@ import pandas as pd
 from analysis.cells import csv_unescape, write_csv
 from analysis.collect import find_results
 from analysis.humans import first_duplicate
+from experiments.schema import ManifestError, read_manifest
 
 SCORE_FIELD = "score"  # the Label Studio control whose choice is the score
 
@@ -82,6 +83,17 @@ def _json_entry(path: Path, name: str) -> Any:
     return data[name]
 
 
+def _dataset_path(path: Path) -> Path:
+    """The dataset a run judged, from its manifest; a damaged manifest or none named is one line naming it."""
+    try:
+        dataset = read_manifest(path).dataset_path
+    except ManifestError as exc:
+        raise AnnotationError(str(exc)) from None
+    if dataset is None:
+        raise AnnotationError(f"{path}: no 'dataset_path' entry (was it written by experiments.run?)")
+    return Path(dataset)
+
+
 def study_inputs(root: str | Path, choose: str | None = None) -> tuple[dict[str, RubricInfo], Path]:
     """The rubric (from each run's config.json; `choose` names it when the runs used several) and the dataset
     path (from the manifest.json of a run of that rubric)."""
@@ -97,7 +109,7 @@ def study_inputs(root: str | Path, choose: str | None = None) -> tuple[dict[str,
         text = resources.files("rubrics").joinpath(str(rubric["template"])).read_text(encoding="utf-8")
         ranges = {str(d["name"]): (int(d["low"]), int(d["high"])) for d in rubric["dimensions"] if "low" in d}
         rubrics[str(rubric["name"])] = RubricInfo(str(rubric["name"]), text, ranges)
-        paths.setdefault(str(rubric["name"]), Path(str(_json_entry(manifest_file, "dataset_path"))))
+        paths.setdefault(str(rubric["name"]), _dataset_path(manifest_file))
     if not rubrics:
         raise AnnotationError(f"{root}: no run folder found")
     names = ", ".join(sorted(rubrics))

@@ -27,6 +27,7 @@ from analysis.intervals import positive_int
 from analysis.robustness import note_perturbed, robustness_table, unperturbed
 from analysis.study import study_candidates
 from analysis.summary import parse_rate
+from experiments.schema import run_manifest
 
 CARD_FIELDS: tuple[str, ...] = (
     "judge", "models", "rubric_versions", "dataset_hashes", "modes", "rows", "parse_rate", "cost_usd",
@@ -56,7 +57,7 @@ def run_facts(root: str | Path) -> pd.DataFrame:
     latencies of the calls actually made (cached rows are not timed)."""
     rows = []
     for path in find_results(root):
-        man = _manifest(path.parent / "manifest.json")
+        man = run_manifest(path.parent)  # None: a run without one; a damaged one: a ManifestError
         cols = ["judge", "run_id", "latency_s", "cached", "prompt_id", "sample_idx"]
         if path.suffix == ".parquet":
             frame = pq.read_table(
@@ -69,27 +70,15 @@ def run_facts(root: str | Path) -> pd.DataFrame:
         calls = frame.drop_duplicates([c for c in ("prompt_id", "sample_idx") if c in frame])
         if "cached" in calls:
             calls = calls.loc[~calls["cached"].astype(str).str.lower().isin(["true", "1"])]
-        rows.append({"judge": man.get("judge", str(frame["judge"].iloc[0]) if len(frame) else None),
+        man_judge = man.judge if man is not None else None
+        rows.append({"judge": man_judge or (str(frame["judge"].iloc[0]) if len(frame) else None),
                      "run_id": str(frame["run_id"].iloc[0]) if "run_id" in frame and len(frame) else None,
-                     "model": man.get("model"), "mode": man.get("mode"),
-                     "rubric_versions": man.get("rubric_versions") or {}, "dataset_hash": man.get("dataset_hash"),
-                     "cost_usd": man.get("cost_usd"), "has_manifest": bool(man),
+                     "model": man.model if man else None, "mode": man.mode if man else None,
+                     "rubric_versions": (man.rubric_versions if man else None) or {},
+                     "dataset_hash": man.dataset_hash if man else None,
+                     "cost_usd": man.cost_usd if man else None, "has_manifest": man is not None,
                      "latency": calls["latency_s"].dropna().to_numpy(float) if "latency_s" in calls else np.array([])})  # fmt: skip
     return pd.DataFrame(rows)
-
-
-def _manifest(path: Path) -> dict[str, Any]:
-    """A run's manifest ({} when it has none); a damaged one is a ValueError naming the file, so the one-line
-    error says which of the many run folders to look at."""
-    if not path.exists():
-        return {}
-    try:
-        man = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        raise ValueError(f"{path}: not a readable manifest ({exc})") from None
-    if not isinstance(man, dict):
-        raise ValueError(f"{path}: not a readable manifest (a JSON {type(man).__name__}, not an object)")
-    return man
 
 
 def study_tables(

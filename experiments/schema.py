@@ -124,7 +124,12 @@ MANIFEST_VERSION = 1
 
 
 class ManifestError(ValueError):
-    """A manifest.json that cannot be read as one; the message is one line naming the file."""
+    """A manifest.json that cannot be read as one; the message is one line naming the file, and `field` the
+    entry that is wrong (None: the file as a whole), so a reader that needs one entry can tell."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -321,11 +326,13 @@ class Manifest:
             raise _fail(f"a JSON {type(data).__name__}, not an object")
         version = data.get("schema_version", 0)
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise _fail(f"schema_version: expected a whole number, got {version!r:.60}")
+            why = f"schema_version: expected a whole number, got {version!r:.60}"
+            raise ManifestError(why, "schema_version")
         if version > MANIFEST_VERSION:
-            raise _fail(
+            raise ManifestError(
                 f"schema_version {version} is newer than this judgescope reads ({MANIFEST_VERSION}); "
-                "upgrade judgescope to read it"
+                "upgrade judgescope to read it",
+                "schema_version",
             )
         values: dict[str, Any] = {"schema_version": version}
         known = {"schema_version", *_BUDGET_KEYS}
@@ -338,7 +345,7 @@ class Manifest:
                 try:
                     values[f.name] = f.metadata["read"](raw)
                 except ManifestError as exc:
-                    raise _fail(f"{f.name}: {exc}") from None
+                    raise ManifestError(f"{f.name}: {exc}", f.name) from None
         values["budget"] = _budget(data)
         values["extra"] = {k: v for k, v in data.items() if k not in known}
         return cls(**values)
@@ -366,7 +373,7 @@ def _budget(data: Mapping[str, Any]) -> BudgetRecord | None:
         try:
             values[key] = None if raw is None else _BUDGET_READ[key](raw)
         except ManifestError as exc:
-            raise _fail(f"{key}: {exc}") from None
+            raise ManifestError(f"{key}: {exc}", key) from None
     values["spend_usd"] = values["spend_usd"] or 0.0
     values["calls_not_started"] = values["calls_not_started"] or 0
     return BudgetRecord(**values)
@@ -404,7 +411,7 @@ def read_manifest(path: Path) -> Manifest:
     try:
         return Manifest.from_json(data)
     except ManifestError as exc:
-        raise ManifestError(f"{path}: not a readable manifest ({exc})") from None
+        raise ManifestError(f"{path}: not a readable manifest ({exc})", exc.field) from None
 
 
 def run_manifest(folder: Path) -> Manifest | None:
