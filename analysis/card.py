@@ -27,7 +27,7 @@ from analysis.intervals import positive_int
 from analysis.robustness import note_perturbed, robustness_table, unperturbed
 from analysis.study import study_candidates
 from analysis.summary import parse_rate
-from experiments.schema import run_manifest
+from experiments.schema import Manifest, run_manifest
 
 CARD_FIELDS: tuple[str, ...] = (
     "judge", "models", "rubric_versions", "dataset_hashes", "modes", "rows", "parse_rate", "cost_usd",
@@ -70,13 +70,12 @@ def run_facts(root: str | Path) -> pd.DataFrame:
         calls = frame.drop_duplicates([c for c in ("prompt_id", "sample_idx") if c in frame])
         if "cached" in calls:
             calls = calls.loc[~calls["cached"].astype(str).str.lower().isin(["true", "1"])]
-        man_judge = man.judge if man is not None else None
-        rows.append({"judge": man_judge or (str(frame["judge"].iloc[0]) if len(frame) else None),
+        known = man if man is not None else Manifest()  # no manifest: every entry unknown
+        rows.append({"judge": known.judge or (str(frame["judge"].iloc[0]) if len(frame) else None),
                      "run_id": str(frame["run_id"].iloc[0]) if "run_id" in frame and len(frame) else None,
-                     "model": man.model if man else None, "mode": man.mode if man else None,
-                     "rubric_versions": (man.rubric_versions if man else None) or {},
-                     "dataset_hash": man.dataset_hash if man else None,
-                     "cost_usd": man.cost_usd if man else None, "has_manifest": man is not None,
+                     "model": known.model, "mode": known.mode, "rubric_versions": known.rubric_versions or {},
+                     "dataset_hash": known.dataset_hash, "cost_usd": known.cost_usd,
+                     "has_manifest": man is not None,
                      "latency": calls["latency_s"].dropna().to_numpy(float) if "latency_s" in calls else np.array([])})  # fmt: skip
     return pd.DataFrame(rows)
 
