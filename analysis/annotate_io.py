@@ -21,7 +21,7 @@ import pandas as pd
 from analysis.cells import csv_unescape, write_csv
 from analysis.collect import find_results
 from analysis.humans import first_duplicate
-from experiments.schema import ManifestError, read_manifest
+from experiments.schema import MANIFEST_NAME, ManifestError, read_manifest
 
 SCORE_FIELD = "score"  # the Label Studio control whose choice is the score
 
@@ -100,7 +100,7 @@ def study_inputs(root: str | Path, choose: str | None = None) -> tuple[dict[str,
     rubrics: dict[str, RubricInfo] = {}
     paths: dict[str, Path] = {}
     for folder in _run_folders(root):
-        config_file, manifest_file = folder / "config.json", folder / "manifest.json"
+        config_file, manifest_file = folder / "config.json", folder / MANIFEST_NAME
         if not config_file.exists() or not manifest_file.exists():
             raise AnnotationError(
                 f"{folder}: no config.json / manifest.json (was it written by experiments.run?)"

@@ -3,9 +3,11 @@
 - The results table: `experiments.rows` writes exactly `COLUMNS`, in this order; `analysis.collect` reads
   `ANALYSIS_COLUMNS` and types them from here, and the viewer (analysis.viewsql) takes its DuckDB column
   types from `view_types()`. Add a column here (and fill it in `experiments.rows`); nothing else keeps a list.
-- `manifest.json`: the typed, versioned `Manifest`, written by `write_manifest` (experiments.study) and read
-  only through `read_manifest` / `run_manifest`, which turn a damaged file into one `ManifestError` line
-  naming it. A manifest written before the version field (`schema_version` 0) still loads.
+- `manifest.json`: the typed, versioned `Manifest` of a study run, written by `write_manifest`
+  (experiments.study) and read only through `read_manifest` / `run_manifest`, which turn a damaged file into
+  one `ManifestError` line naming it. A manifest written before the version field (`schema_version` 0) still
+  loads. The generation and extraction stages write theirs (`GenerationManifest`, `ExtractionManifest`)
+  through the same writer, at the same version.
 
 Only the standard library: every layer (the judge package included, once this module moves below it) may
 import it.
@@ -399,6 +401,56 @@ def _change_json(change: RequestChange) -> dict[str, Any]:
     return {"param": change.param, "asked": change.asked, "sent": change.sent, "note": change.note}
 
 
+@dataclass(frozen=True)
+class GenerationManifest:
+    """manifest.json of a generation run (experiments.generate): the task, the generator, how many items it
+    made and the calls that took."""
+
+    task: str
+    generator: str
+    model: str
+    strategy: str | None
+    dataset_path: str
+    items: int
+    calls_made: int
+    calls_cached: int
+    retries: int
+    provider_errors: int
+    schema_version: int = MANIFEST_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        """As written: `schema_version` first, then the fields in order."""
+        return _flat(self)
+
+
+@dataclass(frozen=True)
+class ExtractionManifest:
+    """manifest.json of an extraction run (experiments.extract): the judge, the rubric version, the sentences
+    and papers classified and the calls that took (`unscored`: answers with no label)."""
+
+    judge: str
+    model: str
+    rubric_version: str
+    sentences: int
+    papers: int
+    calls_made: int
+    calls_cached: int
+    retries: int
+    provider_errors: int
+    unscored: int
+    schema_version: int = MANIFEST_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        """As written: `schema_version` first, then the fields in order."""
+        return _flat(self)
+
+
+def _flat(record: GenerationManifest | ExtractionManifest) -> dict[str, Any]:
+    return {"schema_version": record.schema_version} | {
+        f.name: getattr(record, f.name) for f in fields(record) if f.name != "schema_version"
+    }
+
+
 def read_manifest(path: Path) -> Manifest:
     """The manifest in `path`; a missing, unreadable, damaged or too new file is one ManifestError line that
     names it."""
@@ -422,7 +474,7 @@ def run_manifest(folder: Path) -> Manifest | None:
 
 def write_manifest(
     path: Path,
-    manifest: Manifest,
+    manifest: Manifest | GenerationManifest | ExtractionManifest,
     scrub_tree: Callable[[Any], Any] | None = None,
     scrub_text: Callable[[str], str] | None = None,
 ) -> None:

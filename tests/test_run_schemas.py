@@ -221,9 +221,12 @@ def test_a_malformed_shard_entry_stops_the_merge_naming_the_file(tmp_path: Path)
         shards.shard_run(run / "results.csv")
 
 
-def test_no_module_reads_a_manifest_as_raw_json() -> None:
-    """Only experiments.schema parses manifest.json (the stage manifests of generate / extract aside)."""
-    raw = re.compile(r"json\.loads?\(.*manifest|manifest.*json\.loads?\(", re.IGNORECASE)
+def test_no_module_reads_or_writes_a_manifest_as_raw_json() -> None:
+    """Only experiments.schema parses or names manifest.json; every other module uses its reader, writer and
+    MANIFEST_NAME (the study's, generate's and extract's manifests alike)."""
+    raw = re.compile(
+        r"json\.loads?\(.*manifest|manifest.*json\.loads?\(|json\.dumps?\((\w+\()?manifest[,)]|\"manifest\.json\""
+    )
     found = [
         f"{path.relative_to(ROOT)}:{n}"
         for folder in ("experiments", "analysis", "benchmarks")
