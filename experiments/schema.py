@@ -174,38 +174,34 @@ class BudgetRecord:
     sweep_ledger: str | None = None
 
 
-def _fail(why: str) -> ManifestError:
-    return ManifestError(why)
-
-
 def _text(value: object) -> str:
     """A name or id: text, or a number written bare (a judge named 7 in its YAML is written 7)."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise _fail(f"expected text, got {value!r:.60}")
+        raise ManifestError(f"expected text, got {value!r:.60}")
     return str(value)
 
 
 def _whole(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(f"expected a whole number, got {value!r:.60}")
+        raise ManifestError(f"expected a whole number, got {value!r:.60}")
     return value
 
 
 def _number(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _fail(f"expected a number, got {value!r:.60}")
+        raise ManifestError(f"expected a number, got {value!r:.60}")
     return float(value)
 
 
 def _object(value: object) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise _fail(f"expected an object, got {value!r:.60}")
+        raise ManifestError(f"expected an object, got {value!r:.60}")
     return value
 
 
 def _texts(value: object) -> list[str]:
     if not isinstance(value, list):
-        raise _fail(f"expected a list, got {value!r:.60}")
+        raise ManifestError(f"expected a list, got {value!r:.60}")
     return [str(v) for v in value]
 
 
@@ -220,10 +216,10 @@ def _whole_map(value: object) -> dict[str, int]:
 def _shard(value: object) -> ShardSpec:
     data = _object(value)
     if "index" not in data or "count" not in data:
-        raise _fail(f'expected {{"index": i, "count": n}}, got {value!r:.60}')
+        raise ManifestError(f'expected {{"index": i, "count": n}}, got {value!r:.60}')
     shard = ShardSpec(_whole(data["index"]), _whole(data["count"]))
     if not 0 <= shard.index < shard.count:
-        raise _fail(f"index {shard.index} outside 0..{shard.count - 1}")
+        raise ManifestError(f"index {shard.index} outside 0..{shard.count - 1}")
     return shard
 
 
@@ -231,7 +227,7 @@ def _request(value: object) -> RequestRecord:
     data = _object(value)
     changes = data.get("changes") or []
     if not isinstance(changes, list):
-        raise _fail(f"changes: expected a list, got {changes!r:.60}")
+        raise ManifestError(f"changes: expected a list, got {changes!r:.60}")
     return RequestRecord(
         _object(data.get("sent") or {}),
         tuple(
@@ -325,7 +321,7 @@ class Manifest:
         """The manifest of a parsed manifest.json; a ManifestError (without the file's name) names the field
         that cannot be read and why."""
         if not isinstance(data, dict):
-            raise _fail(f"a JSON {type(data).__name__}, not an object")
+            raise ManifestError(f"a JSON {type(data).__name__}, not an object")
         version = data.get("schema_version", 0)
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             why = f"schema_version: expected a whole number, got {version!r:.60}"
