@@ -21,6 +21,7 @@ from analysis.cells import csv_unescape, write_csv
 from analysis.collect import find_results
 from analysis.humans import first_duplicate
 from judge.rubric import template_text
+from experiments.schema import MANIFEST_NAME, ManifestError, read_manifest
 
 SCORE_FIELD = "score"  # the Label Studio control whose choice is the score
 
@@ -82,13 +83,24 @@ def _json_entry(path: Path, name: str) -> Any:
     return data[name]
 
 
+def _dataset_path(path: Path) -> Path:
+    """The dataset a run judged, from its manifest; a damaged manifest or none named is one line naming it."""
+    try:
+        dataset = read_manifest(path).dataset_path
+    except ManifestError as exc:
+        raise AnnotationError(str(exc)) from None
+    if dataset is None:
+        raise AnnotationError(f"{path}: no 'dataset_path' entry (was it written by experiments.run?)")
+    return Path(dataset)
+
+
 def study_inputs(root: str | Path, choose: str | None = None) -> tuple[dict[str, RubricInfo], Path]:
     """The rubric (from each run's config.json; `choose` names it when the runs used several) and the dataset
     path (from the manifest.json of a run of that rubric)."""
     rubrics: dict[str, RubricInfo] = {}
     paths: dict[str, Path] = {}
     for folder in _run_folders(root):
-        config_file, manifest_file = folder / "config.json", folder / "manifest.json"
+        config_file, manifest_file = folder / "config.json", folder / MANIFEST_NAME
         if not config_file.exists() or not manifest_file.exists():
             raise AnnotationError(
                 f"{folder}: no config.json / manifest.json (was it written by experiments.run?)"
@@ -104,7 +116,7 @@ def study_inputs(root: str | Path, choose: str | None = None) -> tuple[dict[str,
             if d.get("low") is not None and d.get("high") is not None
         }
         rubrics[str(rubric["name"])] = RubricInfo(str(rubric["name"]), text, ranges)
-        paths.setdefault(str(rubric["name"]), Path(str(_json_entry(manifest_file, "dataset_path"))))
+        paths.setdefault(str(rubric["name"]), _dataset_path(manifest_file))
     if not rubrics:
         raise AnnotationError(f"{root}: no run folder found")
     names = ", ".join(sorted(rubrics))

@@ -29,6 +29,7 @@ from analysis.registry import StudyInputs
 from analysis.robustness import note_perturbed, unperturbed
 from analysis.summary import parse_rate
 from analysis.tables import card_specs
+from experiments.schema import Manifest, run_manifest
 
 #: The card's own fields before and after the table fields (`analysis.tables`: each table's `CardField`).
 HEAD_FIELDS: tuple[str, ...] = (
@@ -73,7 +74,7 @@ def run_facts(root: str | Path) -> pd.DataFrame:
     latencies of the calls actually made (cached rows are not timed)."""
     rows = []
     for path in find_results(root):
-        man = _manifest(path.parent / "manifest.json")
+        man = run_manifest(path.parent)  # None: a run without one; a damaged one: a ManifestError
         cols = ["judge", "run_id", "latency_s", "cached", "prompt_id", "sample_idx"]
         if path.suffix == ".parquet":
             frame = pq.read_table(
@@ -86,27 +87,14 @@ def run_facts(root: str | Path) -> pd.DataFrame:
         calls = frame.drop_duplicates([c for c in ("prompt_id", "sample_idx") if c in frame])
         if "cached" in calls:
             calls = calls.loc[~calls["cached"].astype(str).str.lower().isin(["true", "1"])]
-        rows.append({"judge": man.get("judge", str(frame["judge"].iloc[0]) if len(frame) else None),
+        known = man if man is not None else Manifest()  # no manifest: every entry unknown
+        rows.append({"judge": known.judge or (str(frame["judge"].iloc[0]) if len(frame) else None),
                      "run_id": str(frame["run_id"].iloc[0]) if "run_id" in frame and len(frame) else None,
-                     "model": man.get("model"), "mode": man.get("mode"),
-                     "rubric_versions": man.get("rubric_versions") or {}, "dataset_hash": man.get("dataset_hash"),
-                     "cost_usd": man.get("cost_usd"), "has_manifest": bool(man),
+                     "model": known.model, "mode": known.mode, "rubric_versions": known.rubric_versions or {},
+                     "dataset_hash": known.dataset_hash, "cost_usd": known.cost_usd,
+                     "has_manifest": man is not None,
                      "latency": calls["latency_s"].dropna().to_numpy(float) if "latency_s" in calls else np.array([])})  # fmt: skip
     return pd.DataFrame(rows)
-
-
-def _manifest(path: Path) -> dict[str, Any]:
-    """A run's manifest ({} when it has none); a damaged one is a ValueError naming the file, so the one-line
-    error says which of the many run folders to look at."""
-    if not path.exists():
-        return {}
-    try:
-        man = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        raise ValueError(f"{path}: not a readable manifest ({exc})") from None
-    if not isinstance(man, dict):
-        raise ValueError(f"{path}: not a readable manifest (a JSON {type(man).__name__}, not an object)")
-    return man
 
 
 def study_tables(

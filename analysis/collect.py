@@ -7,7 +7,6 @@ one copy per distinct answer, however many candidate × dimension rows share it.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -44,6 +43,8 @@ from experiments.schema import (
     KEY_COLUMNS,
     REQUIRED,
     TEXT_COLUMNS,
+    ManifestError,
+    run_manifest,
 )
 
 # the analysis columns, their types and the key columns (loaded as categoricals) come from the one schema
@@ -226,9 +227,10 @@ def study_ids(paths: list[Path], tables: list[pa.Table]) -> dict[str, str]:
     out: dict[str, str] = {}
     for path, table in zip(paths, tables, strict=True):
         try:
-            study = json.loads((path.parent / "manifest.json").read_text(encoding="utf-8")).get("study_id")
-        except (OSError, ValueError, AttributeError):
+            manifest = run_manifest(path.parent)
+        except ManifestError:
             continue
+        study = manifest.study_id if manifest is not None else None
         if study and "run_id" in table.column_names:
             out.update({str(r): str(study) for r in table.column("run_id").unique().to_pylist() if r is not None})
     return out

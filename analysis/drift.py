@@ -16,7 +16,6 @@ asked again; the answers are cached under the date, the old ones kept), then com
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ from analysis.humans import pair_outcomes
 from analysis.intervals import t_interval
 from analysis.robustness import unperturbed
 from analysis.scores import CONTEXT_KEYS, candidate_scores
+from experiments.schema import MANIFEST_NAME, ManifestError, read_manifest
 
 KEYS = ["judge", "mode", "dimension"]
 ITEM = ["instance_id", "candidate_id", "context"]
@@ -108,13 +108,13 @@ def drift_tables(runs: Sequence[tuple[str, pd.DataFrame]], reference: str = "ref
 
 def run_date(folder: Path) -> str | None:
     """The refresh date a run's manifests record (`cache_refresh`), if any."""
-    for manifest in sorted(folder.rglob("manifest.json")):
+    for path in sorted(folder.rglob(MANIFEST_NAME)):
         try:
-            date = json.loads(manifest.read_text()).get("cache_refresh")
-        except (OSError, ValueError, AttributeError):
+            date = read_manifest(path).cache_refresh
+        except ManifestError:
             continue
         if date:
-            return str(date)
+            return date
     return None
 
 

@@ -6,12 +6,12 @@ can flag e.g. a reasoning model that ran at temperature 1 although the study ask
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from analysis.collect import find_results
+from experiments.schema import ManifestError, run_manifest
 
 COLUMNS = ["run_id", "judge", "model", "parameter", "asked", "sent", "note"]
 
@@ -20,17 +20,16 @@ def request_changes(root: str | Path) -> pd.DataFrame:
     """One row per (run, parameter) that was dropped or changed; empty when every request went as asked."""
     rows = []
     for path in find_results(root):
-        manifest = path.parent / "manifest.json"
-        if not manifest.exists():
-            continue
         try:
-            data = json.loads(manifest.read_text())
-        except ValueError:
+            manifest = run_manifest(path.parent)
+        except ManifestError:
             continue  # an unreadable manifest is reported by the loaders that need it
-        for change in (data.get("request") or {}).get("changes") or []:
-            rows.append({"run_id": path.parent.name, "judge": data.get("judge"), "model": data.get("model"),
-                         "parameter": change.get("param"), "asked": _text(change.get("asked")),
-                         "sent": _text(change.get("sent")), "note": change.get("note", "")})  # fmt: skip
+        if manifest is None or manifest.request is None:
+            continue
+        for change in manifest.request.changes:
+            rows.append({"run_id": path.parent.name, "judge": manifest.judge, "model": manifest.model,
+                         "parameter": change.param, "asked": _text(change.asked),
+                         "sent": _text(change.sent), "note": change.note})  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -7,12 +7,12 @@ exactly as one unsharded run would, under the first shard's run_id. Runs without
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments.schema import ManifestError, run_manifest
 from experiments.shard import Shard
 
 
@@ -32,21 +32,16 @@ class ShardRun:
 
 def shard_run(results: Path) -> ShardRun | None:
     """The shard of the run whose results file is `results`, or None for an unsharded run (or no manifest)."""
-    manifest = results.parent / "manifest.json"
     try:
-        data = json.loads(manifest.read_text())
-    except (OSError, ValueError):
+        manifest = run_manifest(results.parent)
+    except ManifestError as exc:
+        if exc.field == "shard":  # a shard entry that names no shard cannot be merged, nor left alone
+            raise ShardMergeError(str(exc)) from None
+        return None  # otherwise unreadable: reported by the loaders that need it
+    if manifest is None or manifest.shard is None:
         return None
-    spec = data.get("shard") if isinstance(data, dict) else None
-    if spec is None:
-        return None
-    try:
-        shard = Shard(int(spec["index"]), int(spec["count"]))
-        if not 0 <= shard.index < shard.count:
-            raise ValueError(f"index {shard.index} outside 0..{shard.count - 1}")
-    except (TypeError, KeyError, ValueError) as exc:
-        raise ShardMergeError(f"{manifest}: shard: expected {{\"index\": i, \"count\": n}} ({exc})") from None
-    return ShardRun(results, results.parent.name, str(data.get("study_id")), shard)
+    shard = Shard(manifest.shard.index, manifest.shard.count)
+    return ShardRun(results, results.parent.name, str(manifest.study_id), shard)
 
 
 def _problem(runs: Sequence[ShardRun]) -> str | None:

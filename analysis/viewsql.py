@@ -15,16 +15,8 @@ from analysis.cells import CSV_TEXT_MACRO
 from analysis.robustness import ORIGINAL
 from analysis.scores import FALSE_TEXT, TRUE_TEXT
 from analysis.validate import MISSING_LOWER
+from experiments.schema import view_types
 
-# column -> DuckDB type; a column a results file lacks reads as NULL
-COLUMNS: dict[str, str] = {
-    "run_id": "VARCHAR", "judge": "VARCHAR", "mode": "VARCHAR", "rubric": "VARCHAR", "prompt_id": "VARCHAR",
-    "instance_id": "VARCHAR", "candidate_id": "VARCHAR", "source": "VARCHAR", "other_id": "VARCHAR",
-    "order": "VARCHAR", "dimension": "VARCHAR", "sample_idx": "INTEGER", "position": "INTEGER",
-    "label": "VARCHAR", "score": "DOUBLE", "preference": "VARCHAR", "parse_ok": "BOOLEAN", "error": "VARCHAR",
-    "raw": "VARCHAR", "finish_reason": "VARCHAR", "cost_usd": "DOUBLE", "latency_s": "DOUBLE",
-    "candidate_text": "VARCHAR", "perturbation": "VARCHAR",
-}  # fmt: skip
 TRUE_SQL, FALSE_SQL = (", ".join(f"'{t}'" for t in sorted(spellings)) for spellings in (TRUE_TEXT, FALSE_TEXT))
 MISSING_SQL = ", ".join(sorted("'" + m.replace("'", "''") + "'" for m in MISSING_LOWER))
 # A row is unperturbed when its perturbation is analysis.robustness's baseline (`none`) or empty (a run without
@@ -105,11 +97,12 @@ def results_sql(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> str:
     con.execute(CSV_TEXT_MACRO)  # results.csv's text cells as the run had them (cells.csv_safe undone)
     union = _union(paths)
     present = {row[0]: row[1] for row in con.execute(f"DESCRIBE {union}").fetchall()}
-    problem = _untyped_value(con, paths, present)
+    columns = view_types()  # column -> DuckDB type, from the results schema; a column a file lacks is NULL
+    problem = _untyped_value(con, paths, present, columns)
     if problem:
         raise ValueError(problem)
     cols = [f'{typed(c, present[c], t)} AS "{c}"' if c in present else f'CAST(NULL AS {t}) AS "{c}"'
-            for c, t in COLUMNS.items()]  # fmt: skip
+            for c, t in columns.items()]  # fmt: skip
     return f"SELECT {', '.join(cols)} FROM ({union})"
 
 
@@ -125,10 +118,10 @@ def _union(paths: Sequence[Path], options: str = "") -> str:
 
 
 def _untyped_value(
-    con: duckdb.DuckDBPyConnection, paths: Sequence[Path], present: dict[str, str]
+    con: duckdb.DuckDBPyConnection, paths: Sequence[Path], present: dict[str, str], columns: dict[str, str]
 ) -> str | None:
     """The first value of a results file that its column's type cannot hold, as one line; None if all fit."""
-    checked = [(c, t) for c, t in COLUMNS.items() if c in present and present[c] != t]
+    checked = [(c, t) for c, t in columns.items() if c in present and present[c] != t]
     if not checked:
         return None
     preds = [_unfit(c, present[c], t) for c, t in checked]
@@ -141,7 +134,7 @@ def _untyped_value(
     n = len(checked)
     column, wanted = next(ct for ct, bad in zip(checked, found[1 + n :], strict=True) if bad)
     value = found[1 + [c for c, _ in checked].index(column)]
-    kind = {"INTEGER": "an integer", "DOUBLE": "a number", "BOOLEAN": "true or false"}.get(wanted, wanted)
+    kind = {"BIGINT": "an integer", "DOUBLE": "a number", "BOOLEAN": "true or false"}.get(wanted, wanted)
     return f"{found[0]}: {column} {str(value)[:40]!r} is not {kind}"
 
 

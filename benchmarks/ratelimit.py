@@ -112,6 +112,7 @@ def variant(args: argparse.Namespace) -> None:
     """One variant: run_study on the dataset with an empty cache; prints its manifest's counts as JSON."""
     from throughput import study_config  # noqa: PLC0415
 
+    from experiments.schema import MANIFEST_NAME, read_manifest  # noqa: PLC0415
     from experiments.study import run_study  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -123,9 +124,9 @@ def variant(args: argparse.Namespace) -> None:
         started = time.perf_counter()
         run_study(cfg, None, Path(tmp) / "out", run_id="rl")
         wall = time.perf_counter() - started
-        manifest = json.loads((Path(tmp) / "out" / "manifest.json").read_text())
-    print(json.dumps({"wall_s": wall, "made": manifest["calls_made"], "unscored": manifest["unscored_calls"],
-                      "retries": manifest["retries"], "total": manifest["calls_total"]}))  # fmt: skip
+        manifest = read_manifest(Path(tmp) / "out" / MANIFEST_NAME)
+    print(json.dumps({"wall_s": wall, "made": manifest.calls_made, "unscored": manifest.unscored_calls,
+                      "retries": manifest.retries, "total": manifest.calls_total}))  # fmt: skip
 
 
 def main() -> None:

@@ -220,21 +220,23 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         import litellm  # noqa: F401, PLC0415  (imported before timing, as in any run)
 
         from experiments.inputs import load_study_inputs  # noqa: PLC0415
+        from experiments.schema import MANIFEST_NAME, read_manifest  # noqa: PLC0415
         from experiments.study import run_study  # noqa: PLC0415
 
         out = Path(tempfile.mkdtemp(prefix="judgescope-bench-out-"))
         cpu, t0 = _cpu(), time.perf_counter()
         frame = run_study(cfg, load_study_inputs(cfg), out, run_id=kind)
         wall, cpu = time.perf_counter() - t0, _cpu() - cpu
-        manifest = json.loads((out / "manifest.json").read_text())
+        manifest = read_manifest(out / MANIFEST_NAME)
         from experiments.judges import make_judge  # noqa: PLC0415
         from experiments.study import plan_workers  # noqa: PLC0415
 
-        workers = plan_workers(cfg, make_judge(cfg), int(manifest["calls_made"])) if manifest["calls_made"] else 0
+        made = manifest.calls_made or 0
+        workers = plan_workers(cfg, make_judge(cfg), made) if made else 0
         shutil.rmtree(out, ignore_errors=True)
-        n = int(manifest["calls_total"])
+        n = manifest.calls_total or 0
         return {"calls": n, "ok": int(frame["parse_ok"].sum()) // 3, "wall_s": wall, "cpu_s": cpu,
-                "made": manifest["calls_made"], "cached": manifest["calls_cached"], "rows": len(frame),
+                "made": made, "cached": manifest.calls_cached, "rows": len(frame),
                 "workers": workers}  # fmt: skip
     if kind == "diskcache":
         import diskcache  # noqa: PLC0415

@@ -106,11 +106,11 @@ def within_budget(budget: Budget | None,
     return paid, rest
 
 
-def batch_manifest(stats: BatchStats | None) -> dict[str, Any]:
+def batch_manifest(stats: BatchStats | None) -> dict[str, Any] | None:
     """The manifest's `batch` block (absent for a live run)."""
     if stats is None:
-        return {}
+        return None
     data = asdict(stats)
     data["cost_usd"] = round(stats.cost_usd, 6) if stats.cost_known else None
     del data["cost_known"]
-    return {"batch": data}
+    return data

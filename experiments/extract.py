@@ -26,6 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from analysis.cells import write_csv  # model text in a CSV people open: no formulas
+from experiments.schema import MANIFEST_NAME, ExtractionManifest, write_manifest
 
 
 def classification_metrics(labels: Sequence[int], predicted: Sequence[int | None]) -> dict[str, float]:
@@ -142,10 +143,19 @@ def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(out_dir / "extraction_predictions.csv", lambda p: write_csv(rows, p))
     write_atomic(out_dir / "extraction_metrics.json", lambda p: p.write_text(json.dumps(metrics, indent=2)))
-    manifest = {"judge": cfg["judge"]["name"], "model": cfg["judge"]["model"], "rubric_version": rubric.version,
-                "sentences": len(rows), "papers": len(keep), "calls_made": tally.calls, "calls_cached": tally.cached,
-                "retries": tally.retries, "provider_errors": tally.provider_errors, "unscored": tally.unscored}
-    write_atomic(out_dir / "manifest.json", lambda p: p.write_text(json.dumps(manifest, indent=2)))
+    manifest = ExtractionManifest(
+        judge=str(cfg["judge"]["name"]),
+        model=str(cfg["judge"]["model"]),
+        rubric_version=rubric.version,
+        sentences=len(rows),
+        papers=len(keep),
+        calls_made=tally.calls,
+        calls_cached=tally.cached,
+        retries=tally.retries,
+        provider_errors=tally.provider_errors,
+        unscored=tally.unscored,
+    )
+    write_atomic(out_dir / MANIFEST_NAME, lambda p: write_manifest(p, manifest))
     return metrics
 
 

@@ -19,6 +19,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from experiments.datasets import Instance, Paper, load_dataset
+from experiments.schema import MANIFEST_NAME, GenerationManifest, write_manifest
 from experiments.validation import ProblemLog, read_jsonl
 
 
@@ -50,7 +51,7 @@ def load_corpus(path: str | None, records: Sequence[Mapping[str, Any]]) -> list[
     return [Paper(str(r["title"]), str(r.get("abstract", r.get("text", "")))) for r in rows]
 
 
-def generate(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
+def generate(cfg: Mapping[str, Any], out_dir: Path) -> GenerationManifest:
     """Run one generation task; returns the manifest."""
     from experiments import generation as gen
     from experiments.inputs import resolve_path
@@ -101,11 +102,20 @@ def generate(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     tally = Tally()
     for res in results:
         tally.add(res, scored=True)
-    manifest = {"task": task, "generator": name, "model": cfg["judge"]["model"], "strategy": cfg.get("strategy"),
-                "dataset_path": str(data_path), "items": len(results), "calls_made": tally.calls,
-                "calls_cached": tally.cached, "retries": tally.retries,
-                "provider_errors": tally.provider_errors}  # fmt: skip
-    write_atomic(out_dir / "manifest.json", lambda p: p.write_text(json.dumps(manifest, indent=2)))
+    strategy = cfg.get("strategy")
+    manifest = GenerationManifest(
+        task=str(task),
+        generator=str(name),
+        model=str(cfg["judge"]["model"]),
+        strategy=None if strategy is None else str(strategy),
+        dataset_path=str(data_path),
+        items=len(results),
+        calls_made=tally.calls,
+        calls_cached=tally.cached,
+        retries=tally.retries,
+        provider_errors=tally.provider_errors,
+    )
+    write_atomic(out_dir / MANIFEST_NAME, lambda p: write_manifest(p, manifest))
     return manifest
 
 
@@ -115,7 +125,7 @@ def main(cfg: DictConfig) -> None:
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     manifest = run_stage(lambda plain: generate(plain, out_dir), cfg, out_dir)
-    print(json.dumps(manifest), file=sys.stderr)
+    print(json.dumps(manifest.to_json()), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """A study's manifest: the counts of what the provider saw (`Tally`), cost, versions and the dataset hash,
-and the parse-rate check that fails a run after everything is written."""
+and the parse-rate check that fails a run after everything is written. The manifest's type, its version and
+its one reader and writer are in experiments.schema."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from experiments.batching import batch_manifest
 from experiments.datasets import dataset_hash
 from experiments.inputs import ParseRateError
 from experiments.rows import call_cost
+from experiments.schema import Manifest, RequestChange, RequestRecord, ShardSpec
 from experiments.shard import parse_shard, refresh_date, study_id
 from experiments.spend import budget_manifest, judge_prices
 from judge.client import CallResult, Judge
@@ -73,10 +75,18 @@ class Tally:
 
 
 def manifest_extras(cfg: Mapping[str, Any], judge: Judge, shape: RequestShape, tally: Tally) -> dict[str, Any]:
-    """The manifest's budget, batch, request-shape, price-map and rate-limit fields."""
-    extras = {**budget_manifest(judge.budget, tally.not_started), **batch_manifest(tally.batch),
-              "temperature": shape.temperature, "temperature_asked": float(cfg["temperature"]),
-              "request": {"sent": shape.sent, "changes": shape.changes}}  # fmt: skip
+    """The manifest's budget, batch, request-shape, price-map and rate-limit fields, by `Manifest` field."""
+    changes = tuple(
+        RequestChange(str(c.get("param")), c.get("asked"), c.get("sent"), str(c.get("note") or ""))
+        for c in shape.changes
+    )
+    extras: dict[str, Any] = {
+        "budget": budget_manifest(judge.budget, tally.not_started),
+        "batch": batch_manifest(tally.batch),
+        "temperature": shape.temperature,
+        "temperature_asked": float(cfg["temperature"]),
+        "request": RequestRecord(shape.sent, changes),
+    }
     extras["price_map"] = price_record(str(cfg["judge"]["model"]), judge_prices(cfg["judge"]))
     if judge.limiter is not None:
         jcfg = cfg["judge"]
@@ -85,15 +95,16 @@ def manifest_extras(cfg: Mapping[str, Any], judge: Judge, shape: RequestShape, t
     return extras
 
 
-def check_parse_rate(manifest: Mapping[str, Any], frame: pd.DataFrame, minimum: float) -> None:
+def check_parse_rate(manifest: Manifest, frame: pd.DataFrame, minimum: float) -> None:
     """A run that scored too few answers fails (after writing everything), saying why in one line."""
-    rate = manifest.get("parse_rate")
+    rate = manifest.parse_rate
     if rate is None or rate >= minimum:
         return
     reasons = ", ".join(f"{reason} ({n})" for reason, n in error_reasons(frame)[:3])
-    attempted = manifest["calls_total"] - (manifest.get("calls_not_started") or 0)
-    raise ParseRateError(f"parse rate {rate:.3f} is below min_parse_rate={minimum:g} ({manifest['unscored_calls']} "
-                         f"of {attempted} calls unscored; outputs written); top reasons: {reasons}")
+    attempted = (manifest.calls_total or 0) - manifest.calls_not_started
+    raise ParseRateError(f"parse rate {rate:.3f} is below min_parse_rate={minimum:g} "
+                         f"({manifest.unscored_calls} of {attempted} calls unscored; outputs written); "
+                         f"top reasons: {reasons}")
 
 
 def error_reasons(frame: pd.DataFrame) -> list[tuple[str, int]]:
@@ -133,27 +144,27 @@ def _with_numbers(members: list[str]) -> str:
 
 
 def build_manifest(cfg: Mapping[str, Any], frame: pd.DataFrame, tally: Tally, rubric: Rubric, data_path: Path,
-                   n_instances: int, n_prompts: int, started: float) -> dict[str, Any]:  # fmt: skip
+                   n_instances: int, n_prompts: int, started: float) -> Manifest:  # fmt: skip
     """What a reader needs to trust and reproduce the table: counts, cost, versions, dataset hash."""
     n_calls = n_prompts * int(cfg["n_samples"])
     attempted = n_calls - tally.not_started  # a budget stop's calls never started are neither parsed nor not
     shard = parse_shard(cfg.get("shard"))
-    return {
-        "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"], "mode": cfg["mode"]["name"],
-        "rubric": rubric.name, "rubric_versions": {rubric.name: rubric.version},
-        "dataset": str(cfg["dataset"]["name"]), "dataset_path": str(data_path),
-        "dataset_hash": dataset_hash(data_path), "study_id": study_id(cfg),
-        "cache_refresh": refresh_date(cfg.get("cache")),
-        "shard": {"index": shard.index, "count": shard.count} if shard else None,
-        "instances": n_instances, "prompts": n_prompts,
-        "n_samples": int(cfg["n_samples"]), "temperature": float(cfg["temperature"]),
-        "calls_total": n_calls, "calls_made": tally.calls, "calls_cached": tally.cached,
-        "calls_shared": tally.shared,
-        "retries": tally.retries, "provider_errors": tally.provider_errors, "unscored_calls": tally.unscored,
-        "parse_rate": round(1 - tally.unscored / attempted, 4) if attempted else None,
-        "rows": len(frame), "prompt_tokens": tally.prompt_tokens, "completion_tokens": tally.completion_tokens,
-        "cost_usd": round(tally.cost_usd, 6) if tally.cost_known else None,
-        "wall_time_s": round(time.perf_counter() - started, 3),
-        "cache_damaged_entries": tally.cache_damaged,
-        "first_provider_errors": tally.errors[:5],
-    }  # fmt: skip
+    return Manifest(
+        judge=str(cfg["judge"]["name"]), model=str(cfg["judge"]["model"]),
+        mode=str(cfg["mode"]["name"]), rubric=rubric.name, rubric_versions={rubric.name: rubric.version},
+        dataset=str(cfg["dataset"]["name"]), dataset_path=str(data_path),
+        dataset_hash=dataset_hash(data_path), study_id=study_id(cfg),
+        cache_refresh=refresh_date(cfg.get("cache")),
+        shard=ShardSpec(shard.index, shard.count) if shard else None,
+        instances=n_instances, prompts=n_prompts,
+        n_samples=int(cfg["n_samples"]), temperature=float(cfg["temperature"]),
+        calls_total=n_calls, calls_made=tally.calls, calls_cached=tally.cached,
+        calls_shared=tally.shared,
+        retries=tally.retries, provider_errors=tally.provider_errors, unscored_calls=tally.unscored,
+        parse_rate=round(1 - tally.unscored / attempted, 4) if attempted else None,
+        rows=len(frame), prompt_tokens=tally.prompt_tokens, completion_tokens=tally.completion_tokens,
+        cost_usd=round(tally.cost_usd, 6) if tally.cost_known else None,
+        wall_time_s=round(time.perf_counter() - started, 3),
+        cache_damaged_entries=tally.cache_damaged,
+        first_provider_errors=tally.errors[:5],
+    )  # fmt: skip

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
+
+from experiments.schema import MANIFEST_NAME, ManifestError, read_manifest
 
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")
@@ -77,7 +78,7 @@ def main(cfg: DictConfig) -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     print(f"{len(frame)} rows -> {out_dir / 'results.parquet'}", file=sys.stderr)
-    unscored = unscored_line(out_dir / "manifest.json")
+    unscored = unscored_line(out_dir / MANIFEST_NAME)
     if unscored:
         print(f"warning: {unscored}", file=sys.stderr)
 
@@ -97,14 +98,14 @@ def unscored_line(manifest: Path) -> str | None:
     """The run's unscored calls and provider errors in one line, when there were any (an exit 0 must not hide
     them)."""
     try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-        made, unscored, errors = (int(data.get(k) or 0) for k in ("calls_total", "unscored_calls", "provider_errors"))
-    except (OSError, ValueError, TypeError):
+        data = read_manifest(manifest)
+    except ManifestError:
         return None
+    made, unscored, errors = data.calls_total or 0, data.unscored_calls or 0, data.provider_errors or 0
     if not unscored and not errors:
         return None
     retry = f", {errors} of them provider errors (rerun the same command to retry them)" if errors else ""
-    return (f"{unscored} of {made} calls unscored (parse rate {data.get('parse_rate')}){retry}; see the error and "
+    return (f"{unscored} of {made} calls unscored (parse rate {data.parse_rate}){retry}; see the error and "
             f"raw columns of {manifest.parent / 'results.parquet'}")  # fmt: skip
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from experiments.inputs import StudyError
+from experiments.schema import BudgetRecord
 from judge.budget import Budget, BudgetError
 from judge.ledger import LEDGER_NAME, LedgerError, SharedSpend
 from judge.pricing import Prices, prices_for
@@ -34,17 +36,18 @@ def budget_for(cfg: Mapping[str, Any]) -> Budget | None:
         raise StudyError(f"budget_usd={limit!r}: {exc}") from None
 
 
-def budget_manifest(budget: Budget | None, not_started: int) -> dict[str, Any]:
+def budget_manifest(budget: Budget | None, not_started: int) -> BudgetRecord | None:
     """The manifest's budget fields (none without a budget)."""
     if budget is None:
-        return {}
-    fields = {"budget_usd": budget.limit_usd, "spend_usd": round(budget.spent_usd, 6),
-              "stopped": "budget" if budget.stopped else None, "calls_not_started": not_started}  # fmt: skip
+        return None
+    stopped = "budget" if budget.stopped else None
+    record = BudgetRecord(budget.limit_usd, round(budget.spent_usd, 6), stopped, not_started)
     if budget.shared is not None:  # a -m sweep: the cap is the sweep's
         sweep = budget.shared.spent_usd()
-        fields |= {"budget_scope": "sweep", "sweep_spend_usd": None if sweep is None else round(sweep, 6),
-                   "sweep_ledger": str(budget.shared.path)}  # fmt: skip
-    return fields
+        spend = None if sweep is None else round(sweep, 6)
+        ledger = str(budget.shared.path)
+        record = replace(record, budget_scope="sweep", sweep_spend_usd=spend, sweep_ledger=ledger)
+    return record
 
 
 def budget_message(budget: Budget, not_started: int) -> str:

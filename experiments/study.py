@@ -33,6 +33,7 @@ from experiments.modes import build_prompts
 from experiments.outputs import claim_folder, release_folder, write_outputs
 from experiments.prompt import Prompt
 from experiments.rows import rows_for, to_frame
+from experiments.schema import MANIFEST_NAME, write_manifest
 from experiments.spend import budget_message, share_budget
 from judge.cache import CacheError
 from judge.calls import Call, call_all
@@ -226,13 +227,15 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     claim_folder(out_dir, exact=True)  # an OutputError (a StudyError) before the first call
     try:
         frame, tally, judge, shape, keys = _judge_all(cfg, prompts, rubric, run_id, sweep_dir)
-        manifest = build_manifest(cfg, frame, tally, rubric, data_path, len(instances), len(prompts), started)
-        manifest.update(manifest_extras(cfg, judge, shape, tally))
-        manifest.update(robustness.audit_counts(audit))  # paraphrases left out / rejected (none: nothing)
+        manifest = replace(
+            build_manifest(cfg, frame, tally, rubric, data_path, len(instances), len(prompts), started),
+            **manifest_extras(cfg, judge, shape, tally),
+            **robustness.audit_counts(audit),  # paraphrases left out / rejected (none: nothing)
+        )
         config_text = json.dumps(redact_config(dict(cfg)), indent=2, default=str)
         write_outputs(out_dir, {
             **results_writers(frame), "prompts.parquet": prompts_writer(prompts, run_id),
-            "manifest.json": lambda p: p.write_text(redact(json.dumps(redact_config(manifest), indent=2))),
+            MANIFEST_NAME: lambda p: write_manifest(p, manifest, scrub_tree=redact_config, scrub_text=redact),
             "config.json": lambda p: p.write_text(config_text),
             # the cache entries this run used, one key per call: what `python -m judge.cache export` publishes
             "cache_keys.txt": lambda p: p.write_text("".join(f"{k}\n" for k in keys)),

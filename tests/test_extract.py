@@ -98,7 +98,7 @@ def test_extract_run_against_labels(server: ScriptedServer, tmp_path: Path) -> N
     preds = pd.read_csv(tmp_path / "out" / "extraction_predictions.csv")
     assert preds["label"].tolist() == [0, 1, 0, 1] and preds["raw"].iloc[2] == "I am not sure."
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    assert manifest["calls_made"] == 4 and manifest["unscored"] == 1
+    assert manifest["calls_made"] == 4 and manifest["unscored"] == 1 and manifest["schema_version"] == 1
     again = run_extract(cfg, tmp_path / "out2")  # every call cached
     assert again == metrics
     assert json.loads((tmp_path / "out2" / "manifest.json").read_text())["calls_cached"] == 4

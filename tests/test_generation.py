@@ -67,14 +67,14 @@ def test_parse_list() -> None:
 
 def test_questions_become_a_runnable_dataset(server: ScriptedServer, tmp_path: Path) -> None:
     manifest = generate(config(server, tmp_path), tmp_path / "out")
-    assert manifest["calls_made"] == 2 and manifest["provider_errors"] == 0
+    assert manifest.calls_made == 2 and manifest.provider_errors == 0 and manifest.schema_version == 1
     generated = load_instances(tmp_path / "out" / "generated.jsonl")  # valid in the project's own format
     assert [len(i.candidates) for i in generated] == [3, 3]
     cand = generated[0].candidates[2]
     assert cand.source == "qwen" and cand.text == "Why does E fail?" and cand.candidate_id.endswith(":qwen:3")
     assert generated[0].reference is not None  # the reference is kept for win/tie/loss
     again = generate(config(server, tmp_path), tmp_path / "out2")
-    assert again["calls_made"] == 0 and again["calls_cached"] == 2
+    assert again.calls_made == 0 and again.calls_cached == 2
 
 
 def test_novelty_strategies_and_few_shot_never_uses_the_item(server: ScriptedServer, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from experiments.inputs import ParseRateError
 from experiments.manifest import check_parse_rate, error_reasons
+from experiments.schema import Manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 RATE_LIMITED = "provider: RateLimitError after 3 attempts: litellm.RateLimitError: slow down"
@@ -38,7 +39,7 @@ def calls(errors: list[str | None], rows_per_call: int = 3) -> pd.DataFrame:
 def test_the_top_reasons_count_calls_and_keep_their_numbers() -> None:
     """7 of 11 calls rate-limited, 3 rows each: the line said `after N attempts ... (21)`."""
     frame = calls([RATE_LIMITED] * 7 + [None] * 4)
-    manifest = {"parse_rate": 4 / 11, "calls_total": 11, "unscored_calls": 7}
+    manifest = Manifest(parse_rate=4 / 11, calls_total=11, unscored_calls=7)
     with pytest.raises(ParseRateError) as raised:
         check_parse_rate(manifest, frame, 0.9)
     assert str(raised.value) == (
