@@ -13,7 +13,7 @@ import pytest
 from analysis import annotate
 from analysis.annotate_io import AnnotationError, load_sheet
 from analysis.cells import csv_safe, csv_unescape
-from tests.study_folders import DIMENSIONS, SAMPLE, sample_candidates, write_fake_run
+from tests.support.study_folders import DIMENSIONS, SAMPLE, sample_candidates, write_fake_run
 
 PLANTED = {(i, c) for i, c, s, _ in sample_candidates() if s == "broad_gen" and c.endswith(":1")}
 DISPUTED = {c for _, c in PLANTED}
@@ -467,7 +467,7 @@ def _two_rubric_study(tmp_path: Path) -> Path:
     """Two judges' novelty runs and their narrowness runs (that rubric's own two dimensions) in one folder."""
     from omegaconf import OmegaConf
 
-    from tests.study_folders import ROOT
+    from tests.support.study_folders import ROOT
 
     root = tmp_path / "two"
     narrowness = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "rubric" / "narrowness.yaml"))

@@ -18,8 +18,8 @@ from experiments.inputs import BudgetStop, StudyError
 from judge.budget import Budget, BudgetError
 from judge.completer import Completion
 from judge.pricing import Prices, prompt_tokens
-from tests.openai_server import ScriptedServer, Step, rubric_answer
-from tests.test_plan import compose
+from tests.support.configs import compose
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 
 ROOT = Path(__file__).resolve().parent.parent
 PRICES = ["judge.input_cost_per_token=1e-5", "judge.output_cost_per_token=1e-5"]
@@ -147,7 +147,7 @@ def test_a_timed_out_attempt_keeps_its_reservation_as_spent(tmp_path: Path) -> N
     from judge.cache import CallCache
     from judge.client import SPENT_ON_TIMEOUT, Judge
     from judge.retry import RetryPolicy
-    from tests.fakes import FakeCompleter
+    from tests.support.fakes import FakeCompleter
 
     prices = Prices(1e-5, 1e-5, source="config")
     messages = [{"role": "user", "content": "word " * 50}]

@@ -10,7 +10,7 @@ import pytest
 
 from analysis import card
 from analysis.humans import human_agreement
-from tests.study_folders import DIMENSIONS, sample_candidates, write_fake_run
+from tests.support.study_folders import DIMENSIONS, sample_candidates, write_fake_run
 
 TEXT_LEN = {c: len(t.split()) for _, c, _, t in sample_candidates()}
 

@@ -1,5 +1,5 @@
 """Issue 25, items 1-7 and 17: the batch, journal and cache surfaces against the local batch server
-(tests/batch_server.py), the scripted chat server (tests/openai_server.py) and a real or fake Redis.
+(tests/support/batch_server.py), the scripted chat server (tests/support/openai_server.py) and a real or fake Redis.
 
 Each test fails on the code before the fix: a key in the error column and in the journal, a rotated key that
 makes every answer a miss, a damaged journal that resubmits a running batch, a repeated custom_id counted
@@ -27,11 +27,11 @@ from judge.cache import CallCache, _checksum, cache_key
 from judge.cache_bundle import FORMAT, BundleError, _entry_line, import_bundle, main
 from judge.completer import Completion
 from judge.pricing import Prices
-from tests.batch_server import BatchServer
-from tests.fakes import FakeTextStore
-from tests.openai_server import ScriptedServer, Step, rubric_answer
-from tests.redis_server import redis_server
-from tests.studies import config
+from tests.support.batch_server import BatchServer
+from tests.support.fakes import FakeTextStore
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.redis_server import redis_server
+from tests.support.studies import config
 
 KEY = "sk-batch-cache-hardening-0123456789"
 MODEL = "openai/judge"

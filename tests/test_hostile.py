@@ -38,11 +38,11 @@ from judge.batch_run import BatchRunner
 from judge.cache import CallCache, _checksum
 from judge.cache_bundle import FORMAT, BundleError, import_bundle
 from judge.pricing import Prices
-from tests.batch_server import BatchServer
-from tests.fakes import FakeTextStore
-from tests.fault_server import ANSWERS, HOSTILE, FaultServer
-from tests.studies import cli_env
-from tests.test_hardening import KEY, study_cfg
+from tests.support.batch_server import BatchServer
+from tests.support.configs import KEY, study_cfg
+from tests.support.fakes import FakeTextStore
+from tests.support.fault_server import ANSWERS, HOSTILE, FaultServer
+from tests.support.studies import cli_env
 
 FEW = settings(max_examples=6, deadline=None, derandomize=True, database=None,
                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip

@@ -29,10 +29,10 @@ from judge.client import Judge
 from judge.completer import LiteLLMCompleter
 from judge.ratelimit import RateLimiter
 from judge.retry import RetryPolicy
-from tests.openai_server import ScriptedServer, Step, rubric_answer, scripted
-from tests.studies import ROOT, cli_env
-from tests.study_folders import write_fake_run
-from tests.test_plan import compose
+from tests.support.configs import compose
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer, scripted
+from tests.support.studies import ROOT, cli_env
+from tests.support.study_folders import write_fake_run
 
 PRICES = ["judge.input_cost_per_token=1e-5", "judge.output_cost_per_token=1e-5"]
 PASTED = "sk-OTHERsecret999"

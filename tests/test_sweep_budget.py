@@ -17,7 +17,7 @@ import pytest
 
 from experiments.sweep_budget import budget_stop
 from judge.ledger import Fit, LedgerError, SharedSpend, read_ledger
-from tests.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 
 ROOT = Path(__file__).resolve().parent.parent
 PRICES = ["judge.input_cost_per_token=1e-5", "judge.output_cost_per_token=1e-5"]

@@ -1,5 +1,5 @@
 """The study viewer: DuckDB list queries with planted disagreements, a real fake-provider study served over
-HTTP, and a real headless Chromium driving the list and item pages (tests.browser)."""
+HTTP, and a real headless Chromium driving the list and item pages (tests.support.browser)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ import uvicorn
 from analysis.synthetic import synthetic_humans, synthetic_results
 from analysis.view import bind, bind_port, create_app, main, split_background
 from analysis.viewdata import Study, ViewError
-from tests.browser import browser_page
-from tests.studies import UNPARSEABLE, run_sample_study
+from tests.support.browser import browser_page
+from tests.support.studies import UNPARSEABLE, run_sample_study
 
 
 def write_synthetic(root: Path) -> pd.DataFrame:
