@@ -94,6 +94,17 @@ def test_card_cli_reports_a_bad_folder(tmp_path, capsys) -> None:
     assert "error:" in capsys.readouterr().err
 
 
+# hostile review 2, finding 13: a damaged manifest is named ---
+
+@pytest.mark.parametrize("text", ["{\n'judge': 1}", "[1, 2]"])
+def test_card_names_a_damaged_manifest(text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_fake_run(tmp_path / "runs" / "a1", "judge-a", "independent", lambda j, c, d, k: 3.0)
+    (run / "manifest.json").write_text(text)
+    assert card.main([str(tmp_path / "runs"), "--n-boot", "10"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {run / 'manifest.json'}: not a readable manifest") and err.count("\n") == 1
+
+
 def test_human_agreement_joins_by_instance_and_candidate() -> None:
     """Candidate ids repeat across instances (`c1` in i1 and in i2). Planted: the judge gives exactly the
     humans' score on every (instance, candidate); a join on the candidate id alone compares each with the
