@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 
 import diskcache
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from experiments.study import run_study
 from judge.cache import CallCache, _checksum, cache_key
@@ -303,3 +306,97 @@ def test_export_problems_are_one_line(
     assert main(
         ["export", str(run_folder), str(tmp_path / "fine.zip"), "--cache-dir", str(tmp_path / "cache")]
     ) == (2 if problem == "keys_file_is_a_folder" else 0)
+
+
+# --- hostile cache entries (issue 25): one verdict on disk, in a store and in a bundle ---
+
+def hostile_values() -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**60), 2**60),
+        st.floats(allow_nan=True),
+        st.text(max_size=5),
+        st.lists(st.integers(), max_size=2),
+        st.dictionaries(st.text(max_size=2), st.integers(), max_size=1),
+    )
+
+
+ENTRY_FIELDS = (
+    "text",
+    "finish_reason",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "latency_s",
+    "logprobs",
+)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    spoiled=st.dictionaries(st.sampled_from(ENTRY_FIELDS), hostile_values(), max_size=3),
+    dropped=st.lists(st.sampled_from(ENTRY_FIELDS), max_size=1),
+    checksum=st.booleans(),
+)
+def test_hostile_cache_entries_one_verdict_everywhere(
+    spoiled: dict[str, Any], dropped: list[str], checksum: bool, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """One schema: a stored entry is valid in a folder, in a store (Redis) and in an export alike, or refused
+    alike - a miss with a count (folder, store) or one line naming the entry (import) - never a traceback, and
+    a Completion read back always has text, counts >= 0 and a cost >= 0."""
+    entry = {
+        "text": "3",
+        "finish_reason": "stop",
+        "prompt_tokens": 12,
+        "completion_tokens": 7,
+        "cost_usd": 0.001,
+        "latency_s": 0.5,
+        **spoiled,
+    }
+    for name in dropped:
+        entry.pop(name, None)
+    key = "a" * 64
+    payload = json.dumps(entry, separators=(",", ":"))
+    value = f"{_checksum(key, payload)}\n{payload}"
+    tmp = tmp_path_factory.mktemp("hostile-entry")
+    raw = diskcache.Cache(str(tmp / "disk"))
+    raw.set(key, value if checksum else payload)
+    raw.close()
+    verdicts = []
+    for cache in (CallCache(tmp / "disk"), CallCache(store=FakeTextStore({key: value}))):
+        got = cache.get(key)
+        verdicts.append(got is not None)
+        assert cache.damaged == (got is None)
+        if got is not None:
+            assert isinstance(got.text, str) and isinstance(got.finish_reason, str | None)
+            assert type(got.prompt_tokens) is int and got.prompt_tokens >= 0 and got.completion_tokens >= 0
+            assert got.cost_usd is None or (math.isfinite(got.cost_usd) and got.cost_usd >= 0)
+            assert math.isfinite(got.latency_s) and got.latency_s >= 0
+        cache.close()
+    line = (
+        json.dumps({"key": key, "checksum": _checksum(key, payload), "completion": payload}).encode() + b"\n"
+    )
+    manifest = {"format": FORMAT, "entries": 1, "entries_sha256": hashlib.sha256(line).hexdigest()}
+    bundle = tmp / "entry.zip"
+    with zipfile.ZipFile(bundle, "w") as zf:
+        zf.writestr("entries.jsonl", line)
+        zf.writestr("manifest.json", json.dumps(manifest))
+    target = CallCache(tmp / "imported")
+    try:
+        import_bundle(bundle, target)
+        verdicts.append(True)
+    except BundleError as exc:
+        assert "\n" not in str(exc) and "entries.jsonl:1: bad entry" in str(exc)
+        verdicts.append(False)
+    assert len(target) == int(verdicts[-1])
+    target.close()
+    # the store and the export agree; the folder too, unless the value lacked its checksum line (a folder
+    # written before checksums existed holds bare JSON, which stays readable there)
+    assert verdicts[1] == verdicts[2] and (not checksum or verdicts[0] == verdicts[1]), (entry, verdicts)
