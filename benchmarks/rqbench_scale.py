@@ -6,7 +6,7 @@
 A synthetic RQ-Bench-shaped dataset (`benchmarks/plan_rqbench.write_dataset`: 3 cited passages, a reference and
 5 questions from each of 3 generators per instance) is judged with the `rq_novelty_illusion` preset (novelty +
 narrowness x independent + comparative, 3 samples: 114 calls per instance) by one judge served by the
-project's own local batch server (tests/batch_server.py, in a thread of this process, capped as OpenAI is:
+project's own local batch server (tests/support/batch_server.py, in a thread of this process, capped as OpenAI is:
 200 MB per input file; `--max-enqueued-tokens` adds an enqueued-token cap). Each step is a fresh process, as a
 user would run it, timed with `os.wait4` (its rusage: CPU of the process and the children it reaped, peak RSS
 of the largest of them):
@@ -46,7 +46,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # the project, and plan_rq
 from plan_rqbench import write_dataset  # noqa: E402
 
 from judge.batch import MB  # noqa: E402
-from tests.batch_server import BatchServer  # noqa: E402
+from tests.support.batch_server import BatchServer  # noqa: E402
 
 RQBENCH_INSTANCES = 1434
 GENERATORS = 3  # RQ-Bench: a reference + 5 questions from each of 3 generators (163,476 calls per judge)

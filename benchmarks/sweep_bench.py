@@ -1,7 +1,7 @@
 """Wall time of one 8-job sweep on Hydra's basic launcher (jobs one after another) vs the joblib launcher.
 
 Every job is a real study (`python -m experiments.run -m ...`) against a local OpenAI-compatible server
-(tests.fault_server with no faults) that answers each request after `--latency` seconds, like a remote
+(tests.support.fault_server with no faults) that answers each request after `--latency` seconds, like a remote
 provider; each job gets its own seed, so all 8 make their own calls, and each sweep starts with an empty
 cache. The basic launcher is the baseline measured in the same run; the script prints the ratios.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.fault_server import FaultServer  # noqa: E402
+from tests.support.fault_server import FaultServer  # noqa: E402
 
 
 def sweep(launcher: list[str], api_base: str, jobs: int, concurrency: int, tmp: Path) -> float:

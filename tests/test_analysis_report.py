@@ -338,7 +338,7 @@ def test_the_shipped_sample_with_humans_has_a_row_per_expert_and_judge(tmp_path:
     """Issue 24 item 1 on the shipped sample: 2 judges × 2 modes (scripted fake provider) with
     data/sample/humans.csv; tables/expert_vs_judge.csv has every expert, every judge [mode] and the majority
     on every dimension both scored."""
-    from tests.studies import ROOT, run_sample_study
+    from tests.support.studies import ROOT, run_sample_study
 
     root = run_sample_study(tmp_path)
     out = tmp_path / "report"

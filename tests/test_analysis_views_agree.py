@@ -20,7 +20,7 @@ from analysis.scores import candidate_scores
 from analysis.study import study_candidates
 from analysis.viewdata import Study
 from analysis.viewsql import DISAGREEMENT_SQL
-from tests.studies import ROOT, run_sample_study
+from tests.support.studies import ROOT, run_sample_study
 
 N_BOOT = 50
 N_NULL = 30

@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from analysis import annotate
 from analysis.annotate_io import AnnotationError, load_sheet
 from analysis.cells import csv_safe, csv_unescape
-from tests.study_folders import DIMENSIONS, SAMPLE, sample_candidates, write_fake_run
+from tests.support.hostile import JSON, one_line
+from tests.support.study_folders import DIMENSIONS, SAMPLE, sample_candidates, write_fake_run
 
 PLANTED = {(i, c) for i, c, s, _ in sample_candidates() if s == "broad_gen" and c.endswith(":1")}
 DISPUTED = {c for _, c in PLANTED}
@@ -467,7 +470,7 @@ def _two_rubric_study(tmp_path: Path) -> Path:
     """Two judges' novelty runs and their narrowness runs (that rubric's own two dimensions) in one folder."""
     from omegaconf import OmegaConf
 
-    from tests.study_folders import ROOT
+    from tests.support.study_folders import ROOT
 
     root = tmp_path / "two"
     narrowness = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "rubric" / "narrowness.yaml"))
@@ -544,3 +547,66 @@ def test_a_judge_run_in_two_modes_is_one_rater_in_the_entropy(tmp_path: Path, mo
     pd.testing.assert_series_equal(both.sort_index(), single.sort_index())
     planted = [f"{i} | {c} | originality" for i, c in PLANTED]
     assert both.loc[planted].min() > 0.5 > both.drop(planted).max()  # a 1-vs-1 dispute is uncertain
+
+
+# --- a hostile Label Studio export (issue 25): any JSON in its place ---
+
+USERS = st.one_of(JSON, st.fixed_dictionaries({}, optional={"email": JSON, "id": JSON}))
+RESULTS = st.lists(
+    st.one_of(
+        JSON,
+        st.fixed_dictionaries(
+            {
+                "from_name": st.just("score"),
+                "value": st.one_of(
+                    JSON, st.fixed_dictionaries({"choices": st.one_of(JSON, st.lists(JSON, max_size=2))})
+                ),
+            }
+        ),
+    ),
+    max_size=2,
+)
+TASKS = st.lists(
+    st.one_of(
+        JSON,
+        st.fixed_dictionaries(
+            {
+                "data": st.one_of(JSON, st.fixed_dictionaries({"item": JSON})),
+                "annotations": st.one_of(
+                    JSON,
+                    st.lists(
+                        st.fixed_dictionaries(
+                            {"completed_by": USERS, "result": st.one_of(JSON, RESULTS)},
+                            optional={"was_cancelled": JSON},
+                        ),
+                        max_size=3,
+                    ),
+                ),
+            }
+        ),
+    ),
+    max_size=4,
+)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, database=None)
+@given(tasks=st.one_of(TASKS, JSON), nested=st.sampled_from([0, 0, 0, 5_000, 200_000]))
+def test_a_hostile_label_studio_export_is_read_or_one_line(
+    tasks: object, nested: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Any JSON in place of a Label Studio export (wrong types anywhere, nesting past the parser, users with
+    no email or id): labels with a text item and a distinct annotator each, or one line naming the file."""
+    from analysis.annotate_io import AnnotationError, read_labelstudio
+
+    path = tmp_path_factory.mktemp("ls") / "export.json"
+    text = json.dumps(tasks)
+    path.write_text("[" * nested + text + "]" * nested)
+    try:
+        labels = read_labelstudio(path)
+    except AnnotationError as exc:
+        assert one_line(str(exc)) and str(exc).startswith(str(path)), exc
+        return
+    assert labels["item"].map(lambda v: v is None or isinstance(v, str)).all()
+    assert (
+        labels["annotator"].map(lambda v: isinstance(v, str) and v not in ("None", "labelstudio:None")).all()
+    )

@@ -1,4 +1,4 @@
-"""batch=true against a local OpenAI-compatible batch API (tests/batch_server.py): completed, partial failure,
+"""batch=true against a local OpenAI-compatible batch API (tests/support/batch_server.py): completed, partial failure,
 expiry, a failed batch, kill-and-resume with 0 resubmissions, and results identical to the live path."""
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from judge.batch_journal import BatchJournal
 from judge.batch_run import BatchRunner
 from judge.cache import CallCache
 from judge.pricing import Prices
-from tests.batch_server import BatchServer
-from tests.test_plan import compose
+from tests.support.batch_server import BatchServer
+from tests.support.configs import compose
 
 ROOT = Path(__file__).resolve().parent.parent
 SAME = ["prompt_id", "candidate_id", "dimension", "sample_idx", "score", "raw", "parse_ok", "finish_reason"]
@@ -78,7 +78,8 @@ def test_batch_keeps_log_probabilities_so_expected_scores_equal_live(tmp_path: P
     """expected_scores=true in a batch: the output's log-probabilities are cached with the answer (the key
     asked for them), so the batch table's expected scores equal the live one's, and a live run replaying the
     batch's cache gets them too. Before, the batch path dropped them: every expected score empty, for good."""
-    from tests.test_expected import PLANTED_EXPECTED, _tokens
+    from tests.support.logprobs import PLANTED_EXPECTED
+    from tests.support.logprobs import planted_logprobs as _tokens
 
     server = BatchServer(polls=1, logprobs=_tokens)
     with server.running():

@@ -12,8 +12,8 @@ import pytest
 from experiments.inputs import StudyError
 from experiments.study import AllCallsFailed, run_study
 from judge.batch import MB, PROVIDER_LIMITS, BatchLimits, batch_limits
-from tests.batch_server import BatchServer
-from tests.test_plan import compose
+from tests.support.batch_server import BatchServer
+from tests.support.configs import compose
 
 
 def _cfg(server: BatchServer, tmp: Path, *more: str) -> dict[str, Any]:

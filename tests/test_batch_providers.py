@@ -16,7 +16,7 @@ from experiments.batching import batch_client
 from experiments.judges import make_judge
 from judge.batch import BatchClient, BatchError, BatchRequest, completion_of
 from judge.pricing import Prices
-from tests.test_plan import compose
+from tests.support.configs import compose
 
 SYSTEM, ANSWER = "You grade research ideas.", '{"originality": 2}'
 

@@ -18,8 +18,8 @@ from experiments.inputs import BudgetStop, StudyError
 from judge.budget import Budget, BudgetError
 from judge.completer import Completion
 from judge.pricing import Prices, prompt_tokens
-from tests.openai_server import ScriptedServer, Step, rubric_answer
-from tests.test_plan import compose
+from tests.support.configs import compose
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 
 ROOT = Path(__file__).resolve().parent.parent
 PRICES = ["judge.input_cost_per_token=1e-5", "judge.output_cost_per_token=1e-5"]
@@ -138,6 +138,26 @@ def test_budget_stop_exit_code(server: ScriptedServer, tmp_path: Path) -> None:
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["stopped"] == "budget"
 
 
+# hostile review 2, finding 6: a budget stop's parse rate ---
+
+def test_a_budget_stop_rates_only_the_calls_made(tmp_path: Path) -> None:
+    from experiments.study import run_study
+
+    srv = ScriptedServer(lambda body: Step(200, "I think this is good."))  # no answer can be scored
+    cfg = compose("judge=qwen", "judge.api_key_env=null", "limit=2", "n_samples=2", "progress=false",
+                  "max_tokens=40", "workers=1", "min_parse_rate=0.9", *PRICES)  # fmt: skip
+    cfg = {**cfg, "cache_dir": str(tmp_path / "cache"), "budget_usd": 0.01}
+    with srv.running():
+        cfg["judge"]["api_base"] = srv.api_base
+        with pytest.raises(BudgetStop, match=r"budget_usd=0.01 reached: .* calls not started .*; and of the calls "
+                                             r"made, parse rate 0\.000 is below min_parse_rate=0\.9 \((\d+) of \1 "
+                                             r"calls unscored"):  # fmt: skip
+            run_study(cfg, None, tmp_path / "run", run_id="run")
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["calls_not_started"] > 0 and manifest["unscored_calls"] == manifest["calls_made"] > 0
+    assert manifest["parse_rate"] == 0.0  # not (not started)/(total): those calls were never answered
+
+
 def test_a_timed_out_attempt_keeps_its_reservation_as_spent(tmp_path: Path) -> None:
     """Issue 25 #11: attempts the client gave up on (timeouts) counted as free, yet the server completed them:
     $0.40 at the provider against a $0.30 budget while the manifest said $0.17. Each timed-out attempt is now
@@ -147,7 +167,7 @@ def test_a_timed_out_attempt_keeps_its_reservation_as_spent(tmp_path: Path) -> N
     from judge.cache import CallCache
     from judge.client import SPENT_ON_TIMEOUT, Judge
     from judge.retry import RetryPolicy
-    from tests.fakes import FakeCompleter
+    from tests.support.fakes import FakeCompleter
 
     prices = Prices(1e-5, 1e-5, source="config")
     messages = [{"role": "user", "content": "word " * 50}]

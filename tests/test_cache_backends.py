@@ -23,9 +23,10 @@ from judge.cache import CacheError, CallCache
 from judge.cache_bundle import BundleError, export_runs, import_bundle, main
 from judge.completer import Completion
 from judge.stores import open_cache
-from tests.openai_server import ScriptedServer, Step, rubric_answer
-from tests.redis_server import RedisServer, redis_server
-from tests.test_reliability import config, run_in_process
+from tests.support.configs import config
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.redis_server import RedisServer, redis_server
+from tests.support.runners import run_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = ["prompt_id", "candidate_id", "dimension", "sample_idx", "score", "parse_ok", "raw", "position", "label",

@@ -10,7 +10,7 @@ import pytest
 
 from analysis import card
 from analysis.humans import human_agreement
-from tests.study_folders import DIMENSIONS, sample_candidates, write_fake_run
+from tests.support.study_folders import DIMENSIONS, sample_candidates, write_fake_run
 
 TEXT_LEN = {c: len(t.split()) for _, c, _, t in sample_candidates()}
 
@@ -92,6 +92,17 @@ def test_cards_have_the_same_fields_and_the_planted_values(study, tmp_path) -> N
 def test_card_cli_reports_a_bad_folder(tmp_path, capsys) -> None:
     assert card.main([str(tmp_path / "missing")]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+# hostile review 2, finding 13: a damaged manifest is named ---
+
+@pytest.mark.parametrize("text", ["{\n'judge': 1}", "[1, 2]"])
+def test_card_names_a_damaged_manifest(text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_fake_run(tmp_path / "runs" / "a1", "judge-a", "independent", lambda j, c, d, k: 3.0)
+    (run / "manifest.json").write_text(text)
+    assert card.main([str(tmp_path / "runs"), "--n-boot", "10"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {run / 'manifest.json'}: not a readable manifest") and err.count("\n") == 1
 
 
 def test_human_agreement_joins_by_instance_and_candidate() -> None:

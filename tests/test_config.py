@@ -6,6 +6,8 @@ import dataclasses
 
 import pytest
 from hydra import compose, initialize_config_module
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from experiments.config import (
     ConfigError,
@@ -16,6 +18,7 @@ from experiments.config import (
     command_line_problem,
     load,
 )
+from tests.support.hostile import one_line
 
 
 def composed(name: str, *overrides: str) -> object:
@@ -73,3 +76,46 @@ def _plain() -> dict:
     cfg = OmegaConf.to_container(composed("config"), resolve=True)
     assert isinstance(cfg, dict)
     return cfg
+
+
+# --- hostile settings (issues 11 and 25): any value is valid or one line naming the setting ---
+
+HOSTILE_SETTINGS = ["limit=-1", "limit=0", "limit=two", "n_samples=-2", "n_samples=0", "n_samples=abc",
+                    "temperature=hot", "temperature=-1", "temperature=nan", "judge.concurrency=0",
+                    "judge.timeout_s=0", "max_tokens=0", "retry.max_attempts=0", "retry.initial_wait_s=-1",
+                    "workers=0", "budget_usd=-5", "mode.k_per_source=0", "min_parse_rate=2"]  # fmt: skip
+
+
+@pytest.mark.parametrize("setting", HOSTILE_SETTINGS)
+def test_a_hostile_setting_is_one_line_naming_it(setting: str) -> None:
+    problem = command_line_problem([setting], "config")
+    name = setting.split("=")[0]
+    assert problem is not None and "\n" not in problem and problem.startswith(name), problem
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, database=None)
+@given(st.sampled_from(["limit", "n_samples", "temperature", "max_tokens", "seed", "judge.concurrency",
+                        "judge.timeout_s", "retry.max_attempts", "workers", "budget_usd"]),
+       st.one_of(st.integers(-10**20, 10**20), st.floats(allow_nan=True), st.text(max_size=6),
+                 st.sampled_from(["null", "[]", "{}", "true", "1e999", "٣", "１"])))  # fmt: skip
+def test_any_value_of_a_setting_is_valid_or_one_line(name: str, value: object) -> None:
+    problem = command_line_problem([f"{name}={value}"], "config")
+    assert problem is None or ("\n" not in problem and problem.strip()), problem
+
+
+HOSTILE_POOL_SETTINGS = [
+    "judge.pool.max_parallel_requests=-1",
+    "judge.pool.rpm=-5",
+    "judge.pool.rpm=0",
+    "judge.pool.allowed_fails=-1",
+    "judge.pool.cooldown_s=-3",
+    "judge.pool.cooldown_s=nan",
+    "judge.pool.routing=fastest",
+    "judge.tpm=0",
+]
+
+
+@pytest.mark.parametrize("setting", HOSTILE_POOL_SETTINGS)
+def test_a_hostile_pool_setting_is_one_line_naming_it(setting: str) -> None:
+    problem = command_line_problem([setting], "config")
+    assert problem is not None and one_line(problem) and problem.startswith(setting.split("=")[0]), problem

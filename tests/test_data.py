@@ -19,7 +19,7 @@ import pytest
 from experiments import data
 from experiments.data import DATASETS, DataError, data_file, fetch, main, sha256_of
 from experiments.inputs import StudyError, resolve_path
-from tests.studies import config, public_data
+from tests.support.studies import config, public_data
 
 
 class QuietHandler(SimpleHTTPRequestHandler):

@@ -27,7 +27,7 @@ from experiments.datasets import (
 )
 from experiments.novbench_data import load_novbench, load_novbench_records
 from experiments.rqbench import load_rqbench, paper_passage
-from tests.studies import public_data
+from tests.support.studies import public_data
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample"

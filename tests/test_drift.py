@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from analysis import drift
-from tests.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 
 
 def dated_run(seed: int, date: int, shift_from: int, n: int = 60, samples: int = 3) -> pd.DataFrame:
@@ -70,7 +70,7 @@ def test_refresh_reasks_keeps_the_old_answers_and_drift_reads_both(
 ) -> None:
     from experiments.inputs import load_study_inputs
     from experiments.study import run_study
-    from tests.test_plan import compose
+    from tests.support.configs import compose
 
     cfg = compose(
         "judge=qwen", f"judge.api_base={server.api_base}", "limit=1", "n_samples=2", "progress=false"

@@ -4,7 +4,6 @@ through a whole study, and the embedded model's own probabilities."""
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 import pandas as pd
@@ -13,26 +12,12 @@ import pytest
 from judge.completer import Completion
 from judge.expected import TokenLogprob, expected_scores, expected_value, from_response, value_distribution
 from judge.parse import Field
-from tests.openai_server import ScriptedServer, Step, rubric_answer
-from tests.test_runner import run
+from tests.support.logprobs import PLANTED, PLANTED_EXPECTED
+from tests.support.logprobs import planted_logprobs as _tokens
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.runners import run
 
 FIELDS = [Field("originality", 0, 3, ()), Field("gap_addressing", 0, 3, ())]
-# planted distribution of the score token: " 2" and "2" both mean 2; "x" is not a score and is dropped
-PLANTED = [(" 2", 0.5), ("2", 0.1), (" 1", 0.2), (" 3", 0.1), (" 0", 0.1), ("x", 0.05)]
-PLANTED_EXPECTED = (2 * 0.6 + 1 * 0.2 + 3 * 0.1 + 0 * 0.1) / 1.0  # = 1.7
-
-
-def _tokens(text: str, planted: list[tuple[str, float]] = PLANTED) -> list[dict]:
-    """OpenAI logprobs.content for `text`: every value digit (with its leading space) is one token with the
-    planted alternatives; every other piece is certain."""
-    out = []
-    for piece in re.findall(r" \d+|\s+|[A-Za-z_]+|.", text):
-        if piece.strip().isdigit():
-            top = [{"token": t, "logprob": math.log(p)} for t, p in planted]
-            out.append({"token": piece, "logprob": math.log(0.5), "top_logprobs": top})
-        else:
-            out.append({"token": piece, "logprob": 0.0, "top_logprobs": [{"token": piece, "logprob": 0.0}]})
-    return out
 
 
 def test_value_distribution_and_expected_value_known() -> None:
@@ -181,7 +166,7 @@ def test_embedded_model_returns_its_own_probabilities() -> None:
 def test_report_expected_counts_and_prints_the_rows_it_cannot_use(tmp_path: Path, capsys) -> None:
     """`--expected` on rows without score_expected: counted per judge and printed (issue 24.4), not silent."""
     from analysis.report import main
-    from tests.study_folders import write_fake_run
+    from tests.support.study_folders import write_fake_run
 
     for judge in ("a", "b"):
         folder = write_fake_run(tmp_path / judge, judge, "independent", lambda j, c, d, k: 2.0)

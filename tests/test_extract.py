@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from experiments.extract import classification_metrics, run_extract
-from tests.openai_server import ScriptedServer, Step
+from tests.support.openai_server import ScriptedServer, Step
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,8 +12,8 @@ from judge.cache import CallCache, cache_key
 from judge.client import Judge
 from judge.completer import LiteLLMCompleter
 from judge.retry import FatalProviderError, RetryPolicy, is_transient, retry_after_seconds
-from tests.fakes import FakeCompleter
-from tests.openai_server import ScriptedServer, Step, scripted
+from tests.support.fakes import FakeCompleter
+from tests.support.openai_server import ScriptedServer, Step, scripted
 
 MSGS = [{"role": "user", "content": "rate this"}]
 GOOD = '{"originality": 2, "gap_addressing": 1, "non_obviousness": 3}'

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.studies import ROOT
+from tests.support.studies import ROOT
 
 #: What ships; tests/ is not held to it.
 PACKAGES = ("judge", "experiments", "analysis", "conf", "rubrics")

@@ -17,8 +17,8 @@ from typing import Any
 from analysis.collect import load_results
 from analysis.winrate import win_tie_loss
 from experiments.datasets import load_dataset
-from tests.openai_server import ScriptedServer, Step
-from tests.test_reliability import run_env
+from tests.support.openai_server import ScriptedServer, Step
+from tests.support.runners import run_env
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = """{% import "_common.jinja" as c %}

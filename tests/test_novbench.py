@@ -25,7 +25,7 @@ from analysis.novbench import (
     units,
 )
 from analysis.sections import parse_sections
-from tests.studies import public_data
+from tests.support.studies import public_data
 
 
 class FakeEmbedder:

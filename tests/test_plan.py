@@ -15,8 +15,9 @@ import pytest
 from experiments.inputs import load_study_inputs
 from experiments.plan import plan_study, run_plan, sum_plans
 from judge.pricing import prices_for
-from tests.openai_server import ScriptedServer, Step, rubric_answer
-from tests.studies import cli_env
+from tests.support.configs import compose
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.studies import cli_env
 
 
 @pytest.fixture(scope="module")
@@ -24,19 +25,6 @@ def server() -> Iterator[ScriptedServer]:
     srv = ScriptedServer(lambda body: Step(200, rubric_answer(body)))
     with srv.running():
         yield srv
-
-
-def compose(*overrides: str) -> dict[str, Any]:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-    from omegaconf import OmegaConf
-
-    with initialize_config_module(config_module="conf", version_base="1.3"):
-        cfg = OmegaConf.to_container(
-            hydra_compose(config_name="config", overrides=list(overrides)), resolve=True
-        )
-    assert isinstance(cfg, dict)
-    return cfg
 
 
 def test_prices_known_values_and_overrides() -> None:

@@ -1,6 +1,6 @@
 """One judge, many endpoints: litellm's Router over three local replicas - one slow, one failing, one healthy.
 
-The replicas are `tests.fault_server` servers (real HTTP through litellm); each counts the requests it saw.
+The replicas are `tests.support.fault_server` servers (real HTTP through litellm); each counts the requests it saw.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import pytest
 
 from experiments.inputs import StudyError
 from judge.routing import PoolSettings
-from tests.fault_server import FaultServer
-from tests.test_reliability import config, run_in_process
+from tests.support.configs import config
+from tests.support.fault_server import FaultServer
+from tests.support.runners import run_in_process
 
 CONCURRENCY = 8
 FAST = ["retry.initial_wait_s=0.01", "retry.max_wait_s=0.05"]

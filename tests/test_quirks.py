@@ -15,8 +15,8 @@ from experiments.judges import sent_request
 from experiments.study import run_study
 from judge.quirks import build_request, request_shape
 from judge.rubric import rubric_from_config
-from tests.openai_server import ScriptedServer, Step, rubric_answer
-from tests.test_plan import compose
+from tests.support.configs import compose
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted(p.stem for p in (ROOT / "conf" / "judge").glob("*.yaml"))

@@ -13,7 +13,7 @@ from judge.client import Judge
 from judge.completer import LiteLLMCompleter
 from judge.ratelimit import Pacer, RateLimiter, limiter_for, parse_duration
 from judge.retry import FatalProviderError, RetryPolicy
-from tests.openai_server import ScriptedServer, Step, scripted
+from tests.support.openai_server import ScriptedServer, Step, scripted
 
 
 def test_parse_duration_known_values() -> None:
@@ -84,8 +84,9 @@ def test_a_token_limit_below_one_request_is_refused_naming_its_size() -> None:
 @pytest.mark.timeout(120)
 def test_a_study_under_a_too_small_token_limit_stops_in_one_line(tmp_path: Path) -> None:
     from experiments.inputs import StudyError
-    from tests.fault_server import FaultServer
-    from tests.test_reliability import config, run_in_process
+    from tests.support.configs import config
+    from tests.support.fault_server import FaultServer
+    from tests.support.runners import run_in_process
 
     server = FaultServer(faults={}, answers={})
     with server.running():

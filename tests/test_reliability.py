@@ -1,7 +1,7 @@
 """Reliability under faults: every fault, crash and resume, shared caches, damaged caches, secrets.
 
 The studies run through the framework's real path (`python -m experiments.run` in a subprocess, or
-`run_study` in-process where only the cache matters) and litellm's real HTTP path to `tests.fault_server`.
+`run_study` in-process where only the cache matters) and litellm's real HTTP path to `tests.support.fault_server`.
 Each test asserts counts: rows, requests the server saw, retries in the manifest, cache entries.
 """
 
@@ -30,9 +30,10 @@ from experiments.inputs import StudyError
 from judge.cache import CacheError, CallCache
 from judge.completer import Completion
 from judge.retry import is_transient
-from tests.fault_server import ANSWERS, OFF_RUBRIC, TRANSIENT, FaultServer
-from tests.openai_server import ScriptedServer, Step
-from tests.studies import cli_env
+from tests.support.configs import config
+from tests.support.fault_server import ANSWERS, OFF_RUBRIC, TRANSIENT, FaultServer
+from tests.support.openai_server import ScriptedServer, Step
+from tests.support.runners import manifest_of, run_env, run_in_process
 
 PLANTED = "sk-planted-fault-path-0123456789-SECRET"
 JUDGMENT = ["instance_id", "candidate_id", "dimension", "sample_idx", "score", "preference", "parse_ok", "raw",
@@ -60,10 +61,6 @@ def runner(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "experiments.run", *args, "progress=false"]
 
 
-def run_env(tmp: Path, env_extra: dict[str, str] | None = None) -> dict[str, str]:
-    return cli_env(tmp, {"OPENAI_API_KEY": "sk-local-test-server", **(env_extra or {})})
-
-
 def run(args: list[str], tmp: Path, env_extra: dict[str, str] | None = None,
         timeout: float = 240) -> subprocess.CompletedProcess[str]:  # fmt: skip
     return subprocess.run(runner(args), cwd=tmp, env=run_env(tmp, env_extra), capture_output=True, text=True,
@@ -75,34 +72,9 @@ def study_args(server: FaultServer, data: Path, run_dir: Path, *extra: str) -> l
             *FAST, *extra]  # fmt: skip
 
 
-def config(overrides: list[str]) -> dict[str, Any]:
-    """The resolved config `python -m experiments.run <overrides>` would run (a later `key=` wins)."""
-    from hydra import compose, initialize_config_module
-    from omegaconf import OmegaConf
-
-    last = {o.split("=", 1)[0]: o for o in [*overrides, "progress=false"] if not o.startswith("hydra.")}
-    with initialize_config_module(config_module="conf", version_base="1.3"):
-        cfg = OmegaConf.to_container(compose(config_name="config", overrides=list(last.values())), resolve=True)
-    assert isinstance(cfg, dict)
-    return cfg
-
-
-def run_in_process(cfg: dict[str, Any], out: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """`run_study` in this process (no interpreter start-up): the table and the manifest."""
-    from experiments.study import run_study
-
-    os.environ.setdefault("OPENAI_API_KEY", "sk-local-test-server")
-    table = run_study(cfg, None, out, run_id=out.name)
-    return table, manifest_of(out)
-
-
 def judgments(table: pd.DataFrame) -> pd.DataFrame:
     keys = ["instance_id", "candidate_id", "dimension", "sample_idx"]
     return table[JUDGMENT].sort_values(keys).reset_index(drop=True)
-
-
-def manifest_of(run_dir: Path) -> dict[str, Any]:
-    return json.loads((run_dir / "manifest.json").read_text())
 
 
 # --- every fault, 1,080 calls -----------------------------------------------------------------------------
@@ -472,7 +444,7 @@ def test_lean_hooks_skip_only_judge_calls_without_callbacks(monkeypatch: pytest.
 def test_worker_plan() -> None:
     from experiments.study import MAX_AUTO_WORKERS, plan_workers
     from judge.client import Judge
-    from tests.fakes import FakeCompleter
+    from tests.support.fakes import FakeCompleter
 
     judge = Judge(FakeCompleter(lambda m, p: "{}", model="openai/x"), cache=None, concurrency=16)  # type: ignore[arg-type]
     cores = len(os.sched_getaffinity(0))

@@ -18,7 +18,7 @@ from experiments.coling import (
     unmatched_chosen,
 )
 from experiments.validation import DatasetError
-from tests.studies import public_data
+from tests.support.studies import public_data
 
 
 def paper(pid: int, decision: str, scores: list[int]) -> dict[str, object]:

@@ -14,9 +14,9 @@ import pytest
 
 from analysis.robustness import robustness_table
 from experiments import robustness as rb
-from tests.fakes import FakeCompleter
-from tests.openai_server import ScriptedServer, Step, rubric_answer
-from tests.test_runner import run
+from tests.support.fakes import FakeCompleter
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.runners import run
 
 TEXT = "Does gating retrieval help? It saves latency. Accuracy barely drops."
 
@@ -192,7 +192,7 @@ def _garbage_study(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[lis
     from experiments.datasets import Candidate, Instance
     from judge.client import Judge
     from judge.stores import open_cache
-    from tests.fakes import garbage_paraphraser
+    from tests.support.fakes import garbage_paraphraser
 
     fake = FakeCompleter(garbage_paraphraser(RQ))
     monkeypatch.setattr(judges, "make_judge", lambda cfg: Judge(fake, open_cache(None, tmp_path / "cache")))

@@ -28,7 +28,7 @@ from experiments.schema import (
     read_manifest,
     write_manifest,
 )
-from tests.study_folders import write_fake_run
+from tests.support.study_folders import write_fake_run
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,15 +11,10 @@ import pytest
 
 from analysis.collect import load_results
 from experiments.schema import COLUMNS
-from tests.openai_server import ScriptedServer, Step, rubric_answer
-from tests.studies import cli_env
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.runners import run
 
 PLANTED = "sk-planted-0123456789abcdef-SECRET"
-
-
-def run(args: list[str], tmp: Path, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "experiments.run", *args, "progress=false"], cwd=tmp,
-                          env=cli_env(tmp, env_extra), capture_output=True, text=True, timeout=300)  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Scaling out: sharded studies, sweeps on Hydra's joblib and submitit_local launchers, one shared cache.
 
-Every study talks to a local OpenAI-compatible server (`tests.openai_server`, real HTTP through litellm) whose
+Every study talks to a local OpenAI-compatible server (`tests.support.openai_server`, real HTTP through litellm) whose
 answers depend on the prompt only, so a sharded and an unsharded study must agree row for row.
 """
 
@@ -24,8 +24,9 @@ from analysis.shards import ShardMergeError
 from experiments.inputs import StudyError
 from experiments.shard import Shard, ShardError, parse_shard, select, study_id
 from judge.cache import CallCache
-from tests.openai_server import ScriptedServer, Step, rubric_answer
-from tests.test_reliability import config, run_in_process
+from tests.support.configs import config
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.runners import run_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 SAME = ["judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id", "candidate_id", "source",

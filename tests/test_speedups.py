@@ -10,7 +10,7 @@ import litellm
 import pytest
 
 from judge import speedups
-from tests.openai_server import ScriptedServer, Step
+from tests.support.openai_server import ScriptedServer, Step
 
 
 def test_litellm_still_has_what_the_speedups_rely_on() -> None:

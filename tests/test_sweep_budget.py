@@ -14,10 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from experiments.sweep_budget import budget_stop
 from judge.ledger import Fit, LedgerError, SharedSpend, read_ledger
-from tests.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.hostile import JSON, one_line
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 
 ROOT = Path(__file__).resolve().parent.parent
 PRICES = ["judge.input_cost_per_token=1e-5", "judge.output_cost_per_token=1e-5"]
@@ -318,3 +321,47 @@ def test_a_sweep_folder_is_claimed_unless_a_live_sweep_holds_it(tmp_path: Path) 
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / SWEEP_CLAIM).write_text("another-machine:12")  # can't be checked: taken as live
     assert claim_sweep_folder(tmp_path / "other") == tmp_path / "other-2"
+
+
+# --- a hostile ledger (issue 25): a sweep's spend.json, whatever it holds ---
+
+AMOUNT = st.one_of(
+    st.floats(allow_nan=True), st.integers(-(10**6), 10**6), st.booleans(), st.none(), st.text(max_size=4)
+)
+LEDGER_LINE = st.fixed_dictionaries(
+    {"spent_usd": AMOUNT, "reserved_usd": AMOUNT}, optional={"pid": JSON, "host": JSON}
+)
+LEDGERS = st.one_of(
+    JSON,
+    st.fixed_dictionaries(
+        {"jobs": st.dictionaries(st.text(max_size=6), LEDGER_LINE | JSON, max_size=3)},
+        optional={"stopped_at_usd": AMOUNT},
+    ),
+)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(content=LEDGERS)
+def test_a_hostile_ledger_is_sound_or_refused_in_one_line(
+    content: object, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A sweep's spend.json, whatever it holds: read with every amount a finite, non-negative number (so no
+    job's spend can hand budget to another), or refused in one line naming the file."""
+    import math
+
+    from judge.ledger import LedgerError, SharedSpend, read_ledger
+
+    path = tmp_path_factory.mktemp("ledger") / "spend.json"
+    path.write_text(json.dumps(content))
+    try:
+        ledger = read_ledger(path)
+        SharedSpend(path, "0_job").reserve(0.01, 1.0)
+    except LedgerError as exc:
+        assert one_line(str(exc)) and str(exc).startswith(str(path)), exc
+        return
+    amounts = [line[k] for line in ledger["jobs"].values() for k in ("spent_usd", "reserved_usd")]
+    amounts += [] if ledger["stopped_at_usd"] is None else [ledger["stopped_at_usd"]]
+    assert all(
+        isinstance(a, int | float) and not isinstance(a, bool) and math.isfinite(a) and a >= 0
+        for a in amounts
+    )

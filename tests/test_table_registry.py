@@ -14,7 +14,7 @@ from analysis.card_markdown import card_markdown
 from analysis.collect import load_results
 from analysis.registry import CardField, StudyInputs, Tables, TableSpec
 from analysis.report_sections import SECTIONS
-from tests.study_folders import DIMENSIONS, sample_candidates, write_fake_run
+from tests.support.study_folders import DIMENSIONS, sample_candidates, write_fake_run
 
 
 def _score(judge: str, cand: str, dim: str, k: int) -> float:

@@ -1,6 +1,6 @@
 """Comparative mode against a provider that cuts answers at max_tokens, as real providers do.
 
-The local server (tests.openai_server.provider_answer) writes the rubric's answer as chat models write JSON
+The local server (tests.support.openai_server.provider_answer) writes the rubric's answer as chat models write JSON
 (pretty-printed in a ```json fence), counts its tokens with a real BPE tokenizer and stops at the request's
 `max_tokens` with finish_reason "length". The shipped sample (6 instances, a reference and 5 candidates of each
 of 2 generators) is judged in full.
@@ -18,8 +18,9 @@ import pandas as pd
 import pytest
 
 from experiments.inputs import ParseRateError
-from tests.openai_server import ScriptedServer, provider_answer
-from tests.test_reliability import config, run_env, run_in_process
+from tests.support.configs import config
+from tests.support.openai_server import ScriptedServer, provider_answer
+from tests.support.runners import run_env, run_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 

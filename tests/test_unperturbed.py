@@ -13,7 +13,7 @@ import pytest
 
 from analysis import annotate, card, latent, report
 from analysis.robustness import unperturbed
-from tests.study_folders import write_fake_run
+from tests.support.study_folders import write_fake_run
 
 
 def test_unperturbed_keeps_none_and_empty_like_the_viewer() -> None:

@@ -27,8 +27,8 @@ from analysis import card, report
 from analysis.collect import load_results
 from analysis.validate import ResultsError
 from experiments.datasets import load_dataset
-from tests.openai_server import ScriptedServer, Step
-from tests.studies import cli_env
+from tests.support.openai_server import ScriptedServer, Step
+from tests.support.studies import cli_env
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = Path(conf.__file__).resolve().parent

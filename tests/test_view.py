@@ -1,5 +1,5 @@
 """The study viewer: DuckDB list queries with planted disagreements, a real fake-provider study served over
-HTTP, and a real headless Chromium driving the list and item pages (tests.browser)."""
+HTTP, and a real headless Chromium driving the list and item pages (tests.support.browser)."""
 
 from __future__ import annotations
 
@@ -16,17 +16,21 @@ import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import pandas as pd
 import pytest
 import uvicorn
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from analysis.synthetic import synthetic_humans, synthetic_results
 from analysis.view import bind, bind_port, create_app, main, split_background
 from analysis.viewdata import Study, ViewError
-from tests.browser import browser_page
-from tests.studies import UNPARSEABLE, run_sample_study
+from tests.support.browser import browser_page
+from tests.support.hostile import one_line
+from tests.support.studies import UNPARSEABLE, run_sample_study
 
 
 def write_synthetic(root: Path) -> pd.DataFrame:
@@ -483,3 +487,78 @@ def test_a_parquet_position_too_large_for_its_column_is_one_line(tmp_path: Path)
     frame.iloc[:40].assign(position=1e30).to_parquet(folder / "results.parquet")
     with pytest.raises(ViewError, match=r"results\.parquet: position '1e\+30' is not an integer$"):
         Study(tmp_path / "study")
+
+
+# --- hostile query strings (issue 25): any query on any page, from any Host ---
+
+@pytest.fixture(scope="module")
+def viewer(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The viewer's app on a small synthetic study (two runs: parquet and CSV), as a test client."""
+    from fastapi.testclient import TestClient
+
+    from analysis.synthetic import synthetic_results
+    from analysis.view import create_app
+    from analysis.viewdata import Study
+
+    root = tmp_path_factory.mktemp("viewer")
+    frame = synthetic_results(n_instances=3, seed=2)
+    frame = frame.astype({c: str for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)})
+    for n, (_, part) in enumerate(frame.groupby(["judge", "mode"])):
+        (root / str(n)).mkdir()
+        if n % 2:
+            part.to_csv(root / str(n) / "results.csv", index=False)
+        else:
+            part.to_parquet(root / str(n) / "results.parquet", index=False)
+    study = Study(root)
+    yield TestClient(create_app(study), base_url="http://127.0.0.1:8765", raise_server_exceptions=False)
+    study.close()
+
+
+QUERY_VALUE = st.one_of(
+    st.text(max_size=12),
+    st.integers(-(2**70), 2**70).map(str),
+    st.sampled_from(["1e30", "nan", "-0", "9223372036854775808", "", "%00", "'", '"', "inst00001", "spread"]),
+)
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    path=st.sampled_from(["/", "/item"]),
+    params=st.dictionaries(
+        st.sampled_from(
+            [
+                "offset",
+                "sort",
+                "judge",
+                "mode",
+                "rubric",
+                "dimension",
+                "source",
+                "instance_id",
+                "candidate_id",
+                "x",
+            ]
+        ),
+        QUERY_VALUE,
+        max_size=5,
+    ),
+    host=st.sampled_from(["127.0.0.1:8765", "localhost", "evil.example", "127.0.0.1.evil.example"]),
+)
+def test_a_hostile_query_string_is_a_page_or_one_line(
+    viewer: Any, path: str, params: dict[str, str], host: str
+) -> None:
+    """Any query string on any page, from any Host: a page (the item page says when nothing matches), or a
+    4xx with one line; never a 500 or a traceback, and never the study for another host (DNS rebinding)."""
+    response = viewer.get(path, params=params, headers={"host": host})
+    assert response.status_code < 500, (path, params, response.text[:300])
+    if "evil" in host:
+        assert response.status_code == 400
+    assert "Traceback" not in response.text
+    if response.status_code >= 400 and not response.text.startswith("<!doctype html>"):  # a page, or one line
+        assert one_line(response.text), response.text[:300]

@@ -1,65 +1,37 @@
-"""Issue 25, items 1-7 and 17: the batch, journal and cache surfaces against the local batch server
-(tests/batch_server.py), the scripted chat server (tests/openai_server.py) and a real or fake Redis.
+"""Cache keys and cache entries: the key ignores credentials, and one validated entry schema on disk, in Redis
+and in bundles; issue 25, items 3, 6, 7 and 17, against the scripted chat server
+(tests/support/openai_server.py) and a real or fake Redis (the batch journal's items are in
+test_batch_journal.py).
 
-Each test fails on the code before the fix: a key in the error column and in the journal, a rotated key that
-makes every answer a miss, a damaged journal that resubmits a running batch, a repeated custom_id counted
-twice, cache entries of the wrong type accepted, an import that overwrote the user's answers, and tracebacks
-from `judge.cache export`."""
+Each test fails on the code before the fix: a rotated key that makes every answer a miss, cache entries of the
+wrong type accepted, an import that overwrote the user's answers, and tracebacks from `judge.cache export`."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import diskcache
-import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from experiments.study import run_study
-from judge.batch import BatchClient, BatchError, BatchRequest
-from judge.batch_journal import BatchJournal
-from judge.batch_run import BatchRunner
 from judge.cache import CallCache, _checksum, cache_key
 from judge.cache_bundle import FORMAT, BundleError, _entry_line, import_bundle, main
 from judge.completer import Completion
-from judge.pricing import Prices
-from tests.batch_server import BatchServer
-from tests.fakes import FakeTextStore
-from tests.openai_server import ScriptedServer, Step, rubric_answer
-from tests.redis_server import redis_server
-from tests.studies import config
+from tests.support.fakes import FakeTextStore
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.redis_server import redis_server
+from tests.support.studies import config
 
-KEY = "sk-batch-cache-hardening-0123456789"
 MODEL = "openai/judge"
 PROMPT = 'Rate.\nAnswer with only this JSON object\n{"score": <integer 1-5>}'
-BATCH_PRICES = Prices(input_cost_per_token_batches=1e-6, output_cost_per_token_batches=2e-6)
-PER_REQUEST = 12 * 1e-6 + 7 * 2e-6  # the batch server's usage: 12 prompt and 7 completion tokens
-
-
-def requests(n: int) -> list[BatchRequest]:
-    return [BatchRequest(f"{i:064x}", [{"role": "user", "content": PROMPT}], {"seed": i}) for i in range(n)]
-
-
-def client(server: BatchServer) -> BatchClient:
-    return BatchClient(MODEL, server.api_base, "no-key", lambda params, _: dict(params))
-
-
-def runner(server: BatchServer, tmp: Path, api_base: str | None = None) -> tuple[BatchRunner, CallCache]:
-    cache = CallCache(tmp / "cache")
-    run = BatchRunner(
-        client(server),
-        cache,
-        BatchJournal(tmp / "cache"),
-        BATCH_PRICES,
-        model=MODEL,
-        api_base=api_base or server.api_base,
-        poll_s=0.01,
-    )
-    return run, cache
 
 
 def live_study(api_base: str, tmp: Path) -> dict[str, Any]:
@@ -74,75 +46,6 @@ def live_study(api_base: str, tmp: Path) -> dict[str, Any]:
             f"cache_dir={tmp / 'cache'}",
         ]
     )
-
-
-def batch_study(server: BatchServer, tmp: Path, *more: str) -> dict[str, Any]:
-    return config(
-        [
-            "judge=qwen",
-            f"judge.api_base={server.api_base}",
-            "judge.api_key_env=QWEN_API_KEY",
-            "limit=1",
-            "n_samples=2",
-            "progress=false",
-            "batch=true",
-            "batch_settings.poll_s=0.02",
-            "min_parse_rate=0",
-            f"cache_dir={tmp / 'cache'}",
-            *more,
-        ]
-    )
-
-
-def files_holding(root: Path, secret: str) -> list[Path]:
-    """Every file below `root` (results, configs, logs, the cache's database, the batch journal) holding it."""
-    return [p for p in root.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
-
-
-# 1. batch errors are redacted ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("where", ["error_file", "non_200_line"])
-def test_batch_errors_quoting_the_key_are_redacted(
-    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The provider's error quotes the Authorization header (Bearer <key>) for the odd-seeded requests:
-    before, `Bearer sk-...` was written to the error column of results.parquet and results.csv."""
-    monkeypatch.setenv("QWEN_API_KEY", KEY)
-    server = BatchServer(
-        polls=0,
-        echo_auth=True,
-        fail=lambda body: body.get("seed", 0) % 2 == 1,
-        fail_status=401 if where == "non_200_line" else 0,
-    )
-    with server.running():
-        frame = run_study(
-            batch_study(server, tmp_path, "batch_settings.rounds=1"), None, tmp_path / "run", run_id="run"
-        )
-    unscored = frame[~frame["parse_ok"]]
-    assert len(unscored) > 0 and unscored["error"].str.contains("REDACTED").all(), unscored["error"].tolist()
-    assert not unscored["error"].str.contains(KEY[:12]).any()
-    csv = pd.read_csv(tmp_path / "run" / "results.csv")
-    assert csv["error"].dropna().str.contains("REDACTED").sum() == len(unscored)
-    assert files_holding(tmp_path, KEY) == []
-
-
-# 2. the journal records the endpoint without credentials ---------------------------------------------------
-
-
-@pytest.mark.parametrize("form", ["query", "user_info"])
-def test_journal_records_the_endpoint_without_credentials(form: str, tmp_path: Path) -> None:
-    server = BatchServer(polls=0)
-    with server.running():
-        host = server.api_base.split("://", 1)[1]
-        typed = f"{server.api_base}?key={KEY}" if form == "query" else f"http://user:{KEY}@{host}"
-        run, cache = runner(server, tmp_path, typed)
-        results = run.run(requests(2))
-        cache.close()
-    assert all(r.completion is not None for r in results.values())
-    records = list((tmp_path / "cache" / "batches").glob("*.json"))
-    assert len(records) == 1 and json.loads(records[0].read_text())["api_base"] == server.api_base
-    assert files_holding(tmp_path, KEY) == []
 
 
 # 3. the cache key ignores credentials and a trailing slash -------------------------------------------------
@@ -205,73 +108,6 @@ def test_rotating_a_key_in_the_api_base_reruns_from_the_cache(tmp_path: Path) ->
             run_study(cfg, None, tmp_path / f"run{i}", run_id=f"run{i}")
             made.append(json.loads((tmp_path / f"run{i}" / "manifest.json").read_text())["calls_made"])
     assert made == [11, 0, 0] and len(server.requests) == 11
-
-
-# 4. a damaged journal is never skipped ----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "damage", ["truncated", "wrong_type", "extra_field", "slash_in_journal", "slash_typed"]
-)
-def test_a_damaged_journal_never_resubmits_a_running_batch(damage: str, tmp_path: Path) -> None:
-    """A run submitted a batch and was killed while it ran; its journal record is then damaged. Before, the
-    record was skipped and the rerun submitted the same requests in a second batch (paid twice)."""
-    server = BatchServer(polls=10_000)
-    todo = requests(3)
-    with server.running():
-        first, cache = runner(server, tmp_path)
-        first._enqueue(todo, 1, {})
-        first._fill([])  # the batch is running at the provider when the run dies
-        cache.close()
-        [record] = (tmp_path / "cache" / "batches").glob("*.json")
-        text = record.read_text()
-        data = json.loads(text)
-        if damage == "truncated":
-            record.write_text(text[: len(text) // 2])
-        elif damage == "wrong_type":
-            record.write_text(json.dumps({**data, "keys": "not a list"}))
-        elif damage == "extra_field":
-            record.write_text(json.dumps({**data, "written_by": "a later version"}))
-        elif damage == "slash_in_journal":
-            record.write_text(json.dumps({**data, "api_base": server.api_base + "/"}))
-        server.polls = 0
-        rerun, cache = runner(server, tmp_path, server.api_base + "/" if damage == "slash_typed" else None)
-        if damage in ("truncated", "wrong_type"):
-            with pytest.raises(BatchError) as err:
-                rerun.run(todo)
-            assert str(err.value).startswith(f"{record}: batch journal record ") and "\n" not in str(
-                err.value
-            )
-        else:  # recovered: the running batch is polled and collected
-            results = rerun.run(todo)
-            assert rerun.stats.resumed == 1 and all(r.completion is not None for r in results.values())
-        cache.close()
-    assert server.created == 1 and server.uploads == 1
-
-
-# 5. each request is counted once ----------------------------------------------------------------------------
-
-
-def test_repeated_and_unknown_custom_ids_count_once(tmp_path: Path) -> None:
-    """Before: every output line doubled and one unknown custom_id gave answered 11 for 5 requests, twice the
-    cost, and 6 cache entries for 5 calls."""
-    unknown = "f" * 64
-
-    def mangle(lines: list[Any]) -> list[Any]:
-        return [*lines, *lines, {**lines[0], "custom_id": unknown}]
-
-    server = BatchServer(polls=0, mangle=mangle)
-    with server.running():
-        run, cache = runner(server, tmp_path)
-        results = run.run(requests(5))
-        assert run.stats.answered == 5 and run.stats.ignored == 6 and run.stats.requests == 5
-        assert run.stats.cost_usd == pytest.approx(5 * PER_REQUEST)
-        assert len(cache) == 5 and unknown not in cache
-        assert all(
-            r.completion is not None and r.completion.cost_usd == pytest.approx(PER_REQUEST)
-            for r in results.values()
-        )
-        cache.close()
 
 
 # 6. one validated cache-entry schema: disk, Redis, bundles --------------------------------------------------
@@ -470,3 +306,97 @@ def test_export_problems_are_one_line(
     assert main(
         ["export", str(run_folder), str(tmp_path / "fine.zip"), "--cache-dir", str(tmp_path / "cache")]
     ) == (2 if problem == "keys_file_is_a_folder" else 0)
+
+
+# --- hostile cache entries (issue 25): one verdict on disk, in a store and in a bundle ---
+
+def hostile_values() -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**60), 2**60),
+        st.floats(allow_nan=True),
+        st.text(max_size=5),
+        st.lists(st.integers(), max_size=2),
+        st.dictionaries(st.text(max_size=2), st.integers(), max_size=1),
+    )
+
+
+ENTRY_FIELDS = (
+    "text",
+    "finish_reason",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "latency_s",
+    "logprobs",
+)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    spoiled=st.dictionaries(st.sampled_from(ENTRY_FIELDS), hostile_values(), max_size=3),
+    dropped=st.lists(st.sampled_from(ENTRY_FIELDS), max_size=1),
+    checksum=st.booleans(),
+)
+def test_hostile_cache_entries_one_verdict_everywhere(
+    spoiled: dict[str, Any], dropped: list[str], checksum: bool, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """One schema: a stored entry is valid in a folder, in a store (Redis) and in an export alike, or refused
+    alike - a miss with a count (folder, store) or one line naming the entry (import) - never a traceback, and
+    a Completion read back always has text, counts >= 0 and a cost >= 0."""
+    entry = {
+        "text": "3",
+        "finish_reason": "stop",
+        "prompt_tokens": 12,
+        "completion_tokens": 7,
+        "cost_usd": 0.001,
+        "latency_s": 0.5,
+        **spoiled,
+    }
+    for name in dropped:
+        entry.pop(name, None)
+    key = "a" * 64
+    payload = json.dumps(entry, separators=(",", ":"))
+    value = f"{_checksum(key, payload)}\n{payload}"
+    tmp = tmp_path_factory.mktemp("hostile-entry")
+    raw = diskcache.Cache(str(tmp / "disk"))
+    raw.set(key, value if checksum else payload)
+    raw.close()
+    verdicts = []
+    for cache in (CallCache(tmp / "disk"), CallCache(store=FakeTextStore({key: value}))):
+        got = cache.get(key)
+        verdicts.append(got is not None)
+        assert cache.damaged == (got is None)
+        if got is not None:
+            assert isinstance(got.text, str) and isinstance(got.finish_reason, str | None)
+            assert type(got.prompt_tokens) is int and got.prompt_tokens >= 0 and got.completion_tokens >= 0
+            assert got.cost_usd is None or (math.isfinite(got.cost_usd) and got.cost_usd >= 0)
+            assert math.isfinite(got.latency_s) and got.latency_s >= 0
+        cache.close()
+    line = (
+        json.dumps({"key": key, "checksum": _checksum(key, payload), "completion": payload}).encode() + b"\n"
+    )
+    manifest = {"format": FORMAT, "entries": 1, "entries_sha256": hashlib.sha256(line).hexdigest()}
+    bundle = tmp / "entry.zip"
+    with zipfile.ZipFile(bundle, "w") as zf:
+        zf.writestr("entries.jsonl", line)
+        zf.writestr("manifest.json", json.dumps(manifest))
+    target = CallCache(tmp / "imported")
+    try:
+        import_bundle(bundle, target)
+        verdicts.append(True)
+    except BundleError as exc:
+        assert "\n" not in str(exc) and "entries.jsonl:1: bad entry" in str(exc)
+        verdicts.append(False)
+    assert len(target) == int(verdicts[-1])
+    target.close()
+    # the store and the export agree; the folder too, unless the value lacked its checksum line (a folder
+    # written before checksums existed holds bare JSON, which stays readable there)
+    assert verdicts[1] == verdicts[2] and (not checksum or verdicts[0] == verdicts[1]), (entry, verdicts)

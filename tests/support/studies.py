@@ -1,5 +1,5 @@
 """A small real study for the viewer and report tests: 2 judges × 2 modes through litellm's HTTP path to a
-local scripted OpenAI-compatible server (tests.openai_server), run in this process; and `cli_env`, the
+local scripted OpenAI-compatible server (tests.support.openai_server), run in this process; and `cli_env`, the
 environment for running this checkout's commands in a subprocess.
 
 The second judge (another model name) answers with every score one lower, and one prompt in eleven gets an
@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from tests.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 
 UNPARSEABLE = "I would rather not give numbers for this one."
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli_env(tmp: Path, extra: dict[str, str] | None = None) -> dict[str, str]:

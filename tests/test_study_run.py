@@ -12,8 +12,6 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from hydra import compose, initialize_config_module
-from omegaconf import OmegaConf
 
 from experiments.inputs import StudyError, load_study_inputs
 from experiments.outputs import CLAIM, claim_folder
@@ -21,10 +19,9 @@ from experiments.study import AllCallsFailed, run_study
 from judge.cache import CacheError, CallCache
 from judge.completer import Completion
 from judge.secrets import REDACTED
-from tests.fault_server import FaultServer
-from tests.openai_server import ScriptedServer, Step, rubric_answer
-
-KEY = "sk-hardening-test-key-0123456789"
+from tests.support.configs import KEY, study_cfg
+from tests.support.fault_server import FaultServer
+from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 
 
 @pytest.fixture()
@@ -32,18 +29,6 @@ def server() -> Iterator[ScriptedServer]:
     srv = ScriptedServer(lambda body: Step(200, rubric_answer(body)))
     with srv.running():
         yield srv
-
-
-def study_cfg(tmp: Path, api_base: str, *overrides: str) -> dict[str, Any]:
-    """The resolved config `python -m experiments.run judge=qwen ... <overrides>` would run."""
-    args = ["judge=qwen", f"judge.api_base={api_base}", "judge.api_key_env=QWEN_API_KEY", "limit=1",
-            "n_samples=1", "progress=false", "workers=1", f"cache_dir={tmp / 'cache'}",
-            "min_parse_rate=0", *overrides]  # fmt: skip  (these studies plant unscored answers)
-    with initialize_config_module("conf", version_base="1.3"):
-        cfg = compose("config", overrides=args)
-    plain = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(plain, dict)
-    return plain
 
 
 def study(tmp: Path, api_base: str, name: str, *overrides: str,

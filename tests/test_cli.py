@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.fault_server import FaultServer
-from tests.openai_server import ScriptedServer, Step
-from tests.studies import cli_env, public_data
-from tests.test_runner import run
+from tests.support.fault_server import FaultServer
+from tests.support.openai_server import ScriptedServer, Step
+from tests.support.runners import run
+from tests.support.studies import cli_env, public_data
 
 KEY = "sk-cli-planted-0123456789abcdef"
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.openai_server import completion_body, rubric_answer
+from tests.support.openai_server import completion_body, rubric_answer
 
 TRANSIENT = ("429_retry_after", "429", "500", "503", "drop", "slow", "not_json")
 ANSWERS = ("ok", "off_rubric", "truncated")

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from experiments.datasets import load_dataset
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample" / "instances.jsonl"
 DIMENSIONS = ("originality", "gap_addressing", "non_obviousness")
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.openai_server import completion_body, rubric_answer
+from tests.support.openai_server import completion_body, rubric_answer
 
 
 @dataclass
