@@ -113,6 +113,9 @@ def variant(args: argparse.Namespace) -> None:
     from throughput import study_config  # noqa: PLC0415
 
     from experiments.study import run_study  # noqa: PLC0415
+    from judge import speedups  # noqa: PLC0415
+
+    speedups.install()  # once, as experiments.run does
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = study_config(Path(args.data), args.api_base, args.concurrency, Path(tmp) / "cache")
