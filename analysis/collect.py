@@ -20,8 +20,7 @@ import pyarrow.parquet as pq
 
 from analysis.cells import unescape_text
 from analysis.humans import LABEL_TEXT, check_humans, first_duplicate
-from analysis.robustness import perturbation_names
-from analysis.scores import DIRECTION, as_bool
+from analysis.scores import DIRECTION, as_bool, perturbation_names
 from analysis.shards import merged_run_ids
 from analysis.validate import (
     IDENTITY,

@@ -20,16 +20,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from analysis.cells import write_csv
+from analysis.collect import load_results
 from analysis.humans import pair_outcomes
 from analysis.intervals import grouped_mean_ci, positive_int, wilson_interval
-from analysis.scores import CONTEXT_KEYS, candidate_scores, map_distinct
+from analysis.scores import CONTEXT_KEYS, ORIGINAL, candidate_scores, perturbation_names
 from analysis.winrate import check_reference
 
-ORIGINAL = "none"
 PROMPT_ONLY = frozenset({"order", "labels"})  # perturbations of how a comparative prompt shows the texts
 PAIR = ["judge", "mode", "instance_id", "candidate_id", "source", "dimension"]
 
@@ -43,13 +42,6 @@ def unperturbed(results: pd.DataFrame) -> pd.DataFrame:
         return results
     keep = perturbation_names(results["perturbation"]) == ORIGINAL
     return results if keep.all() else results.loc[keep]
-
-
-def perturbation_names(values: pd.Series) -> np.ndarray:
-    """Each row's perturbation as one spelling for every reader: spaces trimmed, and `none`, empty or missing
-    (a run without the column) all `none` (" none " was unperturbed to the report but no baseline here)."""
-    names = map_distinct(values, lambda p: str(p).strip() or ORIGINAL)
-    return np.where(pd.isna(names), ORIGINAL, names).astype(str)
 
 
 def note_perturbed(results: pd.DataFrame, kept: pd.DataFrame) -> None:
@@ -111,8 +103,6 @@ def robustness_table(results: pd.DataFrame, reference: str = "reference", n_boot
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: the robustness table of a multirun of experiment=robustness."""
-    from analysis.collect import load_results
-
     parser = argparse.ArgumentParser(prog="python -m analysis.robustness", description=__doc__.split("\n")[0])
     parser.add_argument("root", help="the multirun folder of experiment=robustness")
     parser.add_argument("--out", help="output folder (default: <root>)")

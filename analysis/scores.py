@@ -362,3 +362,13 @@ def score_summary(cands: pd.DataFrame, by: Sequence[str] = SUMMARY_KEYS, level: 
     out = grouped.agg(n="size", mean="mean", sd="std").reset_index()
     out["ci_lo"], out["ci_hi"] = t_interval(out["mean"], out["sd"], out["n"], level)
     return out
+
+
+ORIGINAL = "none"  # the perturbation of an unperturbed row (experiment=robustness)
+
+
+def perturbation_names(values: pd.Series) -> np.ndarray:
+    """Each row's perturbation as one spelling for every reader: spaces trimmed, and `none`, empty or missing
+    (a run without the column) all `none` (" none " was unperturbed to the report but no baseline here)."""
+    names = map_distinct(values, lambda p: str(p).strip() or ORIGINAL)
+    return np.where(pd.isna(names), ORIGINAL, names).astype(str)

@@ -31,7 +31,7 @@ from fastapi.templating import Jinja2Templates
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from analysis.collect import load_humans
-from analysis.robustness import ORIGINAL, perturbation_names
+from analysis.scores import ORIGINAL, perturbation_names
 from analysis.viewdata import DEFAULT_SORT, FILTERS, PAGE_SIZE, SORTS, Study, ViewError
 
 # the hosts a page of the viewer may be asked for: a web page the user visits elsewhere can point its own name

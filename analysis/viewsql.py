@@ -12,8 +12,7 @@ from pathlib import Path
 import duckdb
 
 from analysis.cells import CSV_TEXT_MACRO
-from analysis.robustness import ORIGINAL
-from analysis.scores import FALSE_TEXT, TRUE_TEXT
+from analysis.scores import FALSE_TEXT, ORIGINAL, TRUE_TEXT
 from analysis.validate import MISSING_LOWER
 from experiments.schema import view_types
 

@@ -114,6 +114,9 @@ def variant(args: argparse.Namespace) -> None:
 
     from experiments.schema import MANIFEST_NAME, read_manifest  # noqa: PLC0415
     from experiments.study import run_study  # noqa: PLC0415
+    from judge import speedups  # noqa: PLC0415
+
+    speedups.install()  # once, as experiments.run does
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = study_config(Path(args.data), args.api_base, args.concurrency, Path(tmp) / "cache")

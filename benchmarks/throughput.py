@@ -219,6 +219,10 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         os.environ["OPENAI_API_KEY"] = "sk-bench"
         import litellm  # noqa: F401, PLC0415  (imported before timing, as in any run)
 
+        from judge import speedups  # noqa: PLC0415  (installed once, as experiments.run does)
+
+        speedups.install()
+
         from experiments.inputs import load_study_inputs  # noqa: PLC0415
         from experiments.schema import MANIFEST_NAME, read_manifest  # noqa: PLC0415
         from experiments.study import run_study  # noqa: PLC0415

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from experiments.datasets import Candidate, Instance
+from experiments.instances import Candidate, Instance
 from experiments.validation import ProblemLog, get_str, read_jsonl
 
 SCORE_RANGE = (1, 5)

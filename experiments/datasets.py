@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from experiments.coling import load_coling
 from experiments.instances import Candidate, HumanLabel, Instance, Paper
 from experiments.novbench_data import load_novbench
 from experiments.rqbench import RQ_FILE, load_rqbench
@@ -228,7 +229,5 @@ def load_dataset(path: str | Path) -> list[Instance]:
     if first is not None and "paper_novelty" in first:
         return load_novbench(path)
     if first is not None and "introduction_sentences" in first and "reviews" in first:
-        from experiments.coling import load_coling  # papers with their real reviews
-
-        return load_coling(path)
+        return load_coling(path)  # papers with their real reviews
     return load_instances(path)

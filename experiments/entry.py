@@ -60,6 +60,9 @@ def plain_config(cfg: DictConfig) -> dict[str, Any]:
     remember_secrets(plain)
     choose(str(plain.get("prices", "bundled")))
     install_log_redaction()
+    from judge import speedups  # after `choose`: this imports litellm
+
+    speedups.install()
     return plain
 
 

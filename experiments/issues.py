@@ -20,6 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from analysis.cells import write_csv  # model text in a CSV people open: no formulas
+from experiments import issue_matching as matching
 
 
 async def extract_all(judge: Any, reviews: Sequence[str], params: Mapping[str, Any]) -> list[list[str] | None]:
@@ -50,15 +51,13 @@ async def judge_decisions(judge: Any, rubric: Any, pairs: Sequence[tuple[str, st
 def match_issues(cfg: Mapping[str, Any], judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
                  human: Sequence[str], model: Sequence[str]) -> list[Any]:  # fmt: skip
     """Every (human, model) issue pair decided by the embedding threshold or by the issue_match judge."""
-    from analysis import echoreview as er
-
     if embedder is not None:
-        return er.match_by_embedding(human, model, embedder, float(cfg["threshold"]))
+        return matching.match_by_embedding(human, model, embedder, float(cfg["threshold"]))
     pairs = [(h, m) for h in human for m in model]
     structured = bool(cfg["judge"].get("structured_output"))
     verdicts = asyncio.run(judge_decisions(judge, rubric, pairs, params, structured))
     table = dict(zip(pairs, verdicts, strict=True))
-    return er.match_by_judge(human, model, lambda h, m: table[(h, m)])
+    return matching.match_by_judge(human, model, lambda h, m: table[(h, m)])
 
 
 def same_side(cfg: Mapping[str, Any], judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
@@ -85,21 +84,19 @@ def score_paper(cfg: Mapping[str, Any], judge: Any, rubric: Any, params: Mapping
                 human: Sequence[str], model: Sequence[str]) -> tuple[dict[str, Any], list[Any], list[dict[str, Any]]]:
     """Issue-set ratios of one (human, model) review pair, its cross decisions and its same-side links; an
     unscored matching call makes the ratios NaN and is counted in ``n_unscored`` (`issue_overlap`)."""
-    from analysis import echoreview as er
-
     decisions = match_issues(cfg, judge, rubric, params, embedder, human, model)
     same_h, unscored_h = same_side(cfg, judge, rubric, params, embedder, human)
     same_m, unscored_m = same_side(cfg, judge, rubric, params, embedder, model)
     links = ([{"side": "human", "a": human[i], "b": human[j]} for i, j in same_h]
              + [{"side": "model", "a": model[i], "b": model[j]} for i, j in same_m])
     unscored = sum(d.decision is None for d in decisions) + unscored_h + unscored_m
-    ratios = er.issue_overlap(human, model, er.matched_pairs(decisions), same_h, same_m, n_unscored=unscored)
+    pairs = matching.matched_pairs(decisions)
+    ratios = matching.issue_overlap(human, model, pairs, same_h, same_m, n_unscored=unscored)
     return ratios, decisions, links
 
 
 def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
     """The whole issue-set study for one judge; returns the macro table."""
-    from analysis import echoreview as er
     from experiments.inputs import load_study_inputs
     from experiments.judges import make_judge, sampling_params
     from experiments.outputs import write_atomic
@@ -146,7 +143,7 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
     save("same_issue_links", pd.DataFrame(same, columns=["instance_id", "source", "side", "a", "b"]))
     save("overlap_per_paper", frame)
     scored = frame[frame["error"].isna()] if "error" in frame else frame
-    macro = er.macro_overlap(scored, by=("source",))
+    macro = matching.macro_overlap(scored, by=("source",))
     save("overlap", macro)
     return macro
 

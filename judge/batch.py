@@ -17,14 +17,11 @@ failed batch are submitted again in a new batch (up to `rounds` submissions), th
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm: no price-map download
-
-import litellm  # noqa: E402
+import litellm
 
 from judge.completer import Completion, Message, answer_text, token_count
 from judge.expected import from_response

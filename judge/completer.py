@@ -13,18 +13,14 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
+
+import litellm
 
 from judge import speedups
-
-speedups.prepare_import()  # before litellm's import: the bundled price map, no network fetch
-import litellm  # noqa: E402
-
-from judge.expected import TokenLogprob, from_response  # noqa: E402
-from judge.secrets import redact, without_secrets  # noqa: E402
-
-if TYPE_CHECKING:  # pragma: no cover
-    from judge.pricing import Prices
+from judge.expected import TokenLogprob, from_response
+from judge.pricing import Prices, prices_for
+from judge.secrets import redact, without_secrets
 
 Message = Mapping[str, str]
 
@@ -169,7 +165,9 @@ class LiteLLMCompleter:
         self.api_key_env = api_key_env
         self.timeout_s = timeout_s
         self.extra = dict(extra or {})
-        self.lean = speedups.lean_enabled() and speedups.install_lean_litellm()
+        # the speed-ups are installed once by the entry points (speedups.install), not here: constructing a
+        # completer changes no process-wide litellm state; its calls are marked lean for hooks installed or not
+        self.lean = speedups.lean_enabled()
         self.read_headers = False  # set by a rate-limited judge (judge.ratelimit reads RESPONSE_HEADERS)
         self.inline_setup = self.lean and _provider(model, api_base) in speedups.INLINE_SETUP_PROVIDERS
 
@@ -232,8 +230,6 @@ class LiteLLMCompleter:
     def price_list(self) -> Prices:
         """The prices this completer's answers are charged at (see `prices`)."""
         if self.prices is None:  # looked up once, at the first answer (a local provider is registered by then)
-            from judge.pricing import prices_for  # noqa: PLC0415  (judge.pricing imports this module)
-
             self.prices = prices_for(self.model)
         return self.prices
 

@@ -27,26 +27,22 @@ Importing this module does not import torch or transformers; the model loads on 
 
 from __future__ import annotations
 
-import os
+import asyncio
+import contextvars
+import functools
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm is imported anywhere
+import litellm
+from litellm import CustomLLM
+from litellm.llms.custom_llm import CustomLLMError
+from litellm.types.utils import GenericStreamingChunk
 
-import asyncio  # noqa: E402
-import contextvars  # noqa: E402
-import functools  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from collections.abc import AsyncIterator, Iterator  # noqa: E402
-from concurrent.futures import ThreadPoolExecutor  # noqa: E402
-from typing import Any  # noqa: E402
-
-import litellm  # noqa: E402
-from litellm import CustomLLM  # noqa: E402
-from litellm.llms.custom_llm import CustomLLMError  # noqa: E402
-from litellm.types.utils import GenericStreamingChunk  # noqa: E402
-
-from judge import local_model  # noqa: E402  (cheap: torch is imported lazily there)
-from judge.local_schema import UnsupportedSchema, generate_structured  # noqa: E402
+from judge import local_model  # cheap: torch is imported lazily there)
+from judge.local_schema import UnsupportedSchema, generate_structured
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",

@@ -19,9 +19,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm: no price-map download
-
-import litellm  # noqa: E402
+import litellm
 from litellm.types.router import RouterRateLimitError
 
 from judge.completer import Completion, LiteLLMCompleter, Message

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm: no price-map download
+import litellm
 
-import litellm  # noqa: E402
+from judge import price_map
 
-from judge import price_map  # noqa: E402
-from judge.completer import Message  # noqa: E402
+if TYPE_CHECKING:  # judge.completer prices its answers with this module
+    from judge.completer import Message
 
 PRICE_FIELDS = ("input_cost_per_token", "output_cost_per_token", "input_cost_per_token_batches",
                 "output_cost_per_token_batches")  # fmt: skip

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm: no price-map download
-
-import litellm  # noqa: E402
+import litellm
 from litellm.utils import get_optional_params
 
 

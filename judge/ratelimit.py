@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from judge.completer import Message
+from judge.completer import RESPONSE_HEADERS, Message
+from judge.pricing import prompt_tokens
 from judge.retry import FatalProviderError, retry_after_seconds, status_code
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -171,8 +172,6 @@ class _Slot:
 
     async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:  # fmt: skip
-        from judge.completer import RESPONSE_HEADERS  # noqa: PLC0415
-
         self.limiter.leave(exc, RESPONSE_HEADERS.get() if exc is None else None)
 
 
@@ -181,8 +180,6 @@ def limiter_for(model: str, rpm: float | None, tpm: float | None, concurrency: i
     """The judge's limiter, or None when it sets no limit (the plain semaphore then)."""
     if not rpm and not tpm:
         return None
-    from judge.pricing import prompt_tokens  # noqa: PLC0415
-
     def tokens(messages: Sequence[Message], params: Mapping[str, Any]) -> int:
         return prompt_tokens(model, messages) + int(params.get("max_tokens") or 0)
 

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm: no price-map download
-
-import litellm  # noqa: E402
+import litellm
 import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_base, wait_random_exponential

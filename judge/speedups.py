@@ -1,8 +1,8 @@
 """litellm speed-ups for judge calls, installed explicitly (`install`) by the entry points.
 
 Three things, each scoped to calls a `LiteLLMCompleter` makes (context variables), each switchable off with
-JUDGESCOPE_LEAN_LITELLM=0: (1) before litellm is imported, its bundled price map (no network fetch) and its
-per-call INFO log at WARNING; (2) litellm's per-call post-processing hooks skipped when nothing reads them;
+JUDGESCOPE_LEAN_LITELLM=0: (1) litellm's per-call INFO log at WARNING (the price map litellm loads at import
+is chosen before, by the entry points: judge.price_map); (2) litellm's per-call post-processing hooks skipped when nothing reads them;
 (3) litellm's request set-up run inline on the framework's event loops instead of in a thread pool.
 They rely on litellm internals; `missing()` lists what this litellm lacks, and tests/test_speedups.py fails
 loudly when an upgrade removes one.
@@ -21,16 +21,16 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import litellm
+
 
 def prepare_import() -> None:
-    """Settings litellm reads at import: its bundled price map (offline) and a quiet per-call log."""
+    """Settings litellm reads: its bundled price map (offline, when litellm is not imported yet and no entry
+    point chose one) and a quiet per-call log. Called by `install`, never at import (importing a judge module
+    changes no process-wide state)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if not os.environ.get("LITELLM_LOG"):  # litellm logs one INFO line per call; keep the progress bar readable
         logging.getLogger("LiteLLM").setLevel(logging.WARNING)
-
-
-prepare_import()  # (the first import of this module precedes litellm's: judge.completer imports it first)
-import litellm  # noqa: E402
 
 
 def install() -> bool:

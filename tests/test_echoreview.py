@@ -10,16 +10,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.echoreview import (
-    QUALITY_DIMENSIONS,
+from analysis.echoreview import QUALITY_DIMENSIONS, overall_quality, quality_by_source
+from experiments.issue_matching import (
     decisions_frame,
     issue_overlap,
     macro_overlap,
     match_by_embedding,
     match_by_judge,
     matched_pairs,
-    overall_quality,
-    quality_by_source,
 )
 
 

@@ -110,3 +110,43 @@ def test_workers_take_every_call_once_from_the_shared_counter() -> None:
     taken = [first(), second(), second(), first(), first(), second(), first(), second(), first()]
     assert [c.index for c in taken if c is not None] == list(range(7))
     assert taken[-2:] == [None, None]
+
+
+_NO_GLOBAL_STATE = """
+import importlib, json, logging, os, pkgutil, sys
+import judge
+env = dict(os.environ)
+for info in pkgutil.walk_packages(judge.__path__, "judge."):
+    importlib.import_module(info.name)
+from judge.completer import LiteLLMCompleter
+LiteLLMCompleter("openai/x")
+import litellm
+print(json.dumps({
+    "env_changed": sorted(k for k in set(env) | set(os.environ) if env.get(k) != os.environ.get(k)),
+    "log_level": logging.getLogger("LiteLLM").level,
+    "hooks_wrapped": getattr(litellm.utils.update_response_metadata, "judgescope_lean", False),
+    "suppress_debug_info": bool(litellm.suppress_debug_info),
+}))
+"""
+
+
+def test_importing_judge_modules_changes_no_global_state(tmp_path: Any) -> None:
+    """Importing every judge module and constructing a completer leaves the environment and litellm's settings
+    as they were: the speed-ups are the entry points' to install (`speedups.install`), once."""
+    import json  # noqa: PLC0415
+    import logging  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k not in ("LITELLM_LOG", "JUDGESCOPE_LEAN_LITELLM")}
+    env.update(LITELLM_LOCAL_MODEL_COST_MAP="true", PYTHONPATH=str(root))  # offline, in a spelling no one writes
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_GLOBAL_STATE], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    state = json.loads(done.stdout.strip().splitlines()[-1])
+    expected = {"env_changed": [], "log_level": logging.NOTSET, "hooks_wrapped": False, "suppress_debug_info": False}
+    assert state == expected
