@@ -11,11 +11,11 @@ from experiments.config import (
     ConfigError,
     GenerateConfig,
     IssuesConfig,
-    RubricKind,
     StudyConfig,
     command_line_problem,
     load,
 )
+from judge.rubric import Rubric, RubricKind
 
 
 def composed(name: str, *overrides: str) -> object:
@@ -34,6 +34,13 @@ def test_shipped_configs_load_as_frozen_typed_objects() -> None:
     assert load(composed("config", "experiment=review_quality")).max_tokens is None  # derived per prompt
     assert load(composed("generate"), GenerateConfig).k == 5
     assert load(composed("issues"), IssuesConfig).rubric.kind is RubricKind.match
+
+
+def test_the_loaded_rubric_is_the_one_rubric_model() -> None:
+    """One rubric model: the study's rubric is judge.rubric.Rubric itself, with tuples (its version is a repr)."""
+    rubric = load(composed("config", "rubric=narrowness")).rubric
+    assert type(rubric) is Rubric and isinstance(rubric.dimensions, tuple) and rubric.version
+    assert all(isinstance(d.choices, tuple) for d in rubric.dimensions)
 
 
 @pytest.mark.parametrize(("argv", "expected"), [
