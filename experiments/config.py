@@ -261,6 +261,10 @@ class ExtractConfig(StageConfig):
     max_tokens: int = 40
 
 
+#: every config that calls a judge (experiments.judges builds it from any of them)
+AnyStage = StudyConfig | GenerateConfig | IssuesConfig | ExtractConfig
+
+
 SCHEMAS: dict[str, type] = {"config_schema": StudyConfig, "generate_schema": GenerateConfig,
                             "issues_schema": IssuesConfig, "extract_schema": ExtractConfig}  # fmt: skip
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.studies import typed
 from litellm.llms.vertex_ai.files.transformation import VertexAIFilesConfig
 
 from experiments.batching import batch_client
@@ -32,7 +33,7 @@ def _vertex_rows(client: BatchClient, requests: list[BatchRequest]) -> list[dict
 
 def test_vertex_batch_rows_carry_the_request_and_come_back_under_their_keys(tmp_path: Path) -> None:
     cfg = compose("judge=gemini-2.5-pro", "judge.model=vertex_ai/gemini-2.5-pro", "max_tokens=160")
-    judge = make_judge({**cfg, "cache_dir": str(tmp_path / "cache")})
+    judge = make_judge(typed({**cfg, "cache_dir": str(tmp_path / "cache")}))
     client = batch_client(judge, cfg["judge"])
     assert client.provider == "vertex_ai" and client.endpoint == "/v1/chat/completions"
     requests = [

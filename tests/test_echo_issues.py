@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from tests.studies import typed
 
 from experiments import issues
 
@@ -62,7 +63,7 @@ def test_model_written_statements_reach_the_audit_csvs_as_text(monkeypatch: pyte
 
     monkeypatch.setattr(issues, "extract_all", extract)
     monkeypatch.setattr(issues, "judge_decisions", fake_verdicts({}))
-    issues.run_issues({"matcher": "judge", "judge": {"structured_output": False}}, tmp_path)
+    issues.run_issues(typed({"matcher": "judge", "judge": {"structured_output": False}}, "issues"), tmp_path)
     weaknesses = pd.read_csv(tmp_path / "weaknesses.csv")
     assert "'" + formula in set(weaknesses["issue"]) and formula not in set(weaknesses["issue"])
     matches = pd.read_csv(tmp_path / "matches.csv")

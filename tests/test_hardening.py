@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from tests.studies import typed
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
@@ -50,7 +51,7 @@ def study(tmp: Path, api_base: str, name: str, *overrides: str,
           monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:  # fmt: skip
     """Run one study into tmp/name; its manifest."""
     monkeypatch.setenv("QWEN_API_KEY", KEY)
-    run_study(study_cfg(tmp, api_base, *overrides), None, tmp / name, run_id=name)
+    run_study(typed(study_cfg(tmp, api_base, *overrides)), None, tmp / name, run_id=name)
     return json.loads((tmp / name / "manifest.json").read_text())
 
 
@@ -192,7 +193,7 @@ def test_a_surrogate_in_a_dataset_names_file_and_line(tmp_path: Path, monkeypatc
     bad = tmp_path / "bad.jsonl"
     bad.write_text(good + good.replace("It studies", "It \\udc80 studies").replace("twins", "t2"))
     with pytest.raises(StudyError, match=rf"^{bad}:2: background\[0\]\.text: holds a lone surrogate escape"):
-        load_study_inputs(study_cfg(tmp_path, "http://127.0.0.1:9/v1", f"dataset.path={bad}"))
+        load_study_inputs(typed(study_cfg(tmp_path, "http://127.0.0.1:9/v1", f"dataset.path={bad}")))
 
 
 # --- leaked keys ----------------------------------------------------------------------------------------------

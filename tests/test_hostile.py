@@ -41,7 +41,7 @@ from judge.pricing import Prices
 from tests.batch_server import BatchServer
 from tests.fakes import FakeTextStore
 from tests.fault_server import ANSWERS, HOSTILE, FaultServer
-from tests.studies import cli_env
+from tests.studies import typed, cli_env
 from tests.test_hardening import KEY, study_cfg
 
 FEW = settings(max_examples=6, deadline=None, derandomize=True, database=None,
@@ -66,7 +66,7 @@ def run_once(tmp: Path, name: str, srv: FaultServer, mode: str, capfd: pytest.Ca
                     "retry.initial_wait_s=0.001", "retry.max_wait_s=0.01", "judge.timeout_s=5")  # fmt: skip
     requests_before = srv.requests
     try:
-        run_study(cfg, None, tmp / name, run_id=name)
+        run_study(typed(cfg), None, tmp / name, run_id=name)
     except StudyError as exc:  # every call failed: still one line, and the rows are written
         assert "\n" not in str(exc)
     out, err = capfd.readouterr()
@@ -436,7 +436,7 @@ def test_no_file_a_batch_study_writes_holds_the_key(
         )
         cfg["judge"]["api_base"] = api_base
         try:
-            run_study(cfg, None, tmp / "run", run_id="run")
+            run_study(typed(cfg), None, tmp / "run", run_id="run")
         except StudyError as exc:  # e.g. the query form: the provider's file API does not take it
             assert "\n" not in str(exc)
     out, err = capfd.readouterr()

@@ -7,6 +7,7 @@ import os
 
 import litellm
 import pytest
+from tests.studies import typed
 
 from judge.cache import CallCache, cache_key
 from judge.client import Judge
@@ -86,7 +87,7 @@ def test_embedded_provider_registered_only_for_local_judges(tmp_path, monkeypatc
     base = {"name": "j", "api_base": "http://127.0.0.1:1/v1"}
     for model, extra, expected in [("openai/m", {}, 0), ("local/smollm2-135m", {}, 1),
                                    ("smollm2-135m", {"custom_llm_provider": "local"}, 2)]:  # fmt: skip
-        judge = judges.make_judge({"judge": {**base, "model": model, "extra": extra}, "cache_dir": str(tmp_path)})
+        judge = judges.make_judge(typed({"judge": {**base, "model": model, "extra": extra}, "cache_dir": str(tmp_path)}))
         judge.cache.close()
         assert len(calls) == expected, model
 

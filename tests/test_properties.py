@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.studies import typed
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -174,7 +175,7 @@ def test_malformed_dataset_stops_before_anything_is_written(study_cfg: dict[str,
     cfg = {**study_cfg, "dataset": {**study_cfg["dataset"], "path": str(tmp / "data.jsonl")},
            "cache_dir": str(tmp / "cache")}  # fmt: skip
     with pytest.raises(StudyError) as info:
-        run_study(cfg, None, tmp / "out", run_id="bad")
+        run_study(typed(cfg), None, tmp / "out", run_id="bad")
     message = str(info.value)
     line_numbers = {n_good + i + 1 for i in range(len(bad))}
     assert any(message.startswith(f"{tmp / 'data.jsonl'}:{n}:") for n in line_numbers), message

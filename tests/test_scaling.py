@@ -17,6 +17,7 @@ from pathlib import Path
 import diskcache
 import pandas as pd
 import pytest
+from tests.studies import typed
 
 from analysis.collect import load_results
 from analysis.report import main as report_main
@@ -70,8 +71,8 @@ def test_shard_spec_and_split() -> None:
     assert sorted(x for p in parts for x in p) == items
     base = {"judge": {"name": "q", "concurrency": 8}, "mode": {"name": "comparative"}, "n_samples": 2}
     # the shard and how calls are made do not change the study; what is judged does
-    assert study_id({**base, "shard": "0/4", "workers": 1}) == study_id({**base, "judge": {"name": "q"}})
-    assert study_id(base) != study_id({**base, "n_samples": 3})
+    assert study_id(typed({**base, "shard": "0/4", "workers": 1})) == study_id(typed({**base, "judge": {"name": "q"}}))
+    assert study_id(typed(base)) != study_id(typed({**base, "n_samples": 3}))
 
 
 def test_bad_shard_is_one_line(tmp_path: Path) -> None:
