@@ -151,11 +151,13 @@ def study_config(data: Path, api_base: str, concurrency: int, cache_dir: Path) -
 
 def dump_messages(cfg: dict[str, Any], path: Path) -> None:
     """The rendered messages of every call (prompt x sample), for the raw loops."""
+    from experiments.config import load  # noqa: PLC0415
     from experiments.inputs import load_study_inputs  # noqa: PLC0415
     from experiments.modes import build_prompts  # noqa: PLC0415
     from experiments.modes.independent import Independent  # noqa: PLC0415
 
-    rubric, instances, _ = load_study_inputs(cfg)
+    inputs = load_study_inputs(load(cfg))
+    rubric, instances = inputs.rubric, inputs.instances
     prompts = build_prompts(instances, rubric, Independent(), seed=0)
     calls = [{"messages": p.messages, "seed": s} for p in prompts for s in range(N_SAMPLES)]
     path.write_text(json.dumps(calls))
@@ -219,18 +221,19 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         os.environ["OPENAI_API_KEY"] = "sk-bench"
         import litellm  # noqa: F401, PLC0415  (imported before timing, as in any run)
 
+        from experiments.config import load  # noqa: PLC0415
         from experiments.inputs import load_study_inputs  # noqa: PLC0415
         from experiments.study import run_study  # noqa: PLC0415
 
         out = Path(tempfile.mkdtemp(prefix="judgescope-bench-out-"))
         cpu, t0 = _cpu(), time.perf_counter()
-        frame = run_study(cfg, load_study_inputs(cfg), out, run_id=kind)
+        frame = run_study(load(cfg), load_study_inputs(load(cfg)), out, run_id=kind)
         wall, cpu = time.perf_counter() - t0, _cpu() - cpu
         manifest = json.loads((out / "manifest.json").read_text())
         from experiments.judges import make_judge  # noqa: PLC0415
         from experiments.study import plan_workers  # noqa: PLC0415
 
-        workers = plan_workers(cfg, make_judge(cfg), int(manifest["calls_made"])) if manifest["calls_made"] else 0
+        workers = plan_workers(load(cfg), make_judge(load(cfg)), int(manifest["calls_made"])) if manifest["calls_made"] else 0
         shutil.rmtree(out, ignore_errors=True)
         n = int(manifest["calls_total"])
         return {"calls": n, "ok": int(frame["parse_ok"].sum()) // 3, "wall_s": wall, "cpu_s": cpu,
@@ -252,6 +255,7 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
 def overhead(config: Path) -> dict[str, Any]:
     """Microseconds per call for render, cache key, parse and rows (single thread, no I/O)."""
     cfg = json.loads(config.read_text())
+    from experiments.config import load  # noqa: PLC0415
     from experiments.inputs import load_study_inputs  # noqa: PLC0415
     from experiments.modes import build_prompts  # noqa: PLC0415
     from experiments.modes.independent import Independent  # noqa: PLC0415
@@ -261,7 +265,8 @@ def overhead(config: Path) -> dict[str, Any]:
     from judge.completer import Completion, LiteLLMCompleter  # noqa: PLC0415
     from judge.parse import parse_object  # noqa: PLC0415
 
-    rubric, instances, _ = load_study_inputs(cfg)
+    inputs = load_study_inputs(load(cfg))
+    rubric, instances = inputs.rubric, inputs.instances
     build_prompts(instances[:2], rubric, Independent(), seed=0)  # warm the template cache
     t0 = time.perf_counter()
     prompts = build_prompts(instances, rubric, Independent(), seed=0)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import asyncio
 import os
 
 import litellm
 import pytest
-from tests.studies import typed
+from tests.studies import config, typed
 
 from judge.cache import CallCache, cache_key
 from judge.client import Judge
@@ -84,10 +86,10 @@ def test_embedded_provider_registered_only_for_local_judges(tmp_path, monkeypatc
 
     calls: list[int] = []
     monkeypatch.setattr(local_provider, "register", lambda: calls.append(1))
-    base = {"name": "j", "api_base": "http://127.0.0.1:1/v1"}
+    study = typed(config(["judge.name=j", "judge.api_base=http://127.0.0.1:1/v1", f"cache_dir={tmp_path}"]))
     for model, extra, expected in [("openai/m", {}, 0), ("local/smollm2-135m", {}, 1),
                                    ("smollm2-135m", {"custom_llm_provider": "local"}, 2)]:  # fmt: skip
-        judge = judges.make_judge(typed({"judge": {**base, "model": model, "extra": extra}, "cache_dir": str(tmp_path)}))
+        judge = judges.make_judge(replace(study, judge=replace(study.judge, model=model, extra=extra)))
         judge.cache.close()
         assert len(calls) == expected, model
 
