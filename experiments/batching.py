@@ -51,8 +51,9 @@ def run_batches(
     jcfg, settings = cfg.judge, cfg.batch_settings
     try:
         client = batch_client(judge, jcfg)
-        limits = batch_limits(client.provider, settings.max_per_batch, settings.max_file_mb,
-                              settings.max_enqueued_tokens)  # fmt: skip
+        limits = batch_limits(
+            client.provider, settings.max_per_batch, settings.max_file_mb, settings.max_enqueued_tokens
+        )
         runner = BatchRunner(
             client, judge.cache, BatchJournal(judge.cache.directory), judge_prices(jcfg),
             model=jcfg.model, api_base=jcfg.api_base, poll_s=settings.poll_s,

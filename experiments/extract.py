@@ -58,7 +58,7 @@ def classification_metrics(labels: Sequence[int], predicted: Sequence[int | None
 
 
 async def classify(judge: Any, rubric: Any, rows: pd.DataFrame, params: Mapping[str, Any],
-                   structured: bool, tally: Any) -> list[tuple[int | None, str]]:  # fmt: skip
+                   structured: bool, tally: Any, progress: bool) -> list[tuple[int | None, str]]:  # fmt: skip
     """(1 / 0 / None, raw answer) per sentence: one cached judge call each, counted in ``tally``."""
     from experiments.generation import Request, call_many
     from judge.parse import parse_object
@@ -69,7 +69,7 @@ async def classify(judge: Any, rubric: Any, rows: pd.DataFrame, params: Mapping[
     requests = [Request(rubric.render(title=t, sentence=s), rubric.version)
                 for t, s in zip(rows["title"], rows["sentence"], strict=True)]  # fmt: skip
     out = []
-    for res in await call_many(judge, requests, call_params, progress=bool(rows.attrs.get("progress", False))):
+    for res in await call_many(judge, requests, call_params, progress=progress):
         raw = res.completion.text if res.completion else ""
         parsed = parse_object(raw, rubric.fields)
         tally.add(res, scored=parsed.ok)
@@ -125,14 +125,13 @@ def run_extract(cfg: ExtractConfig, out_dir: Path) -> dict[str, Any]:
     keep = list(dict.fromkeys(labels["paper_id"]))[: cfg.limit]
     rows = labels[labels["paper_id"].isin(keep)].reset_index(drop=True)
     n_unmatched, n_unjoined = check_joined(cfg, papers, novelty, rows)
-    rows.attrs["progress"] = cfg.progress
     rubric = cfg.rubric
     check_rubric(rubric)  # before any call: something to score, a template that compiles, a key variable
     check_api_key_env(cfg.judge)
     judge, tally = make_judge(cfg), Tally()
     try:
         structured = cfg.judge.structured_output
-        answers = asyncio.run(classify(judge, rubric, rows, sampling_params(cfg), structured, tally))
+        answers = asyncio.run(classify(judge, rubric, rows, sampling_params(cfg), structured, tally, cfg.progress))
     finally:
         judge.cache.close()
     rows = rows.assign(predicted=[a for a, _ in answers], raw=[r for _, r in answers])

@@ -55,13 +55,15 @@ def sent_request(cfg: StudyConfig, rubric: Rubric) -> RequestShape:
     return request_shape(cfg.judge.model, cfg.judge.api_base, asked)
 
 
-def make_judge(cfg: AnyStage, *, largest_output: int | None = None, sweep_dir: Path | None = None,
-               job: str = "") -> Judge:  # fmt: skip
+def make_judge(
+    cfg: AnyStage, *, largest_output: int | None = None, sweep_dir: Path | None = None, job: str = ""
+) -> Judge:
     """The judge of this study, assembled here only: litellm completer + call cache + retry policy, and for a
     study its budget (`budget_usd`: its worst call costs `largest_output` tokens, the run's largest output
     budget; in a -m sweep, `sweep_dir`, the sweep's, with this run as `job`) and its rate limiter. An unusable
     cache folder or sweep ledger is a one-line StudyError for every entry point."""
-    remember_secrets(as_dict(cfg))  # every error, row and file of this judge is scrubbed of the config's secrets
+    # every error, row and file of this judge is scrubbed of the config's secrets
+    remember_secrets(as_dict(cfg))
     jcfg = cfg.judge
     if jcfg.model.startswith("local/") or jcfg.extra.get("custom_llm_provider") == "local":
         # the embedded model's litellm provider (judge.local_provider), registered before its prices are read
@@ -69,8 +71,8 @@ def make_judge(cfg: AnyStage, *, largest_output: int | None = None, sweep_dir: P
 
         register()  # makes "local/..." a litellm provider like any other; loads no weights until called
     policy = RetryPolicy(**dataclasses.asdict(cfg.retry))
-    limiter = limiter_for(jcfg.model, jcfg.rpm, jcfg.tpm, jcfg.concurrency,
-                          max_wait_s=policy.max_wait_s)  # a Retry-After is capped as without a limit  # fmt: skip
+    # a Retry-After is capped as without a limit
+    limiter = limiter_for(jcfg.model, jcfg.rpm, jcfg.tpm, jcfg.concurrency, max_wait_s=policy.max_wait_s)
     budget = budget_for(cfg, largest_output) if isinstance(cfg, StudyConfig) else None
     share_budget(budget, sweep_dir, job)
     completer = make_completer(jcfg, read_headers=limiter is not None)
@@ -78,8 +80,16 @@ def make_judge(cfg: AnyStage, *, largest_output: int | None = None, sweep_dir: P
         cache = open_cache(cfg.cache.backend, cfg.cache.url, cfg.cache_dir)
     except CacheError as exc:
         raise StudyError(str(exc)) from None
-    return Judge(completer, cache, policy=policy, concurrency=jcfg.concurrency, api_base=completer.api_base,
-                 refresh_tag=refresh_date(cfg.cache), budget=budget, limiter=limiter)  # fmt: skip
+    return Judge(
+        completer,
+        cache,
+        policy=policy,
+        concurrency=jcfg.concurrency,
+        api_base=completer.api_base,
+        refresh_tag=refresh_date(cfg.cache),
+        budget=budget,
+        limiter=limiter,
+    )
 
 
 class _CompleterSettings(TypedDict):

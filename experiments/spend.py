@@ -15,10 +15,12 @@ from judge.rubric import MIN_ANSWER_TOKENS
 
 def judge_prices(jcfg: JudgeConfig) -> Prices:
     """The judge's prices (litellm's map, the config's overrides); a bad override is a StudyError."""
-    overrides = {"input_cost_per_token": jcfg.input_cost_per_token,
-                 "output_cost_per_token": jcfg.output_cost_per_token,
-                 "input_cost_per_token_batches": jcfg.input_cost_per_token_batches,
-                 "output_cost_per_token_batches": jcfg.output_cost_per_token_batches}  # fmt: skip
+    overrides = {
+        "input_cost_per_token": jcfg.input_cost_per_token,
+        "output_cost_per_token": jcfg.output_cost_per_token,
+        "input_cost_per_token_batches": jcfg.input_cost_per_token_batches,
+        "output_cost_per_token_batches": jcfg.output_cost_per_token_batches,
+    }
     try:
         return prices_for(jcfg.model, overrides)
     except ValueError as exc:
@@ -32,8 +34,7 @@ def budget_for(cfg: StudyConfig, largest_output: int | None = None) -> Budget | 
         return None
     max_tokens = largest_output if largest_output is not None else cfg.max_tokens or MIN_ANSWER_TOKENS
     try:
-        return Budget(float(cfg.budget_usd), cfg.judge.model, judge_prices(cfg.judge), max_tokens,
-                      batch=cfg.batch)  # fmt: skip
+        return Budget(cfg.budget_usd, cfg.judge.model, judge_prices(cfg.judge), max_tokens, batch=cfg.batch)
     except (BudgetError, TypeError, ValueError) as exc:
         raise StudyError(f"budget_usd={cfg.budget_usd!r}: {exc}") from None
 

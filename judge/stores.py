@@ -9,7 +9,6 @@ at any later call - never a miss: a dead cache must not turn into a storm of pai
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -113,7 +112,9 @@ class RedisStore:
         return RedisStore(self.url)
 
 
-def open_cache(backend: str = "disk", url: str | None = None, directory: str | Path | None = None) -> CallCache:
+def open_cache(
+    backend: str = "disk", url: str | None = None, directory: str | Path | None = None
+) -> CallCache:
     """The call cache a config asks for: `cache.backend` disk (the `cache_dir` folder) or redis (a server at
     `cache.url`); a wrong setting or an unreachable cache is a one-line CacheError."""
     if backend == "disk":
@@ -121,5 +122,7 @@ def open_cache(backend: str = "disk", url: str | None = None, directory: str | P
     if backend != "redis":
         raise CacheError(f"cache.backend={backend}: unknown backend; choose one of {', '.join(BACKENDS)}")
     if not url:
-        raise CacheError("cache.url: cache.backend=redis needs a server URL, e.g. cache.url=redis://127.0.0.1:6379/0")
+        raise CacheError(
+            "cache.url: cache.backend=redis needs a server URL, e.g. cache.url=redis://127.0.0.1:6379/0"
+        )
     return CallCache(store=RedisStore(str(url)))

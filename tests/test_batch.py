@@ -15,7 +15,6 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from tests.studies import typed
 
 from experiments.study import run_study
 from judge.batch import BatchClient, BatchError, BatchRequest
@@ -24,6 +23,7 @@ from judge.batch_run import BatchRunner
 from judge.cache import CallCache
 from judge.pricing import Prices
 from tests.batch_server import BatchServer
+from tests.studies import typed
 from tests.test_plan import compose
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.studies import typed
 
 from experiments.inputs import StudyError
 from experiments.study import AllCallsFailed, run_study
 from judge.batch import MB, PROVIDER_LIMITS, BatchLimits, batch_limits
 from tests.batch_server import BatchServer
+from tests.studies import typed
 from tests.test_plan import compose
 
 

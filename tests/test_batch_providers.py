@@ -10,13 +10,13 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.studies import typed
 from litellm.llms.vertex_ai.files.transformation import VertexAIFilesConfig
 
 from experiments.batching import batch_client
 from experiments.judges import make_judge
 from judge.batch import BatchClient, BatchError, BatchRequest, completion_of
 from judge.pricing import Prices
+from tests.studies import typed
 from tests.test_plan import compose
 
 SYSTEM, ANSWER = "You grade research ideas.", '{"originality": 2}'

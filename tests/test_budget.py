@@ -13,13 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.studies import typed
 
 from experiments.inputs import BudgetStop, StudyError
 from judge.budget import Budget, BudgetError
 from judge.completer import Completion
 from judge.pricing import Prices, prompt_tokens
 from tests.openai_server import ScriptedServer, Step, rubric_answer
+from tests.studies import typed
 from tests.test_plan import compose
 
 ROOT = Path(__file__).resolve().parent.parent

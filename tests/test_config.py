@@ -86,8 +86,15 @@ def _plain() -> dict:
     return cfg
 
 
-@pytest.mark.parametrize("overrides", [[], ["mode=comparative", "judge=qwen"], ["experiment=robustness"],
-                                       ["mode=pairwise", "judge.api_bases=[http://a/v1,http://b/v1]"]])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [],
+        ["mode=comparative", "judge=qwen"],
+        ["experiment=robustness"],
+        ["mode=pairwise", "judge.api_bases=[http://a/v1,http://b/v1]"],
+    ],
+)
 def test_the_typed_config_writes_the_resolved_config(overrides: list[str]) -> None:
     """config.json (and the study_id hashed from it) come from the typed object through `as_dict`: the same
     keys, values and order as Hydra's resolved config, so a run's config.json is unchanged."""
@@ -101,9 +108,18 @@ def test_the_judge_is_assembled_in_one_place(tmp_path: Path) -> None:
     sweep's ledger, the rate limiter, and the completer reading the provider's limit headers."""
     from experiments.judges import make_judge
 
-    study = load(composed("config", "judge=qwen", "budget_usd=1", "judge.rpm=60", "judge.concurrency=3",
-                          "judge.input_cost_per_token=1e-6", "judge.output_cost_per_token=2e-6",
-                          f"cache_dir={tmp_path / 'cache'}"))
+    study = load(
+        composed(
+            "config",
+            "judge=qwen",
+            "budget_usd=1",
+            "judge.rpm=60",
+            "judge.concurrency=3",
+            "judge.input_cost_per_token=1e-6",
+            "judge.output_cost_per_token=2e-6",
+            f"cache_dir={tmp_path / 'cache'}",
+        )
+    )
     judge = make_judge(study, largest_output=777, sweep_dir=tmp_path, job="job0")
     try:
         assert judge.budget is not None and judge.budget.max_tokens == 777 and judge.budget.shared is not None
@@ -122,7 +138,16 @@ def test_the_mode_is_built_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     built: list[str] = []
     real = inputs_module.mode_from_config
     monkeypatch.setattr(inputs_module, "mode_from_config", lambda mode: built.append(mode.name) or real(mode))
-    study = load(composed("config", "judge=qwen", "mode=comparative", "limit=1", "n_samples=1", "plan=true",
-                          f"cache_dir={tmp_path / 'cache'}"))
+    study = load(
+        composed(
+            "config",
+            "judge=qwen",
+            "mode=comparative",
+            "limit=1",
+            "n_samples=1",
+            "plan=true",
+            f"cache_dir={tmp_path / 'cache'}",
+        )
+    )
     plan = plan_study(study, load_study_inputs(study))
     assert plan["mode"] == "comparative" and built == ["comparative"]

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from tests.studies import typed
 
 from analysis import drift
 from tests.openai_server import ScriptedServer, Step, rubric_answer
+from tests.studies import typed
 
 
 def dated_run(seed: int, date: int, shift_from: int, n: int = 60, samples: int = 3) -> pd.DataFrame:

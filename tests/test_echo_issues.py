@@ -9,9 +9,9 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from tests.studies import typed
 
 from experiments import issues
+from tests.studies import typed
 
 CFG = {"judge": {}, "threshold": 0.7}
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from tests.studies import typed
 import yaml
 
 from experiments.extract import classification_metrics, run_extract
 from tests.openai_server import ScriptedServer, Step
+from tests.studies import typed
 
 ROOT = Path(__file__).resolve().parent.parent
 

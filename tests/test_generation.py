@@ -17,7 +17,7 @@ from experiments.generate import generate
 from experiments.generation import few_shot_demos, parse_list
 from experiments.issues import run_issues
 from tests.openai_server import ScriptedServer, Step, rubric_answer
-from tests.studies import typed, public_data
+from tests.studies import public_data, typed
 
 ROOT = Path(__file__).resolve().parent.parent
 EVALUATION = ("Positive Novelty Evaluations:\n- The syllable features are a new idea for Thai tagging.\n"

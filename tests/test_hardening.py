@@ -12,7 +12,6 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from tests.studies import typed
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
@@ -24,6 +23,7 @@ from judge.completer import Completion
 from judge.secrets import REDACTED
 from tests.fault_server import FaultServer
 from tests.openai_server import ScriptedServer, Step, rubric_answer
+from tests.studies import typed
 
 KEY = "sk-hardening-test-key-0123456789"
 

@@ -31,7 +31,8 @@ from tests.batch_server import BatchServer
 from tests.fakes import FakeTextStore
 from tests.openai_server import ScriptedServer, Step, rubric_answer
 from tests.redis_server import redis_server
-from tests.studies import typed, config
+from tests.studies import config
+from tests.studies import typed as typed_study
 
 KEY = "sk-batch-cache-hardening-0123456789"
 MODEL = "openai/judge"
@@ -117,7 +118,7 @@ def test_batch_errors_quoting_the_key_are_redacted(
     )
     with server.running():
         frame = run_study(
-            typed(batch_study(server, tmp_path, "batch_settings.rounds=1")), None, tmp_path / "run", run_id="run"
+            typed_study(batch_study(server, tmp_path, "batch_settings.rounds=1")), None, tmp_path / "run", run_id="run"
         )
     unscored = frame[~frame["parse_ok"]]
     assert len(unscored) > 0 and unscored["error"].str.contains("REDACTED").all(), unscored["error"].tolist()
@@ -202,7 +203,7 @@ def test_rotating_a_key_in_the_api_base_reruns_from_the_cache(tmp_path: Path) ->
         ):
             cfg = live_study(server.api_base, tmp_path)
             cfg["judge"]["api_base"] = typed
-            run_study(typed(cfg), None, tmp_path / f"run{i}", run_id=f"run{i}")
+            run_study(typed_study(cfg), None, tmp_path / f"run{i}", run_id=f"run{i}")
             made.append(json.loads((tmp_path / f"run{i}" / "manifest.json").read_text())["calls_made"])
     assert made == [11, 0, 0] and len(server.requests) == 11
 
@@ -349,12 +350,12 @@ def test_a_negative_cost_entry_never_reaches_the_results(tmp_path: Path) -> None
     server = ScriptedServer(lambda body: Step(200, rubric_answer(body)))
     with server.running():
         cfg = live_study(server.api_base, tmp_path)
-        run_study(typed(cfg), None, tmp_path / "first", run_id="first")
+        run_study(typed_study(cfg), None, tmp_path / "first", run_id="first")
         key = (tmp_path / "first" / "cache_keys.txt").read_text().split()[0]
         raw = diskcache.Cache(str(tmp_path / "cache"))
         raw.set(key, stored(key, {**GOOD, "cost_usd": -1000.0}))
         raw.close()
-        frame = run_study(typed(cfg), None, tmp_path / "second", run_id="second")
+        frame = run_study(typed_study(cfg), None, tmp_path / "second", run_id="second")
     manifest = json.loads((tmp_path / "second" / "manifest.json").read_text())
     assert (
         manifest["calls_made"] == 1 and manifest["cache_damaged_entries"] == 1 and len(server.requests) == 12

@@ -41,7 +41,7 @@ from judge.pricing import Prices
 from tests.batch_server import BatchServer
 from tests.fakes import FakeTextStore
 from tests.fault_server import ANSWERS, HOSTILE, FaultServer
-from tests.studies import typed, cli_env
+from tests.studies import cli_env, typed
 from tests.test_hardening import KEY, study_cfg
 
 FEW = settings(max_examples=6, deadline=None, derandomize=True, database=None,

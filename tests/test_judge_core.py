@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import asyncio
 import os
+from dataclasses import replace
 
 import litellm
 import pytest
-from tests.studies import config, typed
 
 from judge.cache import CallCache, cache_key
 from judge.client import Judge
@@ -17,6 +15,7 @@ from judge.completer import LiteLLMCompleter
 from judge.retry import FatalProviderError, RetryPolicy, is_transient, retry_after_seconds
 from tests.fakes import FakeCompleter
 from tests.openai_server import ScriptedServer, Step, scripted
+from tests.studies import config, typed
 
 MSGS = [{"role": "user", "content": "rate this"}]
 GOOD = '{"originality": 2, "gap_addressing": 1, "non_obviousness": 3}'

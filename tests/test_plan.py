@@ -16,7 +16,7 @@ from experiments.inputs import load_study_inputs
 from experiments.plan import plan_study, run_plan, sum_plans
 from judge.pricing import prices_for
 from tests.openai_server import ScriptedServer, Step, rubric_answer
-from tests.studies import typed, cli_env
+from tests.studies import cli_env, typed
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.studies import typed
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -32,6 +31,7 @@ from judge.client import CallResult
 from judge.completer import Completion
 from judge.parse import extract_json_object, parse_labelled, parse_object
 from judge.rubric import BEGIN, END, Rubric, rubric_from_config
+from tests.studies import typed
 
 CONF = Path(__file__).resolve().parent.parent / "conf" / "rubric"
 RUBRICS = {p.stem: rubric_from_config(yaml.safe_load(p.read_text())) for p in sorted(CONF.glob("*.yaml"))}

@@ -10,13 +10,13 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from tests.studies import typed
 
 from experiments.judges import sent_request
 from experiments.study import run_study
 from judge.quirks import build_request, request_shape
 from judge.rubric import rubric_from_config
 from tests.openai_server import ScriptedServer, Step, rubric_answer
+from tests.studies import typed
 from tests.test_plan import compose
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -30,7 +30,7 @@ from judge.completer import LiteLLMCompleter
 from judge.ratelimit import RateLimiter
 from judge.retry import RetryPolicy
 from tests.openai_server import ScriptedServer, Step, rubric_answer, scripted
-from tests.studies import typed, ROOT, cli_env
+from tests.studies import ROOT, cli_env, typed
 from tests.study_folders import write_fake_run
 from tests.test_plan import compose
 

@@ -17,8 +17,8 @@ from experiments import robustness as rb
 from experiments.config import StudyConfig
 from experiments.modes import Mode, mode_from_config
 from tests.fakes import FakeCompleter
-from tests.studies import config, typed
 from tests.openai_server import ScriptedServer, Step, rubric_answer
+from tests.studies import config, typed
 from tests.test_runner import run
 
 TEXT = "Does gating retrieval help? It saves latency. Accuracy barely drops."

@@ -17,7 +17,6 @@ from pathlib import Path
 import diskcache
 import pandas as pd
 import pytest
-from tests.studies import typed
 
 from analysis.collect import load_results
 from analysis.report import main as report_main
@@ -26,6 +25,7 @@ from experiments.inputs import StudyError
 from experiments.shard import Shard, ShardError, parse_shard, select, study_id
 from judge.cache import CallCache
 from tests.openai_server import ScriptedServer, Step, rubric_answer
+from tests.studies import typed
 from tests.test_reliability import config, run_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
