@@ -171,7 +171,7 @@ def run_all(args: argparse.Namespace) -> None:
         rubric, instances = inputs.rubric, inputs.instances
         prompts = build_prompts(instances, rubric, Independent(), seed=0)
         per_call = sum(prompt_tokens("bench-judge", p.messages) for p in prompts) / len(prompts) + \
-            max_tokens_of(cfg, prompts[0])  # fmt: skip
+            max_tokens_of(load(cfg), prompts[0])  # fmt: skip
         if args.tpm is None:
             args.tpm = round(0.75 * args.rpm * per_call)
         allowed = min(args.rpm / 60, args.tpm / 60 / per_call)

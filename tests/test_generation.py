@@ -106,6 +106,8 @@ def test_issue_sets_by_judge(server: ScriptedServer, tmp_path: Path) -> None:
     cfg = config(server, tmp_path, dataset={"name": "r", "path": str(ROOT / "data/sample/reviews.jsonl")},
                  matcher="judge", threshold=0.7, temperature=0.0, limit=1)  # fmt: skip
     cfg["rubric"] = yaml.safe_load((ROOT / "conf" / "rubric" / "issue_match.yaml").read_text())
+    for generation_only in ("task", "k", "strategy", "rag_top_k", "corpus"):
+        del cfg[generation_only]
     macro = run_issues(typed(cfg, "issues"), tmp_path / "issues")
     matches = pd.read_csv(tmp_path / "issues" / "matches.csv")
     # human: 2 issues; each generated review: 2 issues -> 4 pairs per source; only the baselines pair matches
