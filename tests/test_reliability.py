@@ -32,7 +32,7 @@ from judge.completer import Completion
 from judge.retry import is_transient
 from tests.fault_server import ANSWERS, OFF_RUBRIC, TRANSIENT, FaultServer
 from tests.openai_server import ScriptedServer, Step
-from tests.studies import cli_env, config, typed
+from tests.studies import cli_env, typed
 
 PLANTED = "sk-planted-fault-path-0123456789-SECRET"
 JUDGMENT = ["instance_id", "candidate_id", "dimension", "sample_idx", "score", "preference", "parse_ok", "raw",
