@@ -20,8 +20,8 @@ import pandas as pd
 from analysis.cells import csv_unescape, write_csv
 from analysis.collect import find_results
 from analysis.humans import first_duplicate
-from judge.rubric import template_text
 from experiments.schema import MANIFEST_NAME, ManifestError, read_manifest
+from judge.rubric import template_text
 
 SCORE_FIELD = "score"  # the Label Studio control whose choice is the score
 

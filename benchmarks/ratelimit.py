@@ -112,6 +112,7 @@ def variant(args: argparse.Namespace) -> None:
     """One variant: run_study on the dataset with an empty cache; prints its manifest's counts as JSON."""
     from throughput import study_config  # noqa: PLC0415
 
+    from experiments.config import load  # noqa: PLC0415
     from experiments.schema import MANIFEST_NAME, read_manifest  # noqa: PLC0415
     from experiments.study import run_study  # noqa: PLC0415
     from judge import speedups  # noqa: PLC0415
@@ -125,7 +126,7 @@ def variant(args: argparse.Namespace) -> None:
         if args.limited:
             cfg["judge"].update(rpm=args.rpm, tpm=args.tpm)
         started = time.perf_counter()
-        run_study(cfg, None, Path(tmp) / "out", run_id="rl")
+        run_study(load(cfg), None, Path(tmp) / "out", run_id="rl")
         wall = time.perf_counter() - started
         manifest = read_manifest(Path(tmp) / "out" / MANIFEST_NAME)
     print(json.dumps({"wall_s": wall, "made": manifest.calls_made, "unscored": manifest.unscored_calls,
@@ -157,6 +158,7 @@ def main() -> None:
 def run_all(args: argparse.Namespace) -> None:
     from throughput import make_dataset, study_config  # noqa: PLC0415
 
+    from experiments.config import load  # noqa: PLC0415
     from experiments.inputs import load_study_inputs  # noqa: PLC0415
     from experiments.judges import max_tokens_of  # noqa: PLC0415
     from experiments.modes import build_prompts  # noqa: PLC0415
@@ -169,10 +171,11 @@ def run_all(args: argparse.Namespace) -> None:
         data = Path(tmp) / "data.jsonl"
         n = make_dataset(data, args.calls)
         cfg = study_config(data, "http://127.0.0.1:9/v1", args.concurrency, Path(tmp) / "c")
-        rubric, instances, _ = load_study_inputs(cfg)
+        inputs = load_study_inputs(load(cfg))
+        rubric, instances = inputs.rubric, inputs.instances
         prompts = build_prompts(instances, rubric, Independent(), seed=0)
         per_call = sum(prompt_tokens("bench-judge", p.messages) for p in prompts) / len(prompts) + \
-            max_tokens_of(cfg, prompts[0])  # fmt: skip
+            max_tokens_of(load(cfg), prompts[0])  # fmt: skip
         if args.tpm is None:
             args.tpm = round(0.75 * args.rpm * per_call)
         allowed = min(args.rpm / 60, args.tpm / 60 / per_call)

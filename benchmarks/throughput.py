@@ -151,11 +151,13 @@ def study_config(data: Path, api_base: str, concurrency: int, cache_dir: Path) -
 
 def dump_messages(cfg: dict[str, Any], path: Path) -> None:
     """The rendered messages of every call (prompt x sample), for the raw loops."""
+    from experiments.config import load  # noqa: PLC0415
     from experiments.inputs import load_study_inputs  # noqa: PLC0415
     from experiments.modes import build_prompts  # noqa: PLC0415
     from experiments.modes.independent import Independent  # noqa: PLC0415
 
-    rubric, instances, _ = load_study_inputs(cfg)
+    inputs = load_study_inputs(load(cfg))
+    rubric, instances = inputs.rubric, inputs.instances
     prompts = build_prompts(instances, rubric, Independent(), seed=0)
     calls = [{"messages": p.messages, "seed": s} for p in prompts for s in range(N_SAMPLES)]
     path.write_text(json.dumps(calls))
@@ -219,24 +221,24 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         os.environ["OPENAI_API_KEY"] = "sk-bench"
         import litellm  # noqa: F401, PLC0415  (imported before timing, as in any run)
 
+        from experiments.config import load  # noqa: PLC0415
         from judge import speedups  # noqa: PLC0415  (installed once, as experiments.run does)
 
         speedups.install()
-
         from experiments.inputs import load_study_inputs  # noqa: PLC0415
         from experiments.schema import MANIFEST_NAME, read_manifest  # noqa: PLC0415
         from experiments.study import run_study  # noqa: PLC0415
 
         out = Path(tempfile.mkdtemp(prefix="judgescope-bench-out-"))
         cpu, t0 = _cpu(), time.perf_counter()
-        frame = run_study(cfg, load_study_inputs(cfg), out, run_id=kind)
+        frame = run_study(load(cfg), load_study_inputs(load(cfg)), out, run_id=kind)
         wall, cpu = time.perf_counter() - t0, _cpu() - cpu
         manifest = read_manifest(out / MANIFEST_NAME)
         from experiments.judges import make_judge  # noqa: PLC0415
         from experiments.study import plan_workers  # noqa: PLC0415
 
         made = manifest.calls_made or 0
-        workers = plan_workers(cfg, make_judge(cfg), made) if made else 0
+        workers = plan_workers(load(cfg), make_judge(load(cfg)), made) if made else 0
         shutil.rmtree(out, ignore_errors=True)
         n = manifest.calls_total or 0
         return {"calls": n, "ok": int(frame["parse_ok"].sum()) // 3, "wall_s": wall, "cpu_s": cpu,
@@ -258,6 +260,7 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
 def overhead(config: Path) -> dict[str, Any]:
     """Microseconds per call for render, cache key, parse and rows (single thread, no I/O)."""
     cfg = json.loads(config.read_text())
+    from experiments.config import load  # noqa: PLC0415
     from experiments.inputs import load_study_inputs  # noqa: PLC0415
     from experiments.modes import build_prompts  # noqa: PLC0415
     from experiments.modes.independent import Independent  # noqa: PLC0415
@@ -267,7 +270,8 @@ def overhead(config: Path) -> dict[str, Any]:
     from judge.completer import Completion, LiteLLMCompleter  # noqa: PLC0415
     from judge.parse import parse_object  # noqa: PLC0415
 
-    rubric, instances, _ = load_study_inputs(cfg)
+    inputs = load_study_inputs(load(cfg))
+    rubric, instances = inputs.rubric, inputs.instances
     build_prompts(instances[:2], rubric, Independent(), seed=0)  # warm the template cache
     t0 = time.perf_counter()
     prompts = build_prompts(instances, rubric, Independent(), seed=0)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from experiments.config import JudgeConfig, StudyConfig
 from experiments.inputs import StudyError
 from experiments.spend import judge_prices
 from judge.batch import BatchClient, BatchError, BatchRequest, BatchStats, batch_limits
@@ -21,18 +22,18 @@ from judge.pricing import prompt_tokens
 from judge.quirks import mapped_params
 
 
-def _api_key(jcfg: Mapping[str, Any]) -> str | None:
+def _api_key(jcfg: JudgeConfig) -> str | None:
     """The key as the live path sends it: the judge's environment variable, or a placeholder for a keyless
     OpenAI-compatible server."""
-    if jcfg.get("api_key_env"):
-        return os.environ.get(str(jcfg["api_key_env"]))
-    return "no-key" if jcfg.get("api_base") and str(jcfg["model"]).startswith("openai/") else None
+    if jcfg.api_key_env:
+        return os.environ.get(jcfg.api_key_env)
+    return "no-key" if jcfg.api_base and jcfg.model.startswith("openai/") else None
 
 
-def batch_client(judge: Judge, jcfg: Mapping[str, Any]) -> BatchClient:
+def batch_client(judge: Judge, jcfg: JudgeConfig) -> BatchClient:
     """The judge's batch client; the request bodies carry what a live call sends (litellm's mapping)."""
     completer: Any = judge.completer
-    model, api_base = str(jcfg["model"]), jcfg.get("api_base")
+    model, api_base = jcfg.model, jcfg.api_base
 
     def body_params(params: Mapping[str, Any], provider_format: bool) -> dict[str, Any]:
         sent = (
@@ -44,22 +45,21 @@ def batch_client(judge: Judge, jcfg: Mapping[str, Any]) -> BatchClient:
 
 
 def run_batches(
-    judge: Judge, requests: Sequence[BatchRequest], cfg: Mapping[str, Any]
+    judge: Judge, requests: Sequence[BatchRequest], cfg: StudyConfig
 ) -> tuple[dict[str, CallResult], BatchStats]:
     """Every request answered through batches (resuming the ones a killed run left), or a StudyError."""
-    jcfg = cfg["judge"]
-    settings = cfg.get("batch_settings") or {}
-    progress = bool(cfg.get("progress", True))
+    jcfg, settings = cfg.judge, cfg.batch_settings
     try:
         client = batch_client(judge, jcfg)
-        limits = batch_limits(client.provider, int(settings.get("max_per_batch", 50_000)),
-                              settings.get("max_file_mb"), settings.get("max_enqueued_tokens"))  # fmt: skip
+        limits = batch_limits(
+            client.provider, settings.max_per_batch, settings.max_file_mb, settings.max_enqueued_tokens
+        )
         runner = BatchRunner(
             client, judge.cache, BatchJournal(judge.cache.directory), judge_prices(jcfg),
-            model=str(jcfg["model"]), api_base=jcfg.get("api_base"), poll_s=float(settings.get("poll_s", 30)),
-            rounds=int(settings.get("rounds", 3)), max_per_batch=int(settings.get("max_per_batch", 50_000)),
-            limits=limits, count_tokens=enqueued_tokens(str(jcfg["model"])) if limits.max_enqueued_tokens else None,
-            progress=(lambda line: print(line, file=sys.stderr, flush=True)) if progress else None,
+            model=jcfg.model, api_base=jcfg.api_base, poll_s=settings.poll_s,
+            rounds=settings.rounds, max_per_batch=settings.max_per_batch,
+            limits=limits, count_tokens=enqueued_tokens(jcfg.model) if limits.max_enqueued_tokens else None,
+            progress=(lambda line: print(line, file=sys.stderr, flush=True)) if cfg.progress else None,
         )  # fmt: skip
         paid, not_started = within_budget(judge.budget, requests)
         results = runner.run([r for r, _ in paid])

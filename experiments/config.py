@@ -22,7 +22,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from judge.routing import PoolSettings
-from judge.rubric import RubricKind
+from judge.rubric import Rubric
 
 T = TypeVar("T")
 
@@ -58,33 +58,6 @@ def _range_problem(obj: Any, prefix: str) -> str | None:
         if high is not None and value > high:
             return f"{path}={value}: must be at most {high:g}"
     return None
-
-
-@dataclass(frozen=True)
-class DimensionConfig:
-    """One rubric dimension as declared in conf/rubric/*.yaml (a score range or a set of choices)."""
-
-    name: str = MISSING
-    description: str = ""
-    low: Optional[float] = None  # noqa: UP045
-    high: Optional[float] = None  # noqa: UP045
-    choices: list[str] = field(default_factory=list)
-    higher_is_better: bool = True
-
-
-@dataclass(frozen=True)
-class RubricConfig:
-    """A rubric spec (conf/rubric/<name>.yaml): its template, what it asks for and its dimensions."""
-
-    name: str = MISSING
-    template: str = MISSING
-    kind: RubricKind = RubricKind.scores
-    system: str = MISSING
-    dimensions: list[DimensionConfig] = field(default_factory=list)
-    add_overall: bool = False
-    item_noun: str = "QUESTION"
-    # opt-in: the judge writes a short rationale before its scores (a `rationale` column, never scored)
-    rationale: bool = False
 
 
 @dataclass(frozen=True)
@@ -207,7 +180,7 @@ class StudyConfig:
     """One judging study (conf/config.yaml): dataset x rubric x mode x judge and how the calls are made."""
 
     judge: JudgeConfig = MISSING
-    rubric: RubricConfig = MISSING
+    rubric: Rubric = MISSING
     mode: ModeConfig = MISSING
     dataset: DatasetConfig = MISSING
     n_samples: int = bounded(3, 1)
@@ -270,7 +243,7 @@ class IssuesConfig(StageConfig):
     """EchoReview issue sets (conf/issues.yaml): weaknesses extracted by a judge, then matched."""
 
     dataset: DatasetConfig = MISSING
-    rubric: RubricConfig = MISSING
+    rubric: Rubric = MISSING
     matcher: str = "judge"
     threshold: float = bounded(0.7, 0, 1)
     temperature: float = bounded(0.0, 0, 2)
@@ -281,11 +254,15 @@ class IssuesConfig(StageConfig):
 class ExtractConfig(StageConfig):
     """NovBench's extraction stage (conf/extract.yaml): a judge labels introduction sentences."""
 
-    rubric: RubricConfig = MISSING
+    rubric: Rubric = MISSING
     papers: str = "data:coling2020_reviews.jsonl"  # introduction sentences
     novelty: str = "data:novbench_coling2020.jsonl"  # the sentences NovBench chose
     temperature: float = 0.0
     max_tokens: int = 40
+
+
+#: every config that calls a judge (experiments.judges builds it from any of them)
+AnyStage = StudyConfig | GenerateConfig | IssuesConfig | ExtractConfig
 
 
 SCHEMAS: dict[str, type] = {"config_schema": StudyConfig, "generate_schema": GenerateConfig,
@@ -330,7 +307,7 @@ def _unknown_keys(node: DictConfig, schema: type, prefix: str) -> str | None:
     return None
 
 
-_SUBSCHEMAS: dict[str, type] = {c.__name__: c for c in (JudgeConfig, RubricConfig, ModeConfig, DatasetConfig,
+_SUBSCHEMAS: dict[str, type] = {c.__name__: c for c in (JudgeConfig, Rubric, ModeConfig, DatasetConfig,
                                                         RetryConfig, CacheConfig, BatchSettings, PoolSettings,
                                                         RobustnessConfig)}  # fmt: skip
 
@@ -369,6 +346,14 @@ def load(cfg: Any, schema: type[T] = StudyConfig) -> T:  # type: ignore[assignme
     if problem:
         raise ConfigError(problem)
     return obj
+
+
+def as_dict(cfg: Any) -> dict[str, Any]:
+    """A loaded config as plain data (enums by their names), as Hydra's resolved config reads: the one place a
+    typed config becomes a dict (a run's config.json, its study_id, the secrets to scrub)."""
+    data = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True, enum_to_str=True)
+    assert isinstance(data, dict)
+    return {str(k): v for k, v in data.items()}
 
 
 def command_line_problem(argv: list[str], config_name: str) -> str | None:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar, cast
+from typing import NoReturn, TypeVar
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 T = TypeVar("T")
+C = TypeVar("C")
 INTERRUPTED = ("interrupted: every answer received so far is cached; rerun the same command to resume (no call "
                "is paid twice)")  # fmt: skip
 
@@ -43,40 +44,34 @@ def start(config_name: str, *checks: Callable[[list[str]], str | None]) -> None:
             sys.exit(2)
 
 
-def to_plain(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config as plain data (a Hydra config is a mapping with string keys at its top)."""
-    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    assert isinstance(plain, dict)
-    return cast(dict[str, Any], plain)
-
-
-def plain_config(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config as plain data, its secrets learnt and library logs scrubbed; litellm's price map
-    chosen (`prices`, judge.price_map) before litellm is imported."""
+def typed_config(cfg: DictConfig, schema: type[C]) -> C:
+    """The composed config as its frozen, typed object (experiments.config), its secrets learnt and library
+    logs scrubbed; litellm's price map chosen (`prices`, judge.price_map) before litellm is imported."""
+    from experiments.config import as_dict, load
     from judge.price_map import choose
     from judge.secrets import install_log_redaction, remember_secrets
 
-    plain = to_plain(cfg)
-    remember_secrets(plain)
-    choose(str(plain.get("prices", "bundled")))
+    typed = load(cfg, schema)
+    remember_secrets(as_dict(typed))
+    choose(typed.prices.value)  # type: ignore[attr-defined]
     install_log_redaction()
     from judge import speedups  # after `choose`: this imports litellm
 
     speedups.install()
-    return plain
+    return typed
 
 
-def run_stage(body: Callable[[Mapping[str, Any]], T], cfg: DictConfig, out_dir: Path) -> T:
-    """`body(plain config)` with every user-facing failure as one line (see the module doc)."""
+def run_stage(body: Callable[[C], T], cfg: DictConfig, out_dir: Path, schema: type[C]) -> T:
+    """`body(typed config)` with every user-facing failure as one line (see the module doc)."""
     from experiments.inputs import StudyError
     from judge.cache import CacheError
     from judge.retry import FatalProviderError
 
     try:
-        return body(plain_config(cfg))
+        return body(typed_config(cfg, schema))
     except KeyboardInterrupt:
         _fail(out_dir, INTERRUPTED, 130)
-    except (StudyError, ValueError, FatalProviderError, CacheError, OSError) as exc:  # DatasetError: ValueError
+    except (StudyError, ValueError, FatalProviderError, CacheError, OSError) as exc:  # ConfigError: ValueError
         _fail(out_dir, f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", 2)
 
 

@@ -26,6 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from analysis.cells import write_csv  # model text in a CSV people open: no formulas
+from experiments.config import ExtractConfig
 from experiments.schema import MANIFEST_NAME, ExtractionManifest, write_manifest
 
 
@@ -58,7 +59,7 @@ def classification_metrics(labels: Sequence[int], predicted: Sequence[int | None
 
 
 async def classify(judge: Any, rubric: Any, rows: pd.DataFrame, params: Mapping[str, Any],
-                   structured: bool, tally: Any) -> list[tuple[int | None, str]]:  # fmt: skip
+                   structured: bool, tally: Any, progress: bool) -> list[tuple[int | None, str]]:  # fmt: skip
     """(1 / 0 / None, raw answer) per sentence: one cached judge call each, counted in ``tally``."""
     from experiments.generation import Request, call_many
     from judge.parse import parse_object
@@ -69,7 +70,7 @@ async def classify(judge: Any, rubric: Any, rows: pd.DataFrame, params: Mapping[
     requests = [Request(rubric.render(title=t, sentence=s), rubric.version)
                 for t, s in zip(rows["title"], rows["sentence"], strict=True)]  # fmt: skip
     out = []
-    for res in await call_many(judge, requests, call_params, progress=bool(rows.attrs.get("progress", False))):
+    for res in await call_many(judge, requests, call_params, progress=progress):
         raw = res.completion.text if res.completion else ""
         parsed = parse_object(raw, rubric.fields)
         tally.add(res, scored=parsed.ok)
@@ -77,7 +78,7 @@ async def classify(judge: Any, rubric: Any, rows: pd.DataFrame, params: Mapping[
     return out
 
 
-def check_joined(cfg: Mapping[str, Any], papers: list[dict[str, Any]], novelty: list[dict[str, Any]],
+def check_joined(cfg: ExtractConfig, papers: list[dict[str, Any]], novelty: list[dict[str, Any]],
                  rows: pd.DataFrame) -> tuple[int, int]:  # fmt: skip
     """How many chosen sentences of the run's papers matched no introduction sentence (lost positives), and how
     many NovBench records name no paper of the papers file (left out); one `note:` line for each kind when any.
@@ -89,14 +90,14 @@ def check_joined(cfg: Mapping[str, Any], papers: list[dict[str, Any]], novelty: 
 
     if rows.empty:
         ids = sorted({str(r["id"]) for r in novelty})[:3], sorted({str(p["paper_id"]) for p in papers})[:3]
-        raise StudyError(f"novelty={cfg['novelty']} (id) and papers={cfg['papers']} (paper_id) share no paper: "
+        raise StudyError(f"novelty={cfg.novelty} (id) and papers={cfg.papers} (paper_id) share no paper: "
                          f"ids e.g. {ids[0]} vs {ids[1]}; nothing to label")  # fmt: skip
     kept = set(rows["paper_id"])
     n_chosen = sum(len(dict.fromkeys(r["paper_novelty"])) for r in novelty if str(r["id"]) in kept)
     lost = unmatched_chosen(papers, novelty)
     n_lost = int(lost["paper_id"].isin(kept).sum())
-    where = (f"novelty={cfg['novelty']}: {{}} of the {n_chosen} chosen sentences (paper_novelty) of the "
-             f"{len(kept)} paper(s) matched {{}} introduction sentence in papers={cfg['papers']}")  # fmt: skip
+    where = (f"novelty={cfg.novelty}: {{}} of the {n_chosen} chosen sentences (paper_novelty) of the "
+             f"{len(kept)} paper(s) matched {{}} introduction sentence in papers={cfg.papers}")  # fmt: skip
     if n_chosen and not rows["label"].any():
         raise StudyError(where.format("none", "an"))
     if n_lost:
@@ -105,12 +106,12 @@ def check_joined(cfg: Mapping[str, Any], papers: list[dict[str, Any]], novelty: 
     paper_ids = {str(p["paper_id"]) for p in papers}
     unjoined = [str(r["id"]) for r in novelty if str(r["id"]) not in paper_ids]  # records, not distinct ids
     if unjoined:
-        print(f"note: novelty={cfg['novelty']}: {len(unjoined)} record(s) name no paper of papers={cfg['papers']} "
+        print(f"note: novelty={cfg.novelty}: {len(unjoined)} record(s) name no paper of papers={cfg.papers} "
               f"(e.g. {sorted(set(unjoined))[:3]}); left out (n_unjoined_records)", file=sys.stderr)  # fmt: skip
     return n_lost, len(unjoined)
 
 
-def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
+def run_extract(cfg: ExtractConfig, out_dir: Path) -> dict[str, Any]:
     """Label, call, score, write; returns the metrics."""
     from experiments.coling import extraction_labels, load_coling_records
     from experiments.inputs import check_api_key_env, check_rubric, resolve_path
@@ -118,34 +119,32 @@ def run_extract(cfg: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
     from experiments.manifest import Tally
     from experiments.novbench_data import load_novbench_records
     from experiments.outputs import write_atomic
-    from judge.rubric import rubric_from_config
 
-    papers = load_coling_records(resolve_path(str(cfg["papers"])))
-    novelty = load_novbench_records(resolve_path(str(cfg["novelty"])))
+    papers = load_coling_records(resolve_path(cfg.papers))
+    novelty = load_novbench_records(resolve_path(cfg.novelty))
     labels = extraction_labels(papers, novelty)
-    keep = list(dict.fromkeys(labels["paper_id"]))[: cfg.get("limit")]
+    keep = list(dict.fromkeys(labels["paper_id"]))[: cfg.limit]
     rows = labels[labels["paper_id"].isin(keep)].reset_index(drop=True)
     n_unmatched, n_unjoined = check_joined(cfg, papers, novelty, rows)
-    rows.attrs["progress"] = bool(cfg.get("progress"))
-    rubric = rubric_from_config(cfg["rubric"])
+    rubric = cfg.rubric
     check_rubric(rubric)  # before any call: something to score, a template that compiles, a key variable
-    check_api_key_env(cfg)
+    check_api_key_env(cfg.judge)
     judge, tally = make_judge(cfg), Tally()
     try:
-        structured = bool(cfg["judge"].get("structured_output"))
-        answers = asyncio.run(classify(judge, rubric, rows, sampling_params(cfg), structured, tally))
+        structured = cfg.judge.structured_output
+        answers = asyncio.run(classify(judge, rubric, rows, sampling_params(cfg), structured, tally, cfg.progress))
     finally:
         judge.cache.close()
     rows = rows.assign(predicted=[a for a, _ in answers], raw=[r for _, r in answers])
-    metrics = {"judge": cfg["judge"]["name"], "papers": len(keep), "n_unmatched_labels": n_unmatched,
+    metrics = {"judge": cfg.judge.name, "papers": len(keep), "n_unmatched_labels": n_unmatched,
                "n_unjoined_records": n_unjoined,
                **classification_metrics(rows["label"], rows["predicted"])}
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(out_dir / "extraction_predictions.csv", lambda p: write_csv(rows, p))
     write_atomic(out_dir / "extraction_metrics.json", lambda p: p.write_text(json.dumps(metrics, indent=2)))
     manifest = ExtractionManifest(
-        judge=str(cfg["judge"]["name"]),
-        model=str(cfg["judge"]["model"]),
+        judge=cfg.judge.name,
+        model=cfg.judge.model,
         rubric_version=rubric.version,
         sentences=len(rows),
         papers=len(keep),
@@ -164,7 +163,7 @@ def main(cfg: DictConfig) -> None:
     from experiments.entry import run_stage
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    metrics = run_stage(lambda plain: run_extract(plain, out_dir), cfg, out_dir)
+    metrics = run_stage(lambda typed: run_extract(typed, out_dir), cfg, out_dir, ExtractConfig)
     print(json.dumps(metrics), file=sys.stderr)
 
 

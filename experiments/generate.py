@@ -18,6 +18,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from experiments.config import GenerateConfig
 from experiments.datasets import Instance, Paper, load_dataset
 from experiments.schema import MANIFEST_NAME, GenerationManifest, write_manifest
 from experiments.validation import ProblemLog, read_jsonl
@@ -51,7 +52,7 @@ def load_corpus(path: str | None, records: Sequence[Mapping[str, Any]]) -> list[
     return [Paper(str(r["title"]), str(r.get("abstract", r.get("text", "")))) for r in rows]
 
 
-def generate(cfg: Mapping[str, Any], out_dir: Path) -> GenerationManifest:
+def generate(cfg: GenerateConfig, out_dir: Path) -> GenerationManifest:
     """Run one generation task; returns the manifest."""
     from experiments import generation as gen
     from experiments.inputs import resolve_path
@@ -60,10 +61,10 @@ def generate(cfg: Mapping[str, Any], out_dir: Path) -> GenerationManifest:
     from experiments.novbench_data import load_novbench_records
     from experiments.outputs import write_atomic
 
-    task, name, limit = cfg["task"], cfg["judge"]["name"], cfg.get("limit")
+    task, name, limit = cfg.task, cfg.judge.name, cfg.limit
     if task not in ("questions", "novelty", "reviews"):
         raise ValueError(f"task: unknown task {task!r}; choose questions, novelty or reviews")
-    data_path = resolve_path(str(cfg["dataset"]["path"]))
+    data_path = resolve_path(cfg.dataset.path)
     judge = make_judge(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -71,21 +72,21 @@ def generate(cfg: Mapping[str, Any], out_dir: Path) -> GenerationManifest:
             pool = load_novbench_records(data_path)
             records = pool[:limit]
             related = None
-            if cfg["strategy"] == "rag":
+            if cfg.strategy == "rag":
                 from analysis.embeddings import default_embedder
 
-                corpus = load_corpus(cfg.get("corpus"), pool)
-                related = gen.rag_related(records, corpus, int(cfg["rag_top_k"]), default_embedder())
-            requests = gen.novelty_requests(records, cfg["strategy"], seed=int(cfg["seed"]), related=related,
+                corpus = load_corpus(cfg.corpus, pool)
+                related = gen.rag_related(records, corpus, cfg.rag_top_k, default_embedder())
+            requests = gen.novelty_requests(records, cfg.strategy, seed=cfg.seed, related=related,
                                             pool=pool)  # fmt: skip
         else:
             instances = load_dataset(data_path)[:limit]
-            k = int(cfg["k"]) if task == "questions" else 0
+            k = cfg.k if task == "questions" else 0
             requests = (gen.question_requests(instances, k) if task == "questions"
                         else gen.review_requests(instances))  # fmt: skip
-        results = asyncio.run(gen.call_many(judge, requests, sampling_params(cfg), bool(cfg["progress"])))
+        results = asyncio.run(gen.call_many(judge, requests, sampling_params(cfg), cfg.progress))
         if task == "novelty":
-            rows = [{"id": r["id"], "title": r["title"], "model": name, "strategy": cfg["strategy"],
+            rows = [{"id": r["id"], "title": r["title"], "model": name, "strategy": cfg.strategy,
                      "generated": res.completion.text if res.completion else "", "error": res.error,
                      "paper_novelty": r["paper_novelty"], "output_format": r["output_format"]}
                     for r, res in zip(records, results, strict=True)]  # fmt: skip
@@ -102,11 +103,11 @@ def generate(cfg: Mapping[str, Any], out_dir: Path) -> GenerationManifest:
     tally = Tally()
     for res in results:
         tally.add(res, scored=True)
-    strategy = cfg.get("strategy")
+    strategy = cfg.strategy
     manifest = GenerationManifest(
         task=str(task),
         generator=str(name),
-        model=str(cfg["judge"]["model"]),
+        model=cfg.judge.model,
         strategy=None if strategy is None else str(strategy),
         dataset_path=str(data_path),
         items=len(results),
@@ -124,7 +125,7 @@ def main(cfg: DictConfig) -> None:
     from experiments.entry import run_stage
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    manifest = run_stage(lambda plain: generate(plain, out_dir), cfg, out_dir)
+    manifest = run_stage(lambda typed: generate(typed, out_dir), cfg, out_dir, GenerateConfig)
     print(json.dumps(manifest.to_json()), file=sys.stderr)
 
 

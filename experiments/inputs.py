@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import jinja2
 
+from experiments.config import IssuesConfig, JudgeConfig, ModeConfig, StudyConfig
 from experiments.data import DataError, resolve_data
 from experiments.datasets import DatasetError, Instance, load_dataset
 from experiments.modes import Mode, ModeError, mode_from_config
 from experiments.shard import ShardError, parse_shard, select
-from judge.rubric import Rubric, rubric_from_config
+from judge.rubric import Rubric
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*|[a-z_][a-z0-9_]*")
@@ -56,10 +56,10 @@ def resolve_path(path: str) -> Path:
     return PROJECT_ROOT / candidate
 
 
-def study_mode(cfg: Mapping[str, Any]) -> Mode:
+def study_mode(mode: ModeConfig) -> Mode:
     """The study's mode object, from the class its config names (a StudyError when there is none)."""
     try:
-        return mode_from_config(cfg["mode"])
+        return mode_from_config(mode)
     except ModeError as exc:
         raise StudyError(str(exc)) from None
 
@@ -92,42 +92,49 @@ def check_rubric(rubric: Rubric) -> None:
         raise StudyError(f"rubric.template={rubric.template}: {exc}") from None
 
 
-def check_api_key_env(cfg: Mapping[str, Any]) -> None:
+def check_api_key_env(judge: JudgeConfig, *, plan: bool = False) -> None:
     """`judge.api_key_env` names a variable that is set. Any name that is set is accepted (real names come in
     every case and shape); only an unset value is judged by its look, so a key pasted there is never echoed."""
-    env = cfg["judge"].get("api_key_env")
-    if not env or os.environ.get(str(env)):
+    env = judge.api_key_env
+    if not env or os.environ.get(env):
         return
-    if not looks_like_env_name(str(env)):  # even in a plan: its config would show the pasted key
+    if not looks_like_env_name(env):  # even in a plan: its config would show the pasted key
         raise StudyError("judge.api_key_env must name an environment variable (e.g. OPENAI_API_KEY): no variable "
                          "of that name is set, and its value looks like a key pasted by mistake (not shown): put "
                          "the key in an environment variable and name that variable here")  # fmt: skip
-    if not cfg.get("plan"):  # a plan calls no provider
-        raise StudyError(f"judge={cfg['judge']['name']}: the environment variable {env} is not set (API key)")
+    if not plan:  # a plan calls no provider
+        raise StudyError(f"judge={judge.name}: the environment variable {env} is not set (API key)")
 
 
-def check_inputs(cfg: Mapping[str, Any], rubric: Rubric, *, with_mode: bool = True) -> None:
-    """Reject an inconsistent study: the rubric itself, mode/rubric pairing and the API key."""
-    check_rubric(rubric)
-    if with_mode:
-        check_pairing(study_mode(cfg), rubric)
-    check_api_key_env(cfg)
+@dataclass(frozen=True)
+class StudyInputs:
+    """A study's checked inputs: the rubric, the (limited, then sharded) instances, the dataset path, and the
+    mode, built once here (None for a study without modes, e.g. experiments.issues)."""
+
+    rubric: Rubric
+    instances: list[Instance]
+    data_path: Path
+    mode: Mode | None = None
 
 
-def load_study_inputs(cfg: Mapping[str, Any], *, with_mode: bool = True) -> tuple[Rubric, list[Instance], Path]:
-    """The rubric, the (limited, then sharded) instances and the dataset path, or a StudyError naming the
-    problem (`with_mode=False`: a study without modes, e.g. experiments.issues)."""
+def load_study_inputs(cfg: StudyConfig | IssuesConfig, *, with_mode: bool = True) -> StudyInputs:
+    """The rubric, instances, dataset path and mode, or a StudyError naming the problem (`with_mode=False`: a
+    study without modes). Checked in this order: the shard, the rubric, mode/rubric pairing, the API key."""
+    study = cfg if isinstance(cfg, StudyConfig) else None
     try:
-        shard = parse_shard(cfg.get("shard"))
+        shard = parse_shard(study.shard if study else None)
     except ShardError as exc:
         raise StudyError(str(exc)) from None
-    rubric = rubric_from_config(cfg["rubric"])
-    check_inputs(cfg, rubric, with_mode=with_mode)
-    path = resolve_path(str(cfg["dataset"]["path"]))
+    rubric = cfg.rubric
+    check_rubric(rubric)
+    mode = study_mode(study.mode) if study is not None and with_mode else None
+    if mode is not None:
+        check_pairing(mode, rubric)
+    check_api_key_env(cfg.judge, plan=study is not None and study.plan)
+    path = resolve_path(cfg.dataset.path)
     try:
         instances = load_dataset(path)
     except DatasetError as exc:
         raise StudyError(str(exc)) from None
-    limit = cfg.get("limit")
-    limited = instances[: int(limit)] if limit is not None else instances
-    return rubric, select(limited, shard), path
+    limited = instances[: cfg.limit] if cfg.limit is not None else instances
+    return StudyInputs(rubric, select(limited, shard), path, mode)

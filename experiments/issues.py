@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 
 from analysis.cells import write_csv  # model text in a CSV people open: no formulas
 from experiments import issue_matching as matching
+from experiments.config import IssuesConfig
 
 
 async def extract_all(judge: Any, reviews: Sequence[str], params: Mapping[str, Any]) -> list[list[str] | None]:
@@ -48,19 +49,19 @@ async def judge_decisions(judge: Any, rubric: Any, pairs: Sequence[tuple[str, st
     return verdicts
 
 
-def match_issues(cfg: Mapping[str, Any], judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
+def match_issues(cfg: IssuesConfig, judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
                  human: Sequence[str], model: Sequence[str]) -> list[Any]:  # fmt: skip
     """Every (human, model) issue pair decided by the embedding threshold or by the issue_match judge."""
     if embedder is not None:
-        return matching.match_by_embedding(human, model, embedder, float(cfg["threshold"]))
+        return matching.match_by_embedding(human, model, embedder, cfg.threshold)
     pairs = [(h, m) for h in human for m in model]
-    structured = bool(cfg["judge"].get("structured_output"))
+    structured = cfg.judge.structured_output
     verdicts = asyncio.run(judge_decisions(judge, rubric, pairs, params, structured))
     table = dict(zip(pairs, verdicts, strict=True))
     return matching.match_by_judge(human, model, lambda h, m: table[(h, m)])
 
 
-def same_side(cfg: Mapping[str, Any], judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
+def same_side(cfg: IssuesConfig, judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
               statements: Sequence[str]) -> tuple[list[tuple[int, int]], int]:  # fmt: skip
     """Pairs (i < j) of one review's statements that express one issue, by the same matcher as across, and
     how many pairs' calls came back unscored (unknown, so not taken as "different issues")."""
@@ -72,15 +73,15 @@ def same_side(cfg: Mapping[str, Any], judge: Any, rubric: Any, params: Mapping[s
     if embedder is not None:
         vecs = embedder.encode(list(statements))
         cos = cosine_matrix(vecs, vecs)
-        return [(i, j) for i, j in pairs if cos[i, j] >= float(cfg["threshold"])], 0
-    structured = bool(cfg["judge"].get("structured_output"))
+        return [(i, j) for i, j in pairs if cos[i, j] >= cfg.threshold], 0
+    structured = cfg.judge.structured_output
     texts = [(statements[i], statements[j]) for i, j in pairs]
     verdicts = asyncio.run(judge_decisions(judge, rubric, texts, params, structured))
     same = [pair for pair, verdict in zip(pairs, verdicts, strict=True) if verdict is True]
     return same, sum(v is None for v in verdicts)
 
 
-def score_paper(cfg: Mapping[str, Any], judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
+def score_paper(cfg: IssuesConfig, judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
                 human: Sequence[str], model: Sequence[str]) -> tuple[dict[str, Any], list[Any], list[dict[str, Any]]]:
     """Issue-set ratios of one (human, model) review pair, its cross decisions and its same-side links; an
     unscored matching call makes the ratios NaN and is counted in ``n_unscored`` (`issue_overlap`)."""
@@ -95,13 +96,14 @@ def score_paper(cfg: Mapping[str, Any], judge: Any, rubric: Any, params: Mapping
     return ratios, decisions, links
 
 
-def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
+def run_issues(cfg: IssuesConfig, out_dir: Path) -> pd.DataFrame:
     """The whole issue-set study for one judge; returns the macro table."""
     from experiments.inputs import load_study_inputs
     from experiments.judges import make_judge, sampling_params
     from experiments.outputs import write_atomic
 
-    rubric, instances, _ = load_study_inputs(cfg, with_mode=False)
+    inputs = load_study_inputs(cfg, with_mode=False)
+    rubric, instances = inputs.rubric, inputs.instances
     judge = make_judge(cfg)
     params = sampling_params(cfg)
     reviews = [(inst, c) for inst in instances for c in inst.all_candidates()]
@@ -109,7 +111,7 @@ def run_issues(cfg: Mapping[str, Any], out_dir: Path) -> pd.DataFrame:
         issues = asyncio.run(extract_all(judge, [c.text for _, c in reviews], params))
         by_id = {(i.instance_id, c.candidate_id): iss for (i, c), iss in zip(reviews, issues, strict=True)}
         embedder = None
-        if cfg["matcher"] == "embedding":
+        if cfg.matcher == "embedding":
             from analysis.embeddings import default_embedder
 
             embedder = default_embedder()
@@ -153,7 +155,7 @@ def main(cfg: DictConfig) -> None:
     from experiments.entry import run_stage
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    macro = run_stage(lambda plain: run_issues(plain, out_dir), cfg, out_dir)
+    macro = run_stage(lambda typed: run_issues(typed, out_dir), cfg, out_dir, IssuesConfig)
     print(macro.to_string(index=False), file=sys.stderr)
     if "n_unscored" in macro and macro["n_unscored"].sum():
         print(f"note: {int(macro['n_unscored'].sum())} issue-matching call(s) came back unscored; "

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from experiments.batching import batch_manifest
+from experiments.config import StudyConfig
 from experiments.datasets import dataset_hash
 from experiments.inputs import ParseRateError
 from experiments.rows import call_cost
@@ -74,7 +74,7 @@ class Tally:
             self.cost_usd += cost
 
 
-def manifest_extras(cfg: Mapping[str, Any], judge: Judge, shape: RequestShape, tally: Tally) -> dict[str, Any]:
+def manifest_extras(cfg: StudyConfig, judge: Judge, shape: RequestShape, tally: Tally) -> dict[str, Any]:
     """The manifest's budget, batch, request-shape, price-map and rate-limit fields, by `Manifest` field."""
     changes = tuple(
         RequestChange(str(c.get("param")), c.get("asked"), c.get("sent"), str(c.get("note") or ""))
@@ -84,13 +84,12 @@ def manifest_extras(cfg: Mapping[str, Any], judge: Judge, shape: RequestShape, t
         "budget": budget_manifest(judge.budget, tally.not_started),
         "batch": batch_manifest(tally.batch),
         "temperature": shape.temperature,
-        "temperature_asked": float(cfg["temperature"]),
+        "temperature_asked": cfg.temperature,
         "request": RequestRecord(shape.sent, changes),
     }
-    extras["price_map"] = price_record(str(cfg["judge"]["model"]), judge_prices(cfg["judge"]))
+    extras["price_map"] = price_record(cfg.judge.model, judge_prices(cfg.judge))
     if judge.limiter is not None:
-        jcfg = cfg["judge"]
-        extras["rate_limit"] = {"rpm": jcfg.get("rpm"), "tpm": jcfg.get("tpm"),
+        extras["rate_limit"] = {"rpm": cfg.judge.rpm, "tpm": cfg.judge.tpm,
                                 "responses_429": judge.limiter.rate_limited}  # fmt: skip
     return extras
 
@@ -143,21 +142,21 @@ def _with_numbers(members: list[str]) -> str:
     return "".join(filled)
 
 
-def build_manifest(cfg: Mapping[str, Any], frame: pd.DataFrame, tally: Tally, rubric: Rubric, data_path: Path,
+def build_manifest(cfg: StudyConfig, frame: pd.DataFrame, tally: Tally, rubric: Rubric, data_path: Path,
                    n_instances: int, n_prompts: int, started: float) -> Manifest:  # fmt: skip
     """What a reader needs to trust and reproduce the table: counts, cost, versions, dataset hash."""
-    n_calls = n_prompts * int(cfg["n_samples"])
+    n_calls = n_prompts * cfg.n_samples
     attempted = n_calls - tally.not_started  # a budget stop's calls never started are neither parsed nor not
-    shard = parse_shard(cfg.get("shard"))
+    shard = parse_shard(cfg.shard)
     return Manifest(
-        judge=str(cfg["judge"]["name"]), model=str(cfg["judge"]["model"]),
-        mode=str(cfg["mode"]["name"]), rubric=rubric.name, rubric_versions={rubric.name: rubric.version},
-        dataset=str(cfg["dataset"]["name"]), dataset_path=str(data_path),
+        judge=cfg.judge.name, model=cfg.judge.model,
+        mode=cfg.mode.name, rubric=rubric.name, rubric_versions={rubric.name: rubric.version},
+        dataset=cfg.dataset.name, dataset_path=str(data_path),
         dataset_hash=dataset_hash(data_path), study_id=study_id(cfg),
-        cache_refresh=refresh_date(cfg.get("cache")),
+        cache_refresh=refresh_date(cfg.cache),
         shard=ShardSpec(shard.index, shard.count) if shard else None,
         instances=n_instances, prompts=n_prompts,
-        n_samples=int(cfg["n_samples"]), temperature=float(cfg["temperature"]),
+        n_samples=cfg.n_samples, temperature=cfg.temperature,
         calls_total=n_calls, calls_made=tally.calls, calls_cached=tally.cached,
         calls_shared=tally.shared,
         retries=tally.retries, provider_errors=tally.provider_errors, unscored_calls=tally.unscored,

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.datasets import Instance
-from experiments.inputs import StudyError, study_mode
+from experiments.config import StudyConfig
+from experiments.inputs import StudyError, StudyInputs
 from experiments.modes import build_prompts
 from experiments.power import power_note
 from experiments.prompt import Prompt
@@ -42,13 +42,13 @@ def _costs(
             for kind, batch in (("live", False), ("batch", True))}  # fmt: skip
 
 
-def plan_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path]) -> dict[str, Any]:
+def plan_study(cfg: StudyConfig, inputs: StudyInputs) -> dict[str, Any]:
     """The plan of one run: counts, tokens and cost of the calls not yet in the cache. No provider call."""
     from experiments.judges import make_judge  # noqa: PLC0415 (litellm-heavy)
 
-    rubric, instances, _ = inputs
-    mode = study_mode(cfg)
-    prompts = build_prompts(instances, rubric, mode, seed=int(cfg["seed"]))
+    rubric, instances, mode = inputs.rubric, inputs.instances, inputs.mode
+    assert mode is not None  # a study's inputs carry its mode
+    prompts = build_prompts(instances, rubric, mode, seed=cfg.seed)
     judge = make_judge(cfg)
     try:
         counts = _count(judge, prompts, rubric, cfg)
@@ -56,23 +56,23 @@ def plan_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Pat
         raise StudyError(str(exc)) from None
     finally:
         judge.cache.close()
-    prices = judge_prices(cfg["judge"])
+    prices = judge_prices(cfg.judge)
     try:
-        note = power_note(len(instances), float(cfg["plan_discordance"]), cfg.get("plan_effect"))
+        note = power_note(len(instances), cfg.plan_discordance, cfg.plan_effect)
     except ValueError as exc:
         raise StudyError(str(exc)) from None
     return {
-        "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"], "mode": mode.name,
+        "judge": cfg.judge.name, "model": cfg.judge.model, "mode": mode.name,
         "rubric": rubric.name, "instances": len(instances), "prompts": len(prompts),
-        "n_samples": int(cfg["n_samples"]), "max_tokens": _largest_budget(cfg, prompts), **counts,
-        "prices": dict(vars(prices)), "price_map": price_record(str(cfg["judge"]["model"]), prices),
+        "n_samples": cfg.n_samples, "max_tokens": _largest_budget(cfg, prompts), **counts,
+        "prices": dict(vars(prices)), "price_map": price_record(cfg.judge.model, prices),
         "cost_usd": _costs(prices, counts["prompt_tokens"], counts["completion_tokens_bound"],
                            counts["completion_tokens_expected"]),
         "power": note.as_dict(),
     }  # fmt: skip
 
 
-def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[str, Any]) -> dict[str, Any]:
+def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: StudyConfig) -> dict[str, Any]:
     """Walk the run's calls as `execute_calls` does (a key repeated within the run is asked for once)."""
     from experiments.study import jobs_of, sampler  # noqa: PLC0415
 
@@ -109,11 +109,11 @@ def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[s
     return counts | {"calls": calls, "completion_tokens_per_call": per_call_tokens}
 
 
-def _largest_budget(cfg: Mapping[str, Any], prompts: Sequence[Prompt]) -> int:
+def _largest_budget(cfg: StudyConfig, prompts: Sequence[Prompt]) -> int:
     """The largest output budget of the run's calls (each prompt's own when `max_tokens: null`)."""
     from experiments.judges import max_tokens_of  # noqa: PLC0415
 
-    return max((max_tokens_of(cfg, p) for p in prompts), default=int(cfg.get("max_tokens") or 0))
+    return max((max_tokens_of(cfg, p) for p in prompts), default=cfg.max_tokens or 0)
 
 
 def sum_plans(plans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -200,7 +200,7 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
     write_atomic(path, lambda p: p.write_text(json.dumps(data, indent=2)))
 
 
-def run_plan(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path], out_dir: Path,
+def run_plan(cfg: StudyConfig, inputs: StudyInputs, out_dir: Path,
              sweep_dir: Path | None) -> dict[str, Any]:  # fmt: skip
     """Plan one run: write `out_dir/plan.json` (and the sweep's summed `plan.json`) and print it."""
     plan = plan_study(cfg, inputs)

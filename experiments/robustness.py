@@ -27,8 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.config import Perturbation
+from experiments.config import JudgeConfig, Perturbation, RobustnessConfig, StudyConfig, load
 from experiments.datasets import Candidate, Instance
+from experiments.modes import Mode, select_candidates
 
 #: sentences that say nothing about any research question (padding raises length, never content)
 PADDING = (
@@ -41,15 +42,6 @@ PADDING = (
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=\S)")
 TEXT_PERTURBATIONS = frozenset({Perturbation.sentence_deletion, Perturbation.padding, Perturbation.injection})
-
-
-def settings(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The run's robustness settings (defaults when the config has none)."""
-    return cfg.get("robustness") or {"perturbation": "none", "seed": 0}
-
-
-def perturbation_of(cfg: Mapping[str, Any]) -> Perturbation:
-    return Perturbation(str(settings(cfg).get("perturbation", "none")))
 
 
 def _rng(seed: int, instance_id: str, candidate_id: str) -> random.Random:
@@ -78,16 +70,16 @@ def inject(text: str, attack: str) -> str:
     return f"{text.rstrip()} {attack}"
 
 
-def text_perturber(kind: Perturbation, conf: Mapping[str, Any]) -> Callable[[Instance, Candidate], str]:
+def text_perturber(kind: Perturbation, conf: RobustnessConfig) -> Callable[[Instance, Candidate], str]:
     """The function giving a generated candidate's perturbed text (text perturbations only)."""
-    seed = int(conf.get("seed", 0))
+    seed = conf.seed
     if kind is Perturbation.sentence_deletion:
         return lambda i, c: delete_sentence(c.text, _rng(seed, i.instance_id, c.candidate_id))
     if kind is Perturbation.padding:
-        n = int(conf.get("padding_sentences", 3))
+        n = conf.padding_sentences
         return lambda i, c: pad(c.text, _rng(seed, i.instance_id, c.candidate_id), n)
     if kind is Perturbation.injection:
-        attack = str(conf.get("injection"))
+        attack = conf.injection
         return lambda i, c: inject(c.text, attack)
     raise ValueError(f"{kind.value} is not a text perturbation")
 
@@ -121,13 +113,12 @@ _REFUSAL = re.compile(
 class Rules:
     """What a perturbed text must be to be judged in place of the original (`problem`)."""
 
-    max_length_ratio: float = 2.0  # characters, either way: [original / r, original * r]
-    min_similarity: float | None = None  # embedding cosine to the original; None: not checked
+    max_length_ratio: float  # characters, either way: [original / r, original * r]
+    min_similarity: float | None  # embedding cosine to the original; None: not checked
 
     @classmethod
-    def of(cls, conf: Mapping[str, Any]) -> Rules:
-        floor = conf.get("min_similarity")
-        return cls(float(conf.get("max_length_ratio", 2.0)), None if floor is None else float(floor))
+    def of(cls, conf: RobustnessConfig) -> Rules:
+        return cls(conf.max_length_ratio, conf.min_similarity)
 
 
 def _looks_like_json(text: str) -> bool:
@@ -186,7 +177,7 @@ class Paraphrase:
 
 
 def paraphrases(
-    instances: Sequence[Instance], cfg: Mapping[str, Any], embedder: Any = None
+    instances: Sequence[Instance], cfg: StudyConfig, embedder: Any = None
 ) -> dict[tuple[str, str], Paraphrase]:
     """(instance_id, candidate_id) -> the generator judge's paraphrase, checked (`problem`, `too_far`) and asked
     again with the next seed when rejected, at most `max_attempts` calls (cached, keyed by the text itself).
@@ -196,13 +187,16 @@ def paraphrases(
     from experiments.judges import make_judge, sampling_params
     from judge.rubric import render_template, template_version
 
-    conf = settings(cfg)
-    rules, attempts = Rules.of(conf), int(conf.get("max_attempts", 3))
-    gen_cfg = dict(cfg)
-    if conf.get("generator"):  # where `judge=<name>` finds it: conf/judge or a hydra.searchpath folder
+    conf = cfg.robustness
+    rules, attempts = Rules.of(conf), conf.max_attempts
+    gen_cfg = cfg
+    if conf.generator:  # where `judge=<name>` finds it: conf/judge or a hydra.searchpath folder
+        from omegaconf import OmegaConf
+
         from experiments.conf_lookup import judge_config
 
-        gen_cfg["judge"] = judge_config(str(conf["generator"]), "robustness.generator")
+        found = judge_config(str(conf.generator), "robustness.generator")
+        gen_cfg = dataclasses.replace(cfg, judge=load(OmegaConf.create(found), JudgeConfig))
     version = template_version("paraphrase.jinja")
     pending = [(inst.instance_id, c) for inst in instances for c in inst.candidates]
     rejected: dict[tuple[str, str], list[str]] = {(i, c.candidate_id): [] for i, c in pending}
@@ -220,8 +214,8 @@ def paraphrases(
                 )
                 for _, c in pending
             ]
-            params = sampling_params(gen_cfg) | {"seed": int(conf.get("seed", 0)) + attempt}
-            results = asyncio.run(call_many(judge, requests, params, bool(cfg.get("progress", False))))
+            params = sampling_params(gen_cfg) | {"seed": conf.seed + attempt}
+            results = asyncio.run(call_many(judge, requests, params, cfg.progress))
             texts = [(r.completion.text if r.completion else "").strip().strip('"').strip() for r in results]
             why = [
                 problem(c.text, t, rules) if r.completion else "no answer"
@@ -252,21 +246,10 @@ def paraphrases(
     return out
 
 
-def _mode(cfg: Mapping[str, Any]) -> Any:
-    """The study's mode (None when the config names none, as in unit tests of this module)."""
-    from experiments.modes import mode_from_config
-
-    node = cfg.get("mode")
-    return mode_from_config(node) if isinstance(node, Mapping) and node.get("_target_") else None
-
-
-def shown(instances: Sequence[Instance], cfg: Mapping[str, Any]) -> list[Instance]:
+def shown(instances: Sequence[Instance], mode: Mode) -> list[Instance]:
     """The instances with only the generated candidates the mode will show (its `k_per_source`): a candidate
     left out must not let an unshown one take its place (nor is an unshown one worth a paraphrase call)."""
-    from experiments.modes import select_candidates
-
-    mode = _mode(cfg)
-    k = getattr(mode, "k_per_source", None)
+    k = mode.k_per_source
     if k is None:
         return list(instances)
     out = []
@@ -277,11 +260,11 @@ def shown(instances: Sequence[Instance], cfg: Mapping[str, Any]) -> list[Instanc
 
 
 def left_out(
-    instances: Sequence[Instance], failed: set[tuple[str, str]], cfg: Mapping[str, Any]
+    instances: Sequence[Instance], failed: set[tuple[str, str]], mode: Mode
 ) -> set[tuple[str, str]]:
     """The candidates to leave out: each failed one and, in a comparative mode, every generated candidate shown
     in the same prompt (else that prompt would show a different set of texts from the original run's)."""
-    groups = getattr(_mode(cfg), "groups", None)
+    groups = getattr(mode, "groups", None)
     out = set(failed)
     for inst in instances:
         parts = groups(inst) if groups else [("", [c]) for c in inst.candidates]
@@ -292,14 +275,14 @@ def left_out(
     return out
 
 
-def _paraphrased(instances: list[Instance], cfg: Mapping[str, Any]) -> tuple[list[Instance], list[dict]]:
+def _paraphrased(instances: list[Instance], cfg: StudyConfig, mode: Mode) -> tuple[list[Instance], list[dict]]:
     """perturbation=paraphrase: the instances with their accepted paraphrases and without what `left_out`
     names (an instance left with no generated candidate is dropped), and the audit records of both."""
     from experiments.inputs import StudyError
 
-    instances = shown(instances, cfg)
+    instances = shown(instances, mode)
     table = paraphrases(instances, cfg)
-    drop = left_out(instances, {k for k, p in table.items() if p.text is None}, cfg)
+    drop = left_out(instances, {k for k, p in table.items() if p.text is None}, mode)
     kept = []
     for inst in instances:
         cands = tuple(c for c in inst.candidates if (inst.instance_id, c.candidate_id) not in drop)
@@ -333,7 +316,7 @@ def _paraphrased(instances: list[Instance], cfg: Mapping[str, Any]) -> tuple[lis
         print(
             f"note: robustness.perturbation=paraphrase: {len(drop)} of {len(table)} candidate(s) left out of this "
             f"run: {len(failed)} with no paraphrase passing the checks in robustness.max_attempts="
-            f"{settings(cfg).get('max_attempts', 3)} call(s) (last: "
+            f"{cfg.robustness.max_attempts} call(s) (last: "
             f"{', '.join(f'{r} {n}' for r, n in sorted(reasons.items()))}){shared}; see perturbations.jsonl",
             file=sys.stderr,
         )
@@ -356,17 +339,17 @@ def audit_counts(audit: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def perturb(instances: list[Instance], cfg: Mapping[str, Any]) -> tuple[list[Instance], list[dict]]:
+def perturb(instances: list[Instance], cfg: StudyConfig, mode: Mode) -> tuple[list[Instance], list[dict]]:
     """The instances this run judges, perturbed as configured, and the audit records (one per changed
     candidate: original and perturbed text, perturbation, seed) for perturbations.jsonl."""
-    kind = perturbation_of(cfg)
+    kind = cfg.robustness.perturbation
     if kind in (Perturbation.none, Perturbation.order, Perturbation.labels):
         return instances, []
     if kind is Perturbation.paraphrase:
-        new, audit = _paraphrased(instances, cfg)
+        new, audit = _paraphrased(instances, cfg, mode)
     else:
-        new, audit = apply(instances, text_perturber(kind, settings(cfg)))
-    seed = int(settings(cfg).get("seed", 0))
+        new, audit = apply(instances, text_perturber(kind, cfg.robustness))
+    seed = cfg.robustness.seed
     return new, [{**a, "perturbation": kind.value, "seed": seed} for a in audit]
 
 
@@ -378,19 +361,19 @@ def audit_writer(audit: Sequence[Mapping[str, Any]]) -> dict[str, Callable[[Path
     return {"perturbations.jsonl": lambda p: p.write_text(text)}
 
 
-def order_seed(cfg: Mapping[str, Any]) -> int:
+def order_seed(cfg: StudyConfig) -> int:
     """The comparative order's seed: the study's, or (perturbation=order) another one drawn from it."""
-    seed = int(cfg["seed"])
-    if perturbation_of(cfg) is Perturbation.order:
-        return random.Random(f"order:{seed}:{settings(cfg).get('seed', 0)}").randrange(1, 2**31)
+    seed = cfg.seed
+    if cfg.robustness.perturbation is Perturbation.order:
+        return random.Random(f"order:{seed}:{cfg.robustness.seed}").randrange(1, 2**31)
     return seed
 
 
-def label_map(cfg: Mapping[str, Any]) -> Callable[[int, int], str] | None:
+def label_map(cfg: StudyConfig) -> Callable[[int, int], str] | None:
     """perturbation=labels: position p of n shows label Q{perm[p] + 1} (a seeded permutation), else None."""
-    if perturbation_of(cfg) is not Perturbation.labels:
+    if cfg.robustness.perturbation is not Perturbation.labels:
         return None
-    seed = int(settings(cfg).get("seed", 0))
+    seed = cfg.robustness.seed
 
     def label(pos: int, n: int) -> str:
         perm = list(range(n))

@@ -21,13 +21,12 @@ def main(cfg: DictConfig) -> None:
     provider (the unscored rows are written); 4 too few answers scored (`min_parse_rate`; outputs written);
     130 interrupted (Ctrl-C). In a -m sweep, 1 and 4 come at the end of the sweep, naming the jobs, so one
     failed job does not stop the others. None of them leaves a folder without outputs behind."""
-    from experiments.config import ConfigError, load
-    from experiments.entry import INTERRUPTED, remove_if_empty, to_plain
+    from experiments.config import ConfigError, StudyConfig
+    from experiments.entry import INTERRUPTED, remove_if_empty, typed_config
     from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs  # no litellm
     from experiments.outputs import claim_folder, release_folder
     from experiments.sweep_budget import clear_failed
-    from judge.price_map import choose as choose_price_map
-    from judge.secrets import redact_std_streams, remember_secrets
+    from judge.secrets import redact_std_streams
 
     redact_std_streams()
     hc = HydraConfig.get()
@@ -35,27 +34,24 @@ def main(cfg: DictConfig) -> None:
     sweep = Path(hc.sweep.dir) if str(hc.mode) == "RunMode.MULTIRUN" else None
     out_dir: Path | None = None  # this run's own folder, once claimed
     try:
-        load(cfg)  # the typed model: a setting Hydra let through (e.g. `+judge.typo=1`) is named here
-        plain = to_plain(cfg)
-        remember_secrets(plain)
-        choose_price_map(str(plain.get("prices", "bundled")))  # before anything imports litellm
-        inputs = load_study_inputs(plain)  # bad inputs answer here, before litellm is even imported
-        if plain.get("plan"):
+        # the typed model (a setting Hydra let through, e.g. `+judge.typo=1`, is named here); litellm's price
+        # map is chosen before anything imports litellm
+        study = typed_config(cfg, StudyConfig)
+        inputs = load_study_inputs(study)  # bad inputs answer here, before litellm is even imported
+        if study.plan:
             from experiments.plan import run_plan
 
-            run_plan(plain, inputs, hydra_dir, sweep)
+            run_plan(study, inputs, hydra_dir, sweep)
             return
         out_dir = claim_folder(hydra_dir)  # Hydra's folder, or a sibling when a same-second run holds it
         if sweep is not None:
             clear_failed(out_dir)
         from experiments.study import AllCallsFailed, run_study
         from judge import speedups
-        from judge.secrets import install_log_redaction
 
-        install_log_redaction()
         speedups.install()
         try:
-            frame = run_study(plain, inputs, out_dir, run_id=out_dir.name, sweep_dir=sweep)
+            frame = run_study(study, inputs, out_dir, run_id=out_dir.name, sweep_dir=sweep)
         except AllCallsFailed as exc:
             _failed(out_dir, sweep, 1, f"warning: {exc}")
             return

@@ -13,10 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
+
+from experiments.config import CacheConfig, StudyConfig, as_dict
 
 T = TypeVar("T")
 
@@ -63,22 +65,20 @@ def select(instances: Sequence[T], shard: Shard | None) -> list[T]:
     return list(instances[shard.index :: shard.count])
 
 
-def study_id(cfg: Mapping[str, Any]) -> str:
+def study_id(cfg: StudyConfig) -> str:
     """A hash of the settings that decide the study's rows: shards with equal ids merge into one study."""
-    kept = {k: v for k, v in cfg.items() if k not in EXECUTION_ONLY and k != "hydra"}
-    if isinstance(kept.get("judge"), Mapping):
-        kept["judge"] = {k: v for k, v in kept["judge"].items() if k not in JUDGE_EXECUTION_ONLY}
-    cache = cfg.get("cache")
-    if isinstance(cache, Mapping) and cache.get("refresh"):  # re-asked answers: another measurement (drift)
-        kept["cache_refresh"] = refresh_date(cache)
+    kept = {k: v for k, v in as_dict(cfg).items() if k not in EXECUTION_ONLY}
+    kept["judge"] = {k: v for k, v in kept["judge"].items() if k not in JUDGE_EXECUTION_ONLY}
+    if cfg.cache.refresh:  # re-asked answers: another measurement (drift)
+        kept["cache_refresh"] = refresh_date(cfg.cache)
     text = json.dumps(kept, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def refresh_date(cache: Mapping[str, Any] | None) -> str | None:
+def refresh_date(cache: CacheConfig) -> str | None:
     """The date a `cache.refresh=true` run re-asks the provider under (`cache.refresh_date`, default today in
     UTC): the judge's cache keys carry it (judge.client.Judge.refresh_tag). None when the cache answers as
     usual."""
-    if not cache or not cache.get("refresh"):
+    if not cache.refresh:
         return None
-    return str(cache.get("refresh_date") or datetime.now(UTC).date().isoformat())
+    return cache.refresh_date or datetime.now(UTC).date().isoformat()

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
+from experiments.config import JudgeConfig, StudyConfig
 from experiments.inputs import StudyError
 from experiments.schema import BudgetRecord
 from judge.budget import Budget, BudgetError
@@ -15,25 +14,30 @@ from judge.pricing import Prices, prices_for
 from judge.rubric import MIN_ANSWER_TOKENS
 
 
-def judge_prices(jcfg: Mapping[str, Any]) -> Prices:
+def judge_prices(jcfg: JudgeConfig) -> Prices:
     """The judge's prices (litellm's map, the config's overrides); a bad override is a StudyError."""
+    overrides = {
+        "input_cost_per_token": jcfg.input_cost_per_token,
+        "output_cost_per_token": jcfg.output_cost_per_token,
+        "input_cost_per_token_batches": jcfg.input_cost_per_token_batches,
+        "output_cost_per_token_batches": jcfg.output_cost_per_token_batches,
+    }
     try:
-        return prices_for(str(jcfg["model"]), jcfg)
+        return prices_for(jcfg.model, overrides)
     except ValueError as exc:
-        raise StudyError(f"judge={jcfg['name']}: {exc}") from None
+        raise StudyError(f"judge={jcfg.name}: {exc}") from None
 
 
-def budget_for(cfg: Mapping[str, Any]) -> Budget | None:
-    """The run's spend cap (`budget_usd`), or None; one that cannot be enforced is a StudyError."""
-    limit = cfg.get("budget_usd")
-    if limit is None:
+def budget_for(cfg: StudyConfig, largest_output: int | None = None) -> Budget | None:
+    """The run's spend cap (`budget_usd`), or None; one that cannot be enforced is a StudyError. A call's
+    worst case is `largest_output` tokens (the run's largest output budget), else `max_tokens`."""
+    if cfg.budget_usd is None:
         return None
+    max_tokens = largest_output if largest_output is not None else cfg.max_tokens or MIN_ANSWER_TOKENS
     try:
-        # run_study raises the output budget to its prompts' largest (`max_tokens: null`: per prompt)
-        return Budget(float(limit), str(cfg["judge"]["model"]), judge_prices(cfg["judge"]),
-                      int(cfg.get("max_tokens") or MIN_ANSWER_TOKENS), batch=bool(cfg.get("batch")))  # fmt: skip
+        return Budget(cfg.budget_usd, cfg.judge.model, judge_prices(cfg.judge), max_tokens, batch=cfg.batch)
     except (BudgetError, TypeError, ValueError) as exc:
-        raise StudyError(f"budget_usd={limit!r}: {exc}") from None
+        raise StudyError(f"budget_usd={cfg.budget_usd!r}: {exc}") from None
 
 
 def budget_manifest(budget: Budget | None, not_started: int) -> BudgetRecord | None:

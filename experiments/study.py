@@ -25,8 +25,8 @@ from tqdm import tqdm
 
 from analysis.cells import csv_safe  # results.csv is opened in spreadsheets: no formulas
 from experiments import robustness
-from experiments.datasets import Instance
-from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs, study_mode
+from experiments.config import StudyConfig, as_dict
+from experiments.inputs import BudgetStop, ParseRateError, StudyError, StudyInputs, load_study_inputs
 from experiments.judges import make_judge, max_tokens_of, sampling_params, sent_request
 from experiments.manifest import Tally, build_manifest, check_parse_rate, manifest_extras
 from experiments.modes import build_prompts
@@ -34,7 +34,7 @@ from experiments.outputs import claim_folder, release_folder, write_outputs
 from experiments.prompt import Prompt
 from experiments.rows import rows_for, to_frame
 from experiments.schema import MANIFEST_NAME, write_manifest
-from experiments.spend import budget_message, share_budget
+from experiments.spend import budget_message
 from judge.cache import CacheError
 from judge.calls import Call, call_all
 from judge.client import CallResult, Judge, Sample
@@ -46,17 +46,17 @@ from judge.secrets import redact, redact_config
 from judge.speedups import frozen_heap
 
 
-def jobs_of(prompts: Sequence[Prompt], cfg: Mapping[str, Any]) -> list[tuple[Prompt, int]]:
+def jobs_of(prompts: Sequence[Prompt], cfg: StudyConfig) -> list[tuple[Prompt, int]]:
     """Every (prompt, sample index) of a run, in the order its rows are written."""
-    return [(p, s) for p in prompts for s in range(int(cfg["n_samples"]))]
+    return [(p, s) for p in prompts for s in range(cfg.n_samples)]
 
 
-def sampler(judge: Judge, rubric: Rubric, cfg: Mapping[str, Any]) -> Callable[[Prompt, int], Sample]:
+def sampler(judge: Judge, rubric: Rubric, cfg: StudyConfig) -> Callable[[Prompt, int], Sample]:
     """`sample_of(prompt, sample_idx)`: the decoding parameters of one sample (with the prompt's
     structured-output schema where asked for), built once per distinct schema and sample index - most of a
     cache key's serialisation."""
     params = sampling_params(cfg)
-    structured = bool(cfg["judge"].get("structured_output", False))
+    structured = cfg.judge.structured_output
     samples: dict[tuple[tuple[str, ...] | None, int, int], Sample] = {}
 
     def sample_of(prompt: Prompt, sample_idx: int) -> Sample:
@@ -70,7 +70,7 @@ def sampler(judge: Judge, rubric: Rubric, cfg: Mapping[str, Any]) -> Callable[[P
     return sample_of
 
 
-def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: Mapping[str, Any],
+def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: StudyConfig,
                   meta: Mapping[str, Any], tally: Tally,
                   keys: list[str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """Every (prompt, sample) call; rows come back in a stable (prompt, sample) order (and each call's cache
@@ -84,7 +84,7 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
     done: list[list[dict[str, Any]] | None] = [None] * len(jobs)
     sample_of = sampler(judge, rubric, cfg)
 
-    bar = tqdm(total=len(jobs), disable=not cfg.get("progress", True), file=sys.stderr, unit="call")
+    bar = tqdm(total=len(jobs), disable=not cfg.progress, file=sys.stderr, unit="call")
 
     def finish(index: int, prompt: Prompt, sample_idx: int, result: CallResult) -> None:
         rows = [] if result.not_started else rows_for(prompt, sample_idx, result, rubric, meta)
@@ -115,7 +115,7 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
             for twin in followers.get(call.key, ()):
                 finish(twin.index, *jobs[twin.index], replace(result, cached=False, retries=0, shared=True))
 
-        if misses and cfg.get("batch"):
+        if misses and cfg.batch:
             tally.batch = batch_calls(judge, misses, cfg, settle)
         elif misses:
             with frozen_heap():  # see judge.speedups: the collector skips what exists before the calls
@@ -125,7 +125,7 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
     return [row for rows in done for row in rows or ()]
 
 
-def provider_calls(cfg: Mapping[str, Any], judge: Judge, misses: Sequence[Call],
+def provider_calls(cfg: StudyConfig, judge: Judge, misses: Sequence[Call],
                    settle: Callable[[Call, CallResult], None]) -> None:  # fmt: skip
     """The uncached calls, live: on this process's event loop or spread over worker processes."""
     n_workers = plan_workers(cfg, judge, len(misses))
@@ -140,7 +140,7 @@ def provider_calls(cfg: Mapping[str, Any], judge: Judge, misses: Sequence[Call],
     run_in_workers(judge, misses[1:], n_workers, settle)
 
 
-def batch_calls(judge: Judge, calls: Sequence[Call], cfg: Mapping[str, Any],
+def batch_calls(judge: Judge, calls: Sequence[Call], cfg: StudyConfig,
                 settle: Callable[[Call, CallResult], None]) -> Any:  # fmt: skip
     """The calls through the provider's batch API (`experiments.batching`); its BatchStats."""
     from experiments.batching import run_batches  # noqa: PLC0415
@@ -157,7 +157,7 @@ MIN_CALLS_PER_WORKER = 100
 MAX_AUTO_WORKERS = 4
 
 
-def plan_workers(cfg: Mapping[str, Any], judge: Judge, n_calls: int) -> int:
+def plan_workers(cfg: StudyConfig, judge: Judge, n_calls: int) -> int:
     """How many processes make this run's provider calls (1 = this process, on one event loop).
 
     `workers: N` forces N (where fork is available); `workers: null` (auto) uses two per CPU core, up to
@@ -167,13 +167,13 @@ def plan_workers(cfg: Mapping[str, Any], judge: Judge, n_calls: int) -> int:
     """
     from experiments.workers import fork_available, in_process_provider  # noqa: PLC0415
 
-    wanted = cfg.get("workers")
+    wanted = cfg.workers
     if judge.budget is not None or judge.limiter is not None:
         return 1  # one process keeps the run's one spend account and one view of the provider's limits
-    if not fork_available() or (wanted is not None and int(wanted) <= 1):
+    if not fork_available() or (wanted is not None and wanted <= 1):
         return 1
     if wanted is not None:
-        return max(1, min(int(wanted), judge.concurrency, n_calls))
+        return max(1, min(wanted, judge.concurrency, n_calls))
     if in_process_provider(judge.completer.model):
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -209,20 +209,22 @@ class AllCallsFailed(StudyError):
     """Every call of the run failed at the provider: the outputs are written (all unscored), exit non-zero."""
 
 
-def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path] | None, out_dir: Path,
-              run_id: str, sweep_dir: Path | None = None) -> pd.DataFrame:  # fmt: skip
-    """Run the study described by a plain (resolved) config and write its outputs into `out_dir`; in a -m sweep
+def run_study(cfg: StudyConfig, inputs: StudyInputs | None, out_dir: Path, run_id: str,
+              sweep_dir: Path | None = None) -> pd.DataFrame:  # fmt: skip
+    """Run the study its typed config describes and write its outputs into `out_dir`; in a -m sweep
     (`sweep_dir`), `budget_usd` is the sweep's (judge.ledger).
 
     The folder is claimed (ours, writable) before the first call; whatever stops the run before its outputs
     are written (a bad config, a fatal provider error, Ctrl-C, a failed write) leaves no folder behind."""
     started = time.perf_counter()
-    rubric, instances, data_path = inputs or load_study_inputs(cfg)
-    instances, audit = robustness.perturb(instances, cfg)  # experiment=robustness (as given otherwise)
-    prompts = build_prompts(instances, rubric, study_mode(cfg), seed=robustness.order_seed(cfg),
+    inputs = inputs or load_study_inputs(cfg)
+    rubric, data_path, mode = inputs.rubric, inputs.data_path, inputs.mode
+    assert mode is not None  # a study's inputs carry its mode
+    instances, audit = robustness.perturb(inputs.instances, cfg, mode)  # experiment=robustness (else as given)
+    prompts = build_prompts(instances, rubric, mode, seed=robustness.order_seed(cfg),
                             labels=robustness.label_map(cfg))  # fmt: skip
     if not prompts:  # e.g. pairwise on instances without a reference: a 0-row "success" would mislead
-        raise StudyError(f"mode={cfg['mode']['name']}: nothing to judge: {len(instances)} instance(s) of "
+        raise StudyError(f"mode={cfg.mode.name}: nothing to judge: {len(instances)} instance(s) of "
                          f"{data_path} give 0 prompts (pairwise needs a reference and candidates)")  # fmt: skip
     claim_folder(out_dir, exact=True)  # an OutputError (a StudyError) before the first call
     try:
@@ -232,7 +234,7 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
             **manifest_extras(cfg, judge, shape, tally),
             **robustness.audit_counts(audit),  # paraphrases left out / rejected (none: nothing)
         )
-        config_text = json.dumps(redact_config(dict(cfg)), indent=2, default=str)
+        config_text = json.dumps(redact_config(as_dict(cfg)), indent=2, default=str)
         write_outputs(out_dir, {
             **results_writers(frame), "prompts.parquet": prompts_writer(prompts, run_id),
             MANIFEST_NAME: lambda p: write_manifest(p, manifest, scrub_tree=redact_config, scrub_text=redact),
@@ -244,11 +246,10 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
     except BaseException:
         release_folder(out_dir)
         raise
-    minimum = float(cfg.get("min_parse_rate", 0.0) or 0.0)
     if judge.budget is not None and judge.budget.stopped:
         stop = budget_message(judge.budget, tally.not_started)
         try:  # the calls made are still held to min_parse_rate: the stop message says when they fall short
-            check_parse_rate(manifest, frame, minimum)
+            check_parse_rate(manifest, frame, cfg.min_parse_rate)
         except ParseRateError as exc:
             raise BudgetStop(f"{stop}; and of the calls made, {exc}") from None
         raise BudgetStop(stop)
@@ -256,27 +257,22 @@ def run_study(cfg: Mapping[str, Any], inputs: tuple[Rubric, list[Instance], Path
         raise AllCallsFailed(f"every call failed at the provider ({tally.provider_errors} calls; first error: "
                              f"{tally.errors[0][:200]}); {out_dir} holds only unscored rows; rerun the same "
                              "command to try them again")  # fmt: skip
-    check_parse_rate(manifest, frame, minimum)
+    check_parse_rate(manifest, frame, cfg.min_parse_rate)
     return frame
 
 
-def _judge_all(cfg: Mapping[str, Any], prompts: Sequence[Prompt], rubric: Rubric, run_id: str,
+def _judge_all(cfg: StudyConfig, prompts: Sequence[Prompt], rubric: Rubric, run_id: str,
                sweep_dir: Path | None) -> tuple[pd.DataFrame, Tally, Judge, RequestShape, list[str]]:  # fmt: skip
     """Every call of the run (cache first): the results table, its counts, the judge (closed), the request's
     shape and the cache keys."""
-    judge = make_judge(cfg)
-    if judge.budget is not None:  # the worst case of a call: the largest output budget of the run
-        judge.budget.max_tokens = max((max_tokens_of(cfg, p) for p in prompts), default=judge.budget.max_tokens)
-    try:
-        share_budget(judge.budget, sweep_dir, run_id)
-    except StudyError:
-        judge.cache.close()
-        raise
+    # a call's worst case for the budget: the largest output budget of the run
+    largest = max((max_tokens_of(cfg, p) for p in prompts), default=None)
+    judge = make_judge(cfg, largest_output=largest, sweep_dir=sweep_dir, job=run_id)
     shape = sent_request(cfg, rubric)
-    meta = {"run_id": run_id, "judge": cfg["judge"]["name"], "model": cfg["judge"]["model"],
-            "mode": cfg["mode"]["name"], "rubric": rubric.name, "rubric_version": rubric.version,
+    meta = {"run_id": run_id, "judge": cfg.judge.name, "model": cfg.judge.model,
+            "mode": cfg.mode.name, "rubric": rubric.name, "rubric_version": rubric.version,
             "temperature": math.nan if shape.temperature is None else shape.temperature,
-            "perturbation": robustness.perturbation_of(cfg).value}  # fmt: skip
+            "perturbation": cfg.robustness.perturbation.value}  # fmt: skip
     tally = Tally()
     keys: list[str] = []
     try:
@@ -287,5 +283,3 @@ def _judge_all(cfg: Mapping[str, Any], prompts: Sequence[Prompt], rubric: Rubric
         tally.cache_damaged += judge.cache.damaged
         judge.cache.close()
     return to_frame(rows), tally, judge, shape, keys
-
-

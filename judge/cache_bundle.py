@@ -237,9 +237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         p.add_argument("--redis-url", help="a Redis cache instead of a folder (redis://host:6379/0)")
     args = parser.parse_args(argv)
-    settings = {"backend": "redis", "url": args.redis_url} if args.redis_url else None
     try:
-        cache = open_cache(settings, args.cache_dir)
+        cache = open_cache("redis" if args.redis_url else "disk", args.redis_url, args.cache_dir)
         try:
             if args.command == "export":
                 manifest = export_runs(args.root, args.file, cache)

@@ -82,6 +82,8 @@ class Judge:
         concurrency: int = 8,
         api_base: str | None = None,
         refresh_tag: str | None = None,
+        budget: Budget | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.completer = completer
         # cache.refresh: every key of this judge carries the refresh date, so the provider is asked again and
@@ -96,8 +98,8 @@ class Judge:
         # set by the first fatal provider error: queued calls are not sent, in-flight ones finish (and are
         # cached) instead of being cancelled half-way through litellm's set-up
         self.stopped = False
-        self.budget: Budget | None = None  # set by a run with budget_usd (judge.budget)
-        self.limiter: RateLimiter | None = None  # set by a judge with rpm / tpm (judge.ratelimit)
+        self.budget = budget  # a run with budget_usd (judge.budget)
+        self.limiter = limiter  # a judge with rpm / tpm (judge.ratelimit)
 
     def _semaphore(self, purpose: str = "request") -> asyncio.Semaphore:
         """This event loop's gate of `concurrency` slots for `purpose` (a request in flight; a budget

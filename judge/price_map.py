@@ -4,7 +4,7 @@ litellm loads its price map once, at import: the copy bundled with the installed
 LITELLM_LOCAL_MODEL_COST_MAP is "True", else a download of the latest map (retried, then the bundled copy).
 A downloaded map makes a study's plan and cost depend on the day it ran, and an offline machine spends its
 start-up on retries, so the study uses the bundled map unless its config says `prices=remote`. The entry
-points (`experiments.run`, `experiments.entry.plain_config`) call `choose` with that setting once the
+points (`experiments.run`, `experiments.entry.typed_config`) call `choose` with that setting once the
 config is read and before anything imports litellm; `record` (judge.pricing) then writes which map priced the
 run, with the litellm version and a hash of the judge's prices, into plan.json and manifest.json.
 

@@ -44,7 +44,8 @@ class RubricKind(enum.Enum):
 
 @dataclass(frozen=True)
 class Dimension:
-    """One thing the judge rates: a score in [low, high] or a choice among `choices`."""
+    """One thing the judge rates: a score in [low, high] or a choice among `choices` (a rubric YAML's
+    `dimensions:` item; also the typed config's, experiments.config)."""
 
     name: str
     description: str = ""
@@ -53,21 +54,34 @@ class Dimension:
     choices: tuple[str, ...] = ()
     higher_is_better: bool = True
 
+    def __post_init__(self) -> None:
+        # a composed config hands a list: a tuple keeps the rubric hashable and its `version` (a repr) stable
+        object.__setattr__(self, "choices", tuple(str(c) for c in self.choices))
+
     @property
     def field(self) -> Field:
         return Field(self.name, self.low, self.high, self.choices)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Rubric:
+    """A rubric spec (conf/rubric/<name>.yaml): its template, what it asks for and its dimensions. The one
+    rubric model: the typed config (experiments.config) declares `rubric` with it, so a study's rubric is this
+    object from the moment its config is loaded."""
+
     name: str
     template: str
-    kind: RubricKind
+    kind: RubricKind = RubricKind.scores
     system: str
-    dimensions: tuple[Dimension, ...]
+    dimensions: tuple[Dimension, ...] = ()
     add_overall: bool = False  # EchoReview: also report the mean of the dimensions as "overall"
     item_noun: str = "QUESTION"  # how the template names what is judged (pairwise / comparative)
     rationale: bool = False  # the judge writes a short rationale before its scores (stored, never scored)
+
+    def __post_init__(self) -> None:
+        # a composed config hands lists (and a mapping's kind may be its name): tuples keep `version` stable
+        object.__setattr__(self, "kind", RubricKind(getattr(self.kind, "value", self.kind)))
+        object.__setattr__(self, "dimensions", tuple(self.dimensions))
 
     @functools.cached_property
     def fields(self) -> tuple[Field, ...]:
@@ -142,28 +156,10 @@ def response_format(rubric: Rubric, labels: Sequence[str] | None = None) -> dict
 
 
 def rubric_from_config(cfg: Mapping[str, Any]) -> Rubric:
-    """Build a Rubric from its Hydra config node (a plain mapping)."""
-    dims = tuple(
-        Dimension(
-            name=str(d["name"]),
-            description=str(d.get("description", "")),
-            low=d.get("low"),
-            high=d.get("high"),
-            choices=tuple(str(c) for c in d.get("choices", ())),
-            higher_is_better=bool(d.get("higher_is_better", True)),
-        )
-        for d in cfg["dimensions"]
-    )
-    return Rubric(
-        name=str(cfg["name"]),
-        template=str(cfg["template"]),
-        kind=RubricKind(getattr(cfg["kind"], "value", cfg["kind"])),
-        system=str(cfg["system"]),
-        dimensions=dims,
-        add_overall=bool(cfg.get("add_overall", False)),
-        item_noun=str(cfg.get("item_noun", "QUESTION")),
-        rationale=bool(cfg.get("rationale", False)),
-    )
+    """A Rubric from plain data (a rubric YAML read as a mapping); what it leaves out takes the dataclass's own
+    defaults, so a default lives in one place."""
+    dims = tuple(Dimension(**d) for d in cfg.get("dimensions") or ())
+    return Rubric(**{**cfg, "dimensions": dims})
 
 
 def neutralise(text: str) -> str:

@@ -9,7 +9,6 @@ at any later call - never a miss: a dead cache must not turn into a storm of pai
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -113,16 +112,17 @@ class RedisStore:
         return RedisStore(self.url)
 
 
-def open_cache(settings: Mapping[str, Any] | None, directory: str | Path | None = None) -> CallCache:
-    """The call cache a config asks for: `cache: {backend: disk|redis, url: ...}` (+ the top-level
-    `cache_dir` for the disk backend); a wrong setting or an unreachable cache is a one-line CacheError."""
-    settings = settings or {}
-    backend = str(settings.get("backend") or "disk")
+def open_cache(
+    backend: str = "disk", url: str | None = None, directory: str | Path | None = None
+) -> CallCache:
+    """The call cache a config asks for: `cache.backend` disk (the `cache_dir` folder) or redis (a server at
+    `cache.url`); a wrong setting or an unreachable cache is a one-line CacheError."""
     if backend == "disk":
         return CallCache(directory)
     if backend != "redis":
         raise CacheError(f"cache.backend={backend}: unknown backend; choose one of {', '.join(BACKENDS)}")
-    url = settings.get("url")
     if not url:
-        raise CacheError("cache.url: cache.backend=redis needs a server URL, e.g. cache.url=redis://127.0.0.1:6379/0")
+        raise CacheError(
+            "cache.url: cache.backend=redis needs a server URL, e.g. cache.url=redis://127.0.0.1:6379/0"
+        )
     return CallCache(store=RedisStore(str(url)))

@@ -24,6 +24,7 @@ from judge.cache import CallCache
 from judge.pricing import Prices
 from tests.support.batch_server import BatchServer
 from tests.support.configs import compose
+from tests.support.studies import typed
 
 ROOT = Path(__file__).resolve().parent.parent
 SAME = ["prompt_id", "candidate_id", "dimension", "sample_idx", "score", "raw", "parse_ok", "finish_reason"]
@@ -54,8 +55,8 @@ def test_batch_with_partial_failures_equals_live_and_replays(tmp_path: Path) -> 
     with server.running():
         cfg = _cfg(server, tmp_path, "judge.input_cost_per_token_batches=1e-6",
                    "judge.output_cost_per_token_batches=2e-6")  # fmt: skip
-        batch = run_study(cfg, None, tmp_path / "batch", run_id="b")
-        live = run_study({**cfg, "batch": False, "cache_dir": str(tmp_path / "live-cache")}, None,
+        batch = run_study(typed(cfg), None, tmp_path / "batch", run_id="b")
+        live = run_study(typed({**cfg, "batch": False, "cache_dir": str(tmp_path / "live-cache")}), None,
                          tmp_path / "live", run_id="l")  # fmt: skip
         assert server.chat_requests == 22  # the live run; the batch run made no live call
         assert server.created == 2 and server.uploads == 2  # the first batch, then one for its failures
@@ -68,7 +69,7 @@ def test_batch_with_partial_failures_equals_live_and_replays(tmp_path: Path) -> 
         pd.testing.assert_frame_equal(batch[SAME], live[SAME])
 
         # a replay of the batch run: everything from the cache, nothing submitted, the same table
-        again = run_study(cfg, None, tmp_path / "replay", run_id="r")
+        again = run_study(typed(cfg), None, tmp_path / "replay", run_id="r")
         assert server.created == 2 and _manifest(tmp_path / "replay")["calls_cached"] == 22
         assert "batch" not in _manifest(tmp_path / "replay")
         pd.testing.assert_frame_equal(again[SAME], batch[SAME])
@@ -84,10 +85,10 @@ def test_batch_keeps_log_probabilities_so_expected_scores_equal_live(tmp_path: P
     server = BatchServer(polls=1, logprobs=_tokens)
     with server.running():
         cfg = _cfg(server, tmp_path, "expected_scores=true")
-        batch = run_study(cfg, None, tmp_path / "batch", run_id="b")
-        live = run_study({**cfg, "batch": False, "cache_dir": str(tmp_path / "live-cache")}, None,
+        batch = run_study(typed(cfg), None, tmp_path / "batch", run_id="b")
+        live = run_study(typed({**cfg, "batch": False, "cache_dir": str(tmp_path / "live-cache")}), None,
                          tmp_path / "live", run_id="l")  # fmt: skip
-        replay = run_study({**cfg, "batch": False}, None, tmp_path / "replay", run_id="r")  # the batch's cache
+        replay = run_study(typed({**cfg, "batch": False}), None, tmp_path / "replay", run_id="r")  # the batch's cache
     assert server.created == 1 and _manifest(tmp_path / "replay")["calls_cached"] == len(batch) // 3
     scored = batch[batch["parse_ok"]]
     assert len(scored) > 0 and (scored["score_expected"] - PLANTED_EXPECTED).abs().max() < 1e-9
@@ -100,7 +101,7 @@ def test_expired_and_failed_batches(tmp_path: Path, capsys: pytest.CaptureFixtur
     with server.running():
         # expired: half answered, the rest in a new batch, which fails; rounds=2 ends there -> unscored
         cfg = _cfg(server, tmp_path, "batch_settings.rounds=2", "progress=true", "min_parse_rate=0")
-        frame = run_study(cfg, None, tmp_path / "a", run_id="a")
+        frame = run_study(typed(cfg), None, tmp_path / "a", run_id="a")
         progress = capsys.readouterr().err
         assert "batch: 0/22 requests done, waited 0s; batch_1 in_progress" in progress
         assert "batch: 11/22 requests done" in progress and "batch_2 " in progress
@@ -110,7 +111,7 @@ def test_expired_and_failed_batches(tmp_path: Path, capsys: pytest.CaptureFixtur
         unscored = frame[~frame["parse_ok"]]
         assert unscored["error"].str.startswith("batch: ").all() and unscored["raw"].eq("").all()
         # unanswered requests were not cached: the rerun submits exactly those (and the failed batch again)
-        run_study(cfg, None, tmp_path / "b", run_id="b")
+        run_study(typed(cfg), None, tmp_path / "b", run_id="b")
         m2 = _manifest(tmp_path / "b")
         assert m2["calls_cached"] == 11 and m2["batch"]["requests"] == 11 + 11
         assert m2["batch"]["statuses"] == {"failed": 1, "completed": 1} and m2["unscored_calls"] == 0
@@ -142,7 +143,7 @@ def test_kill_during_polling_then_rerun_resubmits_nothing(tmp_path: Path) -> Non
         server.polls = 0  # the provider finishes the batch
         cfg = compose("judge=qwen", f"judge.api_base={server.api_base}", "limit=1", "n_samples=2", "batch=true",
                       "batch_settings.poll_s=0.02", "progress=false", f"cache_dir={tmp_path / 'cache'}")  # fmt: skip
-        frame = run_study(cfg, None, tmp_path / "rerun", run_id="rerun")
+        frame = run_study(typed(cfg), None, tmp_path / "rerun", run_id="rerun")
         assert server.created == 1 and server.uploads == 1 and server.chat_requests == 0  # 0 resubmissions
         m = _manifest(tmp_path / "rerun")
         assert m["batch"]["resumed"] == 1 and m["batch"]["batches"] == 0 and frame["parse_ok"].all()
@@ -183,13 +184,13 @@ def test_budget_caps_a_batch_run_and_the_rerun_finishes_it(tmp_path: Path) -> No
         cfg = _cfg(server, tmp_path, "max_tokens=40", "judge.input_cost_per_token_batches=5e-6",
                    "judge.output_cost_per_token_batches=5e-6")  # fmt: skip
         with pytest.raises(BudgetStop):
-            run_study({**cfg, "budget_usd": 0.03}, None, tmp_path / "a", run_id="a")
+            run_study(typed({**cfg, "budget_usd": 0.03}), None, tmp_path / "a", run_id="a")
         m = _manifest(tmp_path / "a")
         submitted = m["batch"]["requests"]
         assert m["stopped"] == "budget" and 0 < submitted < 22 and m["calls_not_started"] == 22 - submitted
         assert 0 < m["spend_usd"] == pytest.approx(submitted * 19 * 5e-6)  # usage at batch prices
         assert len(server.batches) == 1 and m["calls_made"] == submitted
-        run_study({**cfg, "budget_usd": 5.0}, None, tmp_path / "b", run_id="b")
+        run_study(typed({**cfg, "budget_usd": 5.0}), None, tmp_path / "b", run_id="b")
         m2 = _manifest(tmp_path / "b")
         assert m2["stopped"] is None and m2["calls_cached"] == submitted and m2["batch"]["requests"] == 22 - submitted
 
@@ -203,7 +204,7 @@ def test_azure_batch_on_azures_paths_equals_live(tmp_path: Path, monkeypatch: py
     with server.running():
         cfg = _cfg(server, tmp_path, "judge.model=azure/judge-deployment", f"judge.api_base={server.root}",
                    "judge.api_key_env=JUDGESCOPE_TEST_AZURE_KEY")  # fmt: skip
-        batch = run_study(cfg, None, tmp_path / "batch", run_id="b")
+        batch = run_study(typed(cfg), None, tmp_path / "batch", run_id="b")
         assert server.created == 1 and server.uploads == 1 and server.chat_requests == 0
         assert server.azure_requests >= 4  # upload, create, retrieve(s), output content: all on Azure's paths
         (created,) = server.batches.values()
@@ -212,6 +213,6 @@ def test_azure_batch_on_azures_paths_equals_live(tmp_path: Path, monkeypatch: py
         assert len(lines) == 22 and {x["url"] for x in lines} == {"/chat/completions"}
         assert {x["body"]["model"] for x in lines} == {"judge-deployment"}  # the deployment, as Azure wants
         assert _manifest(tmp_path / "batch")["batch"]["statuses"] == {"completed": 1}
-        live = run_study(_cfg(server, tmp_path, "batch=false"), None, tmp_path / "live", run_id="l")  # another model
+        live = run_study(typed(_cfg(server, tmp_path, "batch=false")), None, tmp_path / "live", run_id="l")  # another model
         assert server.chat_requests == 22
     pd.testing.assert_frame_equal(batch[SAME], live[SAME])

@@ -20,7 +20,7 @@ from judge.batch_run import BatchRunner
 from judge.cache import CallCache
 from judge.pricing import Prices
 from tests.support.batch_server import BatchServer
-from tests.support.studies import config
+from tests.support.studies import config, typed
 
 KEY = "sk-batch-cache-hardening-0123456789"
 MODEL = "openai/judge"
@@ -92,7 +92,7 @@ def test_batch_errors_quoting_the_key_are_redacted(
     )
     with server.running():
         frame = run_study(
-            batch_study(server, tmp_path, "batch_settings.rounds=1"), None, tmp_path / "run", run_id="run"
+            typed(batch_study(server, tmp_path, "batch_settings.rounds=1")), None, tmp_path / "run", run_id="run"
         )
     unscored = frame[~frame["parse_ok"]]
     assert len(unscored) > 0 and unscored["error"].str.contains("REDACTED").all(), unscored["error"].tolist()

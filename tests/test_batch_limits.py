@@ -14,6 +14,7 @@ from experiments.study import AllCallsFailed, run_study
 from judge.batch import MB, PROVIDER_LIMITS, BatchLimits, batch_limits
 from tests.support.batch_server import BatchServer
 from tests.support.configs import compose
+from tests.support.studies import typed
 
 
 def _cfg(server: BatchServer, tmp: Path, *more: str) -> dict[str, Any]:
@@ -35,12 +36,12 @@ def test_provider_limits_and_user_overrides() -> None:
 def test_the_server_refuses_files_and_batches_over_its_caps(tmp_path: Path) -> None:
     server = BatchServer(polls=1, max_file_bytes=20_000)
     with server.running(), pytest.raises(StudyError, match="413|too large"):
-        run_study(_cfg(server, tmp_path), None, tmp_path / "refused", run_id="r")
+        run_study(typed(_cfg(server, tmp_path)), None, tmp_path / "refused", run_id="r")
     assert server.refused_uploads == 1
     server = BatchServer(polls=1, max_enqueued_tokens=2_000)
     with server.running(), pytest.raises(AllCallsFailed, match="token_limit_exceeded: Enqueued token limit"):
         run_study(
-            _cfg(server, tmp_path / "t", "batch_settings.rounds=1"), None, tmp_path / "t" / "o", run_id="t"
+            typed(_cfg(server, tmp_path / "t", "batch_settings.rounds=1")), None, tmp_path / "t" / "o", run_id="t"
         )
     assert server.token_refusals == 1
 
@@ -51,7 +52,7 @@ def test_a_study_larger_than_both_caps_completes_with_nothing_refused(tmp_path: 
         cfg = _cfg(
             server, tmp_path, "batch_settings.max_file_mb=0.02", "batch_settings.max_enqueued_tokens=4000"
         )
-        frame = run_study(cfg, None, tmp_path / "out", run_id="b")
+        frame = run_study(typed(cfg), None, tmp_path / "out", run_id="b")
         total = sum(len(f) for name, f in server.files.items() if name.startswith("file-"))
     assert server.refused_uploads == 0 and server.token_refusals == 0
     assert server.created >= 2 and server.peak_enqueued <= 4_000

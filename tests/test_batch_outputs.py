@@ -26,7 +26,7 @@ from judge.cache import CallCache
 from judge.pricing import Prices
 from tests.support.batch_server import BatchServer
 from tests.support.configs import study_cfg
-from tests.support.studies import cli_env
+from tests.support.studies import cli_env, typed
 
 BATCH_KEY = "sk-hostile-batch-key-0123456789"
 BATCH_PROMPT = 'Rate.\nAnswer with only this JSON object\n{"score": <integer 1-5>}'
@@ -231,7 +231,7 @@ def test_no_file_a_batch_study_writes_holds_the_key(
         )
         cfg["judge"]["api_base"] = api_base
         try:
-            run_study(cfg, None, tmp / "run", run_id="run")
+            run_study(typed(cfg), None, tmp / "run", run_id="run")
         except StudyError as exc:  # e.g. the query form: the provider's file API does not take it
             assert "\n" not in str(exc)
     out, err = capfd.readouterr()

@@ -17,6 +17,7 @@ from experiments.judges import make_judge
 from judge.batch import BatchClient, BatchError, BatchRequest, completion_of
 from judge.pricing import Prices
 from tests.support.configs import compose
+from tests.support.studies import typed
 
 SYSTEM, ANSWER = "You grade research ideas.", '{"originality": 2}'
 
@@ -32,8 +33,9 @@ def _vertex_rows(client: BatchClient, requests: list[BatchRequest]) -> list[dict
 
 def test_vertex_batch_rows_carry_the_request_and_come_back_under_their_keys(tmp_path: Path) -> None:
     cfg = compose("judge=gemini-2.5-pro", "judge.model=vertex_ai/gemini-2.5-pro", "max_tokens=160")
-    judge = make_judge({**cfg, "cache_dir": str(tmp_path / "cache")})
-    client = batch_client(judge, cfg["judge"])
+    study = typed({**cfg, "cache_dir": str(tmp_path / "cache")})
+    judge = make_judge(study)
+    client = batch_client(judge, study.judge)
     assert client.provider == "vertex_ai" and client.endpoint == "/v1/chat/completions"
     requests = [
         BatchRequest(f"{i:064x}", [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"Idea {i}"}],

@@ -20,6 +20,7 @@ from judge.completer import Completion
 from judge.pricing import Prices, prompt_tokens
 from tests.support.configs import compose
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.studies import typed
 
 ROOT = Path(__file__).resolve().parent.parent
 PRICES = ["judge.input_cost_per_token=1e-5", "judge.output_cost_per_token=1e-5"]
@@ -97,7 +98,7 @@ def test_budget_stop_manifest_and_resume_without_repeats(server: ScriptedServer,
     # a call reserves (614-739 prompt tokens + 40) * 1e-5 = 0.0065-0.0078 and costs 19e-5: it fits while the
     # spend leaves room for its reservation; calls held back only by others' reservations wait for them
     with pytest.raises(BudgetStop, match=r"budget_usd=0.01 reached: spent \$0\.0\d+; \d+ calls not started"):
-        run_study({**cfg, "budget_usd": 0.01}, None, tmp_path / "a", run_id="a")
+        run_study(typed({**cfg, "budget_usd": 0.01}), None, tmp_path / "a", run_id="a")
     made = len(server.requests) - before
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert manifest["stopped"] == "budget" and 0.01 - 0.0078 < manifest["spend_usd"] <= 0.01
@@ -108,7 +109,7 @@ def test_budget_stop_manifest_and_resume_without_repeats(server: ScriptedServer,
     assert manifest["cost_usd"] == pytest.approx(manifest["spend_usd"])  # the same prices price the table
 
     # a larger budget continues: only the calls not made before reach the provider, none twice
-    run_study({**cfg, "budget_usd": 5.0}, None, tmp_path / "b", run_id="b")
+    run_study(typed({**cfg, "budget_usd": 5.0}), None, tmp_path / "b", run_id="b")
     resumed = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert resumed["stopped"] is None and resumed["calls_cached"] == made
     assert resumed["calls_made"] == 44 - made and len(server.requests) - before == 44
@@ -122,7 +123,7 @@ def test_budget_without_a_price_is_one_line(tmp_path: Path) -> None:
     # pytest worker may have priced the qwen judge's model in it
     cfg = compose("judge=qwen", "judge.model=openai/unpriced-budget-test-model", "limit=1", "budget_usd=1")
     with pytest.raises(StudyError, match=r"budget_usd=1(\.0)?: needs a price for openai/unpriced-budget-test-model"):
-        run_study({**cfg, "cache_dir": str(tmp_path / "cache")}, None, tmp_path / "out", run_id="x")
+        run_study(typed({**cfg, "cache_dir": str(tmp_path / "cache")}), None, tmp_path / "out", run_id="x")
 
 
 @pytest.mark.slow  # a subprocess: the CLI end to end
@@ -152,7 +153,7 @@ def test_a_budget_stop_rates_only_the_calls_made(tmp_path: Path) -> None:
         with pytest.raises(BudgetStop, match=r"budget_usd=0.01 reached: .* calls not started .*; and of the calls "
                                              r"made, parse rate 0\.000 is below min_parse_rate=0\.9 \((\d+) of \1 "
                                              r"calls unscored"):  # fmt: skip
-            run_study(cfg, None, tmp_path / "run", run_id="run")
+            run_study(typed(cfg), None, tmp_path / "run", run_id="run")
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["calls_not_started"] > 0 and manifest["unscored_calls"] == manifest["calls_made"] > 0
     assert manifest["parse_rate"] == 0.0  # not (not started)/(total): those calls were never answered
@@ -222,7 +223,7 @@ def test_config_prices_price_the_rows_the_manifest_and_the_budget_alike(
         "judge.output_cost_per_token=3e-5",
     )
     cfg["cache_dir"] = str(tmp_path / "cache")
-    run_study({**cfg, "budget_usd": 5.0}, None, tmp_path / "run", run_id="run")
+    run_study(typed({**cfg, "budget_usd": 5.0}), None, tmp_path / "run", run_id="run")
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     table = pd.read_parquet(tmp_path / "run" / "results.parquet")
     calls = table.drop_duplicates(["prompt_id", "sample_idx"])

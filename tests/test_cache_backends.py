@@ -85,7 +85,7 @@ def test_redis_holds_the_disk_entries_and_replays(server: ScriptedServer, redis_
     with diskcache.Cache(str(tmp_path / "copy")) as copy:  # Redis's values, as they are, in a disk cache
         for key in keys:
             copy.set(key, client.get(key))
-    on_disk, on_redis_ = CallCache(tmp_path / "copy"), open_cache({"backend": "redis", "url": redis_srv.url})
+    on_disk, on_redis_ = CallCache(tmp_path / "copy"), open_cache("redis", redis_srv.url)
     assert all(on_disk.get(k) == on_redis_.get(k) is not None for k in keys) and on_disk.damaged == 0
     assert client.dbsize() == made
 
@@ -97,7 +97,7 @@ def test_redis_holds_the_disk_entries_and_replays(server: ScriptedServer, redis_
 
 
 def test_dead_redis_is_one_line_and_no_calls(server: ScriptedServer, redis_srv: RedisServer, tmp_path: Path) -> None:
-    cache = open_cache({"backend": "redis", "url": redis_srv.url})
+    cache = open_cache("redis", redis_srv.url)
     redis_srv.stop()
     with pytest.raises(CacheError, match=r"^redis://127\.0\.0\.1:\d+/0: cannot read the Redis call cache"):
         cache.get("0" * 64)  # a dead server mid-run is an error, never a miss
@@ -133,7 +133,7 @@ def test_redis_dying_mid_run_stops_the_study(redis_srv: RedisServer, tmp_path: P
 
 def open_cache_error(url: str) -> CacheError:
     with pytest.raises(CacheError) as err:
-        open_cache({"backend": "redis", "url": url})
+        open_cache("redis", url)
     return err.value
 
 
@@ -173,7 +173,7 @@ def test_export_import_replays_with_zero_calls(server: ScriptedServer, redis_srv
     assert main(["import", str(tmp_path / "study-cache.zip"), "--redis-url", redis_srv.url]) == 0
     _, on_server = run_in_process(study(server, *on_redis(redis_srv.url)), tmp_path / "rerun-redis")
     assert on_server["calls_made"] == 0 and len(server.requests) - before == made
-    assert import_bundle(tmp_path / "study-cache.zip", open_cache({"backend": "redis", "url": redis_srv.url})) \
+    assert import_bundle(tmp_path / "study-cache.zip", open_cache("redis", redis_srv.url)) \
         == (0, made)  # fmt: skip
 
 

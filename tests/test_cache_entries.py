@@ -29,6 +29,7 @@ from tests.support.fakes import FakeTextStore
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.redis_server import redis_server
 from tests.support.studies import config
+from tests.support.studies import typed as typed_study
 
 MODEL = "openai/judge"
 PROMPT = 'Rate.\nAnswer with only this JSON object\n{"score": <integer 1-5>}'
@@ -105,7 +106,7 @@ def test_rotating_a_key_in_the_api_base_reruns_from_the_cache(tmp_path: Path) ->
         ):
             cfg = live_study(server.api_base, tmp_path)
             cfg["judge"]["api_base"] = typed
-            run_study(cfg, None, tmp_path / f"run{i}", run_id=f"run{i}")
+            run_study(typed_study(cfg), None, tmp_path / f"run{i}", run_id=f"run{i}")
             made.append(json.loads((tmp_path / f"run{i}" / "manifest.json").read_text())["calls_made"])
     assert made == [11, 0, 0] and len(server.requests) == 11
 
@@ -174,7 +175,7 @@ def test_a_real_redis_value_without_checksum_or_with_bad_types_is_a_miss(tmp_pat
         raw.set("e" * 64, stored("e" * 64, GOOD, checksum=False))
         raw.set("f" * 64, stored("f" * 64, {**GOOD, "text": 5}))
         raw.set("0" * 64, stored("0" * 64, GOOD))
-        cache = open_cache({"backend": "redis", "url": srv.url})
+        cache = open_cache("redis", srv.url)
         assert cache.get("0" * 64) == Completion(**GOOD)
         assert cache.get("e" * 64) is None and cache.get("f" * 64) is None and cache.damaged == 2
         cache.close()
@@ -185,12 +186,12 @@ def test_a_negative_cost_entry_never_reaches_the_results(tmp_path: Path) -> None
     server = ScriptedServer(lambda body: Step(200, rubric_answer(body)))
     with server.running():
         cfg = live_study(server.api_base, tmp_path)
-        run_study(cfg, None, tmp_path / "first", run_id="first")
+        run_study(typed_study(cfg), None, tmp_path / "first", run_id="first")
         key = (tmp_path / "first" / "cache_keys.txt").read_text().split()[0]
         raw = diskcache.Cache(str(tmp_path / "cache"))
         raw.set(key, stored(key, {**GOOD, "cost_usd": -1000.0}))
         raw.close()
-        frame = run_study(cfg, None, tmp_path / "second", run_id="second")
+        frame = run_study(typed_study(cfg), None, tmp_path / "second", run_id="second")
     manifest = json.loads((tmp_path / "second" / "manifest.json").read_text())
     assert (
         manifest["calls_made"] == 1 and manifest["cache_damaged_entries"] == 1 and len(server.requests) == 12

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from omegaconf import OmegaConf
 
 from experiments.config import (
     ConfigError,
     GenerateConfig,
     IssuesConfig,
-    RubricKind,
     StudyConfig,
+    as_dict,
     command_line_problem,
     load,
 )
+from judge.rubric import Rubric, RubricKind
 from tests.support.hostile import one_line
 
 
@@ -37,6 +41,13 @@ def test_shipped_configs_load_as_frozen_typed_objects() -> None:
     assert load(composed("config", "experiment=review_quality")).max_tokens is None  # derived per prompt
     assert load(composed("generate"), GenerateConfig).k == 5
     assert load(composed("issues"), IssuesConfig).rubric.kind is RubricKind.match
+
+
+def test_the_loaded_rubric_is_the_one_rubric_model() -> None:
+    """One rubric model: the study's rubric is judge.rubric.Rubric itself, with tuples (its version is a repr)."""
+    rubric = load(composed("config", "rubric=narrowness")).rubric
+    assert type(rubric) is Rubric and isinstance(rubric.dimensions, tuple) and rubric.version
+    assert all(isinstance(d.choices, tuple) for d in rubric.dimensions)
 
 
 @pytest.mark.parametrize(("argv", "expected"), [
@@ -119,3 +130,68 @@ HOSTILE_POOL_SETTINGS = [
 def test_a_hostile_pool_setting_is_one_line_naming_it(setting: str) -> None:
     problem = command_line_problem([setting], "config")
     assert problem is not None and one_line(problem) and problem.startswith(setting.split("=")[0]), problem
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [],
+        ["mode=comparative", "judge=qwen"],
+        ["experiment=robustness"],
+        ["mode=pairwise", "judge.api_bases=[http://a/v1,http://b/v1]"],
+    ],
+)
+def test_the_typed_config_writes_the_resolved_config(overrides: list[str]) -> None:
+    """config.json (and the study_id hashed from it) come from the typed object through `as_dict`: the same
+    keys, values and order as Hydra's resolved config, so a run's config.json is unchanged."""
+    cfg = composed("config", *overrides)
+    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    assert json.dumps(as_dict(load(cfg))) == json.dumps(plain)
+
+
+def test_the_judge_is_assembled_in_one_place(tmp_path: Path) -> None:
+    """make_judge builds the whole judge: the budget sized to the run's largest output and shared with the
+    sweep's ledger, the rate limiter, and the completer reading the provider's limit headers."""
+    from experiments.judges import make_judge
+
+    study = load(
+        composed(
+            "config",
+            "judge=qwen",
+            "budget_usd=1",
+            "judge.rpm=60",
+            "judge.concurrency=3",
+            "judge.input_cost_per_token=1e-6",
+            "judge.output_cost_per_token=2e-6",
+            f"cache_dir={tmp_path / 'cache'}",
+        )
+    )
+    judge = make_judge(study, largest_output=777, sweep_dir=tmp_path, job="job0")
+    try:
+        assert judge.budget is not None and judge.budget.max_tokens == 777 and judge.budget.shared is not None
+        assert judge.limiter is not None and judge.concurrency == 3
+        assert judge.completer.read_headers is True  # type: ignore[attr-defined]
+    finally:
+        judge.cache.close()
+
+
+def test_the_mode_is_built_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A study's mode is built once, with its inputs, and planned / run from there."""
+    import experiments.inputs as inputs_module
+    from experiments.inputs import load_study_inputs
+    from experiments.plan import plan_study
+
+    built: list[str] = []
+    real = inputs_module.mode_from_config
+    monkeypatch.setattr(inputs_module, "mode_from_config", lambda mode: built.append(mode.name) or real(mode))
+    study = load(
+        composed(
+            "config",
+            "judge=qwen",
+            "mode=comparative",
+            "limit=1",
+            "n_samples=1",
+            "plan=true",
+            f"cache_dir={tmp_path / 'cache'}",
+        )
+    )
+    plan = plan_study(study, load_study_inputs(study))
+    assert plan["mode"] == "comparative" and built == ["comparative"]

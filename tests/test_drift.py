@@ -13,6 +13,7 @@ import pytest
 
 from analysis import drift
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.studies import typed
 
 
 def dated_run(seed: int, date: int, shift_from: int, n: int = 60, samples: int = 3) -> pd.DataFrame:
@@ -76,16 +77,16 @@ def test_refresh_reasks_keeps_the_old_answers_and_drift_reads_both(
         "judge=qwen", f"judge.api_base={server.api_base}", "limit=1", "n_samples=2", "progress=false"
     )
     cfg["cache_dir"] = str(tmp_path / "cache")
-    inputs = load_study_inputs(cfg)
-    run_study(cfg, inputs, tmp_path / "old", run_id="old")
+    inputs = load_study_inputs(typed(cfg))
+    run_study(typed(cfg), inputs, tmp_path / "old", run_id="old")
     made = len(server.requests)
     refreshed = {**cfg, "cache": {**cfg["cache"], "refresh": True, "refresh_date": "2026-12-01"}}
-    run_study(refreshed, inputs, tmp_path / "new", run_id="new")
+    run_study(typed(refreshed), inputs, tmp_path / "new", run_id="new")
     manifest = json.loads((tmp_path / "new" / "manifest.json").read_text())
     assert manifest["cache_refresh"] == "2026-12-01"
     assert len(server.requests) - made == manifest["calls_made"] > 0  # asked again
-    run_study(refreshed, inputs, tmp_path / "again", run_id="again")  # the same refresh: cached
-    run_study(cfg, inputs, tmp_path / "old2", run_id="old2")  # the old answers are still there
+    run_study(typed(refreshed), inputs, tmp_path / "again", run_id="again")  # the same refresh: cached
+    run_study(typed(cfg), inputs, tmp_path / "old2", run_id="old2")  # the old answers are still there
     assert len(server.requests) - made == manifest["calls_made"]
     assert json.loads((tmp_path / "old" / "manifest.json").read_text())["study_id"] != manifest["study_id"]
     code = drift.main([str(tmp_path / "old"), str(tmp_path / "new"), "--out", str(tmp_path / "drift"),

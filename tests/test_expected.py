@@ -147,7 +147,8 @@ def test_embedded_model_returns_its_own_probabilities() -> None:
 
     register()
     rubric = Rubric(
-        "t", "novelty.jinja", "scores", "s", tuple(Dimension(f.name, low=0, high=3) for f in FIELDS)
+        name="t", template="novelty.jinja", kind="scores", system="s",
+        dimensions=tuple(Dimension(f.name, low=0, high=3) for f in FIELDS),
     )
     params = {"temperature": 0.0, "max_tokens": 40, "seed": 0, "response_format": response_format(rubric),
               "logprobs": True, "top_logprobs": 20}  # fmt: skip

@@ -14,6 +14,7 @@ import yaml
 
 from experiments.extract import classification_metrics, run_extract
 from tests.support.openai_server import ScriptedServer, Step
+from tests.support.studies import typed
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,7 +90,7 @@ def config(server: ScriptedServer, tmp_path: Path, chosen: list[str], novelty_id
 def test_extract_run_against_labels(server: ScriptedServer, tmp_path: Path) -> None:
     cfg = config(server, tmp_path, ["We propose a new parser.", "Prior work used CRFs."])
     rubric = cfg["rubric"]
-    metrics = run_extract(cfg, tmp_path / "out")
+    metrics = run_extract(typed(cfg, "extract"), tmp_path / "out")
     # labels 0 1 0 1; predictions no, yes, (unscored), no -> scored y = 0 1 1, p = 0 1 0
     assert (metrics["n"], metrics["n_unscored"]) == (3, 1)
     assert metrics["accuracy"] == pytest.approx(2 / 3) and metrics["precision"] == 1.0
@@ -99,7 +100,7 @@ def test_extract_run_against_labels(server: ScriptedServer, tmp_path: Path) -> N
     assert preds["label"].tolist() == [0, 1, 0, 1] and preds["raw"].iloc[2] == "I am not sure."
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["calls_made"] == 4 and manifest["unscored"] == 1 and manifest["schema_version"] == 1
-    again = run_extract(cfg, tmp_path / "out2")  # every call cached
+    again = run_extract(typed(cfg, "extract"), tmp_path / "out2")  # every call cached
     assert again == metrics
     assert json.loads((tmp_path / "out2" / "manifest.json").read_text())["calls_cached"] == 4
     from experiments.inputs import StudyError
@@ -108,7 +109,7 @@ def test_extract_run_against_labels(server: ScriptedServer, tmp_path: Path) -> N
     for bad, message in (({"template": "nope.jinja"}, r"^rubric\.template=nope\.jinja: "),
                          ({"dimensions": []}, r"^rubric\.dimensions: ")):  # refused before any call
         with pytest.raises(StudyError, match=message):
-            run_extract({**cfg, "rubric": {**rubric, **bad}}, tmp_path / "bad")
+            run_extract(typed({**cfg, "rubric": {**rubric, **bad}}, "extract"), tmp_path / "bad")
     assert len(server.requests) == asked
 
 
@@ -132,7 +133,7 @@ def test_no_paper_joined_is_one_error_before_any_call(server: ScriptedServer, tm
     cfg = config(server, tmp_path, ["We propose a new parser."], novelty_id="99")
     asked = len(server.requests)
     with pytest.raises(StudyError) as err:
-        run_extract(cfg, tmp_path / "out")
+        run_extract(typed(cfg, "extract"), tmp_path / "out")
     text = str(err.value)
     assert "\n" not in text and cfg["papers"] in text and cfg["novelty"] in text, text
     assert "paper_id" in text and "'99'" in text and "'7'" in text, text
@@ -147,7 +148,7 @@ def test_no_chosen_sentence_matched_is_one_error(server: ScriptedServer, tmp_pat
     cfg = config(server, tmp_path, ["A sentence from another paper.", "And another."])
     asked = len(server.requests)
     with pytest.raises(StudyError, match=r"none of the 2 chosen sentences") as err:
-        run_extract(cfg, tmp_path / "out")
+        run_extract(typed(cfg, "extract"), tmp_path / "out")
     assert "\n" not in str(err.value) and cfg["novelty"] in str(err.value)
     assert len(server.requests) == asked
 
@@ -171,7 +172,7 @@ def test_run_reports_unmatched_chosen_sentences(server: ScriptedServer, tmp_path
     """Review F4: the run counts chosen sentences that matched no introduction sentence (n_unmatched_labels)
     and says so in one note line; the whitespace variant counts as a positive."""
     cfg = config(server, tmp_path, ["We propose  a new\nparser. ", "Not in this paper.", "Nor this."])
-    metrics = run_extract(cfg, tmp_path / "out")
+    metrics = run_extract(typed(cfg, "extract"), tmp_path / "out")
     # labels 0 1 0 0; predictions no, yes, (unscored), no -> scored y = 0 1 0, p = 0 1 0
     assert (metrics["n"], metrics["n_unscored"], metrics["n_positive"], metrics["n_unmatched_labels"]) == (3, 1, 1, 2)
     assert metrics["accuracy"] == 1.0 and metrics["recall"] == 1.0
@@ -189,7 +190,7 @@ def test_run_counts_novbench_records_of_no_paper(server: ScriptedServer, tmp_pat
              "paper_novelty": ["Q is new."], "output_format": "Positive:\n- y"}
     with open(cfg["novelty"], "a") as f:
         f.write(json.dumps(other) + "\n")
-    metrics = run_extract(cfg, tmp_path / "out")
+    metrics = run_extract(typed(cfg, "extract"), tmp_path / "out")
     assert metrics["n_unjoined_records"] == 1 and metrics["n"] == 3
     err = capsys.readouterr().err
     assert err.count("note:") == 1 and "1 record(s) name no paper" in err and "'99'" in err, err

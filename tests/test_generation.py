@@ -17,7 +17,7 @@ from experiments.generate import generate
 from experiments.generation import few_shot_demos, parse_list
 from experiments.issues import run_issues
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
-from tests.support.studies import public_data
+from tests.support.studies import public_data, typed
 
 ROOT = Path(__file__).resolve().parent.parent
 EVALUATION = ("Positive Novelty Evaluations:\n- The syllable features are a new idea for Thai tagging.\n"
@@ -66,14 +66,14 @@ def test_parse_list() -> None:
 
 
 def test_questions_become_a_runnable_dataset(server: ScriptedServer, tmp_path: Path) -> None:
-    manifest = generate(config(server, tmp_path), tmp_path / "out")
+    manifest = generate(typed(config(server, tmp_path), "generate"), tmp_path / "out")
     assert manifest.calls_made == 2 and manifest.provider_errors == 0 and manifest.schema_version == 1
     generated = load_instances(tmp_path / "out" / "generated.jsonl")  # valid in the project's own format
     assert [len(i.candidates) for i in generated] == [3, 3]
     cand = generated[0].candidates[2]
     assert cand.source == "qwen" and cand.text == "Why does E fail?" and cand.candidate_id.endswith(":qwen:3")
     assert generated[0].reference is not None  # the reference is kept for win/tie/loss
-    again = generate(config(server, tmp_path), tmp_path / "out2")
+    again = generate(typed(config(server, tmp_path), "generate"), tmp_path / "out2")
     assert again.calls_made == 0 and again.calls_cached == 2
 
 
@@ -87,7 +87,7 @@ def test_novelty_strategies_and_few_shot_never_uses_the_item(server: ScriptedSer
     for strategy in ("zero_shot", "few_shot"):
         cfg = config(server, tmp_path, task="novelty", strategy=strategy, limit=2,
                      dataset={"name": "nb", "path": str(novbench)})  # fmt: skip
-        generate(cfg, tmp_path / strategy)
+        generate(typed(cfg, "generate"), tmp_path / strategy)
         rows = [json.loads(x) for x in (tmp_path / strategy / "novelty_evaluations.jsonl").read_text().splitlines()]
         assert [r["strategy"] for r in rows] == [strategy] * 2 and rows[0]["generated"] == EVALUATION
     prompts = [r["messages"][-1]["content"] for r in server.requests[seen:]]
@@ -106,7 +106,9 @@ def test_issue_sets_by_judge(server: ScriptedServer, tmp_path: Path) -> None:
     cfg = config(server, tmp_path, dataset={"name": "r", "path": str(ROOT / "data/sample/reviews.jsonl")},
                  matcher="judge", threshold=0.7, temperature=0.0, limit=1)  # fmt: skip
     cfg["rubric"] = yaml.safe_load((ROOT / "conf" / "rubric" / "issue_match.yaml").read_text())
-    macro = run_issues(cfg, tmp_path / "issues")
+    for generation_only in ("task", "k", "strategy", "rag_top_k", "corpus"):
+        del cfg[generation_only]
+    macro = run_issues(typed(cfg, "issues"), tmp_path / "issues")
     matches = pd.read_csv(tmp_path / "issues" / "matches.csv")
     # human: 2 issues; each generated review: 2 issues -> 4 pairs per source; only the baselines pair matches
     assert len(matches) == 4 * macro["n_papers"].sum()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import replace
 
 import litellm
 import pytest
@@ -14,6 +15,7 @@ from judge.completer import LiteLLMCompleter
 from judge.retry import FatalProviderError, RetryPolicy, is_transient, retry_after_seconds
 from tests.support.fakes import FakeCompleter
 from tests.support.openai_server import ScriptedServer, Step, scripted
+from tests.support.studies import config, typed
 
 MSGS = [{"role": "user", "content": "rate this"}]
 GOOD = '{"originality": 2, "gap_addressing": 1, "non_obviousness": 3}'
@@ -83,10 +85,10 @@ def test_embedded_provider_registered_only_for_local_judges(tmp_path, monkeypatc
 
     calls: list[int] = []
     monkeypatch.setattr(local_provider, "register", lambda: calls.append(1))
-    base = {"name": "j", "api_base": "http://127.0.0.1:1/v1"}
+    study = typed(config(["judge.name=j", "judge.api_base=http://127.0.0.1:1/v1", f"cache_dir={tmp_path}"]))
     for model, extra, expected in [("openai/m", {}, 0), ("local/smollm2-135m", {}, 1),
                                    ("smollm2-135m", {"custom_llm_provider": "local"}, 2)]:  # fmt: skip
-        judge = judges.make_judge({"judge": {**base, "model": model, "extra": extra}, "cache_dir": str(tmp_path)})
+        judge = judges.make_judge(replace(study, judge=replace(study.judge, model=model, extra=extra)))
         judge.cache.close()
         assert len(calls) == expected, model
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from experiments.config import ModeConfig
 from experiments.datasets import Candidate, Instance, Paper
 from experiments.modes import build_prompts, mode_from_config, select_candidates
 from experiments.modes.comparative import Comparative, ComparativeAll
@@ -84,8 +85,7 @@ def test_comparative_is_one_prompt_per_generator_with_the_reference() -> None:
 
 
 def test_mode_from_config_names_the_class() -> None:
-    mode = mode_from_config({"_target_": "experiments.modes.comparative.Comparative", "name": "comparative",
-                             "k_per_source": 2})  # fmt: skip
+    mode = mode_from_config(ModeConfig("experiments.modes.comparative.Comparative", "comparative", 2))
     assert mode == Comparative(k_per_source=2)
 
 

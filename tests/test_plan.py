@@ -17,7 +17,7 @@ from experiments.plan import plan_study, run_plan, sum_plans
 from judge.pricing import prices_for
 from tests.support.configs import compose
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
-from tests.support.studies import cli_env
+from tests.support.studies import cli_env, typed
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +50,9 @@ def test_plan_makes_no_call_and_matches_the_run(server: ScriptedServer, tmp_path
     cfg = compose("judge=qwen", f"judge.api_base={server.api_base}", "limit=2", "n_samples=2", "progress=false",
                   "plan=true", "judge.input_cost_per_token=1e-6", "judge.output_cost_per_token=4e-6")  # fmt: skip
     cfg["cache_dir"] = str(tmp_path / "cache")
-    inputs = load_study_inputs(cfg)
+    inputs = load_study_inputs(typed(cfg))
     before = len(server.requests)
-    plan = run_plan(cfg, inputs, tmp_path / "plan", None)
+    plan = run_plan(typed(cfg), inputs, tmp_path / "plan", None)
     assert len(server.requests) == before  # no provider call
     assert json.loads((tmp_path / "plan" / "plan.json").read_text()) == plan
     assert plan["calls_total"] == 2 * 11 * 2 and plan["calls_cached"] == 0 and plan["calls_to_make"] == 44
@@ -62,13 +62,13 @@ def test_plan_makes_no_call_and_matches_the_run(server: ScriptedServer, tmp_path
     assert plan["cost_usd"]["batch"]["bound"] is None  # no batch price known for this model: unknown
 
     # run one instance, then plan both: the cached calls are counted as cached
-    run_study({**cfg, "plan": False, "limit": 1}, None, tmp_path / "one", run_id="one")
-    again = plan_study(cfg, load_study_inputs(cfg))
+    run_study(typed({**cfg, "plan": False, "limit": 1}), None, tmp_path / "one", run_id="one")
+    again = plan_study(typed(cfg), load_study_inputs(typed(cfg)))
     assert (again["calls_cached"], again["calls_to_make"]) == (22, 22)
     # cached answers (7 completion tokens each from the server) set the expected completion length
     assert again["completion_tokens_expected"] == 22 * 7
     made = len(server.requests)
-    run_study({**cfg, "plan": False}, None, tmp_path / "two", run_id="two")
+    run_study(typed({**cfg, "plan": False}), None, tmp_path / "two", run_id="two")
     manifest = json.loads((tmp_path / "two" / "manifest.json").read_text())
     assert len(server.requests) - made == manifest["calls_made"] == again["calls_to_make"]
     assert (
@@ -124,8 +124,8 @@ def test_plan_has_a_power_section_from_experiments_power(tmp_path: Path) -> None
     cfg = compose("judge=qwen", "judge.api_base=http://127.0.0.1:9/v1", "limit=4", "plan=true",
                   "plan_effect=0.2", "plan_discordance=0.4")  # fmt: skip
     cfg["cache_dir"] = str(tmp_path / "cache")
-    inputs = load_study_inputs(cfg)
-    plan = plan_study(cfg, inputs)  # no call: the cache is looked up, the server at port 9 is never asked
+    inputs = load_study_inputs(typed(cfg))
+    plan = plan_study(typed(cfg), inputs)  # no call: the cache is looked up, the server at port 9 is never asked
     section = plan["power"]
     assert section["instances"] == plan["instances"] == 4
     assert section["discordance_assumed"] == 0.4 and section["alpha"] == 0.05 and section["power"] == 0.8
@@ -134,7 +134,7 @@ def test_plan_has_a_power_section_from_experiments_power(tmp_path: Path) -> None
     summed = sum_plans([plan | {"calls_to_make": 0}])
     assert summed["power"] == section
     with pytest.raises(StudyError, match="plan_effect 0.5"):
-        plan_study({**cfg, "plan_effect": 0.5}, inputs)  # more than the discordance allows: one line
+        plan_study(typed({**cfg, "plan_effect": 0.5}), inputs)  # more than the discordance allows: one line
 
 
 def test_a_sweeps_plan_counts_a_call_two_jobs_share_once(tmp_path: Path) -> None:
@@ -146,7 +146,7 @@ def test_a_sweeps_plan_counts_a_call_two_jobs_share_once(tmp_path: Path) -> None
     for n in (1, 3):
         cfg = compose(*base, f"n_samples={n}")
         cfg["cache_dir"] = str(tmp_path / "cache")
-        plans.append(plan_study(cfg, load_study_inputs(cfg)))
+        plans.append(plan_study(typed(cfg), load_study_inputs(typed(cfg))))
     assert [p["calls_to_make"] for p in plans] == [11, 33]
     summed = sum_plans(plans)
     assert summed["calls_to_make"] == 33 and summed["calls_shared"] == 11 and summed["calls_total"] == 44

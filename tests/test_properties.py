@@ -31,6 +31,7 @@ from judge.client import CallResult
 from judge.completer import Completion
 from judge.parse import extract_json_object, parse_labelled, parse_object
 from judge.rubric import BEGIN, END, Rubric, rubric_from_config
+from tests.support.studies import typed
 
 CONF = Path(__file__).resolve().parent.parent / "conf" / "rubric"
 RUBRICS = {p.stem: rubric_from_config(yaml.safe_load(p.read_text())) for p in sorted(CONF.glob("*.yaml"))}
@@ -174,7 +175,7 @@ def test_malformed_dataset_stops_before_anything_is_written(study_cfg: dict[str,
     cfg = {**study_cfg, "dataset": {**study_cfg["dataset"], "path": str(tmp / "data.jsonl")},
            "cache_dir": str(tmp / "cache")}  # fmt: skip
     with pytest.raises(StudyError) as info:
-        run_study(cfg, None, tmp / "out", run_id="bad")
+        run_study(typed(cfg), None, tmp / "out", run_id="bad")
     message = str(info.value)
     line_numbers = {n_good + i + 1 for i in range(len(bad))}
     assert any(message.startswith(f"{tmp / 'data.jsonl'}:{n}:") for n in line_numbers), message

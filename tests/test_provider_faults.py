@@ -24,6 +24,7 @@ from experiments.inputs import StudyError
 from experiments.study import run_study
 from tests.support.configs import KEY, study_cfg
 from tests.support.fault_server import ANSWERS, HOSTILE, FaultServer
+from tests.support.studies import typed
 
 FEW = settings(max_examples=6, deadline=None, derandomize=True, database=None,
                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
@@ -47,7 +48,7 @@ def run_once(tmp: Path, name: str, srv: FaultServer, mode: str, capfd: pytest.Ca
                     "retry.initial_wait_s=0.001", "retry.max_wait_s=0.01", "judge.timeout_s=5")  # fmt: skip
     requests_before = srv.requests
     try:
-        run_study(cfg, None, tmp / name, run_id=name)
+        run_study(typed(cfg), None, tmp / name, run_id=name)
     except StudyError as exc:  # every call failed: still one line, and the rows are written
         assert "\n" not in str(exc)
     out, err = capfd.readouterr()

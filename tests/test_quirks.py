@@ -17,6 +17,7 @@ from judge.quirks import build_request, request_shape
 from judge.rubric import rubric_from_config
 from tests.support.configs import compose
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.studies import typed
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted(p.stem for p in (ROOT / "conf" / "judge").glob("*.yaml"))
@@ -75,7 +76,7 @@ def test_request_shape_of_shipped_judge(name: str) -> None:
     cfg = compose(f"judge={name}")
     rubric = rubric_from_config(cfg["rubric"])
     check, changed, temperature = EXPECT[name]
-    shape = sent_request(cfg, rubric)
+    shape = sent_request(typed(cfg), rubric)
     assert {c["param"] for c in shape.changes} == changed
     assert shape.temperature == temperature
     if check is not None:
@@ -97,7 +98,7 @@ def test_dropped_temperature_is_recorded_truthfully(tmp_path: Path) -> None:
         cfg = compose("judge=gpt-5", f"judge.api_base={server.api_base}", "judge.api_key_env=null", "limit=1",
                       "n_samples=1", "progress=false")  # fmt: skip
         cfg["judge"]["model"] = "openai/gpt-5"
-        frame = run_study({**cfg, "cache_dir": str(tmp_path / "cache")}, None, tmp_path / "out", run_id="g5")
+        frame = run_study(typed({**cfg, "cache_dir": str(tmp_path / "cache")}), None, tmp_path / "out", run_id="g5")
     assert server.requests and all("temperature" not in r for r in server.requests)
     assert (frame["temperature"] == 1.0).all()
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())

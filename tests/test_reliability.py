@@ -34,6 +34,7 @@ from tests.support.configs import config
 from tests.support.fault_server import ANSWERS, OFF_RUBRIC, TRANSIENT, FaultServer
 from tests.support.openai_server import ScriptedServer, Step
 from tests.support.runners import manifest_of, run_env, run_in_process
+from tests.support.studies import typed
 
 PLANTED = "sk-planted-fault-path-0123456789-SECRET"
 JUDGMENT = ["instance_id", "candidate_id", "dimension", "sample_idx", "score", "preference", "parse_ok", "raw",
@@ -448,15 +449,15 @@ def test_worker_plan() -> None:
 
     judge = Judge(FakeCompleter(lambda m, p: "{}", model="openai/x"), cache=None, concurrency=16)  # type: ignore[arg-type]
     cores = len(os.sched_getaffinity(0))
-    assert plan_workers({"workers": 1}, judge, 10_000) == 1
-    assert plan_workers({"workers": 3}, judge, 10_000) == 3
-    assert plan_workers({"workers": 3}, judge, 2) == 2
-    assert plan_workers({"workers": None}, judge, 150) == 1  # too few calls to be worth a fork
-    assert plan_workers({"workers": None}, judge, 10_000) == min(2 * cores, MAX_AUTO_WORKERS, 8)
+    assert plan_workers(typed(config(["workers=1"])), judge, 10_000) == 1
+    assert plan_workers(typed(config(["workers=3"])), judge, 10_000) == 3
+    assert plan_workers(typed(config(["workers=3"])), judge, 2) == 2
+    assert plan_workers(typed(config(["workers=null"])), judge, 150) == 1  # too few calls to be worth a fork
+    assert plan_workers(typed(config(["workers=null"])), judge, 10_000) == min(2 * cores, MAX_AUTO_WORKERS, 8)
     judge.concurrency = 2
-    assert plan_workers({"workers": None}, judge, 10_000) == 1
+    assert plan_workers(typed(config(["workers=null"])), judge, 10_000) == 1
     from judge.local_provider import LOCAL_MODEL, register
 
     register()
     local = Judge(FakeCompleter(lambda m, p: "{}", model=LOCAL_MODEL), cache=None, concurrency=16)  # type: ignore[arg-type]
-    assert plan_workers({"workers": None}, local, 10_000) == 1  # an in-process model is never forked
+    assert plan_workers(typed(config(["workers=null"])), local, 10_000) == 1  # an in-process model is never forked

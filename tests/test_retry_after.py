@@ -20,6 +20,7 @@ from judge.ratelimit import RateLimiter
 from judge.retry import RetryPolicy
 from tests.support.configs import compose
 from tests.support.openai_server import ScriptedServer, Step, scripted
+from tests.support.studies import typed
 
 
 def _ask(server: ScriptedServer, tmp: Path, policy: RetryPolicy, limiter: RateLimiter | None = None) -> Any:
@@ -57,7 +58,7 @@ def test_limiter_for_takes_the_retry_cap(tmp_path: Path) -> None:
 
     cfg = compose("judge=qwen", "judge.api_key_env=null", "+judge.rpm=600", "retry.max_wait_s=7",
                   f"cache_dir={tmp_path / 'cache'}")  # fmt: skip
-    judge = make_judge(cfg)
+    judge = make_judge(typed(cfg))
     judge.cache.close()
     assert judge.limiter is not None and judge.limiter.max_wait_s == 7.0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def test_version_is_stable_and_changes_with_the_template() -> None:
     a, b = load("novelty"), load("novelty")
     assert a.version == b.version and len(a.version) == 12
     assert a.version != load("narrowness").version
-    changed = Rubric(a.name, a.template, a.kind, a.system + " Be strict.", a.dimensions)
+    changed = dataclasses.replace(a, system=a.system + " Be strict.")
     assert changed.version != a.version
 
 

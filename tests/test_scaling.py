@@ -27,6 +27,7 @@ from judge.cache import CallCache
 from tests.support.configs import config
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.runners import run_in_process
+from tests.support.studies import typed
 
 ROOT = Path(__file__).resolve().parent.parent
 SAME = ["judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id", "candidate_id", "source",
@@ -69,10 +70,10 @@ def test_shard_spec_and_split() -> None:
     parts = [select(items, Shard(i, 4)) for i in range(4)]
     assert parts == [[0, 4, 8], [1, 5, 9], [2, 6], [3, 7]]
     assert sorted(x for p in parts for x in p) == items
-    base = {"judge": {"name": "q", "concurrency": 8}, "mode": {"name": "comparative"}, "n_samples": 2}
+    base = ["judge=qwen", "mode=comparative", "n_samples=2"]
     # the shard and how calls are made do not change the study; what is judged does
-    assert study_id({**base, "shard": "0/4", "workers": 1}) == study_id({**base, "judge": {"name": "q"}})
-    assert study_id(base) != study_id({**base, "n_samples": 3})
+    assert study_id(typed(config([*base, "shard=0/4", "workers=1"]))) == study_id(typed(config([*base, "judge.concurrency=4"])))
+    assert study_id(typed(config(base))) != study_id(typed(config([*base, "n_samples=3"])))
 
 
 def test_bad_shard_is_one_line(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ import pytest
 from experiments.inputs import StudyError, load_study_inputs
 from tests.support.configs import compose
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
-from tests.support.studies import ROOT, cli_env
+from tests.support.studies import ROOT, cli_env, typed
 
 PASTED = "sk-OTHERsecret999"
 
@@ -42,7 +42,7 @@ def test_a_rubric_without_dimensions_is_refused_before_any_call(server: Scripted
                   "rubric.dimensions=[]", f"cache_dir={tmp_path / 'cache'}")  # fmt: skip
     before = len(server.requests)
     with pytest.raises(StudyError, match=r"^rubric\.dimensions: rubric=novelty has no dimensions"):
-        run_study(cfg, None, tmp_path / "run", run_id="run")
+        run_study(typed(cfg), None, tmp_path / "run", run_id="run")
     assert len(server.requests) == before and not (tmp_path / "run").exists()
 
 
@@ -59,7 +59,7 @@ def test_a_template_that_cannot_be_used_is_one_line(tmp_path: Path) -> None:
     for template, why in _templates(tmp_path).items():
         cfg = compose("judge=qwen", "judge.api_key_env=null", f"rubric.template={template}")
         with pytest.raises(StudyError, match=rf"^rubric\.template={template}: .*{why}"):
-            load_study_inputs(cfg)
+            load_study_inputs(typed(cfg))
 
 
 def _cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -88,7 +88,7 @@ def test_the_cli_says_one_line_and_exits_2(args: list[str], line: str, tmp_path:
 def test_a_key_pasted_as_api_key_env_is_never_echoed(value: str, plan: bool) -> None:
     cfg = compose("judge=qwen", f"judge.api_key_env={value}", f"plan={plan}")
     with pytest.raises(StudyError, match="looks like a key") as info:
-        load_study_inputs(cfg)
+        load_study_inputs(typed(cfg))
     assert value not in str(info.value)
 
 
@@ -96,7 +96,7 @@ def test_a_key_pasted_as_api_key_env_is_never_echoed(value: str, plan: bool) -> 
 def test_an_unset_variable_name_is_still_named(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(name, raising=False)
     with pytest.raises(StudyError, match=f"the environment variable {name} is not set"):
-        load_study_inputs(compose("judge=qwen", f"judge.api_key_env={name}"))
+        load_study_inputs(typed(compose("judge=qwen", f"judge.api_key_env={name}")))
 
 
 # Review 3, finding 6: real names come in every shape; any variable that is set is accepted, in a plan or not.
@@ -107,7 +107,7 @@ SET_NAMES = ["AzureOpenAIKey", "OpenAI_API_Key", "Groq_Key", "my-key", "OPENROUT
 @pytest.mark.parametrize("plan", [False, True])
 def test_a_set_variable_of_any_shape_is_accepted(name: str, plan: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(name, "abc123abc123abc")
-    load_study_inputs(compose("judge=qwen", f"judge.api_key_env={name}", f"plan={plan}"))
+    load_study_inputs(typed(compose("judge=qwen", f"judge.api_key_env={name}", f"plan={plan}")))
 
 
 @pytest.mark.parametrize("name", SET_NAMES)
@@ -115,14 +115,14 @@ def test_an_unset_odd_name_is_not_set_and_maybe_a_key_but_not_echoed(name: str,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(name, raising=False)
     with pytest.raises(StudyError, match="no variable of that name is set.*looks like a key pasted by mistake") as info:
-        load_study_inputs(compose("judge=qwen", f"judge.api_key_env={name}"))
+        load_study_inputs(typed(compose("judge=qwen", f"judge.api_key_env={name}")))
     assert name not in str(info.value)
 
 
 @pytest.mark.parametrize("name", ["QWEN_API_KEY_UNSET_HERE", "my_key"])
 def test_a_plan_accepts_an_unset_variable_name(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(name, raising=False)
-    load_study_inputs(compose("judge=qwen", f"judge.api_key_env={name}", "plan=true"))
+    load_study_inputs(typed(compose("judge=qwen", f"judge.api_key_env={name}", "plan=true")))
 
 
 def test_the_cli_plans_with_a_mixed_case_variable_that_is_set(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from judge.secrets import REDACTED
 from tests.support.configs import KEY, study_cfg
 from tests.support.fault_server import FaultServer
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.studies import typed
 
 
 @pytest.fixture()
@@ -35,7 +36,7 @@ def study(tmp: Path, api_base: str, name: str, *overrides: str,
           monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:  # fmt: skip
     """Run one study into tmp/name; its manifest."""
     monkeypatch.setenv("QWEN_API_KEY", KEY)
-    run_study(study_cfg(tmp, api_base, *overrides), None, tmp / name, run_id=name)
+    run_study(typed(study_cfg(tmp, api_base, *overrides)), None, tmp / name, run_id=name)
     return json.loads((tmp / name / "manifest.json").read_text())
 
 
@@ -177,7 +178,7 @@ def test_a_surrogate_in_a_dataset_names_file_and_line(tmp_path: Path, monkeypatc
     bad = tmp_path / "bad.jsonl"
     bad.write_text(good + good.replace("It studies", "It \\udc80 studies").replace("twins", "t2"))
     with pytest.raises(StudyError, match=rf"^{bad}:2: background\[0\]\.text: holds a lone surrogate escape"):
-        load_study_inputs(study_cfg(tmp_path, "http://127.0.0.1:9/v1", f"dataset.path={bad}"))
+        load_study_inputs(typed(study_cfg(tmp_path, "http://127.0.0.1:9/v1", f"dataset.path={bad}")))
 
 
 # --- leaked keys ----------------------------------------------------------------------------------------------

@@ -9,9 +9,10 @@ candidates in one prompt; pairwise = every (candidate, reference) pair in both o
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Protocol
+from collections.abc import Callable, Sequence
+from typing import ClassVar, Protocol
 
+from experiments.config import ModeConfig
 from experiments.instances import Candidate, Instance
 from experiments.prompt import Prompt
 from judge.rubric import Rubric, RubricKind
@@ -37,16 +38,14 @@ class ModeError(ValueError):
     """A mode config that names no usable mode class (one line)."""
 
 
-def mode_from_config(cfg: Any) -> Mode:
-    """The mode a `mode:` config node (ModeConfig or a plain mapping) names through `_target_`."""
-    get = cfg.get if isinstance(cfg, Mapping) else lambda key, default=None: getattr(cfg, key, default)
-    target = str(get("_target_") or "")
-    module_name, _, class_name = target.rpartition(".")
+def mode_from_config(mode: ModeConfig) -> Mode:
+    """The mode a `mode:` config names through `_target_`."""
+    module_name, _, class_name = mode._target_.rpartition(".")
     try:
         cls = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError, ValueError):
-        raise ModeError(f"mode._target_={target!r}: no such mode class") from None
-    return cls(name=str(get("name")), k_per_source=get("k_per_source"))  # type: ignore[no-any-return]
+        raise ModeError(f"mode._target_={mode._target_!r}: no such mode class") from None
+    return cls(name=mode.name, k_per_source=mode.k_per_source)  # type: ignore[no-any-return]
 
 
 def select_candidates(instance: Instance, k_per_source: int | None) -> list[Candidate]:

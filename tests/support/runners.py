@@ -37,9 +37,10 @@ def run_env(tmp: Path, env_extra: dict[str, str] | None = None) -> dict[str, str
 def run_in_process(cfg: dict[str, Any], out: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     """`run_study` in this process (no interpreter start-up): the table and the manifest."""
     from experiments.study import run_study
+    from tests.support.studies import typed
 
     os.environ.setdefault("OPENAI_API_KEY", "sk-local-test-server")
-    table = run_study(cfg, None, out, run_id=out.name)
+    table = run_study(typed(cfg), None, out, run_id=out.name)
     return table, manifest_of(out)
 
 

@@ -76,5 +76,13 @@ def run_sample_study(root: Path, limit: int = 2, n_samples: int = 2) -> Path:
                               f"n_samples={n_samples}", "progress=false", "workers=1",
                               f"cache_dir={root / 'cache'}", "min_parse_rate=0"])  # fmt: skip
                 out = root / "multirun" / f"{2 * j + m}_{name}_{mode}_novelty"
-                run_study(cfg, None, out, run_id=out.name)
+                run_study(typed(cfg), None, out, run_id=out.name)
     return root / "multirun"
+
+
+def typed(cfg: Any, stage: str = "config") -> Any:
+    """The typed config (experiments.config) of a plain one, as the entry point of `stage` (config, generate,
+    issues, extract) loads it: the functions of a study take the typed objects, never a dict."""
+    from experiments.config import SCHEMAS, load
+
+    return load(cfg, SCHEMAS[f"{stage}_schema"])
