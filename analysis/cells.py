@@ -42,19 +42,19 @@ def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _csv_column(values: pd.Series) -> pd.Series:
-    """`values.map(_csv_cell)` (object dtype), deciding once per distinct value: a results table repeats its
+    """`values.astype(object).map(_csv_cell)`, deciding once per distinct value: a results table repeats its
     judge, dimension, answer and candidate texts on many rows, and a per-cell Python call cost a replay of the
     RQ-Bench-sized study ~20% of its time. Only string cells can change, and a string equals only itself, so
     a cell is replaced by its distinct value's quoted form exactly where `map` would replace it."""
     if isinstance(values.dtype, pd.StringDtype) and values.dtype.na_value is np.nan and values.notna().any():
         # Arrow finds the few cells that could change (`map` would give the same `str` column back)
         risky = np.flatnonzero(values.str.match(_FORMULA_CELL).fillna(False).to_numpy(dtype=bool))
-        cells = values.iloc[risky]
-        quoted = [_csv_cell(v) for v in cells]
-        changed = [i for i, (old, new) in enumerate(zip(cells, quoted, strict=True)) if new is not old]
+        texts = values.iloc[risky]
+        safe = [_csv_cell(v) for v in texts]
+        moved = [i for i, (old, new) in enumerate(zip(texts, safe, strict=True)) if new is not old]
         out = values.copy()
-        if changed:
-            out.iloc[risky[changed]] = [quoted[i] for i in changed]
+        if moved:
+            out.iloc[risky[moved]] = [safe[i] for i in moved]
         return out
     cells = values.astype(object)
     try:
