@@ -305,7 +305,8 @@ def label_overlapping_runs(results: pd.DataFrame, studies: Mapping[str, str]) ->
     if "run_id" not in results or results["run_id"].nunique() < 2:
         return results
     run = results["run_id"].astype(str)
-    out = results.assign(_study=run.map(lambda r: studies.get(r, f"run:{r}")))
+    study_of = {r: studies.get(r, f"run:{r}") for r in run.unique()}  # once per run, not per row
+    out = results.assign(_study=run.map(study_of))
     rater = [c for c in ("judge", "mode", "rubric") if c in out]
     item = [c for c in ITEM if c in out]
     groups = out.groupby(rater + item, observed=True, dropna=False, sort=False)["_study"]

@@ -21,8 +21,16 @@ def _cat(codes: np.ndarray, categories: Sequence[str]) -> pd.Categorical:
 
 
 def _texts(n_instances: int, n_cands: int, rng: np.random.Generator) -> list[str]:
+    """Random candidate texts, all distinct (they are a categorical's categories): a repeat, which a few
+    thousand instances make likely, gets a number after it."""
     lengths = rng.integers(5, 60, size=n_instances * n_cands)
-    return [" ".join(WORDS[rng.integers(0, len(WORDS), n)]) for n in lengths]
+    texts = [" ".join(WORDS[rng.integers(0, len(WORDS), n)]) for n in lengths]
+    seen: dict[str, int] = {}
+    for pos, text in enumerate(texts):
+        seen[text] = seen.get(text, 0) + 1
+        if seen[text] > 1:
+            texts[pos] = f"{text} {seen[text]}"  # WORDS holds no digits: no clash with a drawn text
+    return texts
 
 
 def _shown(shape: tuple[int, ...], index: tuple[np.ndarray, ...], comparative: np.ndarray,

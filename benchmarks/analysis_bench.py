@@ -1,6 +1,12 @@
 """Time the report's computations (no plotting) on a ~1,000,000-row results table.
 
     python benchmarks/analysis_bench.py [--instances 1111] [--n-boot 1000] [--naive-instances 111]
+    python benchmarks/analysis_bench.py --instances 11111 --parquet DIR   # 10M rows, read as a study is
+
+With `--parquet DIR` the table is written there first (by a child process: one results.parquet per judge x
+mode, string columns and a `raw` answer per sample, as a run writes them) and then read as `analysis.report`
+reads a study (`analysis.collect.load_results`: only the analysis columns of each parquet file, strings as
+categoricals), so the timing and peak RSS are those of loading + all tables, without the table's build.
 
 Table: instances × 10 candidates (reference + 3 generators × 3) × 5 dimensions × 3 samples × 3 judges ×
 2 modes (1111 instances → 999,900 rows), plus 3 annotators' labels on the first 300 instances. Prints
@@ -17,12 +23,16 @@ import os
 import platform
 import random
 import resource
+import subprocess
+import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from analysis.collect import load_results
 from analysis.intervals import positive_int
 from analysis.report import compute_tables
 from analysis.synthetic import synthetic_humans, synthetic_results
@@ -75,6 +85,60 @@ def naive_win_tie_loss(results: pd.DataFrame, n_boot: int, seed: int = 0) -> dic
     return table
 
 
+def write_parquet(root: Path, instances: int) -> int:
+    """The benchmark table as a study's files: one results.parquet per judge x mode (strings, not
+    categoricals, and a `raw` answer per sample, as `experiments.study` writes them); returns the rows."""
+    frame = build(instances)
+    frame["raw"] = '{"originality": ' + frame["sample_idx"].astype(str) + ', "gap_addressing": 2}'
+    rows = len(frame)
+    for (judge, mode), part in frame.groupby(["judge", "mode"], observed=True):
+        part = part.astype({c: str for c in part.columns if isinstance(part[c].dtype, pd.CategoricalDtype)})
+        (root / f"{judge}-{mode}").mkdir(parents=True)
+        part.to_parquet(root / f"{judge}-{mode}" / "results.parquet", index=False)
+    return rows
+
+
+def from_parquet(root: Path, instances: int, n_boot: int) -> None:
+    """Write the study (child process, so its build does not count in this process's peak RSS), then load it
+    as the report does and compute every table."""
+    if not any(root.rglob("results.parquet")):
+        t0 = time.perf_counter()
+        script = [sys.executable, __file__, "--instances", str(instances), "--write", str(root)]
+        subprocess.run(script, check=True)
+        print(f"wrote {root} in {time.perf_counter() - t0:.1f} s")
+    load = os.getloadavg()[0]
+    t0, c0 = time.perf_counter(), time.process_time()
+    results = load_results(root)
+    load_s, load_cpu, rss_loaded = time.perf_counter() - t0, time.process_time() - c0, _peak_mb()
+    humans = synthetic_humans(results.loc[results["instance_id"].cat.codes.to_numpy() < 300])
+    t0, c0 = time.perf_counter(), time.process_time()
+    tables = compute_tables(results, humans, n_boot=n_boot)
+    report_s, report_cpu, rss_peak = time.perf_counter() - t0, time.process_time() - c0, _peak_mb()
+    n = len(results)
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {load:.1f} at start, "
+        f"{os.getloadavg()[0]:.1f} at the end; python {platform.python_version()}, pandas {pd.__version__}"
+    )
+    print(
+        f"rows: {n:,} from {len(list(root.rglob('results.parquet')))} parquet files "
+        f"(+{len(humans):,} human labels); n_boot = {n_boot}"
+    )
+    print("| what | rows | wall s | CPU s | rows/s | peak RSS MiB |")
+    print("|---|---|---|---|---|---|")
+    print(
+        f"| load (load_results) | {n:,} | {load_s:.2f} | {load_cpu:.2f} | {n / load_s:,.0f} | {rss_loaded:,.0f} |"
+    )
+    print(
+        f"| all {len(tables)} report tables | {n:,} | {report_s:.2f} | {report_cpu:.2f} | {n / report_s:,.0f} "
+        f"| {rss_peak:,.0f} |"
+    )
+    total = load_s + report_s
+    print(
+        f"| load + all tables | {n:,} | {total:.2f} | {load_cpu + report_cpu:.2f} | {n / total:,.0f} "
+        f"| {rss_peak:,.0f} |"
+    )
+
+
 def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
@@ -84,7 +148,15 @@ def main() -> None:
     parser.add_argument("--instances", type=int, default=1111)
     parser.add_argument("--n-boot", type=positive_int, default=1000)
     parser.add_argument("--naive-instances", type=int, default=None, help="baseline on the first N instances")
+    parser.add_argument("--parquet", type=Path, help="write the study here as parquet files and read it back")
+    parser.add_argument("--write", type=Path, help=argparse.SUPPRESS)  # the child of --parquet
     args = parser.parse_args()
+    if args.write:
+        print(f"{write_parquet(args.write, args.instances):,} rows written to {args.write}")
+        return
+    if args.parquet:
+        from_parquet(args.parquet, args.instances, args.n_boot)
+        return
     load = os.getloadavg()[0]
 
     t0 = time.perf_counter()

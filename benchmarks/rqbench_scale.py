@@ -132,6 +132,16 @@ def viewer_step(sweep: Path, env: dict[str, str], cwd: Path, instances: int, tim
     return step
 
 
+def _log(step: Step) -> Step:
+    """Print a finished step at once (a long run's partial numbers survive it being stopped)."""
+    print(
+        f"  n={step.instances} {step.name}: wall {step.wall_s:.2f} s, CPU {step.cpu_s:.2f} s, peak "
+        f"{step.peak_mib:.0f} MiB, load {os.getloadavg()[0]:.1f}  {step.note}",
+        flush=True,
+    )
+    return step
+
+
 def run_size(instances: int, work: Path, max_enqueued: int | None) -> tuple[list[Step], int]:
     """Every step at one size in its own folder and cache; returns the steps and the calls made."""
     work.mkdir(parents=True)
@@ -157,6 +167,7 @@ def run_size(instances: int, work: Path, max_enqueued: int | None) -> tuple[list
         )
         calls = json.loads((work / "plan" / "plan.json").read_text())["calls_to_make"]
         steps[-1].note = f"{calls:,} calls"
+        _log(steps[-1])
         sweep = work / "sweep"
         batch = [*base, "batch=true", "batch_settings.poll_s=0.02", f"hydra.sweep.dir={sweep}"]
         if max_enqueued:
@@ -167,15 +178,16 @@ def run_size(instances: int, work: Path, max_enqueued: int | None) -> tuple[list
                 f"batch: {server.refused_uploads} uploads and {server.token_refusals} batches refused"
             )
         steps[-1].note = f"{server.created} batches, {server.chat_requests} live calls"
+        _log(steps[-1])
         before = (server.created, server.chat_requests)
         replay = run_step("replay", [*base, f"hydra.sweep.dir={work / 'replay'}"], env, work, instances)
         if (server.created, server.chat_requests) != before:
             raise StepFailed("replay: calls reached the server; the cache did not answer them all")
         replay.note = f"{calls / replay.wall_s:,.0f} judgments/s"
-        steps.append(replay)
+        steps.append(_log(replay))
     report = [sys.executable, "-m", "analysis.report", str(sweep), "--out", str(work / "report")]
-    steps.append(run_step("report", report, env, work, instances))
-    steps.append(viewer_step(sweep, env, work, instances))
+    steps.append(_log(run_step("report", report, env, work, instances)))
+    steps.append(_log(viewer_step(sweep, env, work, instances)))
     return steps, calls
 
 

@@ -8,6 +8,7 @@ with different values is ambiguous, hence unscored; no answer text, however odd,
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -93,8 +94,19 @@ def extract_json_object(raw: str) -> dict[str, Any] | None:
     return None
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[\s\-_]", "", str(name)).lower()
+_SEPARATORS = re.compile(r"[\s\-_]")
+
+
+@functools.lru_cache(maxsize=4096)
+def _norm_text(name: str) -> str:
+    return _SEPARATORS.sub("", name).lower()
+
+
+def _norm(name: object) -> str:
+    """`name` without case or separators; memoised (short names only, so a long key in an odd answer is not
+    kept): a replay looks up the same few field names in every answer."""
+    text = str(name)
+    return _norm_text(text) if len(text) <= 64 else _SEPARATORS.sub("", text).lower()
 
 
 def _lookup(obj: Mapping[str, Any], name: str) -> tuple[str, Any]:
@@ -102,7 +114,8 @@ def _lookup(obj: Mapping[str, Any], name: str) -> tuple[str, Any]:
 
     Returns ("found", value), ("missing", None) or ("ambiguous", None) when it was given twice with
     different values (under the same or an equivalent spelling)."""
-    matches = [key for key in obj if key == name or _norm(key) == _norm(name)]
+    wanted = _norm(name)
+    matches = [key for key in obj if key == name or _norm(key) == wanted]
     if not matches:
         return "missing", None
     values = [obj[k] for k in matches]

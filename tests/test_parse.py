@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from judge import parse
 from judge.parse import Field, extract_json_object, parse_labelled, parse_object
 
 NOVELTY = [Field("originality", 0, 3), Field("gap_addressing", 0, 3), Field("non_obviousness", 0, 3)]
@@ -143,3 +144,20 @@ def test_rationale_is_kept_and_never_scored() -> None:
     raw = '{"rationale": "originality: 3, clearly {new}", "originality": 1, "gap_addressing": 2, "non_obviousness": 0}'
     p = parse_object(raw, NOVELTY)
     assert p.ok and p.values["originality"] == 1.0 and p.rationale == "originality: 3, clearly {new}"
+
+
+def test_field_names_are_normalised_once_not_for_every_answer() -> None:
+    """A replay parses the same field names in every answer: their normal form is memoised (it was a regex
+    substitution per key and per field, ~12% of a replay of the RQ-Bench-sized study); a long key in an odd
+    answer is not kept, and still matches."""
+    raw = '{"Q1": {"Originality": 1, "Gap-Addressing": 2, "non obviousness": 0, "rationale": "r"}}'
+    assert parse_labelled(raw, ["Q1"], NOVELTY)["Q1"].ok
+    misses = parse._norm_text.cache_info().misses
+    for _ in range(50):
+        assert parse_labelled(raw, ["Q1"], NOVELTY)["Q1"].values["gap_addressing"] == 2.0
+    assert parse._norm_text.cache_info().misses == misses
+    long_key = "non-" + "x" * 100
+    odd = f'{{"originality": 1, "gap_addressing": 1, "non_obviousness": 1, "{long_key}": 2}}'
+    assert parse_object(odd, NOVELTY).ok
+    assert parse._norm_text.cache_info().misses == misses
+    assert parse._norm("Non-Obviousness ") == parse._norm("non_obviousness") == "nonobviousness"
