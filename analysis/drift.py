@@ -23,13 +23,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.agreement import pair_agreement
-from analysis.collect import load_results
-from analysis.humans import pair_outcomes
-from analysis.intervals import t_interval
+from analysis.load.collect import load_results
 from analysis.robustness import unperturbed
-from analysis.scores import CONTEXT_KEYS, candidate_scores
-from experiments.schema import MANIFEST_NAME, ManifestError, read_manifest
+from analysis.stats.agreement import pair_agreement
+from analysis.stats.humans import pair_outcomes
+from analysis.stats.scores import CONTEXT_KEYS, candidate_scores
+from core.intervals import t_interval
+from core.schema import MANIFEST_NAME, ManifestError, read_manifest
 
 KEYS = ["judge", "mode", "dimension"]
 ITEM = ["instance_id", "candidate_id", "context"]

@@ -2,7 +2,7 @@
 
 This module turns the model fits into the report's tables (rater accuracy with bootstrap CIs, item
 posteriors, latent win rates) and runs the CLI; the fits themselves (Dawid–Skene, MACE, GLAD and majority
-vote on crowd-kit) and the label frames they read are in `analysis.latent_models`. Bootstrap CIs resample
+vote on crowd-kit) and the label frames they read are in `analysis.stats.latent_models`. Bootstrap CIs resample
 items; by default the posteriors stay at the full-data fit (vectorised, any `n_boot`), and on request the
 model is refitted per replicate (crowd-kit's EM takes seconds per fit on small studies, so that is opt-in).
 
@@ -19,10 +19,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import humans as human_mod
-from analysis.cells import write_csv
-from analysis.intervals import percentile_ci, positive_int
-from analysis.latent_models import (
+from analysis.robustness import note_perturbed, unperturbed
+from analysis.stats import humans as human_mod
+from analysis.stats.latent_models import (
     Fitter,
     LatentFit,
     dawid_skene,
@@ -34,8 +33,9 @@ from analysis.latent_models import (
     mode_groups,
     outcome_labels,
 )
-from analysis.robustness import note_perturbed, unperturbed
-from analysis.winrate import ITEM_KEYS, check_reference, outcome_rates
+from analysis.stats.winrate import ITEM_KEYS, check_reference, outcome_rates
+from core.cells import write_csv
+from core.intervals import percentile_ci, positive_int
 
 
 def _resample(labels: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
@@ -216,7 +216,7 @@ SECTION_MISSING = "Fewer than three raters (judges of one mode and annotators): 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: fit the latent models on a study's outcomes and write one CSV per table."""
-    from analysis.collect import load_humans, load_results
+    from analysis.load.collect import load_humans, load_results
 
     parser = argparse.ArgumentParser(prog="python -m analysis.latent", description=__doc__.split("\n")[0])
     parser.add_argument("root", help="a run or multirun folder (searched recursively)")

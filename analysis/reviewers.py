@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.agreement import krippendorff_alpha, pair_agreement
-from analysis.cells import md_cell, write_csv
 from analysis.robustness import note_perturbed, unperturbed
-from analysis.scores import usable_mask
+from analysis.stats.agreement import krippendorff_alpha, pair_agreement
+from analysis.stats.scores import usable_mask
+from core.cells import md_cell, write_csv
 
 SCALE_MAPPING = "judge 1-5 -> reviewer 1-5: identity (same scale); judge per-paper mean rounded half up"
 ACCEPT_AT = 3.0
@@ -175,16 +175,16 @@ def markdown(table: pd.DataFrame, aspect: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from analysis.collect import load_results
-    from experiments.coling import load_coling_records, review_scores
-    from experiments.data import data_or_path
+    from analysis.load.collect import load_results
+    from experiments.datasets.coling import load_coling_records, review_scores
+    from experiments.datasets.fetch import data_or_path
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path, help="run or multirun folder of experiment=coling_originality")
     parser.add_argument(
         "--reviews",
         default="data:coling2020_reviews.jsonl",
-        help="coling2020_reviews.jsonl (default: the fetched file, see experiments.data)",
+        help="coling2020_reviews.jsonl (default: the fetched file, see experiments.datasets.fetch)",
     )
     parser.add_argument("--aspect", default="Originality", help="the reviewers' score to compare with")
     parser.add_argument("--dimension", default="originality", help="the judge's rubric dimension")

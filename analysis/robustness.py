@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.cells import write_csv
-from analysis.collect import load_results
-from analysis.humans import pair_outcomes
-from analysis.intervals import grouped_mean_ci, positive_int, wilson_interval
-from analysis.scores import CONTEXT_KEYS, ORIGINAL, candidate_scores, perturbation_names
-from analysis.winrate import check_reference
+from analysis.load.collect import load_results
+from analysis.stats.humans import pair_outcomes
+from analysis.stats.scores import CONTEXT_KEYS, ORIGINAL, candidate_scores, perturbation_names
+from analysis.stats.winrate import check_reference
+from core.cells import write_csv
+from core.intervals import grouped_mean_ci, positive_int, wilson_interval
 
 PROMPT_ONLY = frozenset({"order", "labels"})  # perturbations of how a comparative prompt shows the texts
 PAIR = ["judge", "mode", "instance_id", "candidate_id", "source", "dimension"]

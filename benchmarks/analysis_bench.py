@@ -4,8 +4,8 @@
     python benchmarks/analysis_bench.py --instances 11111 --parquet DIR   # 10M rows, read as a study is
 
 With `--parquet DIR` the table is written there first (by a child process: one results.parquet per judge x
-mode, string columns and a `raw` answer per sample, as a run writes them) and then read as `analysis.report`
-reads a study (`analysis.collect.load_results`: only the analysis columns of each parquet file, strings as
+mode, string columns and a `raw` answer per sample, as a run writes them) and then read as `analysis.report.build`
+reads a study (`analysis.load.collect.load_results`: only the analysis columns of each parquet file, strings as
 categoricals), so the timing and peak RSS are those of loading + all tables, without the table's build.
 
 Table: instances × 10 candidates (reference + 3 generators × 3) × 5 dimensions × 3 samples × 3 judges ×
@@ -32,17 +32,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.collect import load_results
-from analysis.intervals import positive_int
-from analysis.report import compute_tables
-from analysis.synthetic import synthetic_humans, synthetic_results
-from analysis.winrate import win_tie_loss
+from analysis.load.collect import load_results
+from analysis.load.synthetic import synthetic_humans, synthetic_results
+from analysis.report.build import compute_tables
+from analysis.stats.winrate import win_tie_loss
+from core.intervals import positive_int
 
 DIMENSIONS = ("originality", "gap_addressing", "non_obviousness", "source_boundedness", "specificity")
 
 
 def build(instances: int, seed: int = 0) -> pd.DataFrame:
-    """The benchmark table (categorical string columns, as analysis.collect.load_results returns)."""
+    """The benchmark table (categorical string columns, as analysis.load.collect.load_results returns)."""
     return synthetic_results(n_instances=instances, generators=("narrow_gen", "broad_gen", "gpt-5"), k=3,
                              dimensions=DIMENSIONS, judges=("gpt-4o", "gemini", "deepseek"),
                              models=("openai/gpt-4o", "gemini/gemini-2.5-pro", "deepseek/deepseek-chat"),

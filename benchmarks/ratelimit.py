@@ -112,8 +112,8 @@ def variant(args: argparse.Namespace) -> None:
     """One variant: run_study on the dataset with an empty cache; prints its manifest's counts as JSON."""
     from throughput import study_config  # noqa: PLC0415
 
+    from core.schema import MANIFEST_NAME, read_manifest  # noqa: PLC0415
     from experiments.config import load  # noqa: PLC0415
-    from experiments.schema import MANIFEST_NAME, read_manifest  # noqa: PLC0415
     from experiments.study import run_study  # noqa: PLC0415
     from judge import speedups  # noqa: PLC0415
 
@@ -163,7 +163,7 @@ def run_all(args: argparse.Namespace) -> None:
     from experiments.judges import max_tokens_of  # noqa: PLC0415
     from experiments.modes import build_prompts  # noqa: PLC0415
     from experiments.modes.independent import Independent  # noqa: PLC0415
-    from judge.pricing import prompt_tokens  # noqa: PLC0415
+    from judge.spend.pricing import prompt_tokens  # noqa: PLC0415
 
     if args.quick:
         args.calls = min(args.calls, 200)

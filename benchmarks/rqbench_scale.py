@@ -45,7 +45,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # the project, and plan_rq
 
 from plan_rqbench import write_dataset  # noqa: E402
 
-from judge.batch import MB  # noqa: E402
+from judge.batch.provider import MB  # noqa: E402
 from tests.support.batch_server import BatchServer  # noqa: E402
 
 RQBENCH_INSTANCES = 1434

@@ -225,8 +225,8 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         from judge import speedups  # noqa: PLC0415  (installed once, as experiments.run does)
 
         speedups.install()
+        from core.schema import MANIFEST_NAME, read_manifest  # noqa: PLC0415
         from experiments.inputs import load_study_inputs  # noqa: PLC0415
-        from experiments.schema import MANIFEST_NAME, read_manifest  # noqa: PLC0415
         from experiments.study import run_study  # noqa: PLC0415
 
         out = Path(tempfile.mkdtemp(prefix="judgescope-bench-out-"))
@@ -265,7 +265,7 @@ def overhead(config: Path) -> dict[str, Any]:
     from experiments.modes import build_prompts  # noqa: PLC0415
     from experiments.modes.independent import Independent  # noqa: PLC0415
     from experiments.rows import rows_for  # noqa: PLC0415
-    from judge.cache import cache_key  # noqa: PLC0415
+    from judge.cache.store import cache_key  # noqa: PLC0415
     from judge.client import CallResult, Judge  # noqa: PLC0415
     from judge.completer import Completion, LiteLLMCompleter  # noqa: PLC0415
     from judge.parse import parse_object  # noqa: PLC0415

@@ -1,4 +1,4 @@
-"""Time the study viewer's queries (analysis.viewdata, DuckDB over parquet) on ~1,000,000 results rows.
+"""Time the study viewer's queries (analysis.view.data, DuckDB over parquet) on ~1,000,000 results rows.
 
     python benchmarks/viewer_bench.py [--instances 1111] [--repeat 5]
 
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.synthetic import synthetic_results
-from analysis.viewdata import Study
+from analysis.load.synthetic import synthetic_results
+from analysis.view.data import Study
 
 DIMENSIONS = ("originality", "gap_addressing", "non_obviousness", "source_boundedness", "specificity")
 

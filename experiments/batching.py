@@ -1,4 +1,4 @@
-"""`batch=true` for a study: its uncached calls through the provider's batch API (`judge.batch`)."""
+"""`batch=true` for a study: its uncached calls through the provider's batch API (`judge.batch.provider`)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from typing import Any
 from experiments.config import JudgeConfig, StudyConfig
 from experiments.inputs import StudyError
 from experiments.spend import judge_prices
-from judge.batch import BatchClient, BatchError, BatchRequest, BatchStats, batch_limits
-from judge.batch_journal import BatchJournal
-from judge.batch_run import BatchRunner
-from judge.budget import Budget
-from judge.cache import CacheError
+from judge.batch.journal import BatchJournal
+from judge.batch.provider import BatchClient, BatchError, BatchRequest, BatchStats, batch_limits
+from judge.batch.run import BatchRunner
+from judge.cache.store import CacheError
 from judge.client import CallResult, Judge
-from judge.pricing import prompt_tokens
 from judge.quirks import mapped_params
+from judge.spend.budget import Budget
+from judge.spend.pricing import prompt_tokens
 
 
 def _api_key(jcfg: JudgeConfig) -> str | None:

@@ -85,7 +85,7 @@ class JudgeConfig:
     structured_output: bool = False
     concurrency: int = bounded(8, 1)
     extra: dict[str, Any] = field(default_factory=dict)
-    # USD per token, overriding litellm's price map (judge.pricing); null = litellm's price, if it has one
+    # USD per token, overriding litellm's price map (judge.spend.pricing); null = litellm's price, if it has one
     input_cost_per_token: Optional[float] = bounded(None, 0)  # noqa: UP045
     output_cost_per_token: Optional[float] = bounded(None, 0)  # noqa: UP045
     input_cost_per_token_batches: Optional[float] = bounded(None, 0)  # noqa: UP045
@@ -96,7 +96,7 @@ class JudgeConfig:
 
 
 class Perturbation(enum.StrEnum):
-    """What experiment=robustness changes before re-judging (experiments.robustness); `none` = as given."""
+    """What experiment=robustness changes before re-judging (experiments.stages.robustness); `none` = as given."""
 
     none = "none"
     paraphrase = "paraphrase"  # each generated candidate rewritten by a generator judge
@@ -108,7 +108,7 @@ class Perturbation(enum.StrEnum):
 
 
 class PriceMap(enum.StrEnum):
-    """Which litellm price map prices the calls (judge.price_map): the one bundled with the installed litellm
+    """Which litellm price map prices the calls (judge.spend.price_map): the one bundled with the installed litellm
     (fixed per litellm version), or the latest download (`prices=remote`: costs change with the day)."""
 
     bundled = "bundled"
@@ -164,7 +164,7 @@ class CacheConfig:
 
 @dataclass(frozen=True)
 class BatchSettings:
-    """`batch=true` (judge.batch): how often to poll, how often a request is submitted, batch size."""
+    """`batch=true` (judge.batch.provider): how often to poll, how often a request is submitted, batch size."""
 
     poll_s: float = bounded(30.0, 0, above=True)
     rounds: int = bounded(3, 1)
@@ -197,7 +197,7 @@ class StudyConfig:
     plan_effect: Optional[float] = bounded(None, 0, 1, above=True)  # noqa: UP045
     plan_discordance: float = bounded(0.3, 0, 1, above=True)
     budget_usd: Optional[float] = bounded(None, 0)  # noqa: UP045  (no call starts that could push the spend past it)
-    batch: bool = False  # the uncached calls through the provider's batch API (judge.batch)
+    batch: bool = False  # the uncached calls through the provider's batch API (judge.batch.provider)
     batch_settings: BatchSettings = field(default_factory=BatchSettings)
     progress: bool = True
     workers: Optional[int] = bounded(None, 1)  # noqa: UP045

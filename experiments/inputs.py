@@ -13,8 +13,8 @@ from pathlib import Path
 import jinja2
 
 from experiments.config import IssuesConfig, JudgeConfig, ModeConfig, StudyConfig
-from experiments.data import DataError, resolve_data
-from experiments.datasets import DatasetError, Instance, load_dataset
+from experiments.datasets.fetch import DataError, resolve_data
+from experiments.datasets.loader import DatasetError, Instance, load_dataset
 from experiments.modes import Mode, ModeError, mode_from_config
 from experiments.shard import ShardError, parse_shard, select
 from judge.rubric import Rubric
@@ -109,7 +109,7 @@ def check_api_key_env(judge: JudgeConfig, *, plan: bool = False) -> None:
 @dataclass(frozen=True)
 class StudyInputs:
     """A study's checked inputs: the rubric, the (limited, then sharded) instances, the dataset path, and the
-    mode, built once here (None for a study without modes, e.g. experiments.issues)."""
+    mode, built once here (None for a study without modes, e.g. experiments.stages.issues)."""
 
     rubric: Rubric
     instances: list[Instance]

@@ -17,17 +17,17 @@ from experiments.inputs import StudyError
 from experiments.prompt import Prompt
 from experiments.shard import refresh_date
 from experiments.spend import budget_for, judge_prices, share_budget
-from judge.cache import CacheError
+from judge.cache.backends import open_cache
+from judge.cache.store import CacheError
 from judge.client import Judge
 from judge.completer import LiteLLMCompleter
 from judge.expected import TOP_LOGPROBS
-from judge.pricing import Prices
 from judge.quirks import RequestShape, request_shape
 from judge.ratelimit import limiter_for
 from judge.retry import RetryPolicy
 from judge.rubric import Rubric, response_format
 from judge.secrets import remember_secrets
-from judge.stores import open_cache
+from judge.spend.pricing import Prices
 
 
 def sampling_params(cfg: AnyStage) -> dict[str, Any]:
@@ -66,8 +66,8 @@ def make_judge(
     remember_secrets(as_dict(cfg))
     jcfg = cfg.judge
     if jcfg.model.startswith("local/") or jcfg.extra.get("custom_llm_provider") == "local":
-        # the embedded model's litellm provider (judge.local_provider), registered before its prices are read
-        from judge.local_provider import register  # noqa: PLC0415 (kept out of import time)
+        # the embedded model's litellm provider (judge.local.provider), registered before its prices are read
+        from judge.local.provider import register  # noqa: PLC0415 (kept out of import time)
 
         register()  # makes "local/..." a litellm provider like any other; loads no weights until called
     policy = RetryPolicy(**dataclasses.asdict(cfg.retry))
@@ -108,7 +108,7 @@ def make_completer(jcfg: JudgeConfig, *, read_headers: bool = False) -> LiteLLMC
         api_key_env=jcfg.api_key_env,
         timeout_s=jcfg.timeout_s,
         extra=jcfg.extra,
-        prices=judge_prices(jcfg),  # the plan's and the budget's prices: one source (judge.pricing)
+        prices=judge_prices(jcfg),  # the plan's and the budget's prices: one source (judge.spend.pricing)
     )
     completer: LiteLLMCompleter
     if not jcfg.api_bases:

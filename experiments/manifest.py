@@ -1,6 +1,6 @@
 """A study's manifest: the counts of what the provider saw (`Tally`), cost, versions and the dataset hash,
 and the parse-rate check that fails a run after everything is written. The manifest's type, its version and
-its one reader and writer are in experiments.schema."""
+its one reader and writer are in core.schema."""
 
 from __future__ import annotations
 
@@ -12,18 +12,18 @@ from typing import Any
 
 import pandas as pd
 
+from core.schema import Manifest, RequestChange, RequestRecord, ShardSpec
 from experiments.batching import batch_manifest
 from experiments.config import StudyConfig
-from experiments.datasets import dataset_hash
+from experiments.datasets.loader import dataset_hash
 from experiments.inputs import ParseRateError
 from experiments.rows import call_cost
-from experiments.schema import Manifest, RequestChange, RequestRecord, ShardSpec
 from experiments.shard import parse_shard, refresh_date, study_id
 from experiments.spend import budget_manifest, judge_prices
 from judge.client import CallResult, Judge
-from judge.pricing import price_record
 from judge.quirks import RequestShape
 from judge.rubric import Rubric
+from judge.spend.pricing import price_record
 
 
 @dataclass
@@ -41,7 +41,7 @@ class Tally:
     cost_usd: float = 0.0
     cost_known: bool = True
     not_started: int = 0
-    batch: Any = None  # judge.batch.BatchStats of a batch=true run
+    batch: Any = None  # judge.batch.provider.BatchStats of a batch=true run
     cache_damaged: int = 0
     errors: list[str] = field(default_factory=list)
 

@@ -22,9 +22,9 @@ from experiments.modes import build_prompts
 from experiments.power import power_note
 from experiments.prompt import Prompt
 from experiments.spend import judge_prices
-from judge.cache import CacheError
-from judge.pricing import Prices, price_record, prompt_tokens
+from judge.cache.store import CacheError
 from judge.rubric import Rubric
+from judge.spend.pricing import Prices, price_record, prompt_tokens
 
 COUNTS = ("calls_total", "calls_cached", "calls_shared", "calls_to_make", "prompt_tokens",
           "completion_tokens_bound",

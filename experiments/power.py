@@ -1,7 +1,7 @@
 """Power of the paired mode-shift test, before any money is spent and beside the measured shifts.
 
 The report tests a judge's independent → comparative win-rate shift with McNemar's exact test on the same
-instances (`analysis.illusion.paired_shift`). This module computes that test's power exactly instead of by
+instances (`analysis.stats.illusion.paired_shift`). This module computes that test's power exactly instead of by
 a normal approximation: given `n` instances, the share `discordance` of instances whose win / not-win
 verdict differs between the modes (ψ = p10 + p01) and a shift δ = p01 − p10, the number of discordant
 instances D is Binomial(n, ψ), and given D the shifts one way are Binomial(D, (ψ + δ) / 2ψ); the exact
@@ -9,7 +9,7 @@ test rejects when the smaller count is at most the binomial critical value for D
 over D. The minimum detectable effect (MDE) is the smallest δ with power ≥ the target, and the instances
 needed for a named δ the smallest n with power ≥ the target (both by bisection; power grows with each).
 
-It lives in `experiments` so that `plan=true` and `analysis.report` share one computation.
+It lives in `experiments` so that `plan=true` and `analysis.report.build` share one computation.
 """
 
 from __future__ import annotations

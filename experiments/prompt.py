@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from experiments.instances import Candidate
+from experiments.datasets.instances import Candidate
 from judge.rubric import RubricKind
 
 

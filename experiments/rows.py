@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from core.schema import COLUMNS
 from experiments.prompt import Prompt
-from experiments.schema import COLUMNS
 from judge.client import CallResult
 from judge.expected import expected_scores
 from judge.parse import Parsed, parse_labelled, parse_object

@@ -9,7 +9,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from experiments.schema import MANIFEST_NAME, ManifestError, read_manifest
+from core.schema import MANIFEST_NAME, ManifestError, read_manifest
 
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")
@@ -21,8 +21,8 @@ def main(cfg: DictConfig) -> None:
     provider (the unscored rows are written); 4 too few answers scored (`min_parse_rate`; outputs written);
     130 interrupted (Ctrl-C). In a -m sweep, 1 and 4 come at the end of the sweep, naming the jobs, so one
     failed job does not stop the others. None of them leaves a folder without outputs behind."""
+    from experiments.cli.entry import INTERRUPTED, remove_if_empty, typed_config
     from experiments.config import ConfigError, StudyConfig
-    from experiments.entry import INTERRUPTED, remove_if_empty, typed_config
     from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs  # no litellm
     from experiments.outputs import claim_folder, release_folder
     from experiments.sweep_budget import clear_failed
@@ -167,7 +167,7 @@ def searchpath_dirs(argv: list[str]) -> list[Path]:
 
 
 if __name__ == "__main__":
-    from experiments.entry import start
+    from experiments.cli.entry import start
 
     start("config", unknown_choice, unusable_output_dir)
     main()

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from core.schema import BudgetRecord
 from experiments.config import JudgeConfig, StudyConfig
 from experiments.inputs import StudyError
-from experiments.schema import BudgetRecord
-from judge.budget import Budget, BudgetError
-from judge.ledger import LEDGER_NAME, LedgerError, SharedSpend
-from judge.pricing import Prices, prices_for
 from judge.rubric import MIN_ANSWER_TOKENS
+from judge.spend.budget import Budget, BudgetError
+from judge.spend.ledger import LEDGER_NAME, LedgerError, SharedSpend
+from judge.spend.pricing import Prices, prices_for
 
 
 def judge_prices(jcfg: JudgeConfig) -> Prices:
@@ -66,7 +66,7 @@ def budget_message(budget: Budget, not_started: int) -> str:
 
 
 def share_budget(budget: Budget | None, sweep_dir: Path | None, job: str) -> None:
-    """In a -m sweep, make the run's budget the sweep's (judge.ledger); a ledger that cannot be used is a
+    """In a -m sweep, make the run's budget the sweep's (judge.spend.ledger); a ledger that cannot be used is a
     StudyError."""
     if budget is None or sweep_dir is None:
         return

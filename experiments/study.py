@@ -23,8 +23,8 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from analysis.cells import csv_safe  # results.csv is opened in spreadsheets: no formulas
-from experiments import robustness
+from core.cells import csv_safe  # results.csv is opened in spreadsheets: no formulas
+from core.schema import MANIFEST_NAME, write_manifest
 from experiments.config import StudyConfig, as_dict
 from experiments.inputs import BudgetStop, ParseRateError, StudyError, StudyInputs, load_study_inputs
 from experiments.judges import make_judge, max_tokens_of, sampling_params, sent_request
@@ -33,17 +33,17 @@ from experiments.modes import build_prompts
 from experiments.outputs import claim_folder, release_folder, write_outputs
 from experiments.prompt import Prompt
 from experiments.rows import rows_for, to_frame
-from experiments.schema import MANIFEST_NAME, write_manifest
 from experiments.spend import budget_message
-from judge.cache import CacheError
+from experiments.stages import robustness
+from judge.cache.store import CacheError
 from judge.calls import Call, call_all
 from judge.client import CallResult, Judge, Sample
-from judge.ledger import LedgerError
 from judge.quirks import RequestShape
 from judge.retry import FatalProviderError
 from judge.rubric import Rubric, response_format
 from judge.secrets import redact, redact_config
 from judge.speedups import frozen_heap
+from judge.spend.ledger import LedgerError
 
 
 def jobs_of(prompts: Sequence[Prompt], cfg: StudyConfig) -> list[tuple[Prompt, int]]:
@@ -144,7 +144,7 @@ def batch_calls(judge: Judge, calls: Sequence[Call], cfg: StudyConfig,
                 settle: Callable[[Call, CallResult], None]) -> Any:  # fmt: skip
     """The calls through the provider's batch API (`experiments.batching`); its BatchStats."""
     from experiments.batching import run_batches  # noqa: PLC0415
-    from judge.batch import BatchRequest  # noqa: PLC0415
+    from judge.batch.provider import BatchRequest  # noqa: PLC0415
 
     results, stats = run_batches(judge, [BatchRequest(c.key, c.messages, c.params) for c in calls], cfg)
     for call in calls:
@@ -212,7 +212,7 @@ class AllCallsFailed(StudyError):
 def run_study(cfg: StudyConfig, inputs: StudyInputs | None, out_dir: Path, run_id: str,
               sweep_dir: Path | None = None) -> pd.DataFrame:  # fmt: skip
     """Run the study its typed config describes and write its outputs into `out_dir`; in a -m sweep
-    (`sweep_dir`), `budget_usd` is the sweep's (judge.ledger).
+    (`sweep_dir`), `budget_usd` is the sweep's (judge.spend.ledger).
 
     The folder is claimed (ours, writable) before the first call; whatever stops the run before its outputs
     are written (a bad config, a fatal provider error, Ctrl-C, a failed write) leaves no folder behind."""

@@ -2,7 +2,7 @@
 
 A job that reaches the sweep's cap writes its outputs (`stopped: budget`) and returns, so the sweep goes on:
 its other jobs still replay what is cached and start no new call. This Hydra callback (conf/config.yaml,
-`hydra.callbacks`) then reads the sweep's ledger (judge.ledger) in the launching process, whatever the
+`hydra.callbacks`) then reads the sweep's ledger (judge.spend.ledger) in the launching process, whatever the
 launcher, and ends the command with exit code 3, as a single run does.
 
 A job whose parse rate falls below `min_parse_rate` (exit 4 alone) or whose every call failed at the provider
@@ -21,7 +21,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict, read_write
 
-from judge.ledger import LEDGER_NAME, LedgerError, read_ledger
+from judge.spend.ledger import LEDGER_NAME, LedgerError, read_ledger
 
 
 def budget_stop(sweep_dir: Path, budget_usd: Any) -> str | None:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from judge.cache import CacheError
+from judge.cache.store import CacheError
 from judge.calls import Call, call_taken
 from judge.client import CallResult, Judge
 from judge.retry import FatalProviderError

@@ -21,8 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from judge.budget import Budget
-from judge.cache import CallCache, cache_key, canonical_params
+from judge.cache.store import CallCache, cache_key, canonical_params
 from judge.completer import Completer, Completion, Message, valid_text
 from judge.ratelimit import RateLimiter
 from judge.retry import (
@@ -36,6 +35,7 @@ from judge.retry import (
     is_transient,
 )
 from judge.secrets import redact
+from judge.spend.budget import Budget
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,7 +98,7 @@ class Judge:
         # set by the first fatal provider error: queued calls are not sent, in-flight ones finish (and are
         # cached) instead of being cancelled half-way through litellm's set-up
         self.stopped = False
-        self.budget = budget  # a run with budget_usd (judge.budget)
+        self.budget = budget  # a run with budget_usd (judge.spend.budget)
         self.limiter = limiter  # a judge with rpm / tpm (judge.ratelimit)
 
     def _semaphore(self, purpose: str = "request") -> asyncio.Semaphore:

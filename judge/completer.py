@@ -19,8 +19,8 @@ import litellm
 
 from judge import speedups
 from judge.expected import TokenLogprob, from_response
-from judge.pricing import Prices, prices_for
 from judge.secrets import redact, without_secrets
+from judge.spend.pricing import Prices, prices_for
 
 Message = Mapping[str, str]
 
@@ -158,7 +158,7 @@ class LiteLLMCompleter:
         prices: Prices | None = None,
     ) -> None:
         self.model = model
-        # what a completion costs: the judge's prices (judge.pricing, config overrides included), the same ones
+        # what a completion costs: the judge's prices (judge.spend.pricing, config overrides included), the same ones
         # the plan and the budget use; None = litellm's map for the model, looked up on the first answer
         self.prices = prices
         self.api_base = api_base

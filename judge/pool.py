@@ -23,8 +23,8 @@ import litellm
 from litellm.types.router import RouterRateLimitError
 
 from judge.completer import Completion, LiteLLMCompleter, Message
-from judge.pricing import Prices
 from judge.routing import PoolSettings
+from judge.spend.pricing import Prices
 
 GROUP = "judge"  # the Router's name for the pool's one model group
 

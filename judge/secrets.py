@@ -7,7 +7,7 @@ manifest, a results cell). The process knows a secret from
 - the config (`remember_secrets`): the value of every variable an `*_env` entry names (`api_key_env:
   LLM_AUTH`, whatever its name), every credential entry (`api_key`, `extra.api_key`, headers), and the
   credentials inside any URL (`https://user:PASSWORD@host`, `?key=...`: an `api_base`, a Redis `cache.url`);
-- the command line (`experiments.cli_secrets`), before Hydra prints or writes any override.
+- the command line (`experiments.cli.secrets`), before Hydra prints or writes any override.
 The set of learnt secrets is process-wide on purpose: a line any library prints must be scrubbed too.
 """
 

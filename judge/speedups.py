@@ -2,7 +2,7 @@
 
 Three things, each scoped to calls a `LiteLLMCompleter` makes (context variables), each switchable off with
 JUDGESCOPE_LEAN_LITELLM=0: (1) litellm's per-call INFO log at WARNING (the price map litellm loads at import
-is chosen before, by the entry points: judge.price_map); (2) litellm's per-call post-processing hooks skipped when nothing reads them;
+is chosen before, by the entry points: judge.spend.price_map); (2) litellm's per-call post-processing hooks skipped when nothing reads them;
 (3) litellm's request set-up run inline on the framework's event loops instead of in a thread pool.
 They rely on litellm internals; `missing()` lists what this litellm lacks, and tests/test_speedups.py fails
 loudly when an upgrade removes one.
@@ -53,7 +53,7 @@ def missing() -> list[str]:
 # response (`update_response_metadata` -> cost map look-ups with model-name generalisation, the largest
 # per-call CPU cost in a profile) and it builds a standard logging payload for success callbacks
 # (`dispatch_success_logging`). judgescope prices calls itself from token counts (the judge's `Prices`,
-# judge.pricing, one look-up per model) and registers no callbacks, so calls made by a `LiteLLMCompleter` skip
+# judge.spend.pricing, one look-up per model) and registers no callbacks, so calls made by a `LiteLLMCompleter` skip
 # both - unless the user has configured litellm callbacks or a budget, which need them. The skip is scoped by
 # a context variable: any other litellm call in the same process is untouched. Set JUDGESCOPE_LEAN_LITELLM=0
 # to turn it off.

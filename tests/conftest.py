@@ -14,7 +14,7 @@ if _WORKERS > 1:
     _THREADS = str(max(1, (os.cpu_count() or 1) // _WORKERS))
     for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "JUDGESCOPE_TORCH_THREADS"):
         os.environ.setdefault(_var, _THREADS)
-# the public data (experiments.data): this workspace's read-only copy when there is one, else the fetched folder
+# the public data (experiments.datasets.fetch): this workspace's read-only copy when there is one, else the fetched folder
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SHARED_DATA = os.path.join(_REPO, "..", "shared", "data")
 if os.path.isdir(_SHARED_DATA):

@@ -1,4 +1,4 @@
-"""analysis.agreement: hand-computed cases (arithmetic in the comments) and library cross-checks."""
+"""analysis.stats.agreement: hand-computed cases (arithmetic in the comments) and library cross-checks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats import inter_rater
 
-from analysis.agreement import (
+from analysis.stats.agreement import (
     agreement_table,
     cohen_kappa,
     confusion,

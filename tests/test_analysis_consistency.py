@@ -1,4 +1,4 @@
-"""analysis.consistency: self-consistency, position / order bias, length bias, self-preference."""
+"""analysis.stats.consistency: self-consistency, position / order bias, length bias, self-preference."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.consistency import (
+from analysis.load.synthetic import synthetic_pairwise
+from analysis.stats.consistency import (
     length_bias,
     model_family,
     pairwise_bias,
@@ -16,7 +17,6 @@ from analysis.consistency import (
     self_consistency,
     self_preference,
 )
-from analysis.synthetic import synthetic_pairwise
 
 
 def samples(prompts: dict[str, list[float]], mode: str = "independent") -> pd.DataFrame:

@@ -9,11 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import card, latent
-from analysis.humans import consensus_scores, human_agreement
-from analysis.illusion import agreement_by_kind, agreement_matrix
-from analysis.report import compute_tables
+from analysis import latent
+from analysis.card import build as card
+from analysis.report.build import compute_tables
 from analysis.robustness import robustness_table
+from analysis.stats.humans import consensus_scores, human_agreement
+from analysis.stats.illusion import agreement_by_kind, agreement_matrix
 
 
 def planted_latent_study(n: int = 400, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, float]:
@@ -252,7 +253,9 @@ def test_identical_raters_are_flagged(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_one_implementation_each() -> None:
     """Human agreement, Fleiss' κ and majority vote had two implementations each, in different modules."""
-    from analysis import agreement, latent_models, novbench_human, summary
+    from analysis.novbench import human as novbench_human
+    from analysis.report import summary
+    from analysis.stats import agreement, latent_models
 
     # the card reads the report's table (issue 27: `card.study_tables` takes `report.compute_tables`'s)
     assert getattr(card, "human_agreement", human_agreement) is human_agreement

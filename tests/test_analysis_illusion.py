@@ -1,4 +1,4 @@
-"""analysis.illusion and analysis.humans: the planted-truth study, paired tests, humans as raters."""
+"""analysis.stats.illusion and analysis.stats.humans: the planted-truth study, paired tests, humans as raters."""
 
 from __future__ import annotations
 
@@ -7,8 +7,15 @@ import pandas as pd
 import pytest
 from statsmodels.stats import inter_rater
 
-from analysis.humans import MAJORITY, human_reliability, majority_coverage, majority_outcomes, rater_outcomes
-from analysis.illusion import (
+from analysis.load.synthetic import synthetic_humans, synthetic_results
+from analysis.stats.humans import (
+    MAJORITY,
+    human_reliability,
+    majority_coverage,
+    majority_outcomes,
+    rater_outcomes,
+)
+from analysis.stats.illusion import (
     CROSS_MODE,
     SAME_JUDGE,
     agreement_by_kind,
@@ -19,8 +26,7 @@ from analysis.illusion import (
     paired_shift,
     preference_gap,
 )
-from analysis.synthetic import synthetic_humans, synthetic_results
-from analysis.winrate import win_tie_loss
+from analysis.stats.winrate import win_tie_loss
 
 # Planted study: per instance, the generator's best candidate minus the reference, in independent mode.
 OFFSETS = {-2: 10, -1: 20, 0: 30, 1: 25, 2: 15}  # offset: number of instances (100 in all)

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.collect import load_results
-from analysis.report import main, overview
-from analysis.synthetic import synthetic_humans, synthetic_results
-from analysis.validate import ResultsError
+from analysis.load.checks import ResultsError
+from analysis.load.collect import load_results
+from analysis.load.synthetic import synthetic_humans, synthetic_results
+from analysis.report.build import main, overview
 
 
 def novelty_run(n_instances: int = 3) -> pd.DataFrame:
@@ -163,8 +163,8 @@ def test_runs_of_one_judge_over_the_same_items_are_separate_raters(tmp_path: Pat
     """Two runs of one judge, mode and rubric that judged the same items (a `-m temperature=0.1,1.0` sweep)
     are two raters, ``judge@run``: pooled, every candidate score would mix the settings' samples and
     self-consistency would measure the gap between the runs. Runs over other instances stay one rater."""
-    from analysis.consistency import self_consistency
-    from analysis.scores import candidate_scores
+    from analysis.stats.consistency import self_consistency
+    from analysis.stats.scores import candidate_scores
 
     cool = novelty_run().assign(run_id="cool")
     hot = cool.assign(run_id="hot", score=3 - cool["score"])  # the same items, answered otherwise
@@ -227,7 +227,7 @@ def test_an_unknown_cost_is_shown_as_unknown() -> None:
 
 
 def load_ready(frame: pd.DataFrame) -> pd.DataFrame:
-    from analysis.collect import prepare
+    from analysis.load.collect import prepare
 
     return prepare(frame)
 
@@ -305,7 +305,7 @@ LABELS = "annotator,instance_id,candidate_id,source,dimension,score,comment\n"
 
 
 def test_human_label_ids_are_read_as_text(tmp_path: Path) -> None:
-    from analysis.collect import load_humans
+    from analysis.load.collect import load_humans
 
     path = tmp_path / "h.csv"
     path.write_text(LABELS + "NA,007,1.50,gen,1e3,3,\nNA,01,c1,gen,1e3,4,\nNA,1,c1,gen,1e3,,\n")
@@ -334,7 +334,7 @@ def test_results_csv_ids_are_read_as_text(tmp_path: Path) -> None:
     (LABELS + '\na,i1,c0,gen,clarity,3,"x\n\ny"\na,i1,c1,gen,clarity,3,\na,i1,c1,gen,clarity,5,\n', 7, 6),
 ])  # fmt: skip
 def test_duplicate_label_names_the_file_lines(tmp_path: Path, text: str, line: int, first: int) -> None:
-    from analysis.collect import load_humans
+    from analysis.load.collect import load_humans
 
     path = tmp_path / "h.csv"
     path.write_text(text)
@@ -344,7 +344,7 @@ def test_duplicate_label_names_the_file_lines(tmp_path: Path, text: str, line: i
 
 
 def test_a_bad_number_names_its_file_line(tmp_path: Path) -> None:
-    from analysis.collect import load_humans
+    from analysis.load.collect import load_humans
 
     path = tmp_path / "h.csv"
     path.write_text(LABELS + 'a,i1,c1,gen,clarity,3,"one\ntwo"\n\na,i1,c2,gen,clarity,abc,\n')
@@ -365,8 +365,8 @@ def test_a_csv_and_a_parquet_copy_of_one_study_load_alike(tmp_path: Path) -> Non
     import pyarrow as pa
     import pyarrow.csv as pa_csv
 
-    from analysis.collect import load_humans
-    from analysis.humans import human_agreement
+    from analysis.load.collect import load_humans
+    from analysis.stats.humans import human_agreement
     from experiments.rows import to_frame
 
     ids = ["NA", "null", "None", "N/A", "nan", "FR"]
@@ -407,7 +407,7 @@ def test_a_csv_and_a_parquet_copy_of_one_study_load_alike(tmp_path: Path) -> Non
     ('a,b\r1,"x\ry"\r""\r  \r2,BAD\r', 6),
 ])  # fmt: skip
 def test_csv_line_skips_the_lines_pandas_skips(tmp_path: Path, text: str, line: int) -> None:
-    from analysis.validate import csv_line
+    from analysis.load.checks import csv_line
 
     path = tmp_path / "f.csv"
     path.write_bytes(text.encode())
@@ -423,7 +423,7 @@ def test_csv_flags_are_parsed_and_token_counts_checked(tmp_path: Path) -> None:
     truthiness (a failed parse's score entered the means); a token count "n.a." stopped the report with a bare
     float error. Flags are parsed (any case, spaces, missing spellings) and a bad count is one line naming the
     file and line."""
-    from analysis.scores import usable_mask
+    from analysis.stats.scores import usable_mask
     from experiments.rows import to_frame
 
     rows = [{"run_id": "r", "judge": "j", "model": "m", "mode": "independent", "rubric": "x", "rubric_version": "v",
@@ -469,7 +469,7 @@ def test_a_preference_outside_the_run_rubric_choices_is_refused(tmp_path: Path) 
 def test_overlapping_runs_look_up_each_run_once_not_each_row() -> None:
     """`label_overlapping_runs` asked for every row's study (999,900 calls, 2.2 s of a 1M-row load's profile);
     it now asks once per run, with the same labels."""
-    from analysis.collect import label_overlapping_runs  # noqa: PLC0415
+    from analysis.load.collect import label_overlapping_runs  # noqa: PLC0415
 
     class CountingStudies(dict[str, str]):
         asked = 0

@@ -1,4 +1,4 @@
-"""analysis.paper_tables: every cell is a value of a report table, formatted, never recomputed."""
+"""analysis.report.paper_tables: every cell is a value of a report table, formatted, never recomputed."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import paper_tables as pt
-from analysis.report import compute_tables
-from analysis.summary import shift_lines
-from analysis.synthetic import synthetic_humans, synthetic_results
+from analysis.load.synthetic import synthetic_humans, synthetic_results
+from analysis.report import paper_tables as pt
+from analysis.report.build import compute_tables
+from analysis.report.summary import shift_lines
 
 
 @pytest.fixture(scope="module")
@@ -308,7 +308,7 @@ def test_identical_judges_get_identical_cis_and_the_rubric_is_a_column() -> None
     """Two judges with the same judgments: one bootstrap stream per group seeded by its counts, so their CIs
     are equal (one stream for all groups gave judge_b other replicates, hence another CI for the same data).
     Run under two rubrics, each is one judge with a rubric column, not `judge_a/rq` and `judge_a/other`."""
-    from analysis.collect import prepare
+    from analysis.load.collect import prepare
 
     tables = compute_tables(prepare(_twin_judges_two_rubrics()), n_boot=200)
     rates = tables["winrate"].assign(judge=tables["winrate"]["judge"].astype(str))
@@ -334,7 +334,7 @@ def test_tex_compiles_in_a_two_column_article_with_no_overfull_box(tmp_path) -> 
     import shutil
     import subprocess
 
-    from analysis.collect import prepare
+    from analysis.load.collect import prepare
 
     if shutil.which("pdflatex") is None:
         pytest.skip("pdflatex not found (apt-get install texlive-latex-base texlive-latex-recommended)")

@@ -11,9 +11,8 @@ from hypothesis import strategies as st
 from scipy import stats
 from statsmodels.stats import inter_rater
 
-from analysis.agreement import confusion
-from analysis.intervals import fisher_z_interval, percentile_ci, resample_counts, t_interval, wilson_interval
-from analysis.reliability import (
+from analysis.stats.agreement import confusion
+from analysis.stats.reliability import (
     _patterns,
     alpha_from_coincidences,
     alpha_with_ci,
@@ -26,6 +25,7 @@ from analysis.reliability import (
     spearman_from_table,
     value_counts,
 )
+from core.intervals import fisher_z_interval, percentile_ci, resample_counts, t_interval, wilson_interval
 
 
 @pytest.mark.parametrize("weights", [None, "linear", "quadratic"])

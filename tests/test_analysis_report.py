@@ -1,4 +1,4 @@
-"""analysis.report end to end: collect a multirun folder, compute every table, write md/html/csv/png."""
+"""analysis.report.build end to end: collect a multirun folder, compute every table, write md/html/csv/png."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.collect import find_results, load_results, prepare
-from analysis.illusion import CROSS_MODE, SAME_JUDGE
-from analysis.render import markdown_table
-from analysis.report import UNKNOWN, compute_tables, main, overview
-from analysis.report_sections import NO_HUMANS, ONE_RATER
-from analysis.summary import leaderboard
-from analysis.synthetic import synthetic_humans, synthetic_pairwise, synthetic_results
-from experiments.datasets import Candidate, Instance, Paper
+from analysis.load.collect import find_results, load_results, prepare
+from analysis.load.synthetic import synthetic_humans, synthetic_pairwise, synthetic_results
+from analysis.report.build import UNKNOWN, compute_tables, main, overview
+from analysis.report.render import markdown_table
+from analysis.report.sections import NO_HUMANS, ONE_RATER
+from analysis.report.summary import leaderboard
+from analysis.stats.illusion import CROSS_MODE, SAME_JUDGE
+from experiments.datasets.loader import Candidate, Instance, Paper
 from experiments.manifest import Tally
 from experiments.modes import build_prompts
 from experiments.modes.independent import Independent
@@ -363,8 +363,8 @@ def test_long_tables_fold_under_their_headline_and_the_rubric_is_a_column(
     table's headline number (the winrate table's highest win rate, and whose); the leaderboard stays open. A
     judge run under two rubrics is one judge with a rubric column (was two judges, `judge_a/rq` and
     `judge_a/other`), in the leaderboard, every table's CSV and the report's tables."""
-    from analysis.render import headline
-    from analysis.report_sections import FOLD_ROWS
+    from analysis.report.render import headline
+    from analysis.report.sections import FOLD_ROWS
 
     two = study.astype({"rubric": str, "run_id": str, "instance_id": str})
     two = two.loc[two["instance_id"].isin(sorted(set(two["instance_id"]))[:4])]  # a small study: fast
@@ -405,7 +405,7 @@ def test_a_folded_tables_headline_is_its_extreme_row_by_hand() -> None:
     """The summary line's number and row, planted: the highest win rate (0.9, judge b), a NaN skipped, a
     repeated index label read by position; a pair table's over-all-raters row is not a pair; a table without
     a headline column gives its row count."""
-    from analysis.render import headline
+    from analysis.report.render import headline
 
     rates = pd.DataFrame(
         {"judge": ["a", "b", "c"], "mode": ["x", "y", "z"], "win": [0.1, 0.9, float("nan")]}, index=[5, 5, 7]

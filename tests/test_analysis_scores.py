@@ -1,4 +1,4 @@
-"""analysis.scores: candidate scores, best-of-K, summaries, group ids — hand-computed cases."""
+"""analysis.stats.scores: candidate scores, best-of-K, summaries, group ids — hand-computed cases."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.scores import (
+from analysis.stats.scores import (
     CANDIDATE_KEYS,
     best_of_k,
     best_of_k_scores,

@@ -7,14 +7,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import consistency, summary
-from analysis import humans as humans_mod
-from analysis.collect import prepare
-from analysis.glossary import describe
-from analysis.render import display_frame
-from analysis.report import _winrate_tables, combined_label, compute_tables
-from analysis.scores import candidate_scores, usable_mask
-from analysis.synthetic import synthetic_results
+from analysis.load.collect import prepare
+from analysis.load.synthetic import synthetic_results
+from analysis.report import summary
+from analysis.report.build import _winrate_tables, combined_label, compute_tables
+from analysis.report.glossary import describe
+from analysis.report.render import display_frame
+from analysis.stats import consistency
+from analysis.stats import humans as humans_mod
+from analysis.stats.scores import candidate_scores, usable_mask
 
 
 def test_power_sentence_reads_the_plan_s_computation() -> None:
@@ -187,11 +188,11 @@ def test_two_rubrics_combine_judges_within_each_rubric() -> None:
 def test_every_column_of_the_report_is_in_the_glossary() -> None:
     study = synthetic_results(n_instances=8, generators=("gpt-5", "narrow_gen"), models=("openai/gpt-4o",
                               "gemini/gemini-2.5-pro"), seed=1)  # fmt: skip
-    from analysis.synthetic import synthetic_humans
+    from analysis.load.synthetic import synthetic_humans
 
     tables = compute_tables(study, synthetic_humans(study, seed=2), n_boot=20)
     unknown = {f"{name}.{col}" for name, t in tables.items() for col in t.columns if describe(col) is None}
-    assert not unknown, f"add these columns to analysis.glossary.GLOSSARY: {sorted(unknown)}"
+    assert not unknown, f"add these columns to analysis.report.glossary.GLOSSARY: {sorted(unknown)}"
 
 
 def test_leaderboard_parse_rate_is_the_manifests_a_call_with_any_unscored_row_is_unscored() -> None:

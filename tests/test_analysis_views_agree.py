@@ -12,14 +12,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import card, paper_tables
-from analysis.collect import load_humans, load_results
-from analysis.humans import consensus_scores
-from analysis.report import compute_tables
-from analysis.scores import candidate_scores
-from analysis.study import study_candidates
-from analysis.viewdata import Study
-from analysis.viewsql import DISAGREEMENT_SQL
+from analysis.card import build as card
+from analysis.load.collect import load_humans, load_results
+from analysis.report import paper_tables
+from analysis.report.build import compute_tables
+from analysis.stats.humans import consensus_scores
+from analysis.stats.scores import candidate_scores
+from analysis.stats.study import study_candidates
+from analysis.view.data import Study
+from analysis.view.sql import DISAGREEMENT_SQL
 from tests.support.studies import ROOT, run_sample_study
 
 N_BOOT = 50

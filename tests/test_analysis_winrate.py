@@ -1,4 +1,4 @@
-"""analysis.winrate: win / tie / loss against the reference, judge combinations, bootstrap CIs."""
+"""analysis.stats.winrate: win / tie / loss against the reference, judge combinations, bootstrap CIs."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.scores import CONTEXT_KEYS, best_of_k_scores, candidate_scores
-from analysis.winrate import instance_outcomes, outcome_rates, win_tie_loss
+from analysis.stats.scores import CONTEXT_KEYS, best_of_k_scores, candidate_scores
+from analysis.stats.winrate import instance_outcomes, outcome_rates, win_tie_loss
 
 
 def study(scores: dict[str, dict[str, list[float]]], judge: str = "j1", mode: str = "independent",

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import annotate
-from analysis.annotate_io import AnnotationError, load_sheet
-from analysis.cells import csv_safe, csv_unescape
+from analysis.annotate import select as annotate
+from analysis.annotate.files import AnnotationError, load_sheet
+from core.cells import csv_safe, csv_unescape
 from tests.support.hostile import JSON, one_line
 from tests.support.study_folders import DIMENSIONS, SAMPLE, sample_candidates, write_fake_run
 
@@ -47,7 +47,7 @@ def study(tmp_path):
 
 
 def test_disagreement_and_flip_select_the_planted_items(study, tmp_path) -> None:
-    from analysis.collect import load_results
+    from analysis.load.collect import load_results
 
     table = annotate.uncertainty(load_results(study))
     planted = {f"{i} | {c} | originality" for i, c in PLANTED}
@@ -207,7 +207,7 @@ def test_disagreement_is_among_judges_within_one_mode(tmp_path) -> None:
     """judge-a independent and judge-b independent agree everywhere; judge-a comparative disputes the
     planted items by 2 or 3. That is a change of mode (`flip`), not a disagreement between judges: within
     independent the range is 0 on every item, and comparative has one judge (no range)."""
-    from analysis.collect import load_results
+    from analysis.load.collect import load_results
 
     root = tmp_path / "modes"
     write_fake_run(root / "0", "judge-a", "independent", _agreeing)
@@ -396,7 +396,7 @@ def test_a_label_already_in_the_humans_file_names_its_file_line(tmp_path, capsys
 def test_ingested_zero_padded_ids_come_back_as_written(tmp_path) -> None:
     """The key says 007 / 01 / 1: the labels file keeps them, and reading it back (report, card, viewer,
     --humans) gives 007 / 01 / 1, not 7 / 1 / 1 (which refused 01 and 1 as one item labelled twice)."""
-    from analysis.collect import load_humans
+    from analysis.load.collect import load_humans
 
     (tmp_path / "key.csv").write_text("item,instance_id,candidate_id,source,dimension,low,high\n"
                                       "A,007,01,gen,clarity,1,5\nB,007,1,gen,clarity,1,5\n")  # fmt: skip
@@ -412,7 +412,7 @@ def test_ingested_zero_padded_ids_come_back_as_written(tmp_path) -> None:
 def test_key_csv_runs_no_formula_and_reads_back_as_written(tmp_path: Path) -> None:
     """key.csv is opened by the study lead too: a generator named like a formula gets a leading quote on disk,
     and `read_key` gives every cell back as export wrote it (an id `NA` stays `NA`)."""
-    from analysis.annotate_io import read_key, write_key
+    from analysis.annotate.files import read_key, write_key
 
     key = pd.DataFrame({"item": ["item-001", "item-002"], "instance_id": ["NA", "007"], "candidate_id": ["c", "-c"],
                         "source": ['=HYPERLINK("x")', "gen"], "dimension": "originality", "low": [0, 0],
@@ -435,7 +435,7 @@ def test_export_with_humans_sends_only_items_judged_and_not_yet_labelled(tmp_pat
     labelled every item there (0 against 3: the most uncertain items there are) and the 4 disputed
     originality items the judges scored. `--by entropy` chose the unjudged items, ranked by the experts'
     own disagreement; now only items a judge scored and no expert labelled are sent, the rest counted."""
-    from analysis.collect import load_humans
+    from analysis.load.collect import load_humans
 
     instances = list(dict.fromkeys(i for i, _, _, _ in sample_candidates()))
     unjudged = set(instances[-2:])
@@ -511,7 +511,7 @@ def test_export_rubric_picks_one_rubric_of_a_two_rubric_study(tmp_path, capsys) 
 def test_label_studio_users_are_told_apart_by_email_or_id(tmp_path) -> None:
     """Issue 25 #16: users without email were `str(None)`, one rater; a user given as {"id": 7} was "7" but as
     7 "labelstudio:7", two raters. Email first, else `labelstudio:<id>` in both shapes."""
-    from analysis.annotate_io import read_labelstudio
+    from analysis.annotate.files import read_labelstudio
 
     users = ['{"id": 7}', "7", '{"id": 8, "email": "p@lab.org"}', '{"id": 9, "email": ""}']
     (tmp_path / "ls.json").write_text("[" + ", ".join(LS_SCORED.replace("USER", u) for u in users) + "]")
@@ -523,8 +523,8 @@ def test_a_judge_run_in_two_modes_is_one_rater_in_the_entropy(tmp_path: Path, mo
     """Issue 23, item 3: judge-a agrees with the truth in both modes, judge-b disputes the planted items.
     Counted as two raters, judge-a's two runs outvote judge-b (its own agreement makes its label look
     certain); one rater per judge and mode fit, the second mode adds no vote: the one-mode study's entropy."""
-    from analysis import latent_models
-    from analysis.collect import load_results
+    from analysis.load.collect import load_results
+    from analysis.stats import latent_models
 
     one = tmp_path / "one"
     write_fake_run(one / "0_judge-a_independent_novelty", "judge-a", "independent", _agreeing)
@@ -596,7 +596,7 @@ def test_a_hostile_label_studio_export_is_read_or_one_line(
 ) -> None:
     """Any JSON in place of a Label Studio export (wrong types anywhere, nesting past the parser, users with
     no email or id): labels with a text item and a distinct annotator each, or one line naming the file."""
-    from analysis.annotate_io import AnnotationError, read_labelstudio
+    from analysis.annotate.files import AnnotationError, read_labelstudio
 
     path = tmp_path_factory.mktemp("ls") / "export.json"
     text = json.dumps(tasks)

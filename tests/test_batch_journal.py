@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 
 from experiments.study import run_study
-from judge.batch import BatchClient, BatchError, BatchRequest
-from judge.batch_journal import BatchJournal
-from judge.batch_run import BatchRunner
-from judge.cache import CallCache
-from judge.pricing import Prices
+from judge.batch.journal import BatchJournal
+from judge.batch.provider import BatchClient, BatchError, BatchRequest
+from judge.batch.run import BatchRunner
+from judge.cache.store import CallCache
+from judge.spend.pricing import Prices
 from tests.support.batch_server import BatchServer
 from tests.support.studies import config, typed
 

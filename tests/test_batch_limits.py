@@ -1,4 +1,4 @@
-"""Batch files providers accept (judge.batch.BatchLimits): the local batch server enforces a byte cap per
+"""Batch files providers accept (judge.batch.provider.BatchLimits): the local batch server enforces a byte cap per
 input file and an enqueued-token cap over the batches in progress, with the providers' status and error body;
 a study larger than both completes with no refused upload and no refused batch."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from experiments.inputs import StudyError
 from experiments.study import AllCallsFailed, run_study
-from judge.batch import MB, PROVIDER_LIMITS, BatchLimits, batch_limits
+from judge.batch.provider import MB, PROVIDER_LIMITS, BatchLimits, batch_limits
 from tests.support.batch_server import BatchServer
 from tests.support.configs import compose
 from tests.support.studies import typed

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 from experiments.inputs import StudyError
 from experiments.study import run_study
-from judge.batch import BatchClient, BatchRequest
-from judge.batch_journal import BatchJournal
-from judge.batch_run import BatchRunner
-from judge.cache import CallCache
-from judge.pricing import Prices
+from judge.batch.journal import BatchJournal
+from judge.batch.provider import BatchClient, BatchRequest
+from judge.batch.run import BatchRunner
+from judge.cache.store import CallCache
+from judge.spend.pricing import Prices
 from tests.support.batch_server import BatchServer
 from tests.support.configs import study_cfg
 from tests.support.studies import cli_env, typed

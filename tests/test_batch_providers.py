@@ -14,8 +14,8 @@ from litellm.llms.vertex_ai.files.transformation import VertexAIFilesConfig
 
 from experiments.batching import batch_client
 from experiments.judges import make_judge
-from judge.batch import BatchClient, BatchError, BatchRequest, completion_of
-from judge.pricing import Prices
+from judge.batch.provider import BatchClient, BatchError, BatchRequest, completion_of
+from judge.spend.pricing import Prices
 from tests.support.configs import compose
 from tests.support.studies import typed
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from experiments.inputs import BudgetStop, StudyError
-from judge.budget import Budget, BudgetError
 from judge.completer import Completion
-from judge.pricing import Prices, prompt_tokens
+from judge.spend.budget import Budget, BudgetError
+from judge.spend.pricing import Prices, prompt_tokens
 from tests.support.configs import compose
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.studies import typed
@@ -165,7 +165,7 @@ def test_a_timed_out_attempt_keeps_its_reservation_as_spent(tmp_path: Path) -> N
     spent at its reservation (the worst case), and a retry must fit the budget again."""
     import litellm
 
-    from judge.cache import CallCache
+    from judge.cache.store import CallCache
     from judge.client import SPENT_ON_TIMEOUT, Judge
     from judge.retry import RetryPolicy
     from tests.support.fakes import FakeCompleter

@@ -19,10 +19,10 @@ import pytest
 import redis
 
 from experiments.inputs import StudyError
-from judge.cache import CacheError, CallCache
-from judge.cache_bundle import BundleError, export_runs, import_bundle, main
+from judge.cache.backends import open_cache
+from judge.cache.bundle import BundleError, export_runs, import_bundle, main
+from judge.cache.store import CacheError, CallCache
 from judge.completer import Completion
-from judge.stores import open_cache
 from tests.support.configs import config
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.redis_server import RedisServer, redis_server

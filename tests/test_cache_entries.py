@@ -4,7 +4,7 @@ and in bundles; issue 25, items 3, 6, 7 and 17, against the scripted chat server
 test_batch_journal.py).
 
 Each test fails on the code before the fix: a rotated key that makes every answer a miss, cache entries of the
-wrong type accepted, an import that overwrote the user's answers, and tracebacks from `judge.cache export`."""
+wrong type accepted, an import that overwrote the user's answers, and tracebacks from `judge.cache.store export`."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from experiments.study import run_study
-from judge.cache import CallCache, _checksum, cache_key
-from judge.cache_bundle import FORMAT, BundleError, _entry_line, import_bundle, main
+from judge.cache.bundle import FORMAT, BundleError, _entry_line, import_bundle, main
+from judge.cache.store import CallCache, _checksum, cache_key
 from judge.completer import Completion
 from tests.support.fakes import FakeTextStore
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
@@ -53,7 +53,7 @@ def live_study(api_base: str, tmp: Path) -> dict[str, Any]:
 
 
 def documented_key(api_base: str | None, messages: list[dict[str, str]], params: dict[str, Any]) -> str:
-    """The key as its documented format defines it (judge.cache.cache_key), computed here independently."""
+    """The key as its documented format defines it (judge.cache.store.cache_key), computed here independently."""
     payload = {
         "api_base": api_base,
         "messages": messages,
@@ -168,7 +168,7 @@ def test_a_store_value_without_its_checksum_line_is_rejected() -> None:
 def test_a_real_redis_value_without_checksum_or_with_bad_types_is_a_miss(tmp_path: Path) -> None:
     import redis
 
-    from judge.stores import open_cache
+    from judge.cache.backends import open_cache
 
     with redis_server(tmp_path / "redis") as srv:
         raw = redis.Redis.from_url(srv.url, decode_responses=True)

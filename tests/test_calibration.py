@@ -1,4 +1,4 @@
-"""Calibration to the experts' scale (analysis.calibration): a planted shifted judge is corrected out of
+"""Calibration to the experts' scale (analysis.stats.calibration): a planted shifted judge is corrected out of
 sample, ECE by hand, the isotonic fit is scikit-learn's, and the report shows it."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ import pandas as pd
 import pytest
 from sklearn.isotonic import IsotonicRegression
 
-from analysis.calibration import (
+from analysis.load.synthetic import synthetic_humans, synthetic_results
+from analysis.report.build import build_figures, compute_tables
+from analysis.stats.calibration import (
     calibrated_scores,
     calibration_table,
     cross_fitted,
     expected_calibration_error,
 )
-from analysis.report import build_figures, compute_tables
-from analysis.synthetic import synthetic_humans, synthetic_results
 
 
 def shifted_judge(n: int = 60, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:

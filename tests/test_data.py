@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from experiments import data
-from experiments.data import DATASETS, DataError, data_file, fetch, main, sha256_of
+from experiments.datasets import fetch as data
+from experiments.datasets.fetch import DATASETS, DataError, data_file, fetch, main, sha256_of
 from experiments.inputs import StudyError, resolve_path
 from tests.support.studies import config, public_data
 
@@ -145,7 +145,8 @@ def test_configs_resolve_through_the_loader_and_name_the_fetch_command(
 def test_the_human_validation_command_reads_the_fetched_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from analysis import novbench_report, reviewers
+    from analysis import reviewers
+    from analysis.novbench import report as novbench_report
 
     monkeypatch.setenv("JUDGESCOPE_DATA_DIR", str(tmp_path))
     assert novbench_report.main(["--human-pairs", "data:novbench_human_pairs_dev.jsonl"]) == 2

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from experiments.datasets import (
+from experiments.datasets.loader import (
     LABEL_COLUMNS,
     Candidate,
     DatasetError,
@@ -25,8 +25,8 @@ from experiments.datasets import (
     load_dataset,
     load_instances,
 )
-from experiments.novbench_data import load_novbench, load_novbench_records
-from experiments.rqbench import load_rqbench, paper_passage
+from experiments.datasets.novbench import load_novbench, load_novbench_records
+from experiments.datasets.rqbench import load_rqbench, paper_passage
 from tests.support.studies import public_data
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""EchoReview issue matching with unscored judge calls (experiments.issues.score_paper, judge faked)."""
+"""EchoReview issue matching with unscored judge calls (experiments.stages.issues.score_paper, judge faked)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from hydra import compose, initialize_config_module
 
-from experiments import issues
 from experiments.config import IssuesConfig, load
+from experiments.stages import issues
 
 
 def issues_config() -> IssuesConfig:
@@ -57,7 +57,7 @@ def test_model_written_statements_reach_the_audit_csvs_as_text(monkeypatch: pyte
     import types
 
     from experiments import inputs, judges
-    from experiments.instances import Candidate, Instance
+    from experiments.datasets.instances import Candidate, Instance
 
     ref = Candidate("h", "reference", "human review")
     insts = [Instance("p1", "cs", (), ref, (Candidate("m", "gen", "model review"),))]

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.echo_pairwise import comparisons, win_rates
-from analysis.echoreview import QUALITY_DIMENSIONS
-from analysis.echoreview_report import main
+from analysis.echoreview.metrics import QUALITY_DIMENSIONS
+from analysis.echoreview.pairwise import comparisons, win_rates
+from analysis.echoreview.report import main
 
 # (instance, verdict shown A-first "ab", verdict shown B-first "ba"), already mapped back to the candidate
 PLANTED = [("p1", "a", "a"),     # both orders: win

@@ -1,4 +1,4 @@
-"""Known-value tests for the EchoReview metrics (analysis.echoreview)."""
+"""Known-value tests for the EchoReview metrics (analysis.echoreview.metrics)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.echoreview import QUALITY_DIMENSIONS, overall_quality, quality_by_source
-from experiments.issue_matching import (
+from analysis.echoreview.metrics import QUALITY_DIMENSIONS, overall_quality, quality_by_source
+from experiments.stages.issue_matching import (
     decisions_frame,
     issue_overlap,
     macro_overlap,
@@ -209,7 +209,7 @@ def test_macro_overlap_counts_papers_left_out_for_unscored_calls() -> None:
 def test_overall_quality_flags_runs_not_at_the_defined_temperature(tmp_path: Path) -> None:
     """Issue 24.7: Overall Quality is defined at T = 0.1; a judge recorded at 1.0 (gpt-5) or at no known
     temperature is flagged in the tables and the report, one at 0.1 is not."""
-    from analysis.echoreview_report import report
+    from analysis.echoreview.report import report
 
     rows = _quality_rows([("independent", "r1", 0, 4.0), ("independent", "r1", 1, 6.0)])
     table = pd.concat(

@@ -130,7 +130,7 @@ def test_study_with_a_server_returning_planted_logprobs(tmp_path: Path) -> None:
 
 
 def test_analysis_reads_expected_scores_as_scores() -> None:
-    from analysis.collect import expected_as_score
+    from analysis.load.collect import expected_as_score
 
     table = pd.DataFrame({"score": [2.0, 3.0], "score_expected": [1.7, float("nan")]})
     out = expected_as_score(table)
@@ -142,7 +142,7 @@ def test_analysis_reads_expected_scores_as_scores() -> None:
 @pytest.mark.slow
 def test_embedded_model_returns_its_own_probabilities() -> None:
     from judge.completer import LiteLLMCompleter
-    from judge.local_provider import register
+    from judge.local.provider import register
     from judge.rubric import Dimension, Rubric, response_format
 
     register()
@@ -166,7 +166,7 @@ def test_embedded_model_returns_its_own_probabilities() -> None:
 
 def test_report_expected_counts_and_prints_the_rows_it_cannot_use(tmp_path: Path, capsys) -> None:
     """`--expected` on rows without score_expected: counted per judge and printed (issue 24.4), not silent."""
-    from analysis.report import main
+    from analysis.report.build import main
     from tests.support.study_folders import write_fake_run
 
     for judge in ("a", "b"):
@@ -189,8 +189,8 @@ def test_embedded_model_gives_whole_two_digit_values() -> None:
     with the probability of writing it whole (issue 24.4), checked against one uncached forward pass."""
     import torch
 
-    from judge import local_model
-    from judge.local_schema import generate_structured
+    from judge.local import model as local_model
+    from judge.local.schema import generate_structured
 
     scale = list(range(11))
     schema = {"type": "object", "properties": {"overall": {"enum": scale}, "soundness": {"enum": [1, 2]}}}

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from experiments.extract import classification_metrics, run_extract
+from experiments.stages.extract import classification_metrics, run_extract
 from tests.support.openai_server import ScriptedServer, Step
 from tests.support.studies import typed
 
@@ -157,7 +157,7 @@ def test_labels_match_after_whitespace_normalisation_and_count_the_unmatched() -
     """Review F4: a chosen sentence differing from the introduction's only in spacing (double spaces, a newline,
     leading/trailing blanks) was unmatched, a positive silently lost; now it matches, and what still matches
     nothing is listed."""
-    from experiments.coling import extraction_labels, unmatched_chosen
+    from experiments.datasets.coling import extraction_labels, unmatched_chosen
 
     papers = [{"paper_id": 3, "title": "T", "introduction_sentences": ["Background.", "We  propose\nX.", " Y is new. "]}]
     novelty = [{"id": "3", "paper_novelty": ["We propose X.", "Y  is\tnew.", "Z is nowhere."]}]

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis import novbench_report
-from experiments.datasets import load_instances
-from experiments.generate import generate
-from experiments.generation import few_shot_demos, parse_list
-from experiments.issues import run_issues
+from analysis.novbench import report as novbench_report
+from experiments.datasets.loader import load_instances
+from experiments.stages.candidates import few_shot_demos, parse_list
+from experiments.stages.generate import generate
+from experiments.stages.issues import run_issues
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.studies import public_data, typed
 

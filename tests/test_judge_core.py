@@ -9,7 +9,7 @@ from dataclasses import replace
 import litellm
 import pytest
 
-from judge.cache import CallCache, cache_key
+from judge.cache.store import CallCache, cache_key
 from judge.client import Judge
 from judge.completer import LiteLLMCompleter
 from judge.retry import FatalProviderError, RetryPolicy, is_transient, retry_after_seconds
@@ -81,7 +81,7 @@ def test_cache_key_covers_the_request_actually_sent() -> None:
 
 def test_embedded_provider_registered_only_for_local_judges(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from experiments import judges
-    from judge import local_provider
+    from judge.local import provider as local_provider
 
     calls: list[int] = []
     monkeypatch.setattr(local_provider, "register", lambda: calls.append(1))
@@ -188,7 +188,7 @@ def test_credentials_in_urls_and_command_line_maps_are_learnt_and_hidden() -> No
     """A URL's password and secret-named query values are secrets. On the command line only a credential's own
     characters are replaced by an `oc.env` interpolation: a `+` map still merges, a sweep stays a sweep, and
     each override reads back (Hydra's parser, then the variables) to exactly what was typed."""
-    from experiments.cli_secrets import _parsed, _unresolved, hide_secret_overrides
+    from experiments.cli.secrets import _parsed, _unresolved, hide_secret_overrides
     from judge.secrets import redact, url_secrets
 
     assert url_secrets("https://me:pw-0123456789@host/v1?key=sk-query-0123456&page=2") == ["pw-0123456789",
@@ -216,7 +216,7 @@ def test_command_line_credentials_everywhere_they_are_typed() -> None:
     escaped in a map, a range of keys) is refused in one line that does not show it."""
     import pytest as _pytest
 
-    from experiments.cli_secrets import _parsed, _unresolved, hide_secret_overrides
+    from experiments.cli.secrets import _parsed, _unresolved, hide_secret_overrides
 
     environ: dict[str, str] = {}
     argv = ["+judge.extra.api_key='sk-quoted-0001','sk-quoted-0002'",

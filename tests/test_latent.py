@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import latent, latent_models
+from analysis import latent
+from analysis.stats import latent_models
 
 LABELS = np.array([-1, 0, 1])
 

@@ -1,4 +1,4 @@
-"""The embedded judge (judge.local_weights, judge.local_model) and its litellm provider (judge.local_provider).
+"""The embedded judge (judge.local.weights, judge.local.model) and its litellm provider (judge.local.provider).
 
 Tests marked ``slow`` run the real SmolLM2-135M on the CPU (they still run in CI). The very first run
 on a machine also converts the GGUF to safetensors once (~30-80 s); later runs load in seconds.
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from judge import local_model, local_weights
+from judge.local import model as local_model
+from judge.local import weights as local_weights
 
 # --------------------------------------------------------------------------------------------- unit tests
 
@@ -125,7 +126,7 @@ def test_concurrent_conversion_keeps_the_winner(monkeypatch: pytest.MonkeyPatch,
 
 def test_import_is_cheap() -> None:
     code = (
-        "import sys, judge.local_provider, judge.local_model; "
+        "import sys, judge.local.provider, judge.local.model; "
         "print([m for m in ('torch', 'transformers') if m in sys.modules])"
     )
     out = subprocess.run(
@@ -138,7 +139,7 @@ def test_register_is_idempotent_and_keeps_other_providers(monkeypatch: pytest.Mo
     import litellm
     from litellm import CustomLLM
 
-    from judge import local_provider
+    from judge.local import provider as local_provider
 
     other = {"provider": "someone-else", "custom_handler": CustomLLM()}
     monkeypatch.setattr(litellm, "custom_provider_map", [other])
@@ -152,7 +153,7 @@ def test_register_is_idempotent_and_keeps_other_providers(monkeypatch: pytest.Mo
 def test_unknown_local_model_lists_known_one() -> None:
     import litellm
 
-    from judge import local_provider
+    from judge.local import provider as local_provider
 
     local_provider.register()
     with pytest.raises(litellm.NotFoundError, match="local/smollm2-135m"):
@@ -171,7 +172,7 @@ MESSAGES = [
 def litellm_local():
     import litellm
 
-    from judge import local_provider
+    from judge.local import provider as local_provider
 
     local_provider.register()
     local_model.load_model()  # the one-off load (and conversion, on a fresh machine)

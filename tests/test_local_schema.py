@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from judge.local_schema import Choice, UnsupportedSchema, schema_segments
+from judge.local.schema import Choice, UnsupportedSchema, schema_segments
 from judge.parse import parse_labelled, parse_object
 from judge.rubric import response_format, rubric_from_config
 
@@ -44,7 +44,7 @@ def test_real_structured_answers_parse_through_litellm() -> None:
     """Real calls to the embedded model via litellm: every answer parses and stays in range."""
     import litellm
 
-    from judge.local_provider import register
+    from judge.local.provider import register
 
     register()
     rq = rubric("review_quality")
@@ -74,7 +74,7 @@ def test_real_structured_answers_parse_through_litellm() -> None:
 @pytest.mark.slow
 def test_prefix_reuse_gives_the_same_answer_as_a_cold_start() -> None:
     """The reused KV state must be exactly the shared prefix: sampled answers match a cold computation."""
-    from judge import local_schema
+    from judge.local import schema as local_schema
 
     nov = rubric("novelty")
     background = [{"title": "A new parser", "text": "We present a parser for noisy text."}]

@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from core.schema import Manifest
 from experiments.inputs import ParseRateError
 from experiments.manifest import check_parse_rate, error_reasons
-from experiments.schema import Manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 RATE_LIMITED = "provider: RateLimitError after 3 attempts: litellm.RateLimitError: slow down"
@@ -78,15 +78,15 @@ PLACEHOLDER = re.compile(
 )
 # the templates that are filled later on purpose: .format(...) SQL, and CSS rules that look like `{x:y}`
 FILLED_LATER = {
-    ("analysis/viewsql.py", "{where}"),
-    ("analysis/viewsql.py", "{dims}"),
-    ("analysis/render.py", "{columns:2}"),
-    ("analysis/render.py", "{margin:.2rem 0}"),
-    ("analysis/render.py", "{margin:0}"),
+    ("analysis/view/sql.py", "{where}"),
+    ("analysis/view/sql.py", "{dims}"),
+    ("analysis/report/render.py", "{columns:2}"),
+    ("analysis/report/render.py", "{margin:.2rem 0}"),
+    ("analysis/report/render.py", "{margin:0}"),
     # LaTeX arguments, not placeholders: \label{tab:judgescope-<key>}, \input{paper_tables}, \end{table}
-    ("analysis/paper_tables.py", "{tab:judgescope-<key>}"),
-    ("analysis/paper_tables.py", "{paper_tables}"),
-    ("analysis/paper_tables.py", "{table}"),
+    ("analysis/report/paper_tables.py", "{tab:judgescope-<key>}"),
+    ("analysis/report/paper_tables.py", "{paper_tables}"),
+    ("analysis/report/paper_tables.py", "{table}"),
 }
 
 

@@ -7,14 +7,14 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from core.schema import COLUMNS
 from experiments.config import ModeConfig
-from experiments.datasets import Candidate, Instance, Paper
+from experiments.datasets.loader import Candidate, Instance, Paper
 from experiments.modes import build_prompts, mode_from_config, select_candidates
 from experiments.modes.comparative import Comparative, ComparativeAll
 from experiments.modes.independent import Independent
 from experiments.modes.pairwise import Pairwise
 from experiments.rows import rows_for, to_frame
-from experiments.schema import COLUMNS
 from judge.client import CallResult
 from judge.completer import Completion
 from judge.rubric import Rubric, rubric_from_config

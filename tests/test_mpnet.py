@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import mpnet
-from analysis.ppl_cache import CachedPerplexity, model_file_id
+from analysis.novbench.ppl_cache import CachedPerplexity, model_file_id
+from judge.local import mpnet
 
 
 def _installed() -> bool:
@@ -77,7 +77,7 @@ def test_assembling_again_keeps_one_verified_copy_and_no_temporary_folder(tmp_pa
 @NEEDS_MPNET
 @pytest.mark.slow
 def test_packaged_mpnet_is_the_upstream_model_and_ranks_a_paraphrase_first(tmp_path: Path) -> None:
-    from analysis.embeddings import Embedder
+    from judge.local.embeddings import Embedder
 
     folder = mpnet.model_dir(tmp_path)
     assert mpnet.sha256_of(folder / "model.safetensors") == mpnet.MPNET_WEIGHTS_SHA256
@@ -136,10 +136,10 @@ def test_perplexity_cache_refuses_a_short_answer(tmp_path: Path) -> None:
 
 
 def test_every_user_cache_follows_xdg_cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from analysis.ppl_cache import default_directory
-    from experiments.data import data_dir
-    from judge.cache import default_cache_dir
-    from judge.local_weights import cache_dir
+    from analysis.novbench.ppl_cache import default_directory
+    from experiments.datasets.fetch import data_dir
+    from judge.cache.store import default_cache_dir
+    from judge.local.weights import cache_dir
 
     cache_vars = ("CACHE_DIR", "MODEL_DIR", "MODEL_CACHE", "PPL_CACHE", "DATA_DIR")
     for var in (f"JUDGESCOPE_{name}" for name in cache_vars):

@@ -1,4 +1,4 @@
-"""One error rate for the report's many tests (analysis.multiplicity): BH q-values against statsmodels, and
+"""One error rate for the report's many tests (analysis.stats.multiplicity): BH q-values against statsmodels, and
 the family spanning every table with a p-value."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from analysis import multiplicity
-from analysis.report import compute_tables
-from analysis.synthetic import synthetic_results
+from analysis.load.synthetic import synthetic_results
+from analysis.report.build import compute_tables
+from analysis.stats import multiplicity
 
 
 def test_q_values_are_statsmodels_bh_and_nan_is_not_a_test() -> None:

@@ -10,7 +10,7 @@ import pytest
 from tests.support.studies import ROOT
 
 #: What ships; tests/ is not held to it.
-PACKAGES = ("judge", "experiments", "analysis", "conf", "rubrics")
+PACKAGES = ("core", "judge", "experiments", "analysis", "conf", "rubrics")
 
 pytest.importorskip("mypy", reason="mypy is not installed (pip install mypy, or the dev extra)")
 

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from analysis.collect import load_results
-from analysis.winrate import win_tie_loss
-from experiments.datasets import load_dataset
+from analysis.load.collect import load_results
+from analysis.stats.winrate import win_tie_loss
+from experiments.datasets.loader import load_dataset
 from tests.support.openai_server import ScriptedServer, Step
 from tests.support.runners import run_env
 

@@ -1,4 +1,4 @@
-"""Known-value tests for the NovBench metrics (analysis.novbench, analysis.sections, analysis.embeddings)."""
+"""Known-value tests for the NovBench metrics (analysis.novbench.metrics, analysis.novbench.sections, judge.local.embeddings)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.intervals import mean_ci
-from analysis.novbench import (
+from analysis.novbench.metrics import (
     dist_acc,
     fluency_score,
     ims,
@@ -24,7 +23,8 @@ from analysis.novbench import (
     summary_table,
     units,
 )
-from analysis.sections import parse_sections
+from analysis.novbench.sections import parse_sections
+from core.intervals import mean_ci
 from tests.support.studies import public_data
 
 
@@ -255,7 +255,7 @@ def test_summary_table_means_ci_and_nan() -> None:
 @pytest.mark.slow
 def test_real_minilm_paraphrase_beats_unrelated() -> None:
     pytest.importorskip("sentence_transformers")
-    from analysis.embeddings import Embedder
+    from judge.local.embeddings import Embedder
 
     emb = Embedder()
     a, para, other = ("The proposed method is novel.", "The suggested approach is new.",

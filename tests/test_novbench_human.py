@@ -12,11 +12,11 @@ import pytest
 from scipy.stats import spearmanr
 from scipy.stats import t as student_t
 
-from analysis.agreement import fleiss_kappa
-from analysis.novbench import dist_acc
-from analysis.novbench_human import VOTE_OPTIONS, Combination, strict_majority, validate, validation_table
-from experiments.novbench_data import load_human_pairs
-from experiments.validation import DatasetError
+from analysis.novbench.human import VOTE_OPTIONS, Combination, strict_majority, validate, validation_table
+from analysis.novbench.metrics import dist_acc
+from analysis.stats.agreement import fleiss_kappa
+from experiments.datasets.novbench import load_human_pairs
+from experiments.datasets.validation import DatasetError
 
 # 6 pairs, 4 annotators. Human preference = share(A) - share(B).
 VOTES = np.array([list("AAAA"),   # +1
@@ -158,7 +158,7 @@ def test_load_human_pairs_reports_file_line(tmp_path: Path) -> None:
 
 
 def test_cli_bad_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from analysis.novbench_report import main
+    from analysis.novbench.report import main
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": 1}\n')
@@ -171,7 +171,7 @@ def test_cli_bad_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
 @pytest.mark.slow
 def test_cli_on_planted_pairs_with_real_encoders(tmp_path: Path) -> None:
     pytest.importorskip("sentence_transformers")
-    from analysis.novbench_report import main
+    from analysis.novbench.report import main
 
     pairs = tmp_path / "pairs.jsonl"  # A is a real evaluation, B a failed generation: every metric prefers A
     pairs.write_text("\n".join(json.dumps(_pair(i, "A", "A")) for i in range(3)) + "\n"

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import null_ranges
-from analysis.study import study_candidates
+from analysis.card import null_ranges
+from analysis.stats.study import study_candidates
 
 
 def _comparative(bias: float, seed: int, n_prompts: int = 60, n_samples: int = 3) -> pd.DataFrame:

@@ -14,7 +14,7 @@ import pytest
 
 from experiments.inputs import load_study_inputs
 from experiments.plan import plan_study, run_plan, sum_plans
-from judge.pricing import prices_for
+from judge.spend.pricing import prices_for
 from tests.support.configs import compose
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.studies import cli_env, typed
@@ -204,7 +204,7 @@ def test_default_run_uses_the_bundled_price_map_and_records_it(
         assert record["litellm_version"] == metadata.version("litellm") and record["prices_sha256"] == digest
     assert records[0] == records[1]
     choose = (
-        "from judge.price_map import choose; import os, sys; choose(sys.argv[1]); print(os.environ[{!r}])"
+        "from judge.spend.price_map import choose; import os, sys; choose(sys.argv[1]); print(os.environ[{!r}])"
     )
     code = choose.format("LITELLM_LOCAL_MODEL_COST_MAP")
     for source, value in (("remote", "False"), ("bundled", "True")):

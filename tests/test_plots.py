@@ -9,9 +9,9 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from analysis import plots
-from analysis.report import compute_tables, score_raters
-from analysis.synthetic import synthetic_results
+from analysis.load.synthetic import synthetic_results
+from analysis.report import plots
+from analysis.report.build import compute_tables, score_raters
 
 
 @functools.cache

@@ -19,14 +19,14 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from experiments.datasets import Candidate, Instance, Paper
+from experiments.datasets.loader import Candidate, Instance, Paper
 from experiments.inputs import StudyError
 from experiments.modes import build_prompts
 from experiments.modes.comparative import Comparative
 from experiments.modes.independent import Independent
 from experiments.modes.pairwise import Pairwise
 from experiments.rows import rows_for
-from judge.cache import CallCache, cache_key
+from judge.cache.store import CallCache, cache_key
 from judge.client import CallResult
 from judge.completer import Completion
 from judge.parse import extract_json_object, parse_labelled, parse_object

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from judge.cache import CallCache
+from judge.cache.store import CallCache
 from judge.client import Judge
 from judge.completer import LiteLLMCompleter
 from judge.ratelimit import Pacer, RateLimiter, limiter_for, parse_duration

@@ -27,7 +27,7 @@ import pandas as pd
 import pytest
 
 from experiments.inputs import StudyError
-from judge.cache import CacheError, CallCache
+from judge.cache.store import CacheError, CallCache
 from judge.completer import Completion
 from judge.retry import is_transient
 from tests.support.configs import config
@@ -456,7 +456,7 @@ def test_worker_plan() -> None:
     assert plan_workers(typed(config(["workers=null"])), judge, 10_000) == min(2 * cores, MAX_AUTO_WORKERS, 8)
     judge.concurrency = 2
     assert plan_workers(typed(config(["workers=null"])), judge, 10_000) == 1
-    from judge.local_provider import LOCAL_MODEL, register
+    from judge.local.provider import LOCAL_MODEL, register
 
     register()
     local = Judge(FakeCompleter(lambda m, p: "{}", model=LOCAL_MODEL), cache=None, concurrency=16)  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from judge.cache import CallCache
+from judge.cache.store import CallCache
 from judge.client import Judge
 from judge.completer import LiteLLMCompleter
 from judge.ratelimit import RateLimiter

@@ -1,4 +1,4 @@
-"""Judges vs real reviewers (analysis.reviewers) and the COLING loader (experiments.coling), on hand-made data."""
+"""Judges vs real reviewers (analysis.reviewers) and the COLING loader (experiments.datasets.coling), on hand-made data."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pandas as pd
 import pytest
 
 from analysis.reviewers import ceiling, compare, judge_scores, main, markdown, round_half_up
-from experiments.coling import (
+from experiments.datasets.coling import (
     extraction_labels,
     load_coling,
     load_coling_records,
     review_scores,
     unmatched_chosen,
 )
-from experiments.validation import DatasetError
+from experiments.datasets.validation import DatasetError
 from tests.support.studies import public_data
 
 

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from analysis.robustness import robustness_table
-from experiments import robustness as rb
 from experiments.config import StudyConfig
 from experiments.modes import Mode, mode_from_config
+from experiments.stages import robustness as rb
 from tests.support.fakes import FakeCompleter
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.runners import run
@@ -119,7 +119,7 @@ def test_robustness_multirun_stores_perturbations_and_finds_the_injection(tmp_pa
     assert all(
         a["perturbed"].startswith("In other words: ") for a in audit if a["perturbation"] == "paraphrase"
     )
-    from analysis.collect import load_results
+    from analysis.load.collect import load_results
 
     results = load_results(tmp_path / "m")
     assert set(results["perturbation"].astype(str)) == {"none", "paraphrase", "sentence_deletion", "padding",
@@ -139,7 +139,7 @@ def test_robustness_multirun_stores_perturbations_and_finds_the_injection(tmp_pa
 
 def _two_instances_sharing_c1(text_1: str, text_2: str) -> list:
     """Two instances whose generated candidates are both `c1` (ids are unique only within an instance)."""
-    from experiments.datasets import Candidate, Instance
+    from experiments.datasets.loader import Candidate, Instance
 
     ref = Candidate(candidate_id="ref", source="reference", text="reference")
     return [Instance("i1", "cs", (), ref, (Candidate("c1", "gpt", text_1),)),
@@ -150,8 +150,8 @@ def test_paraphrases_are_keyed_by_instance_and_candidate(monkeypatch: pytest.Mon
     """A `c1` in two instances gets its own paraphrase each, not the one written last (review 7, F1)."""
     import types
 
-    import experiments.generation as gen
     import experiments.judges as judges
+    import experiments.stages.candidates as gen
 
     async def fake_call_many(judge: object, requests: list, params: dict, progress: bool = False) -> list:
         said = [r.messages[-1]["content"].split("<<<TEXT>>>", 1)[1].split("<<<END TEXT>>>", 1)[0].strip()
@@ -203,9 +203,9 @@ RQ = {  # a generated research question -> what the fake generator answers at at
 def _garbage_study(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[list, FakeCompleter]:
     """Five generated RQs of two instances, and a judge whose completer is the fake garbage generator."""
     import experiments.judges as judges
-    from experiments.datasets import Candidate, Instance
+    from experiments.datasets.loader import Candidate, Instance
+    from judge.cache.backends import open_cache
     from judge.client import Judge
-    from judge.stores import open_cache
     from tests.support.fakes import garbage_paraphraser
 
     fake = FakeCompleter(garbage_paraphraser(RQ))

@@ -10,7 +10,7 @@ import jinja2
 import pytest
 import yaml
 
-from experiments.datasets import Candidate, Instance, Paper
+from experiments.datasets.loader import Candidate, Instance, Paper
 from experiments.modes.comparative import Comparative
 from judge.parse import parse_labelled, parse_object
 from judge.rubric import Rubric, RubricKind, example_json, neutralise, rubric_from_config

@@ -1,4 +1,4 @@
-"""The run folder's schemas (experiments.schema): manifest.json typed and versioned, read by every reader
+"""The run folder's schemas (core.schema): manifest.json typed and versioned, read by every reader
 through one function; the viewer's column types derived from the results schema."""
 
 from __future__ import annotations
@@ -12,10 +12,14 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from analysis import annotate_io, card, collect, drift, requests, shards, viewsql
-from experiments import schema
-from experiments.run import unscored_line
-from experiments.schema import (
+from analysis import drift
+from analysis.annotate import files as annotate_io
+from analysis.card import build as card
+from analysis.load import collect, shards
+from analysis.report import provider_params as requests
+from analysis.view import sql as viewsql
+from core import schema
+from core.schema import (
     MANIFEST_NAME,
     MANIFEST_VERSION,
     BudgetRecord,
@@ -28,6 +32,7 @@ from experiments.schema import (
     read_manifest,
     write_manifest,
 )
+from experiments.run import unscored_line
 from tests.support.study_folders import write_fake_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -222,7 +227,7 @@ def test_a_malformed_shard_entry_stops_the_merge_naming_the_file(tmp_path: Path)
 
 
 def test_no_module_reads_or_writes_a_manifest_as_raw_json() -> None:
-    """Only experiments.schema parses or names manifest.json; every other module uses its reader, writer and
+    """Only core.schema parses or names manifest.json; every other module uses its reader, writer and
     MANIFEST_NAME (the study's, generate's and extract's manifests alike)."""
     raw = re.compile(
         r"json\.loads?\(.*manifest|manifest.*json\.loads?\(|json\.dumps?\((\w+\()?manifest[,)]|\"manifest\.json\""
@@ -246,7 +251,7 @@ def test_the_viewer_types_come_from_the_results_schema() -> None:
 def test_a_column_added_to_the_results_schema_is_in_the_viewer_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No edit to analysis.viewsql: a new schema column marked `view` is typed in the viewer's results view
+    """No edit to analysis.view.sql: a new schema column marked `view` is typed in the viewer's results view
     (a text "0.25" read as a number), and NULL of its type in a file that lacks it."""
     extra = (Column("judge_confidence", "float64", "a test column", view=True),)
     monkeypatch.setattr(schema, "SCHEMA", schema.SCHEMA + extra)

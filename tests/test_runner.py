@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.collect import load_results
-from experiments.schema import COLUMNS
+from analysis.load.collect import load_results
+from core.schema import COLUMNS
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.runners import run
 

@@ -18,12 +18,12 @@ import diskcache
 import pandas as pd
 import pytest
 
-from analysis.collect import load_results
-from analysis.report import main as report_main
-from analysis.shards import ShardMergeError
+from analysis.load.collect import load_results
+from analysis.load.shards import ShardMergeError
+from analysis.report.build import main as report_main
 from experiments.inputs import StudyError
 from experiments.shard import Shard, ShardError, parse_shard, select, study_id
-from judge.cache import CallCache
+from judge.cache.store import CallCache
 from tests.support.configs import config
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.runners import run_in_process

@@ -16,7 +16,7 @@ import pytest
 from experiments.inputs import StudyError, load_study_inputs
 from experiments.outputs import CLAIM, claim_folder
 from experiments.study import AllCallsFailed, run_study
-from judge.cache import CacheError, CallCache
+from judge.cache.store import CacheError, CallCache
 from judge.completer import Completion
 from judge.secrets import REDACTED
 from tests.support.configs import KEY, study_cfg

@@ -1,4 +1,4 @@
-"""budget_usd across a `-m` sweep: one ledger in the sweep folder (judge.ledger) that every job reserves
+"""budget_usd across a `-m` sweep: one ledger in the sweep folder (judge.spend.ledger) that every job reserves
 against, so the jobs together spend at most the cap; a real multirun (basic launcher) against a local
 OpenAI-compatible server, then a rerun with a larger budget that repeats no call."""
 
@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from experiments.sweep_budget import budget_stop
-from judge.ledger import Fit, LedgerError, SharedSpend, read_ledger
+from judge.spend.ledger import Fit, LedgerError, SharedSpend, read_ledger
 from tests.support.hostile import JSON, one_line
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 
@@ -122,8 +122,8 @@ def test_reservations_of_a_job_on_another_machine_stop_the_run_instead_of_hangin
     call that waits on them gives up after `max_wait_s` and stops the run (never overspending, never hanging)."""
     import asyncio  # noqa: PLC0415
 
-    from judge.budget import Budget
-    from judge.pricing import Prices
+    from judge.spend.budget import Budget
+    from judge.spend.pricing import Prices
 
     path = tmp_path / "spend.json"
     path.write_text(json.dumps({"jobs": {"9_elsewhere": {"spent_usd": 0.0, "reserved_usd": 0.999,
@@ -143,8 +143,8 @@ def test_reservations_of_a_job_on_another_machine_stop_the_run_instead_of_hangin
 
 
 def test_a_call_interrupted_in_flight_counts_its_reservation_as_spent() -> None:
-    from judge.budget import Budget
-    from judge.pricing import Prices
+    from judge.spend.budget import Budget
+    from judge.spend.pricing import Prices
 
     budget = Budget(1.0, "gpt-4o", Prices(1e-5, 1e-5, source="config"), max_tokens=100)
     reserved = budget.start([{"role": "user", "content": "hello"}])
@@ -164,8 +164,8 @@ def test_another_job_holding_the_ledger_lock_does_not_stall_this_jobs_event_loop
     import asyncio
     import threading
 
-    from judge.budget import Budget
-    from judge.pricing import Prices
+    from judge.spend.budget import Budget
+    from judge.spend.pricing import Prices
 
     path = tmp_path / "spend.json"
     other = SharedSpend(path, "1_other")
@@ -207,8 +207,8 @@ def test_a_call_cancelled_while_its_reservation_waits_on_the_lock_leaves_none_in
     import asyncio
     import threading
 
-    from judge.budget import Budget
-    from judge.pricing import Prices
+    from judge.spend.budget import Budget
+    from judge.spend.pricing import Prices
 
     path = tmp_path / "spend.json"
     other = SharedSpend(path, "1_other")
@@ -349,7 +349,7 @@ def test_a_hostile_ledger_is_sound_or_refused_in_one_line(
     job's spend can hand budget to another), or refused in one line naming the file."""
     import math
 
-    from judge.ledger import LedgerError, SharedSpend, read_ledger
+    from judge.spend.ledger import LedgerError, SharedSpend, read_ledger
 
     path = tmp_path_factory.mktemp("ledger") / "spend.json"
     path.write_text(json.dumps(content))

@@ -1,10 +1,10 @@
-"""analysis.synthetic at benchmark scale: the candidate texts stay distinct categories (issue 26, item 3)."""
+"""analysis.load.synthetic at benchmark scale: the candidate texts stay distinct categories (issue 26, item 3)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from analysis.synthetic import _texts
+from analysis.load.synthetic import _texts
 
 
 def test_candidate_texts_are_distinct_at_thousands_of_instances() -> None:

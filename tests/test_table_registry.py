@@ -9,11 +9,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import card, paper_tables, registry, report
-from analysis.card_markdown import card_markdown
-from analysis.collect import load_results
-from analysis.registry import CardField, StudyInputs, Tables, TableSpec
-from analysis.report_sections import SECTIONS
+from analysis.card import build as card
+from analysis.card.markdown import card_markdown
+from analysis.load.collect import load_results
+from analysis.report import build as report
+from analysis.report import paper_tables
+from analysis.report.sections import SECTIONS
+from analysis.tables import registry
+from analysis.tables.registry import CardField, StudyInputs, Tables, TableSpec
 from tests.support.study_folders import DIMENSIONS, sample_candidates, write_fake_run
 
 

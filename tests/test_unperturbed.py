@@ -11,7 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import annotate, card, latent, report
+from analysis import latent
+from analysis.annotate import select as annotate
+from analysis.card import build as card
+from analysis.report import build as report
 from analysis.robustness import unperturbed
 from tests.support.study_folders import write_fake_run
 
@@ -90,7 +93,7 @@ def test_annotate_uncertainty_leaves_the_perturbed_rows_out(tmp_path) -> None:
 def test_a_spaced_none_baseline_is_the_baseline_for_robustness_too(tmp_path) -> None:
     """Review 12, F2: " none " was unperturbed to the report (left out of nothing) but no baseline for
     analysis.robustness, so the padded rows the report left to it were measured nowhere."""
-    from analysis.collect import load_results
+    from analysis.load.collect import load_results
     from analysis.robustness import robustness_table
 
     root = tmp_path / "study"
@@ -105,7 +108,7 @@ def test_a_run_without_the_column_is_a_none_of_its_own_study(tmp_path) -> None:
     robustness study of j (none 2, padding 3): the plain run read as `none` only in robustness, after the
     runs were told apart, so it joined the baseline (shift 2.0 for 1.0). Normalised at load, it is its own
     rater (j@plain) and the padding shift is +1."""
-    from analysis.collect import load_results
+    from analysis.load.collect import load_results
     from analysis.robustness import robustness_table
 
     def run(folder: Path, kind: str | None, gen: float, study: str) -> None:

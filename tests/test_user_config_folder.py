@@ -23,10 +23,11 @@ import pandas as pd
 import pytest
 
 import conf
-from analysis import card, report
-from analysis.collect import load_results
-from analysis.validate import ResultsError
-from experiments.datasets import load_dataset
+from analysis.card import build as card
+from analysis.load.checks import ResultsError
+from analysis.load.collect import load_results
+from analysis.report import build as report
+from experiments.datasets.loader import load_dataset
 from tests.support.openai_server import ScriptedServer, Step
 from tests.support.studies import cli_env
 

@@ -25,9 +25,9 @@ import uvicorn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.synthetic import synthetic_humans, synthetic_results
-from analysis.view import bind, bind_port, create_app, main, split_background
-from analysis.viewdata import Study, ViewError
+from analysis.load.synthetic import synthetic_humans, synthetic_results
+from analysis.view.data import Study, ViewError
+from analysis.view.server import bind, bind_port, create_app, main, split_background
 from tests.support.browser import browser_page
 from tests.support.hostile import one_line
 from tests.support.studies import UNPARSEABLE, run_sample_study
@@ -187,7 +187,7 @@ def test_report_in_the_browser(served: tuple[str, Path]) -> None:
     """report.html of the same study, written where the viewer serves it: summary first, the leaderboard
     sorted by a click on a column's name (the test clicked the header and never checked a reorder; only the
     small arrow sorted), every figure loads, long tables folded, and the viewer and report link each other."""
-    from analysis.report import main as report_main
+    from analysis.report.build import main as report_main
 
     url, root = served
     humans = Path(__file__).resolve().parent.parent / "data" / "sample" / "humans.csv"
@@ -306,7 +306,7 @@ def test_humans_file_errors_name_the_file(
 def test_item_page_never_500s_on_duplicate_labels(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from analysis.view import score_grid
+    from analysis.view.server import score_grid
 
     write_synthetic(tmp_path / "study")
     labels = pd.read_csv(write_humans(tmp_path / "labels.csv", duplicate=True))
@@ -356,7 +356,7 @@ def test_mode_shift_is_independent_vs_comparative_only_never_comparative_all(tmp
 
 
 def test_grid_shows_pairwise_preferences_beside_scores() -> None:
-    from analysis.view import score_grid
+    from analysis.view.server import score_grid
 
     base = {"judge": "j", "rubric": "r", "dimension": "d"}
     rows = pd.DataFrame([{**base, "mode": "independent", "score": 3.0, "preference": None},
@@ -369,8 +369,8 @@ def test_grid_shows_pairwise_preferences_beside_scores() -> None:
 
 
 def test_leaderboard_parse_rate_equals_the_manifests_on_the_same_runs(served: tuple[str, Path]) -> None:
-    from analysis.collect import load_results
-    from analysis.summary import leaderboard
+    from analysis.load.collect import load_results
+    from analysis.report.summary import leaderboard
 
     _, root = served
     board = leaderboard(load_results(root), {}).set_index("judge")
@@ -390,7 +390,7 @@ def test_zero_padded_ids_join_results_csv_and_labels(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.csv as pa_csv
 
-    from analysis.collect import load_humans
+    from analysis.load.collect import load_humans
 
     run = tmp_path / "study" / "run"
     run.mkdir(parents=True)
@@ -496,9 +496,9 @@ def viewer(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The viewer's app on a small synthetic study (two runs: parquet and CSV), as a test client."""
     from fastapi.testclient import TestClient
 
-    from analysis.synthetic import synthetic_results
-    from analysis.view import create_app
-    from analysis.viewdata import Study
+    from analysis.load.synthetic import synthetic_results
+    from analysis.view.data import Study
+    from analysis.view.server import create_app
 
     root = tmp_path_factory.mktemp("viewer")
     frame = synthetic_results(n_instances=3, seed=2)

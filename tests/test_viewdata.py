@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 
-from analysis.collect import load_results
-from analysis.view import create_app
-from analysis.viewdata import Study
+from analysis.load.collect import load_results
+from analysis.view.data import Study
+from analysis.view.server import create_app
 
 BASE = {"run_id": "r", "rubric": "r", "source": "gen", "dimension": "d", "sample_idx": 0, "prompt_id": "p"}
 
@@ -74,7 +74,7 @@ def test_pairwise_list_cell_counts_the_verdicts_as_the_item_page_lists_them(tmp_
 EXIT = """
 import sys, pathlib
 import pandas as pd
-from analysis.viewdata import Study
+from analysis.view.data import Study
 root = pathlib.Path(sys.argv[1])
 study = Study(root)
 print(study.page({}).total)
@@ -181,7 +181,7 @@ def test_an_unparsed_answer_is_no_score_and_csv_flags_open_as_the_analysis_reads
     (tmp_path / "run").mkdir()
     rows.to_csv(tmp_path / "run" / "results.csv", index=False)
     analysis = load_results(tmp_path)
-    from analysis.scores import candidate_scores
+    from analysis.stats.scores import candidate_scores
     assert candidate_scores(analysis)["score"].tolist() == [2.0]
     with Study(tmp_path) as study:
         page = study.page({}).rows

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar, Protocol
 
 from experiments.config import ModeConfig
-from experiments.instances import Candidate, Instance
+from experiments.datasets.instances import Candidate, Instance
 from experiments.prompt import Prompt
 from judge.rubric import Rubric, RubricKind
 

@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 from typing import ClassVar
 
-from experiments.instances import Candidate, Instance
+from experiments.datasets.instances import Candidate, Instance
 from experiments.modes import RENDERS, Labels, select_candidates
 from experiments.prompt import Judged, Prompt, Shown, items
 from judge.rubric import Rubric, RubricKind

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from experiments.instances import Instance
+from experiments.datasets.instances import Instance
 from experiments.modes import RENDERS, Labels, select_candidates
 from experiments.prompt import Judged, Prompt, Shown, items
 from judge.rubric import Rubric, RubricKind

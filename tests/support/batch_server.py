@@ -114,7 +114,7 @@ class BatchServer:
 
     def _tokens(self, batch: dict[str, Any]) -> int:
         """The batch's enqueued tokens as OpenAI counts them: each line's prompt + its max_tokens."""
-        from judge.pricing import prompt_tokens
+        from judge.spend.pricing import prompt_tokens
 
         total = 0
         for raw in self.files[batch["input_file_id"]].splitlines():

@@ -35,7 +35,7 @@ class FakeCompleter:
 
 
 class FakeTextStore:
-    """A dict standing in for a Redis server behind `CallCache(store=...)` (judge.stores.TextStore): the same
+    """A dict standing in for a Redis server behind `CallCache(store=...)` (judge.cache.backends.TextStore): the same
     get/set/delete of text values, so the cache's checks on a store's values run without a redis-server."""
 
     location = "fake://text-store"

@@ -32,9 +32,9 @@ def cli_env(tmp: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def public_data(name: str) -> Path:
-    """The checked path of a public data file (experiments.data), or a one-line skip naming the command that
+    """The checked path of a public data file (experiments.datasets.fetch), or a one-line skip naming the command that
     fetches it; a file that is there but altered fails (its SHA-256 is checked), it is not skipped."""
-    from experiments.data import data_dir, data_file, fetch_command
+    from experiments.datasets.fetch import data_dir, data_file, fetch_command
 
     if not (data_dir() / name).is_file():
         pytest.skip(f"{name} is not fetched: run `{fetch_command(name)}`")

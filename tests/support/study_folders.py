@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
-from experiments.datasets import load_dataset
+from experiments.datasets.loader import load_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample" / "instances.jsonl"

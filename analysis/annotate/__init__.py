@@ -1,0 +1,1 @@
+"""Disagreement-driven human annotation: `python -m analysis.annotate`."""

@@ -1,0 +1,314 @@
+"""Files of the annotation round trip: the study's rubric and texts in, sheet / Label Studio out and back.
+
+Label Studio's import format is a JSON list of ``{"data": {...}}`` tasks; its JSON export adds
+``annotations: [{completed_by, was_cancelled, result: [{from_name, value: {choices: [...]}}]}]`` per task
+(labelstud.io/guide/export). `completed_by` is a user id, or an object with an email in some versions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.load.collect import find_results
+from analysis.stats.humans import first_duplicate
+from core.cells import csv_unescape, write_csv
+from core.schema import MANIFEST_NAME, ManifestError, read_manifest
+from judge.rubric import template_text
+
+SCORE_FIELD = "score"  # the Label Studio control whose choice is the score
+
+
+class AnnotationError(ValueError):
+    """A problem in an annotation file, reported as one line naming the file and row."""
+
+
+@dataclass(frozen=True)
+class RubricInfo:
+    """What annotators are told about each dimension: the template's own wording and the scale."""
+
+    name: str
+    template_text: str
+    ranges: dict[str, tuple[int, int]]
+
+    def wording(self, dimension: str) -> str:
+        """The template's block for `dimension` (its line ``<name> - ...`` and the indented anchors below)."""
+        lines = self.template_text.splitlines()
+        for i, line in enumerate(lines):
+            if re.match(rf"^{re.escape(dimension)}\s+-\s+", line):
+                block = [line]
+                block += [ln.strip() for ln in _indented_after(lines, i)]
+                return "\n".join(block)
+        return dimension
+
+    def scale(self, dimension: str) -> str:
+        low, high = self.ranges[dimension]
+        return f"integer {low}-{high}"
+
+
+def _indented_after(lines: list[str], i: int) -> list[str]:
+    out = []
+    for line in lines[i + 1 :]:
+        if not line[:1].isspace() or not line.strip():
+            break
+        out.append(line)
+    return out
+
+
+@dataclass(frozen=True)
+class ItemText:
+    background: str
+    text: str
+
+
+def _run_folders(root: str | Path) -> list[Path]:
+    return [p.parent for p in find_results(root)]
+
+
+def _json_entry(path: Path, name: str) -> Any:
+    """Entry `name` of a run's JSON file; a damaged file or a missing entry is one line naming the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise AnnotationError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(data, dict) or name not in data:
+        raise AnnotationError(f"{path}: no {name!r} entry (was it written by experiments.run?)")
+    return data[name]
+
+
+def _dataset_path(path: Path) -> Path:
+    """The dataset a run judged, from its manifest; a damaged manifest or none named is one line naming it."""
+    try:
+        dataset = read_manifest(path).dataset_path
+    except ManifestError as exc:
+        raise AnnotationError(str(exc)) from None
+    if dataset is None:
+        raise AnnotationError(f"{path}: no 'dataset_path' entry (was it written by experiments.run?)")
+    return Path(dataset)
+
+
+def study_inputs(root: str | Path, choose: str | None = None) -> tuple[dict[str, RubricInfo], Path]:
+    """The rubric (from each run's config.json; `choose` names it when the runs used several) and the dataset
+    path (from the manifest.json of a run of that rubric)."""
+    rubrics: dict[str, RubricInfo] = {}
+    paths: dict[str, Path] = {}
+    for folder in _run_folders(root):
+        config_file, manifest_file = folder / "config.json", folder / MANIFEST_NAME
+        if not config_file.exists() or not manifest_file.exists():
+            raise AnnotationError(
+                f"{folder}: no config.json / manifest.json (was it written by experiments.run?)"
+            )
+        rubric = _json_entry(config_file, "rubric")
+        try:  # a packaged template by name, or the absolute path of a user's own (a hydra.searchpath rubric)
+            text = template_text(str(rubric["template"]))
+        except OSError as exc:
+            raise AnnotationError(f"{config_file}: the rubric's template cannot be read ({exc})") from None
+        ranges = {
+            str(d["name"]): (int(d["low"]), int(d["high"]))
+            for d in rubric["dimensions"]
+            if d.get("low") is not None and d.get("high") is not None
+        }
+        rubrics[str(rubric["name"])] = RubricInfo(str(rubric["name"]), text, ranges)
+        paths.setdefault(str(rubric["name"]), _dataset_path(manifest_file))
+    if not rubrics:
+        raise AnnotationError(f"{root}: no run folder found")
+    names = ", ".join(sorted(rubrics))
+    if choose is None and len(rubrics) > 1:
+        raise AnnotationError(f"{root}: runs of several rubrics ({names}); pick one with --rubric")
+    name = choose if choose is not None else next(iter(rubrics))
+    if name not in rubrics:
+        raise AnnotationError(f"--rubric {name}: no run of {root} used it (its runs used: {names})")
+    return {name: rubrics[name]}, paths[name]
+
+
+def item_texts(dataset: Path) -> dict[tuple[str, str], ItemText]:
+    """(instance_id, candidate_id) → (the instance's background as shown to judges, the candidate's text);
+    candidate ids are unique only within an instance."""
+    from experiments.datasets.loader import DatasetError, load_dataset
+
+    try:
+        instances = load_dataset(dataset)
+    except DatasetError as exc:
+        raise AnnotationError(str(exc)) from None
+    out = {}
+    for inst in instances:
+        background = "\n\n".join(f"{p.title}\n{p.text}" for p in inst.background)
+        for cand in inst.all_candidates():
+            out[(inst.instance_id, cand.candidate_id)] = ItemText(background, cand.text)
+    return out
+
+
+def labelstudio_tasks(sheet: pd.DataFrame) -> list[dict[str, Any]]:
+    """One Label Studio task per sheet row, in the sheet's (randomised) order."""
+    cols = ["item", "position", "background", "text", "dimension", "question", "scale"]
+    return [{"data": {c: (int(v) if c == "position" else str(v)) for c, v in zip(cols, row, strict=True)}}
+            for row in sheet[cols].itertuples(index=False)]  # fmt: skip
+
+
+def labelstudio_config(rubric: RubricInfo) -> str:
+    """Labelling config: background, text, the dimension's wording, one choice per score on the scale."""
+    lows, highs = zip(*rubric.ranges.values(), strict=True)
+    choices = "\n".join(f'    <Choice value="{v}"/>' for v in range(min(lows), max(highs) + 1))
+    return f"""<View>
+  <Header value="Background"/>
+  <Text name="background" value="$background"/>
+  <Header value="Text to rate"/>
+  <Text name="text" value="$text"/>
+  <Header value="$question"/>
+  <Text name="scale" value="$scale"/>
+  <Choices name="{SCORE_FIELD}" toName="text" choice="single" required="true">
+{choices}
+  </Choices>
+  <TextArea name="comment" toName="text" placeholder="optional comment"/>
+</View>
+<!-- rubric: {escape(rubric.name)} -->
+"""
+
+
+def read_csv_file(path: Path, what: str, keep_default_na: bool = True) -> pd.DataFrame:
+    """A sheet or key as strings; one that cannot be read is one line naming it (pandas names no file)."""
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=keep_default_na)
+    except OSError as exc:
+        raise AnnotationError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
+    except ValueError as exc:  # EmptyDataError, ParserError, UnicodeDecodeError
+        raise AnnotationError(f"{path}: not a readable CSV {what} ({str(exc).splitlines()[0]})") from None
+
+
+KEY_COLUMNS: tuple[str, ...] = ("item", "instance_id", "candidate_id", "source", "dimension", "low", "high")
+
+
+def read_key(path: Path) -> pd.DataFrame:
+    """The key written by export: its columns, one row per item (else one line naming the key file)."""
+    key = _unescaped(read_csv_file(path, "key", keep_default_na=False))  # ids as written: `NA` stays `NA`
+    missing = [c for c in KEY_COLUMNS if c not in key]
+    if missing:
+        raise AnnotationError(f"{path}: no {missing[0]!r} column (export writes {', '.join(KEY_COLUMNS)})")
+    repeated = first_duplicate(key, ("item",))
+    if repeated:
+        pos, first, _ = repeated
+        raise AnnotationError(f"{path}: row {pos + 1}: item: {key['item'].iloc[pos]!r} repeats row {first + 1}")
+    return key
+
+
+def write_key(key: pd.DataFrame, path: Path) -> None:
+    """key.csv, which a study lead may open in a spreadsheet: no cell runs as a formula (`read_key` undoes it)."""
+    write_csv(key, path)
+
+
+def _unescaped(frame: pd.DataFrame) -> pd.DataFrame:
+    """A CSV written by `cells.write_csv` with every cell (and header) as it was before the escaping."""
+    return frame.rename(columns=lambda c: csv_unescape(pd.Series([c])).iloc[0]).apply(csv_unescape)
+
+
+def write_sheet(sheet: pd.DataFrame, path: Path) -> None:
+    """sheet.csv, opened by annotators in a spreadsheet: no cell runs as a formula (`cells.write_csv`)."""
+    write_csv(sheet, path)
+
+
+def load_sheet(path: Path) -> pd.DataFrame:
+    """sheet.csv as text, every cell as it was before `write_sheet` quoted it."""
+    return _unescaped(read_csv_file(path, "sheet", keep_default_na=False))
+
+
+def read_sheet(path: Path, annotator: str | None) -> pd.DataFrame:
+    """item, annotator, score, line from a completed sheet; rows without a score are not yet done."""
+    sheet = load_sheet(path)
+    for col in ("item", "score"):
+        if col not in sheet:
+            raise AnnotationError(f"{path}: no {col!r} column")
+    who = sheet["annotator"].str.strip() if "annotator" in sheet else pd.Series("", index=sheet.index)
+    if annotator:
+        who = who.where(who != "", annotator)
+    out = pd.DataFrame({"item": sheet["item"], "annotator": who, "score": sheet["score"].str.strip(),
+                        "line": [f"row {i}" for i in range(1, len(sheet) + 1)]})  # fmt: skip
+    out = out.loc[out["score"] != ""]
+    missing = out.loc[out["annotator"] == ""]
+    if len(missing):
+        raise AnnotationError(f"{path}: {missing['line'].iloc[0]}: annotator: empty (or pass --annotator)")
+    return out
+
+
+def _user(completed_by: Any, path: Path, where: str) -> str:
+    """The annotator of one annotation: the user's email, else `labelstudio:<id>` (the same user given as an
+    id or as an object with that id is one rater). A user with neither is refused: every such user was
+    annotator `None`, merged into one rater."""
+    if isinstance(completed_by, dict):
+        email, user = completed_by.get("email"), completed_by.get("id")
+        if isinstance(email, str) and email.strip():
+            return email.strip()
+        completed_by = user
+    named = isinstance(completed_by, int | str) and not isinstance(completed_by, bool)
+    if named and str(completed_by).strip():
+        return f"labelstudio:{str(completed_by).strip()}"
+    raise AnnotationError(
+        f"{path}: {where}: completed_by: no user email or id, so its annotator cannot be told apart from others"
+    )
+
+
+def read_labelstudio(path: Path) -> pd.DataFrame:
+    """item, annotator, score, line from a Label Studio JSON export (cancelled annotations skipped)."""
+    try:
+        tasks = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise AnnotationError(f"{path}: not UTF-8 text (Label Studio exports JSON as UTF-8)") from None
+    except json.JSONDecodeError as exc:
+        raise AnnotationError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:  # JSON nested deeper than the parser goes (a Label Studio export is 6 deep)
+        raise AnnotationError(f"{path}: JSON nested too deeply to be a Label Studio export") from None
+    if not isinstance(tasks, list):
+        raise AnnotationError(f"{path}: expected a JSON list of tasks (Label Studio's JSON export)")
+    rows = []
+    for n, task in enumerate(tasks, start=1):
+        rows += _task_scores(task, path, f"task {n}")
+    return pd.DataFrame(rows, columns=["item", "annotator", "score", "line"])
+
+
+def _task_scores(task: Any, path: Path, where: str) -> list[tuple[Any, str, str, str]]:
+    """(item, annotator, score, where) per completed annotation of one exported task; a part of the wrong
+    JSON type is one line naming the file and task (it was an AttributeError traceback)."""
+
+    def shaped(value: Any, kind: type, name: str) -> Any:
+        if not isinstance(value, kind):
+            what = "an object" if kind is dict else "a list"
+            raise AnnotationError(f"{path}: {where}: {name}: not {what} ({type(value).__name__})")
+        return value
+
+    if not isinstance(task, dict):
+        raise AnnotationError(f"{path}: {where}: not a task object ({type(task).__name__})")
+    item = shaped(task.get("data") or {}, dict, "data").get("item")
+    if item is not None and (isinstance(item, bool) or not isinstance(item, str | int)):
+        raise AnnotationError(f"{path}: {where}: data.item: not an item name ({type(item).__name__})")
+    rows = []
+    for n, ann in enumerate(shaped(task.get("annotations") or [], list, "annotations"), start=1):
+        if shaped(ann, dict, "annotation").get("was_cancelled"):
+            continue
+        for res in shaped(ann.get("result") or [], list, "result"):
+            if shaped(res, dict, "result").get("from_name") == SCORE_FIELD:
+                choice = shaped(
+                    shaped(res.get("value") or {}, dict, "value").get("choices") or [""], list, "choices"
+                )
+                user = _user(ann.get("completed_by"), path, f"{where}, annotation {n}")
+                rows.append((None if item is None else str(item), user, str(choice[0]), where))
+    return rows
+
+
+def check_scores(merged: pd.DataFrame, path: Path) -> None:
+    """Scores must be integers on the dimension's scale; turns them into floats in place."""
+    value = pd.to_numeric(merged["score"], errors="coerce")
+    low, high = merged["low"].astype(float), merged["high"].astype(float)
+    bad = value.isna() | (value != np.round(value)) | (value < low) | (value > high)
+    if bad.any():
+        row = merged.loc[bad].iloc[0]
+        raise AnnotationError(
+            f"{path}: {row['line']}: score: {row['score']!r} for {row['item']} is not an integer "
+            f"from {int(float(row['low']))} to {int(float(row['high']))}"
+        )
+    merged["score"] = value.astype(float)

@@ -1,0 +1,1 @@
+"""One reliability card per judge: `python -m analysis.card <run-or-multirun-dir>`."""

@@ -1,0 +1,250 @@
+"""`python -m analysis.card <run-or-multirun-dir> [--humans FILE] [--out DIR]`: one reliability card per judge
+(and rubric: `cards/<judge>.md`, or `cards/<rubric>/<judge>.md` in a study of several rubrics).
+
+Every card has the same fields (`card_fields()`: the card's own and the tables' declared `CardField`s), so
+cards compare across judges and across versions of one judge; a field that does not apply is an empty list or
+null with the reason in `notes`, never left out.
+Cost stays null ("unknown") when any run of the judge could not price its calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from analysis import latent
+from analysis.card import null_ranges
+from analysis.card.markdown import card_markdown
+from analysis.load.collect import find_results, split_rubric
+from analysis.report.summary import parse_rate
+from analysis.robustness import note_perturbed, unperturbed
+from analysis.tables import registry
+from analysis.tables.declarations import card_specs
+from analysis.tables.registry import StudyInputs
+from core.cells import unescape_text
+from core.intervals import positive_int
+from core.schema import Manifest, run_manifest
+
+#: The card's own fields before and after the table fields (`analysis.tables.declarations`: each table's `CardField`).
+HEAD_FIELDS: tuple[str, ...] = (
+    "judge",
+    "models",
+    "rubric_versions",
+    "dataset_hashes",
+    "modes",
+    "rows",
+    "parse_rate",
+    "cost_usd",
+    "latency_s",
+)
+
+
+def card_fields() -> tuple[str, ...]:
+    """Every field of a card, in order: the card's own, the declared tables' (`CardField.order`), notes."""
+    return (*HEAD_FIELDS, *(s.key for s in card_specs()), "notes")
+
+
+CARD_FIELDS: tuple[str, ...] = card_fields()
+
+
+def _records(frame: pd.DataFrame | None, cols: Sequence[str]) -> list[dict[str, Any]]:
+    if frame is None or frame.empty:
+        return []
+    out = frame[[c for c in cols if c in frame]].astype(object)
+    return [{k: _plain(v) for k, v in row.items()} for row in out.to_dict("records")]
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe scalars: numpy numbers to Python, NaN to None."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def run_facts(root: str | Path) -> pd.DataFrame:
+    """Per run folder: judge, model, mode, rubric versions, dataset hash, cost (None = unknown), and the
+    latencies of the calls actually made (cached rows are not timed)."""
+    rows = []
+    for path in find_results(root):
+        man = run_manifest(path.parent)  # None: a run without one; a damaged one: a ManifestError
+        cols = ["judge", "run_id", "latency_s", "cached", "prompt_id", "sample_idx"]
+        if path.suffix == ".parquet":
+            frame = pq.read_table(
+                path, columns=[c for c in cols if c in pq.read_schema(path).names]
+            ).to_pandas()
+        else:
+            frame = pd.read_csv(path, usecols=lambda c, wanted=frozenset(cols): c in wanted,
+                                dtype=dict.fromkeys(("judge", "run_id", "prompt_id"), str))  # text: 01 is not 1
+            frame = unescape_text(frame)  # names as the run wrote them (results.csv is formula-safe)
+        calls = frame.drop_duplicates([c for c in ("prompt_id", "sample_idx") if c in frame])
+        if "cached" in calls:
+            calls = calls.loc[~calls["cached"].astype(str).str.lower().isin(["true", "1"])]
+        known = man if man is not None else Manifest()  # no manifest: every entry unknown
+        rows.append({"judge": known.judge or (str(frame["judge"].iloc[0]) if len(frame) else None),
+                     "run_id": str(frame["run_id"].iloc[0]) if "run_id" in frame and len(frame) else None,
+                     "model": known.model, "mode": known.mode, "rubric_versions": known.rubric_versions or {},
+                     "dataset_hash": known.dataset_hash, "cost_usd": known.cost_usd,
+                     "has_manifest": man is not None,
+                     "latency": calls["latency_s"].dropna().to_numpy(float) if "latency_s" in calls else np.array([])})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def study_tables(
+    results: pd.DataFrame,
+    humans: pd.DataFrame | None,
+    n_boot: int,
+    seed: int,
+    reference: str = "reference",
+    n_null: int = null_ranges.N_REPS,
+) -> dict[str, pd.DataFrame]:
+    """Every table a card draws from, keyed by field: the report's own tables (`registry.compute_tables`, so a
+    card and the report show one value) and the card-only ones (`robustness`, the `flags` of
+    `analysis.card.null_ranges`), each as its declaration's `CardField.read` reads it; and `latent_duplicates`,
+    one row per rater of a pair, for the cards' notes."""
+    inputs = StudyInputs(results, humans, reference, n_boot, seed, n_null=n_null)
+    computed = registry.compute_tables(inputs, report_only=False)
+    tables = {}
+    for spec in card_specs():
+        assert spec.card is not None
+        table = computed.get(spec.key, pd.DataFrame())
+        tables[spec.key] = spec.card.read(table) if spec.card.read else table
+    tables["latent_duplicates"] = computed.get("latent_duplicates", pd.DataFrame())
+    if "latent_duplicates" in computed:  # one row per rater of a pair, so each judge's card can say so
+        dup = computed["latent_duplicates"]
+        each = [dup.assign(judge=_rater_judge(dup[a]), rater=dup[a]) for a in ("rater_a", "rater_b")]
+        tables["latent_duplicates"] = pd.concat(each, ignore_index=True)
+    return tables
+
+
+def _rater_judge(rater: pd.Series) -> pd.Series:
+    """The judge of a latent rater label ``judge [mode]`` (a ``human:`` name stays as it is)."""
+    return rater.astype(str).str.replace(r" \[[^\]]*\]$", "", regex=True)
+
+
+def make_card(
+    judge: str, results: pd.DataFrame, facts: pd.DataFrame, tables: dict[str, pd.DataFrame]
+) -> dict:
+    """One judge's card: every field of `card_fields()`, in that order."""
+    mine = results.loc[results["judge"].astype(str) == judge]
+    runs = facts.loc[facts["judge"] == judge]
+    if "run_id" in facts and "run_id" in mine:  # and the runs behind a split label (`judge@run`)
+        runs = facts.loc[(facts["judge"] == judge) | facts["run_id"].isin(set(mine["run_id"].astype(str)))]
+    costs = runs["cost_usd"].tolist()
+    latency = np.concatenate(runs["latency"].tolist()) if len(runs) else np.array([])
+    versions: dict[str, set[str]] = {}
+    for rv in runs["rubric_versions"]:
+        for name, ver in rv.items():
+            versions.setdefault(name, set()).add(ver)
+    parsed = parse_rate(mine)  # per call, as the manifest and the leaderboard count it
+    card: dict[str, Any] = {
+        "judge": judge,
+        "models": sorted({str(m) for m in runs["model"].dropna()} | {str(m) for m in mine.get("model", pd.Series()).dropna().unique()}),
+        "rubric_versions": {k: sorted(v) for k, v in sorted(versions.items())},
+        "dataset_hashes": sorted({str(h) for h in runs["dataset_hash"].dropna()}),
+        "modes": sorted(map(str, mine["mode"].dropna().unique())),
+        "rows": len(mine),
+        "parse_rate": _plain(float(parsed)) if parsed is not None else None,
+        "cost_usd": None if (not costs or any(pd.isna(c) for c in costs)) else round(float(sum(costs)), 6),
+        "latency_s": {"calls": len(latency), "median": _plain(float(np.median(latency))) if len(latency) else None,
+                      "p90": _plain(float(np.quantile(latency, 0.9))) if len(latency) else None},
+    }  # fmt: skip
+    notes = []
+    if card["cost_usd"] is None:
+        notes.append("cost unknown: a run could not price its calls (or has no manifest)")
+    for spec in card_specs():
+        assert spec.card is not None
+        table = tables.get(spec.key, pd.DataFrame())
+        part = table.loc[table["judge"].astype(str) == judge] if len(table) else table
+        card[spec.key] = _records(part, spec.card.columns)
+        if not card[spec.key]:
+            notes.append(f"{spec.key}: {spec.card.why_empty}")
+    notes += _duplicate_notes(judge, tables.get("latent_duplicates", pd.DataFrame()))
+    card["notes"] = notes
+    return {k: card[k] for k in card_fields()}
+
+
+def _pairs(dup: pd.DataFrame | None) -> pd.DataFrame:
+    """The duplicate pairs once each (the card's table lists a pair under both judges)."""
+    if dup is None or dup.empty:
+        return pd.DataFrame()
+    return dup.drop_duplicates(["rater_a", "rater_b", "mode"])
+
+
+def _duplicate_notes(judge: str, dup: pd.DataFrame) -> list[str]:
+    """The latent model's duplicate-rater warnings that name `judge`."""
+    if dup.empty or "judge" not in dup:
+        return []
+    mine = dup.loc[dup["judge"].astype(str) == judge].drop_duplicates(["rater_a", "rater_b", "mode"])
+    return [f"latent_competence: {line}" for line in latent.duplicate_lines({"latent_duplicates": mine})]
+
+
+def write_cards(root: str | Path, out: str | Path, humans: pd.DataFrame | None = None, n_boot: int = 1000,
+                seed: int = 0, extra: dict[str, pd.DataFrame] | None = None,
+                n_null: int = null_ranges.N_REPS) -> list[dict]:  # fmt: skip
+    """Compute and write <out>/<judge>.md and <out>/<judge>.json for every judge below `root`; a study of several
+    rubrics: <out>/<rubric>/<judge>.md (and .json), one card per judge and rubric."""
+    from analysis.load.collect import load_results
+
+    results = load_results(root)
+    facts = run_facts(root)
+    tables = study_tables(results, humans, n_boot, seed, n_null=n_null) | (extra or {})
+    note_perturbed(results, unperturbed(results))
+    latent.note_duplicates({"latent_duplicates": _pairs(tables.get("latent_duplicates"))})
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cards = []
+    for judge in sorted(map(str, results["judge"].dropna().unique())):
+        card = make_card(judge, results, facts, tables)
+        name, rubric = split_rubric(judge)  # several rubrics: one folder of cards per rubric
+        folder = out / _file_name(rubric) if rubric else out
+        folder.mkdir(exist_ok=True)
+        (folder / f"{_file_name(name)}.json").write_text(json.dumps(card, indent=2))
+        (folder / f"{_file_name(name)}.md").write_text(card_markdown(card))
+        cards.append(card)
+    return cards
+
+
+def _file_name(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point."""
+    from analysis.load.collect import load_humans
+
+    parser = argparse.ArgumentParser(prog="python -m analysis.card", description=__doc__.split("\n")[0])
+    parser.add_argument("root", help="a run or multirun folder (searched recursively)")
+    parser.add_argument("--humans", help="human labels CSV")
+    parser.add_argument("--out", help="output folder (default: <root>/cards)")
+    parser.add_argument("--n-boot", type=positive_int, default=1000)
+    parser.add_argument(
+        "--n-null",
+        type=positive_int,
+        default=null_ranges.N_REPS,
+        help="replicates of the unbiased judge behind each flag's range",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        humans = load_humans(args.humans) if args.humans else None
+        out = Path(args.out) if args.out else Path(args.root) / "cards"
+        cards = write_cards(args.root, out, humans, args.n_boot, args.seed, n_null=args.n_null)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(cards)} cards -> {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""EchoReview's Overall Quality, issue overlap and pairwise win rate."""

@@ -1,0 +1,1 @@
+"""Loading what a study wrote: results, shards, checks, and synthetic studies for tests."""

@@ -1,0 +1,253 @@
+"""What the analysis loads is checked before any number is computed from it: a hand-edited or damaged file
+is refused with one line naming the file (and the row, where there is one), never averaged.
+
+Checks: the file can be read as what its name says (CSV, parquet); the required columns are there; a score
+is a number within its rubric's range (the row's own `score_min`-`score_max`, else the rubric in the run's
+config.json; `overall` within the range of the dimensions it averages); a preference is one of the rubric's
+choices; no judgment appears twice (the same run, prompt, candidate, order, dimension and sample). The rubric
+is never read from conf/: a rubric added through `hydra.searchpath` is known only to the run that used it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.stats.scores import FALSE_TEXT, TRUE_TEXT
+
+# the columns that identify one judgment: two rows agreeing on all of them are one judgment counted twice
+IDENTITY: tuple[str, ...] = ("run_id", "judge", "model", "mode", "rubric", "prompt_id", "instance_id",
+                             "candidate_id", "other_id", "order", "dimension", "sample_idx")  # fmt: skip
+
+
+# the cell texts pandas reads as missing by default: a file read with keep_default_na=False (ids are text, so a
+# candidate or annotator "NA" stays "NA") uses them for its number and flag columns only
+MISSING_TEXT: tuple[str, ...] = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+                                 "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")  # fmt: skip
+MISSING_LOWER: frozenset[str] = frozenset(m.lower() for m in MISSING_TEXT)  # as compared, any case
+
+
+class ResultsError(ValueError):
+    """A results or labels file the analysis refuses; the message is one line naming the file."""
+
+
+RUN_CONFIG = "config.json"  # what experiments.run writes beside each run's results (the resolved config)
+
+
+@dataclass(frozen=True)
+class RunRubric:
+    """The rubric one run used, as its config.json records it: each dimension's score range, its choices (a
+    preference) and its direction; `overall` (the mean of the dimensions) where the rubric adds it."""
+
+    name: str
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    directions: Mapping[str, bool] = field(default_factory=dict)
+
+    @property
+    def dimensions(self) -> list[str]:
+        return list(dict.fromkeys([*self.ranges, *self.choices, *self.directions]))
+
+
+def run_rubric(results_file: Path) -> RunRubric | None:
+    """The rubric in the config.json beside `results_file` (None when the folder has none, or a config without
+    a rubric); a damaged one is one line naming it."""
+    config = Path(results_file).parent / RUN_CONFIG
+    try:
+        stat = config.stat()
+    except OSError:
+        return None
+    return _read_run_rubric(str(config), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=256)
+def _read_run_rubric(config: str, _mtime_ns: int, _size: int) -> RunRubric | None:
+    """`run_rubric`, once per version of the file (a multirun's folders are read by every loader)."""
+    try:
+        data = json.loads(Path(config).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ResultsError(f"{config}: not readable JSON ({str(exc).splitlines()[0][:120]})") from None
+    rubric = data.get("rubric") if isinstance(data, dict) else None
+    if rubric is None:
+        return None
+    try:
+        return _rubric_entry(rubric)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ResultsError(
+            f"{config}: its 'rubric' entry is not a rubric spec ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _rubric_entry(rubric: Mapping[str, Any]) -> RunRubric:
+    """A RunRubric from a config's `rubric` entry (name, dimensions with low / high / choices / direction)."""
+    dims = [d for d in rubric["dimensions"] if isinstance(d, Mapping)]
+    ranges = {
+        str(d["name"]): (float(d["low"]), float(d["high"]))
+        for d in dims
+        if d.get("low") is not None and d.get("high") is not None
+    }
+    choices = {str(d["name"]): tuple(str(c) for c in d["choices"]) for d in dims if d.get("choices")}
+    directions = {str(d["name"]): bool(d.get("higher_is_better", True)) for d in dims}
+    if ranges:  # "overall", the mean of the dimensions (add_overall), spans their ranges and points up
+        ranges.setdefault("overall", (min(r[0] for r in ranges.values()), max(r[1] for r in ranges.values())))
+        directions.setdefault("overall", True)
+    return RunRubric(str(rubric["name"]), ranges, choices, directions)
+
+
+def read_table(path: Path, read: Callable[[Path], Any], kind: str) -> Any:
+    """`read(path)`, or one line saying the file is not a readable `kind` file."""
+    try:
+        return read(path)
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no such file") from None
+    except (ValueError, UnicodeDecodeError, OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise ResultsError(f"{path}: not a readable {kind} file ({first})") from None
+
+
+def csv_line(path: Path, record: int) -> int:
+    """The file line (header = line 1) on which data record `record` (0-based, as pandas numbers the rows
+    of `pd.read_csv(path)`) starts: a quoted newline inside a field and a blank line (which pandas skips)
+    move the later records down, so `record + 2` would name the wrong line. Read only for an error."""
+    csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))  # a long judge answer is one field
+    seen, end = -1, 0  # records read so far (the header is -1), the line the last one ended on
+    last = [""]  # the physical line the reader took last
+    with path.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
+        reader = csv.reader(_remember(handle, last))
+        for _row in reader:
+            start, end = end + 1, reader.line_num
+            if start == end and not last[0].strip(" \t\r\n"):
+                continue  # pandas (skip_blank_lines) skips a line of only spaces and tabs; `""` or `,` is a record
+            if seen == record:
+                return start
+            seen += 1
+    return record + 2  # the file changed since it was read
+
+
+def _remember(lines: Iterable[str], last: list[str]) -> Iterator[str]:
+    """`lines`, keeping the latest in last[0]: the csv module does not say what text a row came from."""
+    for line in lines:
+        last[0] = line
+        yield line
+
+
+def _where(path: Path, frame: pd.DataFrame, position: int) -> str:
+    """`file:line` of a CSV row (its real line), `file: row N` of a parquet row."""
+    index = int(frame.index[position])
+    return f"{path}:{csv_line(path, index)}" if path.suffix == ".csv" else f"{path}: row {index + 1}"
+
+
+def require_columns(frame: pd.DataFrame, path: Path, required: Sequence[str]) -> None:
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise ResultsError(f"{path}: missing column(s) {', '.join(missing)}; a results table needs "
+                           f"{', '.join(required)}")  # fmt: skip
+
+
+def check_numbers(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
+    """The column as floats; a value that is not a number (e.g. "abc") is refused with its row."""
+    values = pd.to_numeric(frame[column], errors="coerce")
+    bad = values.isna().to_numpy() & frame[column].notna().to_numpy()
+    bad &= ~frame[column].astype(str).str.strip().str.lower().isin(MISSING_LOWER).to_numpy()
+    if bad.any():
+        position = int(np.flatnonzero(bad)[0])
+        raise ResultsError(f"{_where(path, frame, position)}: {column} {str(frame[column].iloc[position])[:40]!r} "
+                           "is not a number")  # fmt: skip
+    return values.astype(float)
+
+
+def check_flags(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
+    """A true/false column read as text (a CSV's "False" is true by truthiness) as nullable booleans: the
+    spellings of true and false in any case, a missing spelling as missing; anything else is refused with its
+    line."""
+    text = frame[column].astype("string").str.strip().str.lower()
+    missing = text.isna() | text.isin(MISSING_LOWER)
+    values = pd.Series(pd.NA, index=frame.index, dtype="boolean")
+    values[text.isin(TRUE_TEXT).fillna(False).to_numpy()] = True
+    values[text.isin(FALSE_TEXT).fillna(False).to_numpy()] = False
+    bad = (values.isna() & ~missing).to_numpy()
+    if bad.any():
+        position = int(np.flatnonzero(bad)[0])
+        raise ResultsError(f"{_where(path, frame, position)}: {column} {str(frame[column].iloc[position])[:40]!r} "
+                           "is not true or false")  # fmt: skip
+    return values
+
+
+def check_results(frame: pd.DataFrame, path: Path) -> None:
+    """Refuse a results table whose scores or preferences are outside their rubric, or with a judgment twice.
+    A score's range is its row's `score_min`-`score_max`, else the run's config.json rubric (older tables);
+    the dimensions and choices are the config.json rubric's. Without either, nothing to check against."""
+    if "rubric" in frame and "dimension" in frame:
+        spec = run_rubric(path)
+        scores = check_numbers(frame, path, "score") if "score" in frame else None
+        lows, highs = (
+            check_numbers(frame, path, c).to_numpy() if c in frame else np.full(len(frame), np.nan)
+            for c in ("score_min", "score_max")
+        )
+        for (rubric, dim), rows in frame.groupby(["rubric", "dimension"], observed=True, sort=False).indices.items():
+            known = spec if spec is not None and spec.name == str(rubric) else None
+            if known is not None and str(dim) not in known.dimensions:
+                raise ResultsError(
+                    f"{_where(path, frame, int(rows[0]))}: {str(dim)[:40]!r} is not a dimension of the "
+                    f"{rubric} rubric ({', '.join(known.dimensions)})"
+                )
+            if scores is not None:
+                values = scores.to_numpy()[rows]
+                _check_range(frame, path, rows, values, lows[rows], highs[rows], known, str(dim))
+            choices = known.choices.get(str(dim)) if known is not None else None
+            if "preference" in frame and choices:
+                prefs = frame["preference"].to_numpy()[rows]
+                wrong = pd.notna(prefs) & ~pd.Series(prefs).astype(str).isin(choices).to_numpy()
+                if wrong.any():
+                    at = int(rows[np.flatnonzero(wrong)[0]])
+                    raise ResultsError(
+                        f"{_where(path, frame, at)}: preference {str(prefs[wrong][0])!r} for {dim} is not "
+                        f"one of {', '.join(choices)}"
+                    )
+    check_duplicates(frame, path)
+
+
+def _check_range(
+    frame: pd.DataFrame,
+    path: Path,
+    rows: np.ndarray,
+    values: np.ndarray,
+    lows: np.ndarray,
+    highs: np.ndarray,
+    known: RunRubric | None,
+    dim: str,
+) -> None:
+    """Refuse the first score of one rubric dimension outside its range: the row's own bounds, and the run's
+    config.json rubric's where it has one (the narrower of the two: a hand-edited bound widens nothing)."""
+    if known is not None and dim in known.ranges:
+        low, high = known.ranges[dim]
+        lows, highs = np.fmax(lows, low), np.fmin(highs, high)  # fmax / fmin: a NaN bound takes the other
+    with np.errstate(invalid="ignore"):
+        outside = ~np.isnan(values) & ((values < lows) | (values > highs))
+    if outside.any():
+        first = int(np.flatnonzero(outside)[0])
+        rubric = frame["rubric"].iloc[int(rows[first])]
+        raise ResultsError(
+            f"{_where(path, frame, int(rows[first]))}: score {values[first]:g} for {dim} is outside the "
+            f"{rubric} rubric's range {lows[first]:g}-{highs[first]:g}"
+        )
+
+
+def check_duplicates(frame: pd.DataFrame, path: Path) -> None:
+    """Refuse a table in which one judgment appears twice (it would be counted twice)."""
+    keys = [c for c in IDENTITY if c in frame]
+    if not keys or "dimension" not in keys:
+        return
+    twice = frame.duplicated(subset=keys, keep="first").to_numpy()
+    if twice.any():
+        at = int(np.flatnonzero(twice)[0])
+        raise ResultsError(f"{_where(path, frame, at)}: a duplicated row ({int(twice.sum())} in all): the same "
+                           "judgment appears twice; remove the copies")  # fmt: skip

@@ -1,0 +1,393 @@
+"""Find and load every results table below a run or multirun folder, and the human labels file.
+
+Only the columns the analysis uses are read, and string columns arrive as pandas categoricals, so a
+million-row multirun stays small and groups quickly. `raw` (the judge's answer) is kept, as a categorical:
+one copy per distinct answer, however many candidate × dimension rows share it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from analysis.load.checks import (
+    IDENTITY,
+    MISSING_TEXT,
+    ResultsError,
+    check_flags,
+    check_numbers,
+    check_results,
+    csv_line,
+    read_table,
+    require_columns,
+    run_rubric,
+)
+from analysis.load.shards import merged_run_ids
+from analysis.stats.humans import LABEL_TEXT, check_humans, first_duplicate
+from analysis.stats.scores import DIRECTION, as_bool, perturbation_names
+from core.cells import unescape_text
+from core.schema import (
+    ANALYSIS_COLUMNS,
+    COUNT_COLUMNS,
+    FLAG_COLUMNS,
+    FLOAT_COLUMNS,
+    KEY_COLUMNS,
+    REQUIRED,
+    TEXT_COLUMNS,
+    ManifestError,
+    run_manifest,
+)
+
+# the analysis columns, their types and the key columns (loaded as categoricals) come from the one schema
+COLUMNS = ANALYSIS_COLUMNS
+# what analysis.load.checks reads
+CHECKED = frozenset({*IDENTITY, *REQUIRED, "preference", "score_min", "score_max"})
+# a CSV cell that is missing: in a number or flag column every spelling pandas knows (NA, nan, None, ...), in a
+# text column (ids, names) only the empty cell, so an id `NA` stays `NA` as in the parquet copy and the labels
+CSV_MISSING: dict[str, list[str]] = {c: [""] if c in TEXT_COLUMNS else list(MISSING_TEXT) for c in COLUMNS}
+
+
+RESULTS_FILES = ("results.parquet", "results.csv")  # a run's table, in the order of preference
+
+
+def find_results(root: str | Path) -> list[Path]:
+    """Every run's results file below `root` (or `root` itself): results.parquet, else results.csv. Symlinked
+    folders and results files below `root` are not followed (`symlinked_runs` names them): a link to a run
+    that is also there, such as a `latest` link to a sweep, would count every judgment twice."""
+    root = Path(root)
+    if root.is_file():
+        return [root]
+    found = []
+    for folder, _, files in os.walk(root):  # os.walk follows no symlinked folder
+        here = Path(folder)
+        real = [name for name in RESULTS_FILES if name in files and not (here / name).is_symlink()]
+        if real:
+            found.append(here / real[0])
+    return sorted(found, key=lambda path: path.parent)
+
+
+def symlinked_runs(root: str | Path) -> list[Path]:
+    """The symlinked folders and results files below `root` that `find_results` leaves out."""
+    root = Path(root)
+    if root.is_file():
+        return []
+    links = []
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        links += [here / d for d in dirs if (here / d).is_symlink()]
+        links += [here / f for f in files if f in RESULTS_FILES and (here / f).is_symlink()]
+    return sorted(links)
+
+
+def _add_directions(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """An older results table without `higher_is_better`: each dimension's direction from the rubric in the
+    run's config.json (never from conf/: the run may have used a rubric of a `hydra.searchpath` folder), or
+    one line naming the run folder when that does not say."""
+    if "rubric" not in frame:
+        raise ValueError(f"{path}: no {DIRECTION!r} column and no 'rubric' column to read the directions from")
+    spec = run_rubric(path)
+    pairs = frame[["rubric", "dimension"]].dropna().drop_duplicates().astype(str)
+    known: dict[tuple[str, str], bool] = {}
+    for rubric, dim in pairs.itertuples(index=False, name=None):
+        if spec is None or spec.name != rubric or dim not in spec.directions:
+            raise ValueError(
+                f"{path}: no {DIRECTION!r} column, and rubric {rubric!r} of the run folder {path.parent} "
+                f"has no config.json that gives dimension {dim!r} a direction; add the column"
+            )
+        known[(rubric, dim)] = spec.directions[dim]
+    keys = zip(frame["rubric"].astype(str), frame["dimension"].astype(str), strict=True)
+    return frame.assign(**{DIRECTION: [known.get(k, True) for k in keys]})
+
+
+def _read_one(path: Path) -> pa.Table:
+    """One results file, checked (analysis.load.checks): a file that is not what it claims, lacks a column, holds
+    a non-number or out-of-range score or a judgment twice is a ResultsError naming it."""
+    if path.suffix == ".parquet":
+        names = set(read_table(path, pq.read_schema, "parquet").names)
+        table = read_table(path, lambda p: pq.read_table(p, columns=[c for c in COLUMNS if c in names]), "parquet")
+        checked = table.select([c for c in table.column_names if c in CHECKED]).to_pandas()
+    else:  # the float columns as text first, so a non-number is reported with its line; ids as text (007)
+        types = dict.fromkeys([*FLOAT_COLUMNS, *COUNT_COLUMNS, *FLAG_COLUMNS, *TEXT_COLUMNS], str)
+        frame = read_table(path, lambda p: pd.read_csv(p, usecols=lambda c: c in COLUMNS, low_memory=False,
+                                                        dtype=types, keep_default_na=False, na_values=CSV_MISSING),
+                           "CSV")  # fmt: skip
+        frame = unescape_text(frame)  # the text cells as the run had them (results.csv is formula-safe)
+        for col in (*FLOAT_COLUMNS, *COUNT_COLUMNS):
+            if col in frame:
+                frame[col] = check_numbers(frame, path, col)
+        for col in FLAG_COLUMNS:  # "False" parsed, not read by truthiness; " NA " missing
+            if col in frame:
+                frame[col] = check_flags(frame, path, col)
+        table, checked = pa.Table.from_pandas(frame, preserve_index=False), frame
+    require_columns(checked, path, REQUIRED)
+    check_results(checked, path)
+    if DIRECTION not in table.column_names and "dimension" in table.column_names:
+        frame = _add_directions(table.to_pandas(), path)
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+    for name in table.column_names:
+        col = table.column(name)
+        if name in KEY_COLUMNS and not pa.types.is_dictionary(col.type):
+            table = table.set_column(
+                table.schema.get_field_index(name), name, col.cast(pa.string()).dictionary_encode()
+            )
+    return table
+
+
+def _as_run(table: pa.Table, run_id: str | None) -> pa.Table:
+    """The table under `run_id` (a shard under its study's run id); unchanged when None."""
+    if run_id is None or "run_id" not in table.column_names:
+        return table
+    column = pa.array([run_id] * table.num_rows, pa.string()).dictionary_encode()
+    return table.set_column(table.schema.get_field_index("run_id"), "run_id", column)
+
+
+def check_copies(paths: list[Path], tables: list[pa.Table], *, latest: bool = False) -> list[int]:
+    """The files to keep: two files that hold the same run would count every judgment twice, so they are
+    refused, naming both and whether one is a copy of the other or two sweeps of the same jobs (a sweep stopped
+    on its budget and its continuation); with `latest`, the newer file of each such run is kept instead."""
+    holders: dict[str, list[int]] = {}
+    for i, table in enumerate(tables):
+        if "run_id" in table.column_names:
+            for run_id in table.column("run_id").unique().to_pylist():
+                if run_id is not None:
+                    holders.setdefault(str(run_id), []).append(i)
+    clashes = {run_id: held for run_id, held in holders.items() if len(held) > 1}
+    if not clashes:
+        return list(range(len(paths)))
+    newest = {
+        run_id: max(held, key=lambda i: (paths[i].stat().st_mtime, str(paths[i])))
+        for run_id, held in clashes.items()
+    }
+    if latest:
+        older = {i for run_id, held in clashes.items() for i in held if i != newest[run_id]}
+        for i in sorted(older):
+            print(f"note: --latest: left out {paths[i]} (a newer file holds the same run)", file=sys.stderr)
+        return [i for i in range(len(paths)) if i not in older]
+    run_id, held = next(iter(clashes.items()))
+    new = newest[run_id]
+    old = next(i for i in held if i != new)
+    more = f" ({len(clashes)} runs overlap in all)" if len(clashes) > 1 else ""
+    if tables[old].equals(tables[new]):
+        raise ResultsError(
+            f"{paths[new]}: holds run {run_id!r} with the same rows as {paths[old]}: a copy{more}; "
+            "remove one, or add --latest to keep the newer"
+        )
+    raise ResultsError(
+        f"{paths[old]} and {paths[new]} both hold run {run_id!r} with different rows (two sweeps of "
+        f"the same jobs, e.g. one stopped on its budget and its continuation){more}; analyse one "
+        f"sweep folder, or add --latest to keep the newer ({paths[new].parent})"
+    )
+
+
+def load_results(root: str | Path, *, latest: bool = False) -> pd.DataFrame:
+    """All results tables below `root` as one frame (analysis columns only, strings as categoricals);
+    `latest`: of two files holding the same run, the newer (see `check_copies`)."""
+    if not Path(root).exists():
+        raise FileNotFoundError(f"{root}: no such folder")
+    for link in symlinked_runs(root):
+        print(
+            f"note: {link} is a symbolic link: not followed (analyse the folder it points to on its own)",
+            file=sys.stderr,
+        )
+    paths = find_results(root)
+    if not paths:
+        raise FileNotFoundError(f"{root}: no results.parquet or results.csv below this folder")
+    if not latest:  # a shard given twice is named as such (ShardMergeError), before it reads as a copy
+        merged_run_ids(paths)
+    read = [_read_one(p) for p in paths]
+    kept = check_copies(paths, read, latest=latest)
+    paths, read = [paths[i] for i in kept], [read[i] for i in kept]
+    merged = merged_run_ids(paths)  # the shards of one study become one run (ShardMergeError if they cannot)
+    tables = [_as_run(table, merged.get(p)) for p, table in zip(paths, read, strict=True)]
+    try:
+        frame = pa.concat_tables(tables, promote_options="permissive").to_pandas()
+    except (
+        pa.ArrowInvalid,
+        pa.ArrowTypeError,
+    ):  # a column typed differently across runs (e.g. CSV vs parquet)
+        frame = pd.concat([t.to_pandas() for t in tables], ignore_index=True)
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        raise ValueError(f"results tables below {root} lack required column(s) {missing}")
+    return prepare(frame, study_ids(paths, tables))
+
+
+def study_ids(paths: list[Path], tables: list[pa.Table]) -> dict[str, str]:
+    """run id -> the study id its manifest records (the hash of every setting that changes a row), where the
+    manifest says; runs of one study are reruns of one rater, not two raters."""
+    out: dict[str, str] = {}
+    for path, table in zip(paths, tables, strict=True):
+        try:
+            manifest = run_manifest(path.parent)
+        except ManifestError:
+            continue
+        study = manifest.study_id if manifest is not None else None
+        if study and "run_id" in table.column_names:
+            out.update({str(r): str(study) for r in table.column("run_id").unique().to_pylist() if r is not None})
+    return out
+
+
+def prepare(results: pd.DataFrame, studies: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Key columns as categoricals and a float score; in a study of several rubrics every judge is labelled
+    ``judge/rubric``, so that different rubrics are never averaged together and labels stay consistent; runs
+    of different studies over the same items are separate raters (`label_overlapping_runs`)."""
+    out = results.copy()
+    if "rubric" in out and out["rubric"].nunique() > 1:  # every judge labelled alike, whatever it ran
+        out["judge"] = out["judge"].astype(str) + "/" + out["rubric"].astype(str)
+    if "perturbation" in out:  # one spelling before runs are told apart: a run without the column is `none`
+        out["perturbation"] = perturbation_names(out["perturbation"])
+    out = label_overlapping_runs(out, studies or {})
+    for col in KEY_COLUMNS:
+        if col in out and not isinstance(out[col].dtype, pd.CategoricalDtype):
+            out[col] = out[col].astype("category")
+    out["score"] = pd.to_numeric(out["score"], errors="coerce").astype(float)
+    if DIRECTION in out:  # true/false whatever a CSV made of it; a row without one fails when it is used
+        known = out[DIRECTION].notna().to_numpy()
+        flags = pd.Series(pd.NA, index=out.index, dtype="boolean")
+        flags[known] = as_bool(out.loc[known, DIRECTION])
+        out[DIRECTION] = flags
+    return out
+
+
+# `prepare`'s labels, taken apart again for display: ``judge/rubric`` (with a ``@run`` suffix when runs were
+# split) and a combination's ``mean of 2 judges (a+b) / rubric`` (analysis.report.build.combined_label)
+_JUDGE_RUBRIC = re.compile(r"^(?P<judge>[^/ ]+)/(?P<rubric>[^/@ ]+)(?P<run>@.*)?$")
+_COMBINED_RUBRIC = re.compile(r"^(?P<judge>.+ judges \(.*\)) / (?P<rubric>[^/]+)$")
+
+
+def split_rubric(label: str) -> tuple[str, str | None]:
+    """(judge, rubric) of a rater label `prepare` wrote for a study of several rubrics; (label, None) else."""
+    for pattern in (_COMBINED_RUBRIC, _JUDGE_RUBRIC):
+        match = pattern.match(label)
+        if match:
+            return match.group("judge") + (match.groupdict().get("run") or ""), match.group("rubric")
+    return label, None
+
+
+def rubric_column(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table as shown and written: a judge run under several rubrics is one judge with the rubric in a
+    column of its own beside it (one row per judge and rubric), not two judges named ``judge/rubric``. A
+    table whose judges carry no rubric is returned as it is."""
+    if "judge" not in frame or frame.empty:
+        return frame
+    pairs = [split_rubric(str(label)) for label in frame["judge"]]
+    if all(rubric is None for _, rubric in pairs):
+        return frame
+    out = frame.copy()
+    out["judge"] = [judge for judge, _ in pairs]
+    if "rubric" not in out:
+        out.insert(out.columns.get_loc("judge") + 1, "rubric", [rubric or "" for _, rubric in pairs])
+    return out
+
+
+# what one judgment is about, whatever run made it: two runs of one rater sharing such an item are two conditions
+ITEM = ("instance_id", "candidate_id", "other_id", "order", "dimension", "perturbation")
+
+
+def label_overlapping_runs(results: pd.DataFrame, studies: Mapping[str, str]) -> pd.DataFrame:
+    """Each study its own rater (``judge@run_id``, its first run) where runs of one judge, mode and rubric
+    from different studies judged the same items; reruns of one study stay one rater, their repeated
+    judgments dropped (the scored copy kept; `attrs["duplicate_judgments"]` counts them).
+
+    Different studies over the same items differ in some setting (a `-m temperature=...` or `seed=...`
+    sweep, other options): pooled, a candidate's score would mix both settings' samples and self-consistency
+    would measure the difference between them. A run with no manifest (`studies`) is a study of its own.
+    Runs over disjoint items (one study over two datasets) stay one rater.
+    """
+    if "run_id" not in results or results["run_id"].nunique() < 2:
+        return results
+    run = results["run_id"].astype(str)
+    study_of = {r: studies.get(r, f"run:{r}") for r in run.unique()}  # once per run, not per row
+    out = results.assign(_study=run.map(study_of))
+    rater = [c for c in ("judge", "mode", "rubric") if c in out]
+    item = [c for c in ITEM if c in out]
+    groups = out.groupby(rater + item, observed=True, dropna=False, sort=False)["_study"]
+    overlapping = out.loc[groups.transform("nunique").to_numpy() > 1, rater].astype(str).drop_duplicates()
+    if not overlapping.empty:
+        first = out.assign(_run=run).groupby(["_study", *rater], observed=True)["_run"].transform("min")
+        out["judge"] = relabel_judges(out, rater, overlapping, first)
+    return _drop_repeated_judgments(out.drop(columns="_study"), rater, item)
+
+
+def relabel_judges(rows: pd.DataFrame, rater: list[str], clash: pd.DataFrame, suffix: pd.Series) -> pd.Series:
+    """The judge column, with every row whose rater (its `rater` columns, as text) is a row of `clash`
+    labelled ``judge@<suffix>``: the one way runs become separate raters (here and analysis.echoreview.rows)."""
+    split = pd.MultiIndex.from_frame(rows[rater].astype(str)).isin(pd.MultiIndex.from_frame(clash))
+    judge = rows["judge"].astype(str)
+    return judge.where(~split, judge + "@" + suffix.astype(str))
+
+
+def _drop_repeated_judgments(results: pd.DataFrame, rater: list[str], item: list[str]) -> pd.DataFrame:
+    """One row per rater, item, prompt and sample: a study's rerun repeats its judgments (the cache answers
+    them again), which would count twice; the scored copy is kept."""
+    # a rerun that judged another text or under another rubric version is not a repeat (the study id hashes
+    # the settings, not the dataset's or the template's contents)
+    same = ("prompt_id", "sample_idx", "model", "rubric_version", "candidate_text")
+    keys = [*rater, *item, *(c for c in same if c in results)]
+    ok = results["parse_ok"].astype(str).str.lower().isin(["true", "1", "1.0"]) if "parse_ok" in results else None
+    order = None if ok is None else ok.to_numpy(dtype=bool)
+    ranked = results if order is None else results.iloc[np.argsort(~order, kind="stable")]
+    repeated = ranked.duplicated(subset=keys, keep="first")
+    if not repeated.any():
+        return results
+    out = ranked.loc[~repeated].sort_index()
+    out.attrs["duplicate_judgments"] = int(repeated.sum())
+    return out
+
+
+def load_humans(path: str | Path) -> pd.DataFrame:
+    """The human labels CSV (annotator, instance_id, candidate_id, source, dimension, score); a file that is
+    not one (JSONL, binary, a missing column, a non-number score) is a ResultsError naming it.
+
+    The ids are read as text, as `annotate ingest` writes them: read as numbers, `007` became `7` and joined
+    no judgment, and `01` and `1` were one item labelled twice. An id `NA` stays `NA`."""
+    path = Path(path)
+    missing = {"score": list(MISSING_TEXT), DIRECTION: list(MISSING_TEXT)}
+    frame = read_table(path, lambda p: pd.read_csv(p, dtype=dict.fromkeys([*LABEL_TEXT, "score"], str),
+                                                    keep_default_na=False, na_values=missing), "CSV")  # fmt: skip
+    frame = unescape_text(frame)  # as `annotate ingest` was given them (it writes a formula-safe CSV)
+    try:
+        humans = check_humans(frame)
+    except ValueError as exc:
+        raise ResultsError(f"{path}: not a human labels CSV: {exc}") from None
+    if "score" in frame:
+        check_numbers(frame, path, "score")
+    repeated = first_duplicate(humans)
+    if repeated:
+        pos, first, key = repeated
+        raise ResultsError(f"{path}:{csv_line(path, pos)}: duplicate human label ({key}), first given on line "
+                           f"{csv_line(path, first)}; keep one label per annotator, item and dimension")  # fmt: skip
+    return humans
+
+
+def expected_as_score(results: pd.DataFrame) -> pd.DataFrame:
+    """The table with `score` replaced by the G-Eval `score_expected` (runs with expected_scores=true); a
+    row without an expected score becomes unscored, so no sampled integer is mixed in. How many scored rows
+    that leaves out, per judge, is in `attrs["expected_missing"]` (the report prints it)."""
+    if "score_expected" not in results or results["score_expected"].isna().all():
+        raise ValueError("no score_expected in these results: run the study with expected_scores=true")
+    lost = results["score"].notna() & results["score_expected"].isna()
+    out = results.assign(score=results["score_expected"].astype(float))
+    judges = results["judge"].astype(str) if "judge" in results else pd.Series("all", index=results.index)
+    out.attrs["expected_missing"] = judges[lost].value_counts().sort_index().to_dict()
+    out.attrs["expected_scored"] = int(results["score"].notna().sum())
+    return out
+
+
+def expected_missing_note(results: pd.DataFrame) -> str | None:
+    """One line saying how many sampled scores `--expected` could not use (no score_expected), or None."""
+    missing = results.attrs.get("expected_missing") or {}
+    if not missing:
+        return None
+    per_judge = ", ".join(f"{judge} {n}" for judge, n in missing.items())
+    return (f"note: --expected: {sum(missing.values())} of {results.attrs.get('expected_scored', 0)} scored rows "
+            f"have no score_expected (no log-probabilities, or no allowed value among them) and are left "
+            f"unscored: {per_judge}")  # fmt: skip

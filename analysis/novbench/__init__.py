@@ -1,0 +1,1 @@
+"""NovBench's reference-based metrics, human validation and tables."""

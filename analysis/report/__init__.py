@@ -1,0 +1,1 @@
+"""The study report: `python -m analysis.report <run-or-multirun-dir>`."""

@@ -1,0 +1,128 @@
+"""`python -m analysis.report <run-or-multirun-dir> [--humans FILE] [--out DIR]`
+
+Collects every results table below the folder, computes the study's tables (DESIGN.md "Statistics") and
+writes report.md, report.html (tables and embedded figures) and one CSV per table. `compute_tables` is
+the whole computation without plotting, which is what benchmarks/analysis_bench.py times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from analysis import latent
+from analysis.load.collect import expected_as_score, expected_missing_note, load_humans, load_results
+from analysis.report.paper_tables import write_paper_tables
+from analysis.robustness import note_perturbed, unperturbed
+from analysis.stats import humans as human_mod
+from analysis.stats import winrate
+from analysis.tables import registry
+from analysis.tables.declarations import UNKNOWN, combined_label, overview, score_raters, winrate_tables
+from analysis.tables.registry import StudyInputs
+from core.intervals import positive_int
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+Tables = dict[str, pd.DataFrame]
+__all__ = ["UNKNOWN", "build_figures", "combined_label", "compute_tables", "main", "overview", "score_raters"]
+_winrate_tables = winrate_tables  # the win-rate and mode-shift tables of a candidate table, on their own
+
+
+def compute_tables(
+    results: pd.DataFrame,
+    humans: pd.DataFrame | None = None,
+    reference: str = "reference",
+    n_boot: int = 1000,
+    seed: int = 0,
+    families: Mapping[str, str] | None = None,
+    root: str | Path | None = None,
+) -> Tables:
+    """Every table of the report, keyed by name, in declaration order (`analysis.tables.declarations`); tables that do not
+    apply (one judge, no humans, no comparative mode, …) are absent. `root`: the run folder, for the tables
+    read from its files (`request_changes`).
+
+    Candidate scores are computed once (`registry.StudyInputs`): the outcome and agreement functions accept a
+    candidate-level table in place of the results, since the mean of one "sample" is the candidate score
+    itself.
+    """
+    inputs = StudyInputs(results, humans, reference, n_boot, seed, families, root)
+    return registry.compute_tables(inputs)
+
+
+def build_figures(
+    results: pd.DataFrame, tables: Tables, humans: pd.DataFrame | None = None, reference: str = "reference"
+) -> dict[str, Figure | None]:
+    """Figures keyed by name (None where there is nothing to draw): each declared table's figure."""
+    return registry.draw_figures(tables, StudyInputs(results, humans, reference))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point."""
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis.report",
+        description="Collect every results table below a run or multirun folder and write report.md, report.html, "
+        "figures and one CSV per table.",
+    )
+    parser.add_argument("root", help="a run folder or a multirun folder (searched recursively)")
+    parser.add_argument("--humans", help="human labels CSV: annotator, instance_id, candidate_id, source, "
+                                         "dimension, score")  # fmt: skip
+    parser.add_argument("--out", help="output folder (default: <root>/report)")
+    parser.add_argument(
+        "--reference",
+        help="source name of the reference candidate (default: reference; a name given must occur)",
+    )
+    parser.add_argument(
+        "--n-boot", type=positive_int, default=1000, help="bootstrap replicates (default 1000)"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--expected", action="store_true", help="analyse score_expected (G-Eval) for score")
+    parser.add_argument(
+        "--latest",
+        action="store_true",
+        help="of two results files holding the same run (a sweep and its continuation in one folder), keep the newer",
+    )
+    args = parser.parse_args(argv)
+    from analysis.report.render import write_report  # matplotlib output only when writing
+
+    try:  # none, shards that cannot be merged, a damaged or hand-edited file: one line (analysis.load.checks)
+        results = load_results(args.root, latest=args.latest)
+        results = expected_as_score(results) if args.expected else results
+        if args.reference is not None:  # the default may be absent (a review_quality study has no reference)
+            winrate.check_reference(results, args.reference, args.root)
+        reference = args.reference or "reference"
+        humans = load_humans(args.humans) if args.humans else None
+        if humans is not None:
+            human_mod.check_dimensions(humans, results["dimension"].dropna().unique(), args.humans)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:  # a direction the tables cannot use (e.g. higher_is_better "maybe"): one line
+        tables = compute_tables(results, humans, reference, args.n_boot, args.seed, root=args.root)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    figures = build_figures(results, tables, humans, reference)
+    out = Path(args.out) if args.out else Path(args.root) / "report"
+    md, html = write_report(tables, figures, out, source=str(args.root))
+    paper_md, paper_tex = write_paper_tables(tables, out)
+    print(f"{len(results)} rows, {len(tables)} tables -> {md} and {html} (paper tables: {paper_md}, {paper_tex})",
+          file=sys.stderr)  # fmt: skip
+    note_perturbed(results, unperturbed(results))
+    latent.note_duplicates(tables)
+    missing = expected_missing_note(results)
+    if missing:
+        print(missing, file=sys.stderr)
+    if results.attrs.get("duplicate_judgments"):
+        print(f"note: {results.attrs['duplicate_judgments']} judgments repeated by reruns of the same study were "
+              "counted once", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

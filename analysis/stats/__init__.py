@@ -1,0 +1,1 @@
+"""The statistics every view reads: scores, win rates, agreement, reliability, latent truth."""

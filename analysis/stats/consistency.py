@@ -1,0 +1,269 @@
+"""How far a judge agrees with itself, and the biases that move its verdicts (DESIGN.md "Statistics").
+
+- self-consistency over the samples of one prompt: sd, share of prompts whose samples disagree, α;
+- position bias: by shown position in comparative mode, and order effects / flips in pairwise mode;
+- length bias: Spearman of candidate score vs candidate length in words;
+- self-preference: a judge's mean score for its own model family's generations vs other generators'.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analysis.stats.reliability import Level, alpha_from_counts
+from analysis.stats.scores import (
+    candidate_scores,
+    direction,
+    group_ids,
+    map_distinct,
+    scored_rows,
+    split_groups,
+    usable_mask,
+)
+from core.intervals import fisher_z_interval, t_interval, wilson_interval
+
+GROUP = ["judge", "mode", "dimension"]
+PREFERENCE_VALUE = {"a": 1.0, "tie": 0.0, "b": -1.0}
+
+
+def _usable(results: pd.DataFrame) -> pd.DataFrame:
+    return results.loc[usable_mask(results)]
+
+
+def _prompt_keys(results: pd.DataFrame) -> list[str]:
+    """A prompt's identity: `prompt_id`, or what defines a prompt in each mode when it is absent."""
+    if "prompt_id" in results:
+        return ["prompt_id"]
+    return ["instance_id"] + [c for c in ("other_id", "order") if c in results]
+
+
+def sample_values(results: pd.DataFrame) -> pd.DataFrame:
+    """One numeric verdict per row: the score, or for pairwise rows the preference (a 1, tie 0, b -1)."""
+    rows = _usable(results)
+    value = rows["score"].astype(float)
+    if "preference" in rows:
+        pref = map_distinct(rows["preference"], lambda p: PREFERENCE_VALUE.get(str(p), np.nan))
+        value = value.fillna(pd.Series(pref.astype(float), index=rows.index))
+    keys = [*GROUP, *_prompt_keys(rows), "candidate_id", "sample_idx"]
+    return rows[keys].assign(value=value.to_numpy()).loc[value.notna().to_numpy()]
+
+
+def _samples_alpha(unit: np.ndarray, value_code: np.ndarray, values: np.ndarray, level: Level, n_boot: int,
+                   seed: int) -> tuple[float, float, float]:  # fmt: skip
+    """α with samples as raters and (prompt, candidate) as units, for one judge × mode × dimension."""
+    local = np.unique(unit, return_inverse=True)[1]
+    n_units, n_values = local.max() + 1, len(values)
+    counts = np.bincount(local * n_values + value_code, minlength=n_units * n_values).reshape(
+        n_units, n_values
+    )
+    return alpha_from_counts(counts, values, level, n_boot, seed)
+
+
+def self_consistency(
+    results: pd.DataFrame, level: Level = "ordinal", n_boot: int = 1000, seed: int = 0
+) -> pd.DataFrame:
+    """Per judge × mode × dimension, over prompts×candidates with ≥ 2 scored samples: mean sd (t CI),
+    share whose samples disagree (Wilson CI), and Krippendorff's α across samples (bootstrap CI)."""
+    vals = sample_values(results)
+    unit, first = group_ids(vals, [*GROUP, *_prompt_keys(vals), "candidate_id"])
+    value = vals["value"].to_numpy()
+    n = np.bincount(unit)
+    squares = np.bincount(unit, weights=(value - (np.bincount(unit, weights=value) / n)[unit]) ** 2)
+    with np.errstate(all="ignore"):
+        units = vals[GROUP].iloc[first].assign(_n=n, _sd=np.sqrt(squares / (n - 1)), _dis=squares > 1e-9)
+    out = units.loc[n >= 2].groupby(GROUP, observed=True).agg(
+        n_prompts=("_n", "size"), mean_sd=("_sd", "mean"), sd_sd=("_sd", "std"), n_disagree=("_dis", "sum")
+    ).reset_index()  # fmt: skip
+    out["sd_lo"], out["sd_hi"] = t_interval(out["mean_sd"], out["sd_sd"], out["n_prompts"])
+    out["disagree"] = out["n_disagree"] / out["n_prompts"]
+    out["disagree_lo"], out["disagree_hi"] = wilson_interval(out["n_disagree"], out["n_prompts"])
+    values, value_code = np.unique(value, return_inverse=True)
+    alphas = {key: _samples_alpha(unit[idx], value_code[idx], values, level, n_boot, seed)
+              for key, idx in split_groups(vals, GROUP)}  # fmt: skip
+    for j, col in enumerate(("alpha", "alpha_lo", "alpha_hi")):
+        out[col] = [alphas.get(tuple(r), (np.nan,) * 3)[j] for r in out[GROUP].itertuples(index=False)]
+    return out.drop(columns=["sd_sd"])
+
+
+def _groups(frame: pd.DataFrame, keys: list[str]) -> Iterator[tuple[tuple, np.ndarray, pd.DataFrame]]:
+    """(key values, row positions, rows) of every group."""
+    for key, idx in split_groups(frame, keys):
+        yield key, idx, frame.iloc[idx]
+
+
+def position_bias(results: pd.DataFrame, mode: str = "comparative") -> pd.DataFrame:
+    """Per judge × dimension × shown position in comparative prompts: mean score and win rate (share of
+    prompt samples in which the candidate shown there scored best, ties split), each with a t CI, and the
+    win rate expected without position bias (mean of 1 / number shown)."""
+    rows = scored_rows(results)
+    rows = rows.loc[(rows["mode"] == mode).to_numpy() & rows["position"].notna().to_numpy()]
+    prompt = ["judge", *_prompt_keys(rows), "sample_idx", "dimension"]
+    codes = group_ids(rows, prompt)[0]
+    signed = rows["score"].to_numpy(dtype=float) * direction(rows)
+    best = np.full(codes.max() + 1 if len(codes) else 0, -np.inf)
+    np.maximum.at(best, codes, signed)
+    top = (signed >= best[codes] - 1e-9).astype(float)
+    shown = np.bincount(codes)[codes]
+    frame = rows[["judge", "dimension", "position", "score"]].assign(
+        _share=top / np.bincount(codes, weights=top)[codes], _expected=1.0 / shown
+    )
+    out = (
+        frame.groupby(["judge", "dimension", "position"], observed=True)
+        .agg(
+            n=("score", "size"),
+            mean_score=("score", "mean"),
+            sd_score=("score", "std"),
+            win_rate=("_share", "mean"),
+            sd_win=("_share", "std"),
+            expected=("_expected", "mean"),
+        )
+        .reset_index()
+    )
+    out["score_lo"], out["score_hi"] = t_interval(out["mean_score"], out["sd_score"], out["n"])
+    out["win_lo"], out["win_hi"] = t_interval(out["win_rate"], out["sd_win"], out["n"])
+    return out.drop(columns=["sd_win"])
+
+
+def pairwise_bias(results: pd.DataFrame) -> pd.DataFrame:
+    """Per judge × dimension in pairwise mode, over (prompt, sample) verdicts, each with a Wilson CI:
+    `first_rate` = n_first / n_decided, the share of decided (not tie) verdicts that prefer the first-shown
+    text (0.5 without an order preference; a tie favours neither order, so counting it in the denominator
+    read a judge that often says tie as preferring the second-shown text; NaN when all are ties);
+    `tie_rate` = n_tie / n; and the flip rate — the share of verdicts whose preference changes when the
+    order is swapped (verdicts whose other order is unscored are not counted)."""
+    rows = _usable(results)
+    rows = rows.loc[(rows["mode"] == "pairwise").to_numpy() & rows["preference"].notna().to_numpy()]
+    rows = rows.drop_duplicates(["judge", *_prompt_keys(rows), "sample_idx", "dimension"])
+    pref, order = rows["preference"].astype(str).to_numpy(), rows["order"].astype(str).to_numpy()
+    first = ((order == "ab") & (pref == "a")) | ((order == "ba") & (pref == "b"))
+    flag = rows["inconsistent"] if "inconsistent" in rows else pd.Series(pd.NA, index=rows.index)
+    known = flag.notna().to_numpy()  # unknown when the other order is unscored
+    frame = rows[["judge", "dimension"]].assign(
+        _first=first,
+        _tie=pref == "tie",
+        _known=known,
+        _flip=known & flag.fillna(False).astype(bool).to_numpy(),
+    )
+    out = (
+        frame.groupby(["judge", "dimension"], observed=True)
+        .agg(
+            n=("_first", "size"),
+            n_first=("_first", "sum"),
+            n_tie=("_tie", "sum"),
+            n_known=("_known", "sum"),
+            n_flip=("_flip", "sum"),
+        )
+        .reset_index()
+    )
+    out.insert(out.columns.get_loc("n_tie") + 1, "n_decided", out["n"] - out["n_tie"])
+    for name, denom in (("first", "n_decided"), ("tie", "n"), ("flip", "n_known")):
+        out[f"{name}_rate"] = out[f"n_{name}"] / out[denom].where(out[denom] > 0)
+        out[f"{name}_lo"], out[f"{name}_hi"] = wilson_interval(out[f"n_{name}"], out[denom])
+    # exact binomial test of first_rate = 0.5 (no order preference) on the decided verdicts
+    out.insert(
+        out.columns.get_loc("first_hi") + 1,
+        "first_p",
+        [
+            float(stats.binomtest(int(k), int(n), 0.5).pvalue) if n > 0 else np.nan
+            for k, n in zip(out["n_first"], out["n_decided"], strict=True)
+        ],
+    )
+    return out
+
+
+def _word_counts(results: pd.DataFrame) -> pd.DataFrame:
+    """Length in words of each (instance, candidate)'s text, counted once per distinct text."""
+    first = results.drop_duplicates(["instance_id", "candidate_id"])
+    length = map_distinct(first["candidate_text"], lambda text: len(str(text).split())).astype(float)
+    return first[["instance_id", "candidate_id"]].assign(length=length)
+
+
+def length_bias(results: pd.DataFrame) -> pd.DataFrame:
+    """Spearman ρ of candidate score vs length in words per judge × mode × dimension (Fisher-z CI).
+
+    `rho_better` is ρ signed so that > 0 means longer texts are judged better on either kind of dimension.
+    """
+    cands = candidate_scores(results).merge(_word_counts(results), on=["instance_id", "candidate_id"])
+    rows = []
+    for key, _, part in _groups(cands.dropna(subset=["length"]), GROUP):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # constant input gives NaN
+            rho = float(stats.spearmanr(part["score"], part["length"])[0]) if len(part) > 1 else np.nan
+        lo, hi = fisher_z_interval(rho, len(part), "spearman")
+        sign = direction(part.iloc[:1])[0]
+        rows.append(
+            {
+                **dict(zip(GROUP, key, strict=True)),
+                "n": len(part),
+                "rho": rho,
+                "rho_lo": lo,
+                "rho_hi": hi,
+                "rho_better": rho * sign,
+                "mean_length": part["length"].mean(),
+            }
+        )
+    return pd.DataFrame(rows, columns=[*GROUP, "n", "rho", "rho_lo", "rho_hi", "rho_better", "mean_length"])
+
+
+def model_family(name: str, families: Mapping[str, str] | None = None) -> str:
+    """Family of a judge model or generator: `families[name]` if given, else the leading letters of the name
+    after any provider prefix, lowercased ("openai/gpt-4o" and "gpt-5.5" → "gpt", "gemini-2.5-pro" →
+    "gemini", "deepseek-chat" → "deepseek", "narrow_gen" → "narrow_gen")."""
+    if families and name in families:
+        return families[name]
+    base = str(name).lower().rsplit("/", 1)[-1]
+    match = re.match(r"[a-z_]+?(?=[-.:0-9]|$)", base)
+    return match.group(0) if match else base
+
+
+SELF_PREFERENCE_COLUMNS = (*GROUP, "family", "n_own", "n_other", "mean_own", "mean_other", "diff", "diff_lo",
+                           "diff_hi", "p", "favours_own")  # fmt: skip
+
+
+def _own_vs_other(mine: np.ndarray, theirs: np.ndarray, sign: float) -> dict[str, float]:
+    """Means, difference, Welch CI and p (scipy; NaN below two values a side), and the signed difference."""
+    lo = hi = p = np.nan
+    if len(mine) >= 2 and len(theirs) >= 2:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # zero variance on both sides gives NaN
+            test = stats.ttest_ind(mine, theirs, equal_var=False)
+            ci = test.confidence_interval(0.95)
+        lo, hi, p = float(ci.low), float(ci.high), float(test.pvalue)
+    diff = float(mine.mean() - theirs.mean())
+    return {"n_own": len(mine), "n_other": len(theirs), "mean_own": mine.mean(), "mean_other": theirs.mean(),
+            "diff": diff, "diff_lo": lo, "diff_hi": hi, "p": p, "favours_own": diff * sign}  # fmt: skip
+
+
+def self_preference(
+    results: pd.DataFrame,
+    families: Mapping[str, str] | None = None,
+    reference: str = "reference",
+) -> pd.DataFrame:
+    """Per judge × mode × dimension: mean candidate score for generators of the judge's own family vs the
+    other generators (reference and human texts excluded), their difference with a Welch CI and p, and
+    `favours_own` = difference signed so that > 0 means the judge rates its own family better.
+
+    A judge's family is `families[judge]` if given, else `model_family` of its `model`; a generator's is
+    `model_family(source, families)`. Groups without both kinds of candidates are left out.
+    """
+    models = results[["judge", "model"]].drop_duplicates("judge")
+    judge_family = {str(j): families[j] if families and j in families else model_family(str(m), families)
+                    for j, m in models.itertuples(index=False)}  # fmt: skip
+    cands = candidate_scores(results)
+    cands = cands.loc[~cands["source"].isin([reference, "human"]).to_numpy()]
+    gen_family = map_distinct(cands["source"], lambda s: model_family(str(s), families))
+    own = map_distinct(cands["judge"], lambda j: judge_family.get(str(j))) == gen_family
+    rows = []
+    for key, idx, part in _groups(cands, GROUP):
+        mine, theirs = part["score"].to_numpy()[own[idx]], part["score"].to_numpy()[~own[idx]]
+        if len(mine) and len(theirs):
+            sign = direction(part.iloc[:1])[0]
+            rows.append({**dict(zip(GROUP, key, strict=True)), "family": judge_family.get(str(key[0])),
+                         **_own_vs_other(mine, theirs, sign)})  # fmt: skip
+    return pd.DataFrame(rows, columns=list(SELF_PREFERENCE_COLUMNS))

@@ -1,0 +1,211 @@
+"""Latent-truth models (crowd-kit) and the label frames they read: one fit per model, no bootstrap.
+
+Raters are judges (labelled ``judge [mode]``) and human annotators (``human:<annotator>``); an item is one
+(instance, generator, dimension) with the rater's win / tie / loss vs the reference (`outcome_labels`), or
+one (instance, candidate, dimension) with the rater's candidate score rounded to the rubric scale
+(`score_labels`). The models are crowd-kit's — Dawid–Skene (a confusion matrix per rater), MACE (a
+competence per rater), GLAD (an ability per rater) — next to majority vote as the baseline.
+
+Every fit reports, per rater, `accuracy`: the expected share of the rater's labels that equal the latent
+label, Σ_items P(z_i = y_ri) / n_r, which reads the same for every model. Dawid–Skene also gives the model's
+own accuracy Σ_c p_c · e_r[c, c] (`model_accuracy`) and the full confusion matrix. The bootstrap tables and
+the CLI built on these fits are in `analysis.latent`.
+
+The models assume raters err independently, so a judge enters each fit once: one fit per judge mode
+(`mode_groups`), never the same judge in two modes as two raters (its errors would count twice: three
+experts at 80% plus a judge that turns every tie into a win, entered twice, put the latent win rate at 41%
+where the truth is 29%). Two raters that answer (nearly) alike break the same assumption:
+`duplicate_raters` finds them so the tables can warn.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+import pandas as pd
+from crowdkit.aggregation import GLAD, MACE, DawidSkene, MajorityVote
+
+from analysis.stats import humans as human_mod
+from analysis.stats.scores import candidate_scores, dimension_directions
+from analysis.stats.winrate import ITEM_KEYS
+
+SEP = " | "
+#: Two raters agreeing on at least this share of at least DUPLICATE_MIN_ITEMS shared items are duplicates.
+DUPLICATE_AGREEMENT = 0.95
+DUPLICATE_MIN_ITEMS = 5
+
+
+T = TypeVar("T")
+
+
+def fitted(value: T | None, what: str) -> T:
+    """A fitted model's attribute, which crowd-kit types as optional (None only before `fit`)."""
+    if value is None:
+        raise RuntimeError(f"{what} is missing after fitting")
+    return value
+
+
+@dataclass(frozen=True)
+class LatentFit:
+    """One model's answer: item posteriors (task × label), per-rater accuracy, and model parameters."""
+
+    method: str
+    posteriors: pd.DataFrame
+    accuracy: pd.Series
+    parameter: pd.Series | None = None  # DS model accuracy, MACE competence, GLAD ability
+    confusion: pd.DataFrame | None = None  # DS: (rater, observed label) × true label
+
+    @property
+    def labels(self) -> pd.Series:
+        """The most probable latent label per task."""
+        return self.posteriors.idxmax(axis=1)
+
+
+Fitter = Callable[[pd.DataFrame], LatentFit]
+
+
+def outcome_labels(
+    results: pd.DataFrame,
+    humans: pd.DataFrame | None = None,
+    reference: str = "reference",
+) -> pd.DataFrame:
+    """Win / tie / loss labels (1 / 0 / -1) per rater and item, as crowd-kit's task / worker / label frame
+    (plus the item's instance_id, source, dimension, the rater's kind and mode: a judge's, or ``human``).
+    The human majority is left out: it is an aggregate, not a rater. Fit one `mode_groups` group at a time."""
+    out = human_mod.rater_outcomes(results, humans, reference)
+    out = out.loc[out["kind"] != "majority"]
+    pair = ["candidate_id"] if "candidate_id" in out else []  # with humans: the pairs they rated
+    task = out["instance_id"].str.cat([*(out[k] for k in pair), out["source"], out["dimension"]], sep=SEP)
+    columns = {"task": task, "worker": out["rater"], "label": out["outcome"].astype(int), "kind": out["kind"]}
+    columns |= {"mode": out["mode"]} | {k: out[k] for k in ITEM_KEYS}
+    return pd.DataFrame(columns).reset_index(drop=True)
+
+
+def mode_groups(labels: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(mode, labels) per judge mode: that mode's judges plus every human, so each judge is one rater of each
+    fit; the humans alone (mode ``human``) when no judge is among the labels."""
+    if "mode" not in labels:
+        return [("", labels)]
+    is_judge = (labels["kind"] == "judge").to_numpy()
+    modes = sorted(map(str, labels.loc[is_judge, "mode"].unique()))
+    if not modes:
+        return [(human_mod.HUMAN_MODE, labels)]
+    mode = labels["mode"].astype(str).to_numpy()
+    return [(m, labels.loc[~is_judge | (mode == m)].reset_index(drop=True)) for m in modes]
+
+
+def duplicate_raters(
+    labels: pd.DataFrame, threshold: float = DUPLICATE_AGREEMENT, min_items: int = DUPLICATE_MIN_ITEMS
+) -> pd.DataFrame:
+    """Rater pairs whose labels agree on at least `threshold` of the ≥ `min_items` items both labelled:
+    `rater_a`, `rater_b`, `n` shared items, `share_equal`. The latent models take raters as
+    independent, so a duplicate pair counts one answer twice and both look more reliable than they are."""
+    wide = labels.pivot_table(index="task", columns="worker", values="label", aggfunc="first")
+    raters = sorted(wide.columns, key=str)
+    values = wide[raters].to_numpy(dtype=float)
+    rows = []
+    for i, a in enumerate(raters):
+        for j in range(i + 1, len(raters)):
+            both = ~np.isnan(values[:, i]) & ~np.isnan(values[:, j])
+            n = int(both.sum())
+            agree = float((values[both, i] == values[both, j]).mean()) if n else float("nan")
+            if n >= min_items and agree >= threshold:
+                rows.append({"rater_a": a, "rater_b": raters[j], "n": n, "share_equal": agree})
+    return pd.DataFrame(rows, columns=["rater_a", "rater_b", "n", "share_equal"])
+
+
+def score_task(frame: pd.DataFrame) -> pd.Series:
+    """The item key of a candidate score, ``instance | candidate | dimension``: candidate ids are unique only
+    within an instance, so two instances' ``c1`` are two items."""
+    ids = frame[["instance_id", "candidate_id", "dimension"]].astype(str)
+    return ids["instance_id"].str.cat([ids["candidate_id"], ids["dimension"]], sep=SEP)
+
+
+def score_labels(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Candidate scores rounded half up to the rubric's integer scale, per rater and candidate × dimension,
+    with the rater's kind and mode (a judge's, or ``human``): fit one `mode_groups` group at a time."""
+    frames = [candidate_scores(results)]
+    if humans is not None and len(humans):
+        frames.append(candidate_scores(human_mod.human_results(humans, dimension_directions(results))))
+    cols = ["judge", "mode", "instance_id", "candidate_id", "source", "dimension"]
+    c = pd.concat([f[[*cols, "score"]].astype({k: str for k in cols}) for f in frames], ignore_index=True)
+    rater = human_mod.rater_label(c["judge"], c["mode"])
+    return pd.DataFrame(
+        {
+            "task": score_task(c),
+            "candidate_id": c["candidate_id"],
+            "worker": rater,
+            "label": np.floor(c["score"].to_numpy() + 0.5).astype(int),
+            "kind": np.where(c["mode"] == human_mod.HUMAN_MODE, "expert", "judge"),
+            "mode": c["mode"],
+        }
+        | {k: c[k] for k in ITEM_KEYS}
+    )
+
+
+def expected_accuracy(labels: pd.DataFrame, posteriors: pd.DataFrame) -> pd.Series:
+    """Per rater: mean over its items of the posterior probability of the label it gave."""
+    post = posteriors.reindex(columns=sorted(set(posteriors.columns) | set(labels["label"])), fill_value=0.0)
+    rows = post.index.get_indexer(labels["task"])
+    cols = post.columns.get_indexer(labels["label"])
+    p = post.to_numpy()[rows, cols]
+    return pd.Series(p, index=labels["worker"].to_numpy()).groupby(level=0).mean().rename("accuracy")
+
+
+def _crowd(labels: pd.DataFrame) -> pd.DataFrame:
+    return labels[["task", "worker", "label"]]
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """crowd-kit 1.4 calls pandas APIs that pandas 3 deprecates; its warnings are not the user's business."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+
+def majority_fit(labels: pd.DataFrame) -> LatentFit:
+    """Majority vote as a latent model (the baseline the other fits beat): posterior = each label's share of
+    the item's votes. The strict human majority of the report is `analysis.stats.humans.majority_vote`."""
+    share = labels.groupby(["task", "label"]).size().unstack("label", fill_value=0)
+    post = share.div(share.sum(axis=1), axis=0)
+    with _quiet():
+        mv = MajorityVote().fit(_crowd(labels))
+    skills = fitted(mv.skills_, "MajorityVote.skills_")  # agreement with the (tie-broken) majority
+    return LatentFit("majority vote", post, expected_accuracy(labels, post), skills.rename("mv_agreement"))
+
+
+def dawid_skene(labels: pd.DataFrame, n_iter: int = 100) -> LatentFit:
+    """Dawid–Skene EM (crowd-kit): a full confusion matrix per rater and a label prior."""
+    with _quiet():
+        ds = DawidSkene(n_iter=n_iter).fit(_crowd(labels))
+    prior, raw_errors = fitted(ds.priors_, "DawidSkene.priors_"), fitted(ds.errors_, "DawidSkene.errors_")
+    workers = raw_errors.index.get_level_values("worker").unique()
+    full = pd.MultiIndex.from_product([workers, prior.index], names=["worker", "label"])
+    errors = raw_errors.reindex(index=full, columns=prior.index, fill_value=0.0)  # labels a rater never gave
+    diag = {w: float(sum(prior[c] * errors.loc[(w, c), c] for c in prior.index)) for w in workers}
+    model_acc = pd.Series(diag, name="model_accuracy")
+    return LatentFit("Dawid-Skene", ds.probas_, expected_accuracy(labels, ds.probas_), model_acc, errors)
+
+
+def mace(labels: pd.DataFrame, seed: int = 0, restarts: int = 2) -> LatentFit:
+    """MACE (crowd-kit): per rater, the probability of answering from knowledge rather than spamming."""
+    with _quiet():
+        model = MACE(n_restarts=restarts, n_iter=50, random_state=seed).fit(_crowd(labels))
+    names = pd.factorize(labels["worker"])[1]
+    competence = pd.Series(model.spamming_[:, 1], index=names, name="competence")
+    return LatentFit("MACE", model.probas_, expected_accuracy(labels, model.probas_), competence)
+
+
+def glad(labels: pd.DataFrame) -> LatentFit:
+    """GLAD (crowd-kit): per rater an ability α (higher is better, negative is adversarial)."""
+    with _quiet():
+        model = GLAD(n_iter=50).fit(_crowd(labels))
+    probas = fitted(model.probas_, "GLAD.probas_").rename_axis(columns=None)
+    return LatentFit("GLAD", probas, expected_accuracy(labels, probas), model.alphas_.rename("ability"))

@@ -1,0 +1,1 @@
+"""The study viewer: `python -m analysis.view <run-or-multirun-dir>` (DuckDB, FastAPI)."""

@@ -1,0 +1,281 @@
+"""The study viewer's data: DuckDB over the runs' parquet / CSV files, never the whole table in memory (the SQL
+itself is in analysis.view.sql).
+
+Opening a study builds two tables: `item_dim`, one row per judged item and dimension (instance × candidate
+× judge × mode × rubric × dimension: mean score over samples and the disagreement measures), and `items`,
+one row per item (the largest disagreement over its dimensions). A list page is one filtered, sorted
+LIMIT/OFFSET query on one of them; an item page reads only its own rows (filter push-down on the parquet
+files).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from analysis.load.collect import find_results
+from analysis.stats.humans import check_humans, consensus_scores, first_duplicate
+from analysis.view.sql import (
+    DISAGREEMENT_SQL,
+    DISAGREEMENTS,
+    ITEM_SQL,
+    OPEN_SQL,
+    results_sql,
+    scan,
+)
+
+FILTERS: tuple[str, ...] = ("judge", "mode", "rubric", "dimension", "source", "instance_id")
+SORTS: dict[str, str] = {
+    "judge_judge": "judge–judge", "judge_human": "judge–human", "spread": "spread across samples",
+    "mode_shift": "independent vs comparative (comparative_all not counted)", "item": "instance, candidate",
+}  # fmt: skip
+#: the list opens sorted by the range of the judges' scores on each item: where they disagree is the reason to
+#: read an item
+DEFAULT_SORT = "judge_judge"
+ITEM = ("instance_id", "candidate_id", "judge", "mode", "rubric")
+PAGE_SIZE = 50
+
+
+class ViewError(Exception):
+    """A study folder or file the viewer cannot read (one line for the user)."""
+
+
+@dataclass
+class Page:
+    """One page of the item list."""
+
+    rows: list[dict[str, Any]]
+    total: int
+    offset: int
+
+
+_OPEN: weakref.WeakSet[Study] = weakref.WeakSet()  # studies not closed yet: closed at interpreter exit
+
+
+@atexit.register
+def _close_open_studies() -> None:
+    """Exiting while DuckDB runs on a study's background thread aborts the process (SIGABRT), so every study
+    still open is closed (its build interrupted and joined) before the interpreter finalizes."""
+    for study in list(_OPEN):
+        study.close()
+
+
+class Study:
+    """A run or multirun folder opened for viewing (one in-memory DuckDB connection). `close()` (or a `with`
+    block) interrupts and joins the background build and closes the connection; a study left open is closed
+    at interpreter exit."""
+
+    def __init__(self, root: str | Path, humans: pd.DataFrame | None = None) -> None:
+        paths = find_results(root)
+        if not paths:
+            raise ViewError(f"{root}: no results.parquet or results.csv below this folder")
+        self.root = Path(root)
+        self.con = duckdb.connect()
+        self.con.execute("SET preserve_insertion_order = false")  # tables are built faster; pages ORDER BY
+        self.humans = check_humans(humans) if humans is not None else None
+        repeated = first_duplicate(self.humans) if self.humans is not None else None
+        if repeated:
+            raise ViewError(f"human labels: row {repeated[0] + 1} is a duplicate label ({repeated[2]}) of row "
+                            f"{repeated[1] + 1}; keep one label per annotator, item and dimension")  # fmt: skip
+        try:
+            self.con.execute(f"CREATE VIEW results AS {results_sql(self.con, paths)}")
+            # the human consensus (analysis.stats.humans, as the report and the card read it); this cursor only
+            self.con.register("human_means_frame", consensus_scores(self.humans))
+            self.con.execute("CREATE TABLE human_means AS SELECT * FROM human_means_frame")
+            for sql in OPEN_SQL:
+                self.con.execute(sql)
+        except duckdb.Error as exc:
+            raise ViewError(f"{root}: a results file could not be read: {str(exc).splitlines()[0]}") from None
+        except ValueError as exc:  # a value its column's type cannot hold (viewsql.results_sql), named
+            raise ViewError(str(exc)) from None
+        prompts = sorted(Path(root).rglob("prompts.parquet")) if Path(root).is_dir() else []
+        self.has_prompts = bool(prompts)
+        if prompts:
+            self.con.execute(f"CREATE VIEW prompts AS {scan(prompts, 'read_parquet')}")
+        # sorting the whole list by a disagreement needs it for every item: built in the background once the
+        # first page is out (so it does not slow that page down), or at once when a sort needs it
+        self._build_error: str | None = None
+        self._build_cursor = self.con.cursor()
+        self._builder = threading.Thread(target=self._build_disagreements, daemon=True)
+        self._start_lock = threading.Lock()
+        self._closed = False
+        _OPEN.add(self)
+
+    def __enter__(self) -> Study:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:  # fmt: skip
+        self.close()
+
+    def close(self) -> None:
+        """Stop the background build (interrupted, then joined) and close the connection; later calls do
+        nothing. The thread is a daemon so that Ctrl-C never waits for a build, hence the explicit join."""
+        with self._start_lock:
+            if self._closed:
+                return
+            self._closed = True  # start_build no longer starts the thread
+        while self._builder.is_alive():
+            self._build_cursor.interrupt()  # retried: an interrupt between two statements is lost
+            self._builder.join(0.05)
+        self._build_cursor.close()
+        self.con.close()
+        _OPEN.discard(self)
+
+    def start_build(self) -> None:
+        """Start building every item's disagreements (once, and never after close; later calls do nothing)."""
+        with self._start_lock:
+            if self._builder.ident is None and not self._closed:
+                self._builder.start()
+
+    def _build_disagreements(self) -> None:
+        statements = (f"CREATE TABLE item_dim AS {DISAGREEMENT_SQL.format(where='')}",
+                      f"CREATE TABLE items AS {ITEM_SQL.format(dims='SELECT * FROM item_dim')}")  # fmt: skip
+        try:
+            for sql in statements:
+                if self._closed:
+                    return
+                self._build_cursor.execute(sql)
+        except duckdb.Error as exc:
+            self._build_error = str(exc).splitlines()[0]
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor of its own for each query: the web server answers requests on several threads, and one
+        DuckDB connection must not be used by two threads at once."""
+        return self.con.cursor()
+
+    def _read(self, sql: str, params: Sequence[Any]) -> duckdb.DuckDBPyConnection:
+        """`sql` run on the study's files as they are now: a file removed or changed since the viewer opened
+        them is a ViewError (one line), not a page that fails with a traceback."""
+        try:
+            return self._cursor().execute(sql, list(params))
+        except duckdb.Error as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ViewError(
+                f"{self.root}: a file of this study could not be read now ({first}); was it removed or changed "
+                "since the viewer opened it? restart the viewer"
+            ) from None
+
+    def wait(self) -> None:
+        """Block until every item's disagreements are built (sorting by them needs all)."""
+        self.start_build()
+        self._builder.join()
+        if self._build_error:
+            raise ViewError(f"{self.root}: the disagreement tables could not be built: {self._build_error}")
+
+    def choices(self) -> dict[str, list[str]]:
+        """Distinct values of every filter column (for the filter menus)."""
+        out = {}
+        for col in FILTERS:
+            rows = self._cursor().execute(f'SELECT DISTINCT "{col}" FROM base WHERE "{col}" IS NOT NULL '
+                                    f'ORDER BY 1 LIMIT 5000').fetchall()  # fmt: skip
+            out[col] = [str(r[0]) for r in rows]
+        return out
+
+    def _where(self, filters: Mapping[str, str]) -> tuple[str, list[Any]]:
+        used = [(c, filters[c]) for c in FILTERS if filters.get(c)]
+        sql = " AND ".join(f'"{c}" = ?' for c, _ in used)
+        return ("WHERE " + sql if sql else ""), [v for _, v in used]
+
+    def page(self, filters: Mapping[str, str], sort: str = "item", offset: int = 0,
+             size: int = PAGE_SIZE) -> Page:  # fmt: skip
+        """One page of items (instance × candidate × judge × mode × rubric) sorted by one of SORTS, largest
+        disagreement first; without a dimension filter an item's disagreement is its largest over dimensions."""
+        where, params = self._where(filters)
+        keys = ", ".join(ITEM)
+        order = keys if sort not in SORTS or sort == "item" else f"{sort} DESC NULLS LAST, {keys}"
+        if sort in DISAGREEMENTS:
+            self.wait()
+            table = "item_dim" if filters.get("dimension") else "items"
+        else:
+            table = "base" if filters.get("dimension") else "base_items"
+        sql = (
+            f"SELECT {keys}, count(*) OVER () AS total FROM {table} {where} ORDER BY {order} LIMIT ? OFFSET ?"
+        )
+        frame = self._cursor().execute(sql, [*params, size, offset]).fetchdf()
+        total = int(frame["total"].iloc[0]) if len(frame) else self._count(table, where, params)
+        frame = frame.drop(columns="total").merge(self._details(frame, filters.get("dimension")), how="left")
+        frame = frame.merge(self._first_lines(frame), on=["instance_id", "candidate_id"], how="left")
+        self.start_build()
+        return Page(frame.astype(object).where(frame.notna(), None).to_dict("records"), total, offset)
+
+    def _details(self, page: pd.DataFrame, dimension: str | None) -> pd.DataFrame:
+        """Scores ("dimension score · …") and disagreements of the items on one page, from their rows only."""
+        instances = sorted(set(page["instance_id"]))
+        if not instances:
+            columns = [*ITEM, "source", "spread", *DISAGREEMENTS, "parsed", "perturbed", "scores"]
+            return pd.DataFrame(columns=columns)
+        where = f"WHERE instance_id IN ({', '.join('?' for _ in instances)})"
+        where += " AND dimension = ?" if dimension else ""
+        sql = ITEM_SQL.format(dims=DISAGREEMENT_SQL.format(where=where))
+        return self._cursor().execute(sql, [*instances, *([dimension] if dimension else [])]).fetchdf()
+
+    def _first_lines(self, page: pd.DataFrame) -> pd.DataFrame:
+        """The first non-blank line of each listed candidate's text (NULL where the results hold none)."""
+        keys = page[["instance_id", "candidate_id"]].drop_duplicates()
+        if keys.empty:
+            return pd.DataFrame(columns=["instance_id", "candidate_id", "first_line"])
+        marks = " OR ".join("(instance_id = ? AND candidate_id = ?)" for _ in range(len(keys)))
+        sql = (
+            f"SELECT instance_id, candidate_id, any_value(candidate_text) AS text FROM results "
+            f"WHERE {marks} GROUP BY ALL"
+        )
+        texts = (
+            self._cursor().execute(sql, [v for row in keys.itertuples(index=False) for v in row]).fetchdf()
+        )
+        lines = [
+            next((ln.strip() for ln in str(t).splitlines() if ln.strip()), None)
+            if isinstance(t, str)
+            else None
+            for t in texts["text"]
+        ]
+        return texts.drop(columns="text").assign(first_line=lines)
+
+    def _count(self, source: str, where: str, params: list[Any]) -> int:
+        sql = f"SELECT count(*) FROM {source} {where}"
+        return int(self._cursor().execute(sql, params).fetchone()[0])  # type: ignore[index]
+
+    def item_rows(self, instance_id: str, candidate_id: str) -> pd.DataFrame:
+        """Every results row of one candidate: all judges, modes, samples and dimensions."""
+        sql = ("SELECT * FROM results WHERE instance_id = ? AND candidate_id = ? "
+               "ORDER BY judge, rubric, mode, prompt_id, sample_idx, dimension")  # fmt: skip
+        return self._read(sql, [instance_id, candidate_id]).fetchdf()
+
+    def human_rows(self, instance_id: str, candidate_id: str) -> pd.DataFrame:
+        """The human labels of one candidate (empty without --humans)."""
+        if self.humans is None:
+            return pd.DataFrame(columns=["annotator", "dimension", "score"])
+        h = self.humans
+        return h.loc[(h["instance_id"] == instance_id) & (h["candidate_id"] == candidate_id)]
+
+    def prompt_messages(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, str]]]:
+        """The messages sent for each (run_id, prompt_id) (none for runs without prompts.parquet)."""
+        if not self.has_prompts or not keys:
+            return {}
+        marks = " OR ".join("(run_id = ? AND prompt_id = ?)" for _ in keys)
+        params = [v for key in keys for v in key]
+        sql = f"SELECT run_id, prompt_id, any_value(messages) FROM prompts WHERE {marks} GROUP BY 1, 2"
+        rows = self._read(sql, params).fetchall()
+        return {(str(r), str(p)): readable_messages(m) for r, p, m in rows}
+
+
+def readable_messages(text: Any) -> list[dict[str, str]]:
+    """A prompt's messages as prompts.parquet holds them (JSON: a list of {role, content}); anything else is
+    one message saying so, shown on the item page instead of failing it."""
+    try:
+        messages = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        messages = None
+    if isinstance(messages, list) and all(isinstance(m, dict) for m in messages):
+        return [{"role": str(m.get("role", "")), "content": str(m.get("content", ""))} for m in messages]
+    return [{"role": "?", "content": "(prompts.parquet: these messages are not a JSON list of messages)"}]

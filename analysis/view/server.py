@@ -1,0 +1,263 @@
+"""`python -m analysis.view <run-or-multirun-dir> [--humans FILE] [--port P] [--no-browser]`
+
+A local web page (127.0.0.1 only) to read every judgment of a study: the list of judged items, filtered,
+paged and sorted by disagreement in DuckDB (analysis.view.data), and an item page with the prompt as sent,
+each sample's raw answer and parse status, every judge's and mode's scores side by side and the human
+labels. Server-rendered HTML (FastAPI + Jinja2 templates shipped in the package): no CDN, works offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import socket
+import sys
+import threading
+import time
+import webbrowser
+from collections.abc import Awaitable, Callable, Sequence
+from importlib import resources
+from typing import Any
+from urllib.parse import urlencode
+
+import numpy as np
+import pandas as pd
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+from analysis.load.collect import load_humans
+from analysis.stats.scores import ORIGINAL, perturbation_names
+from analysis.view.data import DEFAULT_SORT, FILTERS, PAGE_SIZE, SORTS, Study, ViewError
+
+# the hosts a page of the viewer may be asked for: a web page the user visits elsewhere can point its own name
+# at 127.0.0.1 (DNS rebinding) and read the study unless other Host headers are refused
+HOSTS = ("127.0.0.1", "localhost")
+MAX_OFFSET = 2**53  # a page offset beyond any study (DuckDB's OFFSET is a signed 64-bit integer)
+BACKGROUND = re.compile(r"<<<PAPER 1>>>.*<<<END PAPER \d+>>>\n?", re.DOTALL)
+RUN_KEYS = ["judge", "rubric", "mode", "run_id", "prompt_id"]
+
+
+def split_background(text: str) -> tuple[str, str, str]:
+    """(before, background papers, after) of a prompt message, so the page can fold the long middle."""
+    match = BACKGROUND.search(text)
+    if not match:
+        return text, "", ""
+    return text[: match.start()], match.group(0), text[match.end() :]
+
+
+def _cell(values: pd.Series) -> str:
+    """A score cell: the mean over samples and each sample's value."""
+    scores = values.dropna()
+    if scores.empty:
+        return "–"
+    each = ", ".join(f"{v:g}" for v in scores)
+    return f"{scores.mean():.2f} ({each})" if len(scores) > 1 else f"{scores.iloc[0]:g}"
+
+
+def _value_cell(part: pd.DataFrame) -> str:
+    """A rater's cell: its scores (`_cell`) of answers that parsed, as the list and the analysis count them,
+    with an unparsed answer's score shown apart; or a pairwise rater's preferences (a: this text, b: the
+    other, tie), one per sample, since a pairwise row has a preference and no score."""
+    if part["score"].notna().any():
+        unparsed = pd.Series(False, index=part.index)
+        if "parse_ok" in part:  # unknown (NA) counts as parsed, as in analysis.stats.scores.usable_mask
+            unparsed = part["parse_ok"].astype("boolean").eq(False).fillna(False).astype(bool)
+        cell = _cell(part.loc[~unparsed, "score"])
+        apart = part.loc[unparsed, "score"].dropna()
+        return cell + (f" [unparsed: {', '.join(f'{v:g}' for v in apart)}]" if len(apart) else "")
+    preferences = part["preference"].dropna().astype(str)
+    return "/".join(preferences) if len(preferences) else "–"
+
+
+def perturbed(values: pd.Series) -> np.ndarray:
+    """Each row's robustness perturbation (`robustness.perturbation_names`, the analysis's one spelling), ""
+    when unperturbed."""
+    names = perturbation_names(values)
+    return np.where(names == ORIGINAL, "", names)
+
+
+def score_grid(rows: pd.DataFrame, humans: pd.DataFrame) -> pd.DataFrame:
+    """Dimension × (judge · rubric · mode [· perturbed: p], then each annotator): every rater's score side by
+    side; a robustness perturbation is a column of its own, never pooled with the unperturbed scores."""
+    shown = pd.Series(perturbed(rows["perturbation"]) if "perturbation" in rows else "", index=rows.index)
+    judged = rows.assign(rater=rows["judge"] + " · " + rows["rubric"].fillna("") + " · " + rows["mode"]
+                         + shown.map(lambda p: f" · perturbed: {p}" if p else ""))  # fmt: skip
+    cells = {key: _value_cell(part) for key, part in judged.groupby(["dimension", "rater"], sort=True)}
+    grid = pd.Series(cells, dtype=object).unstack() if cells else pd.DataFrame()
+    grid = grid.rename_axis(index="dimension", columns="rater")
+    for annotator, part in humans.groupby("annotator"):  # repeated labels (refused at ingest) shown, not a 500
+        shown = part.groupby("dimension")["score"].agg(lambda s: " / ".join(f"{v:g}" for v in s.dropna()) or None)
+        grid["human:" + str(annotator)] = shown.reindex(grid.index)
+    return grid.fillna("–")
+
+
+def _text(value: Any) -> str:
+    return "" if value is None or pd.isna(value) else str(value)
+
+
+def _sample(part: pd.DataFrame) -> dict[str, Any]:
+    """One sample of one prompt: parse status, its values for this candidate, and the raw answer."""
+    first = part.iloc[0]
+    values = part["score"].where(part["score"].notna(), part["preference"])
+    return {
+        "sample_idx": int(first["sample_idx"]), "parse_ok": _text(first["parse_ok"]) != "False",
+        "error": _text(first["error"]), "finish_reason": _text(first["finish_reason"]), "raw": _text(first["raw"]),
+        "values": " · ".join(f"{d} {v:g}" if isinstance(v, float) else f"{d} {v}"
+                             for d, v in zip(part["dimension"], values, strict=True) if pd.notna(v)),
+    }  # fmt: skip
+
+
+def judgments(rows: pd.DataFrame, study: Study) -> list[dict[str, Any]]:
+    """One block per prompt that showed this candidate: where it was shown, the messages, the samples."""
+    keys = rows[["run_id", "prompt_id"]].drop_duplicates().astype(str)
+    messages = study.prompt_messages(list(keys.itertuples(index=False, name=None)))
+    blocks = []
+    for key, part in rows.groupby(RUN_KEYS, dropna=False, sort=True):
+        first = part.iloc[0]
+        sent = messages.get((str(first["run_id"]), str(first["prompt_id"])), [])
+        blocks.append({
+            **dict(zip(RUN_KEYS, key, strict=True)), "label": _text(first["label"]), "order": _text(first["order"]),
+            "perturbation": perturbed(part["perturbation"].iloc[:1])[0],
+            "position": None if pd.isna(first["position"]) else int(first["position"]),
+            "messages": [{"role": m.get("role", ""), "parts": split_background(str(m.get("content", "")))}
+                         for m in sent],
+            "samples": [_sample(s) for _, s in part.groupby("sample_idx", sort=True)],
+        })  # fmt: skip
+    return blocks
+
+
+def _query(params: dict[str, str], **change: Any) -> str:
+    return "?" + urlencode({k: v for k, v in {**params, **change}.items() if v not in (None, "")})
+
+
+def create_app(study: Study, hosts: Sequence[str] = HOSTS) -> FastAPI:
+    """The viewer's web app for one opened study, answering only requests addressed to `hosts` (the host it
+    is bound to: any other Host header is a 400). A bad query string is a 400 and a study file that cannot be
+    read now a 409, each one line of text; no request gets a traceback."""
+    app = FastAPI(title="judgescope viewer", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.middleware("http")
+    async def one_line(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        try:
+            return await call_next(request)
+        except Exception as exc:  # noqa: BLE001  (a bug still answers one line, in the page and the log)
+            line = f"error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            print(f"{request.url.path}: {line}", file=sys.stderr)
+            return PlainTextResponse(line, status_code=500)
+
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))  # outermost: checked first
+
+    @app.exception_handler(RequestValidationError)
+    def bad_query(request: Request, exc: RequestValidationError) -> Response:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ()) if part != "query") or "query"
+        return PlainTextResponse(f"error: {where}: {first.get('msg', 'not valid')}", status_code=400)
+
+    @app.exception_handler(ViewError)
+    def unreadable(request: Request, exc: ViewError) -> Response:
+        return PlainTextResponse(f"error: {exc}", status_code=409)
+
+    assets = resources.files("analysis.view")
+    templates = Jinja2Templates(directory=str(assets / "templates"))
+    app.mount("/static", StaticFiles(directory=str(assets / "static")), name="static")
+    choices = study.choices()
+
+    @app.get("/", response_class=HTMLResponse)
+    def items(request: Request, sort: str = DEFAULT_SORT, offset: int = 0) -> HTMLResponse:
+        filters = {c: request.query_params.get(c, "") for c in FILTERS}
+        page = study.page(filters, sort, min(max(offset, 0), MAX_OFFSET))
+        params = {**filters, "sort": sort}
+        return templates.TemplateResponse(request, "view_list.html", {
+            "page": page, "filters": filters, "choices": choices, "sort": sort, "sorts": SORTS,
+            "size": PAGE_SIZE, "query": lambda **kw: _query(params, **kw), "root": str(study.root),
+        })  # fmt: skip
+
+    @app.get("/item", response_class=HTMLResponse)
+    def item(request: Request, instance_id: str, candidate_id: str) -> HTMLResponse:
+        rows = study.item_rows(instance_id, candidate_id)
+        humans = study.human_rows(instance_id, candidate_id)
+        grid = score_grid(rows, humans) if len(rows) else pd.DataFrame()
+        return templates.TemplateResponse(request, "view_item.html", {
+            "instance_id": instance_id, "candidate_id": candidate_id, "found": len(rows) > 0,
+            "source": rows["source"].iloc[0] if len(rows) else "",
+            "text": rows["candidate_text"].iloc[0] if len(rows) else "", "grid": grid,
+            "blocks": judgments(rows, study), "has_prompts": study.has_prompts, "root": str(study.root),
+        }, status_code=200 if len(rows) else 404)  # fmt: skip
+
+    @app.get("/report", response_class=HTMLResponse, response_model=None)
+    def report(request: Request) -> HTMLResponse | FileResponse:
+        """The study's report.html (analysis.report.build's default folder), or how to write it."""
+        path = study.root / "report" / "report.html"
+        if path.is_file():
+            return FileResponse(path, media_type="text/html")
+        return templates.TemplateResponse(request, "view_report.html", {"root": str(study.root)}, status_code=404)
+
+    return app
+
+
+def bind(port: int) -> socket.socket:
+    """A listening socket on 127.0.0.1 (port 0: any free port)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    return sock
+
+
+def announce(server: uvicorn.Server, url: str, root: str, browser: bool) -> None:
+    """Print the URL (and open a browser) once the server answers, not before."""
+    while not server.started and not server.should_exit:
+        time.sleep(0.05)
+    if server.started:
+        print(f"judgescope viewer for {root}: {url}  (Ctrl-C to stop)", flush=True)
+        if browser:
+            webbrowser.open(url)
+
+
+def bind_port(port: int) -> socket.socket:
+    """`bind`, with a port out of range or already taken named as the `--port` setting."""
+    try:
+        return bind(port)
+    except (OSError, OverflowError) as exc:
+        raise ViewError(f"--port {port}: {str(exc).rstrip('.')}; choose another (0: any free port)") from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point."""
+    parser = argparse.ArgumentParser(prog="python -m analysis.view",
+                                     description="Serve a local page to read every judgment of a study.")  # fmt: skip
+    parser.add_argument("root", help="a run folder or a multirun folder (searched recursively)")
+    parser.add_argument("--humans", help="human labels CSV (annotator, instance_id, candidate_id, source, "
+                                         "dimension, score)")  # fmt: skip
+    parser.add_argument(
+        "--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0: any free)"
+    )
+    parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    args = parser.parse_args(argv)
+    try:
+        humans = load_humans(args.humans) if args.humans else None  # errors name the file (and line)
+        study = Study(args.root, humans)
+        sock = bind_port(args.port)
+    except (ViewError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    server = uvicorn.Server(uvicorn.Config(create_app(study), log_level="warning"))
+    threading.Thread(
+        target=announce, args=(server, url, str(args.root), not args.no_browser), daemon=True
+    ).start()
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn shuts down gracefully, then re-raises Ctrl-C
+        print("judgescope viewer stopped", file=sys.stderr)
+    finally:
+        study.close()  # stops the background DuckDB build: exiting while it runs aborts the process
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

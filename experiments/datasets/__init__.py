@@ -1,0 +1,2 @@
+"""Datasets: the instance format, its loader and validation, each public dataset's reader, and `python -m
+experiments.data`."""

@@ -1,0 +1,1 @@
+"""Provider batch APIs (`batch=true`): submit, journal, resume and collect a run's batches."""

@@ -1,0 +1,301 @@
+"""On-disk cache of completions, keyed so that a rerun with the same config makes zero provider calls.
+
+The key covers everything that changes an answer: model (and endpoint), rendered messages, every parameter
+of the request actually sent (`Completer.request_params`: decoding parameters, the response format, the
+judge's `extra`), the sample index and the rubric version. Secrets never enter the key or the value. The key
+format has not changed since v0.1: a request that sends nothing new keeps its old key (its cached answer).
+
+Each value is stored as `<checksum>\n<completion JSON>`, the checksum covering the key and the JSON, so an
+entry damaged on disk - or one that an index corruption hands back for another key - is detected, dropped and
+asked for again, never used. A cache whose database cannot be read at all raises `CacheError` with the folder
+and what to do. Several processes may share one folder (SQLite in WAL mode, one connection per process).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import os
+import sqlite3
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import diskcache
+
+from core.paths import user_cache
+from judge.completer import Completion, Message
+from judge.expected import TokenLogprob
+from judge.secrets import endpoint
+
+if TYPE_CHECKING:
+    from judge.cache.backends import TextStore
+
+SECRET_PARAMS = frozenset({"api_key", "api_token", "azure_ad_token", "aws_secret_access_key"})
+
+
+class CacheError(RuntimeError):
+    """The cache folder cannot be used; the message names the folder and what to do."""
+
+
+class EntryError(ValueError):
+    """A cache entry that is not a valid completion; the message names the field and what is wrong."""
+
+
+MAX_TOKENS = 2**53  # a token count at or above this is no count (as judge.completer.token_count)
+
+
+def _count(data: Mapping[str, Any], name: str) -> int:
+    value = data.get(name)
+    if type(value) is not int or not 0 <= value < MAX_TOKENS:
+        raise EntryError(f"{name} must be a whole number of tokens >= 0, not {value!r:.40}")
+    return value
+
+
+def _amount(data: Mapping[str, Any], name: str, *, optional: bool) -> float | None:
+    value: Any = data.get(name)
+    if value is None and optional:
+        return None
+    if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
+        allowed = "a finite number >= 0" + (" or null" if optional else "")
+        raise EntryError(f"{name} must be {allowed}, not {value!r:.40}")
+    return float(value) if type(value) is int else value
+
+
+def _logprobs(value: Any) -> tuple[TokenLogprob, ...] | None:
+    if value is None or value == []:
+        return None
+    if not isinstance(value, list):
+        raise EntryError(f"logprobs must be a list, not {type(value).__name__}")
+    out = []
+    for item in value:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)) or not _pairs(
+            item[1]
+        ):
+            raise EntryError(f"logprobs: {item!r:.60} is not [token, [[token, logprob], ...]]")
+        out.append(TokenLogprob(item[0], tuple((t, float(lp)) for t, lp in item[1])))
+    return tuple(out)
+
+
+def _pairs(value: Any) -> bool:
+    """A list of [token, log-probability] pairs."""
+    return isinstance(value, list) and all(
+        isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and type(p[1]) in (int, float)
+        for p in value
+    )
+
+
+def entry_completion(data: Any) -> Completion:
+    """The one schema of a cache entry, wherever it is stored (a folder, Redis, an export): a JSON object
+    with a text, a finish reason (text or null), token counts >= 0, a cost >= 0 (or null), a latency >= 0 and
+    optional log-probabilities. Anything else is an EntryError naming the field: never a Completion that a
+    later step trips over, and never a negative cost in the totals."""
+    if not isinstance(data, Mapping):
+        raise EntryError(f"not a JSON object but {type(data).__name__}")
+    missing = [k for k in Completion.__dataclass_fields__ if k != "logprobs" and k not in data]
+    if missing:
+        raise EntryError(f"missing {', '.join(missing)}")
+    if not isinstance(data["text"], str):
+        raise EntryError(f"text must be text, not {type(data['text']).__name__}")
+    finish = data["finish_reason"]
+    if finish is not None and not isinstance(finish, str):
+        raise EntryError(f"finish_reason must be text or null, not {type(finish).__name__}")
+    return Completion(
+        text=data["text"],
+        finish_reason=finish,
+        prompt_tokens=_count(data, "prompt_tokens"),
+        completion_tokens=_count(data, "completion_tokens"),
+        cost_usd=_amount(data, "cost_usd", optional=True),
+        latency_s=_amount(data, "latency_s", optional=False) or 0.0,
+        logprobs=_logprobs(data.get("logprobs")),
+    )
+
+
+def parse_entry(key: str, value: Any, *, checksummed: bool = False) -> Completion:
+    """A stored value (`<checksum>\n<completion JSON>`) as a Completion, verified against `key`; an
+    EntryError says why not. `checksummed`: a value without its checksum line is refused (every Redis
+    value and export line has one; only folders written before checksums existed hold bare JSON)."""
+    if not isinstance(value, str):
+        raise EntryError(f"not text but {type(value).__name__}")
+    checksum, sep, payload = value.partition("\n")
+    if not sep and checksummed:
+        raise EntryError("no checksum line")
+    if sep and checksum != _checksum(key, payload):
+        raise EntryError("checksum mismatch")
+    try:
+        data = json.loads(payload if sep else value)
+    except ValueError as exc:
+        raise EntryError(f"not JSON ({exc})") from None
+    return entry_completion(data)
+
+
+def default_cache_dir() -> Path:
+    """`$JUDGESCOPE_CACHE_DIR`, else the user's cache dir (never the repository)."""
+    env = os.environ.get("JUDGESCOPE_CACHE_DIR")
+    return Path(env).expanduser() if env else user_cache("calls")
+
+
+# one encoder: json.dumps with non-default options builds a new JSONEncoder on every call
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+_dumps = _ENCODER.encode  # == json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def canonical_params(params: Mapping[str, Any]) -> str:
+    """The decoding parameters as they enter the key: canonical JSON, secrets dropped.
+
+    A study asks for it once per distinct (parameters, sample) pair and passes it to `cache_key`, instead of
+    re-serialising the same structured-output schema for every call."""
+    return _dumps({k: v for k, v in params.items() if k not in SECRET_PARAMS})
+
+
+def _head_text(api_base: str | None, messages: Sequence[Any], model: str) -> bytes:
+    """The key's JSON up to the parameters; `messages` are mappings or their `items()` tuples."""
+    messages_json = _dumps([dict(m) for m in messages])
+    return f'{{"api_base":{_dumps(api_base)},"messages":{messages_json},"model":{_dumps(model)},"params":'.encode()
+
+
+@functools.lru_cache(maxsize=4096)
+def _head_hash(api_base: str | None, messages: tuple[tuple[tuple[str, Any], ...], ...], model: str) -> Any:
+    return hashlib.sha256(_head_text(api_base, messages, model))
+
+
+def _head(api_base: str | None, messages: Sequence[Message], model: str) -> Any:
+    """SHA-256 state after everything up to the parameters (most of the bytes): memoised, since every sample
+    of a prompt sends the same messages."""
+    items = tuple(tuple(m.items()) for m in messages)
+    # the memo key need not be canonical (the hashed text sorts the keys), but it must tell apart what the
+    # JSON tells apart: only all-string messages are memoised (1, 1.0 and True are equal as memo keys)
+    if all(type(k) is str and type(v) is str for m in items for k, v in m):
+        return _head_hash(api_base, items, model)
+    return hashlib.sha256(_head_text(api_base, messages, model))  # e.g. a list of content parts
+
+
+def cache_key(
+    model: str,
+    messages: Sequence[Message],
+    params: Mapping[str, Any],
+    sample_idx: int,
+    rubric_version: str,
+    api_base: str | None = None,
+    *,
+    params_json: str | None = None,
+) -> str:
+    """SHA-256 over a canonical JSON of what determines the answer (secrets dropped).
+
+    The JSON is `json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))` of
+    {"api_base", "messages", "model", "params", "rubric_version", "sample_idx"}, hashed field by field so that
+    the messages are serialised and hashed once per prompt, not once per sample. `params_json`, when given,
+    must be `canonical_params(params)`.
+    """
+    digest = _head(endpoint(api_base), messages, model).copy()
+    params_part = params_json or canonical_params(params)
+    index = str(sample_idx) if type(sample_idx) is int else _dumps(sample_idx)  # the JSON of an int, faster
+    tail = f'{params_part},"rubric_version":{_dumps(rubric_version)},"sample_idx":{index}}}'
+    digest.update(tail.encode())
+    return digest.hexdigest()
+
+
+def _checksum(key: str, payload: str) -> str:
+    return hashlib.sha256(f"{key}\n{payload}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _is_utf8(text: str) -> bool:
+    """False for text holding a lone surrogate, which neither UTF-8 nor SQLite can store."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class CallCache:
+    """A diskcache.Cache of `Completion`s; safe for several processes sharing one folder (SQLite WAL)."""
+
+    def __init__(self, directory: str | Path | None = None, *, store: TextStore | None = None) -> None:
+        """A folder (diskcache), or `store` (see judge.cache.backends: a Redis server) holding the same entries."""
+        self.directory = Path(directory) if directory else default_cache_dir()
+        self.damaged = 0  # entries found damaged (dropped and treated as misses) since this object was opened
+        self.noted = False  # the one-line note about a damaged entry has been printed
+        self.store = store
+        if store is not None:
+            self.location = store.location
+            self._cache: Any = store
+            return
+        self.location = str(self.directory)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._cache = diskcache.Cache(str(self.directory), size_limit=2**40, eviction_policy="none")
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise CacheError(
+                f"{self.directory}: cannot open the call cache ({exc}); move the folder aside to rebuild it"
+            ) from exc
+
+    def _damaged(self, where: str, exc: BaseException) -> CacheError:
+        return CacheError(
+            f"{self.directory}: the call cache is damaged ({where}: {exc}); move the folder aside to rebuild "
+            "it (finished calls will be asked for again)"
+        )
+
+    def _drop(self, key: str, why: str) -> None:
+        self.damaged += 1
+        if not self.noted:  # one line per cache, not one per entry; the manifest counts them all
+            self.noted = True
+            print(
+                f"note: {self.location}: cache entry {key[:16]}... is invalid ({why}); treated as a miss and "
+                "asked for again (cache_damaged_entries in the manifest counts them)",
+                file=sys.stderr,
+            )
+        try:
+            self._cache.delete(key)
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged("delete", exc) from exc
+
+    def get(self, key: str) -> Completion | None:
+        """The stored completion, or None; a damaged entry is dropped and treated as a miss."""
+        try:
+            value = self._cache.get(key)
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged("read", exc) from exc
+        except CacheError:  # a store that cannot be reached: never a miss (that would re-ask every call)
+            raise
+        except Exception as exc:  # a corrupt value file (pickle/zlib/OSError): recompute rather than trust it
+            self._drop(key, type(exc).__name__)
+            return None
+        if value is None:
+            return None
+        try:
+            return parse_entry(key, value, checksummed=self.store is not None)
+        except EntryError as exc:
+            self._drop(key, str(exc))
+            return None
+
+    def set(self, key: str, completion: Completion) -> None:
+        """Store a completion as checksummed JSON text (no pickles: readable and safe to load)."""
+        payload = json.dumps(completion.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        if not payload.isascii() and not _is_utf8(payload):  # a lone surrogate ("\ud800"): stored escaped
+            payload = json.dumps(completion.to_dict(), separators=(",", ":"))
+        try:
+            self._cache.set(key, f"{_checksum(key, payload)}\n{payload}")
+        except sqlite3.DatabaseError as exc:  # disk full, a damaged database, ...
+            raise CacheError(
+                f"{self.directory}: cannot write the call cache ({exc}); free disk space, or move the folder "
+                "aside if it is damaged"
+            ) from exc
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._cache
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def close(self) -> None:
+        self._cache.close()
+
+    def reopen(self) -> CallCache:
+        """A new connection to the same cache, for a forked worker (connections must not cross a fork)."""
+        if self.store is not None:
+            return CallCache(store=self.store.reopen())
+        return CallCache(self.directory)

@@ -1,0 +1,114 @@
+"""Prices and token estimates for a judge, before any call is made (the plan, the budget, batch accounting).
+
+Prices come from litellm's bundled price map under litellm's own names (`input_cost_per_token`,
+`output_cost_per_token` and their `_batches` variants); a judge config may override any of them with the same
+names. A price nobody knows stays None - a cost computed from it is unknown, never 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
+import litellm
+
+from judge.spend import price_map
+
+if TYPE_CHECKING:  # judge.completer prices its answers with this module
+    from judge.completer import Message
+
+PRICE_FIELDS = ("input_cost_per_token", "output_cost_per_token", "input_cost_per_token_batches",
+                "output_cost_per_token_batches")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Prices:
+    """USD per token, live and batch; None = unknown. `source` says where each came from."""
+
+    input_cost_per_token: float | None = None
+    output_cost_per_token: float | None = None
+    input_cost_per_token_batches: float | None = None
+    output_cost_per_token_batches: float | None = None
+    source: str = "unknown"
+
+    def per_token(self, batch: bool) -> tuple[float, float] | None:
+        """(input, output) USD per token for live or batch calls, None when either is unknown."""
+        pair = ((self.input_cost_per_token_batches, self.output_cost_per_token_batches) if batch
+                else (self.input_cost_per_token, self.output_cost_per_token))  # fmt: skip
+        return None if pair[0] is None or pair[1] is None else (pair[0], pair[1])
+
+    def cost(self, prompt_tokens: float, completion_tokens: float, *, batch: bool = False) -> float | None:
+        """USD for these token counts, None when the price is unknown."""
+        pair = self.per_token(batch)
+        return None if pair is None else pair[0] * prompt_tokens + pair[1] * completion_tokens
+
+
+_KNOWN: dict[str, dict[str, float | None]] = {}  # litellm's prices per model, looked up once
+
+
+def _litellm_prices(model: str) -> dict[str, float | None]:
+    """litellm's prices for `model`; a model it does not know is asked again next time (a provider registered
+    later, such as the embedded model's, then finds its prices)."""
+    if model in _KNOWN:
+        return _KNOWN[model]
+    try:
+        info: Mapping[str, Any] = dict(litellm.get_model_info(model))
+    except Exception:  # noqa: BLE001  (litellm raises a bare Exception for unmapped models)
+        return {}
+    _KNOWN[model] = {name: (float(info[name]) if info.get(name) is not None else None) for name in PRICE_FIELDS}
+    return _KNOWN[model]
+
+
+def prices_for(model: str, overrides: Mapping[str, Any] | None = None) -> Prices:
+    """litellm's prices for `model`, each replaced by the judge config's value where it sets one.
+
+    A bad override value is a ValueError naming the setting."""
+    found = _litellm_prices(model)
+    values: dict[str, float | None] = {name: found.get(name) for name in PRICE_FIELDS}
+    overridden = []
+    for name in PRICE_FIELDS:
+        value = (overrides or {}).get(name)
+        if value is None:
+            continue
+        try:
+            values[name] = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"judge.{name}: {value!r} is not a number (USD per token)") from None
+        if values[name] < 0:  # type: ignore[operator]
+            raise ValueError(f"judge.{name}: {value!r} is negative")
+        overridden.append(name)
+    known = any(v is not None for v in values.values())
+    source = "judge config" if overridden and len(overridden) == len(PRICE_FIELDS) else (
+        "litellm + judge config" if overridden else ("litellm" if known else "unknown"))  # fmt: skip
+    return Prices(**values, source=source)
+
+
+def prompt_tokens(model: str, messages: Sequence[Message]) -> int:
+    """Prompt tokens of `messages` with litellm's tokenizer support for `model` (tiktoken as its fallback)."""
+    return int(litellm.token_counter(model=model, messages=[dict(m) for m in messages]))
+
+
+def price_record(model: str, prices: Prices) -> dict[str, Any]:
+    """Which price map priced a run, for plan.json and manifest.json (judge.spend.price_map): `map` as chosen
+    (bundled / remote), where litellm says it loaded it from (a failed download falls back to the bundled
+    copy), its revision where this litellm tells it, the litellm version, and a hash of the judge's prices."""
+    try:
+        from litellm.litellm_core_utils.get_model_cost_map import get_model_cost_map_source_info  # noqa: PLC0415
+
+        info: Mapping[str, Any] = dict(get_model_cost_map_source_info())
+    except (ImportError, AttributeError):  # an older litellm does not say
+        info = {}
+    used = {name: getattr(prices, name) for name in PRICE_FIELDS}
+    digest = hashlib.sha256(json.dumps({"model": model, **used}, sort_keys=True).encode()).hexdigest()
+    return {
+        "map": price_map.in_use(),
+        "loaded_from": info.get("source"),
+        "fallback_reason": info.get("fallback_reason"),
+        "revision": info.get("source_revision"),
+        "litellm_version": metadata.version("litellm"),
+        "prices_sha256": digest,
+    }
