@@ -211,3 +211,17 @@ def write_zip(path: Path, manifest: dict, data: bytes) -> Path:
         zf.writestr("entries.jsonl", data)
         zf.writestr("manifest.json", json.dumps(manifest))
     return path
+
+
+def test_the_cache_command_chooses_the_bundled_price_map_before_litellm(tmp_path: Path) -> None:
+    """`python -m judge.cache` is an entry point: with no price map chosen in the shell it still loads litellm's
+    bundled map, with no download attempt (importing judge modules no longer chooses one for it)."""
+    import os  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
+    env["PYTHONPATH"] = str(root)
+    command = [sys.executable, "-m", "judge.cache", "--help"]
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "cost map" not in done.stderr, done.stderr[-2000:]
