@@ -34,8 +34,19 @@ from core.schema import MANIFEST_NAME, ManifestError, read_manifest
 KEYS = ["judge", "mode", "dimension"]
 ITEM = ["instance_id", "candidate_id", "context"]
 SIGMAS = 3.0
-SHIFT_COLUMNS = [*KEYS, "run", "n", "mean_shift", "mean_shift_lo", "mean_shift_hi", "n_pairs", "flip_rate",
-                 "kappa_w", "kappa_w_lo", "kappa_w_hi"]  # fmt: skip
+SHIFT_COLUMNS = [
+    *KEYS,
+    "run",
+    "n",
+    "mean_shift",
+    "mean_shift_lo",
+    "mean_shift_hi",
+    "n_pairs",
+    "flip_rate",
+    "kappa_w",
+    "kappa_w_lo",
+    "kappa_w_hi",
+]
 CHART_COLUMNS = [*KEYS, "run", "n_anchor", "anchor_mean", "center", "lower", "upper", "flagged"]
 
 
@@ -61,11 +72,20 @@ def run_shift(
         )
         f = flips.loc[(flips[KEYS] == list(key)).all(axis=1)]
         flip = float((f["outcome_old"] != f["outcome_new"]).mean()) if len(f) else np.nan
-        rows.append(dict(zip(KEYS, key, strict=True)) | {
-            "n": len(diff), "mean_shift": float(diff.mean()), "mean_shift_lo": float(lo),
-            "mean_shift_hi": float(hi), "n_pairs": len(f), "flip_rate": flip, "kappa_w": agree["kappa_w"],
-            "kappa_w_lo": agree["kappa_w_lo"], "kappa_w_hi": agree["kappa_w_hi"],
-        })  # fmt: skip
+        rows.append(
+            dict(zip(KEYS, key, strict=True))
+            | {
+                "n": len(diff),
+                "mean_shift": float(diff.mean()),
+                "mean_shift_lo": float(lo),
+                "mean_shift_hi": float(hi),
+                "n_pairs": len(f),
+                "flip_rate": flip,
+                "kappa_w": agree["kappa_w"],
+                "kappa_w_lo": agree["kappa_w_lo"],
+                "kappa_w_hi": agree["kappa_w_hi"],
+            }
+        )
     return pd.DataFrame(rows, columns=[c for c in SHIFT_COLUMNS if c != "run"])
 
 
@@ -89,16 +109,24 @@ def control_chart(runs: Sequence[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
         half = SIGMAS * np.sqrt(2 * var_mean)
         for label in labels:
             point = float(part.loc[part["run"] == label, "score"].mean())
-            rows.append(dict(zip(KEYS, key, strict=True)) | {
-                "run": label, "n_anchor": len(anchor), "anchor_mean": point, "center": center,
-                "lower": center - half, "upper": center + half,
-                "flagged": bool(label != labels[0] and not (center - half <= point <= center + half)),
-            })  # fmt: skip
+            rows.append(
+                dict(zip(KEYS, key, strict=True))
+                | {
+                    "run": label,
+                    "n_anchor": len(anchor),
+                    "anchor_mean": point,
+                    "center": center,
+                    "lower": center - half,
+                    "upper": center + half,
+                    "flagged": bool(label != labels[0] and not (center - half <= point <= center + half)),
+                }
+            )
     return pd.DataFrame(rows, columns=CHART_COLUMNS)
 
 
-def drift_tables(runs: Sequence[tuple[str, pd.DataFrame]], reference: str = "reference", n_boot: int = 1000,
-                 seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+def drift_tables(
+    runs: Sequence[tuple[str, pd.DataFrame]], reference: str = "reference", n_boot: int = 1000, seed: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(each later run's shift against the first; the control chart) from (label, results) in date order."""
     cands = [(label, _cands(results, reference)) for label, results in runs]
     shifts = [run_shift(cands[0][1], c, reference, n_boot, seed).assign(run=label) for label, c in cands[1:]]
@@ -121,8 +149,12 @@ def run_date(folder: Path) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point."""
     parser = argparse.ArgumentParser(prog="python -m analysis.drift", description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", help="run folders of the same prompts, the baseline first (a run "
-                                                "with a refresh date in its manifest is ordered by it)")  # fmt: skip
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        help="run folders of the same prompts, the baseline first (a run "
+        "with a refresh date in its manifest is ordered by it)",
+    )
     parser.add_argument("--out", help="output folder (default: drift/ next to the first run)")
     parser.add_argument("--reference", default="reference")
     parser.add_argument("--n-boot", type=int, default=1000)
@@ -146,11 +178,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     chart.to_csv(out / "drift_chart.csv", index=False)
     flagged = chart.loc[chart["flagged"]]
     for r in shift.to_dict("records"):
-        print(f"{r['judge']} [{r['mode']}] {r['dimension']}, {r['run']}: mean shift {r['mean_shift']:+.3f} "
-              f"[{r['mean_shift_lo']:+.3f}, {r['mean_shift_hi']:+.3f}] over {r['n']} candidates, flip rate "
-              f"{r['flip_rate']:.2f}, κ_w {r['kappa_w']:.2f}", file=sys.stderr)  # fmt: skip
-    print(f"{len(flagged)} of {int((~chart['run'].eq(runs[0][0])).sum())} control-chart points outside the "
-          f"baseline's ±{SIGMAS:g}σ limits -> {out}", file=sys.stderr)  # fmt: skip
+        print(
+            f"{r['judge']} [{r['mode']}] {r['dimension']}, {r['run']}: mean shift {r['mean_shift']:+.3f} "
+            f"[{r['mean_shift_lo']:+.3f}, {r['mean_shift_hi']:+.3f}] over {r['n']} candidates, flip rate "
+            f"{r['flip_rate']:.2f}, κ_w {r['kappa_w']:.2f}",
+            file=sys.stderr,
+        )
+    print(
+        f"{len(flagged)} of {int((~chart['run'].eq(runs[0][0])).sum())} control-chart points outside the "
+        f"baseline's ±{SIGMAS:g}σ limits -> {out}",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -51,8 +51,9 @@ def _resample(labels: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     return out
 
 
-def _fixed_posterior_boot(labels: pd.DataFrame, fit: LatentFit, raters: pd.Index, n_boot: int,
-                          seed: int) -> np.ndarray:  # fmt: skip
+def _fixed_posterior_boot(
+    labels: pd.DataFrame, fit: LatentFit, raters: pd.Index, n_boot: int, seed: int
+) -> np.ndarray:
     """Accuracy replicates with items resampled and the posteriors held at the full-data fit: per replicate,
     item weights w ~ Multinomial(n, 1/n) and accuracy_r = Σ w_i P(z_i = y_ri) / Σ_{i rated by r} w_i."""
     tasks, task_idx = np.unique(labels["task"].to_numpy(), return_inverse=True)
@@ -70,8 +71,9 @@ def _fixed_posterior_boot(labels: pd.DataFrame, fit: LatentFit, raters: pd.Index
         return (w @ hit) / (w @ rated)
 
 
-def competence_table(labels: pd.DataFrame, fit: LatentFit, fitter: Fitter | None = None,
-                     n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:  # fmt: skip
+def competence_table(
+    labels: pd.DataFrame, fit: LatentFit, fitter: Fitter | None = None, n_boot: int = 1000, seed: int = 0
+) -> pd.DataFrame:
     """Per rater: n items, accuracy vs the latent label (and the model's parameter), with bootstrap CIs
     over items. With a `fitter` every replicate refits the model (the parameter gets a CI too); without,
     the posteriors are held at the full-data fit (fast; ignores the model's own estimation error)."""
@@ -128,7 +130,8 @@ def latent_winrate(labels: pd.DataFrame, fit: LatentFit, n_boot: int = 1000, see
     # each rater is compared with the latent labels of the items it rated itself, never of other items
     paired = per_rater.assign(latent=fit.labels.reindex(per_rater["task"]).astype(int).to_numpy())
     own = paired.groupby(["rater", "source", "dimension"])["latent"].agg(
-        win=lambda s: float((s == 1).mean()), tie=lambda s: float((s == 0).mean()))
+        win=lambda s: float((s == 1).mean()), tie=lambda s: float((s == 0).mean())
+    )
     key = pd.MultiIndex.from_frame(rates[["rater", "source", "dimension"]])
     for name in ("win", "tie"):
         ref = own[name].reindex(key).to_numpy()
@@ -137,8 +140,15 @@ def latent_winrate(labels: pd.DataFrame, fit: LatentFit, n_boot: int = 1000, see
     return rates
 
 
-def latent_tables(results: pd.DataFrame, humans: pd.DataFrame | None = None, reference: str = "reference",
-                  n_boot: int = 1000, seed: int = 0, refit_boot: int = 0, with_glad: bool = False) -> dict[str, pd.DataFrame]:  # fmt: skip
+def latent_tables(
+    results: pd.DataFrame,
+    humans: pd.DataFrame | None = None,
+    reference: str = "reference",
+    n_boot: int = 1000,
+    seed: int = 0,
+    refit_boot: int = 0,
+    with_glad: bool = False,
+) -> dict[str, pd.DataFrame]:
     """The report's latent-model tables on win / tie / loss outcomes, one fit per judge mode (every judge of
     that mode and every annotator; `latent_models.mode_groups`), each table with its `mode`; a mode with
     fewer than three raters has no fit, and none at all is {}. `latent_duplicates` lists rater pairs that
@@ -223,7 +233,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--humans", help="human labels CSV (annotator, instance_id, candidate_id, ...)")
     parser.add_argument("--out", help="output folder (default: <root>/latent)")
     parser.add_argument("--reference", default="reference")
-    parser.add_argument("--n-boot", type=positive_int, default=1000, help="bootstrap replicates (posteriors fixed)")
+    parser.add_argument(
+        "--n-boot", type=positive_int, default=1000, help="bootstrap replicates (posteriors fixed)"
+    )
     parser.add_argument(
         "--refit-boot", type=int, default=0, help="also Dawid-Skene CIs from this many refits"
     )

@@ -50,8 +50,11 @@ def judge_scores(results: pd.DataFrame, dimension: str = "originality") -> pd.Da
     judge = rows["judge"].astype(str)
     if "mode" in rows and (rows.groupby(judge, observed=True)["mode"].nunique() > 1).any():
         judge = judge + " [" + rows["mode"].astype(str) + "]"
-    rows = rows.assign(score=pd.to_numeric(rows["score"], errors="coerce"), instance_id=rows["instance_id"].astype(str),
-                       judge=judge).dropna(subset=["score"])
+    rows = rows.assign(
+        score=pd.to_numeric(rows["score"], errors="coerce"),
+        instance_id=rows["instance_id"].astype(str),
+        judge=judge,
+    ).dropna(subset=["score"])
     out = rows.groupby(["judge", "instance_id"])["score"].agg(judge_score="mean", n_samples="count")
     return out.reset_index().rename(columns={"instance_id": "paper_id"})
 
@@ -72,11 +75,19 @@ def _row(comparison: str, stats: dict[str, float], keep: Sequence[str] = STATS) 
 def ceiling(reviews: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
     """Reviewers vs reviewers on papers with ≥ 2 reviews: every pair of reviews of one paper."""
     multi = reviews.groupby("paper_id").filter(lambda g: len(g) >= 2)
-    pairs = [(a, b) for _, g in multi.groupby("paper_id") for a, b in itertools.combinations(g["score"].tolist(), 2)]
+    pairs = [
+        (a, b)
+        for _, g in multi.groupby("paper_id")
+        for a, b in itertools.combinations(g["score"].tolist(), 2)
+    ]
     first, second = ([p[i] for p in pairs] for i in (0, 1))
-    row = _row(f"reviewer vs reviewer ({multi['paper_id'].nunique()} papers with >= 2 reviews)",
-               pair_agreement(first, second, seed=seed))
-    wide = multi.assign(k=multi.groupby("paper_id").cumcount()).pivot(index="k", columns="paper_id", values="score")
+    row = _row(
+        f"reviewer vs reviewer ({multi['paper_id'].nunique()} papers with >= 2 reviews)",
+        pair_agreement(first, second, seed=seed),
+    )
+    wide = multi.assign(k=multi.groupby("paper_id").cumcount()).pivot(
+        index="k", columns="paper_id", values="score"
+    )
     row["alpha_ordinal"] = krippendorff_alpha(wide.to_numpy(dtype=float)) if len(pairs) else math.nan
     return row
 
@@ -86,8 +97,9 @@ def _decided(per_paper: pd.DataFrame) -> pd.Series:
     return per_paper["decision"].fillna("").astype(str).str.strip() != ""
 
 
-def _decision_row(judge: str, comparison: str, accept: pd.Series, per_paper: pd.DataFrame,
-                  seed: int) -> dict[str, Any]:  # fmt: skip
+def _decision_row(
+    judge: str, comparison: str, accept: pd.Series, per_paper: pd.DataFrame, seed: int
+) -> dict[str, Any]:
     """`accept` (paper -> Accept/Reject) against the decision, on the papers with one; the others counted."""
     decided = _decided(per_paper.loc[accept.index])
     decision = per_paper.loc[accept.index[decided], "decision"].astype(str).str.strip()
@@ -95,83 +107,137 @@ def _decision_row(judge: str, comparison: str, accept: pd.Series, per_paper: pd.
     return {"judge": judge, **row, "n_no_decision": int((~decided).sum())}
 
 
-def judge_rows(judge: str, g: pd.DataFrame, reviews: pd.DataFrame, per_paper: pd.DataFrame,
-               seed: int) -> list[dict[str, Any]]:  # fmt: skip
+def judge_rows(
+    judge: str, g: pd.DataFrame, reviews: pd.DataFrame, per_paper: pd.DataFrame, seed: int
+) -> list[dict[str, Any]]:
     """One judge's rows of the module docstring's table, on the reviewed papers it rated."""
     both = g.set_index("paper_id").join(per_paper, how="inner")
     each = reviews.merge(g, on="paper_id", how="inner")
     accept = pd.Series(np.where(both["judge_score"] >= ACCEPT_AT, "Accept", "Reject"), index=both.index)
-    return [{"judge": judge, **_row("judge vs mean reviewer", pair_agreement(
-                both["judge_score"], both["reviewer_mean"], seed=seed), keep=("rho", "tau"))},
-            {"judge": judge, **_row("judge (mapped) vs each review", pair_agreement(
-                round_half_up(each["judge_score"]), each["score"], seed=seed), keep=("percent", "kappa_w", "rho", "tau"))},
-            _decision_row(judge, f"judge accept (score >= {ACCEPT_AT:g}) vs decision", accept, per_paper, seed)]  # fmt: skip
+    return [
+        {
+            "judge": judge,
+            **_row(
+                "judge vs mean reviewer",
+                pair_agreement(both["judge_score"], both["reviewer_mean"], seed=seed),
+                keep=("rho", "tau"),
+            ),
+        },
+        {
+            "judge": judge,
+            **_row(
+                "judge (mapped) vs each review",
+                pair_agreement(round_half_up(each["judge_score"]), each["score"], seed=seed),
+                keep=("percent", "kappa_w", "rho", "tau"),
+            ),
+        },
+        _decision_row(judge, f"judge accept (score >= {ACCEPT_AT:g}) vs decision", accept, per_paper, seed),
+    ]
 
 
 def reviewer_rows(reviews: pd.DataFrame, per_paper: pd.DataFrame, seed: int) -> list[dict[str, Any]]:
     """The reviewers' reference row (their mean, thresholded) and their ceiling, on the papers given."""
-    accept = pd.Series(np.where(per_paper["reviewer_mean"] >= ACCEPT_AT, "Accept", "Reject"), index=per_paper.index)
-    return [_decision_row("reviewers", f"reviewer mean >= {ACCEPT_AT:g} vs decision", accept, per_paper, seed),
-            {"judge": "reviewers", **ceiling(reviews, seed)}]
+    accept = pd.Series(
+        np.where(per_paper["reviewer_mean"] >= ACCEPT_AT, "Accept", "Reject"), index=per_paper.index
+    )
+    return [
+        _decision_row("reviewers", f"reviewer mean >= {ACCEPT_AT:g} vs decision", accept, per_paper, seed),
+        {"judge": "reviewers", **ceiling(reviews, seed)},
+    ]
 
 
 def compare(judged: pd.DataFrame, reviews: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """The module docstring's table for every judge, then the reviewers' reference and ceiling rows on all
     papers and, like for like, on each set of papers the judges rated when that is not all of them (a
     ``limit=`` run). The ``papers`` column says which papers each row is computed on."""
-    per_paper = reviews.groupby("paper_id").agg(reviewer_mean=("score", "mean"), decision=("decision", "first"))
+    per_paper = reviews.groupby("paper_id").agg(
+        reviewer_mean=("score", "mean"), decision=("decision", "first")
+    )
     reviewed = frozenset(per_paper.index)
     by_judge = [(str(judge), g) for judge, g in judged.groupby("judge")]
     rated = {judge: frozenset(g["paper_id"]) & reviewed for judge, g in by_judge}
     sets: dict[frozenset[str], list[str]] = {}
     for judge, ids in rated.items():
         sets.setdefault(ids, []).append(judge)
-    names = {ids: f"all {len(ids)}" if ids == reviewed else f"the {len(ids)} {', '.join(js)} rated"
-             for ids, js in sets.items()}  # fmt: skip
-    rows = [{**r, "papers": names[rated[judge]]}
-            for judge, g in by_judge for r in judge_rows(judge, g, reviews, per_paper, seed)]
+    names = {
+        ids: f"all {len(ids)}" if ids == reviewed else f"the {len(ids)} {', '.join(js)} rated"
+        for ids, js in sets.items()
+    }
+    rows = [
+        {**r, "papers": names[rated[judge]]}
+        for judge, g in by_judge
+        for r in judge_rows(judge, g, reviews, per_paper, seed)
+    ]
     for ids in (reviewed, *(ids for ids in sets if ids != reviewed)):
-        rows += [{**r, "papers": names.get(ids, f"all {len(ids)}")}
-                 for r in reviewer_rows(reviews[reviews["paper_id"].isin(ids)], per_paper.loc[sorted(ids)], seed)]
+        rows += [
+            {**r, "papers": names.get(ids, f"all {len(ids)}")}
+            for r in reviewer_rows(reviews[reviews["paper_id"].isin(ids)], per_paper.loc[sorted(ids)], seed)
+        ]
     table = pd.DataFrame(rows)
     return table[["judge", "papers", *(c for c in table if c not in ("judge", "papers"))]]
 
 
-def check_inputs(records: list[dict[str, Any]], reviews: pd.DataFrame, judged: pd.DataFrame, aspect: str,
-                 root: Path, reviews_path: Path) -> pd.DataFrame:  # fmt: skip
+def check_inputs(
+    records: list[dict[str, Any]],
+    reviews: pd.DataFrame,
+    judged: pd.DataFrame,
+    aspect: str,
+    root: Path,
+    reviews_path: Path,
+) -> pd.DataFrame:
     """The judges to compare: those that rated some reviewed paper. A ValueError when the comparison would be
     all empty: no review scores `aspect` (a misspelt --aspect; the aspects found are listed), or no judge rated
     a paper the reviews cover (a run of another dataset). Judges of another study in the folder (a multirun
     root) are dropped with one `note:` line, not an error: the others still compare."""
     if reviews.empty:
         found = sorted({str(k) for r in records for rev in r["reviews"] for k in rev["scores"]})
-        raise ValueError(f"{reviews_path}: no review has a score for --aspect {aspect!r}; aspects found: {found}")
+        raise ValueError(
+            f"{reviews_path}: no review has a score for --aspect {aspect!r}; aspects found: {found}"
+        )
     reviewed = set(reviews["paper_id"])
     apart = sorted(j for j, g in judged.groupby("judge") if not reviewed & set(g["paper_id"]))
     if apart and len(apart) == judged["judge"].nunique():
-        raise ValueError(f"{root}: judge(s) {apart} rated no paper reviewed in {reviews_path} "
-                         "(is this a run of experiment=coling_originality?)")  # fmt: skip
+        raise ValueError(
+            f"{root}: judge(s) {apart} rated no paper reviewed in {reviews_path} "
+            "(is this a run of experiment=coling_originality?)"
+        )
     if apart:
-        print(f"note: {root}: left out judge(s) {apart}: they rated no paper reviewed in {reviews_path}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"note: {root}: left out judge(s) {apart}: they rated no paper reviewed in {reviews_path}",
+            file=sys.stderr,
+        )
     return judged[~judged["judge"].isin(apart)]
 
 
 def markdown(table: pd.DataFrame, aspect: str) -> str:
     """The comparison table with its scale mapping stated."""
-    lines = [f"| judge | papers | comparison | n | {' | '.join(STATS)} | α (ordinal) |", "|---|---|---|---|" + "---|" * 6]
+    lines = [
+        f"| judge | papers | comparison | n | {' | '.join(STATS)} | α (ordinal) |",
+        "|---|---|---|---|" + "---|" * 6,
+    ]
     for _, r in table.iterrows():
-        cells = [f"{r[k]:.3f} [{r[f'{k}_lo']:.3f}, {r[f'{k}_hi']:.3f}]" if pd.notna(r[k]) else "–" for k in STATS]
+        cells = [
+            f"{r[k]:.3f} [{r[f'{k}_lo']:.3f}, {r[f'{k}_hi']:.3f}]" if pd.notna(r[k]) else "–" for k in STATS
+        ]
         alpha = r.get("alpha_ordinal", math.nan)
         alpha_txt = f"{alpha:.3f}" if pd.notna(alpha) else "–"
         undecided = r.get("n_no_decision", math.nan)
-        n = f"{r['n']} (+{int(undecided)} without a decision, left out)" if pd.notna(undecided) and undecided else r["n"]
-        lines.append(f"| {md_cell(r['judge'])} | {md_cell(r['papers'])} | {r['comparison']} | {n} | " + " | ".join(cells)
-                     + f" | {alpha_txt} |")  # fmt: skip
-    return "\n".join(lines) + (f"\n\nReviewer aspect: {aspect}. Scale mapping: {SCALE_MAPPING}. κ_w: quadratic. "
-                               "CIs: Fisher z for ρ and τ, bootstrap over items for percent and κ. Papers: those "
-                               "a row is computed on; compare a judge with the reviewers' rows on the same papers."
-                               "\n")  # fmt: skip
+        n = (
+            f"{r['n']} (+{int(undecided)} without a decision, left out)"
+            if pd.notna(undecided) and undecided
+            else r["n"]
+        )
+        lines.append(
+            f"| {md_cell(r['judge'])} | {md_cell(r['papers'])} | {r['comparison']} | {n} | "
+            + " | ".join(cells)
+            + f" | {alpha_txt} |"
+        )
+    return "\n".join(lines) + (
+        f"\n\nReviewer aspect: {aspect}. Scale mapping: {SCALE_MAPPING}. κ_w: quadratic. "
+        "CIs: Fisher z for ρ and τ, bootstrap over items for percent and κ. Papers: those "
+        "a row is computed on; compare a judge with the reviewers' rows on the same papers."
+        "\n"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -47,8 +47,11 @@ def unperturbed(results: pd.DataFrame) -> pd.DataFrame:
 def note_perturbed(results: pd.DataFrame, kept: pd.DataFrame) -> None:
     """One `note:` line on stderr when `unperturbed` left rows out (nothing otherwise)."""
     if len(results) > len(kept):
-        print(f"note: {len(results) - len(kept)} perturbed rows (experiment=robustness) were left out of these "
-              "tables; `python -m analysis.robustness` measures them", file=sys.stderr)  # fmt: skip
+        print(
+            f"note: {len(results) - len(kept)} perturbed rows (experiment=robustness) were left out of these "
+            "tables; `python -m analysis.robustness` measures them",
+            file=sys.stderr,
+        )
 
 
 def _scores(results: pd.DataFrame, reference: str) -> pd.DataFrame:
@@ -69,8 +72,9 @@ def _verdicts(cands: pd.DataFrame, reference: str) -> pd.DataFrame:
     return out[[*PAIR, "perturbation", "outcome"]]
 
 
-def robustness_table(results: pd.DataFrame, reference: str = "reference", n_boot: int = 1000,
-                     seed: int = 0) -> pd.DataFrame:  # fmt: skip
+def robustness_table(
+    results: pd.DataFrame, reference: str = "reference", n_boot: int = 1000, seed: int = 0
+) -> pd.DataFrame:
     """Shift (CI) and flip rate (CI) per judge × mode × perturbation × dimension; empty without a `none`
     run and a perturbed one."""
     if "perturbation" not in results or results["perturbation"].isna().all():

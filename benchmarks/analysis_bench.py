@@ -43,16 +43,33 @@ DIMENSIONS = ("originality", "gap_addressing", "non_obviousness", "source_bounde
 
 def build(instances: int, seed: int = 0) -> pd.DataFrame:
     """The benchmark table (categorical string columns, as analysis.load.collect.load_results returns)."""
-    return synthetic_results(n_instances=instances, generators=("narrow_gen", "broad_gen", "gpt-5"), k=3,
-                             dimensions=DIMENSIONS, judges=("gpt-4o", "gemini", "deepseek"),
-                             models=("openai/gpt-4o", "gemini/gemini-2.5-pro", "deepseek/deepseek-chat"),
-                             n_samples=3, shift=0.5, unscored=0.02, seed=seed)  # fmt: skip
+    return synthetic_results(
+        n_instances=instances,
+        generators=("narrow_gen", "broad_gen", "gpt-5"),
+        k=3,
+        dimensions=DIMENSIONS,
+        judges=("gpt-4o", "gemini", "deepseek"),
+        models=("openai/gpt-4o", "gemini/gemini-2.5-pro", "deepseek/deepseek-chat"),
+        n_samples=3,
+        shift=0.5,
+        unscored=0.02,
+        seed=seed,
+    )
 
 
 def naive_win_tie_loss(results: pd.DataFrame, n_boot: int, seed: int = 0) -> dict:
     """The baseline: dictionaries and Python loops, one bootstrap index draw per replicate and group."""
     sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0])
-    cols = ["judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score", "higher_is_better"]
+    cols = [
+        "judge",
+        "mode",
+        "instance_id",
+        "candidate_id",
+        "source",
+        "dimension",
+        "score",
+        "higher_is_better",
+    ]
     lower = set()
     for j, m, i, c, s, d, score, higher in results[cols].itertuples(index=False, name=None):
         if not higher:
@@ -177,13 +194,17 @@ def main() -> None:
     naive_s = time.perf_counter() - t0
 
     n, m = len(results), len(subset)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {load:.1f} at start; "
-          f"python {platform.python_version()}, pandas {pd.__version__}, numpy {np.__version__}")  # fmt: skip
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {load:.1f} at start; "
+        f"python {platform.python_version()}, pandas {pd.__version__}, numpy {np.__version__}"
+    )
     print(f"rows: {n:,} (+{len(humans):,} human labels), built in {build_s:.1f} s; n_boot = {args.n_boot}")
     print("| what | rows | wall s | rows/s |")
     print("|---|---|---|---|")
-    print(f"| all {len(tables)} report tables, no plotting ({report_cpu:.1f} s CPU) | {n:,} | {report_s:.2f} "
-          f"| {n / report_s:,.0f} |")  # fmt: skip
+    print(
+        f"| all {len(tables)} report tables, no plotting ({report_cpu:.1f} s CPU) | {n:,} | {report_s:.2f} "
+        f"| {n / report_s:,.0f} |"
+    )
     print(f"| win_tie_loss, vectorised | {m:,} | {vec_s:.2f} | {m / vec_s:,.0f} |")
     print(f"| win/tie/loss, naive per-group Python loop | {m:,} | {naive_s:.2f} | {m / naive_s:,.0f} |")
     print(f"baseline ratio (naive / vectorised win/tie/loss): {naive_s / vec_s:,.0f}x")

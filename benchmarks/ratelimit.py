@@ -47,7 +47,10 @@ def serve(args: argparse.Namespace) -> None:
 
     from judge.ratelimit import Pacer  # noqa: PLC0415  (the same GCRA bucket, here enforcing)
 
-    buckets = {"requests": (Pacer(args.rpm, args.burst_s), 1), "tokens": (Pacer(args.tpm, args.burst_s), None)}
+    buckets = {
+        "requests": (Pacer(args.rpm, args.burst_s), 1),
+        "tokens": (Pacer(args.tpm, args.burst_s), None),
+    }
     state: dict[str, Any] = {"ok": 0, "rejected": 0, "accepted_at": []}
 
     def admit(tokens: int, now: float) -> float:
@@ -65,7 +68,9 @@ def serve(args: argparse.Namespace) -> None:
 
     async def chat(request: web.Request) -> web.Response:
         body = await request.json()
-        tokens = litellm.token_counter(model=body["model"], messages=body["messages"]) + int(body.get("max_tokens") or 0)
+        tokens = litellm.token_counter(model=body["model"], messages=body["messages"]) + int(
+            body.get("max_tokens") or 0
+        )
         now = time.monotonic()
         wait = admit(tokens, now)
         headers = {"x-ratelimit-limit-requests": str(args.rpm), "x-ratelimit-limit-tokens": str(args.tpm)}
@@ -76,21 +81,38 @@ def serve(args: argparse.Namespace) -> None:
         if wait > 0:
             state["rejected"] += 1
             headers["retry-after"] = f"{wait:.3f}"
-            error = {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}
+            error = {
+                "error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
+            }
             return web.json_response(error, status=429, headers=headers)
         state["ok"] += 1
         state["accepted_at"].append(now)
         await asyncio.sleep(args.latency)
-        return web.json_response({
-            "id": "chatcmpl-rl", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": tokens - int(body.get("max_tokens") or 0), "completion_tokens": 20,
-                      "total_tokens": tokens + 20},
-        }, headers=headers)  # fmt: skip
+        return web.json_response(
+            {
+                "id": "chatcmpl-rl",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body["model"],
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}
+                ],
+                "usage": {
+                    "prompt_tokens": tokens - int(body.get("max_tokens") or 0),
+                    "completion_tokens": 20,
+                    "total_tokens": tokens + 20,
+                },
+            },
+            headers=headers,
+        )
 
     async def stats(_: web.Request) -> web.Response:
         at = state["accepted_at"]
-        out = {"ok": state["ok"], "rejected": state["rejected"], "span_s": (at[-1] - at[0]) if len(at) > 1 else 0.0}
+        out = {
+            "ok": state["ok"],
+            "rejected": state["rejected"],
+            "span_s": (at[-1] - at[0]) if len(at) > 1 else 0.0,
+        }
         state.update(ok=0, rejected=0, accepted_at=[])
         return web.json_response(out)
 
@@ -129,8 +151,17 @@ def variant(args: argparse.Namespace) -> None:
         run_study(load(cfg), None, Path(tmp) / "out", run_id="rl")
         wall = time.perf_counter() - started
         manifest = read_manifest(Path(tmp) / "out" / MANIFEST_NAME)
-    print(json.dumps({"wall_s": wall, "made": manifest.calls_made, "unscored": manifest.unscored_calls,
-                      "retries": manifest.retries, "total": manifest.calls_total}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "wall_s": wall,
+                "made": manifest.calls_made,
+                "unscored": manifest.unscored_calls,
+                "retries": manifest.retries,
+                "total": manifest.calls_total,
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -174,36 +205,66 @@ def run_all(args: argparse.Namespace) -> None:
         inputs = load_study_inputs(load(cfg))
         rubric, instances = inputs.rubric, inputs.instances
         prompts = build_prompts(instances, rubric, Independent(), seed=0)
-        per_call = sum(prompt_tokens("bench-judge", p.messages) for p in prompts) / len(prompts) + \
-            max_tokens_of(load(cfg), prompts[0])  # fmt: skip
+        per_call = sum(prompt_tokens("bench-judge", p.messages) for p in prompts) / len(
+            prompts
+        ) + max_tokens_of(load(cfg), prompts[0])
         if args.tpm is None:
             args.tpm = round(0.75 * args.rpm * per_call)
         allowed = min(args.rpm / 60, args.tpm / 60 / per_call)
         burst = args.burst_s * allowed
-        flags = ["--rpm", str(args.rpm), "--tpm", str(args.tpm), "--burst-s", str(args.burst_s),
-                 "--latency", str(args.latency)]  # fmt: skip
-        server = subprocess.Popen([sys.executable, __file__, "--serve", *flags], stdout=subprocess.PIPE, text=True)
+        flags = [
+            "--rpm",
+            str(args.rpm),
+            "--tpm",
+            str(args.tpm),
+            "--burst-s",
+            str(args.burst_s),
+            "--latency",
+            str(args.latency),
+        ]
+        server = subprocess.Popen(
+            [sys.executable, __file__, "--serve", *flags], stdout=subprocess.PIPE, text=True
+        )
         assert server.stdout is not None
         port = int(server.stdout.readline())
         api_base = f"http://127.0.0.1:{port}/v1"
-        print(f"{n} calls per variant; server: RPM {args.rpm:g}, TPM {args.tpm:g} (~{per_call:.0f} tokens per "
-              f"request) -> allowed {allowed:.2f} req/s (+{burst:.1f} burst); latency {args.latency}s; "
-              f"concurrency {args.concurrency}")  # fmt: skip
-        print(f"{'variant':<28}{'answered':>9}{'429s':>7}{'rejected':>10}{'rate/s':>8}{'of allowed':>12}"
-              f"{'unscored':>10}{'wall s':>8}")  # fmt: skip
+        print(
+            f"{n} calls per variant; server: RPM {args.rpm:g}, TPM {args.tpm:g} (~{per_call:.0f} tokens per "
+            f"request) -> allowed {allowed:.2f} req/s (+{burst:.1f} burst); latency {args.latency}s; "
+            f"concurrency {args.concurrency}"
+        )
+        print(
+            f"{'variant':<28}{'answered':>9}{'429s':>7}{'rejected':>10}{'rate/s':>8}{'of allowed':>12}"
+            f"{'unscored':>10}{'wall s':>8}"
+        )
         try:
             for name, limited in (("v0.1 fixed concurrency", False), ("adaptive limiter (rpm+tpm)", True)):
-                cmd = [sys.executable, __file__, "--variant", "--data", str(data), "--api-base", api_base,
-                       "--concurrency", str(args.concurrency), *flags, *(["--limited"] if limited else [])]  # fmt: skip
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--variant",
+                    "--data",
+                    str(data),
+                    "--api-base",
+                    api_base,
+                    "--concurrency",
+                    str(args.concurrency),
+                    *flags,
+                    *(["--limited"] if limited else []),
+                ]
                 out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT)
                 result = json.loads(out.stdout.strip().splitlines()[-1])
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10) as r:
                     served = json.loads(r.read())
                 asked = served["ok"] + served["rejected"]
-                share = served["ok"] / (allowed * served["span_s"] + burst) if served["span_s"] else float("nan")
-                print(f"{name:<28}{served['ok']:>9}{served['rejected']:>7}{served['rejected'] / asked:>10.1%}"
-                      f"{served['ok'] / max(served['span_s'], 1e-9):>8.2f}{share:>12.1%}{result['unscored']:>10}"
-                      f"{result['wall_s']:>8.1f}")  # fmt: skip
+                share = (
+                    served["ok"] / (allowed * served["span_s"] + burst) if served["span_s"] else float("nan")
+                )
+                print(
+                    f"{name:<28}{served['ok']:>9}{served['rejected']:>7}{served['rejected'] / asked:>10.1%}"
+                    f"{served['ok'] / max(served['span_s'], 1e-9):>8.2f}{share:>12.1%}{result['unscored']:>10}"
+                    f"{result['wall_s']:>8.1f}"
+                )
         finally:
             server.terminate()
             server.wait(timeout=10)

@@ -27,11 +27,28 @@ from tests.support.fault_server import FaultServer  # noqa: E402
 
 def sweep(launcher: list[str], api_base: str, jobs: int, concurrency: int, tmp: Path) -> float:
     """Seconds for one `-m seed=0..jobs-1` sweep (each job: 1 instance x 11 candidates x 2 samples)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-           "JUDGESCOPE_CACHE_DIR": str(tmp / "cache")}  # fmt: skip
-    args = [sys.executable, "-m", "experiments.run", "-m", *launcher, "judge=qwen", f"judge.api_base={api_base}",
-            f"judge.concurrency={concurrency}", "limit=1", "n_samples=2", "workers=1", "progress=false",
-            f"seed={','.join(map(str, range(jobs)))}", f"hydra.sweep.dir={tmp / 'sweep'}"]  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "JUDGESCOPE_CACHE_DIR": str(tmp / "cache"),
+    }
+    args = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        "-m",
+        *launcher,
+        "judge=qwen",
+        f"judge.api_base={api_base}",
+        f"judge.concurrency={concurrency}",
+        "limit=1",
+        "n_samples=2",
+        "workers=1",
+        "progress=false",
+        f"seed={','.join(map(str, range(jobs)))}",
+        f"hydra.sweep.dir={tmp / 'sweep'}",
+    ]
     tmp.mkdir(parents=True)
     started = time.perf_counter()
     out = subprocess.run(args, env=env, cwd=tmp, capture_output=True, text=True)
@@ -55,12 +72,19 @@ def main() -> None:
     with server.running(), tempfile.TemporaryDirectory() as tmp:
         base = sweep([], server.api_base, args.jobs, args.concurrency, Path(tmp) / "basic")
         calls = server.requests
-        print(f"{args.jobs} jobs x {calls // args.jobs} calls, server latency {args.latency:.2f} s, "
-              f"concurrency {args.concurrency} per job, cores {os.cpu_count()}")
+        print(
+            f"{args.jobs} jobs x {calls // args.jobs} calls, server latency {args.latency:.2f} s, "
+            f"concurrency {args.concurrency} per job, cores {os.cpu_count()}"
+        )
         print(f"basic launcher (baseline)      {base:7.1f} s   1.00x")
         for n in args.n_jobs:
-            wall = sweep(["hydra/launcher=joblib", f"hydra.launcher.n_jobs={n}"], server.api_base, args.jobs,
-                         args.concurrency, Path(tmp) / f"joblib{n}")  # fmt: skip
+            wall = sweep(
+                ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={n}"],
+                server.api_base,
+                args.jobs,
+                args.concurrency,
+                Path(tmp) / f"joblib{n}",
+            )
             print(f"joblib launcher, n_jobs={n:<3}     {wall:7.1f} s   speed-up {base / wall:.2f}x")
         assert server.requests == calls * (1 + len(args.n_jobs)), "every sweep makes the same calls"
 

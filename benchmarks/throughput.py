@@ -55,11 +55,18 @@ def serve(latency: float) -> None:
     """An aiohttp OpenAI-compatible chat endpoint: a valid judge answer after `latency` s; prints its port."""
     from aiohttp import web  # noqa: PLC0415
 
-    body = json.dumps({
-        "id": "chatcmpl-bench", "object": "chat.completion", "created": int(time.time()), "model": "bench-judge",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 600, "completion_tokens": 20, "total_tokens": 620},
-    }).encode()  # fmt: skip
+    body = json.dumps(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": "bench-judge",
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 600, "completion_tokens": 20, "total_tokens": 620},
+        }
+    ).encode()
     count = {"n": 0}
 
     async def chat(request: web.Request) -> web.Response:
@@ -90,8 +97,9 @@ class Server:
     """The server in its own process, stopped on exit."""
 
     def __init__(self, latency: float) -> None:
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", str(latency)], stdout=subprocess.PIPE,
-                                     text=True, cwd=ROOT)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(latency)], stdout=subprocess.PIPE, text=True, cwd=ROOT
+        )
         assert self.proc.stdout is not None
         self.port = int(self.proc.stdout.readline())
         self.api_base = f"http://127.0.0.1:{self.port}/v1"
@@ -113,9 +121,11 @@ class Server:
 def make_dataset(path: Path, n_calls: int, seed: int = 0) -> int:
     """A dataset with n_calls / (PER_INSTANCE * N_SAMPLES) instances of unique, realistic-length texts."""
     rng = random.Random(seed)
-    words = ("retrieval gating entropy calibration reader passage conflict memory popularity entity benchmark "
-             "latency accuracy transformer attention sparse dense graph protein folding causal estimator "
-             "variance bias robustness shift domain adaptation synthetic counterfactual").split()  # fmt: skip
+    words = (
+        "retrieval gating entropy calibration reader passage conflict memory popularity entity benchmark "
+        "latency accuracy transformer attention sparse dense graph protein folding causal estimator "
+        "variance bias robustness shift domain adaptation synthetic counterfactual"
+    ).split()
 
     def text(n: int) -> str:
         return " ".join(rng.choice(words) for _ in range(n)).capitalize() + "."
@@ -124,13 +134,25 @@ def make_dataset(path: Path, n_calls: int, seed: int = 0) -> int:
     with path.open("w") as fh:
         for i in range(n_inst):
             iid = f"bench-{i}"
-            fh.write(json.dumps({
-                "instance_id": iid, "field": "nlp",
-                "background": [{"title": text(8), "text": text(110)} for _ in range(2)],
-                "reference": {"candidate_id": f"{iid}:ref", "text": text(35) + f" ({i})"},
-                "candidates": [{"candidate_id": f"{iid}:g:{k}", "source": "gen", "text": text(30) + f" ({i}.{k})"}
-                               for k in range(PER_INSTANCE - 1)],
-            }) + "\n")  # fmt: skip
+            fh.write(
+                json.dumps(
+                    {
+                        "instance_id": iid,
+                        "field": "nlp",
+                        "background": [{"title": text(8), "text": text(110)} for _ in range(2)],
+                        "reference": {"candidate_id": f"{iid}:ref", "text": text(35) + f" ({i})"},
+                        "candidates": [
+                            {
+                                "candidate_id": f"{iid}:g:{k}",
+                                "source": "gen",
+                                "text": text(30) + f" ({i}.{k})",
+                            }
+                            for k in range(PER_INSTANCE - 1)
+                        ],
+                    }
+                )
+                + "\n"
+            )
     return n_inst * PER_INSTANCE * N_SAMPLES
 
 
@@ -139,9 +161,17 @@ def study_config(data: Path, api_base: str, concurrency: int, cache_dir: Path) -
     from hydra import compose, initialize_config_module  # noqa: PLC0415
     from omegaconf import OmegaConf  # noqa: PLC0415
 
-    overrides = ["judge=qwen", f"judge.model={MODEL}", f"judge.api_base={api_base}",
-                 f"judge.concurrency={concurrency}", "judge.timeout_s=60", f"dataset.path={data}",
-                 f"n_samples={N_SAMPLES}", f"cache_dir={cache_dir}", "progress=false"]  # fmt: skip
+    overrides = [
+        "judge=qwen",
+        f"judge.model={MODEL}",
+        f"judge.api_base={api_base}",
+        f"judge.concurrency={concurrency}",
+        "judge.timeout_s=60",
+        f"dataset.path={data}",
+        f"n_samples={N_SAMPLES}",
+        f"cache_dir={cache_dir}",
+        "progress=false",
+    ]
     with initialize_config_module(config_module="conf", version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
@@ -196,8 +226,9 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         client = openai.AsyncOpenAI(base_url=args.api_base, api_key="sk-bench", max_retries=0, timeout=60)
 
         async def call(c: dict[str, Any]) -> str:
-            r = await client.chat.completions.create(model="bench-judge", messages=c["messages"], seed=c["seed"],
-                                                     **params)  # fmt: skip
+            r = await client.chat.completions.create(
+                model="bench-judge", messages=c["messages"], seed=c["seed"], **params
+            )
             return r.choices[0].message.content or ""
 
         cpu, t0 = _cpu(), time.perf_counter()
@@ -208,9 +239,17 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         import litellm  # noqa: PLC0415
 
         async def call(c: dict[str, Any]) -> str:
-            r = await litellm.acompletion(model=MODEL, messages=c["messages"], api_base=args.api_base,
-                                          api_key="sk-bench", seed=c["seed"], timeout=60, num_retries=0,
-                                          max_retries=0, **params)  # fmt: skip
+            r = await litellm.acompletion(
+                model=MODEL,
+                messages=c["messages"],
+                api_base=args.api_base,
+                api_key="sk-bench",
+                seed=c["seed"],
+                timeout=60,
+                num_retries=0,
+                max_retries=0,
+                **params,
+            )
             return r.choices[0].message.content or ""
 
         cpu, t0 = _cpu(), time.perf_counter()
@@ -241,9 +280,16 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         workers = plan_workers(load(cfg), make_judge(load(cfg)), made) if made else 0
         shutil.rmtree(out, ignore_errors=True)
         n = manifest.calls_total or 0
-        return {"calls": n, "ok": int(frame["parse_ok"].sum()) // 3, "wall_s": wall, "cpu_s": cpu,
-                "made": made, "cached": manifest.calls_cached, "rows": len(frame),
-                "workers": workers}  # fmt: skip
+        return {
+            "calls": n,
+            "ok": int(frame["parse_ok"].sum()) // 3,
+            "wall_s": wall,
+            "cpu_s": cpu,
+            "made": made,
+            "cached": manifest.calls_cached,
+            "rows": len(frame),
+            "workers": workers,
+        }
     if kind == "diskcache":
         import diskcache  # noqa: PLC0415
 
@@ -280,23 +326,44 @@ def overhead(config: Path) -> dict[str, Any]:
     sample = judge.sample({"temperature": 0.1, "max_tokens": 160, "seed": 0}, 0)  # as run_study builds it
     version = rubric.version
     t0 = time.perf_counter()
-    for p in prompts:  # the first sample of each prompt: it serialises the messages (later samples reuse them)
-        cache_key(MODEL, p.messages, sample.params, 0, version, "http://127.0.0.1:1/v1",
-                  params_json=sample.params_json)  # fmt: skip
+    for (
+        p
+    ) in prompts:  # the first sample of each prompt: it serialises the messages (later samples reuse them)
+        cache_key(
+            MODEL,
+            p.messages,
+            sample.params,
+            0,
+            version,
+            "http://127.0.0.1:1/v1",
+            params_json=sample.params_json,
+        )
     key = (time.perf_counter() - t0) / len(prompts)
     t0 = time.perf_counter()
     for _ in prompts:
         parse_object(ANSWER, rubric.fields)
     parse = (time.perf_counter() - t0) / len(prompts)
     result = CallResult(Completion(ANSWER, "stop", 600, 20, None, 0.1), cached=False, retries=0)
-    meta = {"run_id": "r", "judge": "j", "model": MODEL, "mode": "independent", "rubric": rubric.name,
-            "rubric_version": version, "temperature": 0.1}  # fmt: skip
+    meta = {
+        "run_id": "r",
+        "judge": "j",
+        "model": MODEL,
+        "mode": "independent",
+        "rubric": rubric.name,
+        "rubric_version": version,
+        "temperature": 0.1,
+    }
     t0 = time.perf_counter()
     for p in prompts:
         rows_for(p, 0, result, rubric, meta)
     rows = (time.perf_counter() - t0) / len(prompts)
-    return {"calls": len(prompts), "render_us": render * 1e6, "key_us": key * 1e6, "parse_us": parse * 1e6,
-            "rows_us": rows * 1e6}  # fmt: skip
+    return {
+        "calls": len(prompts),
+        "render_us": render * 1e6,
+        "key_us": key * 1e6,
+        "parse_us": parse * 1e6,
+        "rows_us": rows * 1e6,
+    }
 
 
 def run_worker(kind: str, **kw: Any) -> dict[str, Any]:
@@ -340,8 +407,18 @@ def live(latency: float, concurrency: int, n_calls: int, tmp: Path, rows: list[l
     for name, r in res.items():
         rate = r["calls"] / r["wall_s"]
         name = f"{name} ({r['workers']} workers)" if name == "framework" else name
-        rows.append([label, name, f"{rate:.1f}", f"{rate / limit:.2f}", f"{rate / raw:.2f}",
-                     f"{1000 * r['cpu_s'] / r['calls']:.2f}", f"{r['ok']}/{r['calls']}", f"{r['load']:.2f}"])  # fmt: skip
+        rows.append(
+            [
+                label,
+                name,
+                f"{rate:.1f}",
+                f"{rate / limit:.2f}",
+                f"{rate / raw:.2f}",
+                f"{1000 * r['cpu_s'] / r['calls']:.2f}",
+                f"{r['ok']}/{r['calls']}",
+                f"{r['load']:.2f}",
+            ]
+        )
     rows.append([label, "limit C/L", f"{limit:.1f}", "1.00", f"{limit / raw:.2f}", "", "", ""])
     expected = len(res) * n
     print(f"  [{label}] server saw {requests} requests (expected {expected})", file=sys.stderr)
@@ -358,14 +435,25 @@ def replay(n_calls: int, tmp: Path, rows: list[list[str]]) -> None:
         warm = run_worker("framework", config=tmp / "cfg.json")
     finally:
         server.stop()
-    res = {"framework replay": run_worker("replay", config=tmp / "cfg.json"),
-           "raw diskcache get": run_worker("diskcache", cache_dir=cache)}  # fmt: skip
+    res = {
+        "framework replay": run_worker("replay", config=tmp / "cfg.json"),
+        "raw diskcache get": run_worker("diskcache", cache_dir=cache),
+    }
     assert warm["made"] == n, warm
     base = res["raw diskcache get"]["calls"] / res["raw diskcache get"]["wall_s"]
     for name, r in res.items():
         rate = r["calls"] / r["wall_s"]
-        rows.append([f"replay / {n} calls", name, f"{rate:.0f}", f"{rate / base:.3f}",
-                     f"{1000 * r['cpu_s'] / r['calls']:.3f}", f"{r['ok']}/{r['calls']}", f"{r['load']:.2f}"])  # fmt: skip
+        rows.append(
+            [
+                f"replay / {n} calls",
+                name,
+                f"{rate:.0f}",
+                f"{rate / base:.3f}",
+                f"{1000 * r['cpu_s'] / r['calls']:.3f}",
+                f"{r['ok']}/{r['calls']}",
+                f"{r['load']:.2f}",
+            ]
+        )
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -394,24 +482,37 @@ def main() -> None:
     only = set(args.only or ["live", "replay", "overhead"])
     settings = [(0.1, 32, 400), (1.0, 64, 128)] if args.quick else [(0.1, 32, 2000), (1.0, 64, 640)]
     replays = [2000] if args.quick else [2000, 10000]
-    print(f"judgescope throughput - {dt.datetime.now():%Y-%m-%d %H:%M} - {platform.node()} - "
-          f"{os.cpu_count()} CPUs - python {platform.python_version()} - load average at start "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
+    print(
+        f"judgescope throughput - {dt.datetime.now():%Y-%m-%d %H:%M} - {platform.node()} - "
+        f"{os.cpu_count()} CPUs - python {platform.python_version()} - load average at start "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     tmp = Path(tempfile.mkdtemp(prefix="judgescope-bench-"))
     try:
         if "live" in only:
             rows: list[list[str]] = []
             for latency, concurrency, n in settings:
                 live(latency, concurrency, n, tmp, rows)
-            print("\nLive (calls/s; ratios measured in the same run; CPU = client processes' CPU per call; load = 1-min "
-                  "load average when the variant started)")
-            print(table(["setting", "variant", "calls/s", "x limit", "x raw openai", "CPU ms/call", "ok", "load"], rows))
+            print(
+                "\nLive (calls/s; ratios measured in the same run; CPU = client processes' CPU per call; load = 1-min "
+                "load average when the variant started)"
+            )
+            print(
+                table(
+                    ["setting", "variant", "calls/s", "x limit", "x raw openai", "CPU ms/call", "ok", "load"],
+                    rows,
+                )
+            )
         if "replay" in only:
             rows = []
             for n in replays:
                 replay(n, tmp, rows)
-            print("\nCached replay (judgments = calls per second; the framework's run includes parquet/csv writing)")
-            print(table(["setting", "variant", "calls/s", "x raw diskcache", "CPU ms/call", "ok", "load"], rows))
+            print(
+                "\nCached replay (judgments = calls per second; the framework's run includes parquet/csv writing)"
+            )
+            print(
+                table(["setting", "variant", "calls/s", "x raw diskcache", "CPU ms/call", "ok", "load"], rows)
+            )
         if "overhead" in only:
             data = tmp / "overhead.jsonl"
             make_dataset(data, 4000)
@@ -419,9 +520,11 @@ def main() -> None:
             (tmp / "cfg.json").write_text(json.dumps(cfg))
             r = run_worker("overhead", config=tmp / "cfg.json")
             total = r["render_us"] + r["key_us"] + r["parse_us"]
-            print(f"\nPer-call overhead over {r['calls']} prompts (us): render {r['render_us']:.0f}, "
-                  f"key {r['key_us']:.0f}, parse {r['parse_us']:.0f} -> render+key+parse {total:.0f} us "
-                  f"(+ rows {r['rows_us']:.0f} us)")  # fmt: skip
+            print(
+                f"\nPer-call overhead over {r['calls']} prompts (us): render {r['render_us']:.0f}, "
+                f"key {r['key_us']:.0f}, parse {r['parse_us']:.0f} -> render+key+parse {total:.0f} us "
+                f"(+ rows {r['rows_us']:.0f} us)"
+            )
         print(f"\nload average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -31,10 +31,18 @@ DIMENSIONS = ("originality", "gap_addressing", "non_obviousness", "source_bounde
 
 def build(instances: int, seed: int = 0) -> pd.DataFrame:
     """analysis_bench's table (same generators, judges, dimensions and planted effects)."""
-    return synthetic_results(n_instances=instances, generators=("narrow_gen", "broad_gen", "gpt-5"), k=3,
-                             dimensions=DIMENSIONS, judges=("gpt-4o", "gemini", "deepseek"),
-                             models=("openai/gpt-4o", "gemini/gemini-2.5-pro", "deepseek/deepseek-chat"),
-                             n_samples=3, shift=0.5, unscored=0.02, seed=seed)  # fmt: skip
+    return synthetic_results(
+        n_instances=instances,
+        generators=("narrow_gen", "broad_gen", "gpt-5"),
+        k=3,
+        dimensions=DIMENSIONS,
+        judges=("gpt-4o", "gemini", "deepseek"),
+        models=("openai/gpt-4o", "gemini/gemini-2.5-pro", "deepseek/deepseek-chat"),
+        n_samples=3,
+        shift=0.5,
+        unscored=0.02,
+        seed=seed,
+    )
 
 
 def write_study(root: Path, instances: int) -> int:
@@ -88,8 +96,10 @@ def main() -> None:
             "page 1,000 (offset 50,000)": lambda: study.page({}, "item", offset=50_000),
             "item page rows": lambda: study.item_rows(first["instance_id"], first["candidate_id"]),
         }
-        print(f"{n_rows:,} rows in {len(files)} parquet files; {platform.python_version()}, "
-              f"{platform.machine()}, median of {args.repeat}")  # fmt: skip
+        print(
+            f"{n_rows:,} rows in {len(files)} parquet files; {platform.python_version()}, "
+            f"{platform.machine()}, median of {args.repeat}"
+        )
         print(f"baseline: pandas reads every file whole       {baseline:7.3f} s")
         print(
             f"open study + first page                      {open_s:7.3f} s  ({open_s / baseline:5.2f}x baseline)"

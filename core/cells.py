@@ -33,8 +33,11 @@ def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` for `to_csv`: every text cell (and header) that a spreadsheet would run as a formula gets a
     leading single quote (OWASP); numbers, negative ones and their text (``-3``) included, stay as they are."""
     out = frame.rename(columns=lambda c: _csv_cell(c) if isinstance(c, str) else c)
-    text = [c for c, dtype in out.dtypes.items() if not pd.api.types.is_numeric_dtype(dtype)
-            and not pd.api.types.is_bool_dtype(dtype)]  # fmt: skip
+    text = [
+        c
+        for c, dtype in out.dtypes.items()
+        if not pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
+    ]
     out = out.copy()
     for col in text:
         out[col] = _csv_column(out[col])

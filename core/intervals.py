@@ -114,8 +114,9 @@ def fisher_z_interval(r: float, n: int, kind: str = "spearman", level: float = L
     return float(np.tanh(z - q * se)), float(np.tanh(z + q * se))
 
 
-def mean_ci(values: Iterable[float], n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
-            ) -> tuple[float, float, float, int]:
+def mean_ci(
+    values: Iterable[float], n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> tuple[float, float, float, int]:
     """(mean, CI low, CI high, n) with a seeded percentile bootstrap; NaNs are dropped first."""
     x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=np.float64)
     if x.size == 0:
@@ -125,8 +126,14 @@ def mean_ci(values: Iterable[float], n_boot: int = 2000, alpha: float = 0.05, se
     return float(x.mean()), float(lo), float(hi), int(x.size)
 
 
-def grouped_mean_ci(frame: pd.DataFrame, by: Sequence[str], columns: Mapping[str, str], count: str,
-                    n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:  # fmt: skip
+def grouped_mean_ci(
+    frame: pd.DataFrame,
+    by: Sequence[str],
+    columns: Mapping[str, str],
+    count: str,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> pd.DataFrame:
     """One row per `by` group (one overall row when `by` is empty): its size as `count` and, for each
     column -> label, ``<label>``, ``<label>_lo``, ``<label>_hi`` (`mean_ci`) and ``<label>_n``."""
     by = list(by)

@@ -55,12 +55,19 @@ def run_batches(
             client.provider, settings.max_per_batch, settings.max_file_mb, settings.max_enqueued_tokens
         )
         runner = BatchRunner(
-            client, judge.cache, BatchJournal(judge.cache.directory), judge_prices(jcfg),
-            model=jcfg.model, api_base=jcfg.api_base, poll_s=settings.poll_s,
-            rounds=settings.rounds, max_per_batch=settings.max_per_batch,
-            limits=limits, count_tokens=enqueued_tokens(jcfg.model) if limits.max_enqueued_tokens else None,
+            client,
+            judge.cache,
+            BatchJournal(judge.cache.directory),
+            judge_prices(jcfg),
+            model=jcfg.model,
+            api_base=jcfg.api_base,
+            poll_s=settings.poll_s,
+            rounds=settings.rounds,
+            max_per_batch=settings.max_per_batch,
+            limits=limits,
+            count_tokens=enqueued_tokens(jcfg.model) if limits.max_enqueued_tokens else None,
             progress=(lambda line: print(line, file=sys.stderr, flush=True)) if cfg.progress else None,
-        )  # fmt: skip
+        )
         paid, not_started = within_budget(judge.budget, requests)
         results = runner.run([r for r, _ in paid])
     except (BatchError, CacheError) as exc:
@@ -90,8 +97,9 @@ def enqueued_tokens(model: str) -> Callable[[BatchRequest], int]:
     return count
 
 
-def within_budget(budget: Budget | None,
-                  requests: Sequence[BatchRequest]) -> tuple[list[tuple[BatchRequest, float]], list[BatchRequest]]:  # fmt: skip
+def within_budget(
+    budget: Budget | None, requests: Sequence[BatchRequest]
+) -> tuple[list[tuple[BatchRequest, float]], list[BatchRequest]]:
     """(the requests whose worst case at batch prices fits the budget, with their reservations; the others):
     in order, and the first misfit stops the rest, as live."""
     if budget is None:

@@ -265,8 +265,12 @@ class ExtractConfig(StageConfig):
 AnyStage = StudyConfig | GenerateConfig | IssuesConfig | ExtractConfig
 
 
-SCHEMAS: dict[str, type] = {"config_schema": StudyConfig, "generate_schema": GenerateConfig,
-                            "issues_schema": IssuesConfig, "extract_schema": ExtractConfig}  # fmt: skip
+SCHEMAS: dict[str, type] = {
+    "config_schema": StudyConfig,
+    "generate_schema": GenerateConfig,
+    "issues_schema": IssuesConfig,
+    "extract_schema": ExtractConfig,
+}
 
 
 def _writable(node: Any) -> Any:
@@ -307,9 +311,20 @@ def _unknown_keys(node: DictConfig, schema: type, prefix: str) -> str | None:
     return None
 
 
-_SUBSCHEMAS: dict[str, type] = {c.__name__: c for c in (JudgeConfig, Rubric, ModeConfig, DatasetConfig,
-                                                        RetryConfig, CacheConfig, BatchSettings, PoolSettings,
-                                                        RobustnessConfig)}  # fmt: skip
+_SUBSCHEMAS: dict[str, type] = {
+    c.__name__: c
+    for c in (
+        JudgeConfig,
+        Rubric,
+        ModeConfig,
+        DatasetConfig,
+        RetryConfig,
+        CacheConfig,
+        BatchSettings,
+        PoolSettings,
+        RobustnessConfig,
+    )
+}
 
 
 def describe(exc: BaseException) -> str:
@@ -369,8 +384,11 @@ def command_line_problem(argv: list[str], config_name: str) -> str | None:
     if unreadable:
         return unreadable
     try:
-        overrides = [o for o in OverridesParser.create().parse_overrides(args)
-                     if not o.is_hydra_override() or o.key_or_group == "hydra.searchpath"]  # fmt: skip
+        overrides = [
+            o
+            for o in OverridesParser.create().parse_overrides(args)
+            if not o.is_hydra_override() or o.key_or_group == "hydra.searchpath"
+        ]
         if len(args) == len(argv) and (sweep := next((o for o in overrides if o.is_sweep_override()), None)):
             return (
                 f"{sweep.input_line}: several values need -m (a multirun sweep); for a list write key=[a,b]"
@@ -398,8 +416,10 @@ def _unreadable_override(args: list[str]) -> str | None:
             parser.parse_overrides([arg])
         except Exception:  # noqa: BLE001  (the grammar's error, whatever its class)
             key = arg.partition("=")[0]
-            return (f"{key}=...: not an override Hydra can read (value not shown); quote a value that holds "
-                    f"'=', ':', ',' or spaces, e.g. {key}='...'")  # fmt: skip
+            return (
+                f"{key}=...: not an override Hydra can read (value not shown); quote a value that holds "
+                f"'=', ':', ',' or spaces, e.g. {key}='...'"
+            )
     return None
 
 

@@ -67,27 +67,34 @@ def study_mode(mode: ModeConfig) -> Mode:
 def check_pairing(mode: Mode, rubric: Rubric) -> None:
     """The rubric asks what the mode reads back, and its template needs only what the mode renders."""
     if mode.asks is not rubric.kind:
-        raise StudyError(f"rubric={rubric.name}: mode={mode.name} needs a {mode.asks.value} rubric; "
-                         f"{rubric.name} asks for {rubric.kind.value}")  # fmt: skip
+        raise StudyError(
+            f"rubric={rubric.name}: mode={mode.name} needs a {mode.asks.value} rubric; "
+            f"{rubric.name} asks for {rubric.kind.value}"
+        )
     missing = sorted(rubric.inputs - mode.renders)
     if missing:
-        raise StudyError(f"rubric={rubric.name}: its template needs {', '.join(missing)}, which mode={mode.name} "
-                         "does not provide")  # fmt: skip
+        raise StudyError(
+            f"rubric={rubric.name}: its template needs {', '.join(missing)}, which mode={mode.name} "
+            "does not provide"
+        )
 
 
 def check_rubric(rubric: Rubric) -> None:
     """A rubric that can be asked: some dimension to score (else every call is paid for 0 rows), and a
     template that can be read and compiled (else a traceback at the first prompt)."""
     if not rubric.dimensions:
-        raise StudyError(f"rubric.dimensions: rubric={rubric.name} has no dimensions, so no answer could be "
-                         "scored; list at least one (name plus low/high or choices) in its YAML")  # fmt: skip
+        raise StudyError(
+            f"rubric.dimensions: rubric={rubric.name} has no dimensions, so no answer could be "
+            "scored; list at least one (name plus low/high or choices) in its YAML"
+        )
     try:
         _ = rubric.inputs  # reads the template and _common.jinja and parses the template
     except jinja2.TemplateSyntaxError as exc:
         raise StudyError(f"rubric.template={rubric.template}: {exc.message} (line {exc.lineno})") from None
     except UnicodeDecodeError as exc:
-        raise StudyError(f"rubric.template={rubric.template}: not UTF-8 text ({exc.reason} at byte "
-                         f"{exc.start})") from None  # fmt: skip
+        raise StudyError(
+            f"rubric.template={rubric.template}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
     except (OSError, jinja2.TemplateError) as exc:
         raise StudyError(f"rubric.template={rubric.template}: {exc}") from None
 
@@ -99,9 +106,11 @@ def check_api_key_env(judge: JudgeConfig, *, plan: bool = False) -> None:
     if not env or os.environ.get(env):
         return
     if not looks_like_env_name(env):  # even in a plan: its config would show the pasted key
-        raise StudyError("judge.api_key_env must name an environment variable (e.g. OPENAI_API_KEY): no variable "
-                         "of that name is set, and its value looks like a key pasted by mistake (not shown): put "
-                         "the key in an environment variable and name that variable here")  # fmt: skip
+        raise StudyError(
+            "judge.api_key_env must name an environment variable (e.g. OPENAI_API_KEY): no variable "
+            "of that name is set, and its value looks like a key pasted by mistake (not shown): put "
+            "the key in an environment variable and name that variable here"
+        )
     if not plan:  # a plan calls no provider
         raise StudyError(f"judge={judge.name}: the environment variable {env} is not set (API key)")
 

@@ -89,8 +89,11 @@ def manifest_extras(cfg: StudyConfig, judge: Judge, shape: RequestShape, tally: 
     }
     extras["price_map"] = price_record(cfg.judge.model, judge_prices(cfg.judge))
     if judge.limiter is not None:
-        extras["rate_limit"] = {"rpm": cfg.judge.rpm, "tpm": cfg.judge.tpm,
-                                "responses_429": judge.limiter.rate_limited}  # fmt: skip
+        extras["rate_limit"] = {
+            "rpm": cfg.judge.rpm,
+            "tpm": cfg.judge.tpm,
+            "responses_429": judge.limiter.rate_limited,
+        }
     return extras
 
 
@@ -101,9 +104,11 @@ def check_parse_rate(manifest: Manifest, frame: pd.DataFrame, minimum: float) ->
         return
     reasons = ", ".join(f"{reason} ({n})" for reason, n in error_reasons(frame)[:3])
     attempted = (manifest.calls_total or 0) - manifest.calls_not_started
-    raise ParseRateError(f"parse rate {rate:.3f} is below min_parse_rate={minimum:g} "
-                         f"({manifest.unscored_calls} of {attempted} calls unscored; outputs written); "
-                         f"top reasons: {reasons}")
+    raise ParseRateError(
+        f"parse rate {rate:.3f} is below min_parse_rate={minimum:g} "
+        f"({manifest.unscored_calls} of {attempted} calls unscored; outputs written); "
+        f"top reasons: {reasons}"
+    )
 
 
 def error_reasons(frame: pd.DataFrame) -> list[tuple[str, int]]:
@@ -142,28 +147,49 @@ def _with_numbers(members: list[str]) -> str:
     return "".join(filled)
 
 
-def build_manifest(cfg: StudyConfig, frame: pd.DataFrame, tally: Tally, rubric: Rubric, data_path: Path,
-                   n_instances: int, n_prompts: int, started: float) -> Manifest:  # fmt: skip
+def build_manifest(
+    cfg: StudyConfig,
+    frame: pd.DataFrame,
+    tally: Tally,
+    rubric: Rubric,
+    data_path: Path,
+    n_instances: int,
+    n_prompts: int,
+    started: float,
+) -> Manifest:
     """What a reader needs to trust and reproduce the table: counts, cost, versions, dataset hash."""
     n_calls = n_prompts * cfg.n_samples
     attempted = n_calls - tally.not_started  # a budget stop's calls never started are neither parsed nor not
     shard = parse_shard(cfg.shard)
     return Manifest(
-        judge=cfg.judge.name, model=cfg.judge.model,
-        mode=cfg.mode.name, rubric=rubric.name, rubric_versions={rubric.name: rubric.version},
-        dataset=cfg.dataset.name, dataset_path=str(data_path),
-        dataset_hash=dataset_hash(data_path), study_id=study_id(cfg),
+        judge=cfg.judge.name,
+        model=cfg.judge.model,
+        mode=cfg.mode.name,
+        rubric=rubric.name,
+        rubric_versions={rubric.name: rubric.version},
+        dataset=cfg.dataset.name,
+        dataset_path=str(data_path),
+        dataset_hash=dataset_hash(data_path),
+        study_id=study_id(cfg),
         cache_refresh=refresh_date(cfg.cache),
         shard=ShardSpec(shard.index, shard.count) if shard else None,
-        instances=n_instances, prompts=n_prompts,
-        n_samples=cfg.n_samples, temperature=cfg.temperature,
-        calls_total=n_calls, calls_made=tally.calls, calls_cached=tally.cached,
+        instances=n_instances,
+        prompts=n_prompts,
+        n_samples=cfg.n_samples,
+        temperature=cfg.temperature,
+        calls_total=n_calls,
+        calls_made=tally.calls,
+        calls_cached=tally.cached,
         calls_shared=tally.shared,
-        retries=tally.retries, provider_errors=tally.provider_errors, unscored_calls=tally.unscored,
+        retries=tally.retries,
+        provider_errors=tally.provider_errors,
+        unscored_calls=tally.unscored,
         parse_rate=round(1 - tally.unscored / attempted, 4) if attempted else None,
-        rows=len(frame), prompt_tokens=tally.prompt_tokens, completion_tokens=tally.completion_tokens,
+        rows=len(frame),
+        prompt_tokens=tally.prompt_tokens,
+        completion_tokens=tally.completion_tokens,
         cost_usd=round(tally.cost_usd, 6) if tally.cost_known else None,
         wall_time_s=round(time.perf_counter() - started, 3),
         cache_damaged_entries=tally.cache_damaged,
         first_provider_errors=tally.errors[:5],
-    )  # fmt: skip
+    )

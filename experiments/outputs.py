@@ -46,22 +46,27 @@ def _try_claim(folder: Path) -> bool:
     except FileExistsError:
         raise OutputError(f"{folder}: the output folder is a file; choose another hydra.run.dir") from None
     except OSError as exc:
-        raise OutputError(f"{folder}: cannot create the output folder ({_reason(exc)}); choose another "
-                          "hydra.run.dir") from None  # fmt: skip
+        raise OutputError(
+            f"{folder}: cannot create the output folder ({_reason(exc)}); choose another hydra.run.dir"
+        ) from None
     try:
         fd = os.open(folder / CLAIM, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return (folder / CLAIM).read_text(errors="replace").strip() == str(os.getpid())  # ours already
     except OSError as exc:
-        raise OutputError(f"{folder}: the output folder cannot be written ({_reason(exc)}); nothing was "
-                          "called; choose another hydra.run.dir") from None  # fmt: skip
+        raise OutputError(
+            f"{folder}: the output folder cannot be written ({_reason(exc)}); nothing was "
+            "called; choose another hydra.run.dir"
+        ) from None
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(str(os.getpid()))
     except OSError as exc:
         release_folder(folder)
-        raise OutputError(f"{folder}: the output folder cannot be written ({_reason(exc)}); nothing was "
-                          "called; free some space or choose another hydra.run.dir") from None  # fmt: skip
+        raise OutputError(
+            f"{folder}: the output folder cannot be written ({_reason(exc)}); nothing was "
+            "called; free some space or choose another hydra.run.dir"
+        ) from None
     return True
 
 
@@ -75,7 +80,9 @@ def claim_folder(folder: Path, *, exact: bool = False) -> Path:
             return candidate
         if exact:
             raise OutputError(f"{folder}: another run's output folder; choose another one")
-    raise OutputError(f"{folder}: {MAX_SIBLINGS} runs already hold this folder name; choose another hydra.run.dir")
+    raise OutputError(
+        f"{folder}: {MAX_SIBLINGS} runs already hold this folder name; choose another hydra.run.dir"
+    )
 
 
 def release_folder(folder: Path) -> None:
@@ -154,8 +161,10 @@ def write_outputs(folder: Path, writers: Mapping[str, Callable[[Path], object]])
         for tmp, _ in done:
             with contextlib.suppress(OSError):
                 tmp.unlink()
-        raise OutputError(f"{folder}: could not write {done[-1][1].name} ({_reason(exc)}); nothing of this run "
-                          "was written; every answer is cached: rerun the same command once the folder can be "
-                          "written (no call is paid twice)") from None  # fmt: skip
+        raise OutputError(
+            f"{folder}: could not write {done[-1][1].name} ({_reason(exc)}); nothing of this run "
+            "was written; every answer is cached: rerun the same command once the folder can be "
+            "written (no call is paid twice)"
+        ) from None
     for tmp, path in done:
         os.replace(tmp, path)

@@ -26,9 +26,15 @@ from judge.cache.store import CacheError
 from judge.rubric import Rubric
 from judge.spend.pricing import Prices, price_record, prompt_tokens
 
-COUNTS = ("calls_total", "calls_cached", "calls_shared", "calls_to_make", "prompt_tokens",
-          "completion_tokens_bound",
-          "completion_tokens_expected")  # fmt: skip
+COUNTS = (
+    "calls_total",
+    "calls_cached",
+    "calls_shared",
+    "calls_to_make",
+    "prompt_tokens",
+    "completion_tokens_bound",
+    "completion_tokens_expected",
+)
 
 
 def _costs(
@@ -37,9 +43,13 @@ def _costs(
     def rounded(value: float | None) -> float | None:
         return value if value is None or digits is None else round(value, digits)
 
-    return {kind: {"expected": rounded(prices.cost(prompt, expected, batch=batch)),
-                   "bound": rounded(prices.cost(prompt, bound, batch=batch))}
-            for kind, batch in (("live", False), ("batch", True))}  # fmt: skip
+    return {
+        kind: {
+            "expected": rounded(prices.cost(prompt, expected, batch=batch)),
+            "bound": rounded(prices.cost(prompt, bound, batch=batch)),
+        }
+        for kind, batch in (("live", False), ("batch", True))
+    }
 
 
 def plan_study(cfg: StudyConfig, inputs: StudyInputs) -> dict[str, Any]:
@@ -62,14 +72,25 @@ def plan_study(cfg: StudyConfig, inputs: StudyInputs) -> dict[str, Any]:
     except ValueError as exc:
         raise StudyError(str(exc)) from None
     return {
-        "judge": cfg.judge.name, "model": cfg.judge.model, "mode": mode.name,
-        "rubric": rubric.name, "instances": len(instances), "prompts": len(prompts),
-        "n_samples": cfg.n_samples, "max_tokens": _largest_budget(cfg, prompts), **counts,
-        "prices": dict(vars(prices)), "price_map": price_record(cfg.judge.model, prices),
-        "cost_usd": _costs(prices, counts["prompt_tokens"], counts["completion_tokens_bound"],
-                           counts["completion_tokens_expected"]),
+        "judge": cfg.judge.name,
+        "model": cfg.judge.model,
+        "mode": mode.name,
+        "rubric": rubric.name,
+        "instances": len(instances),
+        "prompts": len(prompts),
+        "n_samples": cfg.n_samples,
+        "max_tokens": _largest_budget(cfg, prompts),
+        **counts,
+        "prices": dict(vars(prices)),
+        "price_map": price_record(cfg.judge.model, prices),
+        "cost_usd": _costs(
+            prices,
+            counts["prompt_tokens"],
+            counts["completion_tokens_bound"],
+            counts["completion_tokens_expected"],
+        ),
         "power": note.as_dict(),
-    }  # fmt: skip
+    }
 
 
 def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: StudyConfig) -> dict[str, Any]:
@@ -102,9 +123,15 @@ def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: StudyConf
     to_make = len(seen)
     # answers already in the cache say how long this judge's answers run; the output budget caps them
     per_call = min(max_tokens, round(sum(answered) / len(answered))) if answered else max_tokens
-    counts = {"calls_total": total, "calls_cached": cached, "calls_shared": shared, "calls_to_make": to_make,
-              "prompt_tokens": prompt_total, "completion_tokens_bound": to_make * max_tokens,
-              "completion_tokens_expected": to_make * per_call}  # fmt: skip
+    counts = {
+        "calls_total": total,
+        "calls_cached": cached,
+        "calls_shared": shared,
+        "calls_to_make": to_make,
+        "prompt_tokens": prompt_total,
+        "completion_tokens_bound": to_make * max_tokens,
+        "completion_tokens_expected": to_make * per_call,
+    }
     per_call_tokens = {"bound": max_tokens, "expected": per_call}
     return counts | {"calls": calls, "completion_tokens_per_call": per_call_tokens}
 
@@ -173,10 +200,12 @@ def _usd(value: float | None) -> str:
 def describe(plan: Mapping[str, Any]) -> str:
     """Two lines for the terminal (three with a power section)."""
     cost = plan["cost_usd"]
-    return _power_line(plan.get("power")) + (f"plan: {plan['calls_total']:,} calls, {plan['calls_cached']:,} cached, {plan['calls_to_make']:,} to make; "
-            f"~{plan['prompt_tokens']:,} prompt + <= {plan['completion_tokens_bound']:,} completion tokens\n"
-            f"plan: cost live {_usd(cost['live']['expected'])} (at most {_usd(cost['live']['bound'])}), "
-            f"batch {_usd(cost['batch']['expected'])} (at most {_usd(cost['batch']['bound'])})")  # fmt: skip
+    return _power_line(plan.get("power")) + (
+        f"plan: {plan['calls_total']:,} calls, {plan['calls_cached']:,} cached, {plan['calls_to_make']:,} to make; "
+        f"~{plan['prompt_tokens']:,} prompt + <= {plan['completion_tokens_bound']:,} completion tokens\n"
+        f"plan: cost live {_usd(cost['live']['expected'])} (at most {_usd(cost['live']['bound'])}), "
+        f"batch {_usd(cost['batch']['expected'])} (at most {_usd(cost['batch']['bound'])})"
+    )
 
 
 def _power_line(power: Mapping[str, Any] | None) -> str:
@@ -200,8 +229,7 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
     write_atomic(path, lambda p: p.write_text(json.dumps(data, indent=2)))
 
 
-def run_plan(cfg: StudyConfig, inputs: StudyInputs, out_dir: Path,
-             sweep_dir: Path | None) -> dict[str, Any]:  # fmt: skip
+def run_plan(cfg: StudyConfig, inputs: StudyInputs, out_dir: Path, sweep_dir: Path | None) -> dict[str, Any]:
     """Plan one run: write `out_dir/plan.json` (and the sweep's summed `plan.json`) and print it."""
     plan = plan_study(cfg, inputs)
     write_json(out_dir / "plan.json", plan)

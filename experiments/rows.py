@@ -31,8 +31,12 @@ def parse_answer(prompt: Prompt, rubric: Rubric, result: CallResult) -> dict[str
         one = parse_object(raw, rubric.fields)
         parsed = {k: one for k in keys}
     if result.completion.finish_reason == "length":
-        parsed = {k: p if p.ok else Parsed(False, error=f"truncated (finish_reason=length): {p.error}",
-                                           salvaged=p.salvaged) for k, p in parsed.items()}  # fmt: skip
+        parsed = {
+            k: p
+            if p.ok
+            else Parsed(False, error=f"truncated (finish_reason=length): {p.error}", salvaged=p.salvaged)
+            for k, p in parsed.items()
+        }
     return parsed
 
 
@@ -94,19 +98,23 @@ def call_cost(result: CallResult) -> float | None:
     return result.completion.cost_usd
 
 
-def rows_for(prompt: Prompt, sample_idx: int, result: CallResult, rubric: Rubric,
-             meta: Mapping[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
+def rows_for(
+    prompt: Prompt, sample_idx: int, result: CallResult, rubric: Rubric, meta: Mapping[str, Any]
+) -> list[dict[str, Any]]:
     """Rows for one sample of one prompt; `meta` holds the run-level columns."""
     parsed_by_key = parse_answer(prompt, rubric, result)
     expected_by = expected_by_key(prompt, rubric, result)
     comp = result.completion
     account = {
-        "raw": comp.text if comp else "", "finish_reason": comp.finish_reason if comp else None,
+        "raw": comp.text if comp else "",
+        "finish_reason": comp.finish_reason if comp else None,
         "prompt_tokens": comp.prompt_tokens if comp else 0,
         "completion_tokens": comp.completion_tokens if comp else 0,
-        "cost_usd": call_cost(result), "latency_s": 0.0 if result.cached or result.shared or not comp
-        else comp.latency_s, "cached": result.cached, "retries": result.retries,
-    }  # fmt: skip
+        "cost_usd": call_cost(result),
+        "latency_s": 0.0 if result.cached or result.shared or not comp else comp.latency_s,
+        "cached": result.cached,
+        "retries": result.retries,
+    }
     rows = []
     higher = directions(rubric)
     ranges = bounds(rubric)
@@ -116,20 +124,34 @@ def rows_for(prompt: Prompt, sample_idx: int, result: CallResult, rubric: Rubric
         parsed = parsed_by_key[shown.label or shown.candidate.candidate_id]
         expected = expected_by.get(shown.label or shown.candidate.candidate_id, {}) if parsed.ok else {}
         for dim, value in _values(rubric, parsed).items():
-            rows.append({
-                **meta, "prompt_id": prompt.prompt_id, "instance_id": prompt.instance_id,
-                "candidate_id": shown.candidate.candidate_id, "source": shown.candidate.source,
-                "other_id": other.candidate.candidate_id if other else None, "order": prompt.order,
-                "dimension": dim, "higher_is_better": higher[dim], "score_min": ranges[dim][0],
-                "score_max": ranges[dim][1], "sample_idx": sample_idx,
-                "position": shown.position, "label": shown.label,
-                "score": math.nan if is_pref or value is None else float(value),
-                "score_expected": expected.get(dim, math.nan),
-                "preference": _flip(value, prompt.order) if is_pref else None, "inconsistent": None,
-                "parse_ok": parsed.ok, "salvaged": parsed.salvaged, "error": parsed.error,
-                "rationale": parsed.rationale, "candidate_text": shown.candidate.text,
-                **account,
-            })  # fmt: skip
+            rows.append(
+                {
+                    **meta,
+                    "prompt_id": prompt.prompt_id,
+                    "instance_id": prompt.instance_id,
+                    "candidate_id": shown.candidate.candidate_id,
+                    "source": shown.candidate.source,
+                    "other_id": other.candidate.candidate_id if other else None,
+                    "order": prompt.order,
+                    "dimension": dim,
+                    "higher_is_better": higher[dim],
+                    "score_min": ranges[dim][0],
+                    "score_max": ranges[dim][1],
+                    "sample_idx": sample_idx,
+                    "position": shown.position,
+                    "label": shown.label,
+                    "score": math.nan if is_pref or value is None else float(value),
+                    "score_expected": expected.get(dim, math.nan),
+                    "preference": _flip(value, prompt.order) if is_pref else None,
+                    "inconsistent": None,
+                    "parse_ok": parsed.ok,
+                    "salvaged": parsed.salvaged,
+                    "error": parsed.error,
+                    "rationale": parsed.rationale,
+                    "candidate_text": shown.candidate.text,
+                    **account,
+                }
+            )
     return rows
 
 

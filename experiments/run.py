@@ -101,8 +101,10 @@ def unscored_line(manifest: Path) -> str | None:
     if not unscored and not errors:
         return None
     retry = f", {errors} of them provider errors (rerun the same command to retry them)" if errors else ""
-    return (f"{unscored} of {made} calls unscored (parse rate {data.parse_rate}){retry}; see the error and "
-            f"raw columns of {manifest.parent / 'results.parquet'}")  # fmt: skip
+    return (
+        f"{unscored} of {made} calls unscored (parse rate {data.parse_rate}){retry}; see the error and "
+        f"raw columns of {manifest.parent / 'results.parquet'}"
+    )
 
 
 def unusable_output_dir(argv: list[str]) -> str | None:
@@ -161,8 +163,11 @@ def searchpath_dirs(argv: list[str]) -> list[Path]:
     for arg in argv:
         key, _, value = arg.lstrip("+").partition("=")
         if key == "hydra.searchpath":
-            dirs += [Path(v.strip().strip("'\"").removeprefix("file://")) for v in value.strip("[]").split(",")
-                     if v.strip().strip("'\"").startswith("file://")]  # fmt: skip
+            dirs += [
+                Path(v.strip().strip("'\"").removeprefix("file://"))
+                for v in value.strip("[]").split(",")
+                if v.strip().strip("'\"").startswith("file://")
+            ]
     return dirs
 
 

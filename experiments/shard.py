@@ -24,9 +24,24 @@ T = TypeVar("T")
 
 _SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 # settings that change how the calls are made, never what they return
-EXECUTION_ONLY = frozenset({"shard", "progress", "workers", "cache_dir", "cache", "retry", "plan", "budget_usd",
-                            "batch", "batch_settings", "min_parse_rate", "plan_effect", "plan_discordance",
-                            "prices"})
+EXECUTION_ONLY = frozenset(
+    {
+        "shard",
+        "progress",
+        "workers",
+        "cache_dir",
+        "cache",
+        "retry",
+        "plan",
+        "budget_usd",
+        "batch",
+        "batch_settings",
+        "min_parse_rate",
+        "plan_effect",
+        "plan_discordance",
+        "prices",
+    }
+)
 JUDGE_EXECUTION_ONLY = frozenset({"concurrency", "timeout_s", "api_bases", "pool"})
 
 

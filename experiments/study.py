@@ -70,9 +70,15 @@ def sampler(judge: Judge, rubric: Rubric, cfg: StudyConfig) -> Callable[[Prompt,
     return sample_of
 
 
-def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: StudyConfig,
-                  meta: Mapping[str, Any], tally: Tally,
-                  keys: list[str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+def execute_calls(
+    judge: Judge,
+    prompts: Sequence[Prompt],
+    rubric: Rubric,
+    cfg: StudyConfig,
+    meta: Mapping[str, Any],
+    tally: Tally,
+    keys: list[str] | None = None,
+) -> list[dict[str, Any]]:
     """Every (prompt, sample) call; rows come back in a stable (prompt, sample) order (and each call's cache
     key is appended to `keys`, in the same order, when given).
 
@@ -125,8 +131,9 @@ def execute_calls(judge: Judge, prompts: Sequence[Prompt], rubric: Rubric, cfg: 
     return [row for rows in done for row in rows or ()]
 
 
-def provider_calls(cfg: StudyConfig, judge: Judge, misses: Sequence[Call],
-                   settle: Callable[[Call, CallResult], None]) -> None:  # fmt: skip
+def provider_calls(
+    cfg: StudyConfig, judge: Judge, misses: Sequence[Call], settle: Callable[[Call, CallResult], None]
+) -> None:
     """The uncached calls, live: on this process's event loop or spread over worker processes."""
     n_workers = plan_workers(cfg, judge, len(misses))
     if n_workers <= 1:
@@ -140,8 +147,9 @@ def provider_calls(cfg: StudyConfig, judge: Judge, misses: Sequence[Call],
     run_in_workers(judge, misses[1:], n_workers, settle)
 
 
-def batch_calls(judge: Judge, calls: Sequence[Call], cfg: StudyConfig,
-                settle: Callable[[Call, CallResult], None]) -> Any:  # fmt: skip
+def batch_calls(
+    judge: Judge, calls: Sequence[Call], cfg: StudyConfig, settle: Callable[[Call, CallResult], None]
+) -> Any:
     """The calls through the provider's batch API (`experiments.batching`); its BatchStats."""
     from experiments.batching import run_batches  # noqa: PLC0415
     from judge.batch.provider import BatchRequest  # noqa: PLC0415
@@ -197,11 +205,16 @@ def results_writers(frame: pd.DataFrame) -> dict[str, Callable[[Path], object]]:
 def prompts_writer(prompts: Sequence[Prompt], run_id: str) -> Callable[[Path], object]:
     """prompts.parquet: every prompt exactly as sent (chat messages as JSON), keyed by the results'
     (`run_id`, `prompt_id`), so any results row leads back to what the judge was shown."""
-    table = pa.table({
-        "run_id": [run_id] * len(prompts), "prompt_id": [p.prompt_id for p in prompts], "instance_id": [p.instance_id for p in prompts],
-        "mode": [p.mode for p in prompts], "order": [p.order for p in prompts],
-        "messages": [json.dumps(p.messages, ensure_ascii=False) for p in prompts],
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "run_id": [run_id] * len(prompts),
+            "prompt_id": [p.prompt_id for p in prompts],
+            "instance_id": [p.instance_id for p in prompts],
+            "mode": [p.mode for p in prompts],
+            "order": [p.order for p in prompts],
+            "messages": [json.dumps(p.messages, ensure_ascii=False) for p in prompts],
+        }
+    )
     return lambda p: pq.write_table(table, p, compression="zstd")
 
 
@@ -209,8 +222,9 @@ class AllCallsFailed(StudyError):
     """Every call of the run failed at the provider: the outputs are written (all unscored), exit non-zero."""
 
 
-def run_study(cfg: StudyConfig, inputs: StudyInputs | None, out_dir: Path, run_id: str,
-              sweep_dir: Path | None = None) -> pd.DataFrame:  # fmt: skip
+def run_study(
+    cfg: StudyConfig, inputs: StudyInputs | None, out_dir: Path, run_id: str, sweep_dir: Path | None = None
+) -> pd.DataFrame:
     """Run the study its typed config describes and write its outputs into `out_dir`; in a -m sweep
     (`sweep_dir`), `budget_usd` is the sweep's (judge.spend.ledger).
 
@@ -220,12 +234,17 @@ def run_study(cfg: StudyConfig, inputs: StudyInputs | None, out_dir: Path, run_i
     inputs = inputs or load_study_inputs(cfg)
     rubric, data_path, mode = inputs.rubric, inputs.data_path, inputs.mode
     assert mode is not None  # a study's inputs carry its mode
-    instances, audit = robustness.perturb(inputs.instances, cfg, mode)  # experiment=robustness (else as given)
-    prompts = build_prompts(instances, rubric, mode, seed=robustness.order_seed(cfg),
-                            labels=robustness.label_map(cfg))  # fmt: skip
+    instances, audit = robustness.perturb(
+        inputs.instances, cfg, mode
+    )  # experiment=robustness (else as given)
+    prompts = build_prompts(
+        instances, rubric, mode, seed=robustness.order_seed(cfg), labels=robustness.label_map(cfg)
+    )
     if not prompts:  # e.g. pairwise on instances without a reference: a 0-row "success" would mislead
-        raise StudyError(f"mode={cfg.mode.name}: nothing to judge: {len(instances)} instance(s) of "
-                         f"{data_path} give 0 prompts (pairwise needs a reference and candidates)")  # fmt: skip
+        raise StudyError(
+            f"mode={cfg.mode.name}: nothing to judge: {len(instances)} instance(s) of "
+            f"{data_path} give 0 prompts (pairwise needs a reference and candidates)"
+        )
     claim_folder(out_dir, exact=True)  # an OutputError (a StudyError) before the first call
     try:
         frame, tally, judge, shape, keys = _judge_all(cfg, prompts, rubric, run_id, sweep_dir)
@@ -235,14 +254,20 @@ def run_study(cfg: StudyConfig, inputs: StudyInputs | None, out_dir: Path, run_i
             **robustness.audit_counts(audit),  # paraphrases left out / rejected (none: nothing)
         )
         config_text = json.dumps(redact_config(as_dict(cfg)), indent=2, default=str)
-        write_outputs(out_dir, {
-            **results_writers(frame), "prompts.parquet": prompts_writer(prompts, run_id),
-            MANIFEST_NAME: lambda p: write_manifest(p, manifest, scrub_tree=redact_config, scrub_text=redact),
-            "config.json": lambda p: p.write_text(config_text),
-            # the cache entries this run used, one key per call: what `python -m judge.cache export` publishes
-            "cache_keys.txt": lambda p: p.write_text("".join(f"{k}\n" for k in keys)),
-            **robustness.audit_writer(audit),
-        })  # fmt: skip
+        write_outputs(
+            out_dir,
+            {
+                **results_writers(frame),
+                "prompts.parquet": prompts_writer(prompts, run_id),
+                MANIFEST_NAME: lambda p: write_manifest(
+                    p, manifest, scrub_tree=redact_config, scrub_text=redact
+                ),
+                "config.json": lambda p: p.write_text(config_text),
+                # the cache entries this run used, one key per call: what `python -m judge.cache export` publishes
+                "cache_keys.txt": lambda p: p.write_text("".join(f"{k}\n" for k in keys)),
+                **robustness.audit_writer(audit),
+            },
+        )
     except BaseException:
         release_folder(out_dir)
         raise
@@ -254,25 +279,34 @@ def run_study(cfg: StudyConfig, inputs: StudyInputs | None, out_dir: Path, run_i
             raise BudgetStop(f"{stop}; and of the calls made, {exc}") from None
         raise BudgetStop(stop)
     if tally.provider_errors and not (tally.calls or tally.cached):
-        raise AllCallsFailed(f"every call failed at the provider ({tally.provider_errors} calls; first error: "
-                             f"{tally.errors[0][:200]}); {out_dir} holds only unscored rows; rerun the same "
-                             "command to try them again")  # fmt: skip
+        raise AllCallsFailed(
+            f"every call failed at the provider ({tally.provider_errors} calls; first error: "
+            f"{tally.errors[0][:200]}); {out_dir} holds only unscored rows; rerun the same "
+            "command to try them again"
+        )
     check_parse_rate(manifest, frame, cfg.min_parse_rate)
     return frame
 
 
-def _judge_all(cfg: StudyConfig, prompts: Sequence[Prompt], rubric: Rubric, run_id: str,
-               sweep_dir: Path | None) -> tuple[pd.DataFrame, Tally, Judge, RequestShape, list[str]]:  # fmt: skip
+def _judge_all(
+    cfg: StudyConfig, prompts: Sequence[Prompt], rubric: Rubric, run_id: str, sweep_dir: Path | None
+) -> tuple[pd.DataFrame, Tally, Judge, RequestShape, list[str]]:
     """Every call of the run (cache first): the results table, its counts, the judge (closed), the request's
     shape and the cache keys."""
     # a call's worst case for the budget: the largest output budget of the run
     largest = max((max_tokens_of(cfg, p) for p in prompts), default=None)
     judge = make_judge(cfg, largest_output=largest, sweep_dir=sweep_dir, job=run_id)
     shape = sent_request(cfg, rubric)
-    meta = {"run_id": run_id, "judge": cfg.judge.name, "model": cfg.judge.model,
-            "mode": cfg.mode.name, "rubric": rubric.name, "rubric_version": rubric.version,
-            "temperature": math.nan if shape.temperature is None else shape.temperature,
-            "perturbation": cfg.robustness.perturbation.value}  # fmt: skip
+    meta = {
+        "run_id": run_id,
+        "judge": cfg.judge.name,
+        "model": cfg.judge.model,
+        "mode": cfg.mode.name,
+        "rubric": rubric.name,
+        "rubric_version": rubric.version,
+        "temperature": math.nan if shape.temperature is None else shape.temperature,
+        "perturbation": cfg.robustness.perturbation.value,
+    }
     tally = Tally()
     keys: list[str] = []
     try:

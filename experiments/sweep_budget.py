@@ -41,8 +41,10 @@ def budget_stop(sweep_dir: Path, budget_usd: Any) -> str | None:
     if stopped_at is None or (cap is not None and stopped_at < cap):
         return None  # not stopped, or stopped by an earlier, smaller cap in this folder
     spent = sum(line["spent_usd"] for line in ledger["jobs"].values())
-    return (f"the sweep reached budget_usd={stopped_at:g}: spent ${spent:.4f} over {len(ledger['jobs'])} jobs "
-            f"({path}); everything paid for is cached: rerun with a larger budget_usd to continue")  # fmt: skip
+    return (
+        f"the sweep reached budget_usd={stopped_at:g}: spent ${spent:.4f} over {len(ledger['jobs'])} jobs "
+        f"({path}); everything paid for is cached: rerun with a larger budget_usd to continue"
+    )
 
 
 FAILED_NAME = "failed.json"

@@ -107,15 +107,21 @@ class _Outbox:
             self.conn.send(("results", items, None))
 
 
-def _worker(judge: Judge, calls: Sequence[Call], counter: Any, concurrency: int, conn: Connection,
-            parent_pid: int) -> None:  # fmt: skip
+def _worker(
+    judge: Judge, calls: Sequence[Call], counter: Any, concurrency: int, conn: Connection, parent_pid: int
+) -> None:
     """Body of one worker process: calls taken from the shared queue on its own event loop, the results sent to
     the parent in small bundles."""
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
     # a fresh connection to the cache folder: SQLite connections must not cross a fork
-    mine = Judge(judge.completer, judge.cache.reopen(), policy=judge.policy, concurrency=concurrency,
-                 api_base=judge.api_base)  # fmt: skip
+    mine = Judge(
+        judge.completer,
+        judge.cache.reopen(),
+        policy=judge.policy,
+        concurrency=concurrency,
+        api_base=judge.api_base,
+    )
 
     outbox = _Outbox(conn)
 
@@ -153,8 +159,9 @@ def _reaped(procs: dict[Connection, Any]) -> Iterator[None]:
             proc.join(timeout=5)
 
 
-def run_in_workers(judge: Judge, calls: Sequence[Call], n_workers: int,
-                   settle: Callable[[Call, CallResult], None]) -> None:  # fmt: skip
+def run_in_workers(
+    judge: Judge, calls: Sequence[Call], n_workers: int, settle: Callable[[Call, CallResult], None]
+) -> None:
     """Make `calls` in `n_workers` forked processes; `settle(call, result)` runs here as each one finishes."""
     ctx = multiprocessing.get_context("fork")
     by_index = {c.index: c for c in calls}
@@ -168,8 +175,12 @@ def run_in_workers(judge: Judge, calls: Sequence[Call], n_workers: int,
     with frozen_heap(), _reaped(procs):
         for w in range(n_workers):
             reader, writer = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_worker, args=(judge, calls, counter, max(1, shares[w]), writer, parent_pid),
-                               name=f"judgescope-worker-{w}", daemon=True)  # fmt: skip
+            proc = ctx.Process(
+                target=_worker,
+                args=(judge, calls, counter, max(1, shares[w]), writer, parent_pid),
+                name=f"judgescope-worker-{w}",
+                daemon=True,
+            )
             proc.start()
             writer.close()
             procs[reader] = proc
@@ -181,8 +192,10 @@ def run_in_workers(judge: Judge, calls: Sequence[Call], n_workers: int,
                 except EOFError:
                     proc = procs.pop(conn)
                     proc.join()
-                    raise RuntimeError(f"{proc.name} died (exit code {proc.exitcode}); rerun the same command "
-                                       "to resume from the cache") from None  # fmt: skip
+                    raise RuntimeError(
+                        f"{proc.name} died (exit code {proc.exitcode}); rerun the same command "
+                        "to resume from the cache"
+                    ) from None
                 if kind == "results":
                     for index, result in a:
                         settle(by_index[index], result)
@@ -192,4 +205,3 @@ def run_in_workers(judge: Judge, calls: Sequence[Call], n_workers: int,
                     raise (FatalProviderError if a == "FatalProviderError" else CacheError)(b)
                 else:
                     raise RuntimeError(f"a worker failed with {a}:\n{b}")
-

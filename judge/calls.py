@@ -26,8 +26,7 @@ class Call:
     key: str
 
 
-async def call_all(judge: Judge, calls: Sequence[Call],
-                   settle: Callable[[Call, CallResult], None]) -> None:  # fmt: skip
+async def call_all(judge: Judge, calls: Sequence[Call], settle: Callable[[Call, CallResult], None]) -> None:
     """Every call on this event loop (at most the judge's concurrency in flight); `settle` gets each result."""
     use_inline_setup()
 
@@ -35,7 +34,9 @@ async def call_all(judge: Judge, calls: Sequence[Call],
         try:
             result = await judge.call_provider(call.messages, call.params, call.key)
         except BaseException:
-            judge.stopped = True  # any error ends the study (a fatal provider error, a cache that cannot write)
+            judge.stopped = (
+                True  # any error ends the study (a fatal provider error, a cache that cannot write)
+            )
             raise
         if not (result.not_started and judge.stopped):
             settle(call, result)
@@ -48,8 +49,9 @@ async def call_all(judge: Judge, calls: Sequence[Call],
         raise next((f for f in failures if isinstance(f, FatalProviderError)), failures[0])
 
 
-async def call_taken(judge: Judge, take: Callable[[], Call | None], runners: int,
-                     settle: Callable[[Call, CallResult], None]) -> None:  # fmt: skip
+async def call_taken(
+    judge: Judge, take: Callable[[], Call | None], runners: int, settle: Callable[[Call, CallResult], None]
+) -> None:
     """Calls taken one at a time from `take` (a queue other processes share) by `runners` coroutines until it
     is empty, each through the same path as `call_all`; the judge's concurrency still bounds requests in
     flight. Taking a call only when a runner is free keeps the processes busy to the end of the run."""

@@ -120,18 +120,27 @@ class Judge:
         sample = {**params, "seed": int(params.get("seed", 0)) + sample_idx}
         return Sample(sample_idx, sample, canonical_params(self.completer.request_params(sample)))
 
-    def lookup(self, messages: Sequence[Message], sample: Sample,
-               rubric_version: str) -> tuple[str, CallResult | None]:  # fmt: skip
+    def lookup(
+        self, messages: Sequence[Message], sample: Sample, rubric_version: str
+    ) -> tuple[str, CallResult | None]:
         """(cache key, the cached result or None) - no provider call."""
         if self.refresh_tag is not None:
             rubric_version = f"{rubric_version}+refresh:{self.refresh_tag}"
-        key = cache_key(self.completer.model, messages, sample.params, sample.index, rubric_version, self.api_base,
-                        params_json=sample.params_json)  # fmt: skip
+        key = cache_key(
+            self.completer.model,
+            messages,
+            sample.params,
+            sample.index,
+            rubric_version,
+            self.api_base,
+            params_json=sample.params_json,
+        )
         hit = self.cache.get(key)
         return key, (CallResult(hit, cached=True, retries=0) if hit is not None else None)
 
-    async def call_provider(self, messages: Sequence[Message], sample_params: Mapping[str, Any],
-                            key: str) -> CallResult:  # fmt: skip
+    async def call_provider(
+        self, messages: Sequence[Message], sample_params: Mapping[str, Any], key: str
+    ) -> CallResult:
         """Ask the provider (with retries) and cache the answer under `key`; see the module doc for failures.
         Under a budget, a call that would not fit is not started."""
         if self.budget is None:
@@ -142,8 +151,9 @@ class Judge:
         async with self._semaphore("budget"):
             reserved = await budget.wait_start(messages)
             if reserved is None:
-                return CallResult(None, cached=False, retries=0, error="not started: budget_usd reached",
-                                  not_started=True)  # fmt: skip
+                return CallResult(
+                    None, cached=False, retries=0, error="not started: budget_usd reached", not_started=True
+                )
             held = [reserved]  # this call's reservation, renewed after each timed-out attempt
             timed_out = [False]  # whether the last attempt timed out
 
@@ -185,11 +195,20 @@ class Judge:
                         if not await after_timeout():
                             sent = attempts - 1  # one counts as the call's error, the others as retries
                             return CallResult(None, cached=False, retries=sent - 1, error=SPENT_ON_TIMEOUT)
-                    slot = self._semaphore() if self.limiter is None else self.limiter.slot(messages, sample_params)
+                    slot = (
+                        self._semaphore()
+                        if self.limiter is None
+                        else self.limiter.slot(messages, sample_params)
+                    )
                     async with slot:
                         if self.stopped:  # a fatal error elsewhere: the study ends, so send nothing more
-                            return CallResult(None, cached=False, retries=attempts - 1, error="not started: the "
-                                              "study stopped at a fatal provider error", not_started=True)  # fmt: skip
+                            return CallResult(
+                                None,
+                                cached=False,
+                                retries=attempts - 1,
+                                error="not started: the study stopped at a fatal provider error",
+                                not_started=True,
+                            )
                         try:
                             completion = await self.completer.acomplete(messages, sample_params)
                         except TIMEOUT_ERRORS:
@@ -198,13 +217,17 @@ class Judge:
         except PER_CALL_ERRORS as exc:
             error = f"provider: {type(exc).__name__} (not retried): {brief(exc, 300)}"
             return CallResult(None, cached=False, retries=attempts - 1, error=redact(valid_text(error)))
-        except Exception as exc:  # fatal classes (auth, bad request, ...) are provider errors, never transient
+        except (
+            Exception
+        ) as exc:  # fatal classes (auth, bad request, ...) are provider errors, never transient
             if is_transient(exc):
                 error = f"provider: {type(exc).__name__} after {attempts} attempts: {brief(exc, 200)}"
                 return CallResult(None, cached=False, retries=attempts - 1, error=redact(valid_text(error)))
             if is_provider_error(exc):
                 self.stopped = True
-                raise FatalProviderError(redact(valid_text(describe_fatal(exc, self.completer.model)))) from None
+                raise FatalProviderError(
+                    redact(valid_text(describe_fatal(exc, self.completer.model)))
+                ) from None
             raise
         self.cache.set(key, completion)
         return CallResult(completion, cached=False, retries=attempts - 1)

@@ -40,9 +40,14 @@ class Completion:
     def to_dict(self) -> dict[str, Any]:
         # the fields in declaration order, as `dataclasses.asdict` gives them (without its deep copies: every
         # field but logprobs is a str, int, float or None)
-        out: dict[str, Any] = {"text": self.text, "finish_reason": self.finish_reason,
-                               "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                               "cost_usd": self.cost_usd, "latency_s": self.latency_s}  # fmt: skip
+        out: dict[str, Any] = {
+            "text": self.text,
+            "finish_reason": self.finish_reason,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": self.cost_usd,
+            "latency_s": self.latency_s,
+        }
         if self.logprobs is not None:  # entries without them stay byte-identical to earlier versions'
             out["logprobs"] = [t.to_list() for t in self.logprobs]
         return out
@@ -84,7 +89,9 @@ def _text(content: Any) -> str:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, list) and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in content):
+    if isinstance(content, list) and all(
+        isinstance(p, dict) and isinstance(p.get("text"), str) for p in content
+    ):
         return "".join(p["text"] for p in content)
     try:
         return json.dumps(content, ensure_ascii=False, default=str)
@@ -190,7 +197,9 @@ class LiteLLMCompleter:
         if self.api_key_env:
             kwargs["api_key"] = os.environ.get(self.api_key_env)
         elif self.api_base and self.model.startswith("openai/") and not kwargs.get("api_key"):
-            kwargs["api_key"] = "no-key"  # a keyless OpenAI-compatible server (vLLM, llama.cpp): the SDK needs a value
+            kwargs["api_key"] = (
+                "no-key"  # a keyless OpenAI-compatible server (vLLM, llama.cpp): the SDK needs a value
+            )
         return kwargs
 
     def request_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -229,7 +238,9 @@ class LiteLLMCompleter:
 
     def price_list(self) -> Prices:
         """The prices this completer's answers are charged at (see `prices`)."""
-        if self.prices is None:  # looked up once, at the first answer (a local provider is registered by then)
+        if (
+            self.prices is None
+        ):  # looked up once, at the first answer (a local provider is registered by then)
             self.prices = prices_for(self.model)
         return self.prices
 

@@ -170,8 +170,9 @@ def _regions(text: str, labels: Sequence[str] | None) -> dict[str, tuple[int, in
     return {label: (start, end) for (label, start), end in zip(ordered, ends, strict=True)}
 
 
-def expected_scores(text: str, tokens: Sequence[TokenLogprob], fields: Sequence[Field],
-                    labels: Sequence[str] | None = None) -> dict[str, dict[str, float]]:  # fmt: skip
+def expected_scores(
+    text: str, tokens: Sequence[TokenLogprob], fields: Sequence[Field], labels: Sequence[str] | None = None
+) -> dict[str, dict[str, float]]:
     """Per label ("" without labels) and numeric dimension: the expected score, where it can be computed."""
     out: dict[str, dict[str, float]] = {}
     for label, (start, end) in _regions(text, labels).items():

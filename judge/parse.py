@@ -171,7 +171,9 @@ def validate(obj: Mapping[str, Any], fields: Sequence[Field], salvaged: bool = F
         if status == "missing":
             return Parsed(False, error=f"missing field {spec.name!r}", salvaged=salvaged)
         if status == "ambiguous":
-            return Parsed(False, error=f"field {spec.name!r} given twice with different values", salvaged=salvaged)
+            return Parsed(
+                False, error=f"field {spec.name!r} given twice with different values", salvaged=salvaged
+            )
         coerced, error = _coerce(spec, value)
         if error:
             return Parsed(False, error=error, salvaged=salvaged)
@@ -234,7 +236,9 @@ def parse_labelled(raw: str, labels: Sequence[str], fields: Sequence[Field]) -> 
     if obj is None or not any(_lookup(obj, label)[0] != "missing" for label in labels):
         # no complete object, or only an inner one (a cut-off answer still holds complete entries)
         repaired = salvage_object(raw)
-        if repaired is not None and (obj is None or any(_lookup(repaired, lb)[0] != "missing" for lb in labels)):
+        if repaired is not None and (
+            obj is None or any(_lookup(repaired, lb)[0] != "missing" for lb in labels)
+        ):
             obj, salvaged = repaired, True
     if obj is None:
         return {label: Parsed(False, error="no JSON object in the answer") for label in labels}

@@ -32,9 +32,17 @@ GROUP = "judge"  # the Router's name for the pool's one model group
 class RouterCompleter(LiteLLMCompleter):
     """A `LiteLLMCompleter` whose requests go through a litellm Router over `api_bases` (see module doc)."""
 
-    def __init__(self, model: str, *, api_bases: Sequence[str], api_key_env: str | None = None,
-                 timeout_s: float = 120.0, extra: Mapping[str, Any] | None = None,
-                 pool: PoolSettings | None = None, prices: Prices | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_bases: Sequence[str],
+        api_key_env: str | None = None,
+        timeout_s: float = 120.0,
+        extra: Mapping[str, Any] | None = None,
+        pool: PoolSettings | None = None,
+        prices: Prices | None = None,
+    ) -> None:
         if not api_bases:
             raise ValueError("judge.api_bases: list at least one endpoint")
         # the first replica stands for the pool in the cache key (request_params drops it as "own endpoint")
@@ -68,9 +76,12 @@ class RouterCompleter(LiteLLMCompleter):
         """This process's Router (a forked worker builds its own: its clients must not cross the fork)."""
         if self._router is None or self._pid != os.getpid():
             self._router = litellm.Router(
-                model_list=[self._deployment(b) for b in self.api_bases], routing_strategy=self.pool.routing,
-                num_retries=0, allowed_fails=self.pool.allowed_fails, cooldown_time=self.pool.cooldown_s,
-            )  # fmt: skip
+                model_list=[self._deployment(b) for b in self.api_bases],
+                routing_strategy=self.pool.routing,
+                num_retries=0,
+                allowed_fails=self.pool.allowed_fails,
+                cooldown_time=self.pool.cooldown_s,
+            )
             self._pid = os.getpid()
         return self._router
 

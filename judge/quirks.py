@@ -57,10 +57,23 @@ def mapped_params(model: str, api_base: str | None, params: Mapping[str, Any]) -
 
 # Where litellm puts a parameter under another name for some providers: present under any of them = sent.
 RENAMED: Mapping[str, tuple[str, ...]] = {
-    "max_tokens": ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict", "max_new_tokens"),
-    "response_format": ("response_format", "output_format", "response_mime_type", "response_json_schema",
-                        "response_schema", "format", "json_mode"),
-}  # fmt: skip
+    "max_tokens": (
+        "max_tokens",
+        "max_completion_tokens",
+        "max_output_tokens",
+        "num_predict",
+        "max_new_tokens",
+    ),
+    "response_format": (
+        "response_format",
+        "output_format",
+        "response_mime_type",
+        "response_json_schema",
+        "response_schema",
+        "format",
+        "json_mode",
+    ),
+}
 # The temperature a provider uses when none is sent: OpenAI's reasoning models (the ones that refuse any other)
 # run at 1; elsewhere the default is the provider's and not known here.
 TEMPERATURE_WHEN_DROPPED = {"openai": 1.0, "azure": 1.0}
@@ -100,8 +113,14 @@ def request_shape(model: str, api_base: str | None, asked: Mapping[str, Any]) ->
             continue
         names = RENAMED.get(name, (name,))
         if not any(n in sent for n in names):
-            changes.append({"param": name, "asked": _summary(value), "sent": None,
-                            "note": f"dropped: {provider} does not accept it for {model}"})  # fmt: skip
+            changes.append(
+                {
+                    "param": name,
+                    "asked": _summary(value),
+                    "sent": None,
+                    "note": f"dropped: {provider} does not accept it for {model}",
+                }
+            )
         elif name in sent and sent[name] != value and not isinstance(value, Mapping):
             changes.append({"param": name, "asked": value, "sent": sent[name], "note": "changed by litellm"})
     if (
@@ -110,8 +129,14 @@ def request_shape(model: str, api_base: str | None, asked: Mapping[str, Any]) ->
     ):
         name, _ = provider_of(model, api_base)
         if not litellm.supports_response_schema(model=name, custom_llm_provider=provider):
-            changes.append({"param": "response_format", "asked": "<json_schema>", "sent": "<json_schema>",
-                            "note": f"litellm lists no JSON-schema support for {model}: the server may ignore it"})  # fmt: skip
+            changes.append(
+                {
+                    "param": "response_format",
+                    "asked": "<json_schema>",
+                    "sent": "<json_schema>",
+                    "note": f"litellm lists no JSON-schema support for {model}: the server may ignore it",
+                }
+            )
     temperature = _float(sent.get("temperature"))
     if "temperature" in asked and "temperature" not in sent:
         temperature = TEMPERATURE_WHEN_DROPPED.get(provider)
@@ -122,8 +147,9 @@ def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def build_request(model: str, api_base: str | None, messages: list[dict[str, Any]],
-                  asked: Mapping[str, Any]) -> dict[str, Any]:  # fmt: skip
+def build_request(
+    model: str, api_base: str | None, messages: list[dict[str, Any]], asked: Mapping[str, Any]
+) -> dict[str, Any]:
     """The HTTP body litellm would send for this call, built with its provider transformation, never sent."""
     from litellm.utils import ProviderConfigManager  # noqa: PLC0415
 
@@ -132,13 +158,26 @@ def build_request(model: str, api_base: str | None, messages: list[dict[str, Any
     if provider in ("gemini", "vertex_ai"):  # Gemini's transformation lives outside its config class
         from litellm.llms.vertex_ai.gemini.transformation import _transform_request_body  # noqa: PLC0415
 
-        body = _transform_request_body(messages=messages, model=name, optional_params=params,  # type: ignore[arg-type]
-                                       custom_llm_provider=provider, litellm_params={}, cached_content=None)  # type: ignore[arg-type]  # fmt: skip
+        body = _transform_request_body(
+            messages=messages,
+            model=name,
+            optional_params=params,  # type: ignore[arg-type]
+            custom_llm_provider=provider,
+            litellm_params={},
+            cached_content=None,
+        )  # type: ignore[arg-type]
         return dict(body)
     config = ProviderConfigManager.get_provider_chat_config(
         model=name, provider=litellm.LlmProviders(provider)
     )
     if config is None:
         raise ValueError(f"{model}: litellm has no request transformation for provider {provider}")
-    return dict(config.transform_request(model=name, messages=messages, optional_params=params,  # type: ignore[arg-type]
-                                        litellm_params={}, headers={}))  # fmt: skip
+    return dict(
+        config.transform_request(
+            model=name,
+            messages=messages,
+            optional_params=params,  # type: ignore[arg-type]
+            litellm_params={},
+            headers={},
+        )
+    )

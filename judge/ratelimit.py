@@ -65,9 +65,17 @@ class Pacer:
 class RateLimiter:
     """rpm / tpm pacing + adaptive concurrency for one judge (see the module doc)."""
 
-    def __init__(self, *, rpm: float | None, tpm: float | None, concurrency: int,
-                 tokens: Callable[[Sequence[Message], Mapping[str, Any]], int], burst_s: float = 0.25,
-                 headroom: float = 0.97, max_wait_s: float = 60.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        rpm: float | None,
+        tpm: float | None,
+        concurrency: int,
+        tokens: Callable[[Sequence[Message], Mapping[str, Any]], int],
+        burst_s: float = 0.25,
+        headroom: float = 0.97,
+        max_wait_s: float = 60.0,
+    ) -> None:
         self.max_wait_s = max_wait_s
         self.tpm = tpm
         self.requests = Pacer(rpm * headroom, burst_s) if rpm else None
@@ -170,16 +178,19 @@ class _Slot:
     async def __aenter__(self) -> None:
         await self.limiter.enter(self.messages, self.params)
 
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:  # fmt: skip
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.limiter.leave(exc, RESPONSE_HEADERS.get() if exc is None else None)
 
 
-def limiter_for(model: str, rpm: float | None, tpm: float | None, concurrency: int,
-                max_wait_s: float = 60.0) -> RateLimiter | None:  # fmt: skip
+def limiter_for(
+    model: str, rpm: float | None, tpm: float | None, concurrency: int, max_wait_s: float = 60.0
+) -> RateLimiter | None:
     """The judge's limiter, or None when it sets no limit (the plain semaphore then)."""
     if not rpm and not tpm:
         return None
+
     def tokens(messages: Sequence[Message], params: Mapping[str, Any]) -> int:
         return prompt_tokens(model, messages) + int(params.get("max_tokens") or 0)
 

@@ -127,8 +127,11 @@ def _headers(exc: BaseException) -> dict[str, str]:
     """Response headers wherever this litellm version keeps them (lower-cased names)."""
     merged: dict[str, str] = {}
     response = getattr(exc, "response", None)
-    for source in (getattr(response, "headers", None), getattr(exc, "litellm_response_headers", None),
-                   getattr(exc, "headers", None)):  # fmt: skip
+    for source in (
+        getattr(response, "headers", None),
+        getattr(exc, "litellm_response_headers", None),
+        getattr(exc, "headers", None),
+    ):
         try:
             merged.update({str(k).lower(): str(v) for k, v in dict(source or {}).items()})
         except (TypeError, ValueError):

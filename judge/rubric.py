@@ -104,7 +104,9 @@ class Rubric:
     @functools.cached_property
     def _compiled(self) -> jinja2.Template:
         """Compiled once per Rubric from `_sources` (no file look-up per render, not even for the import)."""
-        return _make_environment(jinja2.DictLoader(self._sources), auto_reload=False).get_template(self.template)
+        return _make_environment(jinja2.DictLoader(self._sources), auto_reload=False).get_template(
+            self.template
+        )
 
     @functools.cached_property
     def inputs(self) -> frozenset[str]:
@@ -123,8 +125,9 @@ class Rubric:
     def answer_tokens(self, labels: Sequence[str] | None) -> int:
         """The output budget a complete answer needs: the longest answer the spec allows, pretty-printed in
         a code fence (as models often write it), at 2 characters per token, plus the rationales."""
-        one: dict[str, Any] = {d.name: max(d.choices, key=len) if d.choices else int(d.high or 0)
-                               for d in self.dimensions}  # fmt: skip
+        one: dict[str, Any] = {
+            d.name: max(d.choices, key=len) if d.choices else int(d.high or 0) for d in self.dimensions
+        }
         answer = {label: one for label in labels} if labels else one
         text = "```json\n" + json.dumps(answer, indent=2) + "\n```"
         rationales = RATIONALE_TOKENS * (len(labels) if labels else 1) if self.rationale else 0
@@ -139,8 +142,12 @@ def _value_schema(d: Dimension) -> dict[str, Any]:
 
 
 def _object_schema(properties: Mapping[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": dict(properties), "required": list(properties),
-            "additionalProperties": False}  # fmt: skip
+    return {
+        "type": "object",
+        "properties": dict(properties),
+        "required": list(properties),
+        "additionalProperties": False,
+    }
 
 
 def response_format(rubric: Rubric, labels: Sequence[str] | None = None) -> dict[str, Any]:

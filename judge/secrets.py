@@ -26,8 +26,9 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 REDACTED = "***REDACTED***"
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH(?!ORS?(?:_|$))|BEARER|COOKIE)",
-                          re.IGNORECASE)  # fmt: skip
+_SECRET_NAME = re.compile(
+    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH(?!ORS?(?:_|$))|BEARER|COOKIE)", re.IGNORECASE
+)
 MIN_SECRET_LEN = 8
 _LEARNT: set[str] = set()  # secrets learnt from a config (remember_secrets); see the module doc
 

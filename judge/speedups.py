@@ -29,7 +29,9 @@ def prepare_import() -> None:
     point chose one) and a quiet per-call log. Called by `install`, never at import (importing a judge module
     changes no process-wide state)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    if not os.environ.get("LITELLM_LOG"):  # litellm logs one INFO line per call; keep the progress bar readable
+    if not os.environ.get(
+        "LITELLM_LOG"
+    ):  # litellm logs one INFO line per call; keep the progress bar readable
         logging.getLogger("LiteLLM").setLevel(logging.WARNING)
 
 
@@ -103,10 +105,26 @@ def lean_enabled() -> bool:
 # and latency than the set-up itself. The framework's own event loops (`use_inline_setup`) run that set-up
 # inline instead - only for providers whose set-up does no blocking I/O (a static API key, no credential
 # refresh) and only for calls made by a `LiteLLMCompleter`; anything else still goes to a thread.
-INLINE_SETUP_PROVIDERS = frozenset({
-    "openai", "hosted_vllm", "deepseek", "openrouter", "together_ai", "groq", "fireworks_ai", "mistral",
-    "anthropic", "gemini", "xai", "cerebras", "deepinfra", "perplexity", "lm_studio", "llamafile",
-})  # fmt: skip
+INLINE_SETUP_PROVIDERS = frozenset(
+    {
+        "openai",
+        "hosted_vllm",
+        "deepseek",
+        "openrouter",
+        "together_ai",
+        "groq",
+        "fireworks_ai",
+        "mistral",
+        "anthropic",
+        "gemini",
+        "xai",
+        "cerebras",
+        "deepinfra",
+        "perplexity",
+        "lm_studio",
+        "llamafile",
+    }
+)
 INLINE_SETUP: contextvars.ContextVar[bool] = contextvars.ContextVar("judgescope_inline_setup", default=False)
 
 

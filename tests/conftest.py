@@ -24,8 +24,15 @@ if os.path.isdir(_SHARED_DATA):
 import litellm  # noqa: E402
 import pytest  # noqa: E402
 
-_LITELLM_CALLBACK_LISTS = ("callbacks", "success_callback", "failure_callback", "_async_success_callback",
-                           "_async_failure_callback", "input_callback", "service_callback")
+_LITELLM_CALLBACK_LISTS = (
+    "callbacks",
+    "success_callback",
+    "failure_callback",
+    "_async_success_callback",
+    "_async_failure_callback",
+    "input_callback",
+    "service_callback",
+)
 
 
 @pytest.fixture(autouse=True)

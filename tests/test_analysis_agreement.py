@@ -91,9 +91,11 @@ def test_krippendorff_alpha_by_hand_and_published_example() -> None:
     assert krippendorff_alpha(data, "nominal") == pytest.approx(16 / 30, abs=1e-12)
     # Krippendorff's reliability-data example (3 coders, 15 units, missing values)
     nan = np.nan
-    example = [[nan, nan, nan, nan, nan, 3, 4, 1, 2, 1, 1, 3, 3, nan, 3],
-               [1, nan, 2, 1, 3, 3, 4, 3, nan, nan, nan, nan, nan, nan, nan],
-               [nan, nan, 2, 1, 3, 4, 4, nan, 2, 1, 1, 3, 3, nan, 4]]  # fmt: skip
+    example = [
+        [nan, nan, nan, nan, nan, 3, 4, 1, 2, 1, 1, 3, 3, nan, 3],
+        [1, nan, 2, 1, 3, 3, 4, 3, nan, nan, nan, nan, nan, nan, nan],
+        [nan, nan, 2, 1, 3, 4, 4, nan, 2, 1, 1, 3, 3, nan, 4],
+    ]
     assert krippendorff_alpha(example, "nominal") == pytest.approx(0.691358, abs=1e-6)
     assert krippendorff_alpha(example, "interval") == pytest.approx(0.810845, abs=1e-6)
 
@@ -156,7 +158,11 @@ def test_agreement_table_rows_and_all_raters_alpha() -> None:
     frame = pd.DataFrame(rows)
     table = agreement_table(frame, "rater", ["item", "dim"], "v", n_boot=200)
     assert list(zip(table["rater_a"], table["rater_b"], strict=True)) == [
-        ("r1", "r2"), ("r1", "r3"), ("r2", "r3"), ("(all)", "(all)")]  # fmt: skip
+        ("r1", "r2"),
+        ("r1", "r3"),
+        ("r2", "r3"),
+        ("(all)", "(all)"),
+    ]
     wide = frame.pivot(index=["item", "dim"], columns="rater", values="v")
     r1r2 = table.iloc[0]
     assert r1r2["n"] == 60 and r1r2["kappa_w"] == pytest.approx(

@@ -21,9 +21,23 @@ from analysis.stats.consistency import (
 
 def samples(prompts: dict[str, list[float]], mode: str = "independent") -> pd.DataFrame:
     """{prompt: sample scores} for one candidate per prompt, judge j, dimension d."""
-    rows = [{"judge": "j", "mode": mode, "dimension": "d", "prompt_id": p, "instance_id": p, "candidate_id": "c",
-             "source": "gen", "sample_idx": s, "score": v, "parse_ok": not np.isnan(v), "higher_is_better": True}
-            for p, values in prompts.items() for s, v in enumerate(values)]  # fmt: skip
+    rows = [
+        {
+            "judge": "j",
+            "mode": mode,
+            "dimension": "d",
+            "prompt_id": p,
+            "instance_id": p,
+            "candidate_id": "c",
+            "source": "gen",
+            "sample_idx": s,
+            "score": v,
+            "parse_ok": not np.isnan(v),
+            "higher_is_better": True,
+        }
+        for p, values in prompts.items()
+        for s, v in enumerate(values)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -49,10 +63,23 @@ def test_self_consistency_reads_pairwise_preferences() -> None:
 
 def comparative(scores_by_sample: list[list[float]], higher_is_better: bool = True) -> pd.DataFrame:
     """One comparative prompt; sample s shows candidates at positions 0, 1, 2 with the given scores."""
-    rows = [{"judge": "j", "mode": "comparative", "dimension": "d", "higher_is_better": higher_is_better,
-             "prompt_id": "p", "instance_id": "i",
-             "candidate_id": f"c{pos}", "source": "gen", "sample_idx": s, "position": float(pos), "score": v}
-            for s, values in enumerate(scores_by_sample) for pos, v in enumerate(values)]  # fmt: skip
+    rows = [
+        {
+            "judge": "j",
+            "mode": "comparative",
+            "dimension": "d",
+            "higher_is_better": higher_is_better,
+            "prompt_id": "p",
+            "instance_id": "i",
+            "candidate_id": f"c{pos}",
+            "source": "gen",
+            "sample_idx": s,
+            "position": float(pos),
+            "score": v,
+        }
+        for s, values in enumerate(scores_by_sample)
+        for pos, v in enumerate(values)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -68,12 +95,22 @@ def test_position_bias_by_hand() -> None:
 
 
 def test_pairwise_bias_by_hand() -> None:
-    frame = pd.DataFrame({
-        "judge": "j", "mode": "pairwise", "dimension": "d", "prompt_id": ["p1", "p2", "p3", "p4"],
-        "instance_id": "i", "candidate_id": "c", "other_id": "o", "sample_idx": 0,
-        "order": ["ab", "ab", "ba", "ba"], "preference": ["a", "tie", "b", "a"],
-        "inconsistent": pd.array([True, False, True, pd.NA], dtype="boolean"), "score": np.nan,
-    })  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "judge": "j",
+            "mode": "pairwise",
+            "dimension": "d",
+            "prompt_id": ["p1", "p2", "p3", "p4"],
+            "instance_id": "i",
+            "candidate_id": "c",
+            "other_id": "o",
+            "sample_idx": 0,
+            "order": ["ab", "ab", "ba", "ba"],
+            "preference": ["a", "tie", "b", "a"],
+            "inconsistent": pd.array([True, False, True, pd.NA], dtype="boolean"),
+            "score": np.nan,
+        }
+    )
     out = pairwise_bias(frame).iloc[0]
     # first shown preferred: p1 (ab, a) and p3 (ba, b: `other` was shown first); p4 prefers the second; p2 is a
     # tie, so 3 verdicts are decided and the first-shown text wins 2 of them
@@ -90,12 +127,22 @@ def test_pairwise_bias_leaves_ties_out_of_the_first_shown_rate() -> None:
     # 5 pairs × 2 orders: 4 pairs tie in both orders; in pair 0 c1 wins in both orders, so the first-shown text
     # wins once (ab) and the second-shown once (ba): no order preference. Over all 10 verdicts the old rate was
     # 1 / 10 = 0.1 (ties read as second-shown wins); over the 2 decided verdicts it is 1 / 2.
-    frame = pd.DataFrame({
-        "judge": "j", "mode": "pairwise", "dimension": "d", "instance_id": [f"i{k}" for k in range(5) for _ in "ab"],
-        "prompt_id": [f"p{k}{o}" for k in range(5) for o in ("ab", "ba")], "candidate_id": "c1", "other_id": "c2",
-        "sample_idx": 0, "order": ["ab", "ba"] * 5, "preference": ["a", "a"] + ["tie"] * 8,
-        "inconsistent": False, "score": np.nan,
-    })  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "judge": "j",
+            "mode": "pairwise",
+            "dimension": "d",
+            "instance_id": [f"i{k}" for k in range(5) for _ in "ab"],
+            "prompt_id": [f"p{k}{o}" for k in range(5) for o in ("ab", "ba")],
+            "candidate_id": "c1",
+            "other_id": "c2",
+            "sample_idx": 0,
+            "order": ["ab", "ba"] * 5,
+            "preference": ["a", "a"] + ["tie"] * 8,
+            "inconsistent": False,
+            "score": np.nan,
+        }
+    )
     out = pairwise_bias(frame).iloc[0]
     assert (out["n"], out["n_first"], out["n_tie"], out["n_decided"]) == (10, 1, 8, 2)
     assert (out["first_rate"], out["tie_rate"]) == (0.5, 0.8)
@@ -105,9 +152,20 @@ def test_pairwise_bias_leaves_ties_out_of_the_first_shown_rate() -> None:
 
 def test_length_bias_by_hand() -> None:
     texts = ["a", "a b", "a b c", "a b c d", "a b c d e"]
-    frame = pd.DataFrame({"judge": "j", "mode": "independent", "instance_id": "i",
-                          "candidate_id": [f"c{k}" for k in range(5)], "source": "gen", "dimension": "d", "higher_is_better": True,
-                          "sample_idx": 0, "score": [1.0, 3.0, 2.0, 4.0, 5.0], "candidate_text": texts})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "judge": "j",
+            "mode": "independent",
+            "instance_id": "i",
+            "candidate_id": [f"c{k}" for k in range(5)],
+            "source": "gen",
+            "dimension": "d",
+            "higher_is_better": True,
+            "sample_idx": 0,
+            "score": [1.0, 3.0, 2.0, 4.0, 5.0],
+            "candidate_text": texts,
+        }
+    )
     out = length_bias(frame).iloc[0]
     # lengths 1..5, scores 1 3 2 4 5: d = (0, −1, 1, 0, 0) -> ρ = 1 − 6·2/(5·24) = .9
     assert out["rho"] == pytest.approx(0.9) and out["rho_better"] == pytest.approx(0.9) and out["n"] == 5
@@ -123,12 +181,31 @@ def test_model_family_heuristic_and_override() -> None:
 
 
 def test_self_preference_by_hand() -> None:
-    scores = {("gpt-5", "a"): 8.0, ("gpt-5", "b"): 6.0, ("gemini-2.5", "c"): 5.0, ("gemini-2.5", "d"): 3.0,
-              ("reference", "r"): 9.0}  # fmt: skip
-    frame = pd.DataFrame([{"judge": "judge-x", "model": "openai/gpt-4o", "mode": "independent", "instance_id": "i",
-                           "candidate_id": c, "source": s, "dimension": dim, "sample_idx": 0, "score": v,
-                           "higher_is_better": dim == "originality"}
-                          for (s, c), v in scores.items() for dim in ("originality", "source_boundedness")])  # fmt: skip
+    scores = {
+        ("gpt-5", "a"): 8.0,
+        ("gpt-5", "b"): 6.0,
+        ("gemini-2.5", "c"): 5.0,
+        ("gemini-2.5", "d"): 3.0,
+        ("reference", "r"): 9.0,
+    }
+    frame = pd.DataFrame(
+        [
+            {
+                "judge": "judge-x",
+                "model": "openai/gpt-4o",
+                "mode": "independent",
+                "instance_id": "i",
+                "candidate_id": c,
+                "source": s,
+                "dimension": dim,
+                "sample_idx": 0,
+                "score": v,
+                "higher_is_better": dim == "originality",
+            }
+            for (s, c), v in scores.items()
+            for dim in ("originality", "source_boundedness")
+        ]
+    )
     out = self_preference(frame).set_index("dimension")
     row = out.loc["originality"]
     # own family (gpt): 8, 6 -> 7; others (gemini): 5, 3 -> 4; the reference is excluded; diff 3

@@ -44,14 +44,27 @@ def planted(shift: float) -> pd.DataFrame:
             lift = shift if mode == "comparative" else 0.0
             for i, d in enumerate(offsets):
                 for dim, worse in zip(DIMENSIONS, (-3.0, 3.0), strict=True):  # g1 is 3 points worse than g0
-                    cands = {"ref": ("reference", 5.0), "g0": ("gen", 5.0 + d + lift),
-                             "g1": ("gen", 5.0 + d + lift + worse)}  # fmt: skip
+                    cands = {
+                        "ref": ("reference", 5.0),
+                        "g0": ("gen", 5.0 + d + lift),
+                        "g1": ("gen", 5.0 + d + lift + worse),
+                    }
                     for cid, (source, score) in cands.items():
                         for s, value in enumerate([score - 1, score, score + 1, np.nan]):
-                            rows.append({"judge": judge, "mode": mode, "instance_id": f"i{i:03d}",
-                                         "candidate_id": cid, "source": source, "dimension": dim, "sample_idx": s,
-                                         "higher_is_better": dim == "originality",
-                                         "score": value + bias, "parse_ok": not np.isnan(value)})  # fmt: skip
+                            rows.append(
+                                {
+                                    "judge": judge,
+                                    "mode": mode,
+                                    "instance_id": f"i{i:03d}",
+                                    "candidate_id": cid,
+                                    "source": source,
+                                    "dimension": dim,
+                                    "sample_idx": s,
+                                    "higher_is_better": dim == "originality",
+                                    "score": value + bias,
+                                    "parse_ok": not np.isnan(value),
+                                }
+                            )
     return pd.DataFrame(rows)
 
 
@@ -74,9 +87,15 @@ def test_planted_shift_is_recovered_exactly_and_flagged() -> None:
         # source-boundedness, lower is better: independent wins d < 0 (30), ties 30, loses 40;
         # comparative wins d + 1 < 0 (10), ties d = −1 (20), loses 70
         assert tuple(rates.loc[(judge, "independent", "source_boundedness"), ["win", "tie", "loss"]]) == (
-            0.30, 0.30, 0.40)  # fmt: skip
+            0.30,
+            0.30,
+            0.40,
+        )
         assert tuple(rates.loc[(judge, "comparative", "source_boundedness"), ["win", "tie", "loss"]]) == (
-            0.10, 0.20, 0.70)  # fmt: skip
+            0.10,
+            0.20,
+            0.70,
+        )
     shift = mode_shift(results, n_boot=500).set_index(["judge", "dimension"])
     for judge in ("j1", "j2"):
         up = shift.loc[(judge, "originality")]
@@ -127,9 +146,18 @@ def raters_frame(items: dict[str, list[int]]) -> pd.DataFrame:
     for rater, outcomes in items.items():
         human = rater.startswith("human:")
         for i, o in enumerate(outcomes):
-            rows.append({"rater": rater, "kind": "majority" if rater == MAJORITY else "expert" if human else "judge",
-                         "judge": rater.split(" ")[0], "mode": "human" if human else "independent",
-                         "instance_id": f"i{i}", "source": "gen", "dimension": "d", "outcome": o})  # fmt: skip
+            rows.append(
+                {
+                    "rater": rater,
+                    "kind": "majority" if rater == MAJORITY else "expert" if human else "judge",
+                    "judge": rater.split(" ")[0],
+                    "mode": "human" if human else "independent",
+                    "instance_id": f"i{i}",
+                    "source": "gen",
+                    "dimension": "d",
+                    "outcome": o,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -143,11 +171,16 @@ def test_preference_gap_by_hand() -> None:
 
 
 def test_majority_vote_is_a_strict_majority_and_counts_the_excluded() -> None:
-    outcomes = pd.DataFrame({
-        "judge": ["h1", "h2", "h3"] * 3 + ["h1", "h2"] + ["h1", "h2", "h3", "h4"], "mode": "human",
-        "instance_id": ["i1"] * 3 + ["i2"] * 3 + ["i3"] * 3 + ["i4"] * 2 + ["i5"] * 4, "source": "gen",
-        "dimension": "d", "outcome": [1, 1, -1, 1, 0, -1, 0, 0, 1, 1, -1, 1, 1, 0, -1],
-    })  # fmt: skip
+    outcomes = pd.DataFrame(
+        {
+            "judge": ["h1", "h2", "h3"] * 3 + ["h1", "h2"] + ["h1", "h2", "h3", "h4"],
+            "mode": "human",
+            "instance_id": ["i1"] * 3 + ["i2"] * 3 + ["i3"] * 3 + ["i4"] * 2 + ["i5"] * 4,
+            "source": "gen",
+            "dimension": "d",
+            "outcome": [1, 1, -1, 1, 0, -1, 0, 0, 1, 1, -1, 1, 1, 0, -1],
+        }
+    )
     out = majority_outcomes(outcomes).set_index("instance_id")
     # i1 win,win,loss -> win (2 of 3); i2 one of each -> excluded; i3 tie,tie,win -> tie; i4 win,loss ->
     # excluded; i5 win,win,tie,loss: win is the plurality but 2 of 4 is not more than half -> excluded
@@ -220,29 +253,57 @@ def test_human_labels_join_results_with_numeric_ids() -> None:
         instance_id=humans["instance_id"].str[4:].astype(int).astype(str)
     )  # "inst00003" -> "3"
     raters = rater_outcomes(numeric, humans)
-    assert set(raters.loc[raters["kind"] == "judge", "instance_id"]) == set(raters.loc[raters["kind"] == "expert",
-                                                                                       "instance_id"])  # fmt: skip
+    assert set(raters.loc[raters["kind"] == "judge", "instance_id"]) == set(
+        raters.loc[raters["kind"] == "expert", "instance_id"]
+    )
 
 
 # The paper's setting: the experts rated one candidate (c1) of generator g against the reference r; the
 # judge also scored c2, which it likes better. Judge scores are (r, c1, c2) per instance.
-JUDGE = {"non_obviousness": {"i1": (2, 1, 3), "i2": (2, 2, 3), "i3": (1, 2, 0), "i4": (3, 1, 1)},
-         "source_boundedness": {"i1": (2, 1, 3), "i2": (1, 2, 0), "i3": (2, 1, 3), "i4": (1, 2, 0)}}  # fmt: skip
+JUDGE = {
+    "non_obviousness": {"i1": (2, 1, 3), "i2": (2, 2, 3), "i3": (1, 2, 0), "i4": (3, 1, 1)},
+    "source_boundedness": {"i1": (2, 1, 3), "i2": (1, 2, 0), "i3": (2, 1, 3), "i4": (1, 2, 0)},
+}
 # (r, c1) per annotator h1, h2, h3, on non-obviousness only
-EXPERTS = {"i1": ((1, 2), (1, 2), (2, 1)), "i2": ((2, 2), (1, 2), (2, 1)), "i3": ((1, 2), (1, 3), (1, 1)),
-           "i4": ((2, 1), (2, 1), (2, 2))}  # fmt: skip
+EXPERTS = {
+    "i1": ((1, 2), (1, 2), (2, 1)),
+    "i2": ((2, 2), (1, 2), (2, 1)),
+    "i3": ((1, 2), (1, 3), (1, 1)),
+    "i4": ((2, 1), (2, 1), (2, 2)),
+}
 
 
 def same_pairs_study() -> tuple[pd.DataFrame, pd.DataFrame]:
-    rows = [{"judge": "j", "mode": "independent", "instance_id": inst, "candidate_id": cid,
-             "source": "reference" if cid == "r" else "g", "dimension": dim, "higher_is_better": dim != "source_boundedness",
-             "sample_idx": 0, "score": float(v), "parse_ok": True}
-            for dim, by_inst in JUDGE.items() for inst, values in by_inst.items()
-            for cid, v in zip(("r", "c1", "c2"), values, strict=True)]  # fmt: skip
-    labels = [{"annotator": f"h{a + 1}", "instance_id": inst, "candidate_id": cid,
-               "source": "reference" if cid == "r" else "g", "dimension": "non_obviousness", "score": v}
-              for inst, per_annotator in EXPERTS.items() for a, pair in enumerate(per_annotator)
-              for cid, v in zip(("r", "c1"), pair, strict=True)]  # fmt: skip
+    rows = [
+        {
+            "judge": "j",
+            "mode": "independent",
+            "instance_id": inst,
+            "candidate_id": cid,
+            "source": "reference" if cid == "r" else "g",
+            "dimension": dim,
+            "higher_is_better": dim != "source_boundedness",
+            "sample_idx": 0,
+            "score": float(v),
+            "parse_ok": True,
+        }
+        for dim, by_inst in JUDGE.items()
+        for inst, values in by_inst.items()
+        for cid, v in zip(("r", "c1", "c2"), values, strict=True)
+    ]
+    labels = [
+        {
+            "annotator": f"h{a + 1}",
+            "instance_id": inst,
+            "candidate_id": cid,
+            "source": "reference" if cid == "r" else "g",
+            "dimension": "non_obviousness",
+            "score": v,
+        }
+        for inst, per_annotator in EXPERTS.items()
+        for a, pair in enumerate(per_annotator)
+        for cid, v in zip(("r", "c1"), pair, strict=True)
+    ]
     return pd.DataFrame(rows), pd.DataFrame(labels)
 
 
@@ -278,11 +339,37 @@ def test_pairs_in_comparative_mode_use_the_reference_of_the_same_prompt() -> Non
         ("pB", "ref", "reference", 7),
         ("pB", "b0", "gB", 6),
     ]
-    results = pd.DataFrame([{"judge": "j", "mode": "comparative", "prompt_id": p, "instance_id": "i1",
-                             "candidate_id": c, "source": s, "dimension": "d", "higher_is_better": True,
-                             "sample_idx": 0, "score": float(v), "parse_ok": True} for p, c, s, v in rows])  # fmt: skip
-    humans = pd.DataFrame([{"annotator": "h1", "instance_id": "i1", "candidate_id": c, "source": s, "dimension": "d",
-                            "score": v} for c, s, v in (("ref", "reference", 1), ("a0", "gA", 2), ("b0", "gB", 2))])  # fmt: skip
+    results = pd.DataFrame(
+        [
+            {
+                "judge": "j",
+                "mode": "comparative",
+                "prompt_id": p,
+                "instance_id": "i1",
+                "candidate_id": c,
+                "source": s,
+                "dimension": "d",
+                "higher_is_better": True,
+                "sample_idx": 0,
+                "score": float(v),
+                "parse_ok": True,
+            }
+            for p, c, s, v in rows
+        ]
+    )
+    humans = pd.DataFrame(
+        [
+            {
+                "annotator": "h1",
+                "instance_id": "i1",
+                "candidate_id": c,
+                "source": s,
+                "dimension": "d",
+                "score": v,
+            }
+            for c, s, v in (("ref", "reference", 1), ("a0", "gA", 2), ("b0", "gB", 2))
+        ]
+    )
     judge = rater_outcomes(results, humans).query("kind == 'judge'").set_index("candidate_id")["outcome"]
     # a0: 6 vs 5 (its own prompt) win; b0: 6 vs 7 loss. Against the averaged reference (6) both would tie.
     assert judge.to_dict() == {"a0": 1, "b0": -1}

@@ -22,8 +22,14 @@ from analysis.report.build import main, overview
 
 def novelty_run(n_instances: int = 3) -> pd.DataFrame:
     """A small results table of the shipped novelty rubric (scores 0-3)."""
-    frame = synthetic_results(n_instances=n_instances, n_samples=2, judges=("j",), modes=("independent",),
-                              dimensions=("originality", "gap_addressing"), seed=3)  # fmt: skip
+    frame = synthetic_results(
+        n_instances=n_instances,
+        n_samples=2,
+        judges=("j",),
+        modes=("independent",),
+        dimensions=("originality", "gap_addressing"),
+        seed=3,
+    )
     frame = frame.astype({c: str for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)})
     frame["rubric"] = "novelty"
     frame["score"] = frame["score"].clip(0, 3).round()
@@ -31,8 +37,13 @@ def novelty_run(n_instances: int = 3) -> pd.DataFrame:
 
 
 # the rubric as a run's config.json records it (the analysis never reads conf/rubric/novelty.yaml)
-NOVELTY = {"name": "novelty", "dimensions": [{"name": d, "low": 0, "high": 3, "higher_is_better": True}
-                                             for d in ("originality", "gap_addressing", "non_obviousness")]}
+NOVELTY = {
+    "name": "novelty",
+    "dimensions": [
+        {"name": d, "low": 0, "high": 3, "higher_is_better": True}
+        for d in ("originality", "gap_addressing", "non_obviousness")
+    ],
+}
 
 
 def write(folder: Path, frame: pd.DataFrame, kind: str = "csv") -> Path:
@@ -59,8 +70,9 @@ def test_a_valid_run_loads(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["csv", "parquet"])
-def test_a_score_outside_the_rubric_range_is_refused(tmp_path: Path, kind: str,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_score_outside_the_rubric_range_is_refused(
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     frame = novelty_run()
     frame.loc[5, "score"] = 99
     path = write(tmp_path / "run", frame, kind)
@@ -175,8 +187,9 @@ def test_runs_of_one_judge_over_the_same_items_are_separate_raters(tmp_path: Pat
     assert (candidate_scores(swept)["n_scored"] == 2).all()  # each run's 2 samples, never 4
     alone = self_consistency(load_results(tmp_path / "sweep" / "0"), n_boot=20).set_index("dimension")
     split = self_consistency(swept, n_boot=20)
-    pd.testing.assert_series_equal(split[split["judge"] == "j@cool"].set_index("dimension")["mean_sd"],
-                                   alone["mean_sd"])  # fmt: skip
+    pd.testing.assert_series_equal(
+        split[split["judge"] == "j@cool"].set_index("dimension")["mean_sd"], alone["mean_sd"]
+    )
 
     for folder, frame in (("0", cool), ("1", cool.assign(run_id="again"))):  # one study run twice
         write(tmp_path / "rerun" / folder, frame)
@@ -200,7 +213,9 @@ def test_runs_of_one_judge_over_the_same_items_are_separate_raters(tmp_path: Pat
 def test_every_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert one_line(capsys, [str(tmp_path / "missing")]) == f"error: {tmp_path / 'missing'}: no such folder"
     (tmp_path / "empty").mkdir()
-    assert "no results.parquet or results.csv below this folder" in one_line(capsys, [str(tmp_path / "empty")])
+    assert "no results.parquet or results.csv below this folder" in one_line(
+        capsys, [str(tmp_path / "empty")]
+    )
     frame = novelty_run()
     text = frame.assign(score=frame["score"].astype(object))
     text.loc[2, "score"] = "abc"
@@ -211,7 +226,9 @@ def test_every_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     binary.write_bytes(bytes(range(256)) * 40)
     assert one_line(capsys, [str(binary.parent)]).startswith(f"error: {binary}: ")
     path = write(tmp_path / "nocol", frame.drop(columns=["dimension"]))
-    assert one_line(capsys, [str(tmp_path / "nocol")]).startswith(f"error: {path}: missing column(s) dimension")
+    assert one_line(capsys, [str(tmp_path / "nocol")]).startswith(
+        f"error: {path}: missing column(s) dimension"
+    )
     write(tmp_path / "ok", frame)
     humans = tmp_path / "humans.jsonl"
     humans.write_text("\n".join(json.dumps(r) for r in synthetic_humans(frame).head(5).to_dict("records")))
@@ -221,7 +238,9 @@ def test_every_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_an_unknown_cost_is_shown_as_unknown() -> None:
     frame = novelty_run()
     known = overview(load_ready(frame))
-    assert known["cost_usd"].iloc[0] == pytest.approx(0.042)  # 3 instances × 7 candidates × 2 samples = 42 calls of $0.001
+    assert known["cost_usd"].iloc[0] == pytest.approx(
+        0.042
+    )  # 3 instances × 7 candidates × 2 samples = 42 calls of $0.001
     frame.loc[3, "cost_usd"] = np.nan
     assert overview(load_ready(frame))["cost_usd"].tolist() == ["unknown"]
 
@@ -234,11 +253,27 @@ def load_ready(frame: pd.DataFrame) -> pd.DataFrame:
 
 # --- the hostile-results property --------------------------------------------------------------------------
 
-EDITS = st.lists(st.tuples(st.sampled_from(["score", "dimension", "run_id", "sample_idx", "cost_usd", "drop",
-                                            "duplicate", "truncate", "bytes"]),
-                           st.integers(0, 10_000), st.one_of(st.integers(-10**6, 10**6), st.floats(),
-                                                             st.text(max_size=8))),
-                 min_size=1, max_size=4)  # fmt: skip
+EDITS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            [
+                "score",
+                "dimension",
+                "run_id",
+                "sample_idx",
+                "cost_usd",
+                "drop",
+                "duplicate",
+                "truncate",
+                "bytes",
+            ]
+        ),
+        st.integers(0, 10_000),
+        st.one_of(st.integers(-(10**6), 10**6), st.floats(), st.text(max_size=8)),
+    ),
+    min_size=1,
+    max_size=4,
+)
 
 
 def hostile_edit(path: Path, frame: pd.DataFrame, edits: list[tuple[str, int, object]]) -> None:
@@ -258,15 +293,20 @@ def hostile_edit(path: Path, frame: pd.DataFrame, edits: list[tuple[str, int, ob
         if what == "truncate":
             data = data[: at % max(1, len(data))]
         elif what == "bytes":
-            data = data[: at % max(1, len(data))] + bytes(range(256)) + data[at % max(1, len(data)):]
+            data = data[: at % max(1, len(data))] + bytes(range(256)) + data[at % max(1, len(data)) :]
     path.write_bytes(data)
 
 
-@settings(max_examples=25, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(EDITS)
-def test_hostile_results_files_load_valid_or_answer_one_line(tmp_path_factory: pytest.TempPathFactory,
-                                                             edits: list[tuple[str, int, object]]) -> None:  # fmt: skip
+def test_hostile_results_files_load_valid_or_answer_one_line(
+    tmp_path_factory: pytest.TempPathFactory, edits: list[tuple[str, int, object]]
+) -> None:
     frame = novelty_run(2)
     folder = tmp_path_factory.mktemp("hostile") / "run"
     folder.mkdir()
@@ -283,10 +323,13 @@ def test_hostile_results_files_load_valid_or_answer_one_line(tmp_path_factory: p
     assert not loaded[[k for k in keys if k in loaded]].astype(str).duplicated().any()
 
 
-@pytest.mark.parametrize("module", ["report", "novbench_report", "echoreview_report", "robustness", "card", "latent"])
+@pytest.mark.parametrize(
+    "module", ["report", "novbench_report", "echoreview_report", "robustness", "card", "latent"]
+)
 @pytest.mark.parametrize("value", ["0", "-5"])
-def test_n_boot_must_be_positive_in_every_analysis_cli(module: str, value: str, tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+def test_n_boot_must_be_positive_in_every_analysis_cli(
+    module: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     """0 left every CI empty with exit 0; -5 said numpy's "negative dimensions" without naming the option."""
     import importlib
 
@@ -294,8 +337,10 @@ def test_n_boot_must_be_positive_in_every_analysis_cli(module: str, value: str, 
     with pytest.raises(SystemExit) as stop:
         cli.main([str(tmp_path), "--n-boot", value])
     assert stop.value.code == 2
-    assert capsys.readouterr().err.splitlines()[-1].endswith(
-        f"error: argument --n-boot: must be a positive integer, not '{value}'"
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .endswith(f"error: argument --n-boot: must be a positive integer, not '{value}'")
     )
 
 
@@ -328,18 +373,30 @@ def test_results_csv_ids_are_read_as_text(tmp_path: Path) -> None:
     assert loaded["prompt_id"].astype(str).tolist() == ["08", "8", "1e3"]
 
 
-@pytest.mark.parametrize(("text", "line", "first"), [
-    (LABELS + 'a,i1,c1,gen,clarity,3,"line one\nline two"\na,i1,c2,gen,clarity,4,ok\na,i1,c1,gen,clarity,5,x\n', 5, 2),
-    (LABELS + "a,i1,c1,gen,clarity,3,\n\na,i1,c1,gen,clarity,5,\n", 4, 2),
-    (LABELS + '\na,i1,c0,gen,clarity,3,"x\n\ny"\na,i1,c1,gen,clarity,3,\na,i1,c1,gen,clarity,5,\n', 7, 6),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "line", "first"),
+    [
+        (
+            LABELS
+            + 'a,i1,c1,gen,clarity,3,"line one\nline two"\na,i1,c2,gen,clarity,4,ok\na,i1,c1,gen,clarity,5,x\n',
+            5,
+            2,
+        ),
+        (LABELS + "a,i1,c1,gen,clarity,3,\n\na,i1,c1,gen,clarity,5,\n", 4, 2),
+        (LABELS + '\na,i1,c0,gen,clarity,3,"x\n\ny"\na,i1,c1,gen,clarity,3,\na,i1,c1,gen,clarity,5,\n', 7, 6),
+    ],
+)
 def test_duplicate_label_names_the_file_lines(tmp_path: Path, text: str, line: int, first: int) -> None:
     from analysis.load.collect import load_humans
 
     path = tmp_path / "h.csv"
     path.write_text(text)
-    assert text.splitlines()[line - 1].startswith("a,i1,c1,") and text.splitlines()[first - 1].startswith("a,i1,c1,")
-    with pytest.raises(ResultsError, match=rf"h.csv:{line}: duplicate human label .* first given on line {first};"):
+    assert text.splitlines()[line - 1].startswith("a,i1,c1,") and text.splitlines()[first - 1].startswith(
+        "a,i1,c1,"
+    )
+    with pytest.raises(
+        ResultsError, match=rf"h.csv:{line}: duplicate human label .* first given on line {first};"
+    ):
         load_humans(path)
 
 
@@ -370,12 +427,33 @@ def test_a_csv_and_a_parquet_copy_of_one_study_load_alike(tmp_path: Path) -> Non
     from experiments.rows import to_frame
 
     ids = ["NA", "null", "None", "N/A", "nan", "FR"]
-    rows = [{"run_id": "r", "judge": "j", "model": "NA", "mode": "independent", "rubric": "x", "rubric_version": "v",
-             "prompt_id": f"p{i}", "instance_id": inst, "candidate_id": "c", "source": "NA", "dimension": "d",
-             "higher_is_better": True, "sample_idx": 0, "score": float(i % 3 + 1), "parse_ok": True,
-             "cost_usd": None if i == 1 else 0.5, "latency_s": 1.0, "cached": False, "raw": "x"}
-            for i, inst in enumerate(ids)]  # fmt: skip
-    rows.append({**rows[-1], "prompt_id": "p9", "instance_id": "US", "score": None, "parse_ok": False, "raw": None})
+    rows = [
+        {
+            "run_id": "r",
+            "judge": "j",
+            "model": "NA",
+            "mode": "independent",
+            "rubric": "x",
+            "rubric_version": "v",
+            "prompt_id": f"p{i}",
+            "instance_id": inst,
+            "candidate_id": "c",
+            "source": "NA",
+            "dimension": "d",
+            "higher_is_better": True,
+            "sample_idx": 0,
+            "score": float(i % 3 + 1),
+            "parse_ok": True,
+            "cost_usd": None if i == 1 else 0.5,
+            "latency_s": 1.0,
+            "cached": False,
+            "raw": "x",
+        }
+        for i, inst in enumerate(ids)
+    ]
+    rows.append(
+        {**rows[-1], "prompt_id": "p9", "instance_id": "US", "score": None, "parse_ok": False, "raw": None}
+    )
     table = pa.Table.from_pandas(to_frame(rows), preserve_index=False)
     (tmp_path / "pq" / "r").mkdir(parents=True)
     (tmp_path / "csv" / "r").mkdir(parents=True)
@@ -385,13 +463,27 @@ def test_a_csv_and_a_parquet_copy_of_one_study_load_alike(tmp_path: Path) -> Non
     assert text["instance_id"].astype(object).tolist() == [*ids, "US"]
     assert text["source"].astype(object).tolist() == ["NA"] * 7
     same = [c for c in text.columns if c != "position"]  # an all-empty Int64 column is float NaN in a CSV
+
     def cells(frame: pd.DataFrame) -> pd.DataFrame:
         return frame[same].astype(object).where(frame[same].notna(), None)
+
     pd.testing.assert_frame_equal(cells(text), cells(parquet))
-    assert np.isnan(text["cost_usd"].iloc[1]) and np.isnan(text["score"].iloc[6]) and pd.isna(text["raw"].iloc[6])
+    assert (
+        np.isnan(text["cost_usd"].iloc[1])
+        and np.isnan(text["score"].iloc[6])
+        and pd.isna(text["raw"].iloc[6])
+    )
     humans = tmp_path / "h.csv"
-    pd.DataFrame({"annotator": "a", "instance_id": ids, "candidate_id": "c", "source": "NA", "dimension": "d",
-                  "score": [i % 3 + 1 for i in range(6)]}).to_csv(humans, index=False)  # fmt: skip
+    pd.DataFrame(
+        {
+            "annotator": "a",
+            "instance_id": ids,
+            "candidate_id": "c",
+            "source": "NA",
+            "dimension": "d",
+            "score": [i % 3 + 1 for i in range(6)],
+        }
+    ).to_csv(humans, index=False)
     labels = load_humans(humans)
     assert human_agreement(text, labels, n_boot=20)["n"].tolist() == [6]
     assert human_agreement(parquet, labels, n_boot=20)["n"].tolist() == [6]
@@ -399,13 +491,16 @@ def test_a_csv_and_a_parquet_copy_of_one_study_load_alike(tmp_path: Path) -> Non
 
 # review 9, F6: pandas skips a line only when it is empty or holds only spaces and tabs; a line `""` (or `" "`,
 # `,`, a form feed) is a record, so csv_line must count it: after a quoted newline it named line 4, not 5
-@pytest.mark.parametrize(("text", "line"), [
-    ('a,b\n1,"x\ny"\n""\n2,BAD\n', 5),
-    ('a,b\n1,x\n""\n2,BAD\n', 4),
-    ('a,b\n1,"x\ny"\n" "\n \t \n\n2,BAD\n', 7),
-    ('a,b\r\n1,"x\r\ny"\r\n\f\r\n\t\r\n2,BAD\r\n', 6),
-    ('a,b\r1,"x\ry"\r""\r  \r2,BAD\r', 6),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ('a,b\n1,"x\ny"\n""\n2,BAD\n', 5),
+        ('a,b\n1,x\n""\n2,BAD\n', 4),
+        ('a,b\n1,"x\ny"\n" "\n \t \n\n2,BAD\n', 7),
+        ('a,b\r\n1,"x\r\ny"\r\n\f\r\n\t\r\n2,BAD\r\n', 6),
+        ('a,b\r1,"x\ry"\r""\r  \r2,BAD\r', 6),
+    ],
+)
 def test_csv_line_skips_the_lines_pandas_skips(tmp_path: Path, text: str, line: int) -> None:
     from analysis.load.checks import csv_line
 
@@ -426,11 +521,32 @@ def test_csv_flags_are_parsed_and_token_counts_checked(tmp_path: Path) -> None:
     from analysis.stats.scores import usable_mask
     from experiments.rows import to_frame
 
-    rows = [{"run_id": "r", "judge": "j", "model": "m", "mode": "independent", "rubric": "x", "rubric_version": "v",
-             "prompt_id": f"p{i}", "instance_id": "i", "candidate_id": f"c{i}", "source": "s", "dimension": "d",
-             "higher_is_better": True, "sample_idx": 0, "score": 1.0, "parse_ok": True, "cost_usd": 0.5,
-             "latency_s": 1.0, "cached": False, "raw": "x", "prompt_tokens": 3, "completion_tokens": 2}
-            for i in range(4)]  # fmt: skip
+    rows = [
+        {
+            "run_id": "r",
+            "judge": "j",
+            "model": "m",
+            "mode": "independent",
+            "rubric": "x",
+            "rubric_version": "v",
+            "prompt_id": f"p{i}",
+            "instance_id": "i",
+            "candidate_id": f"c{i}",
+            "source": "s",
+            "dimension": "d",
+            "higher_is_better": True,
+            "sample_idx": 0,
+            "score": 1.0,
+            "parse_ok": True,
+            "cost_usd": 0.5,
+            "latency_s": 1.0,
+            "cached": False,
+            "raw": "x",
+            "prompt_tokens": 3,
+            "completion_tokens": 2,
+        }
+        for i in range(4)
+    ]
     frame = to_frame(rows).astype({"parse_ok": object, "cached": object})
     frame["parse_ok"] = ["True", "False", " NA ", "false"]
     frame["cached"] = ["FALSE", "true", "", "0"]

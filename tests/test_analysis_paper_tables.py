@@ -66,7 +66,10 @@ def test_expert_and_alignment_cells_are_the_human_tables(tables: dict, shown: di
     for row in tables["preference_gap"].itertuples():
         cell = frame.loc[(row.judge, row.mode, row.source, row.dimension)]
         assert (cell["n"], cell["experts win"], cell["judge win"]) == (
-            row.n, f"{100 * row.human_win:.1f}%", f"{100 * row.judge_win:.1f}%")  # fmt: skip
+            row.n,
+            f"{100 * row.human_win:.1f}%",
+            f"{100 * row.judge_win:.1f}%",
+        )
         assert cell["gap [95% CI]"].startswith(f"{100 * row.gap_win:+.1f} [")
         assert cell["no majority"] == excluded.loc[(row.source, row.dimension)]
     raters = shown["expert_vs_judge"].frame.set_index(["rater", "dimension"])
@@ -122,8 +125,13 @@ def test_tables_without_humans_or_modes_are_left_out(tables: dict) -> None:
 
 
 #: Generated candidate's score per (judge, mode) on instance 0 and 1; the reference scores 5 everywhere.
-HAND = {("judge_a", "independent"): (6, 6), ("judge_b", "independent"): (6, 5), ("judge_c", "independent"): (2, 3),
-        ("judge_a", "comparative"): (5, 4), ("judge_b", "comparative"): (5, 5)}  # fmt: skip
+HAND = {
+    ("judge_a", "independent"): (6, 6),
+    ("judge_b", "independent"): (6, 5),
+    ("judge_c", "independent"): (2, 3),
+    ("judge_a", "comparative"): (5, 4),
+    ("judge_b", "comparative"): (5, 5),
+}
 
 
 def _hand_results(runs: dict[tuple[str, str], tuple[int | None, ...]]) -> pd.DataFrame:
@@ -179,8 +187,10 @@ def test_a_judge_in_one_mode_only_has_no_shift_and_no_crash(tmp_path) -> None:
     assert _cells(b, "independent") == (2, "50.0%", "50.0%", "0.0%") and _cells(b, "comparative")[0] == ""
     for row in (mean, b):
         assert (row["win shift"], row["tie shift"], row["McNemar p"]) == ("n/a", "n/a", "n/a")
-    assert table.note.endswith("no shift (n/a) for judge_b, mean of 2 judges (judge_a+judge_b): it (or one of "
-                               "its judges) ran one mode only")  # fmt: skip
+    assert table.note.endswith(
+        "no shift (n/a) for judge_b, mean of 2 judges (judge_a+judge_b): it (or one of "
+        "its judges) ran one mode only"
+    )
     md, _ = pt.write_paper_tables(tables, tmp_path)
     assert "| judge_b " in md.read_text()
 
@@ -204,8 +214,9 @@ def test_a_combination_row_is_over_the_judges_it_names_in_every_mode() -> None:
     assert _cells(row2, "independent") == (2, "100.0%", "0.0%", "0.0%")
     assert _cells(row2, "comparative") == (2, "0.0%", "50.0%", "50.0%")
     assert (row2["win shift"], row2["tie shift"], row2["McNemar p"]) == ("-100.0", "+50.0", "0.500")
-    assert table.note.endswith(f"no shift (n/a) for judge_c, {three}: it (or one of its judges) ran one mode "
-                               "only")  # fmt: skip
+    assert table.note.endswith(
+        f"no shift (n/a) for judge_c, {three}: it (or one of its judges) ran one mode only"
+    )
     best = tables["best_of_k_scores"].set_index(["judge", "mode", "source"])["mean"]
     assert best[(three, "independent", "gen")] == pytest.approx((14 / 3 + 14 / 3) / 2)
     assert best[(two, "comparative", "gen")] == pytest.approx((5 + 4.5) / 2)
@@ -344,7 +355,9 @@ def test_tex_compiles_in_a_two_column_article_with_no_overfull_box(tmp_path) -> 
     latex = tex.read_text()
     n_tables = len(pt.paper_tables(tables))
     assert n_tables >= 5
-    assert latex.count("\\begin{table}") == latex.count("\\caption{") == latex.count("}\\label{tab:") == n_tables
+    assert (
+        latex.count("\\begin{table}") == latex.count("\\caption{") == latex.count("}\\label{tab:") == n_tables
+    )
     assert (
         latex.count("\\centering\\small") == n_tables
         and "\\caption*" not in latex

@@ -43,8 +43,14 @@ def write_runs(root: Path, frame: pd.DataFrame, csv: tuple[str, ...] = ()) -> No
 
 @pytest.fixture(scope="module")
 def study() -> pd.DataFrame:
-    return synthetic_results(n_instances=12, shift=1.0, unscored=0.05, generators=("gpt-5", "narrow_gen"),
-                             models=("openai/gpt-4o", "gemini/gemini-2.5-pro"), seed=1)  # fmt: skip
+    return synthetic_results(
+        n_instances=12,
+        shift=1.0,
+        unscored=0.05,
+        generators=("gpt-5", "narrow_gen"),
+        models=("openai/gpt-4o", "gemini/gemini-2.5-pro"),
+        seed=1,
+    )
 
 
 def test_collect_reads_parquet_and_csv_runs(tmp_path: Path, study: pd.DataFrame) -> None:
@@ -69,8 +75,10 @@ def test_direction_survives_a_csv_and_old_tables_take_it_from_the_run_config(
     old = study.drop(columns=["higher_is_better"]).astype({"rubric": str}).assign(rubric="narrowness")
     old = old.assign(dimension=old["dimension"].astype(str).replace({"originality": "diagnostic_framing"}))
     write_runs(tmp_path / "old", old)
-    dims = [{"name": "diagnostic_framing", "low": 0, "high": 10, "higher_is_better": False},
-            {"name": "source_boundedness", "low": 0, "high": 10, "higher_is_better": True}]  # fmt: skip
+    dims = [
+        {"name": "diagnostic_framing", "low": 0, "high": 10, "higher_is_better": False},
+        {"name": "source_boundedness", "low": 0, "high": 10, "higher_is_better": True},
+    ]
     for config in (tmp_path / "old").glob("*/manifest.json"):
         rubric = {"name": "narrowness", "dimensions": dims}
         config.with_name("config.json").write_text(json.dumps({"rubric": rubric}))
@@ -118,16 +126,52 @@ def test_full_report_on_a_multirun_with_humans(tmp_path: Path, study: pd.DataFra
     pairwise.to_parquet(tmp_path / "multirun" / "pw" / "results.parquet", index=False)
     synthetic_humans(study, seed=2).to_csv(tmp_path / "humans.csv", index=False)
     out = tmp_path / "report"
-    assert main([str(tmp_path / "multirun"), "--humans", str(tmp_path / "humans.csv"), "--out", str(out),
-                 "--n-boot", "100"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                str(tmp_path / "multirun"),
+                "--humans",
+                str(tmp_path / "humans.csv"),
+                "--out",
+                str(out),
+                "--n-boot",
+                "100",
+            ]
+        )
+        == 0
+    )
     tables = {p.stem for p in (out / "tables").glob("*.csv")}
-    assert {"overview", "winrate", "winrate_combined", "mode_shift", "preference_gap", "score_agreement",
-            "winner_agreement", "winner_agreement_by_kind", "human_reliability", "alignment", "score_summary",
-            "self_consistency", "position_bias", "pairwise_bias", "length_bias", "leaderboard",
-            "human_agreement"} <= tables  # fmt: skip
+    assert {
+        "overview",
+        "winrate",
+        "winrate_combined",
+        "mode_shift",
+        "preference_gap",
+        "score_agreement",
+        "winner_agreement",
+        "winner_agreement_by_kind",
+        "human_reliability",
+        "alignment",
+        "score_summary",
+        "self_consistency",
+        "position_bias",
+        "pairwise_bias",
+        "length_bias",
+        "leaderboard",
+        "human_agreement",
+    } <= tables
     figures = {p.stem for p in (out / "figures").glob("*.png")}
-    assert figures == {"winrate", "mode_shift", "score_agreement", "winner_agreement", "score_distributions",
-                       "self_consistency", "position_bias", "human_agreement", "calibration"}  # fmt: skip
+    assert figures == {
+        "winrate",
+        "mode_shift",
+        "score_agreement",
+        "winner_agreement",
+        "score_distributions",
+        "self_consistency",
+        "position_bias",
+        "human_agreement",
+        "calibration",
+    }
     assert {"corrected_estimates", "calibration", "multiple_testing"} <= tables
     md, html = (out / "report.md").read_text(), (out / "report.html").read_text()
     assert md.split("\n## ")[1].startswith("Summary") and "## Glossary" in md and "## Contents" in md
@@ -154,8 +198,11 @@ def test_one_judge_one_mode_degrades_to_sentences(tmp_path: Path, study: pd.Data
     assert ONE_RATER in md and NO_HUMANS in md and "Only one judge" in md
     assert "No judge ran both independent and comparative mode" in md
     assert not (out / "figures" / "score_agreement.png").exists()
-    assert {p.stem for p in (out / "figures").glob("*.png")} == {"winrate", "score_distributions",
-                                                                 "self_consistency"}  # fmt: skip
+    assert {p.stem for p in (out / "figures").glob("*.png")} == {
+        "winrate",
+        "score_distributions",
+        "self_consistency",
+    }
 
 
 def test_compute_tables_without_humans_has_no_human_tables(study: pd.DataFrame) -> None:
@@ -181,23 +228,48 @@ def test_human_labels_on_dimensions_no_judge_scored_are_counted_or_refused(
     extra = labels.loc[labels["dimension"] == "originality"].assign(dimension="clarity")
     pd.concat([labels, extra]).to_csv(tmp_path / "extra.csv", index=False)
     out = tmp_path / "report"
-    assert main([str(tmp_path / "run"), "--humans", str(tmp_path / "extra.csv"), "--out", str(out),
-                 "--n-boot", "10"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                str(tmp_path / "run"),
+                "--humans",
+                str(tmp_path / "extra.csv"),
+                "--out",
+                str(out),
+                "--n-boot",
+                "10",
+            ]
+        )
+        == 0
+    )
     md = (out / "report.md").read_text()
     assert f"{len(extra)} human labels on dimensions no judge scored (clarity) were not compared." in md
     assert "No human labels were given" not in md
     # every label on a differently spelt dimension: one error line naming the file and both spellings
     labels.assign(dimension=labels["dimension"].str.capitalize()).to_csv(tmp_path / "case.csv", index=False)
     capsys.readouterr()
-    assert main([str(tmp_path / "run"), "--humans", str(tmp_path / "case.csv"), "--out", str(out),
-                 "--n-boot", "10"]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                str(tmp_path / "run"),
+                "--humans",
+                str(tmp_path / "case.csv"),
+                "--out",
+                str(out),
+                "--n-boot",
+                "10",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.splitlines() == [err] and err.startswith("error: ") and "case.csv" in err
     assert "['Originality', 'Source_boundedness']" in err and "['originality', 'source_boundedness']" in err
 
 
-def test_a_reference_no_candidate_has_is_one_line(tmp_path: Path, study: pd.DataFrame,
-                                                  capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+def test_a_reference_no_candidate_has_is_one_line(
+    tmp_path: Path, study: pd.DataFrame, capsys: pytest.CaptureFixture
+) -> None:
     write_runs(tmp_path / "run", study)
     assert (
         main([str(tmp_path / "run"), "--reference", "nosuch", "--out", str(tmp_path / "r"), "--n-boot", "5"])
@@ -211,11 +283,29 @@ def test_a_reference_no_candidate_has_is_one_line(tmp_path: Path, study: pd.Data
 def test_runs_table_counts_each_calls_cost_once() -> None:
     """Review F3: every row of a call carries the call's cost; a comparative prompt of 3 candidates × 2
     dimensions asked twice (2 calls of $0.01) is 12 rows but $0.02, not 12 × $0.01."""
-    rows = [{"run_id": "r", "judge": "j", "model": "m", "mode": "comparative", "rubric": "rq", "prompt_id": "p1",
-             "instance_id": "i", "candidate_id": c, "source": "reference" if c == "ref" else "g", "dimension": d,
-             "higher_is_better": True, "sample_idx": s, "score": 5.0, "parse_ok": True, "cost_usd": 0.01,
-             "cached": s == 1}
-            for s in (0, 1) for c in ("ref", "g0", "g1") for d in ("originality", "clarity")]  # fmt: skip
+    rows = [
+        {
+            "run_id": "r",
+            "judge": "j",
+            "model": "m",
+            "mode": "comparative",
+            "rubric": "rq",
+            "prompt_id": "p1",
+            "instance_id": "i",
+            "candidate_id": c,
+            "source": "reference" if c == "ref" else "g",
+            "dimension": d,
+            "higher_is_better": True,
+            "sample_idx": s,
+            "score": 5.0,
+            "parse_ok": True,
+            "cost_usd": 0.01,
+            "cached": s == 1,
+        }
+        for s in (0, 1)
+        for c in ("ref", "g0", "g1")
+        for d in ("originality", "clarity")
+    ]
     out = overview(pd.DataFrame(rows)).iloc[0]
     assert (out["rows"], out["prompts"]) == (12, 1)
     assert out["cost_usd"] == pytest.approx(0.02)  # 2 calls × $0.01
@@ -232,8 +322,15 @@ def _tallied_calls(costs: tuple[float | None, ...]) -> tuple[pd.DataFrame, Tally
     answer = '{"originality": 3, "gap_addressing": 2, "non_obviousness": 4}'
     done = [CallResult(Completion(answer, "stop", 10, 5, c, 0.5), cached=False, retries=0) for c in costs]
     results = [*done, CallResult(None, False, 2, "provider: RateLimitError"), replace(done[0], shared=True)]
-    meta = {"run_id": "r", "judge": "j", "model": "m", "mode": "independent", "rubric": "novelty",
-            "rubric_version": "v", "temperature": 0.0}  # fmt: skip
+    meta = {
+        "run_id": "r",
+        "judge": "j",
+        "model": "m",
+        "mode": "independent",
+        "rubric": "novelty",
+        "rubric_version": "v",
+        "temperature": 0.0,
+    }
     tally, rows = Tally(), []
     for prompt, result in zip(build_prompts([inst], rubric, Independent(), seed=0), results, strict=True):
         tally.add(result, scored=result.completion is not None)
@@ -263,13 +360,32 @@ def test_run_cost_follows_the_manifests_rule_for_failed_and_shared_calls() -> No
 def per_generator_comparative() -> pd.DataFrame:
     """One judge, comparative mode, one prompt per (instance, generator): the reference and that generator's
     one candidate. The reference is scored twice per instance: i1 4 (with g) and 6 (with h), i2 3 and 5."""
-    scored = {("i1", "g"): {"ref": 4.0, "g": 5.0}, ("i1", "h"): {"ref": 6.0, "h": 7.0},
-              ("i2", "g"): {"ref": 3.0, "g": 2.0}, ("i2", "h"): {"ref": 5.0, "h": 6.0}}  # fmt: skip
-    rows = [{"run_id": "r", "judge": "j", "model": "m", "mode": "comparative", "rubric": "rq",
-             "prompt_id": f"{inst}-{gen}", "instance_id": inst, "candidate_id": f"{inst}-{cand}",
-             "source": "reference" if cand == "ref" else cand, "dimension": "originality", "higher_is_better": True,
-             "sample_idx": 0, "score": score, "parse_ok": True}
-            for (inst, gen), cands in scored.items() for cand, score in cands.items()]  # fmt: skip
+    scored = {
+        ("i1", "g"): {"ref": 4.0, "g": 5.0},
+        ("i1", "h"): {"ref": 6.0, "h": 7.0},
+        ("i2", "g"): {"ref": 3.0, "g": 2.0},
+        ("i2", "h"): {"ref": 5.0, "h": 6.0},
+    }
+    rows = [
+        {
+            "run_id": "r",
+            "judge": "j",
+            "model": "m",
+            "mode": "comparative",
+            "rubric": "rq",
+            "prompt_id": f"{inst}-{gen}",
+            "instance_id": inst,
+            "candidate_id": f"{inst}-{cand}",
+            "source": "reference" if cand == "ref" else cand,
+            "dimension": "originality",
+            "higher_is_better": True,
+            "sample_idx": 0,
+            "score": score,
+            "parse_ok": True,
+        }
+        for (inst, gen), cands in scored.items()
+        for cand, score in cands.items()
+    ]
     return pd.DataFrame(rows)
 
 
@@ -278,10 +394,16 @@ def test_the_reference_counts_once_per_instance_not_once_per_comparative_prompt(
     averaged: i1 5, i2 4); the agreement with the experts paired it once per prompt (8 items for 6
     candidates), so a judge that agrees exactly with the experts on its mean scores showed κ_w < 1."""
     results = per_generator_comparative()
-    humans = pd.DataFrame({"annotator": "h1", "instance_id": ["i1"] * 3 + ["i2"] * 3,
-                           "candidate_id": ["i1-ref", "i1-g", "i1-h", "i2-ref", "i2-g", "i2-h"],
-                           "source": ["reference", "g", "h"] * 2, "dimension": "originality",
-                           "score": [5.0, 5.0, 7.0, 4.0, 2.0, 6.0]})  # fmt: skip
+    humans = pd.DataFrame(
+        {
+            "annotator": "h1",
+            "instance_id": ["i1"] * 3 + ["i2"] * 3,
+            "candidate_id": ["i1-ref", "i1-g", "i1-h", "i2-ref", "i2-g", "i2-h"],
+            "source": ["reference", "g", "h"] * 2,
+            "dimension": "originality",
+            "score": [5.0, 5.0, 7.0, 4.0, 2.0, 6.0],
+        }
+    )
     tables = compute_tables(results, humans, n_boot=20)
     best = tables["best_of_k_scores"].set_index("source")
     assert (best.loc["reference", "n"], best.loc["reference", "mean"]) == (2, 4.5)

@@ -28,8 +28,12 @@ def rows(*specs: tuple) -> pd.DataFrame:
 
 
 def test_direction_is_read_from_the_table_never_from_the_name() -> None:
-    frame = pd.DataFrame({"dimension": ["originality", "source_boundedness", "made_up"],
-                          "higher_is_better": [True, False, False]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "dimension": ["originality", "source_boundedness", "made_up"],
+            "higher_is_better": [True, False, False],
+        }
+    )
     assert direction(frame).tolist() == [1.0, -1.0, -1.0]
     # a CSV may hand the flags over as text: "False" must not read as true
     assert direction(frame.astype({"higher_is_better": str})).tolist() == [1.0, -1.0, -1.0]
@@ -93,11 +97,17 @@ def test_group_ids_number_groups_by_key_codes() -> None:
 
 
 def test_best_of_k_max_or_min_by_direction() -> None:
-    cands = pd.DataFrame({
-        "judge": "j", "mode": "independent", "instance_id": "i1", "source": ["gen", "gen", "gen", "gen"],
-        "dimension": ["originality", "originality", "source_boundedness", "source_boundedness"],
-        "higher_is_better": [True, True, False, False], "score": [4.0, 7.0, 4.0, 7.0],
-    })  # fmt: skip
+    cands = pd.DataFrame(
+        {
+            "judge": "j",
+            "mode": "independent",
+            "instance_id": "i1",
+            "source": ["gen", "gen", "gen", "gen"],
+            "dimension": ["originality", "originality", "source_boundedness", "source_boundedness"],
+            "higher_is_better": [True, True, False, False],
+            "score": [4.0, 7.0, 4.0, 7.0],
+        }
+    )
     out = best_of_k(cands).set_index("dimension")
     assert out.loc["originality", "best"] == 7.0 and out.loc["source_boundedness", "best"] == 4.0
     assert out.loc["originality", "k"] == 2
@@ -106,8 +116,9 @@ def test_best_of_k_max_or_min_by_direction() -> None:
 
 
 def test_score_summary_mean_sd_and_t_interval() -> None:
-    cands = pd.DataFrame({"judge": "j", "mode": "m", "source": "gen", "dimension": "d",
-                          "score": [2.0, 4.0, 6.0, 8.0]})  # fmt: skip
+    cands = pd.DataFrame(
+        {"judge": "j", "mode": "m", "source": "gen", "dimension": "d", "score": [2.0, 4.0, 6.0, 8.0]}
+    )
     out = score_summary(cands).iloc[0]
     # mean 5; sd = sqrt((9 + 1 + 1 + 9)/3) = sqrt(20/3) = 2.5820; half width t(.975, 3)·sd/2 = 3.1824·1.2910
     assert (out["n"], out["mean"]) == (4, 5.0)
@@ -139,9 +150,18 @@ def planted_cands() -> pd.DataFrame:
         for inst, values in by_instance.items():
             for cid, value in zip(("r", "c1", "c2"), values, strict=True):
                 if value is not None:
-                    rows.append({"judge": judge, "mode": "independent", "instance_id": inst, "candidate_id": cid,
-                                 "source": "reference" if cid == "r" else "g", "dimension": dim,
-                                 "higher_is_better": dim == "originality", "score": float(value)})  # fmt: skip
+                    rows.append(
+                        {
+                            "judge": judge,
+                            "mode": "independent",
+                            "instance_id": inst,
+                            "candidate_id": cid,
+                            "source": "reference" if cid == "r" else "g",
+                            "dimension": dim,
+                            "higher_is_better": dim == "originality",
+                            "score": float(value),
+                        }
+                    )
     return pd.DataFrame(rows)
 
 

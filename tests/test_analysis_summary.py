@@ -31,12 +31,18 @@ def test_power_sentence_reads_the_plan_s_computation() -> None:
 def experts_and_judges(seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Experts' scores on 60 candidates × 2 dimensions; judge `copy` repeats their mean, `noise` is random."""
     rng = np.random.default_rng(seed)
-    keys = pd.DataFrame([(f"i{i}", f"c{i}", d) for i in range(60) for d in ("orig", "gap")],
-                        columns=["instance_id", "candidate_id", "dimension"])  # fmt: skip
+    keys = pd.DataFrame(
+        [(f"i{i}", f"c{i}", d) for i in range(60) for d in ("orig", "gap")],
+        columns=["instance_id", "candidate_id", "dimension"],
+    )
     truth = rng.integers(0, 4, len(keys))
     humans = pd.concat([keys.assign(annotator=a, source="gen", score=truth) for a in ("x", "y")])
-    cands = pd.concat([keys.assign(judge="copy", mode="independent", score=truth.astype(float)),
-                       keys.assign(judge="noise", mode="independent", score=rng.integers(0, 4, len(keys)) * 1.0)])  # fmt: skip
+    cands = pd.concat(
+        [
+            keys.assign(judge="copy", mode="independent", score=truth.astype(float)),
+            keys.assign(judge="noise", mode="independent", score=rng.integers(0, 4, len(keys)) * 1.0),
+        ]
+    )
     return cands, humans
 
 
@@ -91,11 +97,25 @@ def test_each_expert_item_counts_once_per_judge_and_mode() -> None:
     2, 3, 5 = the experts, κ_w = ρ = 1; comparative 3, 3, 5, Spearman ρ over ranks (1.5, 1.5, 3) and (1, 2, 3)
     = 1.5 / √(1.5 · 2) = √3 / 2."""
     given = {"independent": (2.0, 3.0, 5.0), "comparative": (3.0, 3.0, 5.0)}
-    cands = pd.DataFrame([{"judge": "j", "mode": m, "instance_id": "i1", "candidate_id": f"c{k}", "source": "g",
-                           "dimension": "originality", "higher_is_better": True, "score": v}
-                          for m, vs in given.items() for k, v in enumerate(vs)])  # fmt: skip
-    humans = cands.loc[cands["mode"] == "independent", ["instance_id", "candidate_id", "source", "dimension",
-                                                        "score"]].assign(annotator="h")  # fmt: skip
+    cands = pd.DataFrame(
+        [
+            {
+                "judge": "j",
+                "mode": m,
+                "instance_id": "i1",
+                "candidate_id": f"c{k}",
+                "source": "g",
+                "dimension": "originality",
+                "higher_is_better": True,
+                "score": v,
+            }
+            for m, vs in given.items()
+            for k, v in enumerate(vs)
+        ]
+    )
+    humans = cands.loc[
+        cands["mode"] == "independent", ["instance_id", "candidate_id", "source", "dimension", "score"]
+    ].assign(annotator="h")
     table = humans_mod.human_agreement(cands, humans, n_boot=50).set_index(["judge", "mode", "dimension"])
     assert list(table.index) == [("j", "comparative", "originality"), ("j", "independent", "originality")]
     assert table["n"].tolist() == [3, 3]
@@ -121,11 +141,35 @@ def test_each_expert_item_counts_once_per_judge_and_mode() -> None:
 def calls_table() -> pd.DataFrame:
     """Judge a: 2 calls × 3 rows each, $0.002 per call, one cached replay; judge b: one call of unknown cost."""
     base = {"prompt_id": "p", "instance_id": "i", "mode": "independent"}
-    rows = [{**base, "judge": "a", "run_id": "r1", "sample_idx": s, "dimension": d, "cost_usd": 0.002,
-             "latency_s": 0.0 if s == 1 else 3.0, "cached": s == 1, "parse_ok": s == 0}
-            for s in (0, 1) for d in ("x", "y", "z")]  # fmt: skip
-    rows += [{**base, "judge": "b", "run_id": "r2", "sample_idx": 0, "dimension": d, "cost_usd": None,
-              "latency_s": 2.0, "cached": False, "parse_ok": True} for d in ("x", "y")]  # fmt: skip
+    rows = [
+        {
+            **base,
+            "judge": "a",
+            "run_id": "r1",
+            "sample_idx": s,
+            "dimension": d,
+            "cost_usd": 0.002,
+            "latency_s": 0.0 if s == 1 else 3.0,
+            "cached": s == 1,
+            "parse_ok": s == 0,
+        }
+        for s in (0, 1)
+        for d in ("x", "y", "z")
+    ]
+    rows += [
+        {
+            **base,
+            "judge": "b",
+            "run_id": "r2",
+            "sample_idx": 0,
+            "dimension": d,
+            "cost_usd": None,
+            "latency_s": 2.0,
+            "cached": False,
+            "parse_ok": True,
+        }
+        for d in ("x", "y")
+    ]
     return pd.DataFrame(rows)
 
 
@@ -138,8 +182,10 @@ def test_leaderboard_counts_calls_not_rows_and_keeps_cost_unknown() -> None:
     shown = display_frame("leaderboard", board.reset_index()).set_index("judge")
     assert shown.loc["b", "cost_per_1k"] == "unknown" and shown.loc["a", "cost_per_1k"] == "2.0000"
     lines = summary.judge_lines(board.reset_index())
-    assert lines == ["b: parse rate 100%, cost per 1,000 judgments unknown.",
-                     "a: parse rate 50%, cost per 1,000 judgments $2.0000."]  # fmt: skip
+    assert lines == [
+        "b: parse rate 100%, cost per 1,000 judgments unknown.",
+        "a: parse rate 50%, cost per 1,000 judgments $2.0000.",
+    ]
 
 
 def test_shift_lines_give_the_test_p_and_power_note() -> None:
@@ -180,14 +226,21 @@ def test_two_rubrics_combine_judges_within_each_rubric() -> None:
     two = prepare(pd.concat([one, one.assign(rubric="other")], ignore_index=True))
     assert set(two["judge"].astype(str)) == {"judge_a/rq", "judge_a/other", "judge_b/rq", "judge_b/other"}
     combined = _winrate_tables(candidate_scores(two), "reference", 20, 0)["winrate_combined"]
-    assert set(combined["judge"]) == {f"{c} of 2 judges (judge_a+judge_b) / {r}"
-                                      for c in ("mean", "unanimous", "majority") for r in ("rq", "other")}  # fmt: skip
+    assert set(combined["judge"]) == {
+        f"{c} of 2 judges (judge_a+judge_b) / {r}"
+        for c in ("mean", "unanimous", "majority")
+        for r in ("rq", "other")
+    }
     assert combined_label(["a [independent]", "b"], "mean", None) == "mean of 2 judges (a+b)"
 
 
 def test_every_column_of_the_report_is_in_the_glossary() -> None:
-    study = synthetic_results(n_instances=8, generators=("gpt-5", "narrow_gen"), models=("openai/gpt-4o",
-                              "gemini/gemini-2.5-pro"), seed=1)  # fmt: skip
+    study = synthetic_results(
+        n_instances=8,
+        generators=("gpt-5", "narrow_gen"),
+        models=("openai/gpt-4o", "gemini/gemini-2.5-pro"),
+        seed=1,
+    )
     from analysis.load.synthetic import synthetic_humans
 
     tables = compute_tables(study, synthetic_humans(study, seed=2), n_boot=20)
@@ -200,8 +253,11 @@ def test_leaderboard_parse_rate_is_the_manifests_a_call_with_any_unscored_row_is
     # call 1's first row parsed, a later one did not; call 2's first did not; call 3 all parsed: 1 of 3
     base = {"judge": "j", "run_id": "r", "prompt_id": "p", "mode": "comparative", "cost_usd": 0.001}
     status = {0: [True, False, True], 1: [False, True, True], 2: [True, True, True]}
-    rows = [{**base, "sample_idx": s, "candidate_id": f"c{k}", "parse_ok": ok}
-            for s, oks in status.items() for k, ok in enumerate(oks)]  # fmt: skip
+    rows = [
+        {**base, "sample_idx": s, "candidate_id": f"c{k}", "parse_ok": ok}
+        for s, oks in status.items()
+        for k, ok in enumerate(oks)
+    ]
     board = summary.leaderboard(pd.DataFrame(rows), {}).set_index("judge")
     assert board.loc["j", "judgments"] == 3
     assert board.loc["j", "parse_rate"] == pytest.approx(1 / 3)  # the manifest: 1 - 2 unscored / 3 calls
@@ -212,8 +268,11 @@ def test_leaderboard_parse_rate_counts_an_unknown_parse_status_as_parsed_as_the_
     # concatenated; scores.usable_mask (and the manifest's astype(bool)) use such a row, so the call counts as
     # parsed: r1 parsed, r2 unknown → parsed, r3 not parsed → 2 of 3 (fillna(False) gave 1 of 3)
     base = {"judge": "j", "prompt_id": "p", "sample_idx": 0, "mode": "independent", "score": 3.0}
-    runs = [pd.DataFrame([{**base, "run_id": "r1", "parse_ok": True}]), pd.DataFrame([{**base, "run_id": "r2"}]),
-            pd.DataFrame([{**base, "run_id": "r3", "parse_ok": False, "score": np.nan}])]  # fmt: skip
+    runs = [
+        pd.DataFrame([{**base, "run_id": "r1", "parse_ok": True}]),
+        pd.DataFrame([{**base, "run_id": "r2"}]),
+        pd.DataFrame([{**base, "run_id": "r3", "parse_ok": False, "score": np.nan}]),
+    ]
     results = pd.concat(runs, ignore_index=True)
     assert results["parse_ok"].isna().tolist() == [False, True, False]
     board = summary.leaderboard(results, {}).set_index("judge")
@@ -226,15 +285,31 @@ def test_leaderboard_shows_pairwise_position_bias_beside_comparative() -> None:
     # first-shown rate is 1 / 5 = 0.2, so the gap is 0.2 − 0.5 = −0.3 (counting the ties as second-shown wins
     # gave 1 / 10 − 0.5 = −0.4); 3 of the 10 verdicts flip with the order. Judge k's pairwise verdicts are all
     # ties: nothing decided, so its position bias is its comparative 0.05 (ties read as losses gave −0.5).
-    position = pd.DataFrame({"judge": ["j"] * 4 + ["k"] * 4, "dimension": "d", "position": [0, 1, 2, 3] * 2,
-                             "win_rate": [0.30, 0.25, 0.25, 0.20] * 2, "expected": 0.25})  # fmt: skip
-    verdicts = pd.DataFrame({
-        "judge": "j", "mode": "pairwise", "dimension": "d", "prompt_id": [f"p{k}" for k in range(10)],
-        "instance_id": "i", "candidate_id": "c", "other_id": "o", "sample_idx": 0, "score": np.nan,
-        "order": ["ab", "ab", "ba", "ba", "ab", "ab", "ba", "ab", "ba", "ab"],
-        "preference": ["a", "b", "a", "a", "b", "tie", "tie", "tie", "tie", "tie"],
-        "inconsistent": [True, True, True] + [False] * 7,
-    })  # fmt: skip
+    position = pd.DataFrame(
+        {
+            "judge": ["j"] * 4 + ["k"] * 4,
+            "dimension": "d",
+            "position": [0, 1, 2, 3] * 2,
+            "win_rate": [0.30, 0.25, 0.25, 0.20] * 2,
+            "expected": 0.25,
+        }
+    )
+    verdicts = pd.DataFrame(
+        {
+            "judge": "j",
+            "mode": "pairwise",
+            "dimension": "d",
+            "prompt_id": [f"p{k}" for k in range(10)],
+            "instance_id": "i",
+            "candidate_id": "c",
+            "other_id": "o",
+            "sample_idx": 0,
+            "score": np.nan,
+            "order": ["ab", "ab", "ba", "ba", "ab", "ab", "ba", "ab", "ba", "ab"],
+            "preference": ["a", "b", "a", "a", "b", "tie", "tie", "tie", "tie", "tie"],
+            "inconsistent": [True, True, True] + [False] * 7,
+        }
+    )
     verdicts = pd.concat([verdicts, verdicts.assign(judge="k", preference="tie")], ignore_index=True)
     calls = pd.DataFrame(
         {"judge": ["j", "k"], "run_id": "r", "prompt_id": "p", "sample_idx": 0, "parse_ok": True}

@@ -10,8 +10,13 @@ from analysis.stats.scores import CONTEXT_KEYS, best_of_k_scores, candidate_scor
 from analysis.stats.winrate import instance_outcomes, outcome_rates, win_tie_loss
 
 
-def study(scores: dict[str, dict[str, list[float]]], judge: str = "j1", mode: str = "independent",
-          dimension: str = "originality", higher_is_better: bool = True) -> pd.DataFrame:  # fmt: skip
+def study(
+    scores: dict[str, dict[str, list[float]]],
+    judge: str = "j1",
+    mode: str = "independent",
+    dimension: str = "originality",
+    higher_is_better: bool = True,
+) -> pd.DataFrame:
     """{instance: {"ref": [score], "gen": [candidate scores]}} -> results rows, two samples per candidate
     (score ± 0.5, so the candidate score is the given value) plus one unscored sample."""
     rows = []
@@ -19,9 +24,20 @@ def study(scores: dict[str, dict[str, list[float]]], judge: str = "j1", mode: st
         for source, values in by_source.items():
             for c, value in enumerate(values):
                 for s, (score, ok) in enumerate([(value - 0.5, True), (value + 0.5, True), (np.nan, False)]):
-                    rows.append({"judge": judge, "mode": mode, "instance_id": inst, "candidate_id": f"{source}{c}",
-                                 "source": "reference" if source == "ref" else source, "dimension": dimension,
-                                 "higher_is_better": higher_is_better, "sample_idx": s, "score": score, "parse_ok": ok})  # fmt: skip
+                    rows.append(
+                        {
+                            "judge": judge,
+                            "mode": mode,
+                            "instance_id": inst,
+                            "candidate_id": f"{source}{c}",
+                            "source": "reference" if source == "ref" else source,
+                            "dimension": dimension,
+                            "higher_is_better": higher_is_better,
+                            "sample_idx": s,
+                            "score": score,
+                            "parse_ok": ok,
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -115,8 +131,19 @@ def test_combined_mean_leaves_out_an_instance_a_judge_lacks_the_reference_of() -
         "i2": {"gen": [1]},
         "i3": {"ref": [5], "gen": [4]},
     }  # no i2 reference
-    frame = pd.concat([study({"i1": {"ref": [5], "gen": [6]}, "i2": {"ref": [5], "gen": [6]},
-                              "i3": {"ref": [5], "gen": [3]}}, judge="j1"), study(j2, judge="j2")])  # fmt: skip
+    frame = pd.concat(
+        [
+            study(
+                {
+                    "i1": {"ref": [5], "gen": [6]},
+                    "i2": {"ref": [5], "gen": [6]},
+                    "i3": {"ref": [5], "gen": [3]},
+                },
+                judge="j1",
+            ),
+            study(j2, judge="j2"),
+        ]
+    )
     out = instance_outcomes(frame, combine="mean").set_index("instance_id").sort_index()
     # i2: j2 has no reference score, so no candidate rests on both judges: left out (counted in n_excluded),
     # neither j1 alone (6 vs 5) nor the old mean over every judge ((6 + 1)/2 = 3.5 vs 5)
@@ -144,16 +171,20 @@ def test_combined_best_of_k_is_over_candidates_every_judge_scored() -> None:
 
 
 def test_majority_of_three_and_items_missing_a_judge() -> None:
-    frame = pd.concat([two_judges(), study({"i1": {"ref": [5], "gen": [4]}, "i2": {"ref": [5], "gen": [6]}},
-                                           judge="j3")], ignore_index=True)  # fmt: skip
+    frame = pd.concat(
+        [two_judges(), study({"i1": {"ref": [5], "gen": [4]}, "i2": {"ref": [5], "gen": [6]}}, judge="j3")],
+        ignore_index=True,
+    )
     out = instance_outcomes(frame, combine="majority").set_index("instance_id")
     # i1: win, win, loss -> 2 of 3 win; i2: win, tie, win -> win; i3 has no j3 verdict -> dropped
     assert out["outcome"].to_dict() == {"i1": 1, "i2": 1} and (out["n_judges"] == 3).all()
 
 
 def test_combined_rates_count_excluded_items_and_the_fewest_judges() -> None:
-    frame = pd.concat([two_judges(), study({"i1": {"ref": [5], "gen": [4]}, "i2": {"ref": [5], "gen": [6]}},
-                                           judge="j3")], ignore_index=True)  # fmt: skip
+    frame = pd.concat(
+        [two_judges(), study({"i1": {"ref": [5], "gen": [4]}, "i2": {"ref": [5], "gen": [6]}}, judge="j3")],
+        ignore_index=True,
+    )
     for combine in ("unanimous", "majority"):  # i3 has no j3 verdict: dropped, and counted
         row = win_tie_loss(frame, combine=combine, n_boot=20).iloc[0]
         assert (row["n"], row["n_excluded"], row["n_judges_min"]) == (2, 1, 3)
@@ -198,10 +229,25 @@ def per_generator_prompts() -> pd.DataFrame:
         "i2-A": ("i2", {"ref": ("reference", 4), "a0": ("gA", 4)}),
         "i2-B": ("i2", {"ref": ("reference", 2), "b0": ("gB", 3)}),
     }
-    return pd.DataFrame([{"judge": "j", "mode": "comparative", "prompt_id": p, "instance_id": inst,
-                          "candidate_id": f"{inst}:{c}", "source": src, "dimension": "d", "higher_is_better": True,
-                          "sample_idx": 0, "score": float(v), "parse_ok": True}
-                         for p, (inst, cands) in prompts.items() for c, (src, v) in cands.items()])  # fmt: skip
+    return pd.DataFrame(
+        [
+            {
+                "judge": "j",
+                "mode": "comparative",
+                "prompt_id": p,
+                "instance_id": inst,
+                "candidate_id": f"{inst}:{c}",
+                "source": src,
+                "dimension": "d",
+                "higher_is_better": True,
+                "sample_idx": 0,
+                "score": float(v),
+                "parse_ok": True,
+            }
+            for p, (inst, cands) in prompts.items()
+            for c, (src, v) in cands.items()
+        ]
+    )
 
 
 def test_comparative_reference_is_taken_from_the_generators_own_prompt() -> None:

@@ -92,12 +92,37 @@ def test_export_is_blinded_and_round_trips_a_planted_annotator(study, tmp_path) 
     assert set(labels["source"]) <= {"broad_gen", "narrow_gen", "reference"}
 
     # the same annotator through Label Studio: export JSON in Label Studio's shape
-    ls = [dict(t, id=n, annotations=[{"completed_by": {"id": 7, "email": "p@lab.org"}, "was_cancelled": False,
-               "result": [{"from_name": "score", "to_name": "text", "type": "choices",
-                           "value": {"choices": [str(_truth(by_item.loc[t["data"]["item"], "candidate_id"],
-                                                            by_item.loc[t["data"]["item"], "dimension"]))]}}]},
-                                      {"completed_by": 8, "was_cancelled": True, "result": []}])
-          for n, t in enumerate(tasks)]  # fmt: skip
+    ls = [
+        dict(
+            t,
+            id=n,
+            annotations=[
+                {
+                    "completed_by": {"id": 7, "email": "p@lab.org"},
+                    "was_cancelled": False,
+                    "result": [
+                        {
+                            "from_name": "score",
+                            "to_name": "text",
+                            "type": "choices",
+                            "value": {
+                                "choices": [
+                                    str(
+                                        _truth(
+                                            by_item.loc[t["data"]["item"], "candidate_id"],
+                                            by_item.loc[t["data"]["item"], "dimension"],
+                                        )
+                                    )
+                                ]
+                            },
+                        }
+                    ],
+                },
+                {"completed_by": 8, "was_cancelled": True, "result": []},
+            ],
+        )
+        for n, t in enumerate(tasks)
+    ]
     (tmp_path / "ls.json").write_text(json.dumps(ls))
     from_ls = annotate.ingest(tmp_path / "ls.json", out / "key.csv")
     assert len(from_ls) == 12 and set(from_ls["annotator"]) == {"p@lab.org"}
@@ -170,8 +195,10 @@ def _shared_id_study(tmp_path: Path) -> tuple[Path, dict[tuple[str, str], tuple[
     ]
     data.write_text("\n".join(lines) + "\n")
     root = tmp_path / "shared"
-    for name, judge, mode, scorer in (("0", "judge-a", "independent", _agreeing),
-                                      ("1", "judge-b", "independent", _disputing)):  # fmt: skip
+    for name, judge, mode, scorer in (
+        ("0", "judge-a", "independent", _agreeing),
+        ("1", "judge-b", "independent", _disputing),
+    ):
         folder = write_fake_run(root / name, judge, mode, scorer, dataset_path=str(data))
         frame = pd.read_csv(folder / "results.csv")
         for col in ("candidate_id", "prompt_id"):
@@ -229,26 +256,36 @@ BAD_FILES = {  # (file it goes in, content) -> the start of the one-line error a
     ("ls.json", '[{"data": "x"}]'): "task 1: data: not an object",
     ("ls.json", '[{"data": {"item": "item-001"}, "annotations": "x"}]'): "task 1: annotations: not a list",
     ("ls.json", "[" + LS_TASK.replace("RESULT", '"bad"') + "]"): "task 1: result: not a list",
-    ("ls.json", "[" + LS_TASK.replace("RESULT", '[{"from_name": "score", "value": [1]}]') + "]"):
-        "task 1: value: not an object",
-    ("ls.json", "[" + LS_TASK.replace("RESULT", '[{"from_name": "score", "value": {"choices": "12"}}]') + "]"):
-        "task 1: choices: not a list",
+    (
+        "ls.json",
+        "[" + LS_TASK.replace("RESULT", '[{"from_name": "score", "value": [1]}]') + "]",
+    ): "task 1: value: not an object",
+    (
+        "ls.json",
+        "[" + LS_TASK.replace("RESULT", '[{"from_name": "score", "value": {"choices": "12"}}]') + "]",
+    ): "task 1: choices: not a list",
     ("ls.json", b'[{"data": "\xff"}]'): "not UTF-8",
     ("sheet.csv", ""): "not a readable CSV",
     ("sheet.csv", b"item,score\n\xff,1\n"): "not a readable CSV",
     ("key.csv", ""): "not a readable CSV",
     ("key.csv", "x,y\n1,2\n"): "no 'item' column",
     ("key.csv", "item,instance_id,candidate_id,source,dimension\nitem-001,i,c,s,d\n"): "no 'low' column",
-    ("key.csv", "item,instance_id,candidate_id,source,dimension,low,high\n" + "item-001,i,c,s,d,0,3\n" * 2):
-        "row 2: item: 'item-001' repeats row 1",
+    (
+        "key.csv",
+        "item,instance_id,candidate_id,source,dimension,low,high\n" + "item-001,i,c,s,d,0,3\n" * 2,
+    ): "row 2: item: 'item-001' repeats row 1",
     # issue 25 #16: a TypeError, a RecursionError, and users merged into one annotator `None`
-    ("ls.json", "[" + LS_TASK.replace('"item-001"', '["item-001"]').replace("RESULT", "[]") + "]"):
-        "task 1: data.item: not an item name (list)",
+    (
+        "ls.json",
+        "[" + LS_TASK.replace('"item-001"', '["item-001"]').replace("RESULT", "[]") + "]",
+    ): "task 1: data.item: not an item name (list)",
     ("ls.json", "[" * 100_000 + "]" * 100_000): "JSON nested too deeply",
-    ("ls.json", "[" + LS_SCORED.replace("USER", '{"first_name": "A"}') + "]"):
-        "task 1, annotation 1: completed_by: no user email or id",
+    (
+        "ls.json",
+        "[" + LS_SCORED.replace("USER", '{"first_name": "A"}') + "]",
+    ): "task 1, annotation 1: completed_by: no user email or id",
     ("ls.json", "[" + LS_SCORED.replace("USER", "null") + "]"): "task 1, annotation 1: completed_by: no user",
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize(
@@ -301,7 +338,7 @@ def test_export_names_a_damaged_run_file(study, tmp_path, capsys, name, content)
     assert err.count("\n") == 1 and err.startswith(f"error: {bad}: "), err
 
 
-FORMULAS = ("=HYPERLINK(\"http://x\",\"y\")", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "\tTAB", "\rCR")
+FORMULAS = ('=HYPERLINK("http://x","y")', "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "\tTAB", "\rCR")
 
 
 def test_sheet_cells_never_run_as_formulas_and_come_back_as_written(study, tmp_path) -> None:
@@ -325,8 +362,13 @@ def test_sheet_cells_never_run_as_formulas_and_come_back_as_written(study, tmp_p
 
 
 def test_csv_safe_quotes_formula_text_only() -> None:
-    frame = pd.DataFrame({"name": [*FORMULAS, "-3", "'=q", "plain", None], "x": [-1.5] * 10,
-                          "mixed": [-2.0, "unknown", "-x", 1, 2, 3, 4, 5, 6, 7]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "name": [*FORMULAS, "-3", "'=q", "plain", None],
+            "x": [-1.5] * 10,
+            "mixed": [-2.0, "unknown", "-x", 1, 2, 3, 4, 5, 6, 7],
+        }
+    )
     safe = csv_safe(frame)
     assert safe["name"].tolist()[:9] == ["'" + f for f in FORMULAS] + ["-3", "''=q", "plain"]
     assert pd.isna(safe["name"].iloc[9]) and safe["x"].tolist() == [-1.5] * 10
@@ -342,7 +384,14 @@ def test_ingest_refuses_labels_already_given(study, tmp_path, capsys) -> None:
     sheet = pd.read_csv(out / "sheet.csv", dtype=str, keep_default_na=False)
     sheet["annotator"], sheet["score"] = "x", "1"
     sheet.to_csv(tmp_path / "done.csv", index=False)
-    first = ["ingest", str(tmp_path / "done.csv"), "--key", str(out / "key.csv"), "--out", str(tmp_path / "h.csv")]
+    first = [
+        "ingest",
+        str(tmp_path / "done.csv"),
+        "--key",
+        str(out / "key.csv"),
+        "--out",
+        str(tmp_path / "h.csv"),
+    ]
     assert annotate.main(first) == 0
     again = [*first[:-1], str(tmp_path / "h2.csv"), "--humans", str(tmp_path / "h.csv")]
     capsys.readouterr()
@@ -368,16 +417,28 @@ def test_a_repeated_label_names_its_sheet_rows_and_tasks(tmp_path, capsys) -> No
     holds both labels. The error counted kept labels ("row 2 ... row 1") and said "row" for a task."""
     (tmp_path / "key.csv").write_text(KEY)
     (tmp_path / "sheet.csv").write_text("item,annotator,score\nA,x,\nB,x,3\nB,x,4\n")
-    argv = ["ingest", str(tmp_path / "sheet.csv"), "--key", str(tmp_path / "key.csv"), "--out", str(tmp_path / "h.csv")]
+    argv = [
+        "ingest",
+        str(tmp_path / "sheet.csv"),
+        "--key",
+        str(tmp_path / "key.csv"),
+        "--out",
+        str(tmp_path / "h.csv"),
+    ]
     err = _ingest_error(capsys, argv)
-    assert err.startswith(f"error: {tmp_path / 'sheet.csv'}: row 3: label (") and err.endswith("already given in row 2")
-    ann = [{"completed_by": {"email": "x@y"}, "result": [{"from_name": "score", "value": {"choices": [s]}}]}
-           for s in ("3", "4")]  # fmt: skip
+    assert err.startswith(f"error: {tmp_path / 'sheet.csv'}: row 3: label (") and err.endswith(
+        "already given in row 2"
+    )
+    ann = [
+        {"completed_by": {"email": "x@y"}, "result": [{"from_name": "score", "value": {"choices": [s]}}]}
+        for s in ("3", "4")
+    ]
     tasks = [{"data": {"item": "A"}, "annotations": []}] * 2 + [{"data": {"item": "B"}, "annotations": ann}]
     (tmp_path / "ls.json").write_text(json.dumps(tasks))
     err = _ingest_error(capsys, [*argv[:1], str(tmp_path / "ls.json"), *argv[2:]])
     assert err.startswith(f"error: {tmp_path / 'ls.json'}: task 3: label (annotator=x@y, ") and err.endswith(
-        "already given in task 3")
+        "already given in task 3"
+    )
 
 
 def test_a_label_already_in_the_humans_file_names_its_file_line(tmp_path, capsys) -> None:
@@ -385,12 +446,27 @@ def test_a_label_already_in_the_humans_file_names_its_file_line(tmp_path, capsys
     the sheet repeats it on row 2 (row 1 not scored)."""
     (tmp_path / "key.csv").write_text(KEY)
     kept = tmp_path / "kept.csv"
-    kept.write_text('annotator,instance_id,candidate_id,source,dimension,score,comment\n'
-                    'x,i1,c1,gen,clarity,2,"one\ntwo"\n\nx,i1,c2,gen,clarity,2,\n')  # fmt: skip
+    kept.write_text(
+        "annotator,instance_id,candidate_id,source,dimension,score,comment\n"
+        'x,i1,c1,gen,clarity,2,"one\ntwo"\n\nx,i1,c2,gen,clarity,2,\n'
+    )
     (tmp_path / "sheet.csv").write_text("item,annotator,score\nA,x,\nB,x,3\n")
-    err = _ingest_error(capsys, ["ingest", str(tmp_path / "sheet.csv"), "--key", str(tmp_path / "key.csv"),
-                                 "--out", str(tmp_path / "h.csv"), "--humans", str(kept)])  # fmt: skip
-    assert err.startswith(f"error: {tmp_path / 'sheet.csv'}: row 2: label (") and err.endswith(f"given in {kept}:5")
+    err = _ingest_error(
+        capsys,
+        [
+            "ingest",
+            str(tmp_path / "sheet.csv"),
+            "--key",
+            str(tmp_path / "key.csv"),
+            "--out",
+            str(tmp_path / "h.csv"),
+            "--humans",
+            str(kept),
+        ],
+    )
+    assert err.startswith(f"error: {tmp_path / 'sheet.csv'}: row 2: label (") and err.endswith(
+        f"given in {kept}:5"
+    )
 
 
 def test_ingested_zero_padded_ids_come_back_as_written(tmp_path) -> None:
@@ -398,12 +474,18 @@ def test_ingested_zero_padded_ids_come_back_as_written(tmp_path) -> None:
     --humans) gives 007 / 01 / 1, not 7 / 1 / 1 (which refused 01 and 1 as one item labelled twice)."""
     from analysis.load.collect import load_humans
 
-    (tmp_path / "key.csv").write_text("item,instance_id,candidate_id,source,dimension,low,high\n"
-                                      "A,007,01,gen,clarity,1,5\nB,007,1,gen,clarity,1,5\n")  # fmt: skip
+    (tmp_path / "key.csv").write_text(
+        "item,instance_id,candidate_id,source,dimension,low,high\n"
+        "A,007,01,gen,clarity,1,5\nB,007,1,gen,clarity,1,5\n"
+    )
     (tmp_path / "sheet.csv").write_text("item,annotator,score\nA,x,3\nB,x,4\n")
     out = tmp_path / "h.csv"
-    assert annotate.main(["ingest", str(tmp_path / "sheet.csv"), "--key", str(tmp_path / "key.csv"), "--out",
-                          str(out)]) == 0  # fmt: skip
+    assert (
+        annotate.main(
+            ["ingest", str(tmp_path / "sheet.csv"), "--key", str(tmp_path / "key.csv"), "--out", str(out)]
+        )
+        == 0
+    )
     back = load_humans(out)
     assert back["instance_id"].tolist() == ["007", "007"] and back["candidate_id"].tolist() == ["01", "1"]
     assert back["score"].tolist() == [3.0, 4.0]
@@ -414,9 +496,17 @@ def test_key_csv_runs_no_formula_and_reads_back_as_written(tmp_path: Path) -> No
     and `read_key` gives every cell back as export wrote it (an id `NA` stays `NA`)."""
     from analysis.annotate.files import read_key, write_key
 
-    key = pd.DataFrame({"item": ["item-001", "item-002"], "instance_id": ["NA", "007"], "candidate_id": ["c", "-c"],
-                        "source": ['=HYPERLINK("x")', "gen"], "dimension": "originality", "low": [0, 0],
-                        "high": [3, 3]})  # fmt: skip
+    key = pd.DataFrame(
+        {
+            "item": ["item-001", "item-002"],
+            "instance_id": ["NA", "007"],
+            "candidate_id": ["c", "-c"],
+            "source": ['=HYPERLINK("x")', "gen"],
+            "dimension": "originality",
+            "low": [0, 0],
+            "high": [3, 3],
+        }
+    )
     write_key(key, tmp_path / "key.csv")
     on_disk = (tmp_path / "key.csv").read_text()
     assert "'=HYPERLINK" in on_disk and "'-c" in on_disk
@@ -448,7 +538,7 @@ def test_export_with_humans_sends_only_items_judged_and_not_yet_labelled(tmp_pat
             if inst in unjudged or ((inst, cand) in PLANTED and dim == "originality"):
                 rows += [(who, inst, cand, source, dim, score) for who, score in (("ann1", 0), ("ann2", 3))]
     columns = ["annotator", "instance_id", "candidate_id", "source", "dimension", "score"]
-    labelled = pd.DataFrame(rows, columns=columns)  # fmt: skip
+    labelled = pd.DataFrame(rows, columns=columns)
     labelled.to_csv(tmp_path / "humans.csv", index=False)
     n_unjudged = len(labelled.loc[labelled["instance_id"].isin(unjudged)]) // 2
     assert n_unjudged == 66 and len(labelled) // 2 - n_unjudged == 4

@@ -31,8 +31,16 @@ SAME = ["prompt_id", "candidate_id", "dimension", "sample_idx", "score", "raw", 
 
 
 def _cfg(server: BatchServer, tmp: Path, *more: str) -> dict[str, Any]:
-    cfg = compose("judge=qwen", f"judge.api_base={server.api_base}", "limit=1", "n_samples=2", "progress=false",
-                  "batch=true", "batch_settings.poll_s=0.02", *more)  # fmt: skip
+    cfg = compose(
+        "judge=qwen",
+        f"judge.api_base={server.api_base}",
+        "limit=1",
+        "n_samples=2",
+        "progress=false",
+        "batch=true",
+        "batch_settings.poll_s=0.02",
+        *more,
+    )
     cfg["cache_dir"] = str(tmp / "cache")
     return cfg
 
@@ -53,11 +61,19 @@ def test_batch_with_partial_failures_equals_live_and_replays(tmp_path: Path) -> 
 
     server = BatchServer(polls=2, fail=fail_once)
     with server.running():
-        cfg = _cfg(server, tmp_path, "judge.input_cost_per_token_batches=1e-6",
-                   "judge.output_cost_per_token_batches=2e-6")  # fmt: skip
+        cfg = _cfg(
+            server,
+            tmp_path,
+            "judge.input_cost_per_token_batches=1e-6",
+            "judge.output_cost_per_token_batches=2e-6",
+        )
         batch = run_study(typed(cfg), None, tmp_path / "batch", run_id="b")
-        live = run_study(typed({**cfg, "batch": False, "cache_dir": str(tmp_path / "live-cache")}), None,
-                         tmp_path / "live", run_id="l")  # fmt: skip
+        live = run_study(
+            typed({**cfg, "batch": False, "cache_dir": str(tmp_path / "live-cache")}),
+            None,
+            tmp_path / "live",
+            run_id="l",
+        )
         assert server.chat_requests == 22  # the live run; the batch run made no live call
         assert server.created == 2 and server.uploads == 2  # the first batch, then one for its failures
         m = _manifest(tmp_path / "batch")
@@ -86,9 +102,15 @@ def test_batch_keeps_log_probabilities_so_expected_scores_equal_live(tmp_path: P
     with server.running():
         cfg = _cfg(server, tmp_path, "expected_scores=true")
         batch = run_study(typed(cfg), None, tmp_path / "batch", run_id="b")
-        live = run_study(typed({**cfg, "batch": False, "cache_dir": str(tmp_path / "live-cache")}), None,
-                         tmp_path / "live", run_id="l")  # fmt: skip
-        replay = run_study(typed({**cfg, "batch": False}), None, tmp_path / "replay", run_id="r")  # the batch's cache
+        live = run_study(
+            typed({**cfg, "batch": False, "cache_dir": str(tmp_path / "live-cache")}),
+            None,
+            tmp_path / "live",
+            run_id="l",
+        )
+        replay = run_study(
+            typed({**cfg, "batch": False}), None, tmp_path / "replay", run_id="r"
+        )  # the batch's cache
     assert server.created == 1 and _manifest(tmp_path / "replay")["calls_cached"] == len(batch) // 3
     scored = batch[batch["parse_ok"]]
     assert len(scored) > 0 and (scored["score_expected"] - PLANTED_EXPECTED).abs().max() < 1e-9
@@ -123,10 +145,24 @@ def test_kill_during_polling_then_rerun_resubmits_nothing(tmp_path: Path) -> Non
     with server.running():
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         env.update({"PYTHONPATH": str(ROOT)})
-        args = ["judge=qwen", f"judge.api_base={server.api_base}", "limit=1", "n_samples=2", "batch=true",
-                "batch_settings.poll_s=0.05", f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}"]  # fmt: skip
-        proc = subprocess.Popen([sys.executable, "-m", "experiments.run", *args], cwd=tmp_path, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        args = [
+            "judge=qwen",
+            f"judge.api_base={server.api_base}",
+            "limit=1",
+            "n_samples=2",
+            "batch=true",
+            "batch_settings.poll_s=0.05",
+            f"cache_dir={tmp_path / 'cache'}",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "experiments.run", *args],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             deadline = time.monotonic() + 120
             while server.retrievals < 3 and time.monotonic() < deadline and proc.poll() is None:
@@ -141,8 +177,16 @@ def test_kill_during_polling_then_rerun_resubmits_nothing(tmp_path: Path) -> Non
         journal = [json.loads(p.read_text()) for p in (tmp_path / "cache" / "batches").glob("*.json")]
         assert [e["batch_id"] for e in journal] == ["batch_1"] and not journal[0]["finished"]
         server.polls = 0  # the provider finishes the batch
-        cfg = compose("judge=qwen", f"judge.api_base={server.api_base}", "limit=1", "n_samples=2", "batch=true",
-                      "batch_settings.poll_s=0.02", "progress=false", f"cache_dir={tmp_path / 'cache'}")  # fmt: skip
+        cfg = compose(
+            "judge=qwen",
+            f"judge.api_base={server.api_base}",
+            "limit=1",
+            "n_samples=2",
+            "batch=true",
+            "batch_settings.poll_s=0.02",
+            "progress=false",
+            f"cache_dir={tmp_path / 'cache'}",
+        )
         frame = run_study(typed(cfg), None, tmp_path / "rerun", run_id="rerun")
         assert server.created == 1 and server.uploads == 1 and server.chat_requests == 0  # 0 resubmissions
         m = _manifest(tmp_path / "rerun")
@@ -154,20 +198,33 @@ def test_created_but_unrecorded_batch_is_found_not_recreated(tmp_path: Path) -> 
     server = BatchServer(polls=0)
     with server.running():
         client = BatchClient("openai/judge", server.api_base, "no-key", lambda params, _: dict(params))
-        request = BatchRequest("k" * 64, [{"role": "user", "content": "Rate.\nAnswer with only this JSON object\n"
-                                                               '{"score": <integer 1-5>}'}], {"seed": 0})  # fmt: skip
+        request = BatchRequest(
+            "k" * 64,
+            [
+                {
+                    "role": "user",
+                    "content": 'Rate.\nAnswer with only this JSON object\n{"score": <integer 1-5>}',
+                }
+            ],
+            {"seed": 0},
+        )
         journal = BatchJournal(tmp_path / "cache")
         entry = journal.new("openai/judge", server.api_base, [request.key], 1)
         entry.input_file_id = client.upload([client.line(request)])
         journal.save(entry)
         client.create(entry.input_file_id)  # killed right after this call returned: the id was never recorded
         cache = CallCache(tmp_path / "cache")
-        runner = BatchRunner(client, cache, journal, Prices(), model="openai/judge", api_base=server.api_base,
-                             poll_s=0.01)  # fmt: skip
+        runner = BatchRunner(
+            client, cache, journal, Prices(), model="openai/judge", api_base=server.api_base, poll_s=0.01
+        )
         results = runner.run([request])
         assert server.created == 1 and results[request.key].completion is not None
         assert cache.get(request.key) == results[request.key].completion
-        assert runner.stats.resumed == 1 and not runner.stats.cost_known and results[request.key].completion.cost_usd is None
+        assert (
+            runner.stats.resumed == 1
+            and not runner.stats.cost_known
+            and results[request.key].completion.cost_usd is None
+        )
         cache.close()
 
 
@@ -181,8 +238,13 @@ def test_budget_caps_a_batch_run_and_the_rerun_finishes_it(tmp_path: Path) -> No
 
     server = BatchServer(polls=0)
     with server.running():
-        cfg = _cfg(server, tmp_path, "max_tokens=40", "judge.input_cost_per_token_batches=5e-6",
-                   "judge.output_cost_per_token_batches=5e-6")  # fmt: skip
+        cfg = _cfg(
+            server,
+            tmp_path,
+            "max_tokens=40",
+            "judge.input_cost_per_token_batches=5e-6",
+            "judge.output_cost_per_token_batches=5e-6",
+        )
         with pytest.raises(BudgetStop):
             run_study(typed({**cfg, "budget_usd": 0.03}), None, tmp_path / "a", run_id="a")
         m = _manifest(tmp_path / "a")
@@ -192,7 +254,11 @@ def test_budget_caps_a_batch_run_and_the_rerun_finishes_it(tmp_path: Path) -> No
         assert len(server.batches) == 1 and m["calls_made"] == submitted
         run_study(typed({**cfg, "budget_usd": 5.0}), None, tmp_path / "b", run_id="b")
         m2 = _manifest(tmp_path / "b")
-        assert m2["stopped"] is None and m2["calls_cached"] == submitted and m2["batch"]["requests"] == 22 - submitted
+        assert (
+            m2["stopped"] is None
+            and m2["calls_cached"] == submitted
+            and m2["batch"]["requests"] == 22 - submitted
+        )
 
 
 def test_azure_batch_on_azures_paths_equals_live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,8 +268,13 @@ def test_azure_batch_on_azures_paths_equals_live(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("JUDGESCOPE_TEST_AZURE_KEY", "azure-test-key-123456")
     server = BatchServer(polls=1)
     with server.running():
-        cfg = _cfg(server, tmp_path, "judge.model=azure/judge-deployment", f"judge.api_base={server.root}",
-                   "judge.api_key_env=JUDGESCOPE_TEST_AZURE_KEY")  # fmt: skip
+        cfg = _cfg(
+            server,
+            tmp_path,
+            "judge.model=azure/judge-deployment",
+            f"judge.api_base={server.root}",
+            "judge.api_key_env=JUDGESCOPE_TEST_AZURE_KEY",
+        )
         batch = run_study(typed(cfg), None, tmp_path / "batch", run_id="b")
         assert server.created == 1 and server.uploads == 1 and server.chat_requests == 0
         assert server.azure_requests >= 4  # upload, create, retrieve(s), output content: all on Azure's paths
@@ -213,6 +284,8 @@ def test_azure_batch_on_azures_paths_equals_live(tmp_path: Path, monkeypatch: py
         assert len(lines) == 22 and {x["url"] for x in lines} == {"/chat/completions"}
         assert {x["body"]["model"] for x in lines} == {"judge-deployment"}  # the deployment, as Azure wants
         assert _manifest(tmp_path / "batch")["batch"]["statuses"] == {"completed": 1}
-        live = run_study(typed(_cfg(server, tmp_path, "batch=false")), None, tmp_path / "live", run_id="l")  # another model
+        live = run_study(
+            typed(_cfg(server, tmp_path, "batch=false")), None, tmp_path / "live", run_id="l"
+        )  # another model
         assert server.chat_requests == 22
     pd.testing.assert_frame_equal(batch[SAME], live[SAME])

@@ -92,7 +92,10 @@ def test_batch_errors_quoting_the_key_are_redacted(
     )
     with server.running():
         frame = run_study(
-            typed(batch_study(server, tmp_path, "batch_settings.rounds=1")), None, tmp_path / "run", run_id="run"
+            typed(batch_study(server, tmp_path, "batch_settings.rounds=1")),
+            None,
+            tmp_path / "run",
+            run_id="run",
         )
     unscored = frame[~frame["parse_ok"]]
     assert len(unscored) > 0 and unscored["error"].str.contains("REDACTED").all(), unscored["error"].tolist()

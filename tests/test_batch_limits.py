@@ -18,8 +18,16 @@ from tests.support.studies import typed
 
 
 def _cfg(server: BatchServer, tmp: Path, *more: str) -> dict[str, Any]:
-    cfg = compose("judge=qwen", f"judge.api_base={server.api_base}", "limit=1", "n_samples=2", "progress=false",
-                  "batch=true", "batch_settings.poll_s=0.01", *more)  # fmt: skip
+    cfg = compose(
+        "judge=qwen",
+        f"judge.api_base={server.api_base}",
+        "limit=1",
+        "n_samples=2",
+        "progress=false",
+        "batch=true",
+        "batch_settings.poll_s=0.01",
+        *more,
+    )
     cfg["cache_dir"] = str(tmp / "cache")
     return cfg
 
@@ -41,7 +49,10 @@ def test_the_server_refuses_files_and_batches_over_its_caps(tmp_path: Path) -> N
     server = BatchServer(polls=1, max_enqueued_tokens=2_000)
     with server.running(), pytest.raises(AllCallsFailed, match="token_limit_exceeded: Enqueued token limit"):
         run_study(
-            typed(_cfg(server, tmp_path / "t", "batch_settings.rounds=1")), None, tmp_path / "t" / "o", run_id="t"
+            typed(_cfg(server, tmp_path / "t", "batch_settings.rounds=1")),
+            None,
+            tmp_path / "t" / "o",
+            run_id="t",
         )
     assert server.token_refusals == 1
 

@@ -38,10 +38,13 @@ def test_vertex_batch_rows_carry_the_request_and_come_back_under_their_keys(tmp_
     client = batch_client(judge, study.judge)
     assert client.provider == "vertex_ai" and client.endpoint == "/v1/chat/completions"
     requests = [
-        BatchRequest(f"{i:064x}", [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"Idea {i}"}],
-                     judge.sample({"temperature": 0.1, "max_tokens": 160, "seed": 0}, i).params)
+        BatchRequest(
+            f"{i:064x}",
+            [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"Idea {i}"}],
+            judge.sample({"temperature": 0.1, "max_tokens": 160, "seed": 0}, i).params,
+        )
         for i in range(3)
-    ]  # fmt: skip
+    ]
     rows = _vertex_rows(client, requests)
     assert len(rows) == 3
     for i, row in enumerate(rows):
@@ -53,13 +56,31 @@ def test_vertex_batch_rows_carry_the_request_and_come_back_under_their_keys(tmp_
 
     # ... the full key rides in the encoded labels: Vertex's predictions (the request echoed, with the answer)
     # come back through litellm's file_content transformation as chat completions under their own keys
-    predictions = "".join(json.dumps({
-        "request": row["request"], "status": "", "processed_time": "2026-12-01T06:00:00.000000+00:00",
-        "response": {"candidates": [{"content": {"role": "model", "parts": [{"text": ANSWER}]},
-                                     "finishReason": "MAX_TOKENS" if i == 2 else "STOP"}],
-                     "usageMetadata": {"promptTokenCount": 30 + i, "candidatesTokenCount": 7, "totalTokenCount": 37 + i},
-                     "modelVersion": "gemini-2.5-pro"},
-    }) + "\n" for i, row in enumerate(rows))  # fmt: skip
+    predictions = "".join(
+        json.dumps(
+            {
+                "request": row["request"],
+                "status": "",
+                "processed_time": "2026-12-01T06:00:00.000000+00:00",
+                "response": {
+                    "candidates": [
+                        {
+                            "content": {"role": "model", "parts": [{"text": ANSWER}]},
+                            "finishReason": "MAX_TOKENS" if i == 2 else "STOP",
+                        }
+                    ],
+                    "usageMetadata": {
+                        "promptTokenCount": 30 + i,
+                        "candidatesTokenCount": 7,
+                        "totalTokenCount": 37 + i,
+                    },
+                    "modelVersion": "gemini-2.5-pro",
+                },
+            }
+        )
+        + "\n"
+        for i, row in enumerate(rows)
+    )
     gcs = "https://storage.googleapis.com/storage/v1/b/bucket/o/predictions.jsonl?alt=media"
     raw = httpx.Response(200, content=predictions.encode(), request=httpx.Request("GET", gcs))
     content = VertexAIFilesConfig().transform_file_content_response(raw, None, {}).content  # type: ignore[arg-type]
@@ -75,6 +96,9 @@ def test_vertex_batch_rows_carry_the_request_and_come_back_under_their_keys(tmp_
 
 
 def test_bedrock_batch_is_refused_in_one_line() -> None:
-    with pytest.raises(BatchError, match=r"^bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0: litellm 1.110 hands "
-                       r"back Bedrock's output records .* run it live \(batch=false\)$"):  # fmt: skip
+    with pytest.raises(
+        BatchError,
+        match=r"^bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0: litellm 1.110 hands "
+        r"back Bedrock's output records .* run it live \(batch=false\)$",
+    ):
         BatchClient("bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0", None, None, lambda p, _: dict(p))

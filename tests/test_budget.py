@@ -91,8 +91,15 @@ def test_calls_held_back_by_reservations_wait_and_the_cap_still_holds() -> None:
 def test_budget_stop_manifest_and_resume_without_repeats(server: ScriptedServer, tmp_path: Path) -> None:
     from experiments.study import run_study
 
-    cfg = compose("judge=qwen", f"judge.api_base={server.api_base}", "limit=2", "n_samples=2", "progress=false",
-                  "max_tokens=40", *PRICES)  # fmt: skip
+    cfg = compose(
+        "judge=qwen",
+        f"judge.api_base={server.api_base}",
+        "limit=2",
+        "n_samples=2",
+        "progress=false",
+        "max_tokens=40",
+        *PRICES,
+    )
     cfg["cache_dir"] = str(tmp_path / "cache")
     before = len(server.requests)
     # a call reserves (614-739 prompt tokens + 40) * 1e-5 = 0.0065-0.0078 and costs 19e-5: it fits while the
@@ -122,7 +129,9 @@ def test_budget_without_a_price_is_one_line(tmp_path: Path) -> None:
     # a model no other test prices: litellm's price map is process-wide, and another test file on the same
     # pytest worker may have priced the qwen judge's model in it
     cfg = compose("judge=qwen", "judge.model=openai/unpriced-budget-test-model", "limit=1", "budget_usd=1")
-    with pytest.raises(StudyError, match=r"budget_usd=1(\.0)?: needs a price for openai/unpriced-budget-test-model"):
+    with pytest.raises(
+        StudyError, match=r"budget_usd=1(\.0)?: needs a price for openai/unpriced-budget-test-model"
+    ):
         run_study(typed({**cfg, "cache_dir": str(tmp_path / "cache")}), None, tmp_path / "out", run_id="x")
 
 
@@ -130,10 +139,25 @@ def test_budget_without_a_price_is_one_line(tmp_path: Path) -> None:
 def test_budget_stop_exit_code(server: ScriptedServer, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update({"JUDGESCOPE_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)})
-    args = ["judge=qwen", f"judge.api_base={server.api_base}", "limit=1", "n_samples=1", "max_tokens=40",
-            "budget_usd=0.008", *PRICES, "progress=false", f"hydra.run.dir={tmp_path / 'run'}"]  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", "experiments.run", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    args = [
+        "judge=qwen",
+        f"judge.api_base={server.api_base}",
+        "limit=1",
+        "n_samples=1",
+        "max_tokens=40",
+        "budget_usd=0.008",
+        *PRICES,
+        "progress=false",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.run", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 3, done.stderr[-2000:]
     assert "stopped: budget_usd=0.008 reached" in done.stderr and "Traceback" not in done.stderr
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["stopped"] == "budget"
@@ -141,18 +165,31 @@ def test_budget_stop_exit_code(server: ScriptedServer, tmp_path: Path) -> None:
 
 # hostile review 2, finding 6: a budget stop's parse rate ---
 
+
 def test_a_budget_stop_rates_only_the_calls_made(tmp_path: Path) -> None:
     from experiments.study import run_study
 
     srv = ScriptedServer(lambda body: Step(200, "I think this is good."))  # no answer can be scored
-    cfg = compose("judge=qwen", "judge.api_key_env=null", "limit=2", "n_samples=2", "progress=false",
-                  "max_tokens=40", "workers=1", "min_parse_rate=0.9", *PRICES)  # fmt: skip
+    cfg = compose(
+        "judge=qwen",
+        "judge.api_key_env=null",
+        "limit=2",
+        "n_samples=2",
+        "progress=false",
+        "max_tokens=40",
+        "workers=1",
+        "min_parse_rate=0.9",
+        *PRICES,
+    )
     cfg = {**cfg, "cache_dir": str(tmp_path / "cache"), "budget_usd": 0.01}
     with srv.running():
         cfg["judge"]["api_base"] = srv.api_base
-        with pytest.raises(BudgetStop, match=r"budget_usd=0.01 reached: .* calls not started .*; and of the calls "
-                                             r"made, parse rate 0\.000 is below min_parse_rate=0\.9 \((\d+) of \1 "
-                                             r"calls unscored"):  # fmt: skip
+        with pytest.raises(
+            BudgetStop,
+            match=r"budget_usd=0.01 reached: .* calls not started .*; and of the calls "
+            r"made, parse rate 0\.000 is below min_parse_rate=0\.9 \((\d+) of \1 "
+            r"calls unscored",
+        ):
             run_study(typed(cfg), None, tmp_path / "run", run_id="run")
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["calls_not_started"] > 0 and manifest["unscored_calls"] == manifest["calls_made"] > 0

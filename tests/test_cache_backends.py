@@ -29,8 +29,20 @@ from tests.support.redis_server import RedisServer, redis_server
 from tests.support.runners import run_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
-ROWS = ["prompt_id", "candidate_id", "dimension", "sample_idx", "score", "parse_ok", "raw", "position", "label",
-        "prompt_tokens", "completion_tokens", "cost_usd"]  # fmt: skip
+ROWS = [
+    "prompt_id",
+    "candidate_id",
+    "dimension",
+    "sample_idx",
+    "score",
+    "parse_ok",
+    "raw",
+    "position",
+    "label",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+]
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +74,9 @@ def table(run: Path) -> pd.DataFrame:
     return pd.read_parquet(run / "results.parquet")[ROWS]
 
 
-def test_redis_holds_the_disk_entries_and_replays(server: ScriptedServer, redis_srv: RedisServer,
-                                                  tmp_path: Path) -> None:  # fmt: skip
+def test_redis_holds_the_disk_entries_and_replays(
+    server: ScriptedServer, redis_srv: RedisServer, tmp_path: Path
+) -> None:
     before = len(server.requests)
     # two forked workers, each with its own connection (CallCache.reopen), write to the one Redis
     _, first = run_in_process(study(server, *on_redis(redis_srv.url), "workers=2"), tmp_path / "r1")
@@ -96,7 +109,9 @@ def test_redis_holds_the_disk_entries_and_replays(server: ScriptedServer, redis_
     assert len(server.requests) - before == made + 1 + made  # (+ the disk run's own calls)
 
 
-def test_dead_redis_is_one_line_and_no_calls(server: ScriptedServer, redis_srv: RedisServer, tmp_path: Path) -> None:
+def test_dead_redis_is_one_line_and_no_calls(
+    server: ScriptedServer, redis_srv: RedisServer, tmp_path: Path
+) -> None:
     cache = open_cache("redis", redis_srv.url)
     redis_srv.stop()
     with pytest.raises(CacheError, match=r"^redis://127\.0\.0\.1:\d+/0: cannot read the Redis call cache"):
@@ -123,9 +138,20 @@ def test_redis_dying_mid_run_stops_the_study(redis_srv: RedisServer, tmp_path: P
 
     dying = ScriptedServer(answer)
     with dying.running():
-        cfg = config(["judge=qwen", f"judge.api_base={dying.api_base}", "limit=2", "n_samples=2", "workers=1",
-                      "judge.concurrency=4", *on_redis(redis_srv.url)])  # fmt: skip
-        with pytest.raises(StudyError, match=r"^redis://127\.0\.0\.1:\d+/0: cannot write the Redis call cache") as err:
+        cfg = config(
+            [
+                "judge=qwen",
+                f"judge.api_base={dying.api_base}",
+                "limit=2",
+                "n_samples=2",
+                "workers=1",
+                "judge.concurrency=4",
+                *on_redis(redis_srv.url),
+            ]
+        )
+        with pytest.raises(
+            StudyError, match=r"^redis://127\.0\.0\.1:\d+/0: cannot write the Redis call cache"
+        ) as err:
             run_in_process(cfg, tmp_path / "out")
     assert "\n" not in str(err.value)
     assert 5 <= len(dying.requests) <= 5 + 4  # the call that found Redis dead + those already in flight
@@ -137,8 +163,9 @@ def open_cache_error(url: str) -> CacheError:
     return err.value
 
 
-def test_export_import_replays_with_zero_calls(server: ScriptedServer, redis_srv: RedisServer,
-                                               tmp_path: Path) -> None:  # fmt: skip
+def test_export_import_replays_with_zero_calls(
+    server: ScriptedServer, redis_srv: RedisServer, tmp_path: Path
+) -> None:
     """Export a two-run study's entries, import them into a fresh folder (and a fresh Redis), rerun: 0 calls."""
     multi, cache = tmp_path / "multirun", f"cache_dir={tmp_path / 'original'}"
     before = len(server.requests)
@@ -157,11 +184,25 @@ def test_export_import_replays_with_zero_calls(server: ScriptedServer, redis_srv
     assert sorted(r["calls"] for r in manifest["runs"]) == [8, 44]
 
     # the published file, loaded into a fresh folder through the CLI (one line), replays the study: 0 calls
-    out = subprocess.run([sys.executable, "-m", "judge.cache", "import", str(tmp_path / "study-cache.zip"),
-                          "--cache-dir", str(tmp_path / "fresh")], capture_output=True, text=True, timeout=120,
-                         cwd=ROOT)  # fmt: skip
-    assert out.returncode == 0 and out.stderr.strip() == f"{made} entries imported (0 already there) into " \
-        f"{tmp_path / 'fresh'}", out.stderr  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "judge.cache",
+            "import",
+            str(tmp_path / "study-cache.zip"),
+            "--cache-dir",
+            str(tmp_path / "fresh"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert (
+        out.returncode == 0
+        and out.stderr.strip() == f"{made} entries imported (0 already there) into {tmp_path / 'fresh'}"
+    ), out.stderr
     fresh = f"cache_dir={tmp_path / 'fresh'}"
     for name, extra in (("0_independent", []), ("1_comparative", ["mode=comparative"])):
         _, replay = run_in_process(study(server, fresh, *extra), tmp_path / "rerun" / name)
@@ -173,8 +214,7 @@ def test_export_import_replays_with_zero_calls(server: ScriptedServer, redis_srv
     assert main(["import", str(tmp_path / "study-cache.zip"), "--redis-url", redis_srv.url]) == 0
     _, on_server = run_in_process(study(server, *on_redis(redis_srv.url)), tmp_path / "rerun-redis")
     assert on_server["calls_made"] == 0 and len(server.requests) - before == made
-    assert import_bundle(tmp_path / "study-cache.zip", open_cache("redis", redis_srv.url)) \
-        == (0, made)  # fmt: skip
+    assert import_bundle(tmp_path / "study-cache.zip", open_cache("redis", redis_srv.url)) == (0, made)
 
 
 def test_import_refuses_a_damaged_file_and_writes_nothing(server: ScriptedServer, tmp_path: Path) -> None:
@@ -191,7 +231,9 @@ def test_import_refuses_a_damaged_file_and_writes_nothing(server: ScriptedServer
     lines[2] = json.dumps(entry).encode()
     data = b"\n".join(lines) + b"\n"
     bad_entry = write_zip(tmp_path / "bad-entry.zip", {**manifest, "entries_sha256": sha256(data)}, data)
-    with pytest.raises(BundleError, match=r"bad-entry\.zip: entries\.jsonl:3: bad entry \(checksum mismatch\)$"):
+    with pytest.raises(
+        BundleError, match=r"bad-entry\.zip: entries\.jsonl:3: bad entry \(checksum mismatch\)$"
+    ):
         import_bundle(bad_entry, CallCache(tmp_path / "target"))
     edited = write_zip(tmp_path / "edited.zip", manifest, data)
     with pytest.raises(BundleError, match=r"does not match the SHA-256 in manifest\.json"):

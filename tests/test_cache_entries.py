@@ -311,6 +311,7 @@ def test_export_problems_are_one_line(
 
 # --- hostile cache entries (issue 25): one verdict on disk, in a store and in a bundle ---
 
+
 def hostile_values() -> st.SearchStrategy[Any]:
     return st.one_of(
         st.none(),

@@ -27,10 +27,29 @@ def shifted_judge(n: int = 60, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFram
         truth = {"ref": 1, "gen": int(rng.integers(0, 3))}
         for cand, score in truth.items():
             source = "reference" if cand == "ref" else "g"
-            rows.append({"judge": "j", "mode": "independent", "instance_id": f"i{i}", "candidate_id": f"i{i}:{cand}",
-                         "source": source, "dimension": "d", "score": score + 1.0, "higher_is_better": True})  # fmt: skip
-            humans += [{"annotator": a, "instance_id": f"i{i}", "candidate_id": f"i{i}:{cand}", "source": source,
-                        "dimension": "d", "score": score} for a in ("x", "y")]  # fmt: skip
+            rows.append(
+                {
+                    "judge": "j",
+                    "mode": "independent",
+                    "instance_id": f"i{i}",
+                    "candidate_id": f"i{i}:{cand}",
+                    "source": source,
+                    "dimension": "d",
+                    "score": score + 1.0,
+                    "higher_is_better": True,
+                }
+            )
+            humans += [
+                {
+                    "annotator": a,
+                    "instance_id": f"i{i}",
+                    "candidate_id": f"i{i}:{cand}",
+                    "source": source,
+                    "dimension": "d",
+                    "score": score,
+                }
+                for a in ("x", "y")
+            ]
     return pd.DataFrame(rows), pd.DataFrame(humans)
 
 

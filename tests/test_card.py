@@ -38,8 +38,12 @@ def study(tmp_path):
     write_fake_run(root / "a1", "judge-a", "independent", _exact, n_samples=3, cost_usd=0.5)
     write_fake_run(root / "a2", "judge-a", "comparative", _exact, n_samples=3, cost_usd=0.25)
     write_fake_run(root / "b1", "judge-b", "independent", _noisy, n_samples=3, cost_usd=None)
-    rows = [(a, inst, cand, src, dim, _truth(cand, dim)) for a in ("h1", "h2", "h3")
-            for inst, cand, src, _ in sample_candidates() for dim in DIMENSIONS]  # fmt: skip
+    rows = [
+        (a, inst, cand, src, dim, _truth(cand, dim))
+        for a in ("h1", "h2", "h3")
+        for inst, cand, src, _ in sample_candidates()
+        for dim in DIMENSIONS
+    ]
     humans = pd.DataFrame(
         rows, columns=["annotator", "instance_id", "candidate_id", "source", "dimension", "score"]
     )
@@ -96,6 +100,7 @@ def test_card_cli_reports_a_bad_folder(tmp_path, capsys) -> None:
 
 # hostile review 2, finding 13: a damaged manifest is named ---
 
+
 @pytest.mark.parametrize("text", ["{\n'judge': 1}", "[1, 2]"])
 def test_card_names_a_damaged_manifest(text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = write_fake_run(tmp_path / "runs" / "a1", "judge-a", "independent", lambda j, c, d, k: 3.0)
@@ -113,10 +118,28 @@ def test_human_agreement_joins_by_instance_and_candidate() -> None:
     for inst, base in (("i1", 0), ("i2", 3)):
         for k in (1, 2):
             score = abs(base - (k - 1))  # i1: c1 0, c2 1; i2: c1 3, c2 2
-            rows.append(dict(judge="j", mode="independent", instance_id=inst, candidate_id=f"c{k}",
-                             source="gen", dimension="originality", higher_is_better=True, score=float(score)))  # fmt: skip
-            human.append(dict(annotator="h1", instance_id=inst, candidate_id=f"c{k}", source="gen",
-                              dimension="originality", score=score))  # fmt: skip
+            rows.append(
+                dict(
+                    judge="j",
+                    mode="independent",
+                    instance_id=inst,
+                    candidate_id=f"c{k}",
+                    source="gen",
+                    dimension="originality",
+                    higher_is_better=True,
+                    score=float(score),
+                )
+            )
+            human.append(
+                dict(
+                    annotator="h1",
+                    instance_id=inst,
+                    candidate_id=f"c{k}",
+                    source="gen",
+                    dimension="originality",
+                    score=score,
+                )
+            )
     table = human_agreement(pd.DataFrame(rows), pd.DataFrame(human), n_boot=20, seed=0)
     row = table.iloc[0]
     assert row["n"] == 4 and row["percent"] == pytest.approx(1.0) and row["kappa_w"] == pytest.approx(1.0)
@@ -128,11 +151,31 @@ def test_card_parse_rate_is_per_call_like_the_leaderboard() -> None:
     does). Per call 2 of 3 parsed; the card's per-row mean gave 2 of 4 (the unknown read as False)."""
     from analysis.report.summary import parse_rate
 
-    rows = pd.DataFrame({"judge": "j", "run_id": "r", "prompt_id": ["p1", "p1", "p2", "p3"], "sample_idx": 0,
-                         "parse_ok": [True, False, True, None], "mode": "independent", "score": 1.0})
+    rows = pd.DataFrame(
+        {
+            "judge": "j",
+            "run_id": "r",
+            "prompt_id": ["p1", "p1", "p2", "p3"],
+            "sample_idx": 0,
+            "parse_ok": [True, False, True, None],
+            "mode": "independent",
+            "score": 1.0,
+        }
+    )
     assert parse_rate(rows) == pytest.approx(2 / 3)
-    facts = pd.DataFrame([{"judge": "j", "run_id": "r", "cost_usd": 0.0, "latency": [0.1], "rubric_versions": {},
-                           "model": "m", "dataset_hash": "h"}])
+    facts = pd.DataFrame(
+        [
+            {
+                "judge": "j",
+                "run_id": "r",
+                "cost_usd": 0.0,
+                "latency": [0.1],
+                "rubric_versions": {},
+                "model": "m",
+                "dataset_hash": "h",
+            }
+        ]
+    )
     made = card.make_card("j", rows, facts, {})
     assert made["parse_rate"] == pytest.approx(2 / 3)
 
@@ -150,20 +193,40 @@ def test_card_agrees_with_ingested_labels_on_zero_padded_ids(tmp_path) -> None:
     items = [("007", "01", 3.0, 3), ("007", "1", 4.0, 4), ("7", "1", 1.0, 2)]
     run = tmp_path / "study" / "run"
     run.mkdir(parents=True)
-    cols = {"run_id": "run", "judge": "j", "model": "m", "mode": "independent", "rubric": "custom",
-            "source": "gen", "dimension": "clarity", "higher_is_better": True, "sample_idx": 0, "parse_ok": True}  # fmt: skip
+    cols = {
+        "run_id": "run",
+        "judge": "j",
+        "model": "m",
+        "mode": "independent",
+        "rubric": "custom",
+        "source": "gen",
+        "dimension": "clarity",
+        "higher_is_better": True,
+        "sample_idx": 0,
+        "parse_ok": True,
+    }
     table = {k: [v] * len(items) for k, v in cols.items()}
-    table |= {"prompt_id": [f"{i}-{c}" for i, c, _, _ in items], "instance_id": [i for i, *_ in items],
-              "candidate_id": [c for _, c, *_ in items], "score": [s for *_, s, _ in items]}  # fmt: skip
+    table |= {
+        "prompt_id": [f"{i}-{c}" for i, c, _, _ in items],
+        "instance_id": [i for i, *_ in items],
+        "candidate_id": [c for _, c, *_ in items],
+        "score": [s for *_, s, _ in items],
+    }
     pa_csv.write_csv(pa.table(table), run / "results.csv")
     key = "item,instance_id,candidate_id,source,dimension,low,high\n" + "".join(
-        f"I{n},{i},{c},gen,clarity,1,5\n" for n, (i, c, _, _) in enumerate(items))
+        f"I{n},{i},{c},gen,clarity,1,5\n" for n, (i, c, _, _) in enumerate(items)
+    )
     (tmp_path / "key.csv").write_text(key)
-    (tmp_path / "sheet.csv").write_text("item,annotator,score\n" + "".join(
-        f"I{n},h1,{h}\n" for n, (*_, h) in enumerate(items)))  # fmt: skip
+    (tmp_path / "sheet.csv").write_text(
+        "item,annotator,score\n" + "".join(f"I{n},h1,{h}\n" for n, (*_, h) in enumerate(items))
+    )
     labels = tmp_path / "labels.csv"
-    assert annotate.main(["ingest", str(tmp_path / "sheet.csv"), "--key", str(tmp_path / "key.csv"),
-                          "--out", str(labels)]) == 0  # fmt: skip
+    assert (
+        annotate.main(
+            ["ingest", str(tmp_path / "sheet.csv"), "--key", str(tmp_path / "key.csv"), "--out", str(labels)]
+        )
+        == 0
+    )
     out = tmp_path / "cards"
     args = ["--out", str(out), "--n-boot", "20", "--n-null", "20"]
     assert card.main([str(tmp_path / "study"), "--humans", str(labels), *args]) == 0
@@ -177,8 +240,9 @@ def test_calls_are_told_apart_by_their_prompt_id_text(tmp_path) -> None:
     latency was 1.0 over 1 call instead of (1 + 3) / 2 = 2.0 over 2."""
     run = tmp_path / "run"
     run.mkdir()
-    (run / "results.csv").write_text("judge,run_id,prompt_id,sample_idx,latency_s,cached\n"
-                                     "j,run,01,0,1.0,False\nj,run,1,0,3.0,False\n")  # fmt: skip
+    (run / "results.csv").write_text(
+        "judge,run_id,prompt_id,sample_idx,latency_s,cached\nj,run,01,0,1.0,False\nj,run,1,0,3.0,False\n"
+    )
     facts = card.run_facts(tmp_path)
     assert facts["latency"].iloc[0].tolist() == [1.0, 3.0]
 

@@ -25,14 +25,32 @@ def test_md_cell_known_values() -> None:
 
 
 def test_reviewers_and_echoreview_tables_escape_their_name_cells() -> None:
-    stats = {f"{k}{s}": 0.5 for k in ("percent", "kappa", "kappa_w", "rho", "tau") for s in ("", "_lo", "_hi")}
-    table = pd.DataFrame([{"judge": HOSTILE, "papers": "all 2", "comparison": "judge vs mean reviewer", "n": 2,
-                           **stats}])
+    stats = {
+        f"{k}{s}": 0.5 for k in ("percent", "kappa", "kappa_w", "rho", "tau") for s in ("", "_lo", "_hi")
+    }
+    table = pd.DataFrame(
+        [{"judge": HOSTILE, "papers": "all 2", "comparison": "judge vs mean reviewer", "n": 2, **stats}]
+    )
     text = reviewers_markdown(table, "Originality")
-    assert SHOWN in text and "<script>" not in text and text.splitlines()[2].count(" | ") == 9  # 10 cells: no pipe split the judge
-    pairs = pd.DataFrame([{"judge": HOSTILE, "dimension": "d", "generator": "g|h", "opponent": "[o](x)",
-                           "protocol": "both orders", "n": 2, "n_pairs": 1, "n_flip": 0, "n_both_orders": 2,
-                           **{f"{k}{s}": 0.5 for k in ("win", "tie", "loss") for s in ("", "_lo", "_hi")}}])
+    assert (
+        SHOWN in text and "<script>" not in text and text.splitlines()[2].count(" | ") == 9
+    )  # 10 cells: no pipe split the judge
+    pairs = pd.DataFrame(
+        [
+            {
+                "judge": HOSTILE,
+                "dimension": "d",
+                "generator": "g|h",
+                "opponent": "[o](x)",
+                "protocol": "both orders",
+                "n": 2,
+                "n_pairs": 1,
+                "n_flip": 0,
+                "n_both_orders": 2,
+                **{f"{k}{s}": 0.5 for k in ("win", "tie", "loss") for s in ("", "_lo", "_hi")},
+            }
+        ]
+    )
     row = pairwise_markdown(pairs)[4]
     assert SHOWN in row and r"g\|h" in row and r"\[o\](x)" in row and "<script>" not in row
 
@@ -90,8 +108,29 @@ def _csv_cell_per_cell(values: pd.Series) -> pd.Series:
     return values.astype(object).map(cells._csv_cell)
 
 
-CELLS = ["=SUM(1)", "-3", "+x", "@a", "'=b", "''-c", "ok", "", "'", "'-3", "\r1", "-1e5", "\tz", "-٣", " -1",
-         "x=", None, float("nan"), 1, True, 2.5]  # fmt: skip
+CELLS = [
+    "=SUM(1)",
+    "-3",
+    "+x",
+    "@a",
+    "'=b",
+    "''-c",
+    "ok",
+    "",
+    "'",
+    "'-3",
+    "\r1",
+    "-1e5",
+    "\tz",
+    "-٣",
+    " -1",
+    "x=",
+    None,
+    float("nan"),
+    1,
+    True,
+    2.5,
+]
 
 
 def test_csv_safe_columns_equal_the_per_cell_rule_whatever_the_dtype() -> None:

@@ -32,15 +32,24 @@ def judged(judge: str, results: list[CallResult]) -> pd.DataFrame:
     rubric = rubric_from_config(yaml.safe_load(Path("conf/rubric/novelty.yaml").read_text()))
     cands = tuple(Candidate(f"i1:g:{k}", "g", f"question {k}?") for k in range(len(results) - 1))
     inst = Instance("i1", "nlp", (Paper("T", "text"),), Candidate("i1:ref", "reference", "ref?"), cands)
-    meta = {"run_id": judge, "judge": judge, "model": "m", "mode": "independent", "rubric": "novelty",
-            "rubric_version": "v", "temperature": 0.0}  # fmt: skip
+    meta = {
+        "run_id": judge,
+        "judge": judge,
+        "model": "m",
+        "mode": "independent",
+        "rubric": "novelty",
+        "rubric_version": "v",
+        "temperature": 0.0,
+    }
     rows = []
     for prompt, result in zip(build_prompts([inst], rubric, Independent(), seed=0), results, strict=True):
         rows += rows_for(prompt, 0, result, rubric, meta)
     return to_frame(rows)
 
 
-def test_a_completed_call_of_unknown_price_stays_unknown_even_with_no_text_and_no_latency(tmp_path: Path) -> None:
+def test_a_completed_call_of_unknown_price_stays_unknown_even_with_no_text_and_no_latency(
+    tmp_path: Path,
+) -> None:
     """F1: a batch answer without created_at has latency 0, a null content gives empty text; 812 + 256 tokens
     were billed at a price nobody knows. It was read as a failed call ($0), so the run's cost showed $0.00."""
     empty = Completion("", "length", 812, 256, None, 0.0)
@@ -63,8 +72,9 @@ def test_an_old_files_failed_call_still_costs_nothing_after_loading(tmp_path: Pa
     old = frame.assign(cost_usd=frame["cost_usd"].mask(failed))
     for name, table in (("parquet", old), ("csv", old)):
         (tmp_path / name).mkdir()
-        table.to_parquet(tmp_path / name / "results.parquet", index=False) if name == "parquet" else \
-            table.to_csv(tmp_path / name / "results.csv", index=False)  # fmt: skip
+        table.to_parquet(
+            tmp_path / name / "results.parquet", index=False
+        ) if name == "parquet" else table.to_csv(tmp_path / name / "results.csv", index=False)
         loaded = load_results(tmp_path / name)
         assert overview(loaded).iloc[0]["cost_usd"] == pytest.approx(0.01)
         assert leaderboard(loaded, {}).iloc[0]["cost_per_1k"] == pytest.approx(10.0)
@@ -76,8 +86,14 @@ def test_cost_per_1k_is_per_paid_judgment_whatever_failed_shared_or_replayed() -
     price of the answer it replays (as the manifest and the Runs table count it), so it is a paid judgment."""
     live = CallResult(OK, cached=False, retries=0)
     twin = CallResult(OK, cached=False, retries=0, shared=True)
-    frame = pd.concat([judged("reliable", [live] * 4), judged("flaky", [live, live, FAILED, FAILED]),
-                       judged("twin", [live, twin]), judged("replay", [live, CallResult(OK, True, 0)])])
+    frame = pd.concat(
+        [
+            judged("reliable", [live] * 4),
+            judged("flaky", [live, live, FAILED, FAILED]),
+            judged("twin", [live, twin]),
+            judged("replay", [live, CallResult(OK, True, 0)]),
+        ]
+    )
     board = leaderboard(frame, {}).set_index("judge")
     assert board["cost_per_1k"].to_dict() == pytest.approx(dict.fromkeys(board.index, 10.0))
     assert board.loc["flaky", "judgments"] == 4 and board.loc["flaky", "parse_rate"] == 0.5
@@ -106,10 +122,17 @@ class Poison:
 def test_call_costs_inspects_only_the_rows_of_missing_cost() -> None:
     """F5: every row's answer text was converted on every call (1M rows: 0.55 s of a 1.2 s Runs table); only
     a row of missing cost can change. The known rows here hold cells that raise when read."""
-    frame = pd.DataFrame({"cost_usd": [0.01, 0.02, np.nan], "raw": [Poison(), Poison(), ""],
-                          "latency_s": [0.5, 0.5, 0.0], "cached": [False, False, False],
-                          "finish_reason": [Poison(), Poison(), None],
-                          "prompt_tokens": [Poison(), Poison(), 0], "completion_tokens": [Poison(), Poison(), 0]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "cost_usd": [0.01, 0.02, np.nan],
+            "raw": [Poison(), Poison(), ""],
+            "latency_s": [0.5, 0.5, 0.0],
+            "cached": [False, False, False],
+            "finish_reason": [Poison(), Poison(), None],
+            "prompt_tokens": [Poison(), Poison(), 0],
+            "completion_tokens": [Poison(), Poison(), 0],
+        }
+    )
     assert call_costs(frame).tolist() == [0.01, 0.02, 0.0]
 
 

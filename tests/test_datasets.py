@@ -48,7 +48,9 @@ def record(**overrides: Any) -> dict[str, Any]:
             {"candidate_id": "i1:g:2", "source": "g", "text": "Question two?"},
             {"candidate_id": "i1:g:3", "source": "g", "text": "Question three?"},
         ],
-        "human_labels": [{"annotator": "ann", "candidate_id": "i1:g:1", "dimension": "originality", "score": 2}],
+        "human_labels": [
+            {"annotator": "ann", "candidate_id": "i1:g:1", "dimension": "originality", "score": 2}
+        ],
     }
     base.update(overrides)
     return {k: v for k, v in base.items() if v is not DROP}
@@ -56,7 +58,9 @@ def record(**overrides: Any) -> dict[str, Any]:
 
 def write_lines(path: Path, lines: Sequence[str | dict[str, Any]]) -> Path:
     """Write JSONL lines (dicts are dumped, strings written as-is)."""
-    path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    path.write_text(
+        "\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n", encoding="utf-8"
+    )
     return path
 
 
@@ -125,7 +129,9 @@ def test_valid_record_loads_with_types(tmp_path: Path) -> None:
 
 def test_optional_keys_default(tmp_path: Path) -> None:
     rec = record(field=DROP, reference=DROP, human_labels=DROP, candidates=[])
-    inst, other = load_instances(write_lines(tmp_path / "x.jsonl", [rec, record(instance_id="i2", reference=None)]))
+    inst, other = load_instances(
+        write_lines(tmp_path / "x.jsonl", [rec, record(instance_id="i2", reference=None)])
+    )
     assert (inst.field, inst.reference, inst.candidates, inst.human_labels) == ("", None, (), ())
     assert other.reference is None and len(other.all_candidates()) == 3
 
@@ -151,30 +157,54 @@ BAD_RECORDS: list[tuple[Any, str]] = [
     (record(candidates=DROP), "candidates: is required"),
     (record(candidates={"a": 1}), "candidates: must be a list"),
     (record(candidates=[{"candidate_id": "c", "source": "g"}]), "candidates[0].text: is required"),
-    (record(candidates=[{}, {}, {"candidate_id": "c", "source": "g", "text": ""}]),
-     "candidates[2].text: must be a non-empty string"),
-    (record(candidates=[{"candidate_id": "c", "source": "reference", "text": "Q?"}]),
-     "candidates[0].source: 'reference' is reserved for the instance's reference"),
-    (record(candidates=[{"candidate_id": "c", "source": "g", "text": "Q?"}] * 2),
-     "candidates[1].candidate_id: duplicate candidate_id 'c' (also at candidates[0])"),
-    (record(candidates=[{"candidate_id": "i1:ref", "source": "g", "text": "Q?"}]),
-     "candidates[0].candidate_id: duplicate candidate_id 'i1:ref' (also at reference)"),
-    (record(human_labels=[{"annotator": "a", "candidate_id": "nope", "dimension": "d", "score": 1}]),
-     "human_labels[0].candidate_id: unknown candidate_id 'nope'"),
-    (record(human_labels=[{"annotator": "a", "candidate_id": "i1:ref", "dimension": "d", "score": "2"}]),
-     "human_labels[0].score: must be a finite number"),
-    (record(human_labels=[{"annotator": "a", "candidate_id": "i1:ref", "dimension": "d", "score": True}]),
-     "human_labels[0].score: must be a finite number"),
-    ('{"instance_id": "i1", "background": [{"title": "", "text": "b"}], "candidates": [], "human_labels": '
-     '[{"annotator": "a", "candidate_id": "i1:ref", "dimension": "d", "score": NaN}],'
-     ' "reference": {"candidate_id": "i1:ref", "text": "Q"}}', "human_labels[0].score: must be a finite number"),
-    (record(human_labels=[{"annotator": "a", "candidate_id": "i1:ref", "dimension": "d"}]),
-     "human_labels[0].score: is required"),
-    (record(human_labels=[{"annotator": "a", "candidate_id": "i1:ref", "dimension": "d", "score": 1}] * 2),
-     "human_labels[1]: duplicate label for ('a', 'i1:ref', 'd') (first at human_labels[0])"),
+    (
+        record(candidates=[{}, {}, {"candidate_id": "c", "source": "g", "text": ""}]),
+        "candidates[2].text: must be a non-empty string",
+    ),
+    (
+        record(candidates=[{"candidate_id": "c", "source": "reference", "text": "Q?"}]),
+        "candidates[0].source: 'reference' is reserved for the instance's reference",
+    ),
+    (
+        record(candidates=[{"candidate_id": "c", "source": "g", "text": "Q?"}] * 2),
+        "candidates[1].candidate_id: duplicate candidate_id 'c' (also at candidates[0])",
+    ),
+    (
+        record(candidates=[{"candidate_id": "i1:ref", "source": "g", "text": "Q?"}]),
+        "candidates[0].candidate_id: duplicate candidate_id 'i1:ref' (also at reference)",
+    ),
+    (
+        record(human_labels=[{"annotator": "a", "candidate_id": "nope", "dimension": "d", "score": 1}]),
+        "human_labels[0].candidate_id: unknown candidate_id 'nope'",
+    ),
+    (
+        record(human_labels=[{"annotator": "a", "candidate_id": "i1:ref", "dimension": "d", "score": "2"}]),
+        "human_labels[0].score: must be a finite number",
+    ),
+    (
+        record(human_labels=[{"annotator": "a", "candidate_id": "i1:ref", "dimension": "d", "score": True}]),
+        "human_labels[0].score: must be a finite number",
+    ),
+    (
+        '{"instance_id": "i1", "background": [{"title": "", "text": "b"}], "candidates": [], "human_labels": '
+        '[{"annotator": "a", "candidate_id": "i1:ref", "dimension": "d", "score": NaN}],'
+        ' "reference": {"candidate_id": "i1:ref", "text": "Q"}}',
+        "human_labels[0].score: must be a finite number",
+    ),
+    (
+        record(human_labels=[{"annotator": "a", "candidate_id": "i1:ref", "dimension": "d"}]),
+        "human_labels[0].score: is required",
+    ),
+    (
+        record(human_labels=[{"annotator": "a", "candidate_id": "i1:ref", "dimension": "d", "score": 1}] * 2),
+        "human_labels[1]: duplicate label for ('a', 'i1:ref', 'd') (first at human_labels[0])",
+    ),
     (record(human_labels="none"), "human_labels: must be a list"),
-    (record(candidate=[]), "candidate: unknown key (expected one of instance_id, field, background, reference, "
-                           "candidates, human_labels, meta)"),
+    (
+        record(candidate=[]),
+        "candidate: unknown key (expected one of instance_id, field, background, reference, "
+        "candidates, human_labels, meta)",
+    ),
 ]
 
 
@@ -201,12 +231,16 @@ def test_all_problems_are_collected_and_nothing_is_returned(tmp_path: Path) -> N
 
 def test_duplicate_id_is_reported_even_on_an_invalid_line(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "x.jsonl", [record(), record(background=[])])
-    assert problems_of(path) == [f"{path}:2: background: must be a non-empty list",
-                                 f"{path}:2: instance_id: duplicate instance_id 'i1' (first on line 1)"]
+    assert problems_of(path) == [
+        f"{path}:2: background: must be a non-empty list",
+        f"{path}:2: instance_id: duplicate instance_id 'i1' (first on line 1)",
+    ]
 
 
 def test_file_level_problems(tmp_path: Path) -> None:
-    assert problems_of(tmp_path / "missing.jsonl") == [f"{tmp_path / 'missing.jsonl'}: <file>: does not exist"]
+    assert problems_of(tmp_path / "missing.jsonl") == [
+        f"{tmp_path / 'missing.jsonl'}: <file>: does not exist"
+    ]
     assert problems_of(tmp_path) == [f"{tmp_path}: <file>: is a directory, not a JSONL file"]
     empty = write_lines(tmp_path / "empty.jsonl", ["", "   "])
     assert problems_of(empty) == [f"{empty}: <file>: no instances (the file is empty)"]
@@ -229,13 +263,34 @@ def test_dataset_error_message_with_one_problem() -> None:
 # --- fuzzing: bad content raises DatasetError and nothing else ------------------------------------------
 
 JSON_LEAF = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
-KEYS = ["instance_id", "field", "background", "reference", "candidates", "human_labels", "title", "text",
-        "candidate_id", "source", "annotator", "dimension", "score", "id", "paper_novelty", "question",
-        "grounded_in_refs", "arxiv_id", "abstract", "output_format"]
+KEYS = [
+    "instance_id",
+    "field",
+    "background",
+    "reference",
+    "candidates",
+    "human_labels",
+    "title",
+    "text",
+    "candidate_id",
+    "source",
+    "annotator",
+    "dimension",
+    "score",
+    "id",
+    "paper_novelty",
+    "question",
+    "grounded_in_refs",
+    "arxiv_id",
+    "abstract",
+    "output_format",
+]
 JSON_VALUE = st.recursive(
     JSON_LEAF,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=4),
-                                                                inner, max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=4), inner, max_size=6)
+    ),
     max_leaves=10,
 )
 
@@ -282,7 +337,10 @@ TEXT = st.text(st.characters(codec="utf-8"), min_size=1, max_size=12).filter(str
 @given(st.lists(TEXT, min_size=1, max_size=4, unique=True), st.lists(st.integers(0, 3), max_size=4))
 def test_fuzz_valid_records_round_trip(tmp_path: Path, ids: list[str], scores: list[int]) -> None:
     cands = [{"candidate_id": cid, "source": "g", "text": cid} for cid in ids]
-    labels = [{"annotator": f"a{i}", "candidate_id": ids[0], "dimension": "d", "score": s} for i, s in enumerate(scores)]
+    labels = [
+        {"annotator": f"a{i}", "candidate_id": ids[0], "dimension": "d", "score": s}
+        for i, s in enumerate(scores)
+    ]
     path = write_lines(tmp_path / "ok.jsonl", [record(reference=None, candidates=cands, human_labels=labels)])
     [inst] = load_instances(path)
     assert [c.candidate_id for c in inst.candidates] == ids
@@ -297,17 +355,34 @@ def rqbench_folder(root: Path, extra_lines: Sequence[dict[str, Any]] = ()) -> Pa
     folder = root / "rq"
     (folder / "cited_papers").mkdir(parents=True)
     lines: list[dict[str, Any]] = [
-        {"id": "rq-a", "question": "Does A fix B?", "category": "cs.CL", "target_arxiv_id": "2502.00009",
-         "grounded_in_refs": [{"arxiv_id": "2401.00001", "title": "A (from the ref)"}, {"arxiv_id": None},
-                              {"arxiv_id": "2401.00002"}]},
-        {"question": "Why does C fail?", "grounded_in_refs": [{"arxiv_id": "2401.00002"}, {"arxiv_id": "cs/0601001v2"},
-                                                              {"arxiv_id": "2401.00002"}]},
+        {
+            "id": "rq-a",
+            "question": "Does A fix B?",
+            "category": "cs.CL",
+            "target_arxiv_id": "2502.00009",
+            "grounded_in_refs": [
+                {"arxiv_id": "2401.00001", "title": "A (from the ref)"},
+                {"arxiv_id": None},
+                {"arxiv_id": "2401.00002"},
+            ],
+        },
+        {
+            "question": "Why does C fail?",
+            "grounded_in_refs": [
+                {"arxiv_id": "2401.00002"},
+                {"arxiv_id": "cs/0601001v2"},
+                {"arxiv_id": "2401.00002"},
+            ],
+        },
         *extra_lines,
     ]
     write_lines(folder / "rq_dataset.jsonl", lines)
     papers = {
         "2401.00001": {"title": "Paper A", "abstract": "Abstract of A.", "sections": [{"text": "ignored"}]},
-        "2401.00002": {"title": "Paper B", "sections": [{"heading": "1 Introduction", "text": "intro words " * 400}]},
+        "2401.00002": {
+            "title": "Paper B",
+            "sections": [{"heading": "1 Introduction", "text": "intro words " * 400}],
+        },
         "cs_0601001": {"text": "Old-style full text."},
     }
     for name, doc in papers.items():
@@ -330,12 +405,23 @@ def test_rqbench_layout_loads(tmp_path: Path) -> None:
 
 
 def test_rqbench_missing_and_broken_cited_papers_are_reported(tmp_path: Path) -> None:
-    folder = rqbench_folder(tmp_path, [
-        {"id": "rq-c", "question": "Q?", "grounded_in_refs": [{"arxiv_id": "2401.00001"}, {"arxiv_id": "2501.99999"}]},
-        {"id": "rq-d", "question": "Q?", "grounded_in_refs": [{"arxiv_id": "../../secret"}, {"arxiv_id": "bad"}]},
-        {"id": "rq-a", "question": "", "grounded_in_refs": []},
-        {"id": "rq-e", "question": "Q?", "grounded_in_refs": [{"title": "A book"}, 7]},
-    ])
+    folder = rqbench_folder(
+        tmp_path,
+        [
+            {
+                "id": "rq-c",
+                "question": "Q?",
+                "grounded_in_refs": [{"arxiv_id": "2401.00001"}, {"arxiv_id": "2501.99999"}],
+            },
+            {
+                "id": "rq-d",
+                "question": "Q?",
+                "grounded_in_refs": [{"arxiv_id": "../../secret"}, {"arxiv_id": "bad"}],
+            },
+            {"id": "rq-a", "question": "", "grounded_in_refs": []},
+            {"id": "rq-e", "question": "Q?", "grounded_in_refs": [{"title": "A book"}, 7]},
+        ],
+    )
     (folder / "cited_papers" / "bad.json").write_text('{"title": "x",\n "abstract": }', encoding="utf-8")
     with pytest.raises(DatasetError) as info:
         load_rqbench(folder)
@@ -354,7 +440,9 @@ def test_rqbench_record_without_any_arxiv_id(tmp_path: Path) -> None:
     folder = rqbench_folder(tmp_path, [{"question": "Q?", "grounded_in_refs": [{"title": "A book"}]}])
     with pytest.raises(DatasetError) as info:
         load_rqbench(folder)
-    assert info.value.problems == [f"{folder / 'rq_dataset.jsonl'}:3: grounded_in_refs: no entry has an arxiv_id"]
+    assert info.value.problems == [
+        f"{folder / 'rq_dataset.jsonl'}:3: grounded_in_refs: no entry has an arxiv_id"
+    ]
 
 
 def test_rqbench_folder_without_question_file(tmp_path: Path) -> None:
@@ -364,22 +452,37 @@ def test_rqbench_folder_without_question_file(tmp_path: Path) -> None:
         load_dataset(tmp_path)
 
 
-@pytest.mark.parametrize(("doc", "expected"), [
-    ({"title": "T", "abstract": "  "}, None),
-    ({"sections": {"Introduction": "Intro.", "Abstract": "The abstract."}}, Paper("fallback", "The abstract.")),
-    ({"sections": [{"section": "Intro", "paragraphs": ["One.", "Two."]}]}, Paper("fallback", "One. Two.")),
-    ({"title": "T", "sections": ["Plain section."]}, Paper("T", "Plain section.")),
-    ({"full_text": "Full   text."}, Paper("fallback", "Full text.")),
-])
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        ({"title": "T", "abstract": "  "}, None),
+        (
+            {"sections": {"Introduction": "Intro.", "Abstract": "The abstract."}},
+            Paper("fallback", "The abstract."),
+        ),
+        (
+            {"sections": [{"section": "Intro", "paragraphs": ["One.", "Two."]}]},
+            Paper("fallback", "One. Two."),
+        ),
+        ({"title": "T", "sections": ["Plain section."]}, Paper("T", "Plain section.")),
+        ({"full_text": "Full   text."}, Paper("fallback", "Full text.")),
+    ],
+)
 def test_cited_paper_passage_is_tolerant(doc: dict[str, Any], expected: Paper | None) -> None:
     assert paper_passage(doc, "fallback") == expected
 
 
 # --- NovBench format -----------------------------------------------------------------------------------
 
-NOVBENCH_RECORD: dict[str, Any] = {"id": "7", "title": "A paper", "abstract": "We do X.", "decision": "Accept",
-                   "paper_novelty": ["We are first to do X."], "review_novelty": ["X is new."],
-                   "output_format": "Positive Novelty Evaluations\n- X is new."}
+NOVBENCH_RECORD: dict[str, Any] = {
+    "id": "7",
+    "title": "A paper",
+    "abstract": "We do X.",
+    "decision": "Accept",
+    "paper_novelty": ["We are first to do X."],
+    "review_novelty": ["X is new."],
+    "output_format": "Positive Novelty Evaluations\n- X is new.",
+}
 
 
 def test_novbench_tiny_file_and_dispatch(tmp_path: Path) -> None:
@@ -388,8 +491,13 @@ def test_novbench_tiny_file_and_dispatch(tmp_path: Path) -> None:
         load_dataset(path)
     assert info.value.problems == [f"{path}:1: <json>: invalid JSON (Expecting value at col 1)"]
     [inst] = load_dataset(write_lines(path, [NOVBENCH_RECORD]))
-    assert inst == Instance("7", "", (Paper("A paper", "We do X."),),
-                            Candidate("7:human_eval", "reference", NOVBENCH_RECORD["output_format"]), ())
+    assert inst == Instance(
+        "7",
+        "",
+        (Paper("A paper", "We do X."),),
+        Candidate("7:human_eval", "reference", NOVBENCH_RECORD["output_format"]),
+        (),
+    )
 
 
 def test_novbench_record_problems(tmp_path: Path) -> None:
@@ -414,7 +522,9 @@ def test_novbench_reference_data() -> None:
     assert len(records) == len(instances) == 73
     assert load_dataset(path) == instances
     for rec, inst in zip(records, instances, strict=True):
-        assert inst.instance_id == str(rec["id"]) and inst.background == (Paper(rec["title"], rec["abstract"]),)
+        assert inst.instance_id == str(rec["id"]) and inst.background == (
+            Paper(rec["title"], rec["abstract"]),
+        )
         assert inst.reference == Candidate(f"{rec['id']}:human_eval", "reference", rec["output_format"])
 
 
@@ -430,14 +540,32 @@ def test_load_dataset_dispatches_to_instances(tmp_path: Path) -> None:
 def test_human_labels_frame_shape() -> None:
     empty = human_labels_frame([])
     assert list(empty.columns) == list(LABEL_COLUMNS) and empty.empty and empty["score"].dtype == float
-    inst = Instance("i", "", (Paper("t", "x"),), Candidate("r", "reference", "q"), (Candidate("c", "g", "q2"),),
-                    (HumanLabel("a", "c", "originality", 2), HumanLabel("a", "r", "originality", 3)))
+    inst = Instance(
+        "i",
+        "",
+        (Paper("t", "x"),),
+        Candidate("r", "reference", "q"),
+        (Candidate("c", "g", "q2"),),
+        (HumanLabel("a", "c", "originality", 2), HumanLabel("a", "r", "originality", 3)),
+    )
     rows = human_labels_frame([inst]).to_dict("records")
     assert rows == [
-        {"annotator": "a", "instance_id": "i", "candidate_id": "c", "source": "g", "dimension": "originality",
-         "score": 2.0},
-        {"annotator": "a", "instance_id": "i", "candidate_id": "r", "source": "reference",
-         "dimension": "originality", "score": 3.0},
+        {
+            "annotator": "a",
+            "instance_id": "i",
+            "candidate_id": "c",
+            "source": "g",
+            "dimension": "originality",
+            "score": 2.0,
+        },
+        {
+            "annotator": "a",
+            "instance_id": "i",
+            "candidate_id": "r",
+            "source": "reference",
+            "dimension": "originality",
+            "score": 3.0,
+        },
     ]
 
 

@@ -27,11 +27,21 @@ def dated_run(seed: int, date: int, shift_from: int, n: int = 60, samples: int =
         for i in range(n):
             for c, source in enumerate(("reference", "gen")):
                 for s in range(samples):
-                    rows.append({"judge": judge, "mode": "independent", "instance_id": f"i{i}",
-                                 "candidate_id": f"i{i}:{c}", "source": source, "dimension": "d",
-                                 "prompt_id": f"{judge}:{i}:{c}", "sample_idx": s, "parse_ok": True,
-                                 "higher_is_better": True,
-                                 "score": quality[i, c] + bump + rng.normal(0, 0.5)})  # fmt: skip
+                    rows.append(
+                        {
+                            "judge": judge,
+                            "mode": "independent",
+                            "instance_id": f"i{i}",
+                            "candidate_id": f"i{i}:{c}",
+                            "source": source,
+                            "dimension": "d",
+                            "prompt_id": f"{judge}:{i}:{c}",
+                            "sample_idx": s,
+                            "parse_ok": True,
+                            "higher_is_better": True,
+                            "score": quality[i, c] + bump + rng.normal(0, 0.5),
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -42,8 +52,9 @@ def test_planted_shift_after_date_d_is_flagged_and_a_stable_judge_is_not() -> No
         chart = drift.control_chart(runs)
         flagged = chart.groupby("judge")["flagged"].any()
         stable_clear += not flagged["stable"]
-        drifty_flagged += bool(chart.loc[(chart["judge"] == "drifty") & chart["run"].isin(["D2", "D3"]),
-                                         "flagged"].all())  # fmt: skip
+        drifty_flagged += bool(
+            chart.loc[(chart["judge"] == "drifty") & chart["run"].isin(["D2", "D3"]), "flagged"].all()
+        )
     assert stable_clear / 200 >= 0.95
     assert drifty_flagged / 200 >= 0.95
 
@@ -89,8 +100,9 @@ def test_refresh_reasks_keeps_the_old_answers_and_drift_reads_both(
     run_study(typed(cfg), inputs, tmp_path / "old2", run_id="old2")  # the old answers are still there
     assert len(server.requests) - made == manifest["calls_made"]
     assert json.loads((tmp_path / "old" / "manifest.json").read_text())["study_id"] != manifest["study_id"]
-    code = drift.main([str(tmp_path / "old"), str(tmp_path / "new"), "--out", str(tmp_path / "drift"),
-                       "--n-boot", "20"])  # fmt: skip
+    code = drift.main(
+        [str(tmp_path / "old"), str(tmp_path / "new"), "--out", str(tmp_path / "drift"), "--n-boot", "20"]
+    )
     assert code == 0
     shift = pd.read_csv(tmp_path / "drift" / "drift_shift.csv")
     assert len(shift) and set(shift["run"]) == {"2026-12-01 new"}

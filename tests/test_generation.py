@@ -20,9 +20,11 @@ from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.studies import public_data, typed
 
 ROOT = Path(__file__).resolve().parent.parent
-EVALUATION = ("Positive Novelty Evaluations:\n- The syllable features are a new idea for Thai tagging.\n"
-              "Neutral Novelty Evaluations:\n- The tag mapping follows prior work.\n"
-              "Negative Novelty Evaluations:\n- BERT for tagging is not new.\n")  # fmt: skip
+EVALUATION = (
+    "Positive Novelty Evaluations:\n- The syllable features are a new idea for Thai tagging.\n"
+    "Neutral Novelty Evaluations:\n- The tag mapping follows prior work.\n"
+    "Negative Novelty Evaluations:\n- BERT for tagging is not new.\n"
+)
 
 
 def answer(body: dict[str, Any]) -> str:
@@ -54,10 +56,21 @@ def server() -> Iterator[ScriptedServer]:
 def config(server: ScriptedServer, tmp: Path, **overrides: Any) -> dict[str, Any]:
     judge = yaml.safe_load((ROOT / "conf" / "judge" / "qwen.yaml").read_text())
     judge.update(api_base=server.api_base)
-    base = {"judge": judge, "dataset": {"name": "sample", "path": str(ROOT / "data/sample/instances.jsonl")},
-            "task": "questions", "k": 5, "strategy": "zero_shot", "rag_top_k": 2, "corpus": None,
-            "temperature": 0.7, "max_tokens": 100, "seed": 0, "limit": 2, "cache_dir": str(tmp / "cache"),
-            "progress": False}  # fmt: skip
+    base = {
+        "judge": judge,
+        "dataset": {"name": "sample", "path": str(ROOT / "data/sample/instances.jsonl")},
+        "task": "questions",
+        "k": 5,
+        "strategy": "zero_shot",
+        "rag_top_k": 2,
+        "corpus": None,
+        "temperature": 0.7,
+        "max_tokens": 100,
+        "seed": 0,
+        "limit": 2,
+        "cache_dir": str(tmp / "cache"),
+        "progress": False,
+    }
     return {**base, **overrides}
 
 
@@ -85,10 +98,19 @@ def test_novelty_strategies_and_few_shot_never_uses_the_item(server: ScriptedSer
         assert len(demos) == 2 and all(d["evaluation"] != records[i]["output_format"] for d in demos)
     seen = len(server.requests)
     for strategy in ("zero_shot", "few_shot"):
-        cfg = config(server, tmp_path, task="novelty", strategy=strategy, limit=2,
-                     dataset={"name": "nb", "path": str(novbench)})  # fmt: skip
+        cfg = config(
+            server,
+            tmp_path,
+            task="novelty",
+            strategy=strategy,
+            limit=2,
+            dataset={"name": "nb", "path": str(novbench)},
+        )
         generate(typed(cfg, "generate"), tmp_path / strategy)
-        rows = [json.loads(x) for x in (tmp_path / strategy / "novelty_evaluations.jsonl").read_text().splitlines()]
+        rows = [
+            json.loads(x)
+            for x in (tmp_path / strategy / "novelty_evaluations.jsonl").read_text().splitlines()
+        ]
         assert [r["strategy"] for r in rows] == [strategy] * 2 and rows[0]["generated"] == EVALUATION
     prompts = [r["messages"][-1]["content"] for r in server.requests[seen:]]
     assert sorted(p.count("Example ") for p in prompts) == [0, 0, 2, 2]  # zero-shot: none; few-shot: two
@@ -103,8 +125,15 @@ def test_novelty_strategies_and_few_shot_never_uses_the_item(server: ScriptedSer
 
 
 def test_issue_sets_by_judge(server: ScriptedServer, tmp_path: Path) -> None:
-    cfg = config(server, tmp_path, dataset={"name": "r", "path": str(ROOT / "data/sample/reviews.jsonl")},
-                 matcher="judge", threshold=0.7, temperature=0.0, limit=1)  # fmt: skip
+    cfg = config(
+        server,
+        tmp_path,
+        dataset={"name": "r", "path": str(ROOT / "data/sample/reviews.jsonl")},
+        matcher="judge",
+        threshold=0.7,
+        temperature=0.0,
+        limit=1,
+    )
     cfg["rubric"] = yaml.safe_load((ROOT / "conf" / "rubric" / "issue_match.yaml").read_text())
     for generation_only in ("task", "k", "strategy", "rag_top_k", "corpus"):
         del cfg[generation_only]
@@ -113,7 +142,9 @@ def test_issue_sets_by_judge(server: ScriptedServer, tmp_path: Path) -> None:
     # human: 2 issues; each generated review: 2 issues -> 4 pairs per source; only the baselines pair matches
     assert len(matches) == 4 * macro["n_papers"].sum()
     per = pd.read_csv(tmp_path / "issues" / "overlap_per_paper.csv")
-    links = pd.read_csv(tmp_path / "issues" / "same_issue_links.csv")  # within one review: no two say one thing
+    links = pd.read_csv(
+        tmp_path / "issues" / "same_issue_links.csv"
+    )  # within one review: no two say one thing
     assert list(links.columns) == ["instance_id", "source", "side", "a", "b"] and links.empty
     # |O| = 1, |H ∪ E| = 2 + 2 - 1 = 3 -> overlap 1/3; human-only 1/2; model-only 1/2
     assert per["overlap"].tolist() == pytest.approx([1 / 3] * len(per))

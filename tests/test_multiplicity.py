@@ -53,6 +53,9 @@ def test_the_report_corrects_its_p_values_as_one_family() -> None:
     ok = np.isfinite(every_p)
     assert int(family["n_tests"].sum()) == int(ok.sum())
     every_q = np.concatenate(
-        [tables[t][f"{c}_q"].to_numpy(dtype=float) for t, c in zip(family["table"], family["p_column"], strict=True)]
+        [
+            tables[t][f"{c}_q"].to_numpy(dtype=float)
+            for t, c in zip(family["table"], family["p_column"], strict=True)
+        ]
     )
     assert every_q[ok] == pytest.approx(multipletests(every_p[ok], method="fdr_bh")[1])

@@ -36,7 +36,7 @@ def write_rubric(conf: Path) -> None:
     (conf / "rubric").mkdir(parents=True)
     (conf / "rubric" / "terse.jinja").write_text(TEMPLATE)
     (conf / "rubric" / "terse.yaml").write_text(f"""name: terse
-template: {conf / 'rubric' / 'terse.jinja'}
+template: {conf / "rubric" / "terse.jinja"}
 kind: scores
 system: "You answer with a single JSON object and nothing else."
 dimensions:
@@ -56,16 +56,31 @@ def test_a_lower_is_better_rubric_in_two_files(tmp_path: Path) -> None:
 
     write_rubric(tmp_path / "conf")
     with ScriptedServer(answer).running() as server:
-        args = [f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "rubric=terse", "judge=qwen",
-                f"judge.api_base={server.api_base}", "limit=3", "n_samples=1", "workers=1", "progress=false",
-                f"hydra.run.dir={tmp_path / 'run'}"]  # fmt: skip
-        done = subprocess.run([sys.executable, "-m", "experiments.run", *args], cwd=tmp_path,
-                              env={**run_env(tmp_path), "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                              timeout=300)  # fmt: skip
+        args = [
+            f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+            "rubric=terse",
+            "judge=qwen",
+            f"judge.api_base={server.api_base}",
+            "limit=3",
+            "n_samples=1",
+            "workers=1",
+            "progress=false",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ]
+        done = subprocess.run(
+            [sys.executable, "-m", "experiments.run", *args],
+            cwd=tmp_path,
+            env={**run_env(tmp_path), "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert done.returncode == 0, done.stderr[-2000:]
     results = load_results(tmp_path / "run")
     directions = results.groupby("dimension", observed=True)["higher_is_better"].unique()
-    assert [bool(v) for v in directions["verbosity"]] == [False] and [bool(v) for v in directions["clarity"]] == [True]
+    assert [bool(v) for v in directions["verbosity"]] == [False] and [
+        bool(v) for v in directions["clarity"]
+    ] == [True]
     rates = win_tie_loss(results, n_boot=50).set_index("dimension")
     # lower verbosity than the reference is a win for every generator; equal clarity is a tie
     assert (rates.loc["verbosity", "win"] == 1.0).all() and (rates.loc["clarity", "tie"] == 1.0).all()

@@ -49,14 +49,28 @@ def fake_ppl(texts: list[str]) -> list[float]:
 
 G1, G2 = "The method is clearly novel.", "The evaluation set is rather small."
 GEN = f"Positive Novelty Evaluations\n- {G1}\n\nNegative Novelty Evaluations\n- {G2}\n"
-H1, H2, H3, H4 = ("Human point one is here.", "Human point two is here.",
-                  "Human point three is here.", "Human point four is here.")
-HUMAN = f"Positive Novelty Evaluations\n- {H1}\n- {H2}\n\nNeutral Novelty Evaluations\n- {H3}\n" \
-        f"\nNegative Novelty Evaluations\n- {H4}\n"
+H1, H2, H3, H4 = (
+    "Human point one is here.",
+    "Human point two is here.",
+    "Human point three is here.",
+    "Human point four is here.",
+)
+HUMAN = (
+    f"Positive Novelty Evaluations\n- {H1}\n- {H2}\n\nNeutral Novelty Evaluations\n- {H3}\n"
+    f"\nNegative Novelty Evaluations\n- {H4}\n"
+)
 S1, S2, S3 = "Source sentence one.", "Source sentence two.", "Source sentence three."
-TABLE = {G1: (1, 0), G2: (0, 1),
-         H1: (1, 0), H2: (0.6, 0.8), H3: (-1, 0), H4: (0.6, -0.8),
-         S1: (2, 0), S2: (0.6, 0.8), S3: (-1, 0)}
+TABLE = {
+    G1: (1, 0),
+    G2: (0, 1),
+    H1: (1, 0),
+    H2: (0.6, 0.8),
+    H3: (-1, 0),
+    H4: (0.6, -0.8),
+    S1: (2, 0),
+    S2: (0.6, 0.8),
+    S3: (-1, 0),
+}
 
 
 def test_ims_transform() -> None:
@@ -66,8 +80,9 @@ def test_ims_transform() -> None:
 
 def test_dist_acc_known_value() -> None:
     # p = (2/4, 1/4, 1/4), t = (1/4, 0/4, 3/4): L1 = .25 + .25 + .5 = 1.0 -> 1 - 1.0/2 = 0.5
-    assert dist_acc({"positive": 2, "neutral": 1, "negative": 1},
-                    {"positive": 1, "neutral": 0, "negative": 3}) == pytest.approx(0.5)
+    assert dist_acc(
+        {"positive": 2, "neutral": 1, "negative": 1}, {"positive": 1, "neutral": 0, "negative": 3}
+    ) == pytest.approx(0.5)
     assert dist_acc({"positive": 1}, {"positive": 5}) == 1.0
     assert math.isnan(dist_acc({}, {"positive": 1}))
     assert math.isnan(dist_acc({"negative": 2}, {}))
@@ -96,12 +111,14 @@ def test_separate_relevance_embedder_is_named() -> None:
 def test_keywords_and_kc_substring_vs_token() -> None:
     src = ["We propose contrastive pretraining for low-resource parsing."]
     assert keywords(src) == ["propose", "contrastive", "pretraining", "low-resource", "parsing"]
-    items = ["The contrastive objective is new.",        # token hit
-             "Results are weak overall here.",           # no keyword
-             "Their proposed parser is standard."]       # 'propose' inside 'proposed': substring only
+    items = [
+        "The contrastive objective is new.",  # token hit
+        "Results are weak overall here.",  # no keyword
+        "Their proposed parser is standard.",
+    ]  # 'propose' inside 'proposed': substring only
     assert keyword_coverage(items, keywords(src), match="substring") == pytest.approx(2 / 3)  # released code
     assert keyword_coverage(items, keywords(src)) == pytest.approx(1 / 3)  # default: token level
-    assert keyword_coverage(["THE CONTRASTIVE idea."], ["contrastive"]) == 1.0       # case-insensitive
+    assert keyword_coverage(["THE CONTRASTIVE idea."], ["contrastive"]) == 1.0  # case-insensitive
     assert math.isnan(keyword_coverage([], ["contrastive"]))
     assert math.isnan(keyword_coverage(items, []))
 
@@ -138,8 +155,15 @@ def test_failed_generations_are_zero_by_default_and_nan_on_request() -> None:
             assert zero[k] == 0.0 and math.isnan(nan[k]), (generated, k)
         assert zero["failed"] is True and zero["n_generated"] == 0 and zero["failed_policy"] == "zero"
     # one good output (relevance 5.0) + one refusal: the paper's mean is 2.5 on n = 2, not 5.0 on n = 1
-    df = pd.DataFrame({"model": ["m", "m"], "strategy": ["z", "z"], "gen": [GEN, "I cannot."],
-                       "nov": [[S1], [S1]], "hum": [HUMAN, HUMAN]})
+    df = pd.DataFrame(
+        {
+            "model": ["m", "m"],
+            "strategy": ["z", "z"],
+            "gen": [GEN, "I cannot."],
+            "nov": [[S1], [S1]],
+            "hum": [HUMAN, HUMAN],
+        }
+    )
     tab = summary_table(score_frame(df, "gen", "nov", "hum", clarity="released", embedder=emb))
     assert tab.loc[0, "Rel."] == pytest.approx(2.5) and tab.loc[0, "Rel._n"] == 2
     tab = summary_table(score_frame(df, "gen", "nov", "hum", clarity="released", embedder=emb, failed="nan"))
@@ -175,20 +199,26 @@ def test_sentence_units_split_items_and_keep_labels() -> None:
 
 
 def test_section_parser_header_and_bullet_variants() -> None:
-    text = ("Here is my evaluation.\n\n**Positive**\n* The idea of X is new to the field.\n"
-            "1. A second positive point that is long.\n  which continues here.\n"
-            "Neutral:\n- None\n- *(No neutral comments were provided.)*\n"
-            "[No neutral novelty identified at this stage as only the introduction is provided.]\n"
-            "[Method] A new ranking loss for ideas, unlike [12].\n(1) The benchmark is new (see Section 3).\n\n"
-            "### Negative Novelty Evaluations:\n2) Similar to prior work by Smith.\n"
-            "- short\n- Positive: an inline positive item.\n")
+    text = (
+        "Here is my evaluation.\n\n**Positive**\n* The idea of X is new to the field.\n"
+        "1. A second positive point that is long.\n  which continues here.\n"
+        "Neutral:\n- None\n- *(No neutral comments were provided.)*\n"
+        "[No neutral novelty identified at this stage as only the introduction is provided.]\n"
+        "[Method] A new ranking loss for ideas, unlike [12].\n(1) The benchmark is new (see Section 3).\n\n"
+        "### Negative Novelty Evaluations:\n2) Similar to prior work by Smith.\n"
+        "- short\n- Positive: an inline positive item.\n"
+    )
     s = parse_sections(text)
     assert s.found_header
-    assert s.positive == ["The idea of X is new to the field.",
-                          "A second positive point that is long. which continues here.",
-                          "an inline positive item."]
-    assert s.neutral == ["[Method] A new ranking loss for ideas, unlike [12].",
-                         "(1) The benchmark is new (see Section 3)."]  # citations, not meta notes
+    assert s.positive == [
+        "The idea of X is new to the field.",
+        "A second positive point that is long. which continues here.",
+        "an inline positive item.",
+    ]
+    assert s.neutral == [
+        "[Method] A new ranking loss for ideas, unlike [12].",
+        "(1) The benchmark is new (see Section 3).",
+    ]  # citations, not meta notes
     assert s.negative == ["Similar to prior work by Smith."]
     assert s.counts() == {"positive": 3, "neutral": 2, "negative": 1}
     assert not parse_sections("just prose, no sections").found_header
@@ -199,7 +229,10 @@ def test_section_parser_on_real_novbench_output_format() -> None:
     rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     first = parse_sections(rows[0]["output_format"])
     assert first.counts() == {"positive": 2, "neutral": 1, "negative": 4}
-    assert first.negative[-1] == "Table 1 would be more readable without horizontal lines after every ORCHID tag."
+    assert (
+        first.negative[-1]
+        == "Table 1 would be more readable without horizontal lines after every ORCHID tag."
+    )
     for r in rows:
         s = parse_sections(r["output_format"])
         assert s.found_header and s.texts, r["id"]
@@ -208,8 +241,15 @@ def test_section_parser_on_real_novbench_output_format() -> None:
 
 def test_score_frame_embeds_each_distinct_sentence_once_and_matches_score() -> None:
     emb = FakeEmbedder(TABLE)
-    df = pd.DataFrame({"model": ["a", "a", "b"], "strategy": ["zero"] * 3,
-                       "gen": [GEN, GEN, ""], "nov": [[S1, S2, S3], [S1], [S2]], "hum": [HUMAN] * 3})
+    df = pd.DataFrame(
+        {
+            "model": ["a", "a", "b"],
+            "strategy": ["zero"] * 3,
+            "gen": [GEN, GEN, ""],
+            "nov": [[S1, S2, S3], [S1], [S2]],
+            "hum": [HUMAN] * 3,
+        }
+    )
     out = score_frame(df, "gen", "nov", "hum", clarity="released", embedder=emb)
     assert len(emb.calls) == 1  # one encode call for the whole batch ...
     assert sorted(emb.calls[0]) == sorted({G1, G2, H1, H2, H3, H4, S1, S2, S3})  # ... each text once
@@ -230,17 +270,25 @@ def test_score_frame_calls_ppl_once_per_distinct_text() -> None:
         return fake_ppl(texts)
 
     df = pd.DataFrame({"gen": [GEN, GEN], "nov": [[S1], [S1]], "hum": [HUMAN, HUMAN]})
-    out = score_frame(df, "gen", "nov", "hum", clarity="paper", embedder=FakeEmbedder(TABLE),
-                      ppl_fn=fake_ppl_recording)
+    out = score_frame(
+        df, "gen", "nov", "hum", clarity="paper", embedder=FakeEmbedder(TABLE), ppl_fn=fake_ppl_recording
+    )
     assert seen == [[G1, G2]]
     assert out["fs"].tolist() == pytest.approx([0.375, 0.375])
     assert out["ppl_model"].iloc[0] == "fake_ppl_recording"
 
 
 def test_summary_table_means_ci_and_nan() -> None:
-    scores = pd.DataFrame({"model": ["a", "a", "a", "b"], "strategy": ["z"] * 4,
-                           "relevance": [2.0, 4.0, 3.0, 5.0], "coverage": [0.0, 1.0, float("nan"), 0.5],
-                           "clarity": [0.5] * 4, "correctness": [1.0, 0.5, 0.0, 1.0]})
+    scores = pd.DataFrame(
+        {
+            "model": ["a", "a", "a", "b"],
+            "strategy": ["z"] * 4,
+            "relevance": [2.0, 4.0, 3.0, 5.0],
+            "coverage": [0.0, 1.0, float("nan"), 0.5],
+            "clarity": [0.5] * 4,
+            "correctness": [1.0, 0.5, 0.0, 1.0],
+        }
+    )
     tab = summary_table(scores).set_index("model")
     assert tab.loc["a", "n"] == 3 and tab.loc["a", "Rel."] == pytest.approx(3.0)
     assert tab.loc["a", "Cov."] == pytest.approx(0.5) and tab.loc["a", "Cov._n"] == 2  # NaN left out
@@ -258,8 +306,11 @@ def test_real_minilm_paraphrase_beats_unrelated() -> None:
     from judge.local.embeddings import Embedder
 
     emb = Embedder()
-    a, para, other = ("The proposed method is novel.", "The suggested approach is new.",
-                      "The recipe needs two cups of flour.")
+    a, para, other = (
+        "The proposed method is novel.",
+        "The suggested approach is new.",
+        "The recipe needs two cups of flour.",
+    )
     v = emb.encode([a, para, other, a])
     assert v.shape == (4, 384) and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     assert float(v[0] @ v[1]) > float(v[0] @ v[2]) + 0.2

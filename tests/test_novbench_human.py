@@ -19,13 +19,17 @@ from experiments.datasets.novbench import load_human_pairs
 from experiments.datasets.validation import DatasetError
 
 # 6 pairs, 4 annotators. Human preference = share(A) - share(B).
-VOTES = np.array([list("AAAA"),   # +1
-                  list("AAAB"),   # +0.5
-                  list("AABB"),   # 0: no strict majority -> excluded, counted
-                  list("ABBB"),   # -0.5
-                  list("BBBB"),   # -1
-                  list("AAAB")],  # +0.5
-                 dtype=object)
+VOTES = np.array(
+    [
+        list("AAAA"),  # +1
+        list("AAAB"),  # +0.5
+        list("AABB"),  # 0: no strict majority -> excluded, counted
+        list("ABBB"),  # -0.5
+        list("BBBB"),  # -1
+        list("AAAB"),
+    ],  # +0.5
+    dtype=object,
+)
 DIFF = [0.3, -0.1, 0.2, -0.2, -0.4, 0.0]  # metric A - B: agree, disagree, (excluded), agree, agree, tie
 
 
@@ -84,8 +88,14 @@ def test_perfect_annotators_and_metric() -> None:
 
 
 def test_combination_rescales_declares_and_rejects() -> None:
-    scores = pd.DataFrame({"relevance": [5.0, 3.0, 0.0], "correctness": [1.0, 0.5, 0.0],
-                           "coverage": [0.0, 0.5, 0.0], "clarity": [0.5, 0.5, 0.0]})
+    scores = pd.DataFrame(
+        {
+            "relevance": [5.0, 3.0, 0.0],
+            "correctness": [1.0, 0.5, 0.0],
+            "coverage": [0.0, 0.5, 0.0],
+            "clarity": [0.5, 0.5, 0.0],
+        }
+    )
     default = Combination()
     # (5-1)/4 + 1 + 0 + .5 = 2.5 ; (3-1)/4 + .5 + .5 + .5 = 2.0 ; failed (relevance 0 clips to 0) = 0
     assert default(scores).tolist() == pytest.approx([2.5, 2.0, 0.0])
@@ -97,8 +107,13 @@ def test_combination_rescales_declares_and_rejects() -> None:
         with pytest.raises(ValueError):
             Combination.parse(bad)
     votes = np.array([["A"], ["B"], ["A"]], dtype=object)
-    table = validation_table(scores, scores.iloc[[1, 0, 2]].reset_index(drop=True), votes,
-                             {"combined": default, "relevance": Combination({"relevance": 1.0})}, n_boot=20)
+    table = validation_table(
+        scores,
+        scores.iloc[[1, 0, 2]].reset_index(drop=True),
+        votes,
+        {"combined": default, "relevance": Combination({"relevance": 1.0})},
+        n_boot=20,
+    )
     # diffs (combined): .5, -.5, 0 -> pairs 1, 2 agree, pair 3 a tie (a miss under Eq. 8)
     assert table["agreement"].tolist() == pytest.approx([2 / 3, 2 / 3])
     assert table["n_metric_tie"].tolist() == [1, 1]
@@ -123,30 +138,45 @@ def test_scaling_every_weight_changes_no_tie_or_preference() -> None:
     pair a tie under an absolute 1e-9, and weights of 1e9 made last-bit noise a preference."""
     half = {"relevance": 3.0, "correctness": 0.5, "coverage": 0.5, "clarity": 0.5}
     a = pd.DataFrame([{**half, "correctness": 1.0}, {**half, "correctness": 0.0}, half])
-    human = {"positive": 6, "neutral": 1, "negative": 2}  # both shares are 7/9, 1.1e-16 apart in floating point
+    human = {
+        "positive": 6,
+        "neutral": 1,
+        "negative": 2,
+    }  # both shares are 7/9, 1.1e-16 apart in floating point
     a.loc[2, "correctness"] = dist_acc({"positive": 5, "neutral": 1, "negative": 0}, human)
-    b = pd.DataFrame([half, half, {**half, "correctness": dist_acc({"positive": 4, "neutral": 2, "negative": 3},
-                                                                   human)}])  # pair 3: a tie in the last bit
+    b = pd.DataFrame(
+        [half, half, {**half, "correctness": dist_acc({"positive": 4, "neutral": 2, "negative": 3}, human)}]
+    )  # pair 3: a tie in the last bit
     votes = np.array([["A", "A"], ["B", "B"], ["A", "A"]], dtype=object)
-    tables = [validation_table(a, b, votes, {"c": Combination(dict.fromkeys(half, w))}, n_boot=10)
-              for w in (1.0, 1e-10, 1e9)]
+    tables = [
+        validation_table(a, b, votes, {"c": Combination(dict.fromkeys(half, w))}, n_boot=10)
+        for w in (1.0, 1e-10, 1e9)
+    ]
     for t in tables:  # pairs 1 and 2 agree with the humans (0.5 apart, times the weight); pair 3 is a tie
         row = t.iloc[0]
         assert (row["agreement"], row["n_agreement"], row["n_metric_tie"]) == (2 / 3, 3, 1), row.to_dict()
 
 
 def _pair(i: int, vote_a: str, vote_b: str) -> dict[str, object]:
-    return {"id": i, "review_text": "Positive:\nThe approach is new.", "introduction": "We propose X.\nWe show Y.\n",
-            "original_text_1": "Positive:\nThe approach is new to the field.", "original_text_2": "Positive:\nNone",
-            "annotator_3": vote_a, "annotator_4": vote_b}
+    return {
+        "id": i,
+        "review_text": "Positive:\nThe approach is new.",
+        "introduction": "We propose X.\nWe show Y.\n",
+        "original_text_1": "Positive:\nThe approach is new to the field.",
+        "original_text_2": "Positive:\nNone",
+        "annotator_3": vote_a,
+        "annotator_4": vote_b,
+    }
 
 
 def test_load_human_pairs_reports_file_line(tmp_path: Path) -> None:
     good = tmp_path / "pairs.jsonl"
     good.write_text("\n".join(json.dumps(_pair(i, "A", "B")) for i in range(2)) + "\n")
     pairs = load_human_pairs(good)
-    assert pairs[0]["source"] == ["We propose X.", "We show Y."] and pairs[0]["votes"] == {"annotator_3": "A",
-                                                                                           "annotator_4": "B"}
+    assert pairs[0]["source"] == ["We propose X.", "We show Y."] and pairs[0]["votes"] == {
+        "annotator_3": "A",
+        "annotator_4": "B",
+    }
     bad = tmp_path / "bad.jsonl"
     rows = [_pair(1, "A", "A"), {**_pair(2, "A", "A"), "annotator_4": "C"}, {"id": 3}]
     bad.write_text("\n".join(json.dumps(r) for r in rows) + "\n{oops\n")
@@ -174,10 +204,27 @@ def test_cli_on_planted_pairs_with_real_encoders(tmp_path: Path) -> None:
     from analysis.novbench.report import main
 
     pairs = tmp_path / "pairs.jsonl"  # A is a real evaluation, B a failed generation: every metric prefers A
-    pairs.write_text("\n".join(json.dumps(_pair(i, "A", "A")) for i in range(3)) + "\n"
-                     + json.dumps(_pair(9, "A", "B")) + "\n")
-    assert main(["--human-pairs", str(pairs), "--clarity", "released", "--n-boot", "50",
-                 "--out", str(tmp_path / "out")]) == 0
+    pairs.write_text(
+        "\n".join(json.dumps(_pair(i, "A", "A")) for i in range(3))
+        + "\n"
+        + json.dumps(_pair(9, "A", "B"))
+        + "\n"
+    )
+    assert (
+        main(
+            [
+                "--human-pairs",
+                str(pairs),
+                "--clarity",
+                "released",
+                "--n-boot",
+                "50",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     table = pd.read_csv(tmp_path / "out" / "novbench_human.csv").set_index("metric")
     assert table.loc["combined", "agreement"] == 1.0 and table.loc["combined", "n_no_majority"] == 1
     md = (tmp_path / "out" / "novbench_human.md").read_text()

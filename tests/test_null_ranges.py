@@ -22,10 +22,23 @@ def _comparative(bias: float, seed: int, n_prompts: int = 60, n_samples: int = 3
             for c in range(3):
                 pos = int(order[c]) + 1
                 score = quality[c] + rng.normal(0, 0.7) + (bias if pos == 1 else 0.0)
-                rows.append({"judge": "j", "model": "m", "mode": "comparative", "prompt_id": f"p{p}",
-                             "instance_id": f"i{p}", "candidate_id": f"c{c}", "source": f"gen{c}",
-                             "dimension": "originality", "higher_is_better": True, "sample_idx": k,
-                             "position": pos, "score": round(score * 2) / 2, "parse_ok": True})  # fmt: skip
+                rows.append(
+                    {
+                        "judge": "j",
+                        "model": "m",
+                        "mode": "comparative",
+                        "prompt_id": f"p{p}",
+                        "instance_id": f"i{p}",
+                        "candidate_id": f"c{c}",
+                        "source": f"gen{c}",
+                        "dimension": "originality",
+                        "higher_is_better": True,
+                        "sample_idx": k,
+                        "position": pos,
+                        "score": round(score * 2) / 2,
+                        "parse_ok": True,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -65,13 +78,39 @@ def test_a_judge_noisier_than_its_samples_is_flagged_on_human_agreement() -> Non
     rng = np.random.default_rng(0)
     truth = {f"c{c}": int(rng.integers(0, 5)) for c in range(40)}
     off = {c: int(rng.choice([-1, 1])) for c in truth}
-    rows = [{"judge": j, "model": "m", "mode": "independent", "prompt_id": f"{c}", "instance_id": "i1",
-             "candidate_id": c, "source": "gen", "dimension": "clarity", "higher_is_better": True,
-             "sample_idx": k, "score": float(t + (off[c] if j == "b" else 0)), "parse_ok": True}
-            for j in ("a", "b") for c, t in truth.items() for k in range(3)]  # fmt: skip
+    rows = [
+        {
+            "judge": j,
+            "model": "m",
+            "mode": "independent",
+            "prompt_id": f"{c}",
+            "instance_id": "i1",
+            "candidate_id": c,
+            "source": "gen",
+            "dimension": "clarity",
+            "higher_is_better": True,
+            "sample_idx": k,
+            "score": float(t + (off[c] if j == "b" else 0)),
+            "parse_ok": True,
+        }
+        for j in ("a", "b")
+        for c, t in truth.items()
+        for k in range(3)
+    ]
     results = pd.DataFrame(rows)
-    humans = pd.DataFrame([{"annotator": "h", "instance_id": "i1", "candidate_id": c, "source": "gen",
-                            "dimension": "clarity", "score": t} for c, t in truth.items()])  # fmt: skip
+    humans = pd.DataFrame(
+        [
+            {
+                "annotator": "h",
+                "instance_id": "i1",
+                "candidate_id": c,
+                "source": "gen",
+                "dimension": "clarity",
+                "score": t,
+            }
+            for c, t in truth.items()
+        ]
+    )
     table = null_ranges.null_ranges(
         results, study_candidates(results), humans, n_reps=30, fields=("human_agreement",)
     ).set_index("judge")

@@ -35,7 +35,10 @@ def test_out_of_range_is_unscored_with_reason() -> None:
 
 
 def test_missing_field_and_non_integer() -> None:
-    assert parse_object('{"originality": 1, "gap_addressing": 1}', NOVELTY).error == "missing field 'non_obviousness'"
+    assert (
+        parse_object('{"originality": 1, "gap_addressing": 1}', NOVELTY).error
+        == "missing field 'non_obviousness'"
+    )
     p = parse_object('{"originality": 1.5, "gap_addressing": 1, "non_obviousness": 1}', NOVELTY)
     assert not p.ok and "not an integer" in (p.error or "")
     p = parse_object('{"originality": true, "gap_addressing": 1, "non_obviousness": 1}', NOVELTY)
@@ -90,7 +93,9 @@ def test_a_label_given_twice_with_different_values_is_unscored() -> None:
 
 
 def test_a_field_given_twice_with_different_values_is_unscored() -> None:
-    p = parse_object('{"originality": 1, "originality": 3, "gap_addressing": 2, "non_obviousness": 0}', NOVELTY)
+    p = parse_object(
+        '{"originality": 1, "originality": 3, "gap_addressing": 2, "non_obviousness": 0}', NOVELTY
+    )
     assert not p.ok and "given twice" in (p.error or "")
 
 
@@ -119,12 +124,18 @@ def test_huge_integers_are_unscored_with_a_reason_never_an_exception() -> None:
 
 def test_a_cut_off_answer_keeps_its_complete_entries() -> None:
     full = f'```json\n{{\n  "Q1": {ONE},\n  "Q2": {TWO},\n  "Q3": {ONE}\n}}\n```'
-    for cut, kept in ((full.index('"Q3"') + 30, ["Q1", "Q2"]), (full.index('"Q3"') - 3, ["Q1", "Q2"]),
-                      (full.index('"Q2"') + 20, ["Q1"]), (full.index('"Q1"') + 10, [])):  # fmt: skip
+    for cut, kept in (
+        (full.index('"Q3"') + 30, ["Q1", "Q2"]),
+        (full.index('"Q3"') - 3, ["Q1", "Q2"]),
+        (full.index('"Q2"') + 20, ["Q1"]),
+        (full.index('"Q1"') + 10, []),
+    ):
         out = parse_labelled(full[:cut], ["Q1", "Q2", "Q3"], NOVELTY)
         assert [k for k, p in out.items() if p.ok] == kept, (cut, out)
         assert all(p.salvaged for p in out.values() if p.ok)
-        assert all("cut off" in (p.error or "") or "missing" in (p.error or "") for p in out.values() if not p.ok)
+        assert all(
+            "cut off" in (p.error or "") or "missing" in (p.error or "") for p in out.values() if not p.ok
+        )
     # a score cut mid-number ("1" of "10") is never read as complete
     tens = [Field("overall", 0, 10)]
     out = parse_labelled('{"Q1": {"overall": 7}, "Q2": {"overall": 1', ["Q1", "Q2"], tens)
@@ -136,7 +147,9 @@ def test_a_cut_off_answer_keeps_its_complete_entries() -> None:
 
 
 def test_a_cut_off_answer_with_a_repeated_label_does_not_score_it() -> None:
-    out = parse_labelled(f'{{"Q1": {ONE}, "Q2": {TWO}, "Q1": {TWO}, "Q3": {{"orig', ["Q1", "Q2", "Q3"], NOVELTY)
+    out = parse_labelled(
+        f'{{"Q1": {ONE}, "Q2": {TWO}, "Q1": {TWO}, "Q3": {{"orig', ["Q1", "Q2", "Q3"], NOVELTY
+    )
     assert not out["Q1"].ok and out["Q2"].ok and not out["Q3"].ok
 
 

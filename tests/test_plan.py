@@ -47,8 +47,16 @@ def test_prices_known_values_and_overrides() -> None:
 def test_plan_makes_no_call_and_matches_the_run(server: ScriptedServer, tmp_path: Path) -> None:
     from experiments.study import run_study
 
-    cfg = compose("judge=qwen", f"judge.api_base={server.api_base}", "limit=2", "n_samples=2", "progress=false",
-                  "plan=true", "judge.input_cost_per_token=1e-6", "judge.output_cost_per_token=4e-6")  # fmt: skip
+    cfg = compose(
+        "judge=qwen",
+        f"judge.api_base={server.api_base}",
+        "limit=2",
+        "n_samples=2",
+        "progress=false",
+        "plan=true",
+        "judge.input_cost_per_token=1e-6",
+        "judge.output_cost_per_token=4e-6",
+    )
     cfg["cache_dir"] = str(tmp_path / "cache")
     inputs = load_study_inputs(typed(cfg))
     before = len(server.requests)
@@ -79,10 +87,19 @@ def test_plan_makes_no_call_and_matches_the_run(server: ScriptedServer, tmp_path
 
 def test_sweep_sums_and_unknown_cost_stays_unknown() -> None:
     def job(n: int, live: float | None) -> dict[str, Any]:
-        return {"judge": "j", "mode": "m", "rubric": "r", "calls_total": n, "calls_cached": 0, "calls_shared": 0,
-                "calls_to_make": n,
-                "prompt_tokens": 10 * n, "completion_tokens_bound": 5 * n, "completion_tokens_expected": 2 * n,
-                "cost_usd": {k: {"expected": live, "bound": live} for k in ("live", "batch")}}  # fmt: skip
+        return {
+            "judge": "j",
+            "mode": "m",
+            "rubric": "r",
+            "calls_total": n,
+            "calls_cached": 0,
+            "calls_shared": 0,
+            "calls_to_make": n,
+            "prompt_tokens": 10 * n,
+            "completion_tokens_bound": 5 * n,
+            "completion_tokens_expected": 2 * n,
+            "cost_usd": {k: {"expected": live, "bound": live} for k in ("live", "batch")},
+        }
 
     summed = sum_plans([job(3, 1.5), job(4, 2.0)])
     assert summed["calls_to_make"] == 7 and summed["cost_usd"]["live"]["bound"] == 3.5
@@ -94,10 +111,24 @@ def test_sweep_sums_and_unknown_cost_stays_unknown() -> None:
 def test_plan_cli_sweep_without_key_and_without_calls(server: ScriptedServer, tmp_path: Path) -> None:
     env = cli_env(tmp_path)  # no OPENAI_API_KEY
     before = len(server.requests)
-    args = ["-m", "judge=gpt-4o", f"judge.api_base={server.api_base}", "mode=independent,comparative",
-            "limit=1", "plan=true", "progress=false", f"hydra.sweep.dir={tmp_path / 'sweep'}"]  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", "experiments.run", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    args = [
+        "-m",
+        "judge=gpt-4o",
+        f"judge.api_base={server.api_base}",
+        "mode=independent,comparative",
+        "limit=1",
+        "plan=true",
+        "progress=false",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.run", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(server.requests) == before  # OPENAI_API_KEY unset and no request: a plan needs neither
     summed = json.loads((tmp_path / "sweep" / "plan.json").read_text())
@@ -121,11 +152,19 @@ def test_plan_has_a_power_section_from_experiments_power(tmp_path: Path) -> None
     from experiments import power
     from experiments.inputs import StudyError
 
-    cfg = compose("judge=qwen", "judge.api_base=http://127.0.0.1:9/v1", "limit=4", "plan=true",
-                  "plan_effect=0.2", "plan_discordance=0.4")  # fmt: skip
+    cfg = compose(
+        "judge=qwen",
+        "judge.api_base=http://127.0.0.1:9/v1",
+        "limit=4",
+        "plan=true",
+        "plan_effect=0.2",
+        "plan_discordance=0.4",
+    )
     cfg["cache_dir"] = str(tmp_path / "cache")
     inputs = load_study_inputs(typed(cfg))
-    plan = plan_study(typed(cfg), inputs)  # no call: the cache is looked up, the server at port 9 is never asked
+    plan = plan_study(
+        typed(cfg), inputs
+    )  # no call: the cache is looked up, the server at port 9 is never asked
     section = plan["power"]
     assert section["instances"] == plan["instances"] == 4
     assert section["discordance_assumed"] == 0.4 and section["alpha"] == 0.05 and section["power"] == 0.8
@@ -203,9 +242,7 @@ def test_default_run_uses_the_bundled_price_map_and_records_it(
         assert record["map"] == "bundled" and record["loaded_from"] in ("local", None)
         assert record["litellm_version"] == metadata.version("litellm") and record["prices_sha256"] == digest
     assert records[0] == records[1]
-    choose = (
-        "from judge.spend.price_map import choose; import os, sys; choose(sys.argv[1]); print(os.environ[{!r}])"
-    )
+    choose = "from judge.spend.price_map import choose; import os, sys; choose(sys.argv[1]); print(os.environ[{!r}])"
     code = choose.format("LITELLM_LOCAL_MODEL_COST_MAP")
     for source, value in (("remote", "False"), ("bundled", "True")):
         out = subprocess.run([sys.executable, "-c", code, source], env=env, capture_output=True, text=True)

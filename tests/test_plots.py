@@ -80,7 +80,9 @@ def test_every_figure_reads_at_a_column_width_with_labels_of_9pt_or_more() -> No
         assert not small, name
         if name != "agreement":
             assert fig.get_size_inches()[0] == plots.PANEL_WIDTH, name
-    heat = figures["agreement"].axes[0]  # every cell's value and CI inside its cell (CIs overflowed the cells)
+    heat = figures["agreement"].axes[
+        0
+    ]  # every cell's value and CI inside its cell (CIs overflowed the cells)
     renderer = figures["agreement"].canvas.get_renderer()  # type: ignore[attr-defined]
     cell = heat.get_window_extent(renderer).width / len(heat.get_xticks())
     assert heat.texts and all(t.get_window_extent(renderer).width < cell for t in heat.texts)
@@ -103,8 +105,11 @@ def test_score_distributions_keep_each_generator_apart() -> None:
     study, _ = _tables()
     fig = plots.score_distributions(score_raters(study, None))
     labels = {t.get_text() for t in fig.axes[0].get_yticklabels()}
-    assert {"judge_a [independent] · narrow_gen", "judge_a [independent] · broad_gen",
-            "judge_a [independent] · reference"} <= labels  # fmt: skip
+    assert {
+        "judge_a [independent] · narrow_gen",
+        "judge_a [independent] · broad_gen",
+        "judge_a [independent] · reference",
+    } <= labels
     assert not any(label.endswith("· gen") for label in labels)
 
 

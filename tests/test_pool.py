@@ -21,9 +21,19 @@ FAST = ["retry.initial_wait_s=0.01", "retry.max_wait_s=0.05"]
 
 
 def pooled(api_bases: list[str], cache: Path, **pool: Any) -> dict[str, Any]:
-    return config(["judge=qwen", "limit=2", "n_samples=2", f"cache_dir={cache}", "workers=1",
-                   f"judge.concurrency={CONCURRENCY}", *FAST, f"judge.api_bases=[{','.join(api_bases)}]",
-                   *(f"judge.pool.{k}={v}" for k, v in pool.items())])  # fmt: skip
+    return config(
+        [
+            "judge=qwen",
+            "limit=2",
+            "n_samples=2",
+            f"cache_dir={cache}",
+            "workers=1",
+            f"judge.concurrency={CONCURRENCY}",
+            *FAST,
+            f"judge.api_bases=[{','.join(api_bases)}]",
+            *(f"judge.pool.{k}={v}" for k, v in pool.items()),
+        ]
+    )
 
 
 def test_calls_spread_over_replicas_avoid_the_failing_one(tmp_path: Path) -> None:
@@ -44,8 +54,16 @@ def test_calls_spread_over_replicas_avoid_the_failing_one(tmp_path: Path) -> Non
 
         # the key does not depend on the replica: a one-endpoint judge on the first replica replays it all
         seen = healthy.requests + slow.requests + failing.requests
-        single = config(["judge=qwen", f"judge.api_base={healthy.api_base}", "limit=2", "n_samples=2",
-                         f"cache_dir={tmp_path / 'cache'}", "workers=1"])  # fmt: skip
+        single = config(
+            [
+                "judge=qwen",
+                f"judge.api_base={healthy.api_base}",
+                "limit=2",
+                "n_samples=2",
+                f"cache_dir={tmp_path / 'cache'}",
+                "workers=1",
+            ]
+        )
         _, replay = run_in_process(single, tmp_path / "single")
         assert replay["calls_made"] == 0 and replay["calls_cached"] == manifest["calls_total"]
         assert healthy.requests + slow.requests + failing.requests == seen

@@ -26,8 +26,13 @@ from tests.support.configs import KEY, study_cfg
 from tests.support.fault_server import ANSWERS, HOSTILE, FaultServer
 from tests.support.studies import typed
 
-FEW = settings(max_examples=6, deadline=None, derandomize=True, database=None,
-               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
+FEW = settings(
+    max_examples=6,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 TRANSIENT = ("429_retry_after", "429", "500", "503", "drop", "not_json", "empty_choices")
 DRAWN = (*HOSTILE, "off_rubric", "truncated")
 RANGES = {"originality": (0, 3), "gap_addressing": (0, 3), "non_obviousness": (0, 3)}
@@ -40,12 +45,26 @@ def rates(kinds: tuple[str, ...], total: float) -> st.SearchStrategy[dict[str, f
     )
 
 
-def run_once(tmp: Path, name: str, srv: FaultServer, mode: str, capfd: pytest.CaptureFixture[str],
-             monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any] | None, str]:  # fmt: skip
+def run_once(
+    tmp: Path,
+    name: str,
+    srv: FaultServer,
+    mode: str,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[dict[str, Any] | None, str]:
     """One study against the hostile server: (its manifest, or None when it stopped with one line; output)."""
     monkeypatch.setenv("QWEN_API_KEY", KEY)
-    cfg = study_cfg(tmp, srv.api_base, f"mode={mode}", "n_samples=2", "retry.max_attempts=4",
-                    "retry.initial_wait_s=0.001", "retry.max_wait_s=0.01", "judge.timeout_s=5")  # fmt: skip
+    cfg = study_cfg(
+        tmp,
+        srv.api_base,
+        f"mode={mode}",
+        "n_samples=2",
+        "retry.max_attempts=4",
+        "retry.initial_wait_s=0.001",
+        "retry.max_wait_s=0.01",
+        "judge.timeout_s=5",
+    )
     requests_before = srv.requests
     try:
         run_study(typed(cfg), None, tmp / name, run_id=name)
@@ -72,12 +91,21 @@ def check_rows(table: pd.DataFrame) -> None:
 
 
 @FEW
-@given(seed=st.integers(0, 2**16), mode=st.sampled_from(["independent", "comparative"]),
-       faults=rates(TRANSIENT, 0.35), answers=rates(DRAWN, 0.6))  # fmt: skip
-def test_a_hostile_provider_breaks_no_invariant(seed: int, mode: str, faults: dict[str, float],
-                                                answers: dict[str, float], tmp_path_factory: pytest.TempPathFactory,
-                                                capfd: pytest.CaptureFixture[str],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+@given(
+    seed=st.integers(0, 2**16),
+    mode=st.sampled_from(["independent", "comparative"]),
+    faults=rates(TRANSIENT, 0.35),
+    answers=rates(DRAWN, 0.6),
+)
+def test_a_hostile_provider_breaks_no_invariant(
+    seed: int,
+    mode: str,
+    faults: dict[str, float],
+    answers: dict[str, float],
+    tmp_path_factory: pytest.TempPathFactory,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     tmp = tmp_path_factory.mktemp("hostile")
     srv = FaultServer(seed=seed, faults=faults, answers=answers, echo_key=True, max_faults=2, dead_rate=0.1)
     with srv.running():

@@ -49,7 +49,10 @@ def _gemini(body: dict[str, Any]) -> None:
 
 
 def _ollama(body: dict[str, Any]) -> None:
-    assert body["options"] == {"temperature": 0.1, "num_predict": 160, "seed": 0} and body["format"]["type"] == "object"
+    assert (
+        body["options"] == {"temperature": 0.1, "num_predict": 160, "seed": 0}
+        and body["format"]["type"] == "object"
+    )
 
 
 # judge config -> (what its body must show, params litellm drops or flags, the temperature actually used)
@@ -85,8 +88,9 @@ def test_request_shape_of_shipped_judge(name: str) -> None:
             from judge.rubric import response_format
 
             asked["response_format"] = response_format(rubric, None)
-        messages = rubric.render(background=[{"title": "T", "text": "B"}], items=[{"label": "", "text": "Q?"}],
-                                 comparative=False)  # fmt: skip
+        messages = rubric.render(
+            background=[{"title": "T", "text": "B"}], items=[{"label": "", "text": "Q?"}], comparative=False
+        )
         check(build_request(cfg["judge"]["model"], cfg["judge"]["api_base"], messages, asked))
 
 
@@ -95,16 +99,27 @@ def test_dropped_temperature_is_recorded_truthfully(tmp_path: Path) -> None:
     says what was asked and what was dropped, and the request the server saw has no temperature."""
     server = ScriptedServer(lambda body: Step(200, rubric_answer(body)))
     with server.running():
-        cfg = compose("judge=gpt-5", f"judge.api_base={server.api_base}", "judge.api_key_env=null", "limit=1",
-                      "n_samples=1", "progress=false")  # fmt: skip
+        cfg = compose(
+            "judge=gpt-5",
+            f"judge.api_base={server.api_base}",
+            "judge.api_key_env=null",
+            "limit=1",
+            "n_samples=1",
+            "progress=false",
+        )
         cfg["judge"]["model"] = "openai/gpt-5"
-        frame = run_study(typed({**cfg, "cache_dir": str(tmp_path / "cache")}), None, tmp_path / "out", run_id="g5")
+        frame = run_study(
+            typed({**cfg, "cache_dir": str(tmp_path / "cache")}), None, tmp_path / "out", run_id="g5"
+        )
     assert server.requests and all("temperature" not in r for r in server.requests)
     assert (frame["temperature"] == 1.0).all()
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["temperature"] == 1.0 and manifest["temperature_asked"] == 0.1
     assert [c["param"] for c in manifest["request"]["changes"]] == ["temperature"]
-    assert "temperature" not in manifest["request"]["sent"] and manifest["request"]["sent"]["max_completion_tokens"] == 160
+    assert (
+        "temperature" not in manifest["request"]["sent"]
+        and manifest["request"]["sent"]["max_completion_tokens"] == 160
+    )
 
     from analysis.report.provider_params import request_changes
 

@@ -26,7 +26,9 @@ def test_pacer_schedule_known_values() -> None:
     pacer = Pacer(per_minute=600, burst_s=0.5)  # 10 per second, 0.5 s (5 requests) may go at once
     delays = [pacer.reserve(1, now=100.0) for _ in range(8)]
     assert delays == pytest.approx([0, 0, 0, 0, 0, 0.1, 0.2, 0.3])
-    assert pacer.reserve(1, now=101.0) == pytest.approx(0.0)  # the bucket refilled meanwhile (tat 100.8 < 101)
+    assert pacer.reserve(1, now=101.0) == pytest.approx(
+        0.0
+    )  # the bucket refilled meanwhile (tat 100.8 < 101)
     tokens = Pacer(per_minute=60_000, burst_s=0.5)  # 1,000 tokens per second
     assert tokens.reserve(400, now=0.0) == 0.0 and tokens.reserve(400, now=0.0) == pytest.approx(0.3)
 
@@ -37,12 +39,18 @@ def test_no_limit_keeps_the_plain_path() -> None:
 
 
 def test_429_backs_off_and_headers_are_read(tmp_path: Path) -> None:
-    ok = Step(200, '{"score": 3}', headers={"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "50ms"})
+    ok = Step(
+        200,
+        '{"score": 3}',
+        headers={"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "50ms"},
+    )
     server = ScriptedServer(scripted([Step(429, headers={"retry-after": "0.2"}), ok], then=ok))
     with server.running():
         completer = LiteLLMCompleter("openai/judge", api_base=server.api_base)
         completer.read_headers = True
-        judge = Judge(completer, CallCache(tmp_path / "cache"), policy=RetryPolicy(initial_wait_s=0.01), concurrency=4)
+        judge = Judge(
+            completer, CallCache(tmp_path / "cache"), policy=RetryPolicy(initial_wait_s=0.01), concurrency=4
+        )
         judge.limiter = limiter = RateLimiter(rpm=6000, tpm=None, concurrency=4, tokens=lambda m, p: 1)
         seen: list[float] = []
         real_leave = limiter.leave
@@ -55,7 +63,10 @@ def test_429_backs_off_and_headers_are_read(tmp_path: Path) -> None:
         limiter.leave = leave  # type: ignore[method-assign]
 
         async def run() -> list[object]:
-            calls = [judge.call_provider([{"role": "user", "content": f"q{i}"}], {"seed": 0}, f"k{i}") for i in range(3)]
+            calls = [
+                judge.call_provider([{"role": "user", "content": f"q{i}"}], {"seed": 0}, f"k{i}")
+                for i in range(3)
+            ]
             return await asyncio.gather(*calls)
 
         results = asyncio.run(run())

@@ -37,8 +37,18 @@ from tests.support.runners import manifest_of, run_env, run_in_process
 from tests.support.studies import typed
 
 PLANTED = "sk-planted-fault-path-0123456789-SECRET"
-JUDGMENT = ["instance_id", "candidate_id", "dimension", "sample_idx", "score", "preference", "parse_ok", "raw",
-            "position", "label"]  # fmt: skip
+JUDGMENT = [
+    "instance_id",
+    "candidate_id",
+    "dimension",
+    "sample_idx",
+    "score",
+    "preference",
+    "parse_ok",
+    "raw",
+    "position",
+    "label",
+]
 MAX_ATTEMPTS = 6
 FAST = ["retry.initial_wait_s=0.01", "retry.max_wait_s=0.05", f"retry.max_attempts={MAX_ATTEMPTS}"]
 
@@ -48,13 +58,23 @@ def write_dataset(path: Path, n_instances: int, n_generated: int = 7) -> Path:
     with path.open("w") as fh:
         for i in range(n_instances):
             iid = f"rel-{i}"
-            fh.write(json.dumps({
-                "instance_id": iid, "field": "nlp",
-                "background": [{"title": f"Paper {i}", "text": f"Background passage {i} about retrieval gates."}],
-                "reference": {"candidate_id": f"{iid}:ref", "text": f"Reference question {i}?"},
-                "candidates": [{"candidate_id": f"{iid}:g:{k}", "source": "gen", "text": f"Question {i}.{k}?"}
-                               for k in range(n_generated)],
-            }) + "\n")  # fmt: skip
+            fh.write(
+                json.dumps(
+                    {
+                        "instance_id": iid,
+                        "field": "nlp",
+                        "background": [
+                            {"title": f"Paper {i}", "text": f"Background passage {i} about retrieval gates."}
+                        ],
+                        "reference": {"candidate_id": f"{iid}:ref", "text": f"Reference question {i}?"},
+                        "candidates": [
+                            {"candidate_id": f"{iid}:g:{k}", "source": "gen", "text": f"Question {i}.{k}?"}
+                            for k in range(n_generated)
+                        ],
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
@@ -62,15 +82,23 @@ def runner(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "experiments.run", *args, "progress=false"]
 
 
-def run(args: list[str], tmp: Path, env_extra: dict[str, str] | None = None,
-        timeout: float = 240) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    return subprocess.run(runner(args), cwd=tmp, env=run_env(tmp, env_extra), capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+def run(
+    args: list[str], tmp: Path, env_extra: dict[str, str] | None = None, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        runner(args), cwd=tmp, env=run_env(tmp, env_extra), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def study_args(server: FaultServer, data: Path, run_dir: Path, *extra: str) -> list[str]:
-    return ["judge=qwen", f"judge.api_base={server.api_base}", f"dataset.path={data}", f"hydra.run.dir={run_dir}",
-            *FAST, *extra]  # fmt: skip
+    return [
+        "judge=qwen",
+        f"judge.api_base={server.api_base}",
+        f"dataset.path={data}",
+        f"hydra.run.dir={run_dir}",
+        *FAST,
+        *extra,
+    ]
 
 
 def judgments(table: pd.DataFrame) -> pd.DataFrame:
@@ -87,8 +115,15 @@ def test_faults_every_call_accounted_for(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "data.jsonl", 45)
     server = FaultServer(seed=7, dead_rate=0.01, max_faults=MAX_ATTEMPTS - 2, slow_s=6.0)
     with server.running():
-        args = study_args(server, data, tmp_path / "run", "n_samples=3", "judge.timeout_s=3",
-                          "judge.concurrency=16", "workers=2")  # fmt: skip
+        args = study_args(
+            server,
+            data,
+            tmp_path / "run",
+            "n_samples=3",
+            "judge.timeout_s=3",
+            "judge.concurrency=16",
+            "workers=2",
+        )
         out = run(args, tmp_path)
         assert out.returncode == 0, out.stderr[-3000:]
         counts, answered, log = server.counts(), server.answered(), list(server.log)
@@ -135,8 +170,9 @@ def test_faults_every_call_accounted_for(tmp_path: Path) -> None:
 
         # a rerun pays for nothing it has: only the failed calls go out again (and fail again)
         before = server.requests
-        again, second = run_in_process(config([*args, f"cache_dir={tmp_path / 'cache'}", "workers=1"]),
-                                       tmp_path / "run2")  # fmt: skip
+        again, second = run_in_process(
+            config([*args, f"cache_dir={tmp_path / 'cache'}", "workers=1"]), tmp_path / "run2"
+        )
         assert second["calls_cached"] == 1080 - len(dead) and second["calls_made"] == 0
         assert server.requests - before == len(dead) * MAX_ATTEMPTS
         assert {s.call for s in server.log[before:]} == dead
@@ -159,10 +195,17 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
     total, concurrency = 264, 8
     server = FaultServer(seed=3, faults={}, answers={}, latency_s=0.03)
     with server.running():
-        args = study_args(server, data, tmp_path / "killed", "n_samples=3", f"judge.concurrency={concurrency}",
-                          "workers=2")  # fmt: skip
-        proc = subprocess.Popen(runner(args), cwd=tmp_path, env=run_env(tmp_path),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        args = study_args(
+            server, data, tmp_path / "killed", "n_samples=3", f"judge.concurrency={concurrency}", "workers=2"
+        )
+        proc = subprocess.Popen(
+            runner(args),
+            cwd=tmp_path,
+            env=run_env(tmp_path),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 120
         while server.requests < 100 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
@@ -194,8 +237,9 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
         assert m["calls_cached"] == n_cached and m["calls_made"] == total - n_cached
 
         # the final table equals an uninterrupted run's (its own cache, the same provider)
-        whole, _ = run_in_process(config([*args, f"cache_dir={tmp_path / 'cache-whole'}", "workers=1"]),
-                                  tmp_path / "whole")  # fmt: skip
+        whole, _ = run_in_process(
+            config([*args, f"cache_dir={tmp_path / 'cache-whole'}", "workers=1"]), tmp_path / "whole"
+        )
     resumed_table = judgments(pd.read_parquet(tmp_path / "resumed" / "results.parquet"))
     assert len(resumed_table) == total * 3
     pd.testing.assert_frame_equal(resumed_table, judgments(whole))
@@ -210,9 +254,17 @@ def test_two_runs_share_one_cache_folder_at_once(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "data.jsonl", 6)  # 48 prompts
     server = FaultServer(seed=5, faults={"429": 0.05, "500": 0.03}, answers={}, latency_s=0.005)
     with server.running():
-        procs = [subprocess.Popen(runner(study_args(server, data, tmp_path / f"r{n}", f"n_samples={n}", "workers=2")),
-                                  cwd=tmp_path, env=run_env(tmp_path), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for n in (3, 4)]  # fmt: skip
+        procs = [
+            subprocess.Popen(
+                runner(study_args(server, data, tmp_path / f"r{n}", f"n_samples={n}", "workers=2")),
+                cwd=tmp_path,
+                env=run_env(tmp_path),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for n in (3, 4)
+        ]
         for proc in procs:
             _, err = proc.communicate(timeout=240)
             assert proc.returncode == 0, err[-3000:]
@@ -226,11 +278,16 @@ def test_two_runs_share_one_cache_folder_at_once(tmp_path: Path) -> None:
         cache.close()
 
         before = server.requests
-        third, manifest = run_in_process(config([*study_args(server, data, tmp_path / "r5", "n_samples=4"),
-                                                 f"cache_dir={tmp_path / 'cache'}"]), tmp_path / "r5")  # fmt: skip
+        third, manifest = run_in_process(
+            config(
+                [*study_args(server, data, tmp_path / "r5", "n_samples=4"), f"cache_dir={tmp_path / 'cache'}"]
+            ),
+            tmp_path / "r5",
+        )
         assert server.requests == before and manifest["calls_cached"] == union  # everything was there
-    pd.testing.assert_frame_equal(judgments(third),
-                                  judgments(pd.read_parquet(tmp_path / "r4" / "results.parquet")))  # fmt: skip
+    pd.testing.assert_frame_equal(
+        judgments(third), judgments(pd.read_parquet(tmp_path / "r4" / "results.parquet"))
+    )
 
 
 def _hammer(directory: str, worker: int, n: int) -> None:
@@ -272,12 +329,19 @@ def small_study(tmp_path: Path) -> Iterator[tuple[FaultServer, dict[str, Any], p
     data = write_dataset(tmp_path / "data.jsonl", 2)  # 16 prompts x 3 samples
     server = FaultServer(seed=11, faults={}, answers={"off_rubric": 0.1})
     with server.running():
-        cfg = config(["judge=qwen", f"judge.api_base={server.api_base}", f"dataset.path={data}",
-                      f"cache_dir={tmp_path / 'cache'}", "workers=1", *FAST])  # fmt: skip
+        cfg = config(
+            [
+                "judge=qwen",
+                f"judge.api_base={server.api_base}",
+                f"dataset.path={data}",
+                f"cache_dir={tmp_path / 'cache'}",
+                "workers=1",
+                *FAST,
+            ]
+        )
         table, _ = run_in_process(cfg, tmp_path / "first")
         assert server.requests == 48
         yield server, cfg, table
-
 
 
 def test_tampered_entry_is_detected_and_asked_again(small_study: Any, tmp_path: Path) -> None:
@@ -287,7 +351,7 @@ def test_tampered_entry_is_detected_and_asked_again(small_study: Any, tmp_path: 
     checksum, payload = value.split("\n", 1)
     # a flipped digit inside the stored answer: still valid JSON, still a valid rubric answer
     digit = next(i for i, ch in enumerate(payload) if ch in "0123" and payload[i - 1] == " ")
-    flipped = payload[:digit] + str((int(payload[digit]) + 1) % 4) + payload[digit + 1:]
+    flipped = payload[:digit] + str((int(payload[digit]) + 1) % 4) + payload[digit + 1 :]
     db.execute("UPDATE Cache SET value = ? WHERE rowid = ?", (f"{checksum}\n{flipped}", rowid))
     db.commit()
     db.close()
@@ -326,7 +390,11 @@ def test_damaged_database_is_a_clear_error_or_a_clean_rebuild(small_study: Any, 
         try:
             again, _ = run_in_process(cfg, tmp_path / f"damaged{seed}")
         except StudyError as exc:
-            assert "call cache" in str(exc) and str(tmp_path / "cache") in str(exc) and "move the folder" in str(exc)
+            assert (
+                "call cache" in str(exc)
+                and str(tmp_path / "cache") in str(exc)
+                and "move the folder" in str(exc)
+            )
             outcomes.append("error")
         else:
             pd.testing.assert_frame_equal(judgments(again), judgments(table))  # never a wrong result
@@ -357,11 +425,24 @@ def test_planted_key_never_leaks_on_the_fault_path(tmp_path: Path) -> None:
     """Error bodies that quote the key, exhausted retries, a 401, DEBUG logging: the key is nowhere."""
     data = write_dataset(tmp_path / "data.jsonl", 2)  # 16 prompts
     env = {"QWEN_API_KEY": PLANTED, "LITELLM_LOG": "DEBUG"}
-    server = FaultServer(seed=2, echo_key=True, dead_rate=0.1, faults={"429": 0.2, "500": 0.2, "429_retry_after": 0.1},
-                         answers={})  # fmt: skip
+    server = FaultServer(
+        seed=2,
+        echo_key=True,
+        dead_rate=0.1,
+        faults={"429": 0.2, "500": 0.2, "429_retry_after": 0.1},
+        answers={},
+    )
     with server.running():
-        args = study_args(server, data, tmp_path / "run", "judge.api_key_env=QWEN_API_KEY", "n_samples=2",
-                          "workers=2", "hydra.job_logging.root.level=DEBUG", "min_parse_rate=0")  # fmt: skip
+        args = study_args(
+            server,
+            data,
+            tmp_path / "run",
+            "judge.api_key_env=QWEN_API_KEY",
+            "n_samples=2",
+            "workers=2",
+            "hydra.job_logging.root.level=DEBUG",
+            "min_parse_rate=0",
+        )
         first = run(args, tmp_path, env)
         assert first.returncode == 0, first.stderr[-3000:]
         manifest = manifest_of(tmp_path / "run")
@@ -369,9 +450,17 @@ def test_planted_key_never_leaks_on_the_fault_path(tmp_path: Path) -> None:
         assert any("REDACTED" in e for e in manifest["first_provider_errors"])
     denied = FaultServer(echo_key=True, auth_fails=True)
     with denied.running():
-        second = run(study_args(denied, data, tmp_path / "denied", "judge.api_key_env=QWEN_API_KEY",
-                                "hydra.job_logging.root.level=DEBUG"), tmp_path, {**env, "JUDGESCOPE_CACHE_DIR":
-                                str(tmp_path / "cache2")})  # fmt: skip
+        second = run(
+            study_args(
+                denied,
+                data,
+                tmp_path / "denied",
+                "judge.api_key_env=QWEN_API_KEY",
+                "hydra.job_logging.root.level=DEBUG",
+            ),
+            tmp_path,
+            {**env, "JUDGESCOPE_CACHE_DIR": str(tmp_path / "cache2")},
+        )
         assert second.returncode == 2 and "AuthenticationError" in second.stderr.strip().splitlines()[-1]
         # fatal: no call is retried, and no new call starts after the first 401 (at most the ones in flight)
         assert 1 <= denied.requests <= 8 and all(s.attempt == 0 for s in denied.log)
@@ -389,8 +478,25 @@ def test_planted_key_never_leaks_on_the_fault_path(tmp_path: Path) -> None:
 # --- classification ------------------------------------------------------------------------------------------
 
 
-STATUSES = {400: False, 401: False, 403: False, 404: False, 408: True, 409: True, 413: False, 422: False,
-            425: True, 429: True, 500: True, 501: False, 502: True, 503: True, 504: True, 520: True, 529: True}
+STATUSES = {
+    400: False,
+    401: False,
+    403: False,
+    404: False,
+    408: True,
+    409: True,
+    413: False,
+    422: False,
+    425: True,
+    429: True,
+    500: True,
+    501: False,
+    502: True,
+    503: True,
+    504: True,
+    520: True,
+    529: True,
+}
 
 
 def test_status_classification_through_litellm() -> None:
@@ -399,9 +505,15 @@ def test_status_classification_through_litellm() -> None:
 
     async def classify(api_base: str, status: int) -> tuple[int, str, bool]:
         try:
-            await litellm.acompletion(model=f"openai/status-{status}", messages=[{"role": "user", "content": "x"}],
-                                      api_base=api_base, api_key="sk-test", timeout=10, num_retries=0,
-                                      max_retries=0)  # fmt: skip
+            await litellm.acompletion(
+                model=f"openai/status-{status}",
+                messages=[{"role": "user", "content": "x"}],
+                api_base=api_base,
+                api_key="sk-test",
+                timeout=10,
+                num_retries=0,
+                max_retries=0,
+            )
         except Exception as exc:  # noqa: BLE001
             return status, type(exc).__name__, is_transient(exc)
         return status, "no exception", False
@@ -460,4 +572,6 @@ def test_worker_plan() -> None:
 
     register()
     local = Judge(FakeCompleter(lambda m, p: "{}", model=LOCAL_MODEL), cache=None, concurrency=16)  # type: ignore[arg-type]
-    assert plan_workers(typed(config(["workers=null"])), local, 10_000) == 1  # an in-process model is never forked
+    assert (
+        plan_workers(typed(config(["workers=null"])), local, 10_000) == 1
+    )  # an in-process model is never forked

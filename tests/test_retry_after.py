@@ -37,11 +37,19 @@ def _ask(server: ScriptedServer, tmp: Path, policy: RetryPolicy, limiter: RateLi
 
 # --- finding 4: the rate-limited path caps Retry-After ----------------------------------------------------------
 
-@pytest.mark.parametrize("step", [
-    Step(429, headers={"Retry-After": "3600"}),
-    Step(429, headers={"Retry-After": "inf"}),
-    Step(200, '{"score": 3}', headers={"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "2h"}),
-])  # fmt: skip
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        Step(429, headers={"Retry-After": "3600"}),
+        Step(429, headers={"Retry-After": "inf"}),
+        Step(
+            200,
+            '{"score": 3}',
+            headers={"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "2h"},
+        ),
+    ],
+)
 def test_a_rate_limited_pause_is_capped_at_max_wait_s(step: Step, tmp_path: Path) -> None:
     server = ScriptedServer(scripted([step], then=step))
     limiter = RateLimiter(rpm=6000, tpm=None, concurrency=1, tokens=lambda m, p: 1, max_wait_s=5.0)
@@ -56,14 +64,20 @@ def test_a_rate_limited_pause_is_capped_at_max_wait_s(step: Step, tmp_path: Path
 def test_limiter_for_takes_the_retry_cap(tmp_path: Path) -> None:
     from experiments.judges import make_judge
 
-    cfg = compose("judge=qwen", "judge.api_key_env=null", "+judge.rpm=600", "retry.max_wait_s=7",
-                  f"cache_dir={tmp_path / 'cache'}")  # fmt: skip
+    cfg = compose(
+        "judge=qwen",
+        "judge.api_key_env=null",
+        "+judge.rpm=600",
+        "retry.max_wait_s=7",
+        f"cache_dir={tmp_path / 'cache'}",
+    )
     judge = make_judge(typed(cfg))
     judge.cache.close()
     assert judge.limiter is not None and judge.limiter.max_wait_s == 7.0
 
 
 # --- finding 5: an unparseable Retry-After falls back to the backoff --------------------------------------------
+
 
 def test_an_unparseable_retry_after_falls_back_to_the_backoff(tmp_path: Path) -> None:
     odd = [Step(429, headers={"Retry-After": value}) for value in ("soon", "1.5s", "2026-12-01T10:00:00Z")]

@@ -22,13 +22,23 @@ from tests.support.studies import public_data
 
 
 def paper(pid: int, decision: str, scores: list[int]) -> dict[str, object]:
-    return {"paper_id": pid, "title": f"Paper {pid}", "abstract": "We do X.", "decision": decision,
-            "introduction_sentences": ["Background here.", f"We propose method {pid}."],
-            "review_novelty_sentences": [],
-            "reviews": [{"review_text": "ok", "scores": {"Originality": s, "overall": 3}} for s in scores]}
+    return {
+        "paper_id": pid,
+        "title": f"Paper {pid}",
+        "abstract": "We do X.",
+        "decision": decision,
+        "introduction_sentences": ["Background here.", f"We propose method {pid}."],
+        "review_novelty_sentences": [],
+        "reviews": [{"review_text": "ok", "scores": {"Originality": s, "overall": 3}} for s in scores],
+    }
 
 
-PAPERS = [paper(1, "Accept", [4, 4]), paper(2, "Accept", [3, 2, 3]), paper(3, "Reject", [1]), paper(4, "Accept", [5])]
+PAPERS = [
+    paper(1, "Accept", [4, 4]),
+    paper(2, "Accept", [3, 2, 3]),
+    paper(3, "Reject", [1]),
+    paper(4, "Accept", [5]),
+]
 
 
 def write(tmp: Path, records: list[dict[str, object]]) -> Path:
@@ -41,16 +51,24 @@ def test_loader_instances_scores_and_labels(tmp_path: Path) -> None:
     path = write(tmp_path, PAPERS)
     inst = load_coling(path)
     assert [i.instance_id for i in inst] == ["1", "2", "3", "4"] and inst[0].candidates[0].source == "paper"
-    assert "Abstract: We do X." in inst[0].candidates[0].text and "We propose method 1." in inst[0].candidates[0].text
+    assert (
+        "Abstract: We do X." in inst[0].candidates[0].text
+        and "We propose method 1." in inst[0].candidates[0].text
+    )
     rev = review_scores(load_coling_records(path))
     assert len(rev) == 7 and rev[rev["paper_id"] == "2"]["score"].tolist() == [3.0, 2.0, 3.0]
-    labels = extraction_labels(load_coling_records(path), [{"id": "2", "paper_novelty": ["We propose method 2."]}])
+    labels = extraction_labels(
+        load_coling_records(path), [{"id": "2", "paper_novelty": ["We propose method 2."]}]
+    )
     assert labels["label"].tolist() == [0, 1] and set(labels["paper_id"]) == {"2"}  # papers NovBench covers
 
 
 def test_loader_reports_every_problem(tmp_path: Path) -> None:
-    bad = [paper(1, "Accept", [4]), {**paper(2, "Accept", [4]), "reviews": [{"scores": {"Originality": 7}}]},
-           {**paper(1, "Accept", [4])}]
+    bad = [
+        paper(1, "Accept", [4]),
+        {**paper(2, "Accept", [4]), "reviews": [{"scores": {"Originality": 7}}]},
+        {**paper(1, "Accept", [4])},
+    ]
     with pytest.raises(DatasetError) as err:
         load_coling_records(write(tmp_path, bad))
     assert any(":2: reviews[0].scores.Originality: must be an integer 1-5" in p for p in err.value.problems)
@@ -58,10 +76,21 @@ def test_loader_reports_every_problem(tmp_path: Path) -> None:
 
 
 def test_judge_scores_and_rounding() -> None:
-    results = pd.DataFrame({"judge": ["j"] * 4, "instance_id": ["1", "1", "2", "2"], "dimension": ["originality"] * 4,
-                            "score": [4.0, 3.0, 2.0, math.nan], "parse_ok": [True, True, True, False]})
+    results = pd.DataFrame(
+        {
+            "judge": ["j"] * 4,
+            "instance_id": ["1", "1", "2", "2"],
+            "dimension": ["originality"] * 4,
+            "score": [4.0, 3.0, 2.0, math.nan],
+            "parse_ok": [True, True, True, False],
+        }
+    )
     got = judge_scores(results).set_index("paper_id")
-    assert got.loc["1", "judge_score"] == 3.5 and got.loc["1", "n_samples"] == 2 and got.loc["2", "n_samples"] == 1
+    assert (
+        got.loc["1", "judge_score"] == 3.5
+        and got.loc["1", "n_samples"] == 2
+        and got.loc["2", "n_samples"] == 1
+    )
     assert round_half_up(pd.Series([3.5, 2.5, 2.49])).tolist() == [4.0, 3.0, 2.0]
     modes = results.assign(mode=["independent", "comparative"] * 2)  # one judge, two modes: two raters
     split = judge_scores(modes).set_index(["judge", "paper_id"])["judge_score"]
@@ -72,8 +101,14 @@ def test_judge_scores_and_rounding() -> None:
 def test_compare_planted_perfect_judge_and_ceiling() -> None:
     reviews = review_scores(PAPERS)
     # per-paper reviewer means: 4, 8/3, 1, 5 -> a judge saying 4, 3, 1, 5 ranks them identically
-    judged = pd.DataFrame({"judge": ["j"] * 4, "paper_id": ["1", "2", "3", "4"], "judge_score": [4.0, 3.0, 1.0, 5.0],
-                           "n_samples": [1] * 4})
+    judged = pd.DataFrame(
+        {
+            "judge": ["j"] * 4,
+            "paper_id": ["1", "2", "3", "4"],
+            "judge_score": [4.0, 3.0, 1.0, 5.0],
+            "n_samples": [1] * 4,
+        }
+    )
     table = compare(judged, reviews).set_index("comparison")
     assert table.loc["judge vs mean reviewer", "rho"] == pytest.approx(1.0)
     assert table.loc["judge vs mean reviewer", "tau"] == pytest.approx(1.0)
@@ -91,10 +126,19 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, PAPERS)
     run = tmp_path / "run"
     run.mkdir()
-    pd.DataFrame({"judge": "j", "mode": "independent", "instance_id": ["1", "2", "3", "4"], "candidate_id": "c",
-                  "source": "paper", "rubric": "paper_originality", "dimension": "originality",
-                  "score": [4.0, 3.0, 1.0, 5.0], "parse_ok": True}
-                 ).to_csv(run / "results.csv", index=False)
+    pd.DataFrame(
+        {
+            "judge": "j",
+            "mode": "independent",
+            "instance_id": ["1", "2", "3", "4"],
+            "candidate_id": "c",
+            "source": "paper",
+            "rubric": "paper_originality",
+            "dimension": "originality",
+            "score": [4.0, 3.0, 1.0, 5.0],
+            "parse_ok": True,
+        }
+    ).to_csv(run / "results.csv", index=False)
     assert main([str(run), "--reviews", str(path)]) == 0
     assert "identity" in (run / "reviewers.md").read_text() and (run / "reviewers.csv").exists()
     capsys.readouterr()
@@ -110,20 +154,36 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert not (tmp_path / "o").exists()
 
 
-def test_a_judge_of_another_study_in_the_folder_is_dropped_with_a_note(tmp_path: Path,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_judge_of_another_study_in_the_folder_is_dropped_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Review 3, finding 7: a multirun root with a coling run and another study's judge (the novelty rubric also
     has an `originality` dimension) still compares the coling judge; the other is named once on stderr."""
     path = write(tmp_path, PAPERS)
     root = tmp_path / "multirun"
-    for name, rubric, ids in (("coling", "paper_originality", ["1", "2", "3", "4"]), ("novelty", "novelty", ["n1"])):
+    for name, rubric, ids in (
+        ("coling", "paper_originality", ["1", "2", "3", "4"]),
+        ("novelty", "novelty", ["n1"]),
+    ):
         (root / name).mkdir(parents=True)
-        pd.DataFrame({"judge": f"j-{name}", "mode": "independent", "instance_id": ids, "candidate_id": "c",
-                      "source": "paper", "rubric": rubric, "dimension": "originality", "score": 3.0, "parse_ok": True}
-                     ).to_csv(root / name / "results.csv", index=False)
+        pd.DataFrame(
+            {
+                "judge": f"j-{name}",
+                "mode": "independent",
+                "instance_id": ids,
+                "candidate_id": "c",
+                "source": "paper",
+                "rubric": rubric,
+                "dimension": "originality",
+                "score": 3.0,
+                "parse_ok": True,
+            }
+        ).to_csv(root / name / "results.csv", index=False)
     assert main([str(root), "--reviews", str(path)]) == 0
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("note:") and "j-novelty" in err and "j-coling" not in err, err
+    assert (
+        err.count("\n") == 1 and err.startswith("note:") and "j-novelty" in err and "j-coling" not in err
+    ), err
     judges = set(pd.read_csv(root / "reviewers.csv")["judge"])
     assert len(judges) == 2 and "reviewers" in judges and any("j-coling" in j for j in judges), judges
 
@@ -145,8 +205,14 @@ def test_papers_without_a_decision_are_left_out_of_accept_reject_and_counted() -
     the reviewers' reference row 'disagreed' with it; now such papers are left out of the accept/reject rows
     and counted (n_no_decision)."""
     papers = [*PAPERS, paper(5, "", [2]), paper(6, "  ", [4])]
-    judged = pd.DataFrame({"judge": "j", "paper_id": ["1", "2", "3", "4", "5", "6"], "n_samples": 1,
-                           "judge_score": [4.0, 3.0, 1.0, 5.0, 2.0, 4.0]})
+    judged = pd.DataFrame(
+        {
+            "judge": "j",
+            "paper_id": ["1", "2", "3", "4", "5", "6"],
+            "n_samples": 1,
+            "judge_score": [4.0, 3.0, 1.0, 5.0, 2.0, 4.0],
+        }
+    )
     table = compare(judged, review_scores(papers)).set_index("comparison")
     accept = table.loc["judge accept (score >= 3) vs decision"]
     # papers 1-4 only: judge A A R A vs decision A A R A
@@ -161,8 +227,9 @@ def test_papers_without_a_decision_are_left_out_of_accept_reject_and_counted() -
 def test_reviewer_rows_are_also_on_the_papers_the_judge_rated() -> None:
     """Review F8: the ceiling and the reference row were computed on every reviewed paper even when the judge
     rated a subset (limit=...); now they are given on all papers and on the judge's papers, each labelled."""
-    judged = pd.DataFrame({"judge": "j", "paper_id": ["1", "3", "4"], "judge_score": [4.0, 1.0, 5.0],
-                           "n_samples": 1})
+    judged = pd.DataFrame(
+        {"judge": "j", "paper_id": ["1", "3", "4"], "judge_score": [4.0, 1.0, 5.0], "n_samples": 1}
+    )
     table = compare(judged, review_scores(PAPERS))
     assert table.loc[table["judge"] == "j", "papers"].unique().tolist() == ["the 3 j rated"]
     rev = table[table["judge"] == "reviewers"].set_index(["papers", "comparison"])
@@ -177,8 +244,12 @@ def test_reviewer_rows_are_also_on_the_papers_the_judge_rated() -> None:
     text = markdown(table, "Originality")
     assert "| reviewers | the 3 j rated | reviewer mean >= 3 vs decision | 3 |" in text
     assert "| reviewers | all 4 | reviewer mean >= 3 vs decision | 4 |" in text
-    everything = compare(judged.assign(paper_id=["1", "2", "3"]).pipe(lambda d: pd.concat(
-        [d, d.iloc[[0]].assign(paper_id="4")])), review_scores(PAPERS))  # rated all 4: no second set of rows
+    everything = compare(
+        judged.assign(paper_id=["1", "2", "3"]).pipe(
+            lambda d: pd.concat([d, d.iloc[[0]].assign(paper_id="4")])
+        ),
+        review_scores(PAPERS),
+    )  # rated all 4: no second set of rows
     assert set(everything["papers"]) == {"all 4"} and (everything["judge"] == "reviewers").sum() == 2
 
 
@@ -188,9 +259,19 @@ def test_cli_csv_runs_no_formula_in_a_spreadsheet(tmp_path: Path) -> None:
     path = write(tmp_path, PAPERS)
     run = tmp_path / "run"
     run.mkdir()
-    pd.DataFrame({"judge": '=HYPERLINK("http://x","y")', "mode": "independent", "instance_id": ["1", "2", "3", "4"],
-                  "candidate_id": "c", "source": "paper", "rubric": "paper_originality", "dimension": "originality",
-                  "score": [4.0, 3.0, 1.0, 5.0], "parse_ok": True}).to_csv(run / "results.csv", index=False)
+    pd.DataFrame(
+        {
+            "judge": '=HYPERLINK("http://x","y")',
+            "mode": "independent",
+            "instance_id": ["1", "2", "3", "4"],
+            "candidate_id": "c",
+            "source": "paper",
+            "rubric": "paper_originality",
+            "dimension": "originality",
+            "score": [4.0, 3.0, 1.0, 5.0],
+            "parse_ok": True,
+        }
+    ).to_csv(run / "results.csv", index=False)
     assert main([str(run), "--reviews", str(path)]) == 0
     table = pd.read_csv(run / "reviewers.csv")
     judges = set(table["judge"])
@@ -202,9 +283,19 @@ def test_cli_csv_runs_no_formula_in_a_spreadsheet(tmp_path: Path) -> None:
 def test_judge_scores_leave_perturbed_rows_to_robustness() -> None:
     """Review 12, F3: a padded run in the folder was pooled into the judge's per-paper score (2.0 from 3 and 1
     instead of 3.0); an unknown parse status counts as parsed, as everywhere in the analysis."""
-    rows = pd.DataFrame({"judge": "j", "mode": "independent", "instance_id": ["1", "1", "2"], "candidate_id": "c",
-                         "source": "paper", "rubric": "paper_originality", "dimension": "originality",
-                         "score": [3.0, 1.0, 4.0], "parse_ok": [True, True, None],
-                         "perturbation": ["none", "padding", ""]})
+    rows = pd.DataFrame(
+        {
+            "judge": "j",
+            "mode": "independent",
+            "instance_id": ["1", "1", "2"],
+            "candidate_id": "c",
+            "source": "paper",
+            "rubric": "paper_originality",
+            "dimension": "originality",
+            "score": [3.0, 1.0, 4.0],
+            "parse_ok": [True, True, None],
+            "perturbation": ["none", "padding", ""],
+        }
+    )
     scores = judge_scores(rows).set_index("paper_id")["judge_score"]
     assert scores.to_dict() == {"1": 3.0, "2": 4.0}

@@ -61,9 +61,21 @@ def _planted(kind: str, move: float, fooled: bool) -> pd.DataFrame:
             src = "reference" if c == 0 else "gen"
             base = 1.5 if c == 0 else float(rng.integers(0, 4))
             score = base if (c == 0 or kind == "none") else (3.0 if fooled else base + move)
-            rows.append(dict(judge="j", mode="independent", instance_id=f"i{i}", candidate_id=f"i{i}:{c}",
-                             source=src, dimension="originality", higher_is_better=True, sample_idx=0,
-                             score=score, parse_ok=True, perturbation=kind))  # fmt: skip
+            rows.append(
+                dict(
+                    judge="j",
+                    mode="independent",
+                    instance_id=f"i{i}",
+                    candidate_id=f"i{i}:{c}",
+                    source=src,
+                    dimension="originality",
+                    higher_is_better=True,
+                    sample_idx=0,
+                    score=score,
+                    parse_ok=True,
+                    perturbation=kind,
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -98,8 +110,15 @@ def _judge(body: dict) -> Step:
 def test_robustness_multirun_stores_perturbations_and_finds_the_injection(tmp_path: Path) -> None:
     server = ScriptedServer(_judge)
     with server.running():
-        args = ["experiment=robustness", "judge=qwen", f"judge.api_base={server.api_base}", "judge.api_key_env=null",
-                "limit=1", "n_samples=1", f"hydra.sweep.dir={tmp_path / 'm'}"]  # fmt: skip
+        args = [
+            "experiment=robustness",
+            "judge=qwen",
+            f"judge.api_base={server.api_base}",
+            "judge.api_key_env=null",
+            "limit=1",
+            "n_samples=1",
+            f"hydra.sweep.dir={tmp_path / 'm'}",
+        ]
         done = run(args, tmp_path)
         assert done.returncode == 0, done.stderr[-3000:]
         n_calls = len(server.requests)
@@ -122,8 +141,15 @@ def test_robustness_multirun_stores_perturbations_and_finds_the_injection(tmp_pa
     from analysis.load.collect import load_results
 
     results = load_results(tmp_path / "m")
-    assert set(results["perturbation"].astype(str)) == {"none", "paraphrase", "sentence_deletion", "padding",
-                                                        "injection", "order", "labels"}  # fmt: skip
+    assert set(results["perturbation"].astype(str)) == {
+        "none",
+        "paraphrase",
+        "sentence_deletion",
+        "padding",
+        "injection",
+        "order",
+        "labels",
+    }
     injected = results.loc[(results["perturbation"] == "injection") & (results["source"] != "reference")]
     assert (injected["score"] == 3).all() and injected["candidate_text"].str.contains(
         "Ignore the instructions"
@@ -142,8 +168,10 @@ def _two_instances_sharing_c1(text_1: str, text_2: str) -> list:
     from experiments.datasets.loader import Candidate, Instance
 
     ref = Candidate(candidate_id="ref", source="reference", text="reference")
-    return [Instance("i1", "cs", (), ref, (Candidate("c1", "gpt", text_1),)),
-            Instance("i2", "cs", (), ref, (Candidate("c1", "gpt", text_2),))]  # fmt: skip
+    return [
+        Instance("i1", "cs", (), ref, (Candidate("c1", "gpt", text_1),)),
+        Instance("i2", "cs", (), ref, (Candidate("c1", "gpt", text_2),)),
+    ]
 
 
 def test_paraphrases_are_keyed_by_instance_and_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -154,19 +182,26 @@ def test_paraphrases_are_keyed_by_instance_and_candidate(monkeypatch: pytest.Mon
     import experiments.stages.candidates as gen
 
     async def fake_call_many(judge: object, requests: list, params: dict, progress: bool = False) -> list:
-        said = [r.messages[-1]["content"].split("<<<TEXT>>>", 1)[1].split("<<<END TEXT>>>", 1)[0].strip()
-                for r in requests]  # fmt: skip
+        said = [
+            r.messages[-1]["content"].split("<<<TEXT>>>", 1)[1].split("<<<END TEXT>>>", 1)[0].strip()
+            for r in requests
+        ]
         return [types.SimpleNamespace(completion=types.SimpleNamespace(text=f"PARA({s})")) for s in said]
 
     monkeypatch.setattr(gen, "call_many", fake_call_many)
-    monkeypatch.setattr(judges, "make_judge", lambda cfg: types.SimpleNamespace(cache=types.SimpleNamespace(
-        close=lambda: None)))  # fmt: skip
+    monkeypatch.setattr(
+        judges,
+        "make_judge",
+        lambda cfg: types.SimpleNamespace(cache=types.SimpleNamespace(close=lambda: None)),
+    )
     monkeypatch.setattr(judges, "sampling_params", lambda cfg: {})
     cfg = study("robustness.perturbation=paraphrase")
     new, audit = rb.perturb(_two_instances_sharing_c1("alpha text", "beta text"), cfg, mode_of(cfg))
     assert [c.text for inst in new for c in inst.candidates] == ["PARA(alpha text)", "PARA(beta text)"]
     assert [(a["instance_id"], a["original"], a["perturbed"]) for a in audit] == [
-        ("i1", "alpha text", "PARA(alpha text)"), ("i2", "beta text", "PARA(beta text)")]  # fmt: skip
+        ("i1", "alpha text", "PARA(alpha text)"),
+        ("i2", "beta text", "PARA(beta text)"),
+    ]
 
 
 def test_deletion_and_padding_draw_per_instance_not_per_candidate_id() -> None:
@@ -209,7 +244,9 @@ def _garbage_study(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[lis
     from tests.support.fakes import garbage_paraphraser
 
     fake = FakeCompleter(garbage_paraphraser(RQ))
-    monkeypatch.setattr(judges, "make_judge", lambda cfg: Judge(fake, open_cache(directory=tmp_path / "cache")))
+    monkeypatch.setattr(
+        judges, "make_judge", lambda cfg: Judge(fake, open_cache(directory=tmp_path / "cache"))
+    )
     monkeypatch.setattr(judges, "sampling_params", lambda cfg: {"temperature": 0.1})
     ref = Candidate(candidate_id="ref", source="reference", text="reference question")
     texts = list(RQ)

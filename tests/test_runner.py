@@ -25,14 +25,25 @@ def server() -> Iterator[ScriptedServer]:
 
 
 def test_three_modes_multirun_then_cached_rerun(server: ScriptedServer, tmp_path: Path) -> None:
-    args = ["-m", "judge=qwen", f"judge.api_base={server.api_base}", "judge.api_key_env=QWEN_API_KEY",
-            "mode=independent,comparative,pairwise", "limit=2", "n_samples=2"]  # fmt: skip
+    args = [
+        "-m",
+        "judge=qwen",
+        f"judge.api_base={server.api_base}",
+        "judge.api_key_env=QWEN_API_KEY",
+        "mode=independent,comparative,pairwise",
+        "limit=2",
+        "n_samples=2",
+    ]
     env = {"QWEN_API_KEY": PLANTED}
     first = run([*args, f"hydra.sweep.dir={tmp_path / 'a'}"], tmp_path, env)
     assert first.returncode == 0, first.stderr[-2000:]
     n_first = len(server.requests)
     tables = {p.parent.name: pd.read_parquet(p) for p in sorted((tmp_path / "a").glob("*/results.parquet"))}
-    assert sorted(tables) == ["0_qwen_independent_novelty", "1_qwen_comparative_novelty", "2_qwen_pairwise_pairwise"]
+    assert sorted(tables) == [
+        "0_qwen_independent_novelty",
+        "1_qwen_comparative_novelty",
+        "2_qwen_pairwise_pairwise",
+    ]
     ind, cmp_, pw = tables.values()
     for table in tables.values():
         assert list(table.columns) == COLUMNS and table["parse_ok"].all()
@@ -43,8 +54,10 @@ def test_three_modes_multirun_then_cached_rerun(server: ScriptedServer, tmp_path
     per_prompt = cmp_[cmp_.dimension == "originality"].groupby(["prompt_id", "sample_idx"])
     assert len(per_prompt) == 2 * 2 * 2
     assert all(sorted(g["position"]) == list(range(6)) for _, g in per_prompt)
-    assert all(sorted(g["source"].unique()) in (["narrow_gen", "reference"], ["broad_gen", "reference"])
-               for _, g in per_prompt)  # fmt: skip
+    assert all(
+        sorted(g["source"].unique()) in (["narrow_gen", "reference"], ["broad_gen", "reference"])
+        for _, g in per_prompt
+    )
     assert set(cmp_["label"]) == {f"Q{i}" for i in range(1, 7)}
     assert cmp_["higher_is_better"].all() and not cmp_["salvaged"].any()
     assert len(pw) == 2 * 10 * 2 * 2 and set(pw["preference"]) <= {"a", "b", "tie"}
@@ -96,7 +109,9 @@ def test_unknown_judge_is_one_line(tmp_path: Path) -> None:
 def test_missing_api_key_writes_nothing(tmp_path: Path) -> None:
     out = run(["judge=gpt-4o", "hydra.run.dir=run"], tmp_path)
     assert out.returncode == 2, out.stderr
-    assert out.stderr.strip().endswith("error: judge=gpt-4o: the environment variable OPENAI_API_KEY is not set (API key)")
+    assert out.stderr.strip().endswith(
+        "error: judge=gpt-4o: the environment variable OPENAI_API_KEY is not set (API key)"
+    )
     assert not (tmp_path / "run").exists()
 
 
@@ -111,4 +126,8 @@ def test_invalid_dataset_names_file_and_line(tmp_path: Path) -> None:
 
 def test_mode_rubric_mismatch(tmp_path: Path) -> None:
     out = run(["mode=independent", "rubric=pairwise", "hydra.run.dir=run"], tmp_path)
-    assert out.returncode == 2 and "rubric=pairwise: mode=independent needs a scores rubric; pairwise asks for preference" in out.stderr
+    assert (
+        out.returncode == 2
+        and "rubric=pairwise: mode=independent needs a scores rubric; pairwise asks for preference"
+        in out.stderr
+    )

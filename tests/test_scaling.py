@@ -30,8 +30,24 @@ from tests.support.runners import run_in_process
 from tests.support.studies import typed
 
 ROOT = Path(__file__).resolve().parent.parent
-SAME = ["judge", "model", "mode", "rubric", "rubric_version", "prompt_id", "instance_id", "candidate_id", "source",
-        "dimension", "sample_idx", "position", "score", "preference", "parse_ok", "cost_usd"]  # fmt: skip
+SAME = [
+    "judge",
+    "model",
+    "mode",
+    "rubric",
+    "rubric_version",
+    "prompt_id",
+    "instance_id",
+    "candidate_id",
+    "source",
+    "dimension",
+    "sample_idx",
+    "position",
+    "score",
+    "preference",
+    "parse_ok",
+    "cost_usd",
+]
 ORDER = ["prompt_id", "candidate_id", "dimension", "sample_idx"]
 
 
@@ -55,9 +71,17 @@ def rows(frame: pd.DataFrame) -> pd.DataFrame:
 def sweep(args: list[str], tmp: Path, cache: Path) -> subprocess.CompletedProcess[str]:
     """`python -m experiments.run -m ...` in a subprocess that runs this worktree's code."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update({"JUDGESCOPE_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "sk-local-test"})
-    return subprocess.run([sys.executable, "-m", "experiments.run", "-m", *args, "progress=false"], cwd=tmp,
-                          env=env, capture_output=True, text=True, timeout=400)  # fmt: skip
+    env.update(
+        {"JUDGESCOPE_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "sk-local-test"}
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.run", "-m", *args, "progress=false"],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
 
 
 def test_shard_spec_and_split() -> None:
@@ -72,7 +96,9 @@ def test_shard_spec_and_split() -> None:
     assert sorted(x for p in parts for x in p) == items
     base = ["judge=qwen", "mode=comparative", "n_samples=2"]
     # the shard and how calls are made do not change the study; what is judged does
-    assert study_id(typed(config([*base, "shard=0/4", "workers=1"]))) == study_id(typed(config([*base, "judge.concurrency=4"])))
+    assert study_id(typed(config([*base, "shard=0/4", "workers=1"]))) == study_id(
+        typed(config([*base, "judge.concurrency=4"]))
+    )
     assert study_id(typed(config(base))) != study_id(typed(config([*base, "n_samples=3"])))
 
 
@@ -82,11 +108,14 @@ def test_bad_shard_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_four_shards_merge_to_the_unsharded_study(server: ScriptedServer, tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_four_shards_merge_to_the_unsharded_study(
+    server: ScriptedServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """4 shards (comparative prompts, kept whole) make exactly the unsharded study's calls and rows."""
     before = len(server.requests)
-    whole, whole_manifest = run_in_process(config([*study(server), f"cache_dir={tmp_path / 'c1'}"]), tmp_path / "w")
+    whole, whole_manifest = run_in_process(
+        config([*study(server), f"cache_dir={tmp_path / 'c1'}"]), tmp_path / "w"
+    )
     unsharded_calls = len(server.requests) - before
     made = 0
     for i in range(4):
@@ -95,7 +124,9 @@ def test_four_shards_merge_to_the_unsharded_study(server: ScriptedServer, tmp_pa
         assert manifest["shard"] == {"index": i, "count": 4}
         assert manifest["study_id"] == whole_manifest["study_id"]
         made += manifest["calls_made"]
-    assert unsharded_calls == whole_manifest["calls_made"] == made == 6 * 2 * 2  # 6 instances x 2 generators x 2 samples
+    assert (
+        unsharded_calls == whole_manifest["calls_made"] == made == 6 * 2 * 2
+    )  # 6 instances x 2 generators x 2 samples
     assert len(server.requests) - before == 2 * unsharded_calls
     merged = load_results(tmp_path / "shards")
     assert list(merged["run_id"].unique()) == ["0_study"]  # one study under the first shard's run id
@@ -108,7 +139,9 @@ def test_four_shards_merge_to_the_unsharded_study(server: ScriptedServer, tmp_pa
         load_results(tmp_path / "shards")
     other = config([*study(server), "shard=3/4", "n_samples=1", f"cache_dir={tmp_path / 'c2'}"])
     run_in_process(other, tmp_path / "shards" / "3_other")
-    with pytest.raises(ShardMergeError, match=r"cannot merge the shards of study .*other configs here: 3_other"):
+    with pytest.raises(
+        ShardMergeError, match=r"cannot merge the shards of study .*other configs here: 3_other"
+    ):
         load_results(tmp_path / "shards")
     shutil.rmtree(tmp_path / "shards" / "3_other")
     shutil.copytree(tmp_path / "aside", tmp_path / "shards" / "3_study")
@@ -138,8 +171,11 @@ def test_sharded_sweep_on_a_launcher(launcher: str, server: ScriptedServer, tmp_
     """`-m shard=0/2,1/2` on a parallel launcher: two jobs at once, own folders, one shared cache, and the
     merged shards equal the unsharded study (run here, in-process, with a cache of its own)."""
     before = len(server.requests)
-    out = sweep([f"hydra/launcher={launcher}", *study(server), "shard=0/2,1/2", f"hydra.sweep.dir={tmp_path / 'sw'}"],
-                tmp_path, tmp_path / "shared")  # fmt: skip
+    out = sweep(
+        [f"hydra/launcher={launcher}", *study(server), "shard=0/2,1/2", f"hydra.sweep.dir={tmp_path / 'sw'}"],
+        tmp_path,
+        tmp_path / "shared",
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     folders = sorted(p.name for p in (tmp_path / "sw").glob("*_qwen_*"))
     assert folders == ["0_qwen_comparative_novelty", "1_qwen_comparative_novelty"]
@@ -157,10 +193,21 @@ def test_sharded_sweep_on_ray(server: ScriptedServer, tmp_path: Path) -> None:
     launcher's joblib>=1.5 refuses, so it is not in `.[dev]`; run it in an environment of its own:
     `python -m venv --system-site-packages .venv-ray && .venv-ray/bin/pip install -e '.[ray]' &&
     .venv-ray/bin/python -m pytest -q tests/test_scaling.py -k ray`."""
-    pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason="pip install -e '.[ray]' (see the docstring)")
+    pytest.importorskip(
+        "hydra_plugins.hydra_ray_launcher", reason="pip install -e '.[ray]' (see the docstring)"
+    )
     before = len(server.requests)
-    out = sweep(["hydra/launcher=ray", "+hydra.launcher.ray.init.num_cpus=2", *study(server), "shard=0/2,1/2",
-                 f"hydra.sweep.dir={tmp_path / 'sw'}"], tmp_path, tmp_path / "shared")  # fmt: skip
+    out = sweep(
+        [
+            "hydra/launcher=ray",
+            "+hydra.launcher.ray.init.num_cpus=2",
+            *study(server),
+            "shard=0/2,1/2",
+            f"hydra.sweep.dir={tmp_path / 'sw'}",
+        ],
+        tmp_path,
+        tmp_path / "shared",
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert len(server.requests) - before == 12
     check_shared_cache(tmp_path / "shared", 12)

@@ -14,8 +14,10 @@ from tests.support.openai_server import ScriptedServer, Step
 
 
 def test_litellm_still_has_what_the_speedups_rely_on() -> None:
-    assert speedups.missing() == [], f"litellm {litellm.__version__ if hasattr(litellm, '__version__') else ''} " \
-        "changed: update judge/speedups.py"  # fmt: skip
+    assert speedups.missing() == [], (
+        f"litellm {litellm.__version__ if hasattr(litellm, '__version__') else ''} "
+        "changed: update judge/speedups.py"
+    )
     assert speedups.install() is True
     for name in ("update_response_metadata", "dispatch_success_logging"):
         assert getattr(getattr(litellm.utils, name), "judgescope_lean", False), name
@@ -36,8 +38,13 @@ def test_inline_setup_recognises_litellms_request_setup(monkeypatch: pytest.Monk
         speedups.use_inline_setup()
         token = speedups.INLINE_SETUP.set(True)
         try:
-            response = await litellm.acompletion(model="openai/test", api_base=api_base, api_key="no-key",
-                                                 messages=[{"role": "user", "content": "hi"}], max_retries=0)
+            response = await litellm.acompletion(
+                model="openai/test",
+                api_base=api_base,
+                api_key="no-key",
+                messages=[{"role": "user", "content": "hi"}],
+                max_retries=0,
+            )
         finally:
             speedups.INLINE_SETUP.reset(token)
         return str(response.choices[0].message.content)
@@ -142,11 +149,23 @@ def test_importing_judge_modules_changes_no_global_state(tmp_path: Any) -> None:
 
     root = Path(__file__).resolve().parent.parent
     env = {k: v for k, v in os.environ.items() if k not in ("LITELLM_LOG", "JUDGESCOPE_LEAN_LITELLM")}
-    env.update(LITELLM_LOCAL_MODEL_COST_MAP="true", PYTHONPATH=str(root))  # offline, in a spelling no one writes
+    env.update(
+        LITELLM_LOCAL_MODEL_COST_MAP="true", PYTHONPATH=str(root)
+    )  # offline, in a spelling no one writes
     done = subprocess.run(
-        [sys.executable, "-c", _NO_GLOBAL_STATE], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", _NO_GLOBAL_STATE],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     state = json.loads(done.stdout.strip().splitlines()[-1])
-    expected = {"env_changed": [], "log_level": logging.NOTSET, "hooks_wrapped": False, "suppress_debug_info": False}
+    expected = {
+        "env_changed": [],
+        "log_level": logging.NOTSET,
+        "hooks_wrapped": False,
+        "suppress_debug_info": False,
+    }
     assert state == expected

@@ -35,11 +35,20 @@ def server() -> Iterator[ScriptedServer]:
 
 # --- findings 7, 9, 11: bad rubric or key setting, refused before any call -------------------------------------
 
-def test_a_rubric_without_dimensions_is_refused_before_any_call(server: ScriptedServer, tmp_path: Path) -> None:
+
+def test_a_rubric_without_dimensions_is_refused_before_any_call(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
     from experiments.study import run_study
 
-    cfg = compose("judge=qwen", f"judge.api_base={server.api_base}", "judge.api_key_env=null", "limit=1",
-                  "rubric.dimensions=[]", f"cache_dir={tmp_path / 'cache'}")  # fmt: skip
+    cfg = compose(
+        "judge=qwen",
+        f"judge.api_base={server.api_base}",
+        "judge.api_key_env=null",
+        "limit=1",
+        "rubric.dimensions=[]",
+        f"cache_dir={tmp_path / 'cache'}",
+    )
     before = len(server.requests)
     with pytest.raises(StudyError, match=r"^rubric\.dimensions: rubric=novelty has no dimensions"):
         run_study(typed(cfg), None, tmp_path / "run", run_id="run")
@@ -50,9 +59,13 @@ def _templates(tmp: Path) -> dict[str, str]:
     (tmp / "latin1.jinja").write_bytes("caf\xe9 {{ x }}".encode("latin-1"))
     (tmp / "syntax.jinja").write_text("{% if %}\n")
     (tmp / "folder.jinja").mkdir()
-    return {"nope.jinja": r"No such file", str(tmp / "missing.jinja"): r"No such file",
-            str(tmp / "folder.jinja"): r"Is a directory", str(tmp / "latin1.jinja"): r"not UTF-8 text",
-            str(tmp / "syntax.jinja"): r"Expected an expression.* \(line 1\)"}  # fmt: skip
+    return {
+        "nope.jinja": r"No such file",
+        str(tmp / "missing.jinja"): r"No such file",
+        str(tmp / "folder.jinja"): r"Is a directory",
+        str(tmp / "latin1.jinja"): r"not UTF-8 text",
+        str(tmp / "syntax.jinja"): r"Expected an expression.* \(line 1\)",
+    }
 
 
 def test_a_template_that_cannot_be_used_is_one_line(tmp_path: Path) -> None:
@@ -64,26 +77,45 @@ def test_a_template_that_cannot_be_used_is_one_line(tmp_path: Path) -> None:
 
 def _cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """experiments.run against a closed port: a refused setting must answer before any call is tried."""
-    cmd = [sys.executable, "-m", "experiments.run", "judge=qwen", "progress=false", f"hydra.run.dir={tmp / 'run'}",
-           "judge.api_base=http://127.0.0.1:9/v1", "retry.max_attempts=1", *args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        "judge=qwen",
+        "progress=false",
+        f"hydra.run.dir={tmp / 'run'}",
+        "judge.api_base=http://127.0.0.1:9/v1",
+        "retry.max_attempts=1",
+        *args,
+    ]
     return subprocess.run(cmd, cwd=ROOT, env=cli_env(tmp), capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize(("args", "line"), [
-    (["rubric.template=nope.jinja"], r"error: rubric\.template=nope\.jinja: \[Errno 2\] No such file"),
-    (["rubric.dimensions=[]"], r"error: rubric\.dimensions: rubric=novelty has no dimensions"),
-    ([f"judge.api_key_env={PASTED}"], r"error: judge\.api_key_env must name an environment variable .*looks "
-                                      r"like a key"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["rubric.template=nope.jinja"], r"error: rubric\.template=nope\.jinja: \[Errno 2\] No such file"),
+        (["rubric.dimensions=[]"], r"error: rubric\.dimensions: rubric=novelty has no dimensions"),
+        (
+            [f"judge.api_key_env={PASTED}"],
+            r"error: judge\.api_key_env must name an environment variable .*looks "
+            r"like a key",
+        ),
+    ],
+)
 def test_the_cli_says_one_line_and_exits_2(args: list[str], line: str, tmp_path: Path) -> None:
     done = _cli(tmp_path, "limit=1", *args)
     assert done.returncode == 2, done.stderr
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error:") and "Traceback" not in done.stderr
+    assert (
+        done.stderr.count("\n") == 1 and done.stderr.startswith("error:") and "Traceback" not in done.stderr
+    )
     assert re.match(line, done.stderr), done.stderr
     assert PASTED not in done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("value", [PASTED, "AIzaSyD3xAmpleKey0123456789abcdefghij", "0123456789abcdef0123456789abcdef"])
+@pytest.mark.parametrize(
+    "value", [PASTED, "AIzaSyD3xAmpleKey0123456789abcdefghij", "0123456789abcdef0123456789abcdef"]
+)
 @pytest.mark.parametrize("plan", [False, True])
 def test_a_key_pasted_as_api_key_env_is_never_echoed(value: str, plan: bool) -> None:
     cfg = compose("judge=qwen", f"judge.api_key_env={value}", f"plan={plan}")
@@ -105,16 +137,21 @@ SET_NAMES = ["AzureOpenAIKey", "OpenAI_API_Key", "Groq_Key", "my-key", "OPENROUT
 
 @pytest.mark.parametrize("name", SET_NAMES)
 @pytest.mark.parametrize("plan", [False, True])
-def test_a_set_variable_of_any_shape_is_accepted(name: str, plan: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_set_variable_of_any_shape_is_accepted(
+    name: str, plan: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(name, "abc123abc123abc")
     load_study_inputs(typed(compose("judge=qwen", f"judge.api_key_env={name}", f"plan={plan}")))
 
 
 @pytest.mark.parametrize("name", SET_NAMES)
-def test_an_unset_odd_name_is_not_set_and_maybe_a_key_but_not_echoed(name: str,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unset_odd_name_is_not_set_and_maybe_a_key_but_not_echoed(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(name, raising=False)
-    with pytest.raises(StudyError, match="no variable of that name is set.*looks like a key pasted by mistake") as info:
+    with pytest.raises(
+        StudyError, match="no variable of that name is set.*looks like a key pasted by mistake"
+    ) as info:
         load_study_inputs(typed(compose("judge=qwen", f"judge.api_key_env={name}")))
     assert name not in str(info.value)
 
@@ -126,8 +163,16 @@ def test_a_plan_accepts_an_unset_variable_name(name: str, monkeypatch: pytest.Mo
 
 
 def test_the_cli_plans_with_a_mixed_case_variable_that_is_set(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "experiments.run", "judge=gpt-4o", "judge.api_key_env=AzureOpenAIKey", "limit=1",
-           "plan=true", f"hydra.run.dir={tmp_path / 'run'}"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        "judge=gpt-4o",
+        "judge.api_key_env=AzureOpenAIKey",
+        "limit=1",
+        "plan=true",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
     env = cli_env(tmp_path, {"AzureOpenAIKey": "abc123abc123abc"})
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

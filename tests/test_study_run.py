@@ -32,16 +32,18 @@ def server() -> Iterator[ScriptedServer]:
         yield srv
 
 
-def study(tmp: Path, api_base: str, name: str, *overrides: str,
-          monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:  # fmt: skip
+def study(
+    tmp: Path, api_base: str, name: str, *overrides: str, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
     """Run one study into tmp/name; its manifest."""
     monkeypatch.setenv("QWEN_API_KEY", KEY)
     run_study(typed(study_cfg(tmp, api_base, *overrides)), None, tmp / name, run_id=name)
     return json.loads((tmp / name / "manifest.json").read_text())
 
 
-def test_a_changed_extra_parameter_is_a_cache_miss(server: ScriptedServer, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_changed_extra_parameter_is_a_cache_miss(
+    server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     study(tmp_path, server.api_base, "a", "+judge.extra.top_p=1.0", monkeypatch=monkeypatch)
     made = len(server.requests)
     assert made == 11 and {r["top_p"] for r in server.requests} == {1.0}
@@ -54,12 +56,22 @@ def test_a_changed_extra_parameter_is_a_cache_miss(server: ScriptedServer, tmp_p
 
 # --- counts: the manifest says what the provider saw ---------------------------------------------------------
 
+
 def twins_dataset(tmp: Path) -> Path:
     """One instance whose two generated candidates have the same text: identical requests in one run."""
-    record = {"instance_id": "twins", "background": [{"title": "A paper", "text": "It studies retrieval gates."}],
-              "reference": {"candidate_id": "twins:ref", "text": "Does gating retrieval hurt rare entities?"},
-              "candidates": [{"candidate_id": f"twins:gen:{i}", "source": "gen",
-                              "text": "Can a gate learn when retrieval misleads?"} for i in (1, 2)]}  # fmt: skip
+    record = {
+        "instance_id": "twins",
+        "background": [{"title": "A paper", "text": "It studies retrieval gates."}],
+        "reference": {"candidate_id": "twins:ref", "text": "Does gating retrieval hurt rare entities?"},
+        "candidates": [
+            {
+                "candidate_id": f"twins:gen:{i}",
+                "source": "gen",
+                "text": "Can a gate learn when retrieval misleads?",
+            }
+            for i in (1, 2)
+        ],
+    }
     path = tmp / "twins.jsonl"
     path.write_text(json.dumps(record) + "\n")
     return path
@@ -76,19 +88,29 @@ FAST_RETRY = ("retry.max_attempts=2", "retry.initial_wait_s=0.01", "retry.max_wa
 def test_failing_twins_are_counted_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     srv = ScriptedServer(lambda body: Step(503))
     with srv.running():
-        with pytest.raises(AllCallsFailed, match=r"every call failed at the provider \(2 calls; first error: "):
-            study(tmp_path, srv.api_base, "run", f"dataset.path={twins_dataset(tmp_path)}", *FAST_RETRY,
-                  monkeypatch=monkeypatch)  # fmt: skip
+        with pytest.raises(
+            AllCallsFailed, match=r"every call failed at the provider \(2 calls; first error: "
+        ):
+            study(
+                tmp_path,
+                srv.api_base,
+                "run",
+                f"dataset.path={twins_dataset(tmp_path)}",
+                *FAST_RETRY,
+                monkeypatch=monkeypatch,
+            )
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert len(srv.requests) == 4 == seen(manifest)  # 2 distinct requests x 2 attempts
     assert (manifest["provider_errors"], manifest["retries"], manifest["calls_shared"]) == (2, 2, 1)
     assert manifest["calls_total"] == 3 and manifest["unscored_calls"] == 3
 
 
-def test_a_twin_of_an_answer_is_shared_not_cached(server: ScriptedServer, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    manifest = study(tmp_path, server.api_base, "run", f"dataset.path={twins_dataset(tmp_path)}",
-                     monkeypatch=monkeypatch)  # fmt: skip
+def test_a_twin_of_an_answer_is_shared_not_cached(
+    server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifest = study(
+        tmp_path, server.api_base, "run", f"dataset.path={twins_dataset(tmp_path)}", monkeypatch=monkeypatch
+    )
     assert len(server.requests) == 2 == seen(manifest)
     assert (manifest["calls_made"], manifest["calls_cached"], manifest["calls_shared"]) == (2, 0, 1)
     rows = pd.read_parquet(tmp_path / "run" / "results.parquet")
@@ -97,8 +119,14 @@ def test_a_twin_of_an_answer_is_shared_not_cached(server: ScriptedServer, tmp_pa
 
 # --- malformed answers -----------------------------------------------------------------------------------------
 
-EMPTY = {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [],
-         "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1}}  # fmt: skip
+EMPTY = {
+    "id": "x",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "m",
+    "choices": [],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1},
+}
 
 
 def test_empty_choices_are_retried_then_unscored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,11 +135,25 @@ def test_empty_choices_are_retried_then_unscored(tmp_path: Path, monkeypatch: py
 
     srv = ScriptedServer(empty_then_answer)
     with srv.running():
-        manifest = study(tmp_path, srv.api_base, "ok", *FAST_RETRY, "mode=comparative_all", monkeypatch=monkeypatch)
-        assert len(srv.requests) == 2 == seen(manifest) and manifest["retries"] == 1 and manifest["parse_rate"] == 1
+        manifest = study(
+            tmp_path, srv.api_base, "ok", *FAST_RETRY, "mode=comparative_all", monkeypatch=monkeypatch
+        )
+        assert (
+            len(srv.requests) == 2 == seen(manifest)
+            and manifest["retries"] == 1
+            and manifest["parse_rate"] == 1
+        )
         srv.next_step = lambda body: Step(200, body=EMPTY)
         with pytest.raises(AllCallsFailed):
-            study(tmp_path, srv.api_base, "empty", *FAST_RETRY, "mode=comparative_all", "seed=7", monkeypatch=monkeypatch)
+            study(
+                tmp_path,
+                srv.api_base,
+                "empty",
+                *FAST_RETRY,
+                "mode=comparative_all",
+                "seed=7",
+                monkeypatch=monkeypatch,
+            )
     rows = pd.read_parquet(tmp_path / "empty" / "results.parquet")
     assert not rows["parse_ok"].any() and rows["error"].str.contains("200 with no choices").all()
 
@@ -137,16 +179,19 @@ def test_the_cache_stores_a_lone_surrogate(tmp_path: Path) -> None:
 
 # --- lost results ---------------------------------------------------------------------------------------------
 
-def test_an_unwritable_output_folder_stops_before_any_call(server: ScriptedServer, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+
+def test_an_unwritable_output_folder_stops_before_any_call(
+    server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "afile").write_text("not a folder")
     with pytest.raises(StudyError, match="afile/run: cannot create the output folder"):
         study(tmp_path, server.api_base, "afile/run", monkeypatch=monkeypatch)
     assert server.requests == []
 
 
-def test_a_failed_write_leaves_nothing_and_keeps_the_answers(server: ScriptedServer, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_failed_write_leaves_nothing_and_keeps_the_answers(
+    server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "full"
     out.mkdir()
     (out / ".results.csv.tmp").symlink_to("/dev/full")  # writing results.csv meets a full disk (ENOSPC)
@@ -172,7 +217,9 @@ def test_runs_in_the_same_folder_never_share_it(tmp_path: Path, monkeypatch: pyt
         study(tmp_path, "http://127.0.0.1:9/v1", folder.name, monkeypatch=monkeypatch)
 
 
-def test_a_surrogate_in_a_dataset_names_file_and_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_surrogate_in_a_dataset_names_file_and_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("QWEN_API_KEY", KEY)
     good = twins_dataset(tmp_path).read_text()
     bad = tmp_path / "bad.jsonl"
@@ -183,22 +230,33 @@ def test_a_surrogate_in_a_dataset_names_file_and_line(tmp_path: Path, monkeypatc
 
 # --- leaked keys ----------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("variable", ["LLM_AUTH", "JUDGE_CREDS_VAR"])
-def test_a_key_echoed_by_the_provider_is_redacted_by_value(variable: str, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch,
-                                                          capfd: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_key_echoed_by_the_provider_is_redacted_by_value(
+    variable: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     """The key variable may have any name: `remember_secrets` learns its value from `api_key_env`."""
     secret = f"tok-{variable.lower()}-0123456789abcdef"
     monkeypatch.setenv(variable, secret)
     srv = FaultServer(faults={}, answers={}, dead_rate=1.0, echo_key=True)  # every call: 503 quoting the key
     with srv.running():
         with pytest.raises(AllCallsFailed) as info:
-            study(tmp_path, srv.api_base, "run", f"judge.api_key_env={variable}", *FAST_RETRY,
-                  monkeypatch=monkeypatch)  # fmt: skip
+            study(
+                tmp_path,
+                srv.api_base,
+                "run",
+                f"judge.api_key_env={variable}",
+                *FAST_RETRY,
+                monkeypatch=monkeypatch,
+            )
     assert srv.authorizations == {f"Bearer {secret}"}  # the key was sent, and echoed in every error body
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert REDACTED in manifest["first_provider_errors"][0]
-    assert pd.read_parquet(tmp_path / "run" / "results.parquet")["error"].str.contains(REDACTED, regex=False).all()
+    assert (
+        pd.read_parquet(tmp_path / "run" / "results.parquet")["error"]
+        .str.contains(REDACTED, regex=False)
+        .all()
+    )
     out, err = capfd.readouterr()
     assert secret not in str(info.value) + out + err
     for path in tmp_path.rglob("*"):
@@ -207,26 +265,38 @@ def test_a_key_echoed_by_the_provider_is_redacted_by_value(variable: str, tmp_pa
 
 # --- nonsense sizes -------------------------------------------------------------------------------------------
 
-def test_a_study_with_nothing_to_judge_is_an_error(server: ScriptedServer, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+
+def test_a_study_with_nothing_to_judge_is_an_error(
+    server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     record = json.loads(twins_dataset(tmp_path).read_text())
     del record["reference"]
     data = tmp_path / "noref.jsonl"
     data.write_text(json.dumps(record) + "\n")
-    with pytest.raises(StudyError, match=r"^mode=pairwise: nothing to judge: 1 instance\(s\) of .* give 0 prompts"):
-        study(tmp_path, server.api_base, "run", "mode=pairwise", f"dataset.path={data}", monkeypatch=monkeypatch)
+    with pytest.raises(
+        StudyError, match=r"^mode=pairwise: nothing to judge: 1 instance\(s\) of .* give 0 prompts"
+    ):
+        study(
+            tmp_path, server.api_base, "run", "mode=pairwise", f"dataset.path={data}", monkeypatch=monkeypatch
+        )
     assert server.requests == [] and not (tmp_path / "run").exists()
 
 
-def test_a_full_cache_disk_is_one_line_and_leaves_no_folder(server: ScriptedServer, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_full_cache_disk_is_one_line_and_leaves_no_folder(
+    server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A fake fault (sqlite's own words for a full disk, raised where the cache writes): one line, no folder."""
+
     def full(self: CallCache, key: str, completion: Completion) -> None:
-        raise CacheError(f"{self.directory}: cannot write the call cache (database or disk is full); free disk "
-                         "space, or move the folder aside if it is damaged")  # fmt: skip
+        raise CacheError(
+            f"{self.directory}: cannot write the call cache (database or disk is full); free disk "
+            "space, or move the folder aside if it is damaged"
+        )
 
     monkeypatch.setattr(CallCache, "set", full)
-    with pytest.raises(StudyError, match="cannot write the call cache \\(database or disk is full\\)") as info:
+    with pytest.raises(
+        StudyError, match="cannot write the call cache \\(database or disk is full\\)"
+    ) as info:
         study(tmp_path, server.api_base, "run", monkeypatch=monkeypatch)
     assert "\n" not in str(info.value) and not (tmp_path / "run").exists()
     assert 1 <= len(server.requests) <= 8  # the calls in flight when the first write failed, no more

@@ -41,13 +41,22 @@ def test_ledger_is_one_account_for_every_job(tmp_path: Path) -> None:
     assert a.reserve(0.5, 2.0) is Fit.NOW  # ... unless the cap is larger (a rerun into the same folder)
     again = SharedSpend(path, "0_a")  # job 0 started again: its predecessor's call in flight (0.5 reserved)
     line = read_ledger(path)["jobs"]["0_a"]  # may have been billed, so it counts as spent, never as freed
-    assert line["spent_usd"] == pytest.approx(0.6) and line["reserved_usd"] == 0 and again.spent_usd() == pytest.approx(0.95)
+    assert (
+        line["spent_usd"] == pytest.approx(0.6)
+        and line["reserved_usd"] == 0
+        and again.spent_usd() == pytest.approx(0.95)
+    )
 
     # a job on this machine that died with calls in flight holds nothing back, and its reservations are spent
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     data = read_ledger(path)
-    data["jobs"]["2_dead"] = {"spent_usd": 0.0, "reserved_usd": 0.5, "host": socket.gethostname(), "pid": dead.pid}
+    data["jobs"]["2_dead"] = {
+        "spent_usd": 0.0,
+        "reserved_usd": 0.5,
+        "host": socket.gethostname(),
+        "pid": dead.pid,
+    }
     path.write_text(json.dumps(data))
     assert again.spent_usd() == pytest.approx(1.45)
     assert again.reserve(1.0, 3.0) is Fit.NOW and again.reserve(1.6, 3.0) is Fit.NEVER  # 1.45 spent + 1.6 > 3
@@ -70,12 +79,28 @@ def _sweep(
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update({"JUDGESCOPE_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)})
-    args = ["-m", "judge=qwen", f"judge.api_base={server.api_base}", "judge.concurrency=1", "limit=1",
-            "n_samples=2", "max_tokens=40",
-            f"seed={seeds}", f"budget_usd={budget}", *PRICES, "progress=false",
-            f"hydra.sweep.dir={tmp_path / sweep}"]  # fmt: skip
-    return subprocess.run([sys.executable, "-m", "experiments.run", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    args = [
+        "-m",
+        "judge=qwen",
+        f"judge.api_base={server.api_base}",
+        "judge.concurrency=1",
+        "limit=1",
+        "n_samples=2",
+        "max_tokens=40",
+        f"seed={seeds}",
+        f"budget_usd={budget}",
+        *PRICES,
+        "progress=false",
+        f"hydra.sweep.dir={tmp_path / sweep}",
+    ]
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.run", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _manifests(folder: Path) -> list[dict]:
@@ -83,7 +108,9 @@ def _manifests(folder: Path) -> list[dict]:
 
 
 @pytest.mark.slow  # a three-job sweep through the CLI, twice
-def test_a_sweep_shares_one_budget_and_resumes_without_repeats(server: ScriptedServer, tmp_path: Path) -> None:
+def test_a_sweep_shares_one_budget_and_resumes_without_repeats(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
     before = len(server.requests)
     # a job: 22 calls answered with 19 tokens each (0.0042 USD); a call reserves at most (625 prompt tokens by
     # Qwen's tokenizer + 40) * 1e-5 = 0.0067 before it starts: one job fits 0.013 on its own, two do not
@@ -111,7 +138,9 @@ def test_a_sweep_shares_one_budget_and_resumes_without_repeats(server: ScriptedS
     assert [j["stopped"] for j in resumed] == [None, None, None]
     assert sum(j["calls_cached"] for j in resumed) == made
     assert len(server.requests) - before == 66
-    ids = Counter(json.dumps([r["messages"], r.get("seed")], sort_keys=True) for r in server.requests[before:])
+    ids = Counter(
+        json.dumps([r["messages"], r.get("seed")], sort_keys=True) for r in server.requests[before:]
+    )
     assert max(ids.values()) == 1
     assert budget_stop(tmp_path / "sweep2", 1.0) is None
     assert budget_stop(tmp_path / "sweep1", 0.013) is not None
@@ -126,11 +155,24 @@ def test_reservations_of_a_job_on_another_machine_stop_the_run_instead_of_hangin
     from judge.spend.pricing import Prices
 
     path = tmp_path / "spend.json"
-    path.write_text(json.dumps({"jobs": {"9_elsewhere": {"spent_usd": 0.0, "reserved_usd": 0.999,
-                                                        "host": "another-machine", "pid": 1}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "jobs": {
+                    "9_elsewhere": {
+                        "spent_usd": 0.0,
+                        "reserved_usd": 0.999,
+                        "host": "another-machine",
+                        "pid": 1,
+                    }
+                }
+            }
+        )
+    )
     shared = SharedSpend(path, "0_here")
-    budget = Budget(1.0, "gpt-4o", Prices(1e-5, 1e-5, source="config"), max_tokens=100, shared=shared,
-                    max_wait_s=0.2)  # fmt: skip
+    budget = Budget(
+        1.0, "gpt-4o", Prices(1e-5, 1e-5, source="config"), max_tokens=100, shared=shared, max_wait_s=0.2
+    )
     messages = [{"role": "user", "content": "word " * 50}]
     assert budget.bound(messages) > 0.001  # it fits the cap alone, but not next to the foreign reservation
     assert asyncio.run(budget.wait_start(messages)) is None
@@ -169,15 +211,18 @@ def test_another_job_holding_the_ledger_lock_does_not_stall_this_jobs_event_loop
 
     path = tmp_path / "spend.json"
     other = SharedSpend(path, "1_other")
-    budget = Budget(1.0, "gpt-4o", Prices(1e-5, 1e-5, source="config"), max_tokens=100,
-                    shared=SharedSpend(path, "0_here"))  # fmt: skip
+    budget = Budget(
+        1.0, "gpt-4o", Prices(1e-5, 1e-5, source="config"), max_tokens=100, shared=SharedSpend(path, "0_here")
+    )
     loop_ran, held = threading.Event(), threading.Event()
     ran_while_held: list[bool] = []
 
     def hold_the_lock() -> None:  # the other job, mid-update
         with other._locked():
             held.set()
-            ran_while_held.append(loop_ran.wait(timeout=10))  # released once this job's loop ran, or after 10 s
+            ran_while_held.append(
+                loop_ran.wait(timeout=10)
+            )  # released once this job's loop ran, or after 10 s
 
     async def main() -> float | None:
         holder = threading.Thread(target=hold_the_lock)
@@ -192,14 +237,17 @@ def test_another_job_holding_the_ledger_lock_does_not_stall_this_jobs_event_loop
 
     reserved = asyncio.run(main())
     assert ran_while_held == [True]
-    assert reserved is not None and read_ledger(path)["jobs"]["0_here"]["reserved_usd"] == pytest.approx(reserved)
+    assert reserved is not None and read_ledger(path)["jobs"]["0_here"]["reserved_usd"] == pytest.approx(
+        reserved
+    )
     asyncio.run(budget.afinish(reserved, None))
     assert read_ledger(path)["jobs"]["0_here"]["reserved_usd"] == 0
 
 
 @pytest.mark.parametrize("cancels", [1, 2])
 def test_a_call_cancelled_while_its_reservation_waits_on_the_lock_leaves_none_in_the_ledger(
-        tmp_path: Path, cancels: int) -> None:  # fmt: skip
+    tmp_path: Path, cancels: int
+) -> None:
     """Review 3, finding 8: the reservation runs in a thread; a task cancelled (Ctrl-C, shutdown) while that
     thread waits on the ledger's lock never sends its call, so what the thread reserves once the lock is free is
     settled at 0. It stayed reserved, and a rerun of the job counted it as spent. A second cancel during the

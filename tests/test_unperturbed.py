@@ -100,7 +100,9 @@ def test_a_spaced_none_baseline_is_the_baseline_for_robustness_too(tmp_path) -> 
     _run(root / "j_none", "j", " none ", 3.0)
     _run(root / "j_padding", "j", "padding", 1.0)
     table = robustness_table(load_results(root), n_boot=20)
-    assert set(table["perturbation"]) == {"padding"} and table["shift"].tolist() == pytest.approx([-2.0] * len(table))
+    assert set(table["perturbation"]) == {"padding"} and table["shift"].tolist() == pytest.approx(
+        [-2.0] * len(table)
+    )
 
 
 def test_a_run_without_the_column_is_a_none_of_its_own_study(tmp_path) -> None:
@@ -124,4 +126,6 @@ def test_a_run_without_the_column_is_a_none_of_its_own_study(tmp_path) -> None:
     results = load_results(root)
     assert len(set(results["judge"].astype(str))) == 2
     table = robustness_table(results, n_boot=20)
-    assert set(table["perturbation"]) == {"padding"} and table["shift"].tolist() == pytest.approx([1.0] * len(table))
+    assert set(table["perturbation"]) == {"padding"} and table["shift"].tolist() == pytest.approx(
+        [1.0] * len(table)
+    )

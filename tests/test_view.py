@@ -37,8 +37,13 @@ def write_synthetic(root: Path) -> pd.DataFrame:
     """Two judges × two modes of synthetic results, one run folder each; one planted outlier sample."""
     frame = synthetic_results(n_instances=5, seed=3)
     frame = frame.astype({c: str for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)})
-    outlier = ((frame["judge"] == "judge_b") & (frame["mode"] == "independent") & (frame["sample_idx"] == 1)
-               & (frame["candidate_id"] == "narrow_gen_2") & (frame["instance_id"] == "inst00003"))  # fmt: skip
+    outlier = (
+        (frame["judge"] == "judge_b")
+        & (frame["mode"] == "independent")
+        & (frame["sample_idx"] == 1)
+        & (frame["candidate_id"] == "narrow_gen_2")
+        & (frame["instance_id"] == "inst00003")
+    )
     frame.loc[outlier, "score"] = 30.0
     for (judge, mode), part in frame.groupby(["judge", "mode"]):
         (root / f"{judge}-{mode}").mkdir(parents=True)
@@ -58,8 +63,12 @@ def test_list_counts_filters_and_sorts_by_planted_disagreement(tmp_path: Path) -
         top = study.page({}, sort, size=3).rows[0]
         assert (top["instance_id"], top["candidate_id"]) == ("inst00003", "narrow_gen_2"), sort
     spread = study.page({"judge": "judge_b", "mode": "independent"}, "spread", size=1).rows[0]
-    samples = frame.loc[(frame["judge"] == "judge_b") & (frame["mode"] == "independent")
-                        & (frame["candidate_id"] == "narrow_gen_2") & (frame["instance_id"] == "inst00003")]  # fmt: skip
+    samples = frame.loc[
+        (frame["judge"] == "judge_b")
+        & (frame["mode"] == "independent")
+        & (frame["candidate_id"] == "narrow_gen_2")
+        & (frame["instance_id"] == "inst00003")
+    ]
     expected = samples.groupby("dimension")["score"].agg(lambda s: s.max() - s.min()).max()
     assert spread["spread"] == pytest.approx(expected)
     with ThreadPoolExecutor(8) as pool:  # the server answers on several threads at once
@@ -141,7 +150,9 @@ def test_browser_filters_and_opens_an_item(served: tuple[str, Path]) -> None:
         assert errors == []
 
 
-def test_browser_list_opens_sorted_by_disagreement_with_text_and_folded_prompts(served: tuple[str, Path]) -> None:
+def test_browser_list_opens_sorted_by_disagreement_with_text_and_folded_prompts(
+    served: tuple[str, Path],
+) -> None:
     """Issue 28: the list opens sorted by judge–judge disagreement (was: by instance), each row shows the first
     line of its candidate's text, and an item's prompts are folded until clicked (were open: 8,300 px); the
     position shown is the one the results store (0 = first; the page said 1 where the table said 0)."""
@@ -236,8 +247,12 @@ def test_report_in_the_browser(served: tuple[str, Path]) -> None:
 
 def test_cli_prints_its_url_once_it_serves_and_stops_on_ctrl_c(served: tuple[str, Path]) -> None:
     _, root = served
-    proc = subprocess.Popen([sys.executable, "-m", "analysis.view", str(root), "--no-browser", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "analysis.view", str(root), "--no-browser", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()  # type: ignore[union-attr]
         url = line.split(": ", 1)[1].split()[0]
@@ -264,10 +279,12 @@ def test_a_bad_port_is_one_line_naming_it() -> None:
 
 def write_humans(path: Path, duplicate: bool) -> Path:
     """Labels for inst00003 / narrow_gen_2 of `write_synthetic`; line 4 repeats line 2's key when `duplicate`."""
-    lines = ["annotator,instance_id,candidate_id,source,dimension,score",
-             "ann1,inst00003,narrow_gen_2,narrow_gen,originality,3",
-             "ann2,inst00003,narrow_gen_2,narrow_gen,originality,4",
-             f"ann1,inst00003,narrow_gen_2,narrow_gen,{'originality' if duplicate else 'feasibility'},1"]  # fmt: skip
+    lines = [
+        "annotator,instance_id,candidate_id,source,dimension,score",
+        "ann1,inst00003,narrow_gen_2,narrow_gen,originality,3",
+        "ann2,inst00003,narrow_gen_2,narrow_gen,originality,4",
+        f"ann1,inst00003,narrow_gen_2,narrow_gen,{'originality' if duplicate else 'feasibility'},1",
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -327,11 +344,25 @@ def test_spread_is_across_samples_of_one_prompt_not_across_prompts_or_perturbati
     # candidate c: two samples per prompt, each prompt's samples agree (spread 0 within every prompt), but
     # the unperturbed run scores 3, the padded run 1, and the reference scores 2 in prompt p1, 4 in p2
     base = {"judge": "j", "mode": "comparative", "rubric": "r", "instance_id": "i", "dimension": "d"}
-    rows = [{**base, "run_id": run, "perturbation": pert, "prompt_id": prompt, "candidate_id": cand,
-             "source": "gen" if cand == "c" else "reference", "sample_idx": s, "score": score}
-            for run, pert, prompt, cand, score in (("r0", "none", "p1", "c", 3.0), ("r1", "padding", "p1", "c", 1.0),
-                                                   ("r0", "none", "p1", "ref", 2.0), ("r0", "none", "p2", "ref", 4.0))
-            for s in (0, 1)]  # fmt: skip
+    rows = [
+        {
+            **base,
+            "run_id": run,
+            "perturbation": pert,
+            "prompt_id": prompt,
+            "candidate_id": cand,
+            "source": "gen" if cand == "c" else "reference",
+            "sample_idx": s,
+            "score": score,
+        }
+        for run, pert, prompt, cand, score in (
+            ("r0", "none", "p1", "c", 3.0),
+            ("r1", "padding", "p1", "c", 1.0),
+            ("r0", "none", "p1", "ref", 2.0),
+            ("r0", "none", "p2", "ref", 4.0),
+        )
+        for s in (0, 1)
+    ]
     frame = pd.DataFrame(rows)
     for run, part in frame.groupby("run_id"):
         (tmp_path / run).mkdir()
@@ -346,8 +377,16 @@ def test_spread_is_across_samples_of_one_prompt_not_across_prompts_or_perturbati
 
 def test_mode_shift_is_independent_vs_comparative_only_never_comparative_all(tmp_path: Path) -> None:
     # one candidate, one judge: independent 3, comparative 3 (no shift), comparative_all 1 (another setting)
-    base = {"judge": "j", "rubric": "r", "instance_id": "i", "candidate_id": "c", "source": "gen",
-            "dimension": "d", "sample_idx": 0, "prompt_id": "p"}  # fmt: skip
+    base = {
+        "judge": "j",
+        "rubric": "r",
+        "instance_id": "i",
+        "candidate_id": "c",
+        "source": "gen",
+        "dimension": "d",
+        "sample_idx": 0,
+        "prompt_id": "p",
+    }
     for mode, score in (("independent", 3.0), ("comparative", 3.0), ("comparative_all", 1.0)):
         (tmp_path / mode).mkdir()
         pd.DataFrame([{**base, "mode": mode, "score": score}]).to_parquet(tmp_path / mode / "results.parquet")
@@ -359,10 +398,14 @@ def test_grid_shows_pairwise_preferences_beside_scores() -> None:
     from analysis.view.server import score_grid
 
     base = {"judge": "j", "rubric": "r", "dimension": "d"}
-    rows = pd.DataFrame([{**base, "mode": "independent", "score": 3.0, "preference": None},
-                         {**base, "mode": "independent", "score": 4.0, "preference": None},
-                         {**base, "mode": "pairwise", "score": float("nan"), "preference": "a"},
-                         {**base, "mode": "pairwise", "score": float("nan"), "preference": "tie"}])  # fmt: skip
+    rows = pd.DataFrame(
+        [
+            {**base, "mode": "independent", "score": 3.0, "preference": None},
+            {**base, "mode": "independent", "score": 4.0, "preference": None},
+            {**base, "mode": "pairwise", "score": float("nan"), "preference": "a"},
+            {**base, "mode": "pairwise", "score": float("nan"), "preference": "tie"},
+        ]
+    )
     grid = score_grid(rows, pd.DataFrame(columns=["annotator", "dimension", "score"]))
     assert grid.loc["d", "j · r · independent"] == "3.50 (3, 4)"
     assert grid.loc["d", "j · r · pairwise"] == "a/tie"  # was "–": the preferences were dropped
@@ -394,14 +437,26 @@ def test_zero_padded_ids_join_results_csv_and_labels(tmp_path: Path) -> None:
 
     run = tmp_path / "study" / "run"
     run.mkdir(parents=True)
-    rows = {"run_id": ["run"] * 2, "judge": ["j"] * 2, "mode": ["independent"] * 2, "rubric": ["r"] * 2,
-            "prompt_id": ["p1", "p2"], "instance_id": ["007"] * 2, "candidate_id": ["2.10", "1e3"],
-            "source": ["gen"] * 2, "dimension": ["clarity"] * 2, "sample_idx": [0, 0], "score": [3.0, 3.0],
-            "parse_ok": [True, True]}  # fmt: skip
+    rows = {
+        "run_id": ["run"] * 2,
+        "judge": ["j"] * 2,
+        "mode": ["independent"] * 2,
+        "rubric": ["r"] * 2,
+        "prompt_id": ["p1", "p2"],
+        "instance_id": ["007"] * 2,
+        "candidate_id": ["2.10", "1e3"],
+        "source": ["gen"] * 2,
+        "dimension": ["clarity"] * 2,
+        "sample_idx": [0, 0],
+        "score": [3.0, 3.0],
+        "parse_ok": [True, True],
+    }
     pa_csv.write_csv(pa.table(rows), run / "results.csv")
     labels = tmp_path / "labels.csv"
-    labels.write_text("annotator,instance_id,candidate_id,source,dimension,score\n"
-                      "h,007,2.10,gen,clarity,5\nh,007,1e3,gen,clarity,5\n")  # fmt: skip
+    labels.write_text(
+        "annotator,instance_id,candidate_id,source,dimension,score\n"
+        "h,007,2.10,gen,clarity,5\nh,007,1e3,gen,clarity,5\n"
+    )
     study = Study(tmp_path / "study", load_humans(labels))
     study.wait()
     got = study.con.execute("SELECT candidate_id, judge_human FROM item_dim ORDER BY candidate_id").fetchall()
@@ -490,6 +545,7 @@ def test_a_parquet_position_too_large_for_its_column_is_one_line(tmp_path: Path)
 
 
 # --- hostile query strings (issue 25): any query on any page, from any Host ---
+
 
 @pytest.fixture(scope="module")
 def viewer(tmp_path_factory: pytest.TempPathFactory) -> Any:

@@ -148,8 +148,10 @@ def item_texts(dataset: Path) -> dict[tuple[str, str], ItemText]:
 def labelstudio_tasks(sheet: pd.DataFrame) -> list[dict[str, Any]]:
     """One Label Studio task per sheet row, in the sheet's (randomised) order."""
     cols = ["item", "position", "background", "text", "dimension", "question", "scale"]
-    return [{"data": {c: (int(v) if c == "position" else str(v)) for c, v in zip(cols, row, strict=True)}}
-            for row in sheet[cols].itertuples(index=False)]  # fmt: skip
+    return [
+        {"data": {c: (int(v) if c == "position" else str(v)) for c, v in zip(cols, row, strict=True)}}
+        for row in sheet[cols].itertuples(index=False)
+    ]
 
 
 def labelstudio_config(rubric: RubricInfo) -> str:
@@ -194,7 +196,9 @@ def read_key(path: Path) -> pd.DataFrame:
     repeated = first_duplicate(key, ("item",))
     if repeated:
         pos, first, _ = repeated
-        raise AnnotationError(f"{path}: row {pos + 1}: item: {key['item'].iloc[pos]!r} repeats row {first + 1}")
+        raise AnnotationError(
+            f"{path}: row {pos + 1}: item: {key['item'].iloc[pos]!r} repeats row {first + 1}"
+        )
     return key
 
 
@@ -227,8 +231,14 @@ def read_sheet(path: Path, annotator: str | None) -> pd.DataFrame:
     who = sheet["annotator"].str.strip() if "annotator" in sheet else pd.Series("", index=sheet.index)
     if annotator:
         who = who.where(who != "", annotator)
-    out = pd.DataFrame({"item": sheet["item"], "annotator": who, "score": sheet["score"].str.strip(),
-                        "line": [f"row {i}" for i in range(1, len(sheet) + 1)]})  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "item": sheet["item"],
+            "annotator": who,
+            "score": sheet["score"].str.strip(),
+            "line": [f"row {i}" for i in range(1, len(sheet) + 1)],
+        }
+    )
     out = out.loc[out["score"] != ""]
     missing = out.loc[out["annotator"] == ""]
     if len(missing):

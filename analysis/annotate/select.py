@@ -115,8 +115,12 @@ def select(table: pd.DataFrame, n: int, by: str, seed: int = 0) -> pd.DataFrame:
     return ranked.head(n).assign(selected_by=by)
 
 
-def blind(chosen: pd.DataFrame, rubrics: dict[str, io.RubricInfo], texts: dict[tuple[str, str], io.ItemText],
-          seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+def blind(
+    chosen: pd.DataFrame,
+    rubrics: dict[str, io.RubricInfo],
+    texts: dict[tuple[str, str], io.ItemText],
+    seed: int = 0,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(sheet, key): items in a seeded random order under neutral ids; the key records the order."""
     order = np.random.default_rng(seed).permutation(len(chosen))
     key = chosen.iloc[order].reset_index(drop=True)

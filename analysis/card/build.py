@@ -83,19 +83,31 @@ def run_facts(root: str | Path) -> pd.DataFrame:
                 path, columns=[c for c in cols if c in pq.read_schema(path).names]
             ).to_pandas()
         else:
-            frame = pd.read_csv(path, usecols=lambda c, wanted=frozenset(cols): c in wanted,
-                                dtype=dict.fromkeys(("judge", "run_id", "prompt_id"), str))  # text: 01 is not 1
+            frame = pd.read_csv(
+                path,
+                usecols=lambda c, wanted=frozenset(cols): c in wanted,
+                dtype=dict.fromkeys(("judge", "run_id", "prompt_id"), str),
+            )  # text: 01 is not 1
             frame = unescape_text(frame)  # names as the run wrote them (results.csv is formula-safe)
         calls = frame.drop_duplicates([c for c in ("prompt_id", "sample_idx") if c in frame])
         if "cached" in calls:
             calls = calls.loc[~calls["cached"].astype(str).str.lower().isin(["true", "1"])]
         known = man if man is not None else Manifest()  # no manifest: every entry unknown
-        rows.append({"judge": known.judge or (str(frame["judge"].iloc[0]) if len(frame) else None),
-                     "run_id": str(frame["run_id"].iloc[0]) if "run_id" in frame and len(frame) else None,
-                     "model": known.model, "mode": known.mode, "rubric_versions": known.rubric_versions or {},
-                     "dataset_hash": known.dataset_hash, "cost_usd": known.cost_usd,
-                     "has_manifest": man is not None,
-                     "latency": calls["latency_s"].dropna().to_numpy(float) if "latency_s" in calls else np.array([])})  # fmt: skip
+        rows.append(
+            {
+                "judge": known.judge or (str(frame["judge"].iloc[0]) if len(frame) else None),
+                "run_id": str(frame["run_id"].iloc[0]) if "run_id" in frame and len(frame) else None,
+                "model": known.model,
+                "mode": known.mode,
+                "rubric_versions": known.rubric_versions or {},
+                "dataset_hash": known.dataset_hash,
+                "cost_usd": known.cost_usd,
+                "has_manifest": man is not None,
+                "latency": calls["latency_s"].dropna().to_numpy(float)
+                if "latency_s" in calls
+                else np.array([]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -148,16 +160,22 @@ def make_card(
     parsed = parse_rate(mine)  # per call, as the manifest and the leaderboard count it
     card: dict[str, Any] = {
         "judge": judge,
-        "models": sorted({str(m) for m in runs["model"].dropna()} | {str(m) for m in mine.get("model", pd.Series()).dropna().unique()}),
+        "models": sorted(
+            {str(m) for m in runs["model"].dropna()}
+            | {str(m) for m in mine.get("model", pd.Series()).dropna().unique()}
+        ),
         "rubric_versions": {k: sorted(v) for k, v in sorted(versions.items())},
         "dataset_hashes": sorted({str(h) for h in runs["dataset_hash"].dropna()}),
         "modes": sorted(map(str, mine["mode"].dropna().unique())),
         "rows": len(mine),
         "parse_rate": _plain(float(parsed)) if parsed is not None else None,
         "cost_usd": None if (not costs or any(pd.isna(c) for c in costs)) else round(float(sum(costs)), 6),
-        "latency_s": {"calls": len(latency), "median": _plain(float(np.median(latency))) if len(latency) else None,
-                      "p90": _plain(float(np.quantile(latency, 0.9))) if len(latency) else None},
-    }  # fmt: skip
+        "latency_s": {
+            "calls": len(latency),
+            "median": _plain(float(np.median(latency))) if len(latency) else None,
+            "p90": _plain(float(np.quantile(latency, 0.9))) if len(latency) else None,
+        },
+    }
     notes = []
     if card["cost_usd"] is None:
         notes.append("cost unknown: a run could not price its calls (or has no manifest)")
@@ -188,9 +206,15 @@ def _duplicate_notes(judge: str, dup: pd.DataFrame) -> list[str]:
     return [f"latent_competence: {line}" for line in latent.duplicate_lines({"latent_duplicates": mine})]
 
 
-def write_cards(root: str | Path, out: str | Path, humans: pd.DataFrame | None = None, n_boot: int = 1000,
-                seed: int = 0, extra: dict[str, pd.DataFrame] | None = None,
-                n_null: int = null_ranges.N_REPS) -> list[dict]:  # fmt: skip
+def write_cards(
+    root: str | Path,
+    out: str | Path,
+    humans: pd.DataFrame | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    extra: dict[str, pd.DataFrame] | None = None,
+    n_null: int = null_ranges.N_REPS,
+) -> list[dict]:
     """Compute and write <out>/<judge>.md and <out>/<judge>.json for every judge below `root`; a study of several
     rubrics: <out>/<rubric>/<judge>.md (and .json), one card per judge and rubric."""
     from analysis.load.collect import load_results

@@ -37,8 +37,11 @@ _SAMPLE_KEYS: tuple[str, ...] = ("prompt_id", "sample_idx")  # one call: a compa
 
 
 # ---- Overall Quality -----------------------------------------------------------------------------------------
-def overall_quality(results: pd.DataFrame, dimensions: Sequence[str] = QUALITY_DIMENSIONS,
-                    rubric: str | None = "review_quality") -> pd.DataFrame:
+def overall_quality(
+    results: pd.DataFrame,
+    dimensions: Sequence[str] = QUALITY_DIMENSIONS,
+    rubric: str | None = "review_quality",
+) -> pd.DataFrame:
     """Per-review Overall Quality from a judge results table.
 
     Rows are filtered to ``rubric`` (when the table has a ``rubric`` column) and to ``dimensions``; a score
@@ -62,14 +65,25 @@ def overall_quality(results: pd.DataFrame, dimensions: Sequence[str] = QUALITY_D
     df = split_runs(df, judgment)
     refuse_duplicates(df, judgment, "review_quality rows")  # a groupby mean would average the copies
     keys, sample = present(df, _REVIEW_KEYS), present(df, _SAMPLE_KEYS)
-    per_sample = (df.groupby([*keys, *sample, "dimension"], dropna=False, observed=True)["score"].mean()
-                  .unstack("dimension").reindex(columns=list(dimensions)))
+    per_sample = (
+        df.groupby([*keys, *sample, "dimension"], dropna=False, observed=True)["score"]
+        .mean()
+        .unstack("dimension")
+        .reindex(columns=list(dimensions))
+    )
     complete = per_sample.notna().all(axis=1)
     sample_mean = per_sample.mean(axis=1).where(complete)
     grouped = sample_mean.groupby(level=keys, dropna=False)
-    out = pd.DataFrame({"overall": grouped.mean(), "n_samples": grouped.count(),
-                        "n_dropped": grouped.size() - grouped.count(), "sample_min": grouped.min(),
-                        "sample_max": grouped.max(), "sample_sd": grouped.std(ddof=1)})
+    out = pd.DataFrame(
+        {
+            "overall": grouped.mean(),
+            "n_samples": grouped.count(),
+            "n_dropped": grouped.size() - grouped.count(),
+            "sample_min": grouped.min(),
+            "sample_max": grouped.max(),
+            "sample_sd": grouped.std(ddof=1),
+        }
+    )
     return out.join(review_temperatures(df, keys)).reset_index()
 
 
@@ -86,8 +100,9 @@ def review_temperatures(rows: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame
     return pd.DataFrame({"temperature": low.where(same), "temperature_ok": ok.astype(bool)})
 
 
-def quality_by_source(per_review: pd.DataFrame, by: Sequence[str] = ("source",), n_boot: int = 2000,
-                      seed: int = 0) -> pd.DataFrame:
+def quality_by_source(
+    per_review: pd.DataFrame, by: Sequence[str] = ("source",), n_boot: int = 2000, seed: int = 0
+) -> pd.DataFrame:
     """Mean Overall Quality per review source with a 95% bootstrap CI over reviews (unscored skipped); always
     per rater too (judge and mode, where the table has them): two raters' reviews are never one sample."""
     by = [*(k for k in present(per_review, ("judge", "mode")) if k not in by), *by]
@@ -95,8 +110,11 @@ def quality_by_source(per_review: pd.DataFrame, by: Sequence[str] = ("source",),
     for key, g in per_review.groupby(by, sort=True, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         m, lo, hi, n = mean_ci(g["overall"], n_boot=n_boot, seed=seed)
-        rows.append(dict(zip(by, key, strict=True)) | {"overall": m, "ci_lo": lo, "ci_hi": hi, "n": n,
-                                          "n_unscored": int(g["overall"].isna().sum())} | _temperature_of(g))
+        rows.append(
+            dict(zip(by, key, strict=True))
+            | {"overall": m, "ci_lo": lo, "ci_hi": hi, "n": n, "n_unscored": int(g["overall"].isna().sum())}
+            | _temperature_of(g)
+        )
     return pd.DataFrame(rows)
 
 

@@ -23,8 +23,15 @@ from analysis.echoreview.rows import present, refuse_duplicates, split_runs
 from core.intervals import percentile_ci
 
 OUTCOME = {"a": 1, "tie": 0, "b": -1}
-COMPARISON_KEYS: tuple[str, ...] = ("judge", "instance_id", "candidate_id", "source", "other_id", "dimension",
-                                    "sample_idx")
+COMPARISON_KEYS: tuple[str, ...] = (
+    "judge",
+    "instance_id",
+    "candidate_id",
+    "source",
+    "other_id",
+    "dimension",
+    "sample_idx",
+)
 PROTOCOLS: tuple[str, ...] = ("random order", "both orders")
 
 
@@ -91,8 +98,13 @@ def _protocol_row(g: pd.DataFrame, protocol: str, n_boot: int, seed: int) -> dic
     pairs = present(scored, PAIR_KEYS)
     rowwise = pd.Series(np.arange(len(scored)), scored.index)  # no pair columns: each comparison its own unit
     unit = [scored[k].astype(str) for k in pairs] if pairs else [rowwise]
-    per_pair = (pd.get_dummies(scored[protocol]).reindex(columns=[1.0, 0.0, -1.0], fill_value=False)
-                .groupby(unit, sort=False).sum().to_numpy(dtype=np.int64))
+    per_pair = (
+        pd.get_dummies(scored[protocol])
+        .reindex(columns=[1.0, 0.0, -1.0], fill_value=False)
+        .groupby(unit, sort=False)
+        .sum()
+        .to_numpy(dtype=np.int64)
+    )
     row: dict[str, float | int] = {"n": int(counts.sum()), "n_pairs": len(per_pair)}
     nan = np.full(3, np.nan)
     lo, hi = percentile_ci(cluster_shares(per_pair, n_boot, seed)) if len(per_pair) else (nan, nan)

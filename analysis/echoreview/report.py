@@ -35,23 +35,36 @@ def _ci(value: float, lo: float, hi: float) -> str:
 def quality_markdown(per_review: pd.DataFrame, by_source: pd.DataFrame) -> list[str]:
     """Overall Quality per rater (judge, mode) and generator, and per review (mean over runs and the spread
     across runs)."""
-    lines = ["## Overall Quality (mean of the 4 dimensions, averaged over runs)", "",
-             "| judge | mode | generator | Overall [95% CI] | reviews | unscored | T |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Overall Quality (mean of the 4 dimensions, averaged over runs)",
+        "",
+        "| judge | mode | generator | Overall [95% CI] | reviews | unscored | T |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for _, r in by_source.iterrows():
         overall = _ci(r["overall"], r["ci_lo"], r["ci_hi"])
-        lines.append(f"| {md_cell(r['judge'])} | {md_cell(r.get('mode', '–'))} | {md_cell(r['source'])} | {overall} | {r['n']} | "
-                     f"{r['n_unscored']} | {_temperature_cell(r)} |")
+        lines.append(
+            f"| {md_cell(r['judge'])} | {md_cell(r.get('mode', '–'))} | {md_cell(r['source'])} | {overall} | {r['n']} | "
+            f"{r['n_unscored']} | {_temperature_cell(r)} |"
+        )
     off = temperature_note(by_source)
     if off:
         lines += ["", off]
-    lines += ["", "| judge | mode | review | generator | Overall | runs | min | max | sd |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| judge | mode | review | generator | Overall | runs | min | max | sd |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for _, r in per_review.iterrows():
-        vals = [f"{r[c]:.2f}" if pd.notna(r[c]) else "–" for c in ("overall", "sample_min", "sample_max", "sample_sd")]
-        lines.append(f"| {md_cell(r['judge'])} | {md_cell(r.get('mode', '–'))} | {md_cell(r['candidate_id'])} | "
-                     f"{md_cell(r['source'])} | "
-                     f"{vals[0]} | {r['n_samples']} | " + " | ".join(vals[1:]) + " |")
+        vals = [
+            f"{r[c]:.2f}" if pd.notna(r[c]) else "–"
+            for c in ("overall", "sample_min", "sample_max", "sample_sd")
+        ]
+        lines.append(
+            f"| {md_cell(r['judge'])} | {md_cell(r.get('mode', '–'))} | {md_cell(r['candidate_id'])} | "
+            f"{md_cell(r['source'])} | "
+            f"{vals[0]} | {r['n_samples']} | " + " | ".join(vals[1:]) + " |"
+        )
     return lines
 
 
@@ -82,19 +95,26 @@ def temperature_note(by_source: pd.DataFrame) -> str | None:
 
 def pairwise_markdown(table: pd.DataFrame) -> list[str]:
     """Win / tie / loss per generator pair and protocol, with the position flips."""
-    lines = ["## Randomized pairwise win rate", "",
-             "| judge | dimension | generator | vs | protocol | n (pairs) | win | tie | loss | flips |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Randomized pairwise win rate",
+        "",
+        "| judge | dimension | generator | vs | protocol | n (pairs) | win | tie | loss | flips |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for _, r in table.iterrows():
         cells = [_ci(r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in ("win", "tie", "loss")]
-        lines.append(f"| {md_cell(r['judge'])} | {md_cell(r['dimension'])} | {md_cell(r['generator'])} | "
-                     f"{md_cell(r['opponent'])} | {r['protocol']} | "
-                     f"{r['n']} ({r['n_pairs']}) | " + " | ".join(cells)
-                     + f" | {r['n_flip']}/{r['n_both_orders']} |")
-    lines += ["", "`random order`: one presentation order per comparison, drawn with a fixed seed; `both orders`: "
-              "the verdict when both orders agree, a flip counted as a tie. `flips`: comparisons whose two orders "
-              "disagree / comparisons with both orders scored. `n (pairs)`: comparisons (review pair × "
-              "sample) and the review pairs behind them; the CIs resample review pairs."]
+        lines.append(
+            f"| {md_cell(r['judge'])} | {md_cell(r['dimension'])} | {md_cell(r['generator'])} | "
+            f"{md_cell(r['opponent'])} | {r['protocol']} | "
+            f"{r['n']} ({r['n_pairs']}) | " + " | ".join(cells) + f" | {r['n_flip']}/{r['n_both_orders']} |"
+        )
+    lines += [
+        "",
+        "`random order`: one presentation order per comparison, drawn with a fixed seed; `both orders`: "
+        "the verdict when both orders agree, a flip counted as a tie. `flips`: comparisons whose two orders "
+        "disagree / comparisons with both orders scored. `n (pairs)`: comparisons (review pair × "
+        "sample) and the review pairs behind them; the CIs resample review pairs.",
+    ]
     return lines
 
 

@@ -43,5 +43,7 @@ def refuse_duplicates(rows: pd.DataFrame, judgment: Sequence[str], what: str) ->
         return
     first = rows.loc[twice].iloc[0]
     key = ", ".join(f"{k}={first[k]}" for k in keys)
-    raise ValueError(f"{what}: {int(twice.sum())} rows repeat a judgment, e.g. ({key}): the same judgment "
-                     "recorded more than once; remove the copies (or give each run its own run_id)")
+    raise ValueError(
+        f"{what}: {int(twice.sum())} rows repeat a judgment, e.g. ({key}): the same judgment "
+        "recorded more than once; remove the copies (or give each run its own run_id)"
+    )

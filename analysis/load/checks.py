@@ -24,14 +24,45 @@ import pandas as pd
 from analysis.stats.scores import FALSE_TEXT, TRUE_TEXT
 
 # the columns that identify one judgment: two rows agreeing on all of them are one judgment counted twice
-IDENTITY: tuple[str, ...] = ("run_id", "judge", "model", "mode", "rubric", "prompt_id", "instance_id",
-                             "candidate_id", "other_id", "order", "dimension", "sample_idx")  # fmt: skip
+IDENTITY: tuple[str, ...] = (
+    "run_id",
+    "judge",
+    "model",
+    "mode",
+    "rubric",
+    "prompt_id",
+    "instance_id",
+    "candidate_id",
+    "other_id",
+    "order",
+    "dimension",
+    "sample_idx",
+)
 
 
 # the cell texts pandas reads as missing by default: a file read with keep_default_na=False (ids are text, so a
 # candidate or annotator "NA" stays "NA") uses them for its number and flag columns only
-MISSING_TEXT: tuple[str, ...] = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
-                                 "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")  # fmt: skip
+MISSING_TEXT: tuple[str, ...] = (
+    "",
+    "#N/A",
+    "#N/A N/A",
+    "#NA",
+    "-1.#IND",
+    "-1.#QNAN",
+    "-NaN",
+    "-nan",
+    "1.#IND",
+    "1.#QNAN",
+    "<NA>",
+    "N/A",
+    "NA",
+    "NULL",
+    "NaN",
+    "None",
+    "n/a",
+    "nan",
+    "null",
+)
 MISSING_LOWER: frozenset[str] = frozenset(m.lower() for m in MISSING_TEXT)  # as compared, any case
 
 
@@ -148,8 +179,9 @@ def _where(path: Path, frame: pd.DataFrame, position: int) -> str:
 def require_columns(frame: pd.DataFrame, path: Path, required: Sequence[str]) -> None:
     missing = [c for c in required if c not in frame.columns]
     if missing:
-        raise ResultsError(f"{path}: missing column(s) {', '.join(missing)}; a results table needs "
-                           f"{', '.join(required)}")  # fmt: skip
+        raise ResultsError(
+            f"{path}: missing column(s) {', '.join(missing)}; a results table needs {', '.join(required)}"
+        )
 
 
 def check_numbers(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
@@ -159,8 +191,10 @@ def check_numbers(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
     bad &= ~frame[column].astype(str).str.strip().str.lower().isin(MISSING_LOWER).to_numpy()
     if bad.any():
         position = int(np.flatnonzero(bad)[0])
-        raise ResultsError(f"{_where(path, frame, position)}: {column} {str(frame[column].iloc[position])[:40]!r} "
-                           "is not a number")  # fmt: skip
+        raise ResultsError(
+            f"{_where(path, frame, position)}: {column} {str(frame[column].iloc[position])[:40]!r} "
+            "is not a number"
+        )
     return values.astype(float)
 
 
@@ -176,8 +210,10 @@ def check_flags(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
     bad = (values.isna() & ~missing).to_numpy()
     if bad.any():
         position = int(np.flatnonzero(bad)[0])
-        raise ResultsError(f"{_where(path, frame, position)}: {column} {str(frame[column].iloc[position])[:40]!r} "
-                           "is not true or false")  # fmt: skip
+        raise ResultsError(
+            f"{_where(path, frame, position)}: {column} {str(frame[column].iloc[position])[:40]!r} "
+            "is not true or false"
+        )
     return values
 
 
@@ -192,7 +228,9 @@ def check_results(frame: pd.DataFrame, path: Path) -> None:
             check_numbers(frame, path, c).to_numpy() if c in frame else np.full(len(frame), np.nan)
             for c in ("score_min", "score_max")
         )
-        for (rubric, dim), rows in frame.groupby(["rubric", "dimension"], observed=True, sort=False).indices.items():
+        for (rubric, dim), rows in frame.groupby(
+            ["rubric", "dimension"], observed=True, sort=False
+        ).indices.items():
             known = spec if spec is not None and spec.name == str(rubric) else None
             if known is not None and str(dim) not in known.dimensions:
                 raise ResultsError(
@@ -249,5 +287,7 @@ def check_duplicates(frame: pd.DataFrame, path: Path) -> None:
     twice = frame.duplicated(subset=keys, keep="first").to_numpy()
     if twice.any():
         at = int(np.flatnonzero(twice)[0])
-        raise ResultsError(f"{_where(path, frame, at)}: a duplicated row ({int(twice.sum())} in all): the same "
-                           "judgment appears twice; remove the copies")  # fmt: skip
+        raise ResultsError(
+            f"{_where(path, frame, at)}: a duplicated row ({int(twice.sum())} in all): the same "
+            "judgment appears twice; remove the copies"
+        )

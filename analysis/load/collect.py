@@ -92,7 +92,9 @@ def _add_directions(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     run's config.json (never from conf/: the run may have used a rubric of a `hydra.searchpath` folder), or
     one line naming the run folder when that does not say."""
     if "rubric" not in frame:
-        raise ValueError(f"{path}: no {DIRECTION!r} column and no 'rubric' column to read the directions from")
+        raise ValueError(
+            f"{path}: no {DIRECTION!r} column and no 'rubric' column to read the directions from"
+        )
     spec = run_rubric(path)
     pairs = frame[["rubric", "dimension"]].dropna().drop_duplicates().astype(str)
     known: dict[tuple[str, str], bool] = {}
@@ -112,13 +114,24 @@ def _read_one(path: Path) -> pa.Table:
     a non-number or out-of-range score or a judgment twice is a ResultsError naming it."""
     if path.suffix == ".parquet":
         names = set(read_table(path, pq.read_schema, "parquet").names)
-        table = read_table(path, lambda p: pq.read_table(p, columns=[c for c in COLUMNS if c in names]), "parquet")
+        table = read_table(
+            path, lambda p: pq.read_table(p, columns=[c for c in COLUMNS if c in names]), "parquet"
+        )
         checked = table.select([c for c in table.column_names if c in CHECKED]).to_pandas()
     else:  # the float columns as text first, so a non-number is reported with its line; ids as text (007)
         types = dict.fromkeys([*FLOAT_COLUMNS, *COUNT_COLUMNS, *FLAG_COLUMNS, *TEXT_COLUMNS], str)
-        frame = read_table(path, lambda p: pd.read_csv(p, usecols=lambda c: c in COLUMNS, low_memory=False,
-                                                        dtype=types, keep_default_na=False, na_values=CSV_MISSING),
-                           "CSV")  # fmt: skip
+        frame = read_table(
+            path,
+            lambda p: pd.read_csv(
+                p,
+                usecols=lambda c: c in COLUMNS,
+                low_memory=False,
+                dtype=types,
+                keep_default_na=False,
+                na_values=CSV_MISSING,
+            ),
+            "CSV",
+        )
         frame = unescape_text(frame)  # the text cells as the run had them (results.csv is formula-safe)
         for col in (*FLOAT_COLUMNS, *COUNT_COLUMNS):
             if col in frame:
@@ -231,7 +244,9 @@ def study_ids(paths: list[Path], tables: list[pa.Table]) -> dict[str, str]:
             continue
         study = manifest.study_id if manifest is not None else None
         if study and "run_id" in table.column_names:
-            out.update({str(r): str(study) for r in table.column("run_id").unique().to_pylist() if r is not None})
+            out.update(
+                {str(r): str(study) for r in table.column("run_id").unique().to_pylist() if r is not None}
+            )
     return out
 
 
@@ -332,7 +347,11 @@ def _drop_repeated_judgments(results: pd.DataFrame, rater: list[str], item: list
     # the settings, not the dataset's or the template's contents)
     same = ("prompt_id", "sample_idx", "model", "rubric_version", "candidate_text")
     keys = [*rater, *item, *(c for c in same if c in results)]
-    ok = results["parse_ok"].astype(str).str.lower().isin(["true", "1", "1.0"]) if "parse_ok" in results else None
+    ok = (
+        results["parse_ok"].astype(str).str.lower().isin(["true", "1", "1.0"])
+        if "parse_ok" in results
+        else None
+    )
     order = None if ok is None else ok.to_numpy(dtype=bool)
     ranked = results if order is None else results.iloc[np.argsort(~order, kind="stable")]
     repeated = ranked.duplicated(subset=keys, keep="first")
@@ -351,8 +370,13 @@ def load_humans(path: str | Path) -> pd.DataFrame:
     no judgment, and `01` and `1` were one item labelled twice. An id `NA` stays `NA`."""
     path = Path(path)
     missing = {"score": list(MISSING_TEXT), DIRECTION: list(MISSING_TEXT)}
-    frame = read_table(path, lambda p: pd.read_csv(p, dtype=dict.fromkeys([*LABEL_TEXT, "score"], str),
-                                                    keep_default_na=False, na_values=missing), "CSV")  # fmt: skip
+    frame = read_table(
+        path,
+        lambda p: pd.read_csv(
+            p, dtype=dict.fromkeys([*LABEL_TEXT, "score"], str), keep_default_na=False, na_values=missing
+        ),
+        "CSV",
+    )
     frame = unescape_text(frame)  # as `annotate ingest` was given them (it writes a formula-safe CSV)
     try:
         humans = check_humans(frame)
@@ -363,8 +387,10 @@ def load_humans(path: str | Path) -> pd.DataFrame:
     repeated = first_duplicate(humans)
     if repeated:
         pos, first, key = repeated
-        raise ResultsError(f"{path}:{csv_line(path, pos)}: duplicate human label ({key}), first given on line "
-                           f"{csv_line(path, first)}; keep one label per annotator, item and dimension")  # fmt: skip
+        raise ResultsError(
+            f"{path}:{csv_line(path, pos)}: duplicate human label ({key}), first given on line "
+            f"{csv_line(path, first)}; keep one label per annotator, item and dimension"
+        )
     return humans
 
 
@@ -388,6 +414,8 @@ def expected_missing_note(results: pd.DataFrame) -> str | None:
     if not missing:
         return None
     per_judge = ", ".join(f"{judge} {n}" for judge, n in missing.items())
-    return (f"note: --expected: {sum(missing.values())} of {results.attrs.get('expected_scored', 0)} scored rows "
-            f"have no score_expected (no log-probabilities, or no allowed value among them) and are left "
-            f"unscored: {per_judge}")  # fmt: skip
+    return (
+        f"note: --expected: {sum(missing.values())} of {results.attrs.get('expected_scored', 0)} scored rows "
+        f"have no score_expected (no log-probabilities, or no allowed value among them) and are left "
+        f"unscored: {per_judge}"
+    )

@@ -72,10 +72,13 @@ def merged_run_ids(paths: Sequence[Path]) -> dict[Path, str]:
     for study, runs in studies.items():
         problem = _problem(runs)
         if problem:
-            others = [f"{r.path.parent.name} ({r.shard})" for s, rs in studies.items() if s != study for r in rs]
+            others = [
+                f"{r.path.parent.name} ({r.shard})" for s, rs in studies.items() if s != study for r in rs
+            ]
             hint = f"; shards of other configs here: {', '.join(others)}" if others else ""
-            raise ShardMergeError(f"{runs[0].path.parent}: cannot merge the shards of study {study}: {problem}"
-                                  f"{hint}")  # fmt: skip
+            raise ShardMergeError(
+                f"{runs[0].path.parent}: cannot merge the shards of study {study}: {problem}{hint}"
+            )
         first = min(runs, key=lambda r: r.shard.index)
         merged.update({r.path: first.run_id for r in runs})
     return merged

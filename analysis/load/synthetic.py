@@ -33,8 +33,9 @@ def _texts(n_instances: int, n_cands: int, rng: np.random.Generator) -> list[str
     return texts
 
 
-def _shown(shape: tuple[int, ...], index: tuple[np.ndarray, ...], comparative: np.ndarray,
-           rng: np.random.Generator) -> tuple[np.ndarray, pd.Categorical]:  # fmt: skip
+def _shown(
+    shape: tuple[int, ...], index: tuple[np.ndarray, ...], comparative: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, pd.Categorical]:
     """Shown position (comparative rows only; one seeded order per instance) and the prompt id of each row:
     one prompt per judge × instance in comparative mode, per judge × candidate in independent mode."""
     n_judges, n_modes, n_instances, n_c = shape[:4]
@@ -80,17 +81,33 @@ def synthetic_results(
     position, prompt_id = _shown(shape, (j, m, i, c), comparative, rng)
     model_names = list(models) if models is not None else [f"openai/{x}" for x in judges]
     n_runs = len(judges) * len(modes)
-    return pd.DataFrame({
-        "run_id": _cat(j * len(modes) + m, [f"run{x}" for x in range(n_runs)]), "judge": _cat(j, judges),
-        "model": _cat(j, model_names), "mode": _cat(m, modes), "rubric": _cat(np.zeros_like(j), ["rq"]),
-        "rubric_version": _cat(np.zeros_like(j), ["v1"]), "prompt_id": prompt_id,
-        "instance_id": _cat(i, [f"inst{x:05d}" for x in range(n_instances)]), "candidate_id": _cat(c, cand_names),
-        "source": _cat(source_code[c], ["reference", *generators]), "dimension": _cat(d, dimensions),
-        "higher_is_better": ~np.isin(np.asarray(dimensions, dtype=object), list(lower_is_better))[d],
-        "sample_idx": s, "temperature": 0.1, "position": position, "score": np.where(parse_ok, score, np.nan),
-        "parse_ok": parse_ok, "prompt_tokens": 500, "completion_tokens": 80, "cost_usd": 0.001, "latency_s": 1.0,
-        "cached": False, "candidate_text": _cat(i * n_c + c, _texts(n_instances, n_c, rng)),
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "run_id": _cat(j * len(modes) + m, [f"run{x}" for x in range(n_runs)]),
+            "judge": _cat(j, judges),
+            "model": _cat(j, model_names),
+            "mode": _cat(m, modes),
+            "rubric": _cat(np.zeros_like(j), ["rq"]),
+            "rubric_version": _cat(np.zeros_like(j), ["v1"]),
+            "prompt_id": prompt_id,
+            "instance_id": _cat(i, [f"inst{x:05d}" for x in range(n_instances)]),
+            "candidate_id": _cat(c, cand_names),
+            "source": _cat(source_code[c], ["reference", *generators]),
+            "dimension": _cat(d, dimensions),
+            "higher_is_better": ~np.isin(np.asarray(dimensions, dtype=object), list(lower_is_better))[d],
+            "sample_idx": s,
+            "temperature": 0.1,
+            "position": position,
+            "score": np.where(parse_ok, score, np.nan),
+            "parse_ok": parse_ok,
+            "prompt_tokens": 500,
+            "completion_tokens": 80,
+            "cost_usd": 0.001,
+            "latency_s": 1.0,
+            "cached": False,
+            "candidate_text": _cat(i * n_c + c, _texts(n_instances, n_c, rng)),
+        }
+    )
 
 
 def synthetic_humans(

@@ -36,8 +36,12 @@ from analysis.stats.winrate import TIE_TOL
 from core.intervals import percentile_ci
 
 # Range of each metric, so a combination adds like with like: (x − lo)/(hi − lo), clipped to [0, 1].
-METRIC_RANGE: dict[str, tuple[float, float]] = {"relevance": (1.0, 5.0), "correctness": (0.0, 1.0),
-                                                "coverage": (0.0, 1.0), "clarity": (0.0, 1.0)}
+METRIC_RANGE: dict[str, tuple[float, float]] = {
+    "relevance": (1.0, 5.0),
+    "correctness": (0.0, 1.0),
+    "coverage": (0.0, 1.0),
+    "clarity": (0.0, 1.0),
+}
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,9 @@ class Combination:
     def __post_init__(self) -> None:
         unknown = sorted(set(self.weights) - set(METRIC_RANGE))
         if unknown or not self.weights:
-            raise ValueError(f"combination: unknown metric(s) {unknown}; choose from {', '.join(METRIC_RANGE)}")
+            raise ValueError(
+                f"combination: unknown metric(s) {unknown}; choose from {', '.join(METRIC_RANGE)}"
+            )
         for name, weight in self.weights.items():  # 0 or NaN makes every pair a tie, < 0 reverses the metric
             if not (math.isfinite(weight) and weight > 0):
                 raise ValueError(f"combination: weight of {name!r} must be a positive number, got {weight:g}")
@@ -66,7 +72,9 @@ class Combination:
             try:
                 weights[name.strip()] = float(weight) if weight else 1.0
             except ValueError:
-                raise ValueError(f"combination: weight of {name.strip()!r} is not a number: {weight!r}") from None
+                raise ValueError(
+                    f"combination: weight of {name.strip()!r} is not a number: {weight!r}"
+                ) from None
         return cls(weights)
 
     def describe(self) -> str:
@@ -124,8 +132,9 @@ def _stats(diff: np.ndarray, votes: np.ndarray) -> dict[str, float]:
     }
 
 
-def validate(diff: Sequence[float], votes: np.ndarray, n_boot: int = 2000, seed: int = 0,
-             tie_tol: float = TIE_TOL) -> dict[str, float]:
+def validate(
+    diff: Sequence[float], votes: np.ndarray, n_boot: int = 2000, seed: int = 0, tie_tol: float = TIE_TOL
+) -> dict[str, float]:
     """Agreement, Spearman ρ (and its p-value) and Fleiss κ with 95% bootstrap CIs (``<stat>_lo``/``<stat>_hi``)
     and counts.
 
@@ -143,14 +152,22 @@ def validate(diff: Sequence[float], votes: np.ndarray, n_boot: int = 2000, seed:
     return point
 
 
-def validation_table(scores_a: pd.DataFrame, scores_b: pd.DataFrame, votes: np.ndarray,
-                     combinations: Mapping[str, Combination], n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+def validation_table(
+    scores_a: pd.DataFrame,
+    scores_b: pd.DataFrame,
+    votes: np.ndarray,
+    combinations: Mapping[str, Combination],
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> pd.DataFrame:
     """One row per named combination: its formula, Agreement/ρ/κ with CIs, and the pair counts."""
     rows: list[dict[str, Any]] = []
     for name, comb in combinations.items():
         diff = (comb(scores_a) - comb(scores_b)).to_numpy()
         tol = TIE_TOL * sum(comb.weights.values())  # combined values range over [0, total weight]
-        rows.append({"metric": name, "combination": comb.describe(), **validate(diff, votes, n_boot, seed, tol)})
+        rows.append(
+            {"metric": name, "combination": comb.describe(), **validate(diff, votes, n_boot, seed, tol)}
+        )
     return pd.DataFrame(rows)
 
 

@@ -54,12 +54,32 @@ Labelled = list[tuple[str, str]]
 PplFn = Callable[[list[str]], Sequence[float]]
 
 COVERAGE_TAU = 0.7
-PPL_METHOD = "ppl-v1"  # exp(mean token NLL) as judge.local.model.perplexity computes it; bump when that changes
+PPL_METHOD = (
+    "ppl-v1"  # exp(mean token NLL) as judge.local.model.perplexity computes it; bump when that changes
+)
 LS_TARGET_WORDS = 20  # released code: min(avg_len / 20, 1)
 _WORD = re.compile(r"\b[A-Za-z0-9\-]+\b")  # released code's keyword regex
-_SCORE_COLUMNS = ["relevance", "correctness", "coverage", "clarity", "kc", "ls", "fs", "failed", "n_generated",
-                  "n_human", "n_source", "generated_parsed", *(f"gen_{k}" for k in LABELS)]
-METRICS: dict[str, str] = {"relevance": "Rel.", "coverage": "Cov.", "clarity": "Clarity", "correctness": "DistAcc"}
+_SCORE_COLUMNS = [
+    "relevance",
+    "correctness",
+    "coverage",
+    "clarity",
+    "kc",
+    "ls",
+    "fs",
+    "failed",
+    "n_generated",
+    "n_human",
+    "n_source",
+    "generated_parsed",
+    *(f"gen_{k}" for k in LABELS),
+]
+METRICS: dict[str, str] = {
+    "relevance": "Rel.",
+    "coverage": "Cov.",
+    "clarity": "Clarity",
+    "correctness": "DistAcc",
+}
 
 
 # ---- single metrics (pure, on already-parsed items) ---------------------------------------------------------
@@ -157,9 +177,13 @@ def _default_ppl() -> tuple[PplFn, str]:
     from judge.local import model as local_model
 
     weights = model_file_id(local_model.gguf_path())  # other weights under the same name never reuse values
-    model_id = (f"{PPL_METHOD}/{local_model.MODEL_NAME}/{local_model.GGUF_FILENAME}/{weights}/"
-                f"max{local_model.PPL_MAX_TOKENS}")
-    return CachedPerplexity(local_model.perplexity, model_id, default_directory()), str(local_model.MODEL_NAME)
+    model_id = (
+        f"{PPL_METHOD}/{local_model.MODEL_NAME}/{local_model.GGUF_FILENAME}/{weights}/"
+        f"max{local_model.PPL_MAX_TOKENS}"
+    )
+    return CachedPerplexity(local_model.perplexity, model_id, default_directory()), str(
+        local_model.MODEL_NAME
+    )
 
 
 @lru_cache(maxsize=1)
@@ -196,12 +220,24 @@ def _failed_row(failed: FailedPolicy) -> dict[str, float]:
     return dict.fromkeys(("relevance", "correctness", "coverage", "clarity", "kc", "ls", "fs"), value)
 
 
-def _score_one(gen: Labelled, source: list[str], human: Labelled, cov_vec: dict[str, np.ndarray],
-               rel_vec: dict[str, np.ndarray], ppl: dict[str, float] | None, clarity: Clarity,
-               keyword_match: KeywordMatch, failed: FailedPolicy) -> dict[str, Any]:
+def _score_one(
+    gen: Labelled,
+    source: list[str],
+    human: Labelled,
+    cov_vec: dict[str, np.ndarray],
+    rel_vec: dict[str, np.ndarray],
+    ppl: dict[str, float] | None,
+    clarity: Clarity,
+    keyword_match: KeywordMatch,
+    failed: FailedPolicy,
+) -> dict[str, Any]:
     out_t, hum_t = [t for _, t in gen], [t for _, t in human]
-    sizes = {"n_generated": len(out_t), "n_human": len(hum_t), "n_source": len(source),
-             **{f"gen_{k}": v for k, v in _counts(gen).items()}}
+    sizes = {
+        "n_generated": len(out_t),
+        "n_human": len(hum_t),
+        "n_source": len(source),
+        **{f"gen_{k}": v for k, v in _counts(gen).items()},
+    }
     if not out_t:
         return {**_failed_row(failed), "failed": True, **sizes}
     kc = keyword_coverage(out_t, keywords(source), keyword_match)
@@ -212,15 +248,30 @@ def _score_one(gen: Labelled, source: list[str], human: Labelled, cov_vec: dict[
         "correctness": dist_acc(_counts(gen), _counts(human)),
         "coverage": coverage_from_cos(_cos(cov_vec, hum_t, out_t)),
         "clarity": 0.5 * kc + 0.5 * ls if clarity == "released" else (kc + ls + fs) / 3.0,
-        "kc": kc, "ls": ls, "fs": fs, "failed": False, **sizes,
+        "kc": kc,
+        "ls": ls,
+        "fs": fs,
+        "failed": False,
+        **sizes,
     }
 
 
-def _models(embedder: object, rel_embedder: object, clarity: Clarity, ppl_name: str | None, unit: Unit,
-            failed: FailedPolicy) -> dict[str, Any]:
-    return {"clarity_variant": clarity, "unit": unit, "failed_policy": failed,
-            "relevance_model": model_name_of(rel_embedder), "coverage_model": model_name_of(embedder),
-            "ppl_model": ppl_name if clarity == "paper" else None}
+def _models(
+    embedder: object,
+    rel_embedder: object,
+    clarity: Clarity,
+    ppl_name: str | None,
+    unit: Unit,
+    failed: FailedPolicy,
+) -> dict[str, Any]:
+    return {
+        "clarity_variant": clarity,
+        "unit": unit,
+        "failed_policy": failed,
+        "relevance_model": model_name_of(rel_embedder),
+        "coverage_model": model_name_of(embedder),
+        "ppl_model": ppl_name if clarity == "paper" else None,
+    }
 
 
 def _ppl_setup(clarity: Clarity, ppl_fn: PplFn | None) -> tuple[PplFn | None, str | None]:
@@ -233,22 +284,53 @@ def _ppl_setup(clarity: Clarity, ppl_fn: PplFn | None) -> tuple[PplFn | None, st
     return ppl_fn, str(getattr(ppl_fn, "model_name", getattr(ppl_fn, "__name__", type(ppl_fn).__name__)))
 
 
-def score(generated: str, novelty_sentences: Sequence[str], human_evaluation: str, clarity: Clarity = "paper",
-          *, embedder: SupportsEncode | None = None, relevance_embedder: SupportsEncode | None = None,
-          ppl_fn: PplFn | None = None, keyword_match: KeywordMatch = "token", unit: Unit = "sentence",
-          failed: FailedPolicy = "zero", relevance_model: RelevanceModel = "mpnet") -> dict[str, Any]:
+def score(
+    generated: str,
+    novelty_sentences: Sequence[str],
+    human_evaluation: str,
+    clarity: Clarity = "paper",
+    *,
+    embedder: SupportsEncode | None = None,
+    relevance_embedder: SupportsEncode | None = None,
+    ppl_fn: PplFn | None = None,
+    keyword_match: KeywordMatch = "token",
+    unit: Unit = "sentence",
+    failed: FailedPolicy = "zero",
+    relevance_model: RelevanceModel = "mpnet",
+) -> dict[str, Any]:
     """All four NovBench metrics for one generated evaluation (see the module docstring)."""
-    row = score_frame(pd.DataFrame({"g": [generated], "n": [list(novelty_sentences)], "h": [human_evaluation]}),
-                       "g", "n", "h", clarity=clarity, embedder=embedder, relevance_embedder=relevance_embedder,
-                       ppl_fn=ppl_fn, keyword_match=keyword_match, unit=unit, failed=failed,
-                       relevance_model=relevance_model).iloc[0]
+    row = score_frame(
+        pd.DataFrame({"g": [generated], "n": [list(novelty_sentences)], "h": [human_evaluation]}),
+        "g",
+        "n",
+        "h",
+        clarity=clarity,
+        embedder=embedder,
+        relevance_embedder=relevance_embedder,
+        ppl_fn=ppl_fn,
+        keyword_match=keyword_match,
+        unit=unit,
+        failed=failed,
+        relevance_model=relevance_model,
+    ).iloc[0]
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
 
 
-def score_frame(df: pd.DataFrame, generated_col: str, novelty_col: str, human_col: str, clarity: Clarity = "paper",
-                *, embedder: SupportsEncode | None = None, relevance_embedder: SupportsEncode | None = None,
-                ppl_fn: PplFn | None = None, keyword_match: KeywordMatch = "token", unit: Unit = "sentence",
-                failed: FailedPolicy = "zero", relevance_model: RelevanceModel = "mpnet") -> pd.DataFrame:
+def score_frame(
+    df: pd.DataFrame,
+    generated_col: str,
+    novelty_col: str,
+    human_col: str,
+    clarity: Clarity = "paper",
+    *,
+    embedder: SupportsEncode | None = None,
+    relevance_embedder: SupportsEncode | None = None,
+    ppl_fn: PplFn | None = None,
+    keyword_match: KeywordMatch = "token",
+    unit: Unit = "sentence",
+    failed: FailedPolicy = "zero",
+    relevance_model: RelevanceModel = "mpnet",
+) -> pd.DataFrame:
     """Score every row; each distinct text is embedded (and its perplexity computed) exactly once.
 
     With no model given, Relevance uses ``relevance_model`` (MPNet, SPICED's base, by default) and Coverage
@@ -260,23 +342,33 @@ def score_frame(df: pd.DataFrame, generated_col: str, novelty_col: str, human_co
     if failed not in ("zero", "nan"):
         raise ValueError(f"failed must be 'zero' or 'nan', got {failed!r}")
     fn, ppl_name = _ppl_setup(clarity, ppl_fn)
-    rel = relevance_embedder if relevance_embedder is not None else (
-        embedder if embedder is not None else relevance_embedder_for(relevance_model))
+    rel = (
+        relevance_embedder
+        if relevance_embedder is not None
+        else (embedder if embedder is not None else relevance_embedder_for(relevance_model))
+    )
     embedder = embedder if embedder is not None else default_embedder()
     parsed = [parse_sections(x if isinstance(x, str) else None) for x in df[generated_col]]
     gens = [units(sec, unit) for sec in parsed]
     hums = [units(parse_sections(x if isinstance(x, str) else None), unit) for x in df[human_col]]
     srcs = [_source_list(x) for x in df[novelty_col]]
     gen_texts = [t for g in gens for _, t in g]
-    cov_vec = _vectors(embedder, gen_texts + [t for h in hums for _, t in h]
-                       + ([s for src in srcs for s in src] if rel is embedder else []))
+    cov_vec = _vectors(
+        embedder,
+        gen_texts
+        + [t for h in hums for _, t in h]
+        + ([s for src in srcs for s in src] if rel is embedder else []),
+    )
     rel_vec = cov_vec if rel is embedder else _vectors(rel, gen_texts + [s for src in srcs for s in src])
     ppl: dict[str, float] | None = None
     if fn is not None:
         uniq = list(dict.fromkeys(gen_texts))
         ppl = dict(zip(uniq, [float(x) for x in fn(uniq)], strict=True)) if uniq else {}
-    rows = [_score_one(g, s, h, cov_vec, rel_vec, ppl, clarity, keyword_match, failed)
-            | {"generated_parsed": sec.found_header} for g, s, h, sec in zip(gens, srcs, hums, parsed, strict=True)]
+    rows = [
+        _score_one(g, s, h, cov_vec, rel_vec, ppl, clarity, keyword_match, failed)
+        | {"generated_parsed": sec.found_header}
+        for g, s, h, sec in zip(gens, srcs, hums, parsed, strict=True)
+    ]
     scores = pd.DataFrame(rows or None, index=df.index, columns=_SCORE_COLUMNS)
     scores = scores.assign(**_models(embedder, rel, clarity, ppl_name, unit, failed))
     keep = df.drop(columns=list({generated_col, novelty_col, human_col}))
@@ -284,8 +376,9 @@ def score_frame(df: pd.DataFrame, generated_col: str, novelty_col: str, human_co
 
 
 # ---- aggregation ---------------------------------------------------------------------------------------------
-def summary_table(scores_df: pd.DataFrame, by: Sequence[str] = ("model", "strategy"), n_boot: int = 2000,
-                  seed: int = 0) -> pd.DataFrame:
+def summary_table(
+    scores_df: pd.DataFrame, by: Sequence[str] = ("model", "strategy"), n_boot: int = 2000, seed: int = 0
+) -> pd.DataFrame:
     """NovBench Table 2: per group, Rel./Cov./Clarity/DistAcc means with n and a 95% bootstrap CI.
 
     Columns: the ``by`` keys, ``n`` (rows), and for each metric ``<label>``, ``<label>_lo``, ``<label>_hi``,

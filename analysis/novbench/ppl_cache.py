@@ -72,7 +72,9 @@ class CachedPerplexity:
             if todo:
                 values = [float(v) for v in self.fn(todo)]
                 if len(values) != len(todo):
-                    raise ValueError(f"perplexity function returned {len(values)} values for {len(todo)} texts")
+                    raise ValueError(
+                        f"perplexity function returned {len(values)} values for {len(todo)} texts"
+                    )
                 self.n_computed += len(todo)
                 for text, value in zip(todo, values, strict=True):
                     found[self._key(text)] = value

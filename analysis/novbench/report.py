@@ -30,7 +30,14 @@ from core.cells import md_cell, write_csv
 from core.intervals import positive_int
 from judge.local.mpnet import ModelUnavailable
 
-DEFINITION_COLUMNS = ("clarity_variant", "unit", "failed_policy", "relevance_model", "coverage_model", "ppl_model")
+DEFINITION_COLUMNS = (
+    "clarity_variant",
+    "unit",
+    "failed_policy",
+    "relevance_model",
+    "coverage_model",
+    "ppl_model",
+)
 
 
 def load_evaluations(root: Path) -> pd.DataFrame:
@@ -60,20 +67,32 @@ def definitions(scores: pd.DataFrame) -> str:
 
 def table_markdown(table: pd.DataFrame, scores: pd.DataFrame) -> str:
     """NovBench Table 2 as Markdown: mean [95% CI] per metric, failed generations, definitions and models."""
-    lines = ["| model | strategy | n | failed | in format | Rel. | Cov. | Clarity | DistAcc |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | strategy | n | failed | in format | Rel. | Cov. | Clarity | DistAcc |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     groups = scores.groupby(["model", "strategy"])
     parsed, failed = groups["generated_parsed"].sum(), groups["failed"].sum()
     for _, r in table.iterrows():
-        cells = [f"{r[m]:.3f} [{r[f'{m}_lo']:.3f}, {r[f'{m}_hi']:.3f}]" for m in ("Rel.", "Cov.", "Clarity", "DistAcc")]
+        cells = [
+            f"{r[m]:.3f} [{r[f'{m}_lo']:.3f}, {r[f'{m}_hi']:.3f}]"
+            for m in ("Rel.", "Cov.", "Clarity", "DistAcc")
+        ]
         key = (r["model"], r["strategy"])
-        lines.append(f"| {md_cell(r['model'])} | {md_cell(r['strategy'])} | {r['n']} | {int(failed.get(key, 0))} | "
-                     f"{int(parsed.get(key, 0))} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {md_cell(r['model'])} | {md_cell(r['strategy'])} | {r['n']} | {int(failed.get(key, 0))} | "
+            f"{int(parsed.get(key, 0))} | " + " | ".join(cells) + " |"
+        )
     policy = str(scores["failed_policy"].iloc[0]) if len(scores) else "zero"
-    lines.append("\n`failed`: generations with no usable sentence (error, refusal, empty sections); "
-                 + ("they score 0 on every metric, as in the paper's Table 2." if policy == "zero"
-                    else "their metrics are undefined and left out of the means.")
-                 + " `in format`: texts with Positive/Neutral/Negative sections.")
+    lines.append(
+        "\n`failed`: generations with no usable sentence (error, refusal, empty sections); "
+        + (
+            "they score 0 on every metric, as in the paper's Table 2."
+            if policy == "zero"
+            else "their metrics are undefined and left out of the means."
+        )
+        + " `in format`: texts with Positive/Neutral/Negative sections."
+    )
     return "\n".join(lines) + f"\n\n{definitions(scores)}\n"
 
 
@@ -85,7 +104,9 @@ def human_markdown(table: pd.DataFrame, scores: pd.DataFrame) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for _, r in table.iterrows():
-        ci = {k: f"{r[k]:.3f} [{r[f'{k}_lo']:.3f}, {r[f'{k}_hi']:.3f}]" for k in ("agreement", "rho", "kappa")}
+        ci = {
+            k: f"{r[k]:.3f} [{r[f'{k}_lo']:.3f}, {r[f'{k}_hi']:.3f}]" for k in ("agreement", "rho", "kappa")
+        }
         ties = f"{r['n_metric_tie']}" + (f" (+{r['n_undefined']} undefined)" if r["n_undefined"] else "")
         lines.append(
             f"| {r['metric']} | `{r['combination']}` | {ci['agreement']} | {r['n_agreement']} | {ties} | "
@@ -103,11 +124,18 @@ def human_markdown(table: pd.DataFrame, scores: pd.DataFrame) -> str:
 
 def score_pairs(pairs: Sequence[dict[str, Any]], **score_kw: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Metric scores of side A and side B of every pair (rows in pair order)."""
-    frame = pd.DataFrame([{"id": p["id"], "side": side, "g": p[f"text_{side.lower()}"], "n": p["source"],
-                           "h": p["human"]} for p in pairs for side in ("A", "B")])
+    frame = pd.DataFrame(
+        [
+            {"id": p["id"], "side": side, "g": p[f"text_{side.lower()}"], "n": p["source"], "h": p["human"]}
+            for p in pairs
+            for side in ("A", "B")
+        ]
+    )
     scores = score_frame(frame, "g", "n", "h", **score_kw)
-    return (scores[scores["side"] == "A"].reset_index(drop=True),
-            scores[scores["side"] == "B"].reset_index(drop=True))
+    return (
+        scores[scores["side"] == "A"].reset_index(drop=True),
+        scores[scores["side"] == "B"].reset_index(drop=True),
+    )
 
 
 def run_human(path: Path, out: Path, combination: Combination, n_boot: int, **score_kw: Any) -> str:
@@ -146,16 +174,31 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="NovBench human-study pairs (JSONL; data:novbench_human_pairs_dev.jsonl: the fetched file)",
     )
-    parser.add_argument("--clarity", choices=("paper", "released"), default="paper",
-                        help="paper: (KC+LS+FS)/3 (default); released: 0.5*KC + 0.5*LS")
+    parser.add_argument(
+        "--clarity",
+        choices=("paper", "released"),
+        default="paper",
+        help="paper: (KC+LS+FS)/3 (default); released: 0.5*KC + 0.5*LS",
+    )
     parser.add_argument("--unit", choices=("sentence", "item"), default="sentence")
-    parser.add_argument("--failed", choices=("zero", "nan"), default="zero",
-                        help="failed/empty generations: 0 on every metric (paper, default) or undefined")
+    parser.add_argument(
+        "--failed",
+        choices=("zero", "nan"),
+        default="zero",
+        help="failed/empty generations: 0 on every metric (paper, default) or undefined",
+    )
     parser.add_argument("--keyword-match", choices=("token", "substring"), default="token")
-    parser.add_argument("--relevance-model", choices=("mpnet", "minilm"), default="mpnet",
-                        help="Relevance encoder: all-mpnet-base-v2, SPICED's base model (default), or MiniLM")
-    parser.add_argument("--combine", default="relevance+correctness+coverage+clarity",
-                        help="metric combination for --human-pairs, e.g. 'relevance=2,clarity=1'")
+    parser.add_argument(
+        "--relevance-model",
+        choices=("mpnet", "minilm"),
+        default="mpnet",
+        help="Relevance encoder: all-mpnet-base-v2, SPICED's base model (default), or MiniLM",
+    )
+    parser.add_argument(
+        "--combine",
+        default="relevance+correctness+coverage+clarity",
+        help="metric combination for --human-pairs, e.g. 'relevance=2,clarity=1'",
+    )
     parser.add_argument("--n-boot", type=positive_int, default=2000)
     parser.add_argument("--out", type=Path, default=None)
     return parser
@@ -168,8 +211,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.root is None) == (args.human_pairs is None):
         parser.error("give either a run folder or --human-pairs FILE")
-    score_kw = {"clarity": args.clarity, "unit": args.unit, "failed": args.failed,
-                "keyword_match": args.keyword_match, "relevance_model": args.relevance_model}
+    score_kw = {
+        "clarity": args.clarity,
+        "unit": args.unit,
+        "failed": args.failed,
+        "keyword_match": args.keyword_match,
+        "relevance_model": args.relevance_model,
+    }
     try:
         if args.human_pairs is not None:
             pairs = data_or_path(args.human_pairs)
@@ -177,7 +225,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             markdown = run_human(pairs, out, Combination.parse(args.combine), args.n_boot, **score_kw)
         else:
             markdown = run_table(args.root, args.out or args.root, **score_kw)
-    except (OSError, ValueError, ModelUnavailable) as exc:  # DatasetError is a ValueError; a full disk is an OSError
+    except (
+        OSError,
+        ValueError,
+        ModelUnavailable,
+    ) as exc:  # DatasetError is a ValueError; a full disk is an OSError
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     print(markdown)

@@ -82,7 +82,7 @@ def parse_sections(text: str | None) -> Sections:
         indented = line[:1].isspace()
         body = line.strip().lstrip("#").strip()
         bullet = _BULLET.match(body)
-        content = body[bullet.end():] if bullet else body
+        content = body[bullet.end() :] if bullet else body
         header = _HEADER.match(_clean(content))
         if header:
             label = header.group("label").lower()

@@ -70,8 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "figures and one CSV per table.",
     )
     parser.add_argument("root", help="a run folder or a multirun folder (searched recursively)")
-    parser.add_argument("--humans", help="human labels CSV: annotator, instance_id, candidate_id, source, "
-                                         "dimension, score")  # fmt: skip
+    parser.add_argument(
+        "--humans", help="human labels CSV: annotator, instance_id, candidate_id, source, dimension, score"
+    )
     parser.add_argument("--out", help="output folder (default: <root>/report)")
     parser.add_argument(
         "--reference",
@@ -111,16 +112,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out) if args.out else Path(args.root) / "report"
     md, html = write_report(tables, figures, out, source=str(args.root))
     paper_md, paper_tex = write_paper_tables(tables, out)
-    print(f"{len(results)} rows, {len(tables)} tables -> {md} and {html} (paper tables: {paper_md}, {paper_tex})",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"{len(results)} rows, {len(tables)} tables -> {md} and {html} (paper tables: {paper_md}, {paper_tex})",
+        file=sys.stderr,
+    )
     note_perturbed(results, unperturbed(results))
     latent.note_duplicates(tables)
     missing = expected_missing_note(results)
     if missing:
         print(missing, file=sys.stderr)
     if results.attrs.get("duplicate_judgments"):
-        print(f"note: {results.attrs['duplicate_judgments']} judgments repeated by reruns of the same study were "
-              "counted once", file=sys.stderr)  # fmt: skip
+        print(
+            f"note: {results.attrs['duplicate_judgments']} judgments repeated by reruns of the same study were "
+            "counted once",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -98,8 +98,9 @@ def best_five(tables: Tables, reference: str = "reference") -> PaperTable | None
             )
         ]
     )
-    wide = cells.pivot_table(index=["judge", "mode", "source"], columns="dimension", values="cell",
-                             aggfunc="first", sort=False).reset_index()  # fmt: skip
+    wide = cells.pivot_table(
+        index=["judge", "mode", "source"], columns="dimension", values="cell", aggfunc="first", sort=False
+    ).reset_index()
     wide.columns.name = None
     return PaperTable(
         "best_five",
@@ -166,8 +167,13 @@ def win_tie_loss_by_mode(tables: Tables) -> PaperTable | None:
         spanners.append((SHIFT_SPANNER, SHIFT_COLUMNS))
         if missing:
             note += f"; no shift (n/a) for {', '.join(missing)}: it (or one of its judges) ran one mode only"
-    return PaperTable("win_tie_loss", "Win / tie / loss vs the reference, independent vs comparative", note,
-                      _ordered(out.fillna("")), tuple(spanners))  # fmt: skip
+    return PaperTable(
+        "win_tie_loss",
+        "Win / tie / loss vs the reference, independent vs comparative",
+        note,
+        _ordered(out.fillna("")),
+        tuple(spanners),
+    )
 
 
 #: The shift's inputs beside it (issue 24 item 2): mode_shift's paired rates, before = independent.
@@ -217,22 +223,29 @@ def preference_gap(tables: Tables) -> PaperTable | None:
     gap = _read(tables, "preference_gap")
     if gap is None or gap.empty:
         return None
-    out = gap[["judge", "mode", "source", "dimension", "n"]].astype({c: str for c in ("judge", "mode", "source",
-                                                                                      "dimension")})  # fmt: skip
+    out = gap[["judge", "mode", "source", "dimension", "n"]].astype(
+        {c: str for c in ("judge", "mode", "source", "dimension")}
+    )
     out["experts win"] = gap["human_win"].map(pct).to_numpy()
     out["judge win"] = gap["judge_win"].map(pct).to_numpy()
-    out["gap [95% CI]"] = [_gap(g, lo, hi) for g, lo, hi in zip(gap["gap_win"], gap["gap_win_lo"],
-                                                                 gap["gap_win_hi"], strict=True)]  # fmt: skip
+    out["gap [95% CI]"] = [
+        _gap(g, lo, hi)
+        for g, lo, hi in zip(gap["gap_win"], gap["gap_win_lo"], gap["gap_win_hi"], strict=True)
+    ]
     out["McNemar p"] = gap["mcnemar_p"].map(p_value).to_numpy()
     majority = _read(tables, "human_majority")
     if majority is not None and len(majority):
         excluded = majority[["source", "dimension", "n_excluded"]].astype({"source": str, "dimension": str})
-        out = out.merge(excluded.rename(columns={"n_excluded": "no majority"}), on=["source", "dimension"],
-                        how="left")  # fmt: skip
-    return PaperTable("preference_gap", "Judges vs the expert majority on the same pairs",
-                      "win rate of the rated candidate over the reference; experts by strict majority (pairs "
-                      "without one excluded and counted); gap = judge - experts, in points",
-                      _ordered(out.fillna("")))  # fmt: skip
+        out = out.merge(
+            excluded.rename(columns={"n_excluded": "no majority"}), on=["source", "dimension"], how="left"
+        )
+    return PaperTable(
+        "preference_gap",
+        "Judges vs the expert majority on the same pairs",
+        "win rate of the rated candidate over the reference; experts by strict majority (pairs "
+        "without one excluded and counted); gap = judge - experts, in points",
+        _ordered(out.fillna("")),
+    )
 
 
 RATES: tuple[tuple[str, str], ...] = (
@@ -326,8 +339,9 @@ def _gap(g: float, lo: float, hi: float) -> str:
     return "" if pd.isna(g) else f"{100 * g:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
 
 
-def boundedness(tables: Tables, dimension: str = "source_boundedness",
-                reference: str = "reference") -> PaperTable | None:  # fmt: skip
+def boundedness(
+    tables: Tables, dimension: str = "source_boundedness", reference: str = "reference"
+) -> PaperTable | None:
     """One dimension's best-of-K mean ± sd per judge × mode × source, with each generator's win and loss
     rates against the reference (the paper's source-boundedness table)."""
     scores = _read(tables, "best_of_k_scores")
@@ -462,8 +476,14 @@ def to_markdown(shown: Sequence[PaperTable]) -> str:
     parts = ["# Paper tables", ""]
     for t in shown:
         frame = t.frame.rename(columns=md_cell).map(md_cell)
-        parts += [f"## {md_cell(t.title)}", "", f"*{md_cell(t.note)}*", "",
-                  frame.to_markdown(index=False, disable_numparse=True), ""]  # fmt: skip
+        parts += [
+            f"## {md_cell(t.title)}",
+            "",
+            f"*{md_cell(t.note)}*",
+            "",
+            frame.to_markdown(index=False, disable_numparse=True),
+            "",
+        ]
     return "\n".join(parts)
 
 

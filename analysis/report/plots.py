@@ -131,13 +131,33 @@ def mode_shift_plot(shift: pd.DataFrame) -> Figure | None:
         sig = part["significant"].fillna(False).astype(bool).to_numpy()
         for name, offset, colour in (("win", 0.14, COLOURS["win"]), ("tie", -0.14, "#555555")):
             mid = part[f"delta_{name}"]
-            ax.errorbar(mid, y + offset, xerr=_err(mid, part[f"delta_{name}_lo"], part[f"delta_{name}_hi"]),
-                        fmt="none", ecolor=colour, capsize=2, lw=0.8)  # fmt: skip
-            ax.scatter(mid[~sig], y[~sig] + offset, s=22, facecolors="white", edgecolors=colour, zorder=3,
-                       label=f"Δ{name}")  # fmt: skip
+            ax.errorbar(
+                mid,
+                y + offset,
+                xerr=_err(mid, part[f"delta_{name}_lo"], part[f"delta_{name}_hi"]),
+                fmt="none",
+                ecolor=colour,
+                capsize=2,
+                lw=0.8,
+            )
+            ax.scatter(
+                mid[~sig],
+                y[~sig] + offset,
+                s=22,
+                facecolors="white",
+                edgecolors=colour,
+                zorder=3,
+                label=f"Δ{name}",
+            )
             if name == "win":
-                ax.scatter(mid[sig], y[sig] + offset, s=26, color=colour, zorder=3,
-                           label="Δwin, McNemar p < 0.05 (*)")  # fmt: skip
+                ax.scatter(
+                    mid[sig],
+                    y[sig] + offset,
+                    s=26,
+                    color=colour,
+                    zorder=3,
+                    label="Δwin, McNemar p < 0.05 (*)",
+                )
         for yi, x in zip(y[sig], part["delta_win_hi"].to_numpy()[sig], strict=True):
             ax.annotate("*", (x, yi + 0.14), xytext=(3, -4), textcoords="offset points", fontsize=11)
         ax.axvline(0, color="black", lw=0.6)
@@ -170,8 +190,15 @@ def agreement_heatmap(table: pd.DataFrame, value: str = "kappa_w", title: str = 
     return fig
 
 
-def _matrix(fig: Figure, ax: Axes, matrix: np.ndarray, rows: Sequence[str], cols: Sequence[str],
-            text: dict[tuple[int, int], str], label: str) -> None:  # fmt: skip
+def _matrix(
+    fig: Figure,
+    ax: Axes,
+    matrix: np.ndarray,
+    rows: Sequence[str],
+    cols: Sequence[str],
+    text: dict[tuple[int, int], str],
+    label: str,
+) -> None:
     finite = matrix[np.isfinite(matrix)]
     image = ax.imshow(
         matrix, vmin=-1 if finite.size and finite.min() < 0 else 0, vmax=1, cmap="viridis", aspect="auto"
@@ -181,8 +208,15 @@ def _matrix(fig: Figure, ax: Axes, matrix: np.ndarray, rows: Sequence[str], cols
     if len(rows) * len(cols) <= 144:
         for (i, j), v in np.ndenumerate(matrix):
             if np.isfinite(v):
-                ax.text(j, i, text.get((i, j), f"{v:.2f}"), ha="center", va="center", fontsize=FONT,
-                        color="white" if v < 0.5 else "black")  # fmt: skip
+                ax.text(
+                    j,
+                    i,
+                    text.get((i, j), f"{v:.2f}"),
+                    ha="center",
+                    va="center",
+                    fontsize=FONT,
+                    color="white" if v < 0.5 else "black",
+                )
     fig.colorbar(image, ax=ax, shrink=0.8, label=label)
 
 
@@ -234,8 +268,9 @@ def score_distributions(cands: pd.DataFrame) -> Figure | None:
     return fig
 
 
-def _forest(table: pd.DataFrame, value: str, label_cols: Sequence[str], xlabel: str,
-            reference: float | None = None) -> Figure | None:  # fmt: skip
+def _forest(
+    table: pd.DataFrame, value: str, label_cols: Sequence[str], xlabel: str, reference: float | None = None
+) -> Figure | None:
     """One point with its CI per row, one panel per dimension."""
     if table.empty or table[value].isna().all():
         return None
@@ -245,8 +280,16 @@ def _forest(table: pd.DataFrame, value: str, label_cols: Sequence[str], xlabel: 
     for ax, dim in zip(axes, dims, strict=True):
         part = frame.loc[frame["dimension"].astype(str) == dim].sort_values("_label", ascending=False)
         y = np.arange(len(part))
-        ax.errorbar(part[value], y, xerr=_err(part[value], part[f"{value}_lo"], part[f"{value}_hi"]), fmt="o",
-                    ms=4, capsize=2, lw=0.8, color="#3b6ea8")  # fmt: skip
+        ax.errorbar(
+            part[value],
+            y,
+            xerr=_err(part[value], part[f"{value}_lo"], part[f"{value}_hi"]),
+            fmt="o",
+            ms=4,
+            capsize=2,
+            lw=0.8,
+            color="#3b6ea8",
+        )
         if reference is not None:
             ax.axvline(reference, color="black", lw=0.6)
         ax.set_yticks(y, part["_label"], fontsize=FONT)
@@ -271,8 +314,16 @@ def position_bias_plot(table: pd.DataFrame) -> Figure | None:
         for i, (judge, rows) in enumerate(part.groupby(part["judge"].astype(str), sort=True)):
             rows = rows.sort_values("position")
             x = rows["position"].to_numpy(dtype=float) + (i - 0.5) * 0.12
-            ax.errorbar(x, rows["win_rate"], yerr=_err(rows["win_rate"], rows["win_lo"], rows["win_hi"]),
-                        fmt="o-", ms=3, capsize=2, lw=0.8, label=judge)  # fmt: skip
+            ax.errorbar(
+                x,
+                rows["win_rate"],
+                yerr=_err(rows["win_rate"], rows["win_lo"], rows["win_hi"]),
+                fmt="o-",
+                ms=3,
+                capsize=2,
+                lw=0.8,
+                label=judge,
+            )
         expected = part.groupby("position")["expected"].mean()
         ax.plot(expected.index.to_numpy(dtype=float), expected, "k--", lw=0.8, label="expected without bias")
         ax.set_title(dim, fontsize=FONT)

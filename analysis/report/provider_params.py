@@ -27,9 +27,17 @@ def request_changes(root: str | Path) -> pd.DataFrame:
         if manifest is None or manifest.request is None:
             continue
         for change in manifest.request.changes:
-            rows.append({"run_id": path.parent.name, "judge": manifest.judge, "model": manifest.model,
-                         "parameter": change.param, "asked": _text(change.asked),
-                         "sent": _text(change.sent), "note": change.note})  # fmt: skip
+            rows.append(
+                {
+                    "run_id": path.parent.name,
+                    "judge": manifest.judge,
+                    "model": manifest.model,
+                    "parameter": change.param,
+                    "asked": _text(change.asked),
+                    "sent": _text(change.sent),
+                    "note": change.note,
+                }
+            )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -96,8 +96,10 @@ def _section(section: Section, tables: dict[str, pd.DataFrame], pngs: dict[str, 
     """(markdown, html) of one section."""
     present = [t for t in section.tables if t in tables and len(tables[t])]
     md = [f"## {section.title}", "", section.text, ""]
-    out = [f'<section id="{slug(section.title)}"><h2>{html.escape(section.title)}</h2>',
-           f"<p>{html.escape(section.text)}</p>"]  # fmt: skip
+    out = [
+        f'<section id="{slug(section.title)}"><h2>{html.escape(section.title)}</h2>',
+        f"<p>{html.escape(section.text)}</p>",
+    ]
     if not present:
         given = section.missing == NO_HUMANS and "human_agreement" in tables  # labels given, none usable here
         missing = HUMANS_UNPAIRED if given else section.missing
@@ -193,8 +195,12 @@ def glossary_block(tables: dict[str, pd.DataFrame]) -> tuple[str, str]:
     for name, table in tables.items():
         for col in map(str, table.columns):
             where.setdefault(col, []).append(name)
-    rows = pd.DataFrame([{"column": c, "meaning": describe(c) or "", "tables": ", ".join(t)}
-                         for c, t in sorted(where.items())])  # fmt: skip
+    rows = pd.DataFrame(
+        [
+            {"column": c, "meaning": describe(c) or "", "tables": ", ".join(t)}
+            for c, t in sorted(where.items())
+        ]
+    )
     md = "## Glossary\n\n" + markdown_table(rows, max_rows=len(rows) + 1) + "\n"
     table = rows.to_html(index=False, border=0, escape=True)
     folded = (
@@ -249,8 +255,9 @@ def _itables_head() -> str:
     return generate_init_offline_itables_html(str(resources.files("itables") / "html" / "dt_bundle.js"))
 
 
-def write_report(tables: dict[str, pd.DataFrame], figures: dict[str, Figure | None], out_dir: str | Path,
-                 source: str = "") -> tuple[Path, Path]:  # fmt: skip
+def write_report(
+    tables: dict[str, pd.DataFrame], figures: dict[str, Figure | None], out_dir: str | Path, source: str = ""
+) -> tuple[Path, Path]:
     """Write report.md, report.html, tables/*.csv and figures/*.png under `out_dir`; return both reports."""
     out = Path(out_dir)
     (out / "tables").mkdir(parents=True, exist_ok=True)
@@ -262,8 +269,12 @@ def write_report(tables: dict[str, pd.DataFrame], figures: dict[str, Figure | No
     pngs = {name: _png(fig) for name, fig in figures.items() if fig is not None}
     for name, data in pngs.items():
         (out / "figures" / f"{name}.png").write_bytes(data)
-    parts = [summary, contents(tables), *[_section(s, tables, pngs) for s in SECTIONS],
-             glossary_block(tables)]  # fmt: skip
+    parts = [
+        summary,
+        contents(tables),
+        *[_section(s, tables, pngs) for s in SECTIONS],
+        glossary_block(tables),
+    ]
     title = f"judgescope report — {source}" if source else "judgescope report"
     md_path, html_path = out / "report.md", out / "report.html"
     md_path.write_text(f"# {title}\n\n" + "\n".join(p[0] for p in parts), encoding="utf-8")

@@ -25,6 +25,7 @@ ONE_RATER = "Only one rater (a single judge in a single mode, and no human label
 #: A table longer than this is folded (`<details>`) under a one-line summary with its headline number.
 FOLD_ROWS = 8
 
+
 @dataclass(frozen=True)
 class Section:
     """A section's words; its tables and figure are the declarations that name it (`analysis.tables.declarations`)."""

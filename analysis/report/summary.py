@@ -74,9 +74,15 @@ def _per_judge_usage(results: pd.DataFrame) -> pd.DataFrame:
         live = ~part["cached"].fillna(False).astype(bool) if "cached" in part else np.ones(len(part), bool)
         latency = part.loc[live, "latency_s"].astype(float) if "latency_s" in part else pd.Series(dtype=float)
         parsed = float(usable_mask(part).mean()) if "parse_ok" in part else np.nan
-        out.append({"judge": str(judge), "judgments": len(part), "parse_rate": parsed,
-                    "cost_per_1k": per_1k(part),
-                    "median_latency_s": latency.median() if len(latency) else np.nan})  # fmt: skip
+        out.append(
+            {
+                "judge": str(judge),
+                "judgments": len(part),
+                "parse_rate": parsed,
+                "cost_per_1k": per_1k(part),
+                "median_latency_s": latency.median() if len(latency) else np.nan,
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -129,13 +135,15 @@ def leaderboard(
         )
         wide.columns = [f"kappa_w:{d} [{m}]" for d, m in wide.columns]  # each mode its own: never averaged
         board = wide.reset_index().merge(board, on="judge", how="outer")
-    for part in (_mean_by_judge(tables.get("self_consistency"), "alpha", "self_alpha"),
-                 _position_by_judge(tables),
-                 _mean_by_judge(tables.get("pairwise_bias"), "first_rate", "first_rate"),
-                 _mean_by_judge(tables.get("pairwise_bias"), "tie_rate", "tie_rate"),
-                 _mean_by_judge(tables.get("pairwise_bias"), "flip_rate", "flip_rate"),
-                 _mean_by_judge(tables.get("length_bias"), "rho_better", "length_rho"),
-                 _mean_by_judge(tables.get("self_preference"), "favours_own", "self_preference")):  # fmt: skip
+    for part in (
+        _mean_by_judge(tables.get("self_consistency"), "alpha", "self_alpha"),
+        _position_by_judge(tables),
+        _mean_by_judge(tables.get("pairwise_bias"), "first_rate", "first_rate"),
+        _mean_by_judge(tables.get("pairwise_bias"), "tie_rate", "tie_rate"),
+        _mean_by_judge(tables.get("pairwise_bias"), "flip_rate", "flip_rate"),
+        _mean_by_judge(tables.get("length_bias"), "rho_better", "length_rho"),
+        _mean_by_judge(tables.get("self_preference"), "favours_own", "self_preference"),
+    ):
         board = board.merge(part, on="judge", how="left")
     for make in extra:
         board = board.merge(make(tables).astype({"judge": str}), on="judge", how="left")
@@ -224,8 +232,10 @@ def shift_lines(shift: pd.DataFrame | None, family: pd.DataFrame | None = None) 
     n_sig = int(shift["significant"].sum())
     corrected = "mcnemar_p_q" in shift
     rule = "BH q" if corrected else "p"
-    lines.append(f"{n_sig} of {len(shift)} judge × generator × dimension shifts are significant "
-                 f"(McNemar's exact test on win / not-win, {rule} < {ALPHA}).")  # fmt: skip
+    lines.append(
+        f"{n_sig} of {len(shift)} judge × generator × dimension shifts are significant "
+        f"(McNemar's exact test on win / not-win, {rule} < {ALPHA})."
+    )
     if corrected and family is not None:
         lines.append(multiplicity.family_sentence(family))
     for judge, part in shift.groupby(shift["judge"].astype(str), sort=True):
@@ -261,12 +271,14 @@ def judge_lines(board: pd.DataFrame) -> list[str]:
     lines = []
     for r in board.to_dict("records"):
         cost = "unknown" if pd.isna(r.get("cost_per_1k")) else f"${r['cost_per_1k']:.4f}"
-        parts = [f"self-consistency α = {r['self_alpha']:.2f}" if pd.notna(r.get("self_alpha")) else None,
-                 f"position bias {r['position_bias']:+.2f}" if pd.notna(r.get("position_bias")) else None,
-                 _pairwise_part(r),
-                 f"length ρ = {r['length_rho']:+.2f}" if pd.notna(r.get("length_rho")) else None,
-                 f"parse rate {r['parse_rate']:.0%}" if pd.notna(r.get("parse_rate")) else None,
-                 f"cost per 1,000 judgments {cost}"]  # fmt: skip
+        parts = [
+            f"self-consistency α = {r['self_alpha']:.2f}" if pd.notna(r.get("self_alpha")) else None,
+            f"position bias {r['position_bias']:+.2f}" if pd.notna(r.get("position_bias")) else None,
+            _pairwise_part(r),
+            f"length ρ = {r['length_rho']:+.2f}" if pd.notna(r.get("length_rho")) else None,
+            f"parse rate {r['parse_rate']:.0%}" if pd.notna(r.get("parse_rate")) else None,
+            f"cost per 1,000 judgments {cost}",
+        ]
         lines.append(f"{r['judge']}: " + ", ".join(p for p in parts if p) + ".")
     return lines
 

@@ -193,8 +193,13 @@ def agreement_table(
     level = level if numeric else "nominal"
     rows = []
     for ra, rb in itertools.combinations(raters, 2):
-        rows.append({"rater_a": ra, "rater_b": rb, **pair_agreement(wide[ra].to_numpy(), wide[rb].to_numpy(),
-                                                                    n_boot, seed)})  # fmt: skip
+        rows.append(
+            {
+                "rater_a": ra,
+                "rater_b": rb,
+                **pair_agreement(wide[ra].to_numpy(), wide[rb].to_numpy(), n_boot, seed),
+            }
+        )
     everyone = {"rater_a": "(all)", "rater_b": "(all)", **_alpha_cols(wide[raters], level, n_boot, seed)}
     everyone["n"] = int((wide[raters].notna().sum(axis=1) >= 2).sum())
     out = pd.DataFrame([*rows, everyone])

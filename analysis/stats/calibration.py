@@ -60,8 +60,9 @@ def reliability_bins(prob: np.ndarray, outcome: np.ndarray, bins: int = BINS) ->
     return out.reset_index()
 
 
-def calibration_table(cands: pd.DataFrame, humans: pd.DataFrame | None, reference: str = "reference",
-                      seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+def calibration_table(
+    cands: pd.DataFrame, humans: pd.DataFrame | None, reference: str = "reference", seed: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per judge × mode × dimension: MAE and ECE before / after; the reliability bins before / after)."""
     if humans is None or humans.empty:
         return pd.DataFrame(columns=COLUMNS), pd.DataFrame()
@@ -71,16 +72,22 @@ def calibration_table(cands: pd.DataFrame, humans: pd.DataFrame | None, referenc
         x, y = part["yhat"].to_numpy(float), part["y"].to_numpy(float)
         after = cross_fitted(x, y, seed=seed)
         row = dict(zip(KEYS, key, strict=True)) | {
-            "n": len(x), "mae_before": float(np.mean(np.abs(x - y))),
+            "n": len(x),
+            "mae_before": float(np.mean(np.abs(x - y))),
             "mae_after": float(np.nanmean(np.abs(after - y))) if np.isfinite(after).any() else np.nan,
-            "n_verdicts": 0, "ece_before": np.nan, "ece_after": np.nan,
-        }  # fmt: skip
+            "n_verdicts": 0,
+            "ece_before": np.nan,
+            "ece_after": np.nan,
+        }
         v = verdicts.loc[(verdicts[KEYS].astype(str) == list(map(str, key))).all(axis=1)].dropna(subset=["y"])
         if len(v) >= 2:
             won, diff, truth = v["yhat"].to_numpy(float), v["diff"].to_numpy(float), v["y"].to_numpy(float)
             prob = cross_fitted(diff, truth, seed=seed)
-            row |= {"n_verdicts": len(v), "ece_before": expected_calibration_error(won, truth),
-                    "ece_after": expected_calibration_error(prob, truth)}  # fmt: skip
+            row |= {
+                "n_verdicts": len(v),
+                "ece_before": expected_calibration_error(won, truth),
+                "ece_after": expected_calibration_error(prob, truth),
+            }
             for name, p in (("before", won), ("after", prob)):
                 bins.append(reliability_bins(p, truth).assign(**dict(zip(KEYS, key, strict=True)), fit=name))
         rows.append(row)

@@ -54,8 +54,9 @@ def sample_values(results: pd.DataFrame) -> pd.DataFrame:
     return rows[keys].assign(value=value.to_numpy()).loc[value.notna().to_numpy()]
 
 
-def _samples_alpha(unit: np.ndarray, value_code: np.ndarray, values: np.ndarray, level: Level, n_boot: int,
-                   seed: int) -> tuple[float, float, float]:  # fmt: skip
+def _samples_alpha(
+    unit: np.ndarray, value_code: np.ndarray, values: np.ndarray, level: Level, n_boot: int, seed: int
+) -> tuple[float, float, float]:
     """α with samples as raters and (prompt, candidate) as units, for one judge × mode × dimension."""
     local = np.unique(unit, return_inverse=True)[1]
     n_units, n_values = local.max() + 1, len(values)
@@ -77,15 +78,25 @@ def self_consistency(
     squares = np.bincount(unit, weights=(value - (np.bincount(unit, weights=value) / n)[unit]) ** 2)
     with np.errstate(all="ignore"):
         units = vals[GROUP].iloc[first].assign(_n=n, _sd=np.sqrt(squares / (n - 1)), _dis=squares > 1e-9)
-    out = units.loc[n >= 2].groupby(GROUP, observed=True).agg(
-        n_prompts=("_n", "size"), mean_sd=("_sd", "mean"), sd_sd=("_sd", "std"), n_disagree=("_dis", "sum")
-    ).reset_index()  # fmt: skip
+    out = (
+        units.loc[n >= 2]
+        .groupby(GROUP, observed=True)
+        .agg(
+            n_prompts=("_n", "size"),
+            mean_sd=("_sd", "mean"),
+            sd_sd=("_sd", "std"),
+            n_disagree=("_dis", "sum"),
+        )
+        .reset_index()
+    )
     out["sd_lo"], out["sd_hi"] = t_interval(out["mean_sd"], out["sd_sd"], out["n_prompts"])
     out["disagree"] = out["n_disagree"] / out["n_prompts"]
     out["disagree_lo"], out["disagree_hi"] = wilson_interval(out["n_disagree"], out["n_prompts"])
     values, value_code = np.unique(value, return_inverse=True)
-    alphas = {key: _samples_alpha(unit[idx], value_code[idx], values, level, n_boot, seed)
-              for key, idx in split_groups(vals, GROUP)}  # fmt: skip
+    alphas = {
+        key: _samples_alpha(unit[idx], value_code[idx], values, level, n_boot, seed)
+        for key, idx in split_groups(vals, GROUP)
+    }
     for j, col in enumerate(("alpha", "alpha_lo", "alpha_hi")):
         out[col] = [alphas.get(tuple(r), (np.nan,) * 3)[j] for r in out[GROUP].itertuples(index=False)]
     return out.drop(columns=["sd_sd"])
@@ -222,8 +233,19 @@ def model_family(name: str, families: Mapping[str, str] | None = None) -> str:
     return match.group(0) if match else base
 
 
-SELF_PREFERENCE_COLUMNS = (*GROUP, "family", "n_own", "n_other", "mean_own", "mean_other", "diff", "diff_lo",
-                           "diff_hi", "p", "favours_own")  # fmt: skip
+SELF_PREFERENCE_COLUMNS = (
+    *GROUP,
+    "family",
+    "n_own",
+    "n_other",
+    "mean_own",
+    "mean_other",
+    "diff",
+    "diff_lo",
+    "diff_hi",
+    "p",
+    "favours_own",
+)
 
 
 def _own_vs_other(mine: np.ndarray, theirs: np.ndarray, sign: float) -> dict[str, float]:
@@ -236,8 +258,17 @@ def _own_vs_other(mine: np.ndarray, theirs: np.ndarray, sign: float) -> dict[str
             ci = test.confidence_interval(0.95)
         lo, hi, p = float(ci.low), float(ci.high), float(test.pvalue)
     diff = float(mine.mean() - theirs.mean())
-    return {"n_own": len(mine), "n_other": len(theirs), "mean_own": mine.mean(), "mean_other": theirs.mean(),
-            "diff": diff, "diff_lo": lo, "diff_hi": hi, "p": p, "favours_own": diff * sign}  # fmt: skip
+    return {
+        "n_own": len(mine),
+        "n_other": len(theirs),
+        "mean_own": mine.mean(),
+        "mean_other": theirs.mean(),
+        "diff": diff,
+        "diff_lo": lo,
+        "diff_hi": hi,
+        "p": p,
+        "favours_own": diff * sign,
+    }
 
 
 def self_preference(
@@ -253,8 +284,10 @@ def self_preference(
     `model_family(source, families)`. Groups without both kinds of candidates are left out.
     """
     models = results[["judge", "model"]].drop_duplicates("judge")
-    judge_family = {str(j): families[j] if families and j in families else model_family(str(m), families)
-                    for j, m in models.itertuples(index=False)}  # fmt: skip
+    judge_family = {
+        str(j): families[j] if families and j in families else model_family(str(m), families)
+        for j, m in models.itertuples(index=False)
+    }
     cands = candidate_scores(results)
     cands = cands.loc[~cands["source"].isin([reference, "human"]).to_numpy()]
     gen_family = map_distinct(cands["source"], lambda s: model_family(str(s), families))
@@ -264,6 +297,11 @@ def self_preference(
         mine, theirs = part["score"].to_numpy()[own[idx]], part["score"].to_numpy()[~own[idx]]
         if len(mine) and len(theirs):
             sign = direction(part.iloc[:1])[0]
-            rows.append({**dict(zip(GROUP, key, strict=True)), "family": judge_family.get(str(key[0])),
-                         **_own_vs_other(mine, theirs, sign)})  # fmt: skip
+            rows.append(
+                {
+                    **dict(zip(GROUP, key, strict=True)),
+                    "family": judge_family.get(str(key[0])),
+                    **_own_vs_other(mine, theirs, sign),
+                }
+            )
     return pd.DataFrame(rows, columns=list(SELF_PREFERENCE_COLUMNS))

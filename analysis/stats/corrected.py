@@ -30,9 +30,22 @@ from analysis.stats.scores import candidate_scores, dimension_directions, direct
 ALPHA = 0.05
 KEYS = ["judge", "mode", "dimension"]
 ITEM = ["instance_id", "candidate_id"]
-COLUMNS = [*KEYS, "quantity", "n_labeled", "n_unlabeled", "judge_only", "judge_only_lo", "judge_only_hi",
-           "human_only", "human_only_lo", "human_only_hi", "corrected", "corrected_lo", "corrected_hi",
-           "n_effective"]  # fmt: skip
+COLUMNS = [
+    *KEYS,
+    "quantity",
+    "n_labeled",
+    "n_unlabeled",
+    "judge_only",
+    "judge_only_lo",
+    "judge_only_hi",
+    "human_only",
+    "human_only_lo",
+    "human_only_hi",
+    "corrected",
+    "corrected_lo",
+    "corrected_hi",
+    "n_effective",
+]
 
 
 @dataclass(frozen=True)
@@ -113,11 +126,18 @@ def corrected_estimates(
             got = estimate(
                 part.loc[labelled, "y"], part.loc[labelled, "yhat"], part.loc[~labelled, "yhat"], alpha
             )
-            rows.append(dict(zip(KEYS, key, strict=True)) | {
-                "quantity": quantity, "n_labeled": int(labelled.sum()), "n_unlabeled": int((~labelled).sum()),
-                **_triple("judge_only", got.judge_only), **_triple("human_only", got.human_only),
-                **_triple("corrected", got.corrected), "n_effective": got.n_effective,
-            })  # fmt: skip
+            rows.append(
+                dict(zip(KEYS, key, strict=True))
+                | {
+                    "quantity": quantity,
+                    "n_labeled": int(labelled.sum()),
+                    "n_unlabeled": int((~labelled).sum()),
+                    **_triple("judge_only", got.judge_only),
+                    **_triple("human_only", got.human_only),
+                    **_triple("corrected", got.corrected),
+                    "n_effective": got.n_effective,
+                }
+            )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -130,14 +130,18 @@ def unmatched_labels(humans: pd.DataFrame, dimensions: Iterable[object]) -> pd.D
     return pd.DataFrame({"dimension": counts.index.astype(str), "n_labels": counts.to_numpy(dtype=int)})
 
 
-def check_dimensions(humans: pd.DataFrame, dimensions: Iterable[object], source: str = "human labels") -> None:
+def check_dimensions(
+    humans: pd.DataFrame, dimensions: Iterable[object], source: str = "human labels"
+) -> None:
     """A ValueError naming `source` when labels were given but none is on a dimension the judges scored
     (e.g. ``Originality`` vs ``originality``): comparing nothing must not read as "no labels given"."""
     given = sorted(humans["dimension"].astype(str).unique())
     judged = sorted({str(d) for d in dimensions})
     if given and not set(given) & set(judged):
-        raise ValueError(f"{source}: no human label is on a dimension the judges scored: human dimensions "
-                         f"{given}, judges' dimensions {judged}")  # fmt: skip
+        raise ValueError(
+            f"{source}: no human label is on a dimension the judges scored: human dimensions "
+            f"{given}, judges' dimensions {judged}"
+        )
 
 
 def majority_vote(outcomes: pd.DataFrame, keys: Sequence[str] = PAIR_KEYS) -> pd.DataFrame:
@@ -155,8 +159,9 @@ def majority_vote(outcomes: pd.DataFrame, keys: Sequence[str] = PAIR_KEYS) -> pd
     return out
 
 
-def majority_outcomes(outcomes: pd.DataFrame, name: str = MAJORITY, keys: Sequence[str] = PAIR_KEYS
-                      ) -> pd.DataFrame:  # fmt: skip
+def majority_outcomes(
+    outcomes: pd.DataFrame, name: str = MAJORITY, keys: Sequence[str] = PAIR_KEYS
+) -> pd.DataFrame:
     """The strict-majority outcome per item, as a rater `name` in mode ``human``; items without a strict
     majority are left out (`majority_coverage` counts them)."""
     keys = [k for k in keys if k in outcomes]
@@ -174,8 +179,9 @@ def majority_coverage(outcomes: pd.DataFrame, keys: Sequence[str] = PAIR_KEYS) -
     keys = [k for k in keys if k in outcomes]
     votes = majority_vote(outcomes, keys)
     frame = votes.assign(_m=votes["outcome"].notna().to_numpy())
-    out = frame.groupby(["source", "dimension"], observed=True, sort=True)["_m"].agg(n_pairs="size",
-                                                                                   n_majority="sum")
+    out = frame.groupby(["source", "dimension"], observed=True, sort=True)["_m"].agg(
+        n_pairs="size", n_majority="sum"
+    )
     out = out.reset_index()
     out["n_excluded"] = out["n_pairs"] - out["n_majority"]
     return out
@@ -214,8 +220,9 @@ def _as_raters(frames: list[pd.DataFrame], keys: Sequence[str]) -> pd.DataFrame:
     return out
 
 
-def rater_outcomes(results: pd.DataFrame, humans: pd.DataFrame | None = None, reference: str = "reference"
-                   ) -> pd.DataFrame:  # fmt: skip
+def rater_outcomes(
+    results: pd.DataFrame, humans: pd.DataFrame | None = None, reference: str = "reference"
+) -> pd.DataFrame:
     """Win/tie/loss outcomes per rater (judge × mode, each annotator, and the human majority) and item.
 
     With human labels an item is a pair the humans rated (`PAIR_KEYS`: each rater's candidate-vs-reference

@@ -135,9 +135,13 @@ def alpha_with_ci(
 
 
 def alpha_from_counts(
-    counts: np.ndarray, values: np.ndarray, level: Level = "ordinal", n_boot: int = 1000, seed: int = 0,
+    counts: np.ndarray,
+    values: np.ndarray,
+    level: Level = "ordinal",
+    n_boot: int = 1000,
+    seed: int = 0,
     ci: float = 0.95,
-) -> tuple[float, float, float]:  # fmt: skip
+) -> tuple[float, float, float]:
     """α and its bootstrap CI from (units × values) rating counts; units with < 2 ratings add nothing.
 
     The estimate is the `krippendorff` package's, unless its dense array would exceed 1M cells; then the

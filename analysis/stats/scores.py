@@ -41,8 +41,10 @@ def dimension_directions(frame: pd.DataFrame, what: str = "results") -> dict[str
     """dimension -> higher_is_better, from the table's column; one clear error when the column is absent,
     a row lacks it, or one dimension is said to go both ways."""
     if DIRECTION not in frame:
-        raise ValueError(f"{what} lack the {DIRECTION!r} column (each dimension's direction, from the rubric "
-                         "spec); re-run the study or add the column")  # fmt: skip
+        raise ValueError(
+            f"{what} lack the {DIRECTION!r} column (each dimension's direction, from the rubric "
+            "spec); re-run the study or add the column"
+        )
     pairs = frame[["dimension", DIRECTION]].drop_duplicates()
     pairs = pairs.loc[pairs["dimension"].notna().to_numpy()]
     if pairs[DIRECTION].isna().any():
@@ -53,8 +55,9 @@ def dimension_directions(frame: pd.DataFrame, what: str = "results") -> dict[str
         seen.setdefault(dim, set()).add(bool(hib))
     both = sorted(d for d, v in seen.items() if len(v) > 1)
     if both:
-        raise ValueError(f"{what}: dimension(s) {both} are higher-is-better in some rows and lower-is-better "
-                         "in others")  # fmt: skip
+        raise ValueError(
+            f"{what}: dimension(s) {both} are higher-is-better in some rows and lower-is-better in others"
+        )
     return {d: v.pop() for d, v in seen.items()}
 
 
@@ -194,8 +197,9 @@ def reference_context(results: pd.DataFrame, reference: str = "reference") -> np
     return out
 
 
-def candidate_scores(results: pd.DataFrame, keys: Sequence[str] = CANDIDATE_KEYS,
-                     reference: str = "reference") -> pd.DataFrame:  # fmt: skip
+def candidate_scores(
+    results: pd.DataFrame, keys: Sequence[str] = CANDIDATE_KEYS, reference: str = "reference"
+) -> pd.DataFrame:
     """One row per judged candidate: `score` (mean of scored samples), `sd`, `n_scored`. With `CONTEXT` among
     the keys, a reference scored in several generators' comparative prompts has one row per prompt context.
 
@@ -255,8 +259,10 @@ def join_reference(gen: pd.DataFrame, ref: pd.DataFrame, keys: Sequence[str]) ->
     shared = ref.loc[context == ""].drop(columns=CONTEXT, errors="ignore")
     g = gen.drop(columns=CONTEXT, errors="ignore").reset_index(drop=True)
     g = g.assign(_row=np.arange(len(g)), _src=g["source"].astype(str).to_numpy())
-    both = pd.concat([g.merge(own, on=[*keys, "_src"], how="inner"),
-                      g.merge(shared, on=keys, how="inner")], ignore_index=True)  # fmt: skip
+    both = pd.concat(
+        [g.merge(own, on=[*keys, "_src"], how="inner"), g.merge(shared, on=keys, how="inner")],
+        ignore_index=True,
+    )
     both = both.drop_duplicates("_row").sort_values("_row", kind="stable")  # own context first
     return both.drop(columns=["_row", "_src"]).reset_index(drop=True)
 

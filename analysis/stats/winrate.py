@@ -39,8 +39,9 @@ def check_reference(results: pd.DataFrame, reference: str, where: object) -> Non
     reference's source: every comparison would silently be empty and the reference scored as a generator."""
     sources = sorted(results["source"].dropna().astype(str).unique())
     if reference not in sources:
-        raise ValueError(f"--reference {reference!r}: no candidate in {where} has that source; sources "
-                         f"present: {sources}")  # fmt: skip
+        raise ValueError(
+            f"--reference {reference!r}: no candidate in {where} has that source; sources present: {sources}"
+        )
 
 
 def _outcome(out: pd.DataFrame) -> pd.DataFrame:

@@ -36,9 +36,12 @@ from analysis.view.sql import (
 
 FILTERS: tuple[str, ...] = ("judge", "mode", "rubric", "dimension", "source", "instance_id")
 SORTS: dict[str, str] = {
-    "judge_judge": "judge–judge", "judge_human": "judge–human", "spread": "spread across samples",
-    "mode_shift": "independent vs comparative (comparative_all not counted)", "item": "instance, candidate",
-}  # fmt: skip
+    "judge_judge": "judge–judge",
+    "judge_human": "judge–human",
+    "spread": "spread across samples",
+    "mode_shift": "independent vs comparative (comparative_all not counted)",
+    "item": "instance, candidate",
+}
 #: the list opens sorted by the range of the judges' scores on each item: where they disagree is the reason to
 #: read an item
 DEFAULT_SORT = "judge_judge"
@@ -85,8 +88,10 @@ class Study:
         self.humans = check_humans(humans) if humans is not None else None
         repeated = first_duplicate(self.humans) if self.humans is not None else None
         if repeated:
-            raise ViewError(f"human labels: row {repeated[0] + 1} is a duplicate label ({repeated[2]}) of row "
-                            f"{repeated[1] + 1}; keep one label per annotator, item and dimension")  # fmt: skip
+            raise ViewError(
+                f"human labels: row {repeated[0] + 1} is a duplicate label ({repeated[2]}) of row "
+                f"{repeated[1] + 1}; keep one label per annotator, item and dimension"
+            )
         try:
             self.con.execute(f"CREATE VIEW results AS {results_sql(self.con, paths)}")
             # the human consensus (analysis.stats.humans, as the report and the card read it); this cursor only
@@ -114,8 +119,9 @@ class Study:
     def __enter__(self) -> Study:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     def close(self) -> None:
@@ -139,8 +145,10 @@ class Study:
                 self._builder.start()
 
     def _build_disagreements(self) -> None:
-        statements = (f"CREATE TABLE item_dim AS {DISAGREEMENT_SQL.format(where='')}",
-                      f"CREATE TABLE items AS {ITEM_SQL.format(dims='SELECT * FROM item_dim')}")  # fmt: skip
+        statements = (
+            f"CREATE TABLE item_dim AS {DISAGREEMENT_SQL.format(where='')}",
+            f"CREATE TABLE items AS {ITEM_SQL.format(dims='SELECT * FROM item_dim')}",
+        )
         try:
             for sql in statements:
                 if self._closed:
@@ -177,8 +185,11 @@ class Study:
         """Distinct values of every filter column (for the filter menus)."""
         out = {}
         for col in FILTERS:
-            rows = self._cursor().execute(f'SELECT DISTINCT "{col}" FROM base WHERE "{col}" IS NOT NULL '
-                                    f'ORDER BY 1 LIMIT 5000').fetchall()  # fmt: skip
+            rows = (
+                self._cursor()
+                .execute(f'SELECT DISTINCT "{col}" FROM base WHERE "{col}" IS NOT NULL ORDER BY 1 LIMIT 5000')
+                .fetchall()
+            )
             out[col] = [str(r[0]) for r in rows]
         return out
 
@@ -187,8 +198,9 @@ class Study:
         sql = " AND ".join(f'"{c}" = ?' for c, _ in used)
         return ("WHERE " + sql if sql else ""), [v for _, v in used]
 
-    def page(self, filters: Mapping[str, str], sort: str = "item", offset: int = 0,
-             size: int = PAGE_SIZE) -> Page:  # fmt: skip
+    def page(
+        self, filters: Mapping[str, str], sort: str = "item", offset: int = 0, size: int = PAGE_SIZE
+    ) -> Page:
         """One page of items (instance × candidate × judge × mode × rubric) sorted by one of SORTS, largest
         disagreement first; without a dimension filter an item's disagreement is its largest over dimensions."""
         where, params = self._where(filters)
@@ -247,8 +259,10 @@ class Study:
 
     def item_rows(self, instance_id: str, candidate_id: str) -> pd.DataFrame:
         """Every results row of one candidate: all judges, modes, samples and dimensions."""
-        sql = ("SELECT * FROM results WHERE instance_id = ? AND candidate_id = ? "
-               "ORDER BY judge, rubric, mode, prompt_id, sample_idx, dimension")  # fmt: skip
+        sql = (
+            "SELECT * FROM results WHERE instance_id = ? AND candidate_id = ? "
+            "ORDER BY judge, rubric, mode, prompt_id, sample_idx, dimension"
+        )
         return self._read(sql, [instance_id, candidate_id]).fetchdf()
 
     def human_rows(self, instance_id: str, candidate_id: str) -> pd.DataFrame:

@@ -85,13 +85,23 @@ def score_grid(rows: pd.DataFrame, humans: pd.DataFrame) -> pd.DataFrame:
     """Dimension × (judge · rubric · mode [· perturbed: p], then each annotator): every rater's score side by
     side; a robustness perturbation is a column of its own, never pooled with the unperturbed scores."""
     shown = pd.Series(perturbed(rows["perturbation"]) if "perturbation" in rows else "", index=rows.index)
-    judged = rows.assign(rater=rows["judge"] + " · " + rows["rubric"].fillna("") + " · " + rows["mode"]
-                         + shown.map(lambda p: f" · perturbed: {p}" if p else ""))  # fmt: skip
+    judged = rows.assign(
+        rater=rows["judge"]
+        + " · "
+        + rows["rubric"].fillna("")
+        + " · "
+        + rows["mode"]
+        + shown.map(lambda p: f" · perturbed: {p}" if p else "")
+    )
     cells = {key: _value_cell(part) for key, part in judged.groupby(["dimension", "rater"], sort=True)}
     grid = pd.Series(cells, dtype=object).unstack() if cells else pd.DataFrame()
     grid = grid.rename_axis(index="dimension", columns="rater")
-    for annotator, part in humans.groupby("annotator"):  # repeated labels (refused at ingest) shown, not a 500
-        shown = part.groupby("dimension")["score"].agg(lambda s: " / ".join(f"{v:g}" for v in s.dropna()) or None)
+    for annotator, part in humans.groupby(
+        "annotator"
+    ):  # repeated labels (refused at ingest) shown, not a 500
+        shown = part.groupby("dimension")["score"].agg(
+            lambda s: " / ".join(f"{v:g}" for v in s.dropna()) or None
+        )
         grid["human:" + str(annotator)] = shown.reindex(grid.index)
     return grid.fillna("–")
 
@@ -105,11 +115,17 @@ def _sample(part: pd.DataFrame) -> dict[str, Any]:
     first = part.iloc[0]
     values = part["score"].where(part["score"].notna(), part["preference"])
     return {
-        "sample_idx": int(first["sample_idx"]), "parse_ok": _text(first["parse_ok"]) != "False",
-        "error": _text(first["error"]), "finish_reason": _text(first["finish_reason"]), "raw": _text(first["raw"]),
-        "values": " · ".join(f"{d} {v:g}" if isinstance(v, float) else f"{d} {v}"
-                             for d, v in zip(part["dimension"], values, strict=True) if pd.notna(v)),
-    }  # fmt: skip
+        "sample_idx": int(first["sample_idx"]),
+        "parse_ok": _text(first["parse_ok"]) != "False",
+        "error": _text(first["error"]),
+        "finish_reason": _text(first["finish_reason"]),
+        "raw": _text(first["raw"]),
+        "values": " · ".join(
+            f"{d} {v:g}" if isinstance(v, float) else f"{d} {v}"
+            for d, v in zip(part["dimension"], values, strict=True)
+            if pd.notna(v)
+        ),
+    }
 
 
 def judgments(rows: pd.DataFrame, study: Study) -> list[dict[str, Any]]:
@@ -120,14 +136,20 @@ def judgments(rows: pd.DataFrame, study: Study) -> list[dict[str, Any]]:
     for key, part in rows.groupby(RUN_KEYS, dropna=False, sort=True):
         first = part.iloc[0]
         sent = messages.get((str(first["run_id"]), str(first["prompt_id"])), [])
-        blocks.append({
-            **dict(zip(RUN_KEYS, key, strict=True)), "label": _text(first["label"]), "order": _text(first["order"]),
-            "perturbation": perturbed(part["perturbation"].iloc[:1])[0],
-            "position": None if pd.isna(first["position"]) else int(first["position"]),
-            "messages": [{"role": m.get("role", ""), "parts": split_background(str(m.get("content", "")))}
-                         for m in sent],
-            "samples": [_sample(s) for _, s in part.groupby("sample_idx", sort=True)],
-        })  # fmt: skip
+        blocks.append(
+            {
+                **dict(zip(RUN_KEYS, key, strict=True)),
+                "label": _text(first["label"]),
+                "order": _text(first["order"]),
+                "perturbation": perturbed(part["perturbation"].iloc[:1])[0],
+                "position": None if pd.isna(first["position"]) else int(first["position"]),
+                "messages": [
+                    {"role": m.get("role", ""), "parts": split_background(str(m.get("content", "")))}
+                    for m in sent
+                ],
+                "samples": [_sample(s) for _, s in part.groupby("sample_idx", sort=True)],
+            }
+        )
     return blocks
 
 
@@ -172,22 +194,42 @@ def create_app(study: Study, hosts: Sequence[str] = HOSTS) -> FastAPI:
         filters = {c: request.query_params.get(c, "") for c in FILTERS}
         page = study.page(filters, sort, min(max(offset, 0), MAX_OFFSET))
         params = {**filters, "sort": sort}
-        return templates.TemplateResponse(request, "view_list.html", {
-            "page": page, "filters": filters, "choices": choices, "sort": sort, "sorts": SORTS,
-            "size": PAGE_SIZE, "query": lambda **kw: _query(params, **kw), "root": str(study.root),
-        })  # fmt: skip
+        return templates.TemplateResponse(
+            request,
+            "view_list.html",
+            {
+                "page": page,
+                "filters": filters,
+                "choices": choices,
+                "sort": sort,
+                "sorts": SORTS,
+                "size": PAGE_SIZE,
+                "query": lambda **kw: _query(params, **kw),
+                "root": str(study.root),
+            },
+        )
 
     @app.get("/item", response_class=HTMLResponse)
     def item(request: Request, instance_id: str, candidate_id: str) -> HTMLResponse:
         rows = study.item_rows(instance_id, candidate_id)
         humans = study.human_rows(instance_id, candidate_id)
         grid = score_grid(rows, humans) if len(rows) else pd.DataFrame()
-        return templates.TemplateResponse(request, "view_item.html", {
-            "instance_id": instance_id, "candidate_id": candidate_id, "found": len(rows) > 0,
-            "source": rows["source"].iloc[0] if len(rows) else "",
-            "text": rows["candidate_text"].iloc[0] if len(rows) else "", "grid": grid,
-            "blocks": judgments(rows, study), "has_prompts": study.has_prompts, "root": str(study.root),
-        }, status_code=200 if len(rows) else 404)  # fmt: skip
+        return templates.TemplateResponse(
+            request,
+            "view_item.html",
+            {
+                "instance_id": instance_id,
+                "candidate_id": candidate_id,
+                "found": len(rows) > 0,
+                "source": rows["source"].iloc[0] if len(rows) else "",
+                "text": rows["candidate_text"].iloc[0] if len(rows) else "",
+                "grid": grid,
+                "blocks": judgments(rows, study),
+                "has_prompts": study.has_prompts,
+                "root": str(study.root),
+            },
+            status_code=200 if len(rows) else 404,
+        )
 
     @app.get("/report", response_class=HTMLResponse, response_model=None)
     def report(request: Request) -> HTMLResponse | FileResponse:
@@ -195,7 +237,9 @@ def create_app(study: Study, hosts: Sequence[str] = HOSTS) -> FastAPI:
         path = study.root / "report" / "report.html"
         if path.is_file():
             return FileResponse(path, media_type="text/html")
-        return templates.TemplateResponse(request, "view_report.html", {"root": str(study.root)}, status_code=404)
+        return templates.TemplateResponse(
+            request, "view_report.html", {"root": str(study.root)}, status_code=404
+        )
 
     return app
 
@@ -228,11 +272,13 @@ def bind_port(port: int) -> socket.socket:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point."""
-    parser = argparse.ArgumentParser(prog="python -m analysis.view",
-                                     description="Serve a local page to read every judgment of a study.")  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis.view", description="Serve a local page to read every judgment of a study."
+    )
     parser.add_argument("root", help="a run folder or a multirun folder (searched recursively)")
-    parser.add_argument("--humans", help="human labels CSV (annotator, instance_id, candidate_id, source, "
-                                         "dimension, score)")  # fmt: skip
+    parser.add_argument(
+        "--humans", help="human labels CSV (annotator, instance_id, candidate_id, source, dimension, score)"
+    )
     parser.add_argument(
         "--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0: any free)"
     )

@@ -16,7 +16,9 @@ from analysis.stats.scores import FALSE_TEXT, ORIGINAL, TRUE_TEXT
 from core.cells import CSV_TEXT_MACRO
 from core.schema import view_types
 
-TRUE_SQL, FALSE_SQL = (", ".join(f"'{t}'" for t in sorted(spellings)) for spellings in (TRUE_TEXT, FALSE_TEXT))
+TRUE_SQL, FALSE_SQL = (
+    ", ".join(f"'{t}'" for t in sorted(spellings)) for spellings in (TRUE_TEXT, FALSE_TEXT)
+)
 MISSING_SQL = ", ".join(sorted("'" + m.replace("'", "''") + "'" for m in MISSING_LOWER))
 # A row is unperturbed when its perturbation is analysis.robustness's baseline (`none`) or empty (a run without
 # robustness settings); a perturbed row measures robustness, so it is counted apart and kept out of the
@@ -100,8 +102,10 @@ def results_sql(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> str:
     problem = _untyped_value(con, paths, present, columns)
     if problem:
         raise ValueError(problem)
-    cols = [f'{typed(c, present[c], t)} AS "{c}"' if c in present else f'CAST(NULL AS {t}) AS "{c}"'
-            for c, t in columns.items()]  # fmt: skip
+    cols = [
+        f'{typed(c, present[c], t)} AS "{c}"' if c in present else f'CAST(NULL AS {t}) AS "{c}"'
+        for c, t in columns.items()
+    ]
     return f"SELECT {', '.join(cols)} FROM ({union})"
 
 
@@ -155,8 +159,10 @@ def typed(column: str, found: str, wanted: str, cast: str = "CAST") -> str:
     value = f'"{column}"'
     if found == "VARCHAR" and wanted == "BOOLEAN":  # the spellings analysis.load.checks.check_flags accepts
         text = f"lower(trim({value}))"
-        return (f"CASE WHEN {text} IN ({MISSING_SQL}) THEN NULL WHEN {text} IN ({TRUE_SQL}) THEN true "
-                f"WHEN {text} IN ({FALSE_SQL}) THEN false ELSE {cast}({value} AS BOOLEAN) END")
+        return (
+            f"CASE WHEN {text} IN ({MISSING_SQL}) THEN NULL WHEN {text} IN ({TRUE_SQL}) THEN true "
+            f"WHEN {text} IN ({FALSE_SQL}) THEN false ELSE {cast}({value} AS BOOLEAN) END"
+        )
     if found == "VARCHAR" and wanted != "VARCHAR":
         value = f"CASE WHEN lower(trim({value})) IN ({MISSING_SQL}) THEN NULL ELSE {value} END"
     value = f"{cast}({value} AS {wanted})"

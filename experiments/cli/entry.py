@@ -20,8 +20,10 @@ from omegaconf import DictConfig
 
 T = TypeVar("T")
 C = TypeVar("C")
-INTERRUPTED = ("interrupted: every answer received so far is cached; rerun the same command to resume (no call "
-               "is paid twice)")  # fmt: skip
+INTERRUPTED = (
+    "interrupted: every answer received so far is cached; rerun the same command to resume (no call "
+    "is paid twice)"
+)
 
 
 def start(config_name: str, *checks: Callable[[list[str]], str | None]) -> None:
@@ -33,7 +35,9 @@ def start(config_name: str, *checks: Callable[[list[str]], str | None]) -> None:
 
     redact_std_streams()
     try:
-        sys.argv[1:] = hide_secret_overrides(sys.argv[1:], os.environ)  # Hydra prints and writes its overrides
+        sys.argv[1:] = hide_secret_overrides(
+            sys.argv[1:], os.environ
+        )  # Hydra prints and writes its overrides
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -71,7 +75,13 @@ def run_stage(body: Callable[[C], T], cfg: DictConfig, out_dir: Path, schema: ty
         return body(typed_config(cfg, schema))
     except KeyboardInterrupt:
         _fail(out_dir, INTERRUPTED, 130)
-    except (StudyError, ValueError, FatalProviderError, CacheError, OSError) as exc:  # ConfigError: ValueError
+    except (
+        StudyError,
+        ValueError,
+        FatalProviderError,
+        CacheError,
+        OSError,
+    ) as exc:  # ConfigError: ValueError
         _fail(out_dir, f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", 2)
 
 

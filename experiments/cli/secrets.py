@@ -23,8 +23,10 @@ from hydra.core.override_parser.types import ChoiceSweep, QuotedString
 
 from judge.secrets import MIN_SECRET_LEN, is_secret_name, learn, url_secrets
 
-_LOOSE = re.compile(r"(?:KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|BEARER|COOKIE)[\w-]*['\"]?\s*[:=]\s*['\"]?([^,'\"}\]]+)",
-                   re.IGNORECASE)  # fmt: skip
+_LOOSE = re.compile(
+    r"(?:KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|BEARER|COOKIE)[\w-]*['\"]?\s*[:=]\s*['\"]?([^,'\"}\]]+)",
+    re.IGNORECASE,
+)
 _INTERPOLATION = re.compile(r"\$\{oc\.env:(JUDGESCOPE_SECRET_\d+_\d+)\}")
 
 
@@ -112,8 +114,10 @@ def _whole(arg: str, value: Any, tag: int, environ: MutableMapping[str, str]) ->
     moved whole without changing how Hydra applies it (a `+` map would be assigned, not merged): refused."""
     key, _, text = arg.partition("=")
     if isinstance(value, Mapping | list | tuple):
-        raise ValueError(f"{key}=...: holds a credential that cannot be hidden from Hydra in place (value not "
-                         f"shown); put it in an environment variable and write {key}.<entry>=${{oc.env:NAME}}")
+        raise ValueError(
+            f"{key}=...: holds a credential that cannot be hidden from Hydra in place (value not "
+            f"shown); put it in an environment variable and write {key}.<entry>=${{oc.env:NAME}}"
+        )
     var = f"JUDGESCOPE_SECRET_{tag}_0"
     environ[var] = value if isinstance(value, str) else text  # a number: the credential as typed
     return f"{key}=${{oc.env:{var}}}"
@@ -156,8 +160,10 @@ def _found(arg: str) -> tuple[Any, bool, bool, list[str]]:
     if sweep and value is None:  # a range() or glob(): no literal values to hide
         if is_secret_name(name):
             learn([text, *re.findall(r"[\w.-]+", text)])
-            raise ValueError(f"{key}=...: a range or glob sweep of credentials cannot be hidden from Hydra "
-                             "(value not shown); list the values, or read them with ${oc.env:NAME}")
+            raise ValueError(
+                f"{key}=...: a range or glob sweep of credentials cannot be hidden from Hydra "
+                "(value not shown); list the values, or read them with ${oc.env:NAME}"
+            )
         return value, sweep, readable, []
     if not sweep and isinstance(value, int | float) and not isinstance(value, bool) and is_secret_name(name):
         found = [text]  # a key of digits, as typed (Hydra reads `1e100000` as inf)
@@ -170,7 +176,9 @@ def _found(arg: str) -> tuple[Any, bool, bool, list[str]]:
 def hide_secret_overrides(argv: list[str], environ: MutableMapping[str, str]) -> list[str]:
     """`argv` with every credential learnt and, wherever Hydra would write it (in any override, under any
     name), moved into `environ`. A ValueError names an override that holds one and cannot be rewritten."""
-    parsed = [_found(arg) if "=" in arg and not arg.startswith("-") else (None, False, False, []) for arg in argv]
+    parsed = [
+        _found(arg) if "=" in arg and not arg.startswith("-") else (None, False, False, []) for arg in argv
+    ]
     every = sorted({c for *_, found in parsed for c in found}, key=len, reverse=True)
     out = []
     for tag, (arg, (value, sweep, readable, own)) in enumerate(zip(argv, parsed, strict=True)):

@@ -36,9 +36,15 @@ def _check_reviews(record: dict[str, Any], line: int, log: ProblemLog) -> None:
             log.add(line, f"reviews[{i}].scores", "must be an object of integer scores")
             continue
         for aspect, value in scores.items():
-            ok = isinstance(value, int) and not isinstance(value, bool) and SCORE_RANGE[0] <= value <= SCORE_RANGE[1]
+            ok = (
+                isinstance(value, int)
+                and not isinstance(value, bool)
+                and SCORE_RANGE[0] <= value <= SCORE_RANGE[1]
+            )
             if value is not None and not ok:
-                log.add(line, f"reviews[{i}].scores.{aspect}", f"must be an integer 1-5 or null, got {value!r}")
+                log.add(
+                    line, f"reviews[{i}].scores.{aspect}", f"must be an integer 1-5 or null, got {value!r}"
+                )
 
 
 def _check_record(record: Any, line: int, log: ProblemLog) -> bool:
@@ -86,17 +92,31 @@ def paper_text(record: dict[str, Any]) -> str:
 
 def load_coling(path: str | Path) -> list[Instance]:
     """One instance per paper; its only candidate (source ``paper``) is the paper's text."""
-    return [Instance(instance_id=str(r["paper_id"]), field="", background=(), reference=None,
-                     candidates=(Candidate(f"{r['paper_id']}:paper", "paper", paper_text(r)),))
-            for r in load_coling_records(path)]  # fmt: skip
+    return [
+        Instance(
+            instance_id=str(r["paper_id"]),
+            field="",
+            background=(),
+            reference=None,
+            candidates=(Candidate(f"{r['paper_id']}:paper", "paper", paper_text(r)),),
+        )
+        for r in load_coling_records(path)
+    ]
 
 
 def review_scores(records: list[dict[str, Any]], aspect: str = "Originality") -> pd.DataFrame:
     """One row per review with a score for ``aspect``: paper_id, decision, review_idx, score."""
-    rows = [{"paper_id": str(r["paper_id"]), "decision": r["decision"], "review_idx": i,
-             "score": float(rev["scores"][aspect])}
-            for r in records for i, rev in enumerate(r["reviews"])
-            if rev["scores"].get(aspect) is not None]  # fmt: skip
+    rows = [
+        {
+            "paper_id": str(r["paper_id"]),
+            "decision": r["decision"],
+            "review_idx": i,
+            "score": float(rev["scores"][aspect]),
+        }
+        for r in records
+        for i, rev in enumerate(r["reviews"])
+        if rev["scores"].get(aspect) is not None
+    ]
     return pd.DataFrame(rows, columns=["paper_id", "decision", "review_idx", "score"])
 
 
@@ -111,10 +131,18 @@ def extraction_labels(papers: list[dict[str, Any]], novelty: list[dict[str, Any]
     descriptions (``paper_novelty``, matched after whitespace normalisation) and 0 otherwise; papers are
     joined on id. Chosen sentences that match nothing are :func:`unmatched_chosen`."""
     chosen = {str(r["id"]): {_spaced(s) for s in r["paper_novelty"]} for r in novelty}
-    rows = [{"paper_id": str(p["paper_id"]), "title": p["title"], "sentence_idx": i, "sentence": s,
-             "label": int(_spaced(s) in chosen[str(p["paper_id"])])}
-            for p in papers if str(p["paper_id"]) in chosen
-            for i, s in enumerate(p["introduction_sentences"])]  # fmt: skip
+    rows = [
+        {
+            "paper_id": str(p["paper_id"]),
+            "title": p["title"],
+            "sentence_idx": i,
+            "sentence": s,
+            "label": int(_spaced(s) in chosen[str(p["paper_id"])]),
+        }
+        for p in papers
+        if str(p["paper_id"]) in chosen
+        for i, s in enumerate(p["introduction_sentences"])
+    ]
     return pd.DataFrame(rows, columns=["paper_id", "title", "sentence_idx", "sentence", "label"])
 
 
@@ -122,7 +150,11 @@ def unmatched_chosen(papers: list[dict[str, Any]], novelty: list[dict[str, Any]]
     """NovBench's chosen sentences (each distinct one once) of the papers both files hold that match no
     introduction sentence even after whitespace normalisation: positives the labels lost, to be reported."""
     intro = {str(p["paper_id"]): {_spaced(s) for s in p["introduction_sentences"]} for p in papers}
-    rows = [{"paper_id": str(r["id"]), "sentence": s}
-            for r in novelty if str(r["id"]) in intro
-            for s in dict.fromkeys(r["paper_novelty"]) if _spaced(s) not in intro[str(r["id"])]]  # fmt: skip
+    rows = [
+        {"paper_id": str(r["id"]), "sentence": s}
+        for r in novelty
+        if str(r["id"]) in intro
+        for s in dict.fromkeys(r["paper_novelty"])
+        if _spaced(s) not in intro[str(r["id"])]
+    ]
     return pd.DataFrame(rows, columns=["paper_id", "sentence"])

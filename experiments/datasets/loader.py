@@ -23,9 +23,21 @@ from experiments.datasets.rqbench import RQ_FILE, load_rqbench
 from experiments.datasets.validation import DatasetError, ProblemLog, get_list, get_str, key_label, read_jsonl
 
 # the instance types and loaders are also reachable from here: `from experiments.datasets.loader import Instance`
-__all__ = ["RQ_FILE", "Candidate", "DatasetError", "HumanLabel", "Instance", "Paper", "dataset_hash",
-           "human_labels_frame", "load_dataset", "load_instances", "load_novbench", "load_rqbench",
-           "parse_instance"]  # fmt: skip
+__all__ = [
+    "RQ_FILE",
+    "Candidate",
+    "DatasetError",
+    "HumanLabel",
+    "Instance",
+    "Paper",
+    "dataset_hash",
+    "human_labels_frame",
+    "load_dataset",
+    "load_instances",
+    "load_novbench",
+    "load_rqbench",
+    "parse_instance",
+]
 LABEL_COLUMNS = ("annotator", "instance_id", "candidate_id", "source", "dimension", "score")
 TOP_LEVEL_KEYS = ("instance_id", "field", "background", "reference", "candidates", "human_labels", "meta")
 
@@ -44,7 +56,9 @@ def _parse_papers(items: list[Any], line: int, log: ProblemLog) -> list[Paper]:
     return papers
 
 
-def _parse_candidate(item: Any, path: str, line: int, log: ProblemLog, *, is_reference: bool) -> Candidate | None:
+def _parse_candidate(
+    item: Any, path: str, line: int, log: ProblemLog, *, is_reference: bool
+) -> Candidate | None:
     if not isinstance(item, dict):
         log.add(line, path, "must be an object")
         return None
@@ -74,8 +88,11 @@ def _parse_candidates(value: dict[str, Any], line: int, log: ProblemLog) -> list
     first_at: dict[str, str] = {}
     for path, cand in found:
         if cand.candidate_id in first_at:
-            log.add(line, f"{path}.candidate_id",
-                    f"duplicate candidate_id {cand.candidate_id!r} (also at {first_at[cand.candidate_id]})")
+            log.add(
+                line,
+                f"{path}.candidate_id",
+                f"duplicate candidate_id {cand.candidate_id!r} (also at {first_at[cand.candidate_id]})",
+            )
         first_at.setdefault(cand.candidate_id, path)
     return [cand for _, cand in found]
 
@@ -118,7 +135,11 @@ def _parse_labels(value: dict[str, Any], known: set[str], line: int, log: Proble
             continue
         key = (label.annotator, label.candidate_id, label.dimension)
         if key in first_at:
-            log.add(line, f"human_labels[{i}]", f"duplicate label for {key} (first at human_labels[{first_at[key]}])")
+            log.add(
+                line,
+                f"human_labels[{i}]",
+                f"duplicate label for {key} (first at human_labels[{first_at[key]}])",
+            )
         first_at.setdefault(key, i)
         labels.append(label)
     return labels
@@ -143,9 +164,14 @@ def parse_instance(value: Any, line: int, log: ProblemLog) -> Instance | None:
     if len(log.items) > before or instance_id is None:
         return None
     has_ref = value.get("reference") is not None
-    return Instance(instance_id=instance_id, field=field, background=tuple(papers),
-                    reference=found[0] if has_ref else None,
-                    candidates=tuple(found[1:] if has_ref else found), human_labels=tuple(labels))
+    return Instance(
+        instance_id=instance_id,
+        field=field,
+        background=tuple(papers),
+        reference=found[0] if has_ref else None,
+        candidates=tuple(found[1:] if has_ref else found),
+        human_labels=tuple(labels),
+    )
 
 
 def load_instances(path: str | Path) -> list[Instance]:
@@ -158,7 +184,9 @@ def load_instances(path: str | Path) -> list[Instance]:
         inst = parse_instance(value, line, log)
         raw_id = value.get("instance_id") if isinstance(value, dict) else None
         if isinstance(raw_id, str) and raw_id in first_line:  # reported even when the line has other problems
-            log.add(line, "instance_id", f"duplicate instance_id {raw_id!r} (first on line {first_line[raw_id]})")
+            log.add(
+                line, "instance_id", f"duplicate instance_id {raw_id!r} (first on line {first_line[raw_id]})"
+            )
             continue
         if isinstance(raw_id, str):
             first_line[raw_id] = line
@@ -176,8 +204,16 @@ def human_labels_frame(instances: Sequence[Instance]) -> pd.DataFrame:
     for inst in instances:
         sources = {c.candidate_id: c.source for c in inst.all_candidates()}
         for lab in inst.human_labels:
-            rows.append((lab.annotator, inst.instance_id, lab.candidate_id,
-                         sources.get(lab.candidate_id, ""), lab.dimension, float(lab.score)))
+            rows.append(
+                (
+                    lab.annotator,
+                    inst.instance_id,
+                    lab.candidate_id,
+                    sources.get(lab.candidate_id, ""),
+                    lab.dimension,
+                    float(lab.score),
+                )
+            )
     return pd.DataFrame(rows, columns=list(LABEL_COLUMNS)).astype({"score": float})
 
 
@@ -192,7 +228,9 @@ def dataset_hash(path: str | Path) -> str:
         with path.open("rb") as handle:
             digest = hashlib.file_digest(handle, "sha256")
     elif path.is_dir():
-        for file in sorted((f for f in path.rglob("*") if f.is_file()), key=lambda f: f.relative_to(path).as_posix()):
+        for file in sorted(
+            (f for f in path.rglob("*") if f.is_file()), key=lambda f: f.relative_to(path).as_posix()
+        ):
             name, data = file.relative_to(path).as_posix().encode("utf-8"), file.read_bytes()
             for chunk in (name, data):  # length-prefixed so (name, bytes) boundaries are unambiguous
                 digest.update(len(chunk).to_bytes(8, "big"))

@@ -27,14 +27,18 @@ def _record_id(record: dict[str, Any], line: int, log: ProblemLog) -> str | None
     return None
 
 
-def _check_sentences(record: dict[str, Any], key: str, line: int, log: ProblemLog, *, non_empty: bool) -> None:
+def _check_sentences(
+    record: dict[str, Any], key: str, line: int, log: ProblemLog, *, non_empty: bool
+) -> None:
     """``record[key]`` must be a list of strings (non-empty when the metrics need at least one)."""
     if key not in record:
         log.add(line, key, "is required")
         return
     value = record[key]
     if not isinstance(value, list) or (non_empty and not value):
-        log.add(line, key, "must be a non-empty list of strings" if non_empty else "must be a list of strings")
+        log.add(
+            line, key, "must be a non-empty list of strings" if non_empty else "must be a list of strings"
+        )
         return
     for i, item in enumerate(value):
         if not isinstance(item, str):
@@ -81,9 +85,16 @@ def load_novbench_records(path: str | Path) -> list[dict[str, Any]]:
 def novbench_instance(record: dict[str, Any]) -> Instance:
     """One validated record as an instance: background = title + abstract, reference = human evaluation."""
     record_id = str(record["id"])
-    reference = Candidate(candidate_id=f"{record_id}:human_eval", source="reference", text=record["output_format"])
-    return Instance(instance_id=record_id, field="", background=(Paper(record["title"], record["abstract"]),),
-                    reference=reference, candidates=())
+    reference = Candidate(
+        candidate_id=f"{record_id}:human_eval", source="reference", text=record["output_format"]
+    )
+    return Instance(
+        instance_id=record_id,
+        field="",
+        background=(Paper(record["title"], record["abstract"]),),
+        reference=reference,
+        candidates=(),
+    )
 
 
 def load_novbench(path: str | Path) -> list[Instance]:
@@ -113,8 +124,14 @@ def _check_pair(record: Any, line: int, log: ProblemLog) -> dict[str, Any] | Non
     if len(log.items) != before:
         return None
     source = [s.strip() for s in str(texts["introduction"]).splitlines() if s.strip()]
-    return {"id": record_id, "source": source, "human": texts["review_text"], "text_a": texts["original_text_1"],
-            "text_b": texts["original_text_2"], "votes": {k: record[k] for k in annotators}}
+    return {
+        "id": record_id,
+        "source": source,
+        "human": texts["review_text"],
+        "text_a": texts["original_text_1"],
+        "text_b": texts["original_text_2"],
+        "votes": {k: record[k] for k in annotators},
+    }
 
 
 def load_human_pairs(path: str | Path) -> list[dict[str, Any]]:
@@ -128,8 +145,12 @@ def load_human_pairs(path: str | Path) -> list[dict[str, Any]]:
             continue
         first = first or (line, sorted(pair["votes"]))
         if sorted(pair["votes"]) != first[1]:
-            log.add(line, "annotator_*", f"has {sorted(pair['votes'])}; line {first[0]} has {first[1]} "
-                    "(every pair needs the same annotators for Fleiss' kappa)")
+            log.add(
+                line,
+                "annotator_*",
+                f"has {sorted(pair['votes'])}; line {first[0]} has {first[1]} "
+                "(every pair needs the same annotators for Fleiss' kappa)",
+            )
             continue
         pairs.append(pair)
     if not pairs and not log.items:

@@ -66,7 +66,9 @@ def _section_texts(sections: Any) -> list[tuple[str, str]]:
             continue
         if not isinstance(item, dict):
             continue
-        heading = next((item[k] for k in ("heading", "title", "name", "section") if isinstance(item.get(k), str)), "")
+        heading = next(
+            (item[k] for k in ("heading", "title", "name", "section") if isinstance(item.get(k), str)), ""
+        )
         body = next((item[k] for k in ("text", "content", "paragraphs") if k in item), "")
         if isinstance(body, list):
             body = " ".join(p for p in body if isinstance(p, str))
@@ -93,7 +95,9 @@ def paper_passage(doc: dict[str, Any], fallback_title: str) -> Paper | None:
 def _paper_file(cited_dir: Path, arxiv_id: str) -> Path | None:
     """The file holding a cited paper, trying the id's common spellings; never outside cited_dir."""
     unversioned = re.sub(r"v\d+$", "", arxiv_id)
-    for name in dict.fromkeys((arxiv_id, arxiv_id.replace("/", "_"), unversioned, unversioned.replace("/", "_"))):
+    for name in dict.fromkeys(
+        (arxiv_id, arxiv_id.replace("/", "_"), unversioned, unversioned.replace("/", "_"))
+    ):
         candidate = cited_dir / f"{name}.json"
         try:
             if candidate.resolve().is_relative_to(cited_dir.resolve()) and candidate.is_file():
@@ -146,7 +150,9 @@ def _refs(value: dict[str, Any], line: int, log: ProblemLog) -> list[tuple[str, 
             aid = get_str(item, "arxiv_id", f"grounded_in_refs[{i}].arxiv_id", line, log)
             title = item.get("title") if isinstance(item.get("title"), str) else None
             if aid is not None:
-                refs.setdefault(aid.strip(), (f"grounded_in_refs[{i}].arxiv_id", aid.strip(), title or aid.strip()))
+                refs.setdefault(
+                    aid.strip(), (f"grounded_in_refs[{i}].arxiv_id", aid.strip(), title or aid.strip())
+                )
         else:
             log.add(line, f"grounded_in_refs[{i}]", "must be an object with arxiv_id")
     if skipped == len(raw):
@@ -165,8 +171,9 @@ def _first_value(value: dict[str, Any], keys: tuple[str, ...]) -> str | None:
     return None
 
 
-def _record(value: Any, line: int, folder: Path, cache: dict[str, Paper | str],
-            log: ProblemLog) -> Instance | None:
+def _record(
+    value: Any, line: int, folder: Path, cache: dict[str, Paper | str], log: ProblemLog
+) -> Instance | None:
     """One rq_dataset.jsonl record as an instance, or None after recording its problems."""
     if not isinstance(value, dict):
         log.add(line, "<record>", "must be a JSON object")
@@ -186,8 +193,13 @@ def _record(value: Any, line: int, folder: Path, cache: dict[str, Paper | str],
         return None
     instance_id = _first_value(value, ID_KEYS) or f"rq-{line}"
     reference = Candidate(candidate_id=f"{instance_id}:ref", source="reference", text=question)
-    return Instance(instance_id=instance_id, field=_first_value(value, FIELD_KEYS) or "",
-                    background=tuple(papers), reference=reference, candidates=())
+    return Instance(
+        instance_id=instance_id,
+        field=_first_value(value, FIELD_KEYS) or "",
+        background=tuple(papers),
+        reference=reference,
+        candidates=(),
+    )
 
 
 def load_rqbench(folder: str | Path) -> list[Instance]:
@@ -202,7 +214,11 @@ def load_rqbench(folder: str | Path) -> list[Instance]:
         if inst is None:
             continue
         if inst.instance_id in first_line:
-            log.add(line, "id", f"duplicate id {inst.instance_id!r} (first on line {first_line[inst.instance_id]})")
+            log.add(
+                line,
+                "id",
+                f"duplicate id {inst.instance_id!r} (first on line {first_line[inst.instance_id]})",
+            )
             continue
         first_line[inst.instance_id] = line
         instances.append(inst)

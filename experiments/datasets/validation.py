@@ -61,11 +61,13 @@ def read_jsonl(path: Path, log: ProblemLog) -> list[tuple[int, Any]]:
     rows: list[tuple[int, Any]] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if number == 1 and raw.startswith(codecs.BOM_UTF8):
-            raw = raw[len(codecs.BOM_UTF8):]
+            raw = raw[len(codecs.BOM_UTF8) :]
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            log.add(number, "<utf-8>", f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at col {exc.start + 1})")
+            log.add(
+                number, "<utf-8>", f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at col {exc.start + 1})"
+            )
             continue
         if not text.strip():
             continue
@@ -73,7 +75,9 @@ def read_jsonl(path: Path, log: ProblemLog) -> list[tuple[int, Any]]:
             value = json.loads(text)
             where = _lone_surrogate(value) if b"\\u" in raw else None
             if where is not None:
-                log.add(number, where or "<json>", "holds a lone surrogate escape (e.g. \\ud800), not valid text")
+                log.add(
+                    number, where or "<json>", "holds a lone surrogate escape (e.g. \\ud800), not valid text"
+                )
                 continue
             rows.append((number, value))
         except json.JSONDecodeError as exc:
@@ -107,8 +111,16 @@ def key_label(key: str) -> str:
     return key if key.replace("_", "a").isalnum() and key.isascii() else json.dumps(key)
 
 
-def get_str(obj: dict[str, Any], key: str, path: str, line: int, log: ProblemLog,
-            *, required: bool = True, empty_ok: bool = False) -> str | None:
+def get_str(
+    obj: dict[str, Any],
+    key: str,
+    path: str,
+    line: int,
+    log: ProblemLog,
+    *,
+    required: bool = True,
+    empty_ok: bool = False,
+) -> str | None:
     """obj[key] if it is a (non-empty unless empty_ok) string, else record why and return None."""
     if key not in obj:
         if required:
@@ -124,8 +136,15 @@ def get_str(obj: dict[str, Any], key: str, path: str, line: int, log: ProblemLog
     return value
 
 
-def get_list(obj: dict[str, Any], key: str, line: int, log: ProblemLog,
-             *, required: bool = True, non_empty: bool = False) -> list[Any] | None:
+def get_list(
+    obj: dict[str, Any],
+    key: str,
+    line: int,
+    log: ProblemLog,
+    *,
+    required: bool = True,
+    non_empty: bool = False,
+) -> list[Any] | None:
     """obj[key] if it is a list (non-empty when asked), else record why and return None."""
     if key not in obj:
         if required:

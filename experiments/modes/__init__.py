@@ -31,7 +31,9 @@ class Mode(Protocol):
     asks: ClassVar[RubricKind]
     renders: ClassVar[frozenset[str]]
 
-    def prompts(self, instance: Instance, rubric: Rubric, seed: int, labels: Labels | None = None) -> list[Prompt]: ...
+    def prompts(
+        self, instance: Instance, rubric: Rubric, seed: int, labels: Labels | None = None
+    ) -> list[Prompt]: ...
 
 
 class ModeError(ValueError):
@@ -62,7 +64,8 @@ def select_candidates(instance: Instance, k_per_source: int | None) -> list[Cand
     return chosen
 
 
-def build_prompts(instances: Sequence[Instance], rubric: Rubric, mode: Mode, *, seed: int,
-                  labels: Labels | None = None) -> list[Prompt]:  # fmt: skip
+def build_prompts(
+    instances: Sequence[Instance], rubric: Rubric, mode: Mode, *, seed: int, labels: Labels | None = None
+) -> list[Prompt]:
     """All prompts of a study, in dataset order."""
     return [prompt for inst in instances for prompt in mode.prompts(inst, rubric, seed, labels)]

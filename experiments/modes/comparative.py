@@ -35,20 +35,34 @@ class Comparative:
             return [("comparative", ref)] if ref else []
         return [(f"comparative|{src}", ref + [c for c in generated if c.source == src]) for src in sources]
 
-    def prompts(self, instance: Instance, rubric: Rubric, seed: int, labels: Labels | None = None) -> list[Prompt]:
+    def prompts(
+        self, instance: Instance, rubric: Rubric, seed: int, labels: Labels | None = None
+    ) -> list[Prompt]:
         """The order is drawn from (seed, instance, prompt) so reruns show the same order; `labels(pos, n)`
         names the positions (default Q1..Qn)."""
         name = labels or (lambda pos, n: f"Q{pos + 1}")
         out = []
         for suffix, cands in self.groups(instance):
             order = list(cands)
-            random.Random(f"{seed}:{instance.instance_id}" + suffix.removeprefix("comparative")).shuffle(order)
+            random.Random(f"{seed}:{instance.instance_id}" + suffix.removeprefix("comparative")).shuffle(
+                order
+            )
             shown = tuple(Shown(c, pos, name(pos, len(order))) for pos, c in enumerate(order))
             messages = rubric.render(background=instance.background, items=items(shown), comparative=True)
             shown_labels = [s.label or "" for s in shown]
-            out.append(Prompt(f"{instance.instance_id}|{suffix}", instance.instance_id, messages, shown, self.name,
-                              self.asks, tuple(Judged(s) for s in shown), labelled=True,
-                              answer_tokens=rubric.answer_tokens(shown_labels)))  # fmt: skip
+            out.append(
+                Prompt(
+                    f"{instance.instance_id}|{suffix}",
+                    instance.instance_id,
+                    messages,
+                    shown,
+                    self.name,
+                    self.asks,
+                    tuple(Judged(s) for s in shown),
+                    labelled=True,
+                    answer_tokens=rubric.answer_tokens(shown_labels),
+                )
+            )
         return out
 
 

@@ -18,12 +18,24 @@ class Independent:
     asks: ClassVar[RubricKind] = RubricKind.scores
     renders: ClassVar[frozenset[str]] = RENDERS
 
-    def prompts(self, instance: Instance, rubric: Rubric, seed: int, labels: Labels | None = None) -> list[Prompt]:
+    def prompts(
+        self, instance: Instance, rubric: Rubric, seed: int, labels: Labels | None = None
+    ) -> list[Prompt]:
         out = []
         for cand in select_candidates(instance, self.k_per_source):
             shown = (Shown(cand, None, None),)
             messages = rubric.render(background=instance.background, items=items(shown), comparative=False)
-            out.append(Prompt(f"{instance.instance_id}|{cand.candidate_id}", instance.instance_id, messages, shown,
-                              self.name, self.asks, (Judged(shown[0]),), labelled=False,
-                              answer_tokens=rubric.answer_tokens(None)))  # fmt: skip
+            out.append(
+                Prompt(
+                    f"{instance.instance_id}|{cand.candidate_id}",
+                    instance.instance_id,
+                    messages,
+                    shown,
+                    self.name,
+                    self.asks,
+                    (Judged(shown[0]),),
+                    labelled=False,
+                    answer_tokens=rubric.answer_tokens(None),
+                )
+            )
         return out

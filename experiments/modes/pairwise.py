@@ -18,7 +18,9 @@ class Pairwise:
     asks: ClassVar[RubricKind] = RubricKind.preference
     renders: ClassVar[frozenset[str]] = RENDERS
 
-    def prompts(self, instance: Instance, rubric: Rubric, seed: int, labels: Labels | None = None) -> list[Prompt]:
+    def prompts(
+        self, instance: Instance, rubric: Rubric, seed: int, labels: Labels | None = None
+    ) -> list[Prompt]:
         """(A=candidate, B=reference) and swapped; the judged candidate's rows hold the preference."""
         if instance.reference is None:
             return []
@@ -27,9 +29,22 @@ class Pairwise:
         for cand in select_candidates(instance, self.k_per_source)[1:]:
             for order, pair in (("ab", (cand, ref)), ("ba", (ref, cand))):
                 shown = tuple(Shown(c, pos, "AB"[pos]) for pos, c in enumerate(pair))
-                messages = rubric.render(background=instance.background, items=items(shown), comparative=False)
+                messages = rubric.render(
+                    background=instance.background, items=items(shown), comparative=False
+                )
                 judged = Judged(shown[0], shown[1]) if order == "ab" else Judged(shown[1], shown[0])
-                out.append(Prompt(f"{instance.instance_id}|{cand.candidate_id}|{ref.candidate_id}|{order}",
-                                  instance.instance_id, messages, shown, self.name, self.asks, (judged,),
-                                  labelled=False, answer_tokens=rubric.answer_tokens(None), order=order))  # fmt: skip
+                out.append(
+                    Prompt(
+                        f"{instance.instance_id}|{cand.candidate_id}|{ref.candidate_id}|{order}",
+                        instance.instance_id,
+                        messages,
+                        shown,
+                        self.name,
+                        self.asks,
+                        (judged,),
+                        labelled=False,
+                        answer_tokens=rubric.answer_tokens(None),
+                        order=order,
+                    )
+                )
         return out

@@ -33,8 +33,9 @@ class Request:
     version: str
 
 
-async def call_many(judge: Judge, requests: Sequence[Request], params: Mapping[str, Any],
-                    progress: bool = True) -> list[CallResult]:  # fmt: skip
+async def call_many(
+    judge: Judge, requests: Sequence[Request], params: Mapping[str, Any], progress: bool = True
+) -> list[CallResult]:
     """All requests concurrently (bounded by the judge's limit), results in request order."""
     bar = tqdm(total=len(requests), disable=not progress, file=sys.stderr, unit="call")
 
@@ -61,38 +62,54 @@ def parse_list(text: str, limit: int | None = None) -> list[str]:
 
 # --- research questions ---------------------------------------------------------------------------------
 
+
 def question_requests(instances: Sequence[Instance], k: int) -> list[Request]:
     version = template_version("generate_questions.jinja", "_common.jinja")
-    return [Request(_messages("generate_questions.jinja", background=inst.background, k=k), version)
-            for inst in instances]  # fmt: skip
+    return [
+        Request(_messages("generate_questions.jinja", background=inst.background, k=k), version)
+        for inst in instances
+    ]
 
 
-def questions_to_instances(instances: Sequence[Instance], results: Sequence[CallResult], source: str,
-                           k: int) -> tuple[list[Instance], list[dict[str, Any]]]:  # fmt: skip
+def questions_to_instances(
+    instances: Sequence[Instance], results: Sequence[CallResult], source: str, k: int
+) -> tuple[list[Instance], list[dict[str, Any]]]:
     """New instances whose candidates are the generated questions; plus one audit record per call."""
     out, audit = [], []
     for inst, res in zip(instances, results, strict=True):
         text = res.completion.text if res.completion else ""
         questions = parse_list(text, k)
-        cands = tuple(Candidate(f"{inst.instance_id}:{source}:{i + 1}", source, q) for i, q in enumerate(questions))
+        cands = tuple(
+            Candidate(f"{inst.instance_id}:{source}:{i + 1}", source, q) for i, q in enumerate(questions)
+        )
         out.append(Instance(inst.instance_id, inst.field, inst.background, inst.reference, cands))
-        audit.append({"instance_id": inst.instance_id, "source": source, "n_questions": len(questions),
-                      "error": res.error, "raw": text})  # fmt: skip
+        audit.append(
+            {
+                "instance_id": inst.instance_id,
+                "source": source,
+                "n_questions": len(questions),
+                "error": res.error,
+                "raw": text,
+            }
+        )
     return out, audit
 
 
 # --- NovBench novelty evaluations -----------------------------------------------------------------------
 
-def few_shot_demos(pool: Sequence[Mapping[str, Any]], item: Mapping[str, Any], seed: int,
-                   n: int = 2) -> list[dict[str, Any]]:  # fmt: skip
+
+def few_shot_demos(
+    pool: Sequence[Mapping[str, Any]], item: Mapping[str, Any], seed: int, n: int = 2
+) -> list[dict[str, Any]]:
     """n demonstrations from the same dataset, never the item itself, drawn reproducibly per item."""
     others = [r for r in pool if r["id"] != item["id"]]
     chosen = random.Random(f"{seed}:{item['id']}").sample(others, min(n, len(others)))
     return [{"claims": r["paper_novelty"], "evaluation": r["output_format"]} for r in chosen]
 
 
-def rag_related(records: Sequence[Mapping[str, Any]], corpus: Sequence[Paper], top_k: int,
-                embedder: Any) -> list[list[Paper]]:  # fmt: skip
+def rag_related(
+    records: Sequence[Mapping[str, Any]], corpus: Sequence[Paper], top_k: int, embedder: Any
+) -> list[list[Paper]]:
     """Top-k corpus papers per record by cosine between its novelty claims and each title + abstract."""
     queries = [" ".join(r["paper_novelty"]) for r in records]
     docs = [f"{p.title}. {p.text}" for p in corpus]
@@ -104,9 +121,14 @@ def rag_related(records: Sequence[Mapping[str, Any]], corpus: Sequence[Paper], t
     return related
 
 
-def novelty_requests(records: Sequence[Mapping[str, Any]], strategy: str, *, seed: int,
-                     related: Sequence[Sequence[Paper]] | None = None,
-                     pool: Sequence[Mapping[str, Any]] | None = None) -> list[Request]:  # fmt: skip
+def novelty_requests(
+    records: Sequence[Mapping[str, Any]],
+    strategy: str,
+    *,
+    seed: int,
+    related: Sequence[Sequence[Paper]] | None = None,
+    pool: Sequence[Mapping[str, Any]] | None = None,
+) -> list[Request]:
     """One prompt per record; few-shot demonstrations come from `pool` (default: the records)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy: unknown {strategy!r}; choose one of {', '.join(STRATEGIES)}")
@@ -115,22 +137,30 @@ def novelty_requests(records: Sequence[Mapping[str, Any]], strategy: str, *, see
     for i, rec in enumerate(records):
         demos = few_shot_demos(pool or records, rec, seed) if strategy == "few_shot" else []
         rel = list(related[i]) if strategy == "rag" and related else []
-        messages = _messages("novelty_evaluation.jinja", title=rec["title"], claims=rec["paper_novelty"],
-                             demonstrations=demos, related=rel)  # fmt: skip
+        messages = _messages(
+            "novelty_evaluation.jinja",
+            title=rec["title"],
+            claims=rec["paper_novelty"],
+            demonstrations=demos,
+            related=rel,
+        )
         requests.append(Request(messages, version))
     return requests
 
 
 # --- reviews --------------------------------------------------------------------------------------------
 
+
 def review_requests(instances: Sequence[Instance]) -> list[Request]:
     version = template_version("write_review.jinja")
-    return [Request(_messages("write_review.jinja", background=inst.background), version)
-            for inst in instances]  # fmt: skip
+    return [
+        Request(_messages("write_review.jinja", background=inst.background), version) for inst in instances
+    ]
 
 
-def reviews_to_instances(instances: Sequence[Instance], results: Sequence[CallResult],
-                         source: str) -> list[Instance]:  # fmt: skip
+def reviews_to_instances(
+    instances: Sequence[Instance], results: Sequence[CallResult], source: str
+) -> list[Instance]:
     """The instances with the generated review added as a candidate (an empty answer adds none)."""
     out = []
     for inst, res in zip(instances, results, strict=True):

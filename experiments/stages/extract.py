@@ -39,8 +39,11 @@ def classification_metrics(labels: Sequence[int], predicted: Sequence[int | None
     # unscored predictions are None, NaN or NA
     scored = [(y, p) for y, p in zip(labels, predicted, strict=True) if p is not None and not pd.isna(p)]
     pairs = [(int(y), int(p)) for y, p in scored]
-    out: dict[str, float] = {"n": len(pairs), "n_unscored": len(labels) - len(pairs),
-                             "n_positive": sum(y for y, _ in pairs)}
+    out: dict[str, float] = {
+        "n": len(pairs),
+        "n_unscored": len(labels) - len(pairs),
+        "n_positive": sum(y for y, _ in pairs),
+    }
     if not pairs:
         return out | dict.fromkeys(
             ("accuracy", "macro_f1", "precision", "recall", "f1", "baseline_all_no_accuracy"), float("nan")
@@ -58,8 +61,15 @@ def classification_metrics(labels: Sequence[int], predicted: Sequence[int | None
     }
 
 
-async def classify(judge: Any, rubric: Any, rows: pd.DataFrame, params: Mapping[str, Any],
-                   structured: bool, tally: Any, progress: bool) -> list[tuple[int | None, str]]:  # fmt: skip
+async def classify(
+    judge: Any,
+    rubric: Any,
+    rows: pd.DataFrame,
+    params: Mapping[str, Any],
+    structured: bool,
+    tally: Any,
+    progress: bool,
+) -> list[tuple[int | None, str]]:
     """(1 / 0 / None, raw answer) per sentence: one cached judge call each, counted in ``tally``."""
     from experiments.stages.candidates import Request, call_many
     from judge.parse import parse_object
@@ -67,8 +77,10 @@ async def classify(judge: Any, rubric: Any, rows: pd.DataFrame, params: Mapping[
 
     call_params = {**params, "response_format": response_format(rubric)} if structured else dict(params)
     dim = rubric.dimensions[0].name
-    requests = [Request(rubric.render(title=t, sentence=s), rubric.version)
-                for t, s in zip(rows["title"], rows["sentence"], strict=True)]  # fmt: skip
+    requests = [
+        Request(rubric.render(title=t, sentence=s), rubric.version)
+        for t, s in zip(rows["title"], rows["sentence"], strict=True)
+    ]
     out = []
     for res in await call_many(judge, requests, call_params, progress=progress):
         raw = res.completion.text if res.completion else ""
@@ -78,8 +90,9 @@ async def classify(judge: Any, rubric: Any, rows: pd.DataFrame, params: Mapping[
     return out
 
 
-def check_joined(cfg: ExtractConfig, papers: list[dict[str, Any]], novelty: list[dict[str, Any]],
-                 rows: pd.DataFrame) -> tuple[int, int]:  # fmt: skip
+def check_joined(
+    cfg: ExtractConfig, papers: list[dict[str, Any]], novelty: list[dict[str, Any]], rows: pd.DataFrame
+) -> tuple[int, int]:
     """How many chosen sentences of the run's papers matched no introduction sentence (lost positives), and how
     many NovBench records name no paper of the papers file (left out); one `note:` line for each kind when any.
     A StudyError, before any call, when the labels joined nothing: no NovBench id is a
@@ -90,24 +103,33 @@ def check_joined(cfg: ExtractConfig, papers: list[dict[str, Any]], novelty: list
 
     if rows.empty:
         ids = sorted({str(r["id"]) for r in novelty})[:3], sorted({str(p["paper_id"]) for p in papers})[:3]
-        raise StudyError(f"novelty={cfg.novelty} (id) and papers={cfg.papers} (paper_id) share no paper: "
-                         f"ids e.g. {ids[0]} vs {ids[1]}; nothing to label")  # fmt: skip
+        raise StudyError(
+            f"novelty={cfg.novelty} (id) and papers={cfg.papers} (paper_id) share no paper: "
+            f"ids e.g. {ids[0]} vs {ids[1]}; nothing to label"
+        )
     kept = set(rows["paper_id"])
     n_chosen = sum(len(dict.fromkeys(r["paper_novelty"])) for r in novelty if str(r["id"]) in kept)
     lost = unmatched_chosen(papers, novelty)
     n_lost = int(lost["paper_id"].isin(kept).sum())
-    where = (f"novelty={cfg.novelty}: {{}} of the {n_chosen} chosen sentences (paper_novelty) of the "
-             f"{len(kept)} paper(s) matched {{}} introduction sentence in papers={cfg.papers}")  # fmt: skip
+    where = (
+        f"novelty={cfg.novelty}: {{}} of the {n_chosen} chosen sentences (paper_novelty) of the "
+        f"{len(kept)} paper(s) matched {{}} introduction sentence in papers={cfg.papers}"
+    )
     if n_chosen and not rows["label"].any():
         raise StudyError(where.format("none", "an"))
     if n_lost:
-        print(f"note: {where.format(n_lost, 'no')} (whitespace aside): they are no label (n_unmatched_labels)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"note: {where.format(n_lost, 'no')} (whitespace aside): they are no label (n_unmatched_labels)",
+            file=sys.stderr,
+        )
     paper_ids = {str(p["paper_id"]) for p in papers}
     unjoined = [str(r["id"]) for r in novelty if str(r["id"]) not in paper_ids]  # records, not distinct ids
     if unjoined:
-        print(f"note: novelty={cfg.novelty}: {len(unjoined)} record(s) name no paper of papers={cfg.papers} "
-              f"(e.g. {sorted(set(unjoined))[:3]}); left out (n_unjoined_records)", file=sys.stderr)  # fmt: skip
+        print(
+            f"note: novelty={cfg.novelty}: {len(unjoined)} record(s) name no paper of papers={cfg.papers} "
+            f"(e.g. {sorted(set(unjoined))[:3]}); left out (n_unjoined_records)",
+            file=sys.stderr,
+        )
     return n_lost, len(unjoined)
 
 
@@ -132,13 +154,19 @@ def run_extract(cfg: ExtractConfig, out_dir: Path) -> dict[str, Any]:
     judge, tally = make_judge(cfg), Tally()
     try:
         structured = cfg.judge.structured_output
-        answers = asyncio.run(classify(judge, rubric, rows, sampling_params(cfg), structured, tally, cfg.progress))
+        answers = asyncio.run(
+            classify(judge, rubric, rows, sampling_params(cfg), structured, tally, cfg.progress)
+        )
     finally:
         judge.cache.close()
     rows = rows.assign(predicted=[a for a, _ in answers], raw=[r for _, r in answers])
-    metrics = {"judge": cfg.judge.name, "papers": len(keep), "n_unmatched_labels": n_unmatched,
-               "n_unjoined_records": n_unjoined,
-               **classification_metrics(rows["label"], rows["predicted"])}
+    metrics = {
+        "judge": cfg.judge.name,
+        "papers": len(keep),
+        "n_unmatched_labels": n_unmatched,
+        "n_unjoined_records": n_unjoined,
+        **classification_metrics(rows["label"], rows["predicted"]),
+    }
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(out_dir / "extraction_predictions.csv", lambda p: write_csv(rows, p))
     write_atomic(out_dir / "extraction_metrics.json", lambda p: p.write_text(json.dumps(metrics, indent=2)))

@@ -26,9 +26,12 @@ from experiments.datasets.validation import ProblemLog, read_jsonl
 
 def instance_record(inst: Instance) -> dict[str, Any]:
     """The instance JSONL record (the format load_instances reads back)."""
-    record: dict[str, Any] = {"instance_id": inst.instance_id, "field": inst.field,
-                              "background": [asdict(p) for p in inst.background],
-                              "candidates": [asdict(c) for c in inst.candidates]}  # fmt: skip
+    record: dict[str, Any] = {
+        "instance_id": inst.instance_id,
+        "field": inst.field,
+        "background": [asdict(p) for p in inst.background],
+        "candidates": [asdict(c) for c in inst.candidates],
+    }
     if inst.reference is not None:
         record["reference"] = {"candidate_id": inst.reference.candidate_id, "text": inst.reference.text}
     return record
@@ -77,19 +80,28 @@ def generate(cfg: GenerateConfig, out_dir: Path) -> GenerationManifest:
 
                 corpus = load_corpus(cfg.corpus, pool)
                 related = gen.rag_related(records, corpus, cfg.rag_top_k, default_embedder())
-            requests = gen.novelty_requests(records, cfg.strategy, seed=cfg.seed, related=related,
-                                            pool=pool)  # fmt: skip
+            requests = gen.novelty_requests(records, cfg.strategy, seed=cfg.seed, related=related, pool=pool)
         else:
             instances = load_dataset(data_path)[:limit]
             k = cfg.k if task == "questions" else 0
-            requests = (gen.question_requests(instances, k) if task == "questions"
-                        else gen.review_requests(instances))  # fmt: skip
+            requests = (
+                gen.question_requests(instances, k) if task == "questions" else gen.review_requests(instances)
+            )
         results = asyncio.run(gen.call_many(judge, requests, sampling_params(cfg), cfg.progress))
         if task == "novelty":
-            rows = [{"id": r["id"], "title": r["title"], "model": name, "strategy": cfg.strategy,
-                     "generated": res.completion.text if res.completion else "", "error": res.error,
-                     "paper_novelty": r["paper_novelty"], "output_format": r["output_format"]}
-                    for r, res in zip(records, results, strict=True)]  # fmt: skip
+            rows = [
+                {
+                    "id": r["id"],
+                    "title": r["title"],
+                    "model": name,
+                    "strategy": cfg.strategy,
+                    "generated": res.completion.text if res.completion else "",
+                    "error": res.error,
+                    "paper_novelty": r["paper_novelty"],
+                    "output_format": r["output_format"],
+                }
+                for r, res in zip(records, results, strict=True)
+            ]
             write_jsonl(out_dir / "novelty_evaluations.jsonl", rows)
         else:
             if task == "questions":

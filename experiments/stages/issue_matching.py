@@ -39,8 +39,9 @@ class MatchDecision:
 
 def decisions_frame(decisions: Sequence[MatchDecision]) -> pd.DataFrame:
     """Decisions as a table (for saving next to the scores)."""
-    return pd.DataFrame([asdict(d) for d in decisions],
-                        columns=["human_idx", "model_idx", "decision", "similarity", "method"])
+    return pd.DataFrame(
+        [asdict(d) for d in decisions], columns=["human_idx", "model_idx", "decision", "similarity", "method"]
+    )
 
 
 def matched_pairs(decisions: Sequence[MatchDecision]) -> list[tuple[int, int]]:
@@ -48,20 +49,28 @@ def matched_pairs(decisions: Sequence[MatchDecision]) -> list[tuple[int, int]]:
     return [(d.human_idx, d.model_idx) for d in decisions if d.decision is True]
 
 
-def match_by_embedding(human: Sequence[str], model: Sequence[str], embedder: SupportsEncode,
-                       threshold: float = 0.7) -> list[MatchDecision]:
+def match_by_embedding(
+    human: Sequence[str], model: Sequence[str], embedder: SupportsEncode, threshold: float = 0.7
+) -> list[MatchDecision]:
     """Every pair's cosine and its decision (cosine ≥ threshold)."""
     if not human or not model:
         return []
     vecs = np.asarray(embedder.encode([*human, *model]))
-    cos = cosine_matrix(vecs[: len(human)], vecs[len(human):])
+    cos = cosine_matrix(vecs[: len(human)], vecs[len(human) :])
     method = f"embedding:{model_name_of(embedder)}@{threshold}"
-    return [MatchDecision(i, j, bool(cos[i, j] >= threshold), float(cos[i, j]), method)
-            for i in range(len(human)) for j in range(len(model))]
+    return [
+        MatchDecision(i, j, bool(cos[i, j] >= threshold), float(cos[i, j]), method)
+        for i in range(len(human))
+        for j in range(len(model))
+    ]
 
 
-def match_by_judge(human: Sequence[str], model: Sequence[str], decide: Callable[[str, str], bool | None],
-                   method: str = "judge:issue_match") -> list[MatchDecision]:
+def match_by_judge(
+    human: Sequence[str],
+    model: Sequence[str],
+    decide: Callable[[str, str], bool | None],
+    method: str = "judge:issue_match",
+) -> list[MatchDecision]:
     """Ask ``decide(human_issue, model_issue)`` for every pair; None is recorded as unscored."""
     out = []
     for i, h in enumerate(human):
@@ -86,9 +95,14 @@ def _check(pairs: Sequence[tuple[int, int]], n_a: int, n_b: int, what: str) -> N
             raise IndexError(f"{what} ({a}, {b}) out of range for {n_a} / {n_b} statements")
 
 
-def issue_overlap(human: Sequence[str], model: Sequence[str], matches: Sequence[tuple[int, int]],
-                  same_human: Sequence[tuple[int, int]] = (), same_model: Sequence[tuple[int, int]] = (),
-                  n_unscored: int = 0) -> dict[str, float]:  # fmt: skip
+def issue_overlap(
+    human: Sequence[str],
+    model: Sequence[str],
+    matches: Sequence[tuple[int, int]],
+    same_human: Sequence[tuple[int, int]] = (),
+    same_model: Sequence[tuple[int, int]] = (),
+    n_unscored: int = 0,
+) -> dict[str, float]:
     """overlap, human_only, model_only for one paper on issue sets (module docstring); NaN where a
     denominator is 0. ``matches`` are (human, model) statement pairs; ``same_*`` pairs within one side.
 
@@ -111,13 +125,18 @@ def issue_overlap(human: Sequence[str], model: Sequence[str], matches: Sequence[
         "overlap": len(shared) / union if union and known else math.nan,
         "human_only": (n_h_issues - len(shared)) / n_h_issues if n_h_issues and known else math.nan,
         "model_only": n_new / n_e_issues if n_e_issues and known else math.nan,
-        "n_human": n_h, "n_model": n_e, "n_human_issues": n_h_issues, "n_model_issues": n_e_issues,
-        "n_shared": len(shared), "n_unscored": n_unscored,
+        "n_human": n_h,
+        "n_model": n_e,
+        "n_human_issues": n_h_issues,
+        "n_model_issues": n_e_issues,
+        "n_shared": len(shared),
+        "n_unscored": n_unscored,
     }
 
 
-def macro_overlap(per_paper: pd.DataFrame, by: Sequence[str] = (), n_boot: int = 2000,
-                  seed: int = 0) -> pd.DataFrame:
+def macro_overlap(
+    per_paper: pd.DataFrame, by: Sequence[str] = (), n_boot: int = 2000, seed: int = 0
+) -> pd.DataFrame:
     """Macro-average (each paper weighs the same) of the three ratios, with 95% bootstrap CIs over papers.
 
     ``per_paper`` has one row per paper (and per ``by`` group, e.g. the generator) with the columns of
@@ -133,5 +152,7 @@ def macro_overlap(per_paper: pd.DataFrame, by: Sequence[str] = (), n_boot: int =
     frame = per_paper.assign(n_unscored=calls, n_papers_unscored=(calls > 0).astype(int))
     sums = frame.groupby(list(by), sort=True, dropna=False) if by else [((), frame)]
     totals = [g[["n_unscored", "n_papers_unscored"]].sum() for _, g in sums]
-    return out.assign(n_unscored=[int(t["n_unscored"]) for t in totals],
-                      n_papers_unscored=[int(t["n_papers_unscored"]) for t in totals])
+    return out.assign(
+        n_unscored=[int(t["n_unscored"]) for t in totals],
+        n_papers_unscored=[int(t["n_papers_unscored"]) for t in totals],
+    )

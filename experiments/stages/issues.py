@@ -24,7 +24,9 @@ from experiments.config import IssuesConfig
 from experiments.stages import issue_matching as matching
 
 
-async def extract_all(judge: Any, reviews: Sequence[str], params: Mapping[str, Any]) -> list[list[str] | None]:
+async def extract_all(
+    judge: Any, reviews: Sequence[str], params: Mapping[str, Any]
+) -> list[list[str] | None]:
     """The weakness list of every review (one cached judge call each); None where the call failed or the
     answer held no list - a failure is not "no weaknesses" and must not enter the overlap ratios."""
     from experiments.stages.candidates import call_many, parse_list, weakness_request
@@ -33,8 +35,9 @@ async def extract_all(judge: Any, reviews: Sequence[str], params: Mapping[str, A
     return [(parse_list(r.completion.text) or None) if r.completion else None for r in results]
 
 
-async def judge_decisions(judge: Any, rubric: Any, pairs: Sequence[tuple[str, str]],
-                          params: Mapping[str, Any], structured: bool) -> list[bool | None]:  # fmt: skip
+async def judge_decisions(
+    judge: Any, rubric: Any, pairs: Sequence[tuple[str, str]], params: Mapping[str, Any], structured: bool
+) -> list[bool | None]:
     """issue_match verdicts for (human issue, model issue) pairs; None where the answer did not parse."""
     from experiments.stages.candidates import Request, call_many
     from judge.parse import parse_object
@@ -49,8 +52,15 @@ async def judge_decisions(judge: Any, rubric: Any, pairs: Sequence[tuple[str, st
     return verdicts
 
 
-def match_issues(cfg: IssuesConfig, judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
-                 human: Sequence[str], model: Sequence[str]) -> list[Any]:  # fmt: skip
+def match_issues(
+    cfg: IssuesConfig,
+    judge: Any,
+    rubric: Any,
+    params: Mapping[str, Any],
+    embedder: Any,
+    human: Sequence[str],
+    model: Sequence[str],
+) -> list[Any]:
     """Every (human, model) issue pair decided by the embedding threshold or by the issue_match judge."""
     if embedder is not None:
         return matching.match_by_embedding(human, model, embedder, cfg.threshold)
@@ -61,8 +71,14 @@ def match_issues(cfg: IssuesConfig, judge: Any, rubric: Any, params: Mapping[str
     return matching.match_by_judge(human, model, lambda h, m: table[(h, m)])
 
 
-def same_side(cfg: IssuesConfig, judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
-              statements: Sequence[str]) -> tuple[list[tuple[int, int]], int]:  # fmt: skip
+def same_side(
+    cfg: IssuesConfig,
+    judge: Any,
+    rubric: Any,
+    params: Mapping[str, Any],
+    embedder: Any,
+    statements: Sequence[str],
+) -> tuple[list[tuple[int, int]], int]:
     """Pairs (i < j) of one review's statements that express one issue, by the same matcher as across, and
     how many pairs' calls came back unscored (unknown, so not taken as "different issues")."""
     from judge.local.embeddings import cosine_matrix
@@ -81,15 +97,23 @@ def same_side(cfg: IssuesConfig, judge: Any, rubric: Any, params: Mapping[str, A
     return same, sum(v is None for v in verdicts)
 
 
-def score_paper(cfg: IssuesConfig, judge: Any, rubric: Any, params: Mapping[str, Any], embedder: Any,
-                human: Sequence[str], model: Sequence[str]) -> tuple[dict[str, Any], list[Any], list[dict[str, Any]]]:
+def score_paper(
+    cfg: IssuesConfig,
+    judge: Any,
+    rubric: Any,
+    params: Mapping[str, Any],
+    embedder: Any,
+    human: Sequence[str],
+    model: Sequence[str],
+) -> tuple[dict[str, Any], list[Any], list[dict[str, Any]]]:
     """Issue-set ratios of one (human, model) review pair, its cross decisions and its same-side links; an
     unscored matching call makes the ratios NaN and is counted in ``n_unscored`` (`issue_overlap`)."""
     decisions = match_issues(cfg, judge, rubric, params, embedder, human, model)
     same_h, unscored_h = same_side(cfg, judge, rubric, params, embedder, human)
     same_m, unscored_m = same_side(cfg, judge, rubric, params, embedder, model)
-    links = ([{"side": "human", "a": human[i], "b": human[j]} for i, j in same_h]
-             + [{"side": "model", "a": model[i], "b": model[j]} for i, j in same_m])
+    links = [{"side": "human", "a": human[i], "b": human[j]} for i, j in same_h] + [
+        {"side": "model", "a": model[i], "b": model[j]} for i, j in same_m
+    ]
     unscored = sum(d.decision is None for d in decisions) + unscored_h + unscored_m
     pairs = matching.matched_pairs(decisions)
     ratios = matching.issue_overlap(human, model, pairs, same_h, same_m, n_unscored=unscored)
@@ -121,19 +145,33 @@ def run_issues(cfg: IssuesConfig, out_dir: Path) -> pd.DataFrame:
             for cand in inst.candidates:
                 model = by_id[(inst.instance_id, cand.candidate_id)]
                 if human is None or model is None:  # unscored extraction: recorded, not counted
-                    per_paper.append({"instance_id": inst.instance_id, "source": cand.source,
-                                      "error": "no weakness list extracted"})
+                    per_paper.append(
+                        {
+                            "instance_id": inst.instance_id,
+                            "source": cand.source,
+                            "error": "no weakness list extracted",
+                        }
+                    )
                     continue
                 ratios, decisions, links = score_paper(cfg, judge, rubric, params, embedder, human, model)
                 key = {"instance_id": inst.instance_id, "source": cand.source}
                 per_paper.append({**key, **ratios})
                 same += [{**key, **link} for link in links]
-                audit += [{"instance_id": inst.instance_id, "source": cand.source, "human_issue": human[d.human_idx],
-                           "model_issue": model[d.model_idx], **vars(d)} for d in decisions]
+                audit += [
+                    {
+                        "instance_id": inst.instance_id,
+                        "source": cand.source,
+                        "human_issue": human[d.human_idx],
+                        "model_issue": model[d.model_idx],
+                        **vars(d),
+                    }
+                    for d in decisions
+                ]
     finally:
         judge.cache.close()
-    weaknesses = pd.DataFrame([{"instance_id": k[0], "candidate_id": k[1], "issue": i}
-                               for k, v in by_id.items() for i in (v or [])])  # fmt: skip
+    weaknesses = pd.DataFrame(
+        [{"instance_id": k[0], "candidate_id": k[1], "issue": i} for k, v in by_id.items() for i in (v or [])]
+    )
     frame = pd.DataFrame(per_paper)
     out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -158,9 +196,12 @@ def main(cfg: DictConfig) -> None:
     macro = run_stage(lambda typed: run_issues(typed, out_dir), cfg, out_dir, IssuesConfig)
     print(macro.to_string(index=False), file=sys.stderr)
     if "n_unscored" in macro and macro["n_unscored"].sum():
-        print(f"note: {int(macro['n_unscored'].sum())} issue-matching call(s) came back unscored; "
-              f"{int(macro['n_papers_unscored'].sum())} review(s) left out of the ratios "
-              "(n_unscored in overlap_per_paper.csv)", file=sys.stderr)
+        print(
+            f"note: {int(macro['n_unscored'].sum())} issue-matching call(s) came back unscored; "
+            f"{int(macro['n_papers_unscored'].sum())} review(s) left out of the ratios "
+            "(n_unscored in overlap_per_paper.csv)",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

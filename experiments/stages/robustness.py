@@ -94,8 +94,14 @@ def apply(
         cands = []
         for cand in inst.candidates:
             text = new_text(inst, cand)
-            audit.append({"instance_id": inst.instance_id, "candidate_id": cand.candidate_id, "original": cand.text,
-                          "perturbed": text})  # fmt: skip
+            audit.append(
+                {
+                    "instance_id": inst.instance_id,
+                    "candidate_id": cand.candidate_id,
+                    "original": cand.text,
+                    "perturbed": text,
+                }
+            )
             cands.append(dataclasses.replace(cand, text=text))
         out.append(dataclasses.replace(inst, candidates=tuple(cands)))
     return out, audit
@@ -259,9 +265,7 @@ def shown(instances: Sequence[Instance], mode: Mode) -> list[Instance]:
     return out
 
 
-def left_out(
-    instances: Sequence[Instance], failed: set[tuple[str, str]], mode: Mode
-) -> set[tuple[str, str]]:
+def left_out(instances: Sequence[Instance], failed: set[tuple[str, str]], mode: Mode) -> set[tuple[str, str]]:
     """The candidates to leave out: each failed one and, in a comparative mode, every generated candidate shown
     in the same prompt (else that prompt would show a different set of texts from the original run's)."""
     groups = getattr(mode, "groups", None)
@@ -275,7 +279,9 @@ def left_out(
     return out
 
 
-def _paraphrased(instances: list[Instance], cfg: StudyConfig, mode: Mode) -> tuple[list[Instance], list[dict]]:
+def _paraphrased(
+    instances: list[Instance], cfg: StudyConfig, mode: Mode
+) -> tuple[list[Instance], list[dict]]:
     """perturbation=paraphrase: the instances with their accepted paraphrases and without what `left_out`
     names (an instance left with no generated candidate is dropped), and the audit records of both."""
     from experiments.inputs import StudyError

@@ -61,8 +61,12 @@ PROVIDER_LIMITS: Mapping[str, BatchLimits] = {
 }
 
 
-def batch_limits(provider: str, max_per_batch: int | None = None, max_file_mb: float | None = None,
-                 max_enqueued_tokens: int | None = None) -> BatchLimits:  # fmt: skip
+def batch_limits(
+    provider: str,
+    max_per_batch: int | None = None,
+    max_file_mb: float | None = None,
+    max_enqueued_tokens: int | None = None,
+) -> BatchLimits:
     """The provider's limits, each tightened (or, where the provider has none, set) by the user's setting."""
     known = PROVIDER_LIMITS.get(provider, BatchLimits())
 
@@ -116,8 +120,10 @@ class BatchClient:
             raise BatchError(f"{model}: litellm does not know this model's provider ({exc})") from None
         if self.provider not in BATCH_PROVIDERS:
             why = REFUSED.get(self.provider, f"litellm cannot create {self.provider} batches")
-            raise BatchError(f"{model}: {why} (batch=true supports: {', '.join(sorted(BATCH_PROVIDERS))}); run it "
-                             "live (batch=false)")  # fmt: skip
+            raise BatchError(
+                f"{model}: {why} (batch=true supports: {', '.join(sorted(BATCH_PROVIDERS))}); run it "
+                "live (batch=false)"
+            )
         self.kwargs: dict[str, Any] = {"custom_llm_provider": self.provider}
         if api_base:
             self.kwargs["api_base"] = api_base
@@ -127,8 +133,11 @@ class BatchClient:
         self.endpoint = ENDPOINTS.get(self.provider, ENDPOINT)
 
     def line(self, request: BatchRequest) -> str:
-        body = {"model": self.provider_model, "messages": [dict(m) for m in request.messages],
-                **self.body_params(request.params, self.provider in OPENAI_FORMAT)}  # fmt: skip
+        body = {
+            "model": self.provider_model,
+            "messages": [dict(m) for m in request.messages],
+            **self.body_params(request.params, self.provider in OPENAI_FORMAT),
+        }
         return json.dumps({"custom_id": request.key, "method": "POST", "url": self.endpoint, "body": body})
 
     def upload(self, lines: Sequence[str]) -> str:
@@ -138,8 +147,13 @@ class BatchClient:
         )
 
     def create(self, input_file_id: str) -> Any:
-        return litellm.create_batch(completion_window="24h", endpoint=self.endpoint, input_file_id=input_file_id,
-                                    metadata={"source": "judgescope"}, **self.kwargs)  # fmt: skip
+        return litellm.create_batch(
+            completion_window="24h",
+            endpoint=self.endpoint,
+            input_file_id=input_file_id,
+            metadata={"source": "judgescope"},
+            **self.kwargs,
+        )
 
     def retrieve(self, batch_id: str) -> Any:
         return litellm.retrieve_batch(batch_id=batch_id, **self.kwargs)
@@ -179,7 +193,12 @@ def completion_of(body: Mapping[str, Any], prices: Prices, latency_s: float) -> 
     usage = body.get("usage") or {}
     prompt, completion = token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens"))
     finish = choice.get("finish_reason")
-    return Completion(text=answer_text((choice.get("message") or {}).get("content")),
-                      finish_reason=None if finish is None else str(finish), prompt_tokens=prompt,
-                      completion_tokens=completion, cost_usd=prices.cost(prompt, completion, batch=True),
-                      latency_s=latency_s, logprobs=from_response(choice.get("logprobs")))  # fmt: skip
+    return Completion(
+        text=answer_text((choice.get("message") or {}).get("content")),
+        finish_reason=None if finish is None else str(finish),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cost_usd=prices.cost(prompt, completion, batch=True),
+        latency_s=latency_s,
+        logprobs=from_response(choice.get("logprobs")),
+    )

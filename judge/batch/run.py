@@ -44,17 +44,32 @@ class BatchRunner:
     `max_enqueued_tokens` tokens; the next file is submitted as earlier batches end. A request that cannot
     fit in any file on its own is unscored with the limit it exceeds."""
 
-    def __init__(self, client: BatchClient, cache: CallCache, journal: BatchJournal, prices: Prices, *,
-                 model: str, api_base: str | None, poll_s: float = 30.0, rounds: int = 3,
-                 max_per_batch: int = 50_000, limits: BatchLimits | None = None,
-                 count_tokens: Callable[[BatchRequest], int] | None = None,
-                 progress: Callable[[str], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        client: BatchClient,
+        cache: CallCache,
+        journal: BatchJournal,
+        prices: Prices,
+        *,
+        model: str,
+        api_base: str | None,
+        poll_s: float = 30.0,
+        rounds: int = 3,
+        max_per_batch: int = 50_000,
+        limits: BatchLimits | None = None,
+        count_tokens: Callable[[BatchRequest], int] | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
         self.client, self.cache, self.journal, self.prices = client, cache, journal, prices
         self.model = model
         self.api_base = endpoint(api_base)  # for the journal (no credentials); the client sends the real one
         self.poll_s, self.rounds = poll_s, max(1, rounds)
         given = limits or BatchLimits()
-        cap = max(1, max_per_batch) if given.max_requests is None else max(1, min(given.max_requests, max_per_batch))
+        cap = (
+            max(1, max_per_batch)
+            if given.max_requests is None
+            else max(1, min(given.max_requests, max_per_batch))
+        )
         self.limits = BatchLimits(cap, given.max_file_bytes, given.max_enqueued_tokens)
         self.count_tokens = count_tokens
         self.progress = progress
@@ -109,8 +124,9 @@ class BatchRunner:
                 else None
             )
             if too_big:
-                results[request.key] = CallResult(None, cached=False, retries=0,
-                                                  error=f"batch: not submitted: the request is {too_big}")  # fmt: skip
+                results[request.key] = CallResult(
+                    None, cached=False, retries=0, error=f"batch: not submitted: the request is {too_big}"
+                )
                 continue
             full = chunk.requests and (
                 len(chunk.requests) >= (lim.max_requests or len(requests) + 1)
@@ -179,8 +195,13 @@ class BatchRunner:
                 redact(f"{self.model}: batch {fn.__name__} failed: {type(exc).__name__}: {first}")
             ) from None
 
-    def _poll(self, entry: BatchEntry, wanted: dict[str, BatchRequest], results: dict[str, CallResult],
-              pending: list[BatchEntry]) -> bool:  # fmt: skip
+    def _poll(
+        self,
+        entry: BatchEntry,
+        wanted: dict[str, BatchRequest],
+        results: dict[str, CallResult],
+        pending: list[BatchEntry],
+    ) -> bool:
         """Retrieve one batch; when it has ended, collect it (and queue its retries). True when it ended."""
         assert entry.batch_id is not None
         try:
@@ -209,8 +230,9 @@ class BatchRunner:
         self._enqueue(retry, entry.round + 1, results)  # submitted by `_fill` as the limits allow
         return True
 
-    def _collect(self, entry: BatchEntry, batch: Any, wanted: dict[str, BatchRequest],
-                 results: dict[str, CallResult]) -> dict[str, str]:  # fmt: skip
+    def _collect(
+        self, entry: BatchEntry, batch: Any, wanted: dict[str, BatchRequest], results: dict[str, CallResult]
+    ) -> dict[str, str]:
         """Cache every answer of an ended batch; return {key: error} for the requests it did not answer."""
         created = float(getattr(batch, "created_at", 0) or 0)
         ended = float(getattr(batch, "completed_at", 0) or 0) or time.time()

@@ -62,18 +62,23 @@ class RedisStore:
         try:
             # a short blip is retried (3 times, backoff up to 1 s); a dead server fails within seconds
             self._redis = redis.Redis.from_url(
-                url, decode_responses=True, socket_connect_timeout=timeout_s, socket_timeout=timeout_s,
+                url,
+                decode_responses=True,
+                socket_connect_timeout=timeout_s,
+                socket_timeout=timeout_s,
                 retry=Retry(ExponentialBackoff(cap=1.0, base=0.1), 3),
                 retry_on_error=[redis.exceptions.ConnectionError, redis.exceptions.TimeoutError],
-            )  # fmt: skip
+            )
             self._redis.ping()
         except (ValueError, *self._errors) as exc:
             raise self._error("cannot reach", exc) from None
 
     def _error(self, what: str, exc: BaseException) -> CacheError:
         reason = str(exc).replace(self.url, self.location).splitlines()[0] if str(exc) else type(exc).__name__
-        return CacheError(f"{self.location}: {what} the Redis call cache ({reason}); start the server or fix "
-                          "cache.url (cache.backend=disk uses a local folder instead)")  # fmt: skip
+        return CacheError(
+            f"{self.location}: {what} the Redis call cache ({reason}); start the server or fix "
+            "cache.url (cache.backend=disk uses a local folder instead)"
+        )
 
     def get(self, key: str) -> Any:
         try:

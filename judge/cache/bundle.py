@@ -127,29 +127,43 @@ def _write(
                 models[model] = models.get(model, 0) + 1
         if missing > unanswered:
             partial.unlink()
-            raise BundleError(f"{cache.location}: {missing} of the {len(owner)} entries the runs below {root} used "
-                              "are not in this cache; export from the cache the runs used (--cache-dir or "
-                              "--redis-url)")  # fmt: skip
+            raise BundleError(
+                f"{cache.location}: {missing} of the {len(owner)} entries the runs below {root} used "
+                "are not in this cache; export from the cache the runs used (--cache-dir or "
+                "--redis-url)"
+            )
         manifest = build_manifest(root, runs, len(owner) - missing, missing, models, digest.hexdigest())
         zf.writestr(MANIFEST, json.dumps(manifest, indent=2))
     return manifest
 
 
-def build_manifest(root: Path, runs: Sequence[Run], n_entries: int, missing: int, models: dict[str, int],
-                   sha256: str) -> dict[str, Any]:  # fmt: skip
+def build_manifest(
+    root: Path, runs: Sequence[Run], n_entries: int, missing: int, models: dict[str, int], sha256: str
+) -> dict[str, Any]:
     """What a reader of the published cache needs: which models and rubric versions, how many entries."""
     versions: dict[str, set[str]] = {}
     for run in runs:
         for rubric, version in (run.manifest.get("rubric_versions") or {}).items():
             versions.setdefault(rubric, set()).add(str(version))
     return {
-        "format": FORMAT, "entries": n_entries, "entries_sha256": sha256, "unanswered_calls": missing,
-        "models": models, "rubric_versions": {k: sorted(v) for k, v in sorted(versions.items())},
-        "runs": [{"run": str(r.folder.relative_to(root)) if r.folder != root else ".",
-                  **{k: r.manifest.get(k) for k in ("judge", "model", "mode", "rubric", "study_id", "shard",
-                                                      "dataset_hash")},
-                  "calls": len(r.keys)} for r in runs],
-    }  # fmt: skip
+        "format": FORMAT,
+        "entries": n_entries,
+        "entries_sha256": sha256,
+        "unanswered_calls": missing,
+        "models": models,
+        "rubric_versions": {k: sorted(v) for k, v in sorted(versions.items())},
+        "runs": [
+            {
+                "run": str(r.folder.relative_to(root)) if r.folder != root else ".",
+                **{
+                    k: r.manifest.get(k)
+                    for k in ("judge", "model", "mode", "rubric", "study_id", "shard", "dataset_hash")
+                },
+                "calls": len(r.keys),
+            }
+            for r in runs
+        ],
+    }
 
 
 def read_bundle(source: Path) -> tuple[dict[str, Any], list[tuple[str, Completion]]]:

@@ -68,8 +68,13 @@ class Embedder:
     repeated metrics over the same texts (Coverage, Relevance, issue matching) cost no model time.
     """
 
-    def __init__(self, model_path: str | Path | None = None, model_name: str | None = None,
-                 device: str = "cpu", batch_size: int = 32) -> None:
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        model_name: str | None = None,
+        device: str = "cpu",
+        batch_size: int = 32,
+    ) -> None:
         self.model_path = Path(model_path) if model_path is not None else None
         self.model_name = model_name or (str(model_path) if model_path is not None else DEFAULT_MODEL_NAME)
         self.device = device
@@ -97,8 +102,13 @@ class Embedder:
         sentences = [str(s) for s in sentences]
         missing = list(dict.fromkeys(s for s in sentences if s not in self._cache))
         if missing:
-            vecs = self._load().encode(missing, batch_size=self.batch_size, convert_to_numpy=True,
-                                       normalize_embeddings=True, show_progress_bar=False)
+            vecs = self._load().encode(
+                missing,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
             for s, v in zip(missing, np.asarray(vecs, dtype=np.float32), strict=True):
                 self._cache[s] = v
             self.n_encoded += len(missing)

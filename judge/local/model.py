@@ -221,9 +221,7 @@ def perplexity(texts: list[str]) -> list[float]:
     model, tokenizer = load_model()
     prefix_id = tokenizer.convert_tokens_to_ids("<|endoftext|>")
     prefix = [prefix_id] if isinstance(prefix_id, int) and prefix_id != tokenizer.unk_token_id else []
-    encoded = [
-        (prefix + tokenizer(t, add_special_tokens=False)["input_ids"])[:PPL_MAX_TOKENS] for t in texts
-    ]
+    encoded = [(prefix + tokenizer(t, add_special_tokens=False)["input_ids"])[:PPL_MAX_TOKENS] for t in texts]
     results = [math.nan] * len(texts)
     order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0

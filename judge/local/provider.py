@@ -180,8 +180,13 @@ class LocalLLM(CustomLLM):
             try:
                 if schema is not None:
                     results.append(
-                        generate_structured(chat, schema, temperature=temperature, seed=sample_seed,
-                                            logprobs=bool(params.get("logprobs")))
+                        generate_structured(
+                            chat,
+                            schema,
+                            temperature=temperature,
+                            seed=sample_seed,
+                            logprobs=bool(params.get("logprobs")),
+                        )
                     )
                     continue
                 results.append(

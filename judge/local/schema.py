@@ -76,8 +76,14 @@ def _with_follow(segments: Sequence[Segment]) -> list[tuple[Segment, str]]:
     return out
 
 
-def generate_structured(messages: list[dict[str, Any]], schema: Mapping[str, Any], *, temperature: float,
-                        seed: int | None, logprobs: bool = False) -> local_model.GenerationResult:  # fmt: skip
+def generate_structured(
+    messages: list[dict[str, Any]],
+    schema: Mapping[str, Any],
+    *,
+    temperature: float,
+    seed: int | None,
+    logprobs: bool = False,
+) -> local_model.GenerationResult:
     """One answer that matches `schema`, each value chosen by the model."""
     import torch
 
@@ -115,9 +121,13 @@ def generate_structured(messages: list[dict[str, Any]], schema: Mapping[str, Any
                     decoder.trace.append((follow, None))
             text += seg.options[chosen] + follow
             skip = len(follow)
-    return local_model.GenerationResult(text=text, prompt_tokens=len(prompt_ids),
-                                        completion_tokens=decoder.generated, finish_reason="stop",
-                                        logprobs=_openai_logprobs(decoder.trace) if logprobs else None)  # fmt: skip
+    return local_model.GenerationResult(
+        text=text,
+        prompt_tokens=len(prompt_ids),
+        completion_tokens=decoder.generated,
+        finish_reason="stop",
+        logprobs=_openai_logprobs(decoder.trace) if logprobs else None,
+    )
 
 
 Trace = list[tuple[str, list[tuple[str, float]] | None]]

@@ -72,9 +72,11 @@ class Budget:
     def __post_init__(self) -> None:
         if self.prices.per_token(batch=self.batch) is None:
             suffix = "_batches" if self.batch else ""
-            raise BudgetError(f"needs a {'batch ' if self.batch else ''}price for {self.model}: set the judge's "
-                              f"input_cost_per_token{suffix} and output_cost_per_token{suffix} (USD per token) "
-                              "in its config")  # fmt: skip
+            raise BudgetError(
+                f"needs a {'batch ' if self.batch else ''}price for {self.model}: set the judge's "
+                f"input_cost_per_token{suffix} and output_cost_per_token{suffix} (USD per token) "
+                "in its config"
+            )
         if self.limit_usd < 0:
             raise BudgetError(f"must be >= 0, not {self.limit_usd}")
 
@@ -160,7 +162,9 @@ class Budget:
         if self.shared is not None:
             self.shared.settle(reserved, paid)
 
-    async def afinish(self, reserved: float, completion: Completion | None, interrupted: bool = False) -> None:
+    async def afinish(
+        self, reserved: float, completion: Completion | None, interrupted: bool = False
+    ) -> None:
         """`finish`, with the sweep ledger's update in a thread (see `_afit`). If the awaiting task is cancelled
         the thread still completes the update: the ledger never keeps a finished call's reservation."""
         paid = self._settle_own(reserved, completion, interrupted)
@@ -172,7 +176,9 @@ class Budget:
         if interrupted:
             paid = reserved
         else:
-            paid = 0.0 if completion is None else self.cost(completion, reserved)  # a failed call is not billed
+            paid = (
+                0.0 if completion is None else self.cost(completion, reserved)
+            )  # a failed call is not billed
         self.spent_usd += paid
         return paid
 

@@ -57,7 +57,9 @@ class SharedSpend:
         # this job's threads (the budget runs ledger updates in threads) queue here, so only other jobs ever
         # wait on the file lock, which polls
         self._local = threading.Lock()
-        self.blocking_usd = 0.0  # what live jobs held reserved at the last `reserve` (a waiting call watches it)
+        self.blocking_usd = (
+            0.0  # what live jobs held reserved at the last `reserve` (a waiting call watches it)
+        )
         with self._locked() as data:
             line = data["jobs"].setdefault(job, {"spent_usd": 0.0, "reserved_usd": 0.0})
             # a rerun of this job: its predecessor's calls in flight are over, and may have been billed, so
@@ -74,7 +76,11 @@ class SharedSpend:
             stop = data.get("stopped_at_usd")
             spent, reserved = _totals(data["jobs"].values())
             self.blocking_usd = reserved
-            answer = Fit.NEVER if stop is not None and limit_usd <= stop else fit(spent, reserved, amount, limit_usd)
+            answer = (
+                Fit.NEVER
+                if stop is not None and limit_usd <= stop
+                else fit(spent, reserved, amount, limit_usd)
+            )
             if answer is Fit.NOW:
                 data["jobs"][self.job]["reserved_usd"] += amount
             elif answer is Fit.NEVER:
@@ -134,7 +140,10 @@ def _totals(lines: Any) -> tuple[float, float]:
     billed, and nobody will settle them."""
     lines = list(lines)
     alive = [_alive(line) for line in lines]
-    spent = sum(line["spent_usd"] + (0.0 if ok else line["reserved_usd"]) for line, ok in zip(lines, alive, strict=True))
+    spent = sum(
+        line["spent_usd"] + (0.0 if ok else line["reserved_usd"])
+        for line, ok in zip(lines, alive, strict=True)
+    )
     return spent, sum(line["reserved_usd"] for line, ok in zip(lines, alive, strict=True) if ok)
 
 

@@ -21,8 +21,12 @@ from judge.spend import price_map
 if TYPE_CHECKING:  # judge.completer prices its answers with this module
     from judge.completer import Message
 
-PRICE_FIELDS = ("input_cost_per_token", "output_cost_per_token", "input_cost_per_token_batches",
-                "output_cost_per_token_batches")  # fmt: skip
+PRICE_FIELDS = (
+    "input_cost_per_token",
+    "output_cost_per_token",
+    "input_cost_per_token_batches",
+    "output_cost_per_token_batches",
+)
 
 
 @dataclass(frozen=True)
@@ -37,8 +41,11 @@ class Prices:
 
     def per_token(self, batch: bool) -> tuple[float, float] | None:
         """(input, output) USD per token for live or batch calls, None when either is unknown."""
-        pair = ((self.input_cost_per_token_batches, self.output_cost_per_token_batches) if batch
-                else (self.input_cost_per_token, self.output_cost_per_token))  # fmt: skip
+        pair = (
+            (self.input_cost_per_token_batches, self.output_cost_per_token_batches)
+            if batch
+            else (self.input_cost_per_token, self.output_cost_per_token)
+        )
         return None if pair[0] is None or pair[1] is None else (pair[0], pair[1])
 
     def cost(self, prompt_tokens: float, completion_tokens: float, *, batch: bool = False) -> float | None:
@@ -59,7 +66,9 @@ def _litellm_prices(model: str) -> dict[str, float | None]:
         info: Mapping[str, Any] = dict(litellm.get_model_info(model))
     except Exception:  # noqa: BLE001  (litellm raises a bare Exception for unmapped models)
         return {}
-    _KNOWN[model] = {name: (float(info[name]) if info.get(name) is not None else None) for name in PRICE_FIELDS}
+    _KNOWN[model] = {
+        name: (float(info[name]) if info.get(name) is not None else None) for name in PRICE_FIELDS
+    }
     return _KNOWN[model]
 
 
@@ -82,8 +91,11 @@ def prices_for(model: str, overrides: Mapping[str, Any] | None = None) -> Prices
             raise ValueError(f"judge.{name}: {value!r} is negative")
         overridden.append(name)
     known = any(v is not None for v in values.values())
-    source = "judge config" if overridden and len(overridden) == len(PRICE_FIELDS) else (
-        "litellm + judge config" if overridden else ("litellm" if known else "unknown"))  # fmt: skip
+    source = (
+        "judge config"
+        if overridden and len(overridden) == len(PRICE_FIELDS)
+        else ("litellm + judge config" if overridden else ("litellm" if known else "unknown"))
+    )
     return Prices(**values, source=source)
 
 

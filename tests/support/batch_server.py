@@ -66,15 +66,25 @@ class BatchServer:
     def _file(self, content: bytes, purpose: str) -> dict[str, Any]:
         file_id = f"file-{next(self._ids)}"
         self.files[file_id] = content
-        return {"id": file_id, "object": "file", "bytes": len(content), "created_at": int(time.time()),
-                "filename": f"{file_id}.jsonl", "purpose": purpose, "status": "processed"}  # fmt: skip
+        return {
+            "id": file_id,
+            "object": "file",
+            "bytes": len(content),
+            "created_at": int(time.time()),
+            "filename": f"{file_id}.jsonl",
+            "purpose": purpose,
+            "status": "processed",
+        }
 
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         """The chat-completion body for one request, the same live and in a batch's output file."""
         text = rubric_answer(request)
         wanted = self.logprobs is not None and request.get("logprobs")
-        return completion_body(text, model=request.get("model", "test-model"),
-                               logprobs=self.logprobs(text) if wanted and self.logprobs else None)
+        return completion_body(
+            text,
+            model=request.get("model", "test-model"),
+            logprobs=self.logprobs(text) if wanted and self.logprobs else None,
+        )
 
     def _finish(self, batch: dict[str, Any]) -> None:
         outcome = self.outcomes.pop(0) if self.outcomes else "completed"
@@ -84,29 +94,50 @@ class BatchServer:
         out: list[Any] = []
         err: list[Any] = []
         quoted = f" (Authorization: {batch.get('_auth', '')})" if self.echo_auth else ""
-        answered = lines if outcome == "completed" else lines[: len(lines) // 2] if outcome == "expired" else []
+        answered = (
+            lines if outcome == "completed" else lines[: len(lines) // 2] if outcome == "expired" else []
+        )
         for i, line in enumerate(lines):
             rid = f"batch_req_{batch['id']}_{i}"
             if line in answered and not self.fail(line["body"]):
                 body = self.answer(line["body"])
-                out.append({"id": rid, "custom_id": line["custom_id"], "error": None,
-                            "response": {"status_code": 200, "request_id": rid, "body": body}})  # fmt: skip
+                out.append(
+                    {
+                        "id": rid,
+                        "custom_id": line["custom_id"],
+                        "error": None,
+                        "response": {"status_code": 200, "request_id": rid, "body": body},
+                    }
+                )
             elif line in answered and self.fail_status:
                 error = {"error": {"code": "invalid_api_key", "message": f"scripted rejection{quoted}"}}
                 response = {"status_code": self.fail_status, "request_id": rid, "body": error}
                 out.append({"id": rid, "custom_id": line["custom_id"], "error": None, "response": response})
             elif outcome != "failed":
                 code = "batch_expired" if line not in answered else "server_error"
-                err.append({"id": rid, "custom_id": line["custom_id"], "response": None,
-                            "error": {"code": code, "message": f"scripted {code}{quoted}"}})  # fmt: skip
+                err.append(
+                    {
+                        "id": rid,
+                        "custom_id": line["custom_id"],
+                        "response": None,
+                        "error": {"code": code, "message": f"scripted {code}{quoted}"},
+                    }
+                )
         if self.mangle is not None and out:
             out = self.mangle(out)
         now = int(time.time())
-        batch.update(status=outcome, completed_at=now if outcome == "completed" else None,
-                     expired_at=now if outcome == "expired" else None, failed_at=now if outcome == "failed" else None,
-                     request_counts={"total": len(lines), "completed": len(out), "failed": len(err)})  # fmt: skip
+        batch.update(
+            status=outcome,
+            completed_at=now if outcome == "completed" else None,
+            expired_at=now if outcome == "expired" else None,
+            failed_at=now if outcome == "failed" else None,
+            request_counts={"total": len(lines), "completed": len(out), "failed": len(err)},
+        )
         if outcome == "failed":
-            batch["errors"] = {"object": "list", "data": [{"code": "invalid_request", "message": "scripted failure"}]}
+            batch["errors"] = {
+                "object": "list",
+                "data": [{"code": "invalid_request", "message": "scripted failure"}],
+            }
         for kind, rows in (("output_file_id", out), ("error_file_id", err)):
             if rows:
                 text = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
@@ -134,11 +165,26 @@ class BatchServer:
                 held = sum(b["_tokens"] for b in self.batches.values() if b["status"] == "in_progress")
                 if held + mine > self.max_enqueued_tokens:
                     self.token_refusals += 1
-                    message = (f"Enqueued token limit reached for {batch['_model']} in organization org-test. "
-                               f"Limit: {self.max_enqueued_tokens:,} enqueued tokens. Please try again once some "
-                               "in_progress batches have been completed.")  # fmt: skip
-                    batch.update(status="failed", failed_at=int(time.time()), errors={"object": "list", "data": [
-                        {"code": "token_limit_exceeded", "message": message, "param": None, "line": None}]})  # fmt: skip
+                    message = (
+                        f"Enqueued token limit reached for {batch['_model']} in organization org-test. "
+                        f"Limit: {self.max_enqueued_tokens:,} enqueued tokens. Please try again once some "
+                        "in_progress batches have been completed."
+                    )
+                    batch.update(
+                        status="failed",
+                        failed_at=int(time.time()),
+                        errors={
+                            "object": "list",
+                            "data": [
+                                {
+                                    "code": "token_limit_exceeded",
+                                    "message": message,
+                                    "param": None,
+                                    "line": None,
+                                }
+                            ],
+                        },
+                    )
                     return
                 self.peak_enqueued = max(self.peak_enqueued, held + mine)
             batch.update(status="in_progress", in_progress_at=int(time.time()))
@@ -161,17 +207,33 @@ class BatchServer:
             content = upload.file.read() if hasattr(upload, "file") else str(upload).encode()
             if self.max_file_bytes is not None and len(content) > self.max_file_bytes:
                 self.refused_uploads += 1
-                return web.json_response({"error": {
-                    "message": f"File is too large: {len(content):,} bytes; the maximum is {self.max_file_bytes:,}.",
-                    "type": "invalid_request_error", "param": "file", "code": "file_too_large"}}, status=413)  # fmt: skip
+                return web.json_response(
+                    {
+                        "error": {
+                            "message": f"File is too large: {len(content):,} bytes; the maximum is {self.max_file_bytes:,}.",
+                            "type": "invalid_request_error",
+                            "param": "file",
+                            "code": "file_too_large",
+                        }
+                    },
+                    status=413,
+                )
             return web.json_response(self._file(content, str(form.get("purpose", "batch"))))
 
         async def file_meta(request: web.Request) -> web.Response:
             file_id = request.match_info["fid"]
             if file_id not in self.files:
                 return web.json_response({"error": {"message": "no such file"}}, status=404)
-            return web.json_response({"id": file_id, "object": "file", "bytes": len(self.files[file_id]),
-                                      "created_at": 0, "filename": file_id, "purpose": "batch"})  # fmt: skip
+            return web.json_response(
+                {
+                    "id": file_id,
+                    "object": "file",
+                    "bytes": len(self.files[file_id]),
+                    "created_at": 0,
+                    "filename": file_id,
+                    "purpose": "batch",
+                }
+            )
 
         async def file_content(request: web.Request) -> web.Response:
             return web.Response(body=self.files[request.match_info["fid"]], content_type="application/jsonl")
@@ -181,14 +243,23 @@ class BatchServer:
             self.created += 1
             batch_id = f"batch_{self.created}"
             self.batches[batch_id] = {
-                "id": batch_id, "object": "batch", "endpoint": data["endpoint"], "errors": None,
-                "input_file_id": data["input_file_id"], "completion_window": data["completion_window"],
-                "status": "validating", "output_file_id": None, "error_file_id": None,
-                "created_at": int(time.time()), "metadata": data.get("metadata"), "_polls": 0, "_tokens": 0,
+                "id": batch_id,
+                "object": "batch",
+                "endpoint": data["endpoint"],
+                "errors": None,
+                "input_file_id": data["input_file_id"],
+                "completion_window": data["completion_window"],
+                "status": "validating",
+                "output_file_id": None,
+                "error_file_id": None,
+                "created_at": int(time.time()),
+                "metadata": data.get("metadata"),
+                "_polls": 0,
+                "_tokens": 0,
                 "_model": self._model_of(data["input_file_id"]),
                 "_auth": request.headers.get("Authorization", ""),
                 "request_counts": {"total": 0, "completed": 0, "failed": 0},
-            }  # fmt: skip
+            }
             return web.json_response(self._public(self.batches[batch_id]))
 
         async def retrieve(request: web.Request) -> web.Response:
@@ -199,9 +270,15 @@ class BatchServer:
 
         async def listing(_: web.Request) -> web.Response:
             data = [self._public(b) for b in reversed(self.batches.values())]
-            return web.json_response({"object": "list", "data": data, "has_more": False,
-                                      "first_id": data[0]["id"] if data else None,
-                                      "last_id": data[-1]["id"] if data else None})  # fmt: skip
+            return web.json_response(
+                {
+                    "object": "list",
+                    "data": data,
+                    "has_more": False,
+                    "first_id": data[0]["id"] if data else None,
+                    "last_id": data[-1]["id"] if data else None,
+                }
+            )
 
         async def cancel(request: web.Request) -> web.Response:
             batch = self.batches[request.match_info["bid"]]
@@ -217,7 +294,9 @@ class BatchServer:
         async def azure(request: web.Request, handler: Any) -> web.StreamResponse:
             if request.path.startswith("/openai/"):
                 if "api-version" not in request.query or not request.headers.get("api-key"):
-                    return web.json_response({"error": {"code": "404", "message": "Resource not found"}}, status=404)
+                    return web.json_response(
+                        {"error": {"code": "404", "message": "Resource not found"}}, status=404
+                    )
                 self.azure_requests += 1
             return await handler(request)
 

@@ -11,8 +11,11 @@ from judge.completer import Completion, Message
 class FakeCompleter:
     """A scripted `Completer`: answers come from `script(messages, params)`; every call is recorded."""
 
-    def __init__(self, script: Callable[[Sequence[Message], Mapping[str, Any]], str | BaseException],
-                 model: str = "fake/model") -> None:  # fmt: skip
+    def __init__(
+        self,
+        script: Callable[[Sequence[Message], Mapping[str, Any]], str | BaseException],
+        model: str = "fake/model",
+    ) -> None:
         self.model = model
         self.script = script
         self.calls: list[tuple[list[dict[str, str]], dict[str, Any]]] = []

@@ -48,9 +48,24 @@ ANSWERS = ("ok", "off_rubric", "truncated")
 # the hostile provider (issue 11), drawn only when asked for: a 200 with no choices (transient), and 200s with
 # a completion no sane judge would give (see `hostile_content`)
 EMPTY_CHOICES = "empty_choices"
-HOSTILE = ("huge_int", "odd_number", "surrogate", "wrong_type", "duplicate_label", "missing_label", "echo_key")
-DEFAULT_FAULTS = {"429_retry_after": 0.04, "429": 0.04, "500": 0.03, "503": 0.03, "drop": 0.03, "slow": 0.01,
-                  "not_json": 0.03}  # fmt: skip
+HOSTILE = (
+    "huge_int",
+    "odd_number",
+    "surrogate",
+    "wrong_type",
+    "duplicate_label",
+    "missing_label",
+    "echo_key",
+)
+DEFAULT_FAULTS = {
+    "429_retry_after": 0.04,
+    "429": 0.04,
+    "500": 0.03,
+    "503": 0.03,
+    "drop": 0.03,
+    "slow": 0.01,
+    "not_json": 0.03,
+}
 DEFAULT_ANSWERS = {"off_rubric": 0.03, "truncated": 0.03}
 OFF_RUBRIC = "I would rate this question as fairly original, but I cannot give numbers without more context."
 
@@ -192,24 +207,47 @@ class FaultServer:
             content = hostile_content(fault, self.answer(body), self._rng(call, "hostile"), key)
             return self._send(h, 200, completion_body(content))  # type: ignore[arg-type]
         if fault == "not_json":
-            data = b"<html><body>502 upstream hiccup</body></html>" if attempt % 2 else b'{"id": "chatcmpl-x", "choi'
+            data = (
+                b"<html><body>502 upstream hiccup</body></html>"
+                if attempt % 2
+                else b'{"id": "chatcmpl-x", "choi'
+            )
             return self._send_raw(h, 200, data)
         if fault in ("429", "429_retry_after"):
             headers = {"Retry-After": "1"} if fault == "429_retry_after" else {}
-            return self._send(h, 429, {"error": {"message": f"Rate limit reached{quoted}", "type": "requests",
-                                                 "code": "rate_limit_exceeded"}}, headers)  # fmt: skip
+            return self._send(
+                h,
+                429,
+                {
+                    "error": {
+                        "message": f"Rate limit reached{quoted}",
+                        "type": "requests",
+                        "code": "rate_limit_exceeded",
+                    }
+                },
+                headers,
+            )
         if fault in ("500", "503", "401"):
-            message = {"500": "internal error", "503": "overloaded", "401": "Incorrect API key provided"}[fault]
+            message = {"500": "internal error", "503": "overloaded", "401": "Incorrect API key provided"}[
+                fault
+            ]
             return self._send(h, int(fault), {"error": {"message": message + quoted, "code": int(fault)}})
         finish = "length" if fault == "truncated" else "stop"
         return self._send(h, 200, completion_body(text or "", finish))
 
-    def _send(self, h: BaseHTTPRequestHandler, status: int, payload: dict[str, Any],
-              headers: dict[str, str] | None = None) -> None:  # fmt: skip
+    def _send(
+        self,
+        h: BaseHTTPRequestHandler,
+        status: int,
+        payload: dict[str, Any],
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self._send_raw(h, status, json.dumps(payload).encode(), headers)
 
     @staticmethod
-    def _send_raw(h: BaseHTTPRequestHandler, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
+    def _send_raw(
+        h: BaseHTTPRequestHandler, status: int, data: bytes, headers: dict[str, str] | None = None
+    ) -> None:
         try:
             h.send_response(status)
             h.send_header("Content-Type", "application/json")
@@ -223,7 +261,9 @@ class FaultServer:
 
     @contextmanager
     def running(self) -> Iterator[FaultServer]:
-        thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         thread.start()
         timer = threading.Timer(self.max_seconds, self.httpd.shutdown)
         timer.daemon = True
@@ -261,10 +301,25 @@ class FaultServer:
             return {s.call: s for s in self.log if s.fault in ANSWERS or s.fault in HOSTILE}
 
 
-_FIRST_INT = re.compile(r'(:\s*)(-?\d+)')
+_FIRST_INT = re.compile(r"(:\s*)(-?\d+)")
 _FIRST_LABEL = re.compile(r'"(Q\d+)"\s*:\s*(\{[^{}]*\})')
-ODD_NUMBERS = ("1e400", "NaN", "-Infinity", "-1", "2.5", "1_0", "\uff13", "\u0663", "99", "true", '"2"', "null",
-               "0x2", "+1", "01")  # fmt: skip
+ODD_NUMBERS = (
+    "1e400",
+    "NaN",
+    "-Infinity",
+    "-1",
+    "2.5",
+    "1_0",
+    "\uff13",
+    "\u0663",
+    "99",
+    "true",
+    '"2"',
+    "null",
+    "0x2",
+    "+1",
+    "01",
+)
 
 
 def hostile_content(kind: str, valid: str, rng: random.Random, key: str) -> Any:
@@ -280,14 +335,17 @@ def hostile_content(kind: str, valid: str, rng: random.Random, key: str) -> Any:
     if kind == "duplicate_label":
         label = _FIRST_LABEL.search(valid)
         if label:  # the same label twice with different values
-            other = _FIRST_INT.sub(lambda m: m.group(1) + str((int(m.group(2)) + 1) % 3), label.group(2), count=1)
-            return valid[: label.end()] + f', "{label.group(1)}": {other}' + valid[label.end():]
-        return _FIRST_INT.sub(lambda m: f"{m.group(0)}, {valid.split(chr(34))[1]!r}: 0".replace("'", '"'), valid,
-                              count=1)  # fmt: skip
+            other = _FIRST_INT.sub(
+                lambda m: m.group(1) + str((int(m.group(2)) + 1) % 3), label.group(2), count=1
+            )
+            return valid[: label.end()] + f', "{label.group(1)}": {other}' + valid[label.end() :]
+        return _FIRST_INT.sub(
+            lambda m: f"{m.group(0)}, {valid.split(chr(34))[1]!r}: 0".replace("'", '"'), valid, count=1
+        )
     if kind == "missing_label":
         label = _FIRST_LABEL.search(valid)
         if label:
-            return valid[: label.start()] + valid[label.end():].lstrip(", ")
+            return valid[: label.start()] + valid[label.end() :].lstrip(", ")
         return re.sub(r'"\w+"\s*:\s*-?\d+\s*,?\s*', "", valid, count=1)
     if kind == "echo_key":
         return f"{valid}\n(for the record, your key is {key})"

@@ -30,13 +30,22 @@ class Step:
     body: dict[str, Any] | None = None  # sent as is instead (a malformed 200, an error body echoing a key)
 
 
-def completion_body(text: str, finish_reason: str = "stop", model: str = "test-model",
-                    logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def completion_body(
+    text: str,
+    finish_reason: str = "stop",
+    model: str = "test-model",
+    logprobs: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     body = {
-        "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}],
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}
+        ],
         "usage": {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19},
-    }  # fmt: skip
+    }
     if logprobs is not None:
         body["choices"][0]["logprobs"] = {"content": logprobs}
     return body
@@ -62,8 +71,12 @@ class ScriptedServer:
                     server.requests.append(body)
                     step = server.next_step(body)
                 payload = step.body or (
-                    completion_body(step.text, step.finish_reason, logprobs=step.logprobs) if step.status == 200 else
-                    {"error": {"message": f"scripted {step.status}", "type": "test", "code": step.status}})
+                    completion_body(step.text, step.finish_reason, logprobs=step.logprobs)
+                    if step.status == 200
+                    else {
+                        "error": {"message": f"scripted {step.status}", "type": "test", "code": step.status}
+                    }
+                )
                 data = json.dumps(payload).encode()
                 self.send_response(step.status)
                 self.send_header("Content-Type", "application/json")
@@ -129,8 +142,10 @@ def _tokens() -> tuple[Callable[[str], list[int]], Callable[[list[int]], str]]:
     """A real BPE tokenizer (the one litellm bundles for OpenAI models): encode and decode."""
     import litellm  # noqa: PLC0415  (only the provider-like answers need it)
 
-    return (lambda text: list(litellm.encode(model="gpt-4o", text=text)),
-            lambda tokens: str(litellm.decode(model="gpt-4o", tokens=tokens)))  # fmt: skip
+    return (
+        lambda text: list(litellm.encode(model="gpt-4o", text=text)),
+        lambda tokens: str(litellm.decode(model="gpt-4o", tokens=tokens)),
+    )
 
 
 def provider_answer(body: dict[str, Any]) -> Step:

@@ -26,8 +26,14 @@ def cli_env(tmp: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for a subprocess CLI run: no provider key from the caller's shell, a cache under `tmp`,
     litellm's bundled price map, and this checkout's code first on the path (not an installed copy)."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update({"JUDGESCOPE_CACHE_DIR": str(tmp / "cache"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]), **(extra or {})})
+    env.update(
+        {
+            "JUDGESCOPE_CACHE_DIR": str(tmp / "cache"),
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]),
+            **(extra or {}),
+        }
+    )
     return env
 
 
@@ -71,10 +77,21 @@ def run_sample_study(root: Path, limit: int = 2, n_samples: int = 2) -> Path:
     with ScriptedServer(answer).running() as server:
         for j, (name, model) in enumerate((("qwen_a", "qwen-a"), ("qwen_b", "qwen-b"))):
             for m, mode in enumerate(("independent", "comparative")):
-                cfg = config(["judge=qwen", f"judge.name={name}", f"judge.model=openai/{model}",
-                              f"judge.api_base={server.api_base}", f"mode={mode}", f"limit={limit}",
-                              f"n_samples={n_samples}", "progress=false", "workers=1",
-                              f"cache_dir={root / 'cache'}", "min_parse_rate=0"])  # fmt: skip
+                cfg = config(
+                    [
+                        "judge=qwen",
+                        f"judge.name={name}",
+                        f"judge.model=openai/{model}",
+                        f"judge.api_base={server.api_base}",
+                        f"mode={mode}",
+                        f"limit={limit}",
+                        f"n_samples={n_samples}",
+                        "progress=false",
+                        "workers=1",
+                        f"cache_dir={root / 'cache'}",
+                        "min_parse_rate=0",
+                    ]
+                )
                 out = root / "multirun" / f"{2 * j + m}_{name}_{mode}_novelty"
                 run_study(typed(cfg), None, out, run_id=out.name)
     return root / "multirun"

@@ -39,17 +39,45 @@ def write_fake_run(
             for k in range(n_samples):
                 score = scorer(judge, cand, dim, k)
                 rows.append(
-                    dict(run_id=folder.name, judge=judge, model=f"fake/{judge}", mode=mode, rubric="novelty",
-                         rubric_version="v1", prompt_id=f"{cand}", instance_id=inst, candidate_id=cand,
-                         source=source, dimension=dim, higher_is_better=True, sample_idx=k, score=score, parse_ok=score is not None,
-                         cost_usd=None, latency_s=0.5, cached=False, candidate_text=text)
-                )  # fmt: skip
+                    dict(
+                        run_id=folder.name,
+                        judge=judge,
+                        model=f"fake/{judge}",
+                        mode=mode,
+                        rubric="novelty",
+                        rubric_version="v1",
+                        prompt_id=f"{cand}",
+                        instance_id=inst,
+                        candidate_id=cand,
+                        source=source,
+                        dimension=dim,
+                        higher_is_better=True,
+                        sample_idx=k,
+                        score=score,
+                        parse_ok=score is not None,
+                        cost_usd=None,
+                        latency_s=0.5,
+                        cached=False,
+                        candidate_text=text,
+                    )
+                )
     folder.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(folder / "results.csv", index=False)
-    config = {"judge": {"name": judge, "model": f"fake/{judge}"}, "mode": {"name": mode}, "rubric": rubric,
-              "dataset": {"name": "sample", "path": str(SAMPLE)}}  # fmt: skip
+    config = {
+        "judge": {"name": judge, "model": f"fake/{judge}"},
+        "mode": {"name": mode},
+        "rubric": rubric,
+        "dataset": {"name": "sample", "path": str(SAMPLE)},
+    }
     (folder / "config.json").write_text(json.dumps(config))
-    info = {"judge": judge, "model": f"fake/{judge}", "mode": mode, "rubric": "novelty",
-            "rubric_versions": {"novelty": "v1"}, "dataset_path": str(SAMPLE), "dataset_hash": "abc123"} | manifest  # fmt: skip
+    info = {
+        "judge": judge,
+        "model": f"fake/{judge}",
+        "mode": mode,
+        "rubric": "novelty",
+        "rubric_versions": {"novelty": "v1"},
+        "dataset_path": str(SAMPLE),
+        "dataset_hash": "abc123",
+    } | manifest
     (folder / "manifest.json").write_text(json.dumps(info))
     return folder
