@@ -120,7 +120,8 @@ def test_report_cli_writes_both_tables(tmp_path: Path, capsys: pytest.CaptureFix
     ]
     run = tmp_path / "run"
     run.mkdir()
-    pd.concat([pairwise_rows(), pd.DataFrame(quality)]).to_csv(run / "results.csv", index=False)
+    table = pd.concat([pairwise_rows(), pd.DataFrame(quality)])
+    table.assign(higher_is_better=True).to_csv(run / "results.csv", index=False)  # as a real run writes it
     assert main([str(run), "--n-boot", "100"]) == 0
     per_review = pd.read_csv(run / "echoreview_quality_per_review.csv")
     assert per_review.loc[0, "overall"] == pytest.approx(7.0) and per_review.loc[

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from experiments.inputs import StudyError
 from judge.routing import PoolSettings
 from tests.support.configs import config
 from tests.support.fault_server import FaultServer
@@ -79,7 +78,9 @@ def test_pool_settings_are_checked() -> None:
 
 def test_bad_pool_setting_is_one_line(tmp_path: Path) -> None:
     cfg = pooled(["http://127.0.0.1:9/v1"], tmp_path / "cache", routing="fastest")
-    with pytest.raises(StudyError, match=r"^judge\.pool\.routing=fastest: choose one of"):
+    from experiments.config import ConfigError  # the typed config refuses it, before any folder or call
+
+    with pytest.raises(ConfigError, match=r"^judge\.pool\.routing=fastest: choose one of"):
         run_in_process(cfg, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

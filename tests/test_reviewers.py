@@ -135,6 +135,7 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
             "source": "paper",
             "rubric": "paper_originality",
             "dimension": "originality",
+            "higher_is_better": True,  # as a real run writes it (the analysis never reads conf/)
             "score": [4.0, 3.0, 1.0, 5.0],
             "parse_ok": True,
         }
@@ -175,6 +176,7 @@ def test_a_judge_of_another_study_in_the_folder_is_dropped_with_a_note(
                 "source": "paper",
                 "rubric": rubric,
                 "dimension": "originality",
+                "higher_is_better": True,  # as a real run writes it (the analysis never reads conf/)
                 "score": 3.0,
                 "parse_ok": True,
             }
@@ -268,6 +270,7 @@ def test_cli_csv_runs_no_formula_in_a_spreadsheet(tmp_path: Path) -> None:
             "source": "paper",
             "rubric": "paper_originality",
             "dimension": "originality",
+            "higher_is_better": True,  # as a real run writes it (the analysis never reads conf/)
             "score": [4.0, 3.0, 1.0, 5.0],
             "parse_ok": True,
         }
@@ -292,6 +295,7 @@ def test_judge_scores_leave_perturbed_rows_to_robustness() -> None:
             "source": "paper",
             "rubric": "paper_originality",
             "dimension": "originality",
+            "higher_is_better": True,  # as a real run writes it (the analysis never reads conf/)
             "score": [3.0, 1.0, 4.0],
             "parse_ok": [True, True, None],
             "perturbation": ["none", "padding", ""],

@@ -98,7 +98,13 @@ def _add_directions(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     spec = run_rubric(path)
     pairs = frame[["rubric", "dimension"]].dropna().drop_duplicates().astype(str)
     known: dict[tuple[str, str], bool] = {}
+    ranked: set[tuple[str, str]] = set()
+    if "score" in frame:
+        scored = frame.loc[pd.to_numeric(frame["score"], errors="coerce").notna(), ["rubric", "dimension"]]
+        ranked = set(scored.astype(str).itertuples(index=False, name=None))
     for rubric, dim in pairs.itertuples(index=False, name=None):
+        if (rubric, dim) not in ranked:  # a preference (or never scored): no score to rank either way
+            continue
         if spec is None or spec.name != rubric or dim not in spec.directions:
             raise ValueError(
                 f"{path}: no {DIRECTION!r} column, and rubric {rubric!r} of the run folder {path.parent} "
