@@ -319,12 +319,12 @@ def test_hostile_results_files_load_valid_or_answer_one_line(
         return
     assert set(loaded["dimension"].astype(str)) <= {"originality", "gap_addressing"}
     assert loaded["score"].dropna().between(0, 3).all()
-    keys = ["run_id", "prompt_id", "candidate_id", "dimension", "sample_idx"]
+    keys = ["run_id", "prompt_id", "instance_id", "candidate_id", "dimension", "sample_idx"]
     assert not loaded[[k for k in keys if k in loaded]].astype(str).duplicated().any()
 
 
 @pytest.mark.parametrize(
-    "module", ["report", "novbench_report", "echoreview_report", "robustness", "card", "latent"]
+    "module", ["report.build", "novbench_report", "echoreview_report", "robustness", "card.build", "latent"]
 )
 @pytest.mark.parametrize("value", ["0", "-5"])
 def test_n_boot_must_be_positive_in_every_analysis_cli(
@@ -610,3 +610,17 @@ def test_overlapping_runs_look_up_each_run_once_not_each_row() -> None:
     out = label_overlapping_runs(rows, CountingStudies(r1="s1"))
     assert CountingStudies.asked == 2
     assert sorted(out["judge"].unique()) == ["j@r1", "j@r2"]
+
+
+def test_a_results_file_cut_mid_row_is_one_line_naming_the_row(tmp_path: Path) -> None:
+    """A file truncated just after a line break left a row of only a run id ('r'), which loaded as a judgment
+    with no judge, candidate or dimension; it is refused with its line."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"rubric": NOVELTY}))
+    novelty_run(1).to_csv(folder / "results.csv", index=False)
+    text = (folder / "results.csv").read_text()
+    (folder / "results.csv").write_text(text + "r\n")
+    last = len(text.splitlines()) + 1
+    with pytest.raises(ResultsError, match=rf"results\.csv:{last}: no judge \(is the line cut short\?\)$"):
+        load_results(folder)

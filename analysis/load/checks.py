@@ -184,6 +184,20 @@ def require_columns(frame: pd.DataFrame, path: Path, required: Sequence[str]) ->
         )
 
 
+#: What names a judgment: a row without one of these (a line cut short, a cell emptied) is nobody's judgment.
+NAMING = ("judge", "mode", "instance_id", "candidate_id", "dimension")
+
+
+def require_values(frame: pd.DataFrame, path: Path) -> None:
+    """Refuse the first row with an empty naming cell (e.g. the last line of a truncated file)."""
+    for column in (c for c in NAMING if c in frame):
+        text = frame[column].astype("string").str.strip()
+        empty = (text.isna() | (text == "")).fillna(True).to_numpy(dtype=bool)  # "NA" is an id, not empty
+        if empty.any():
+            at = int(np.flatnonzero(empty)[0])
+            raise ResultsError(f"{_where(path, frame, at)}: no {column} (is the line cut short?)")
+
+
 def check_numbers(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
     """The column as floats; a value that is not a number (e.g. "abc") is refused with its row."""
     values = pd.to_numeric(frame[column], errors="coerce")

@@ -28,6 +28,7 @@ from analysis.load.checks import (
     csv_line,
     read_table,
     require_columns,
+    require_values,
     run_rubric,
 )
 from analysis.load.shards import merged_run_ids
@@ -98,13 +99,7 @@ def _add_directions(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     spec = run_rubric(path)
     pairs = frame[["rubric", "dimension"]].dropna().drop_duplicates().astype(str)
     known: dict[tuple[str, str], bool] = {}
-    ranked: set[tuple[str, str]] = set()
-    if "score" in frame:
-        scored = frame.loc[pd.to_numeric(frame["score"], errors="coerce").notna(), ["rubric", "dimension"]]
-        ranked = set(scored.astype(str).itertuples(index=False, name=None))
     for rubric, dim in pairs.itertuples(index=False, name=None):
-        if (rubric, dim) not in ranked:  # a preference (or never scored): no score to rank either way
-            continue
         if spec is None or spec.name != rubric or dim not in spec.directions:
             raise ValueError(
                 f"{path}: no {DIRECTION!r} column, and rubric {rubric!r} of the run folder {path.parent} "
@@ -147,6 +142,7 @@ def _read_one(path: Path) -> pa.Table:
                 frame[col] = check_flags(frame, path, col)
         table, checked = pa.Table.from_pandas(frame, preserve_index=False), frame
     require_columns(checked, path, REQUIRED)
+    require_values(checked, path)
     check_results(checked, path)
     if DIRECTION not in table.column_names and "dimension" in table.column_names:
         frame = _add_directions(table.to_pandas(), path)
