@@ -1,10 +1,15 @@
 """Issue 23's done-when: on one study (the shipped sample with its humans.csv, two judges, both modes, run
 through the real pipeline against a scripted local server), every statistic that the report, the paper
-tables, the judge cards and the viewer share has the same value in each. One test per shared statistic."""
+tables, the judge cards and the viewer share has the same value in each. One test per shared statistic.
+
+The study includes a robustness sweep (experiment=robustness: each judge × mode re-judged with padded
+candidates, and comparative prompts in another order): its statistics are the card's `robustness` field and
+`python -m analysis.robustness`'s table, and its perturbed rows change none of the study's other values."""
 
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis import robustness
 from analysis.card import build as card
 from analysis.load.collect import load_humans, load_results
 from analysis.report import paper_tables
@@ -21,10 +27,12 @@ from analysis.stats.scores import candidate_scores
 from analysis.stats.study import study_candidates
 from analysis.view.data import Study
 from analysis.view.sql import DISAGREEMENT_SQL
-from tests.support.studies import ROOT, run_sample_study
+from tests.support.studies import ROOT, run_robustness_sweep, run_sample_study
 
 N_BOOT = 50
 N_NULL = 30
+LIMIT = 3
+SWEEP = ("padding", "order")  # no generator call (a paraphrase would need one); order: comparative only
 
 
 class Views:
@@ -41,9 +49,24 @@ class Views:
 
 
 @pytest.fixture(scope="module")
-def views(tmp_path_factory: pytest.TempPathFactory) -> Views:
+def study_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The sample study's runs, and a copy of them with the robustness sweep's runs added."""
     tmp = tmp_path_factory.mktemp("views")
-    return Views(run_sample_study(tmp, limit=3), tmp / "cards")
+    plain = run_sample_study(tmp / "plain", limit=LIMIT)
+    shutil.copytree(tmp / "plain", tmp / "swept")
+    return plain, run_robustness_sweep(tmp / "swept", SWEEP, limit=LIMIT)
+
+
+@pytest.fixture(scope="module")
+def views(study_dirs: tuple[Path, Path]) -> Views:
+    """The study with its robustness sweep, as every view computes it."""
+    return Views(study_dirs[1], study_dirs[1].parent / "cards")
+
+
+@pytest.fixture(scope="module")
+def plain(study_dirs: tuple[Path, Path]) -> Views:
+    """The same study without the sweep."""
+    return Views(study_dirs[0], study_dirs[0].parent / "cards")
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -199,3 +222,88 @@ def test_cards_carry_a_null_range_for_each_bias_field(views: Views) -> None:
         assert (flags["null_lo"] <= flags["null_hi"]).all()
         md = card.card_markdown(made)
         assert "## Flags" in md and "- flags: " in md
+
+
+def test_the_study_has_a_robustness_sweep(views: Views) -> None:
+    kinds = views.results.assign(p=robustness.perturbation_names(views.results["perturbation"]))
+    shown = kinds.groupby("p")["mode"].agg(lambda m: sorted(set(m.astype(str))))
+    assert shown.to_dict() == {
+        "none": ["comparative", "independent"],
+        "padding": ["comparative", "independent"],
+        "order": ["comparative"],
+    }
+    for made in views.cards.values():
+        rows = pd.DataFrame(made["robustness"])
+        assert {(r.mode, r.perturbation) for r in rows.itertuples()} == {
+            ("independent", "padding"),
+            ("comparative", "padding"),
+            ("comparative", "order"),
+        }
+        assert (
+            rows["abs_shift"] if "abs_shift" in rows else rows["shift"].abs()
+        ).max() > 0  # padding moved a score
+
+
+def test_robustness_is_one_value_on_the_card_and_in_the_robustness_table(
+    views: Views, tmp_path: Path
+) -> None:
+    """The card's `robustness` records are the rows of `python -m analysis.robustness`'s robustness.csv (same
+    bootstrap size and seed), and every row of that table is on its judge's card."""
+    assert robustness.main([str(views.root), "--out", str(tmp_path), "--n-boot", str(N_BOOT)]) == 0
+    table = pd.read_csv(tmp_path / "robustness.csv", keep_default_na=False, na_values=[""])
+    keys = ["judge", "mode", "perturbation", "dimension"]
+    table = table.astype({k: str for k in keys})
+    checked = 0
+    for judge, made in views.cards.items():
+        for record in made["robustness"]:
+            match = table.loc[(table[keys] == pd.Series({**record, "judge": judge})[keys]).all(axis=1)]
+            assert len(match) == 1, (judge, record)
+            for col, value in record.items():
+                assert _same(match.iloc[0][col], value), ("robustness", judge, col, match.iloc[0][col], value)
+            checked += 1
+    assert checked == len(table) > 0
+    assert table["flip_rate"].notna().all() and table["n"].gt(0).all()
+
+
+def test_the_robustness_baseline_is_the_studys_scores_and_verdicts(views: Views) -> None:
+    """Against its `none` run a `none` run moves nothing: the robustness table of the study's own rows tagged
+    as a perturbation has shift 0 and flip rate 0, so its baseline scores and verdicts (same-prompt reference)
+    are the study's in both modes."""
+    study = robustness.unperturbed(views.results)
+    again = pd.concat([study, study.assign(perturbation="padding")], ignore_index=True)
+    table = robustness.robustness_table(again, n_boot=N_BOOT)
+    assert set(table["mode"]) == {"comparative", "independent"}
+    assert (table["shift"] == 0).all() and (table["flip_rate"] == 0).all()
+
+
+def _frame_same(a: pd.DataFrame, b: pd.DataFrame, what: str) -> None:
+    assert list(a.columns) == list(b.columns) and len(a) == len(b), what
+    for col in a.columns:
+        for x, y in zip(a[col].tolist(), b[col].tolist(), strict=True):
+            assert _same(x, y), (what, col, x, y)
+
+
+def test_the_sweep_changes_none_of_the_studys_other_values(views: Views, plain: Views) -> None:
+    """The perturbed rows are left to robustness: every report table and every card field but `robustness`
+    is the same with and without the sweep, except what counts every call (perturbed ones too, as their
+    glossary says): the overview's runs, the leaderboard's judgments, parse rate and latency, the card's rows,
+    parse rate and latency."""
+    assert set(views.tables) == set(plain.tables) and len(plain.tables) > 20
+    for key in set(plain.tables) - {"overview", "leaderboard"}:
+        _frame_same(plain.tables[key], views.tables[key], key)
+    runs = views.tables["overview"].set_index("run_id").loc[plain.tables["overview"]["run_id"]].reset_index()
+    _frame_same(plain.tables["overview"], runs, "overview")
+    board = [
+        c for c in plain.tables["leaderboard"] if c not in ("judgments", "parse_rate", "median_latency_s")
+    ]
+    assert any(c.startswith("kappa_w:") for c in board)
+    _frame_same(plain.tables["leaderboard"][board], views.tables["leaderboard"][board], "leaderboard")
+    calls = {"rows", "parse_rate", "latency_s", "robustness", "notes"}
+    for judge, made in plain.cards.items():
+        swept = views.cards[judge]
+        for field, value in made.items():
+            if field not in calls:
+                assert swept[field] == value, (judge, field)
+        assert made["robustness"] == [] and swept["robustness"]
+        assert [n for n in made["notes"] if not n.startswith("robustness:")] == swept["notes"]
+        assert swept["rows"] > made["rows"]

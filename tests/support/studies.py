@@ -69,31 +69,67 @@ def config(overrides: list[str]) -> dict[str, Any]:
     return cfg
 
 
-def run_sample_study(root: Path, limit: int = 2, n_samples: int = 2) -> Path:
-    """Run judges qwen_a and qwen_b × independent, comparative on the shipped sample; one folder per run."""
+JUDGES = (("qwen_a", "qwen-a"), ("qwen_b", "qwen-b"))
+MODES = ("independent", "comparative")
+
+
+def _judge_run(api_base: str, root: Path, out: Path, judge: tuple[str, str], mode: str, *extra: str) -> None:
+    """One run of a sample judge × mode into `out` (its run id), with the cache under `root`."""
     from experiments.study import run_study
 
+    name, model = judge
+    cfg = config(
+        [
+            "judge=qwen",
+            f"judge.name={name}",
+            f"judge.model=openai/{model}",
+            f"judge.api_base={api_base}",
+            f"mode={mode}",
+            "progress=false",
+            "workers=1",
+            f"cache_dir={root / 'cache'}",
+            "min_parse_rate=0",
+            *extra,
+        ]
+    )
+    run_study(typed(cfg), None, out, run_id=out.name)
+
+
+def run_sample_study(root: Path, limit: int = 2, n_samples: int = 2) -> Path:
+    """Run judges qwen_a and qwen_b × independent, comparative on the shipped sample; one folder per run."""
     os.environ.setdefault("OPENAI_API_KEY", "sk-local-test-server")
     with ScriptedServer(answer).running() as server:
-        for j, (name, model) in enumerate((("qwen_a", "qwen-a"), ("qwen_b", "qwen-b"))):
-            for m, mode in enumerate(("independent", "comparative")):
-                cfg = config(
-                    [
-                        "judge=qwen",
-                        f"judge.name={name}",
-                        f"judge.model=openai/{model}",
-                        f"judge.api_base={server.api_base}",
-                        f"mode={mode}",
+        for j, judge in enumerate(JUDGES):
+            for m, mode in enumerate(MODES):
+                out = root / "multirun" / f"{2 * j + m}_{judge[0]}_{mode}_novelty"
+                _judge_run(
+                    server.api_base, root, out, judge, mode, f"limit={limit}", f"n_samples={n_samples}"
+                )
+    return root / "multirun"
+
+
+def run_robustness_sweep(
+    root: Path, perturbations: tuple[str, ...], limit: int = 2, n_samples: int = 2, seed: int = 0
+) -> Path:
+    """Add to `run_sample_study`'s folder the runs of experiment=robustness: each judge × mode re-judged
+    under each of `perturbations` (the study's own runs are its `none` baseline); `order` and `labels`
+    change comparative prompts only, so they run in that mode only (as the analysis reads them)."""
+    os.environ.setdefault("OPENAI_API_KEY", "sk-local-test-server")
+    k = len(list((root / "multirun").iterdir()))
+    with ScriptedServer(answer).running() as server:
+        for judge in JUDGES:
+            for mode in MODES:
+                for kind in perturbations:
+                    if kind in ("order", "labels") and mode != "comparative":
+                        continue
+                    out = root / "multirun" / f"{k}_{judge[0]}_{mode}_{kind}"
+                    overrides = [
                         f"limit={limit}",
                         f"n_samples={n_samples}",
-                        "progress=false",
-                        "workers=1",
-                        f"cache_dir={root / 'cache'}",
-                        "min_parse_rate=0",
+                        f"robustness.perturbation={kind}",
                     ]
-                )
-                out = root / "multirun" / f"{2 * j + m}_{name}_{mode}_novelty"
-                run_study(typed(cfg), None, out, run_id=out.name)
+                    _judge_run(server.api_base, root, out, judge, mode, *overrides, f"robustness.seed={seed}")
+                    k += 1
     return root / "multirun"
 
 
