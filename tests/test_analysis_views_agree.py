@@ -276,6 +276,19 @@ def test_the_robustness_baseline_is_the_studys_scores_and_verdicts(views: Views)
     assert (table["shift"] == 0).all() and (table["flip_rate"] == 0).all()
 
 
+def test_viewer_counts_the_perturbed_rows_the_robustness_table_reads(views: Views) -> None:
+    """The viewer lists each item's perturbed rows apart (`perturbed`), by the spelling the robustness table
+    reads (`perturbation_names`): per item × judge × mode × dimension, the count of rows not `none`."""
+    with Study(views.root, views.humans) as study:
+        shown = study._cursor().execute(DISAGREEMENT_SQL.format(where="")).fetchdf()
+    keys = ["judge", "mode", "instance_id", "candidate_id", "dimension"]
+    rows = views.results.assign(moved=robustness.perturbation_names(views.results["perturbation"]) != "none")
+    core = rows.astype({k: str for k in keys}).groupby(keys)["moved"].sum().rename("core").reset_index()
+    both = shown.astype({k: str for k in keys}).merge(core, on=keys, how="outer", indicator=True)
+    assert (both["_merge"] == "both").all() and both["perturbed"].sum() > 0
+    assert both["perturbed"].astype(int).tolist() == both["core"].astype(int).tolist()
+
+
 def _frame_same(a: pd.DataFrame, b: pd.DataFrame, what: str) -> None:
     assert list(a.columns) == list(b.columns) and len(a) == len(b), what
     for col in a.columns:
