@@ -10,6 +10,10 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from core.schema import MANIFEST_NAME, ManifestError, read_manifest
+from experiments.cli.entry import INTERRUPTED, remove_if_empty, typed_config
+from experiments.config import ConfigError, StudyConfig
+from experiments.sweep_budget import clear_failed, mark_failed
+from judge.secrets import redact_std_streams
 
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")
@@ -21,12 +25,8 @@ def main(cfg: DictConfig) -> None:
     provider (the unscored rows are written); 4 too few answers scored (`min_parse_rate`; outputs written);
     130 interrupted (Ctrl-C). In a -m sweep, 1 and 4 come at the end of the sweep, naming the jobs, so one
     failed job does not stop the others. None of them leaves a folder without outputs behind."""
-    from experiments.cli.entry import INTERRUPTED, remove_if_empty, typed_config
-    from experiments.config import ConfigError, StudyConfig
     from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs  # no litellm
     from experiments.outputs import claim_folder, release_folder
-    from experiments.sweep_budget import clear_failed
-    from judge.secrets import redact_std_streams
 
     redact_std_streams()
     hc = HydraConfig.get()
@@ -82,8 +82,6 @@ def main(cfg: DictConfig) -> None:
 def _failed(out_dir: Path, sweep: Path | None, code: int, line: str) -> None:
     """A run that wrote its outputs but failed: its line and exit code; in a sweep, recorded for the end of the
     sweep instead (experiments.sweep_budget), so the other jobs still run."""
-    from experiments.sweep_budget import mark_failed
-
     print(line, file=sys.stderr)
     if sweep is None:
         sys.exit(code)

@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from core.cells import csv_safe  # results.csv is opened in spreadsheets: no formulas
 from core.schema import MANIFEST_NAME, write_manifest
+from experiments.batching import run_batches
 from experiments.config import StudyConfig, as_dict
 from experiments.inputs import BudgetStop, ParseRateError, StudyError, StudyInputs, load_study_inputs
 from experiments.judges import make_judge, max_tokens_of, sampling_params, sent_request
@@ -35,6 +36,8 @@ from experiments.prompt import Prompt
 from experiments.rows import rows_for, to_frame
 from experiments.spend import budget_message
 from experiments.stages import robustness
+from experiments.workers import fork_available, in_process_provider, run_in_workers
+from judge.batch.provider import BatchRequest
 from judge.cache.store import CacheError
 from judge.calls import Call, call_all
 from judge.client import CallResult, Judge, Sample
@@ -139,7 +142,6 @@ def provider_calls(
     if n_workers <= 1:
         asyncio.run(call_all(judge, misses, settle))
         return
-    from experiments.workers import run_in_workers  # noqa: PLC0415
 
     # the first call here: it pays litellm's one-off warm-up (lazy imports, ~0.5 s of CPU) once instead of
     # once per worker, and a fatal error (key, model) surfaces before any fork
@@ -151,9 +153,6 @@ def batch_calls(
     judge: Judge, calls: Sequence[Call], cfg: StudyConfig, settle: Callable[[Call, CallResult], None]
 ) -> Any:
     """The calls through the provider's batch API (`experiments.batching`); its BatchStats."""
-    from experiments.batching import run_batches  # noqa: PLC0415
-    from judge.batch.provider import BatchRequest  # noqa: PLC0415
-
     results, stats = run_batches(judge, [BatchRequest(c.key, c.messages, c.params) for c in calls], cfg)
     for call in calls:
         settle(call, results[call.key])
@@ -173,8 +172,6 @@ def plan_workers(cfg: StudyConfig, judge: Judge, n_calls: int) -> int:
     allows two requests in flight per worker - but never for a model served inside this process (a litellm
     custom provider such as the embedded local model), which would load it once per worker.
     """
-    from experiments.workers import fork_available, in_process_provider  # noqa: PLC0415
-
     wanted = cfg.workers
     if judge.budget is not None or judge.limiter is not None:
         return 1  # one process keeps the run's one spend account and one view of the provider's limits

@@ -18,6 +18,10 @@ from typing import NoReturn, TypeVar
 
 from omegaconf import DictConfig
 
+from experiments.config import as_dict, command_line_problem, load
+from judge.secrets import install_log_redaction, redact_std_streams, remember_secrets
+from judge.spend.price_map import choose
+
 T = TypeVar("T")
 C = TypeVar("C")
 INTERRUPTED = (
@@ -30,8 +34,6 @@ def start(config_name: str, *checks: Callable[[list[str]], str | None]) -> None:
     """The `__main__` of an entry point, before Hydra: scrubbed streams, credentials hidden from Hydra, and
     `checks` (then the typed model's `command_line_problem`) answered in one line."""
     from experiments.cli.secrets import hide_secret_overrides
-    from experiments.config import command_line_problem
-    from judge.secrets import redact_std_streams
 
     redact_std_streams()
     try:
@@ -51,10 +53,6 @@ def start(config_name: str, *checks: Callable[[list[str]], str | None]) -> None:
 def typed_config(cfg: DictConfig, schema: type[C]) -> C:
     """The composed config as its frozen, typed object (experiments.config), its secrets learnt and library
     logs scrubbed; litellm's price map chosen (`prices`, judge.spend.price_map) before litellm is imported."""
-    from experiments.config import as_dict, load
-    from judge.secrets import install_log_redaction, remember_secrets
-    from judge.spend.price_map import choose
-
     typed = load(cfg, schema)
     remember_secrets(as_dict(typed))
     choose(typed.prices.value)  # type: ignore[attr-defined]

@@ -27,9 +27,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from experiments.conf_lookup import judge_config
 from experiments.config import JudgeConfig, Perturbation, RobustnessConfig, StudyConfig, load
 from experiments.datasets.loader import Candidate, Instance
+from experiments.inputs import StudyError
 from experiments.modes import Mode, select_candidates
+from judge.local.embeddings import default_embedder, l2_normalise
+from judge.rubric import render_template, template_version
 
 #: sentences that say nothing about any research question (padding raises length, never content)
 PADDING = (
@@ -162,9 +166,6 @@ def too_far(originals: Sequence[str], texts: Sequence[str], floor: float, embedd
     an `embedder` with `.encode` is given)."""
     if not texts:
         return []
-    from experiments.inputs import StudyError
-    from judge.local.embeddings import default_embedder, l2_normalise
-
     model = embedder or default_embedder()
     try:
         a, b = l2_normalise(model.encode(list(originals))), l2_normalise(model.encode(list(texts)))
@@ -191,15 +192,12 @@ def paraphrases(
     instances' `c1` are different texts."""
     from experiments.judges import make_judge, sampling_params
     from experiments.stages.candidates import Request, call_many
-    from judge.rubric import render_template, template_version
 
     conf = cfg.robustness
     rules, attempts = Rules.of(conf), conf.max_attempts
     gen_cfg = cfg
     if conf.generator:  # where `judge=<name>` finds it: conf/judge or a hydra.searchpath folder
         from omegaconf import OmegaConf
-
-        from experiments.conf_lookup import judge_config
 
         found = judge_config(str(conf.generator), "robustness.generator")
         gen_cfg = dataclasses.replace(cfg, judge=load(OmegaConf.create(found), JudgeConfig))
@@ -284,8 +282,6 @@ def _paraphrased(
 ) -> tuple[list[Instance], list[dict]]:
     """perturbation=paraphrase: the instances with their accepted paraphrases and without what `left_out`
     names (an instance left with no generated candidate is dropped), and the audit records of both."""
-    from experiments.inputs import StudyError
-
     instances = shown(instances, mode)
     table = paraphrases(instances, cfg)
     drop = left_out(instances, {k for k, p in table.items() if p.text is None}, mode)
