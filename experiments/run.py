@@ -25,6 +25,7 @@ def main(cfg: DictConfig) -> None:
     provider (the unscored rows are written); 4 too few answers scored (`min_parse_rate`; outputs written);
     130 interrupted (Ctrl-C). In a -m sweep, 1 and 4 come at the end of the sweep, naming the jobs, so one
     failed job does not stop the others. None of them leaves a folder without outputs behind."""
+    # pandas: not imported for the one-line answers `start` gives before Hydra
     from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs  # no litellm
     from experiments.outputs import claim_folder, release_folder
 
@@ -39,6 +40,7 @@ def main(cfg: DictConfig) -> None:
         study = typed_config(cfg, StudyConfig)
         inputs = load_study_inputs(study)  # bad inputs answer here, before litellm is even imported
         if study.plan:
+            # litellm: only after the inputs are validated and the price map chosen (typed_config)
             from experiments.plan import run_plan
 
             run_plan(study, inputs, hydra_dir, sweep)
@@ -46,6 +48,7 @@ def main(cfg: DictConfig) -> None:
         out_dir = claim_folder(hydra_dir)  # Hydra's folder, or a sibling when a same-second run holds it
         if sweep is not None:
             clear_failed(out_dir)
+        # litellm: only after the inputs are validated and the price map chosen (typed_config)
         from experiments.study import AllCallsFailed, run_study
         from judge import speedups
 

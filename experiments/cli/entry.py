@@ -33,6 +33,7 @@ INTERRUPTED = (
 def start(config_name: str, *checks: Callable[[list[str]], str | None]) -> None:
     """The `__main__` of an entry point, before Hydra: scrubbed streams, credentials hidden from Hydra, and
     `checks` (then the typed model's `command_line_problem`) answered in one line."""
+    # hydra's override parser: only an entry point's `__main__` needs it
     from experiments.cli.secrets import hide_secret_overrides
 
     redact_std_streams()
@@ -65,6 +66,7 @@ def typed_config(cfg: DictConfig, schema: type[C]) -> C:
 
 def run_stage(body: Callable[[C], T], cfg: DictConfig, out_dir: Path, schema: type[C]) -> T:
     """`body(typed config)` with every user-facing failure as one line (see the module doc)."""
+    # litellm (judge.cache.store, judge.retry) and pandas (experiments.inputs): after `start`'s checks
     from experiments.inputs import StudyError
     from judge.cache.store import CacheError
     from judge.retry import FatalProviderError

@@ -78,6 +78,7 @@ async def classify(
     progress: bool,
 ) -> list[tuple[int | None, str]]:
     """(1 / 0 / None, raw answer) per sentence: one cached judge call each, counted in ``tally``."""
+    # litellm: imported after run_stage has checked the inputs and chosen the price map
     from experiments.stages.candidates import Request, call_many
 
     call_params = {**params, "response_format": response_format(rubric)} if structured else dict(params)
@@ -137,6 +138,7 @@ def check_joined(
 
 def run_extract(cfg: ExtractConfig, out_dir: Path) -> dict[str, Any]:
     """Label, call, score, write; returns the metrics."""
+    # litellm: imported after run_stage has checked the inputs and chosen the price map
     from experiments.judges import make_judge, sampling_params
     from experiments.manifest import Tally
 

@@ -60,6 +60,7 @@ def load_corpus(path: str | None, records: Sequence[Mapping[str, Any]]) -> list[
 
 def generate(cfg: GenerateConfig, out_dir: Path) -> GenerationManifest:
     """Run one generation task; returns the manifest."""
+    # litellm: imported after run_stage has checked the inputs and chosen the price map
     from experiments.judges import make_judge, sampling_params
     from experiments.manifest import Tally
     from experiments.stages import candidates as gen

@@ -35,6 +35,7 @@ async def extract_all(
 ) -> list[list[str] | None]:
     """The weakness list of every review (one cached judge call each); None where the call failed or the
     answer held no list - a failure is not "no weaknesses" and must not enter the overlap ratios."""
+    # litellm: imported after run_stage has checked the inputs and chosen the price map
     from experiments.stages.candidates import call_many, parse_list, weakness_request
 
     results = await call_many(judge, [weakness_request(r) for r in reviews], params, progress=False)
@@ -45,6 +46,7 @@ async def judge_decisions(
     judge: Any, rubric: Any, pairs: Sequence[tuple[str, str]], params: Mapping[str, Any], structured: bool
 ) -> list[bool | None]:
     """issue_match verdicts for (human issue, model issue) pairs; None where the answer did not parse."""
+    # litellm: imported after run_stage has checked the inputs and chosen the price map
     from experiments.stages.candidates import Request, call_many
 
     call_params = {**params, "response_format": response_format(rubric)} if structured else dict(params)
@@ -124,6 +126,7 @@ def score_paper(
 
 def run_issues(cfg: IssuesConfig, out_dir: Path) -> pd.DataFrame:
     """The whole issue-set study for one judge; returns the macro table."""
+    # litellm: imported after run_stage has checked the inputs and chosen the price map
     from experiments.judges import make_judge, sampling_params
 
     inputs = load_study_inputs(cfg, with_mode=False)

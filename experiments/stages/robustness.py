@@ -31,7 +31,9 @@ from experiments.conf_lookup import judge_config
 from experiments.config import JudgeConfig, Perturbation, RobustnessConfig, StudyConfig, load
 from experiments.datasets.loader import Candidate, Instance
 from experiments.inputs import StudyError
+from experiments.judges import make_judge, sampling_params
 from experiments.modes import Mode, select_candidates
+from experiments.stages.candidates import Request, call_many
 from judge.local.embeddings import default_embedder, l2_normalise
 from judge.rubric import render_template, template_version
 
@@ -190,9 +192,6 @@ def paraphrases(
     again with the next seed when rejected, at most `max_attempts` calls (cached, keyed by the text itself).
     A failed call is a rejected attempt (`no answer`), never the original kept. Not candidate_id alone: two
     instances' `c1` are different texts."""
-    from experiments.judges import make_judge, sampling_params
-    from experiments.stages.candidates import Request, call_many
-
     conf = cfg.robustness
     rules, attempts = Rules.of(conf), conf.max_attempts
     gen_cfg = cfg
