@@ -54,7 +54,7 @@ def main(cfg: DictConfig) -> None:
 
         speedups.install()
         try:
-            frame = run_study(study, inputs, out_dir, run_id=out_dir.name, sweep_dir=sweep)
+            frame = run_study(study, inputs, out_dir, run_id=out_dir.name, sweep_dir=sweep, claimed=True)
         except AllCallsFailed as exc:
             _failed(out_dir, sweep, 1, f"warning: {exc}")
             return

@@ -220,13 +220,21 @@ class AllCallsFailed(StudyError):
 
 
 def run_study(
-    cfg: StudyConfig, inputs: StudyInputs | None, out_dir: Path, run_id: str, sweep_dir: Path | None = None
+    cfg: StudyConfig,
+    inputs: StudyInputs | None,
+    out_dir: Path,
+    run_id: str,
+    sweep_dir: Path | None = None,
+    *,
+    claimed: bool = False,
 ) -> pd.DataFrame:
     """Run the study its typed config describes and write its outputs into `out_dir`; in a -m sweep
     (`sweep_dir`), `budget_usd` is the sweep's (judge.spend.ledger).
 
-    The folder is claimed (ours, writable) before the first call; whatever stops the run before its outputs
-    are written (a bad config, a fatal provider error, Ctrl-C, a failed write) leaves no folder behind."""
+    The folder is claimed (ours, writable) before the first call, here or, with `claimed`, by the caller
+    (experiments.run claims Hydra's folder or a free sibling first), so it is claimed once; whatever stops
+    the run before its outputs are written (a bad config, a fatal provider error, Ctrl-C, a failed write)
+    leaves no folder behind."""
     started = time.perf_counter()
     inputs = inputs or load_study_inputs(cfg)
     rubric, data_path, mode = inputs.rubric, inputs.data_path, inputs.mode
@@ -242,7 +250,8 @@ def run_study(
             f"mode={cfg.mode.name}: nothing to judge: {len(instances)} instance(s) of "
             f"{data_path} give 0 prompts (pairwise needs a reference and candidates)"
         )
-    claim_folder(out_dir, exact=True)  # an OutputError (a StudyError) before the first call
+    if not claimed:
+        claim_folder(out_dir, exact=True)  # an OutputError (a StudyError) before the first call
     try:
         frame, tally, judge, shape, keys = _judge_all(cfg, prompts, rubric, run_id, sweep_dir)
         manifest = replace(
