@@ -22,7 +22,7 @@ from judge.cache.store import CacheError
 from judge.client import Judge
 from judge.completer import LiteLLMCompleter
 from judge.expected import TOP_LOGPROBS
-from judge.local.provider import register
+from judge.local import provider as local_provider  # a module: tests replace its register
 from judge.pool import RouterCompleter
 from judge.quirks import RequestShape, request_shape
 from judge.ratelimit import limiter_for
@@ -70,7 +70,7 @@ def make_judge(
     if jcfg.model.startswith("local/") or jcfg.extra.get("custom_llm_provider") == "local":
         # the embedded model's litellm provider (judge.local.provider), registered before its prices are read
 
-        register()  # makes "local/..." a litellm provider like any other; loads no weights until called
+        local_provider.register()  # makes "local/..." a litellm provider like any other; loads no weights until called
     policy = RetryPolicy(**dataclasses.asdict(cfg.retry))
     # a Retry-After is capped as without a limit
     limiter = limiter_for(jcfg.model, jcfg.rpm, jcfg.tpm, jcfg.concurrency, max_wait_s=policy.max_wait_s)

@@ -20,9 +20,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from core.cells import write_csv  # model text in a CSV people open: no formulas
+from experiments import inputs as study_inputs  # a module: tests replace load_study_inputs
 from experiments.cli.entry import run_stage
 from experiments.config import IssuesConfig
-from experiments.inputs import load_study_inputs
 from experiments.outputs import write_atomic
 from experiments.stages import issue_matching as matching
 from judge.local.embeddings import cosine_matrix, default_embedder
@@ -129,7 +129,7 @@ def run_issues(cfg: IssuesConfig, out_dir: Path) -> pd.DataFrame:
     # litellm: imported after run_stage has checked the inputs and chosen the price map
     from experiments.judges import make_judge, sampling_params
 
-    inputs = load_study_inputs(cfg, with_mode=False)
+    inputs = study_inputs.load_study_inputs(cfg, with_mode=False)
     rubric, instances = inputs.rubric, inputs.instances
     judge = make_judge(cfg)
     params = sampling_params(cfg)

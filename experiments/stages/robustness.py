@@ -27,13 +27,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from experiments import judges  # modules, not names: tests replace make_judge and call_many
 from experiments.conf_lookup import judge_config
 from experiments.config import JudgeConfig, Perturbation, RobustnessConfig, StudyConfig, load
 from experiments.datasets.loader import Candidate, Instance
 from experiments.inputs import StudyError
-from experiments.judges import make_judge, sampling_params
 from experiments.modes import Mode, select_candidates
-from experiments.stages.candidates import Request, call_many
+from experiments.stages import candidates as gen
 from judge.local.embeddings import default_embedder, l2_normalise
 from judge.rubric import render_template, template_version
 
@@ -204,7 +204,7 @@ def paraphrases(
     pending = [(inst.instance_id, c) for inst in instances for c in inst.candidates]
     rejected: dict[tuple[str, str], list[str]] = {(i, c.candidate_id): [] for i, c in pending}
     out: dict[tuple[str, str], Paraphrase] = {}
-    judge = make_judge(gen_cfg)
+    judge = judges.make_judge(gen_cfg)
     try:
         for attempt in range(
             attempts
@@ -212,13 +212,13 @@ def paraphrases(
             if not pending:
                 break
             requests = [
-                Request(
+                gen.Request(
                     [{"role": "user", "content": render_template("paraphrase.jinja", text=c.text)}], version
                 )
                 for _, c in pending
             ]
-            params = sampling_params(gen_cfg) | {"seed": conf.seed + attempt}
-            results = asyncio.run(call_many(judge, requests, params, cfg.progress))
+            params = judges.sampling_params(gen_cfg) | {"seed": conf.seed + attempt}
+            results = asyncio.run(gen.call_many(judge, requests, params, cfg.progress))
             texts = [(r.completion.text if r.completion else "").strip().strip('"').strip() for r in results]
             why = [
                 problem(c.text, t, rules) if r.completion else "no answer"
