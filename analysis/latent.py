@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.load.collect import load_humans, load_results
 from analysis.robustness import note_perturbed, unperturbed
 from analysis.stats import humans as human_mod
 from analysis.stats.latent_models import (
@@ -226,8 +227,6 @@ SECTION_MISSING = "Fewer than three raters (judges of one mode and annotators): 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: fit the latent models on a study's outcomes and write one CSV per table."""
-    from analysis.load.collect import load_humans, load_results
-
     parser = argparse.ArgumentParser(prog="python -m analysis.latent", description=__doc__.split("\n")[0])
     parser.add_argument("root", help="a run or multirun folder (searched recursively)")
     parser.add_argument("--humans", help="human labels CSV (annotator, instance_id, candidate_id, ...)")

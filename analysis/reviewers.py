@@ -32,10 +32,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.load.collect import load_results
 from analysis.robustness import note_perturbed, unperturbed
 from analysis.stats.agreement import krippendorff_alpha, pair_agreement
 from analysis.stats.scores import usable_mask
 from core.cells import md_cell, write_csv
+from experiments.datasets.coling import load_coling_records, review_scores
+from experiments.datasets.fetch import data_or_path
 
 SCALE_MAPPING = "judge 1-5 -> reviewer 1-5: identity (same scale); judge per-paper mean rounded half up"
 ACCEPT_AT = 3.0
@@ -241,10 +244,6 @@ def markdown(table: pd.DataFrame, aspect: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from analysis.load.collect import load_results
-    from experiments.datasets.coling import load_coling_records, review_scores
-    from experiments.datasets.fetch import data_or_path
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path, help="run or multirun folder of experiment=coling_originality")
     parser.add_argument(

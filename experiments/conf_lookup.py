@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from experiments.inputs import StudyError
+
 SEARCHPATH = "hydra.searchpath"
 
 
@@ -31,8 +33,6 @@ def judge_config(name: str, setting: str) -> dict[str, Any]:
     from hydra.errors import HydraException, MissingConfigException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
-
-    from experiments.inputs import StudyError
 
     overrides = [*searchpath_overrides(), f"judge={name}"]
     try:

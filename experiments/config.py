@@ -21,6 +21,7 @@ from typing import Any, Optional, TypeVar  # noqa: UP035  (OmegaConf reads Optio
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from judge import retry_defaults
 from judge.routing import PoolSettings
 from judge.rubric import Rubric
 
@@ -145,9 +146,9 @@ class DatasetConfig:
 class RetryConfig:
     """Retries of transient provider errors: attempts in all and the exponential backoff between them."""
 
-    max_attempts: int = bounded(6, 1)
-    initial_wait_s: float = bounded(1.0, 0)
-    max_wait_s: float = bounded(60.0, 0)
+    max_attempts: int = bounded(retry_defaults.MAX_ATTEMPTS, 1)
+    initial_wait_s: float = bounded(retry_defaults.INITIAL_WAIT_S, 0)
+    max_wait_s: float = bounded(retry_defaults.MAX_WAIT_S, 0)
 
 
 @dataclass(frozen=True)

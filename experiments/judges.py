@@ -22,6 +22,8 @@ from judge.cache.store import CacheError
 from judge.client import Judge
 from judge.completer import LiteLLMCompleter
 from judge.expected import TOP_LOGPROBS
+from judge.local import provider as local_provider  # a module: tests replace its register
+from judge.pool import RouterCompleter
 from judge.quirks import RequestShape, request_shape
 from judge.ratelimit import limiter_for
 from judge.retry import RetryPolicy
@@ -67,9 +69,8 @@ def make_judge(
     jcfg = cfg.judge
     if jcfg.model.startswith("local/") or jcfg.extra.get("custom_llm_provider") == "local":
         # the embedded model's litellm provider (judge.local.provider), registered before its prices are read
-        from judge.local.provider import register  # noqa: PLC0415 (kept out of import time)
 
-        register()  # makes "local/..." a litellm provider like any other; loads no weights until called
+        local_provider.register()  # makes "local/..." a litellm provider like any other; loads no weights until called
     policy = RetryPolicy(**dataclasses.asdict(cfg.retry))
     # a Retry-After is capped as without a limit
     limiter = limiter_for(jcfg.model, jcfg.rpm, jcfg.tpm, jcfg.concurrency, max_wait_s=policy.max_wait_s)
@@ -114,8 +115,6 @@ def make_completer(jcfg: JudgeConfig, *, read_headers: bool = False) -> LiteLLMC
     if not jcfg.api_bases:
         completer = LiteLLMCompleter(jcfg.model, api_base=jcfg.api_base, **common)
     else:
-        from judge.pool import RouterCompleter  # noqa: PLC0415 (only pools need the Router)
-
         problem = jcfg.pool.problem()
         if problem:
             raise StudyError(problem)

@@ -18,10 +18,13 @@ from typing import Any
 
 from experiments.config import StudyConfig
 from experiments.inputs import StudyError, StudyInputs
+from experiments.judges import make_judge, max_tokens_of
 from experiments.modes import build_prompts
+from experiments.outputs import write_atomic
 from experiments.power import power_note
 from experiments.prompt import Prompt
 from experiments.spend import judge_prices
+from experiments.study import jobs_of, sampler
 from judge.cache.store import CacheError
 from judge.rubric import Rubric
 from judge.spend.pricing import Prices, price_record, prompt_tokens
@@ -54,8 +57,6 @@ def _costs(
 
 def plan_study(cfg: StudyConfig, inputs: StudyInputs) -> dict[str, Any]:
     """The plan of one run: counts, tokens and cost of the calls not yet in the cache. No provider call."""
-    from experiments.judges import make_judge  # noqa: PLC0415 (litellm-heavy)
-
     rubric, instances, mode = inputs.rubric, inputs.instances, inputs.mode
     assert mode is not None  # a study's inputs carry its mode
     prompts = build_prompts(instances, rubric, mode, seed=cfg.seed)
@@ -95,8 +96,6 @@ def plan_study(cfg: StudyConfig, inputs: StudyInputs) -> dict[str, Any]:
 
 def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: StudyConfig) -> dict[str, Any]:
     """Walk the run's calls as `execute_calls` does (a key repeated within the run is asked for once)."""
-    from experiments.study import jobs_of, sampler  # noqa: PLC0415
-
     sample_of = sampler(judge, rubric, cfg)
     model, max_tokens = judge.completer.model, _largest_budget(cfg, prompts)
     seen: set[str] = set()
@@ -138,8 +137,6 @@ def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: StudyConf
 
 def _largest_budget(cfg: StudyConfig, prompts: Sequence[Prompt]) -> int:
     """The largest output budget of the run's calls (each prompt's own when `max_tokens: null`)."""
-    from experiments.judges import max_tokens_of  # noqa: PLC0415
-
     return max((max_tokens_of(cfg, p) for p in prompts), default=cfg.max_tokens or 0)
 
 
@@ -223,8 +220,6 @@ def _power_line(power: Mapping[str, Any] | None) -> str:
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
-    from experiments.outputs import write_atomic  # noqa: PLC0415
-
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, lambda p: p.write_text(json.dumps(data, indent=2)))
 

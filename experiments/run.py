@@ -10,6 +10,10 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from core.schema import MANIFEST_NAME, ManifestError, read_manifest
+from experiments.cli.entry import INTERRUPTED, remove_if_empty, typed_config
+from experiments.config import ConfigError, StudyConfig
+from experiments.sweep_budget import clear_failed, mark_failed
+from judge.secrets import redact_std_streams
 
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")
@@ -21,12 +25,9 @@ def main(cfg: DictConfig) -> None:
     provider (the unscored rows are written); 4 too few answers scored (`min_parse_rate`; outputs written);
     130 interrupted (Ctrl-C). In a -m sweep, 1 and 4 come at the end of the sweep, naming the jobs, so one
     failed job does not stop the others. None of them leaves a folder without outputs behind."""
-    from experiments.cli.entry import INTERRUPTED, remove_if_empty, typed_config
-    from experiments.config import ConfigError, StudyConfig
+    # pandas: not imported for the one-line answers `start` gives before Hydra
     from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs  # no litellm
     from experiments.outputs import claim_folder, release_folder
-    from experiments.sweep_budget import clear_failed
-    from judge.secrets import redact_std_streams
 
     redact_std_streams()
     hc = HydraConfig.get()
@@ -39,6 +40,7 @@ def main(cfg: DictConfig) -> None:
         study = typed_config(cfg, StudyConfig)
         inputs = load_study_inputs(study)  # bad inputs answer here, before litellm is even imported
         if study.plan:
+            # litellm: only after the inputs are validated and the price map chosen (typed_config)
             from experiments.plan import run_plan
 
             run_plan(study, inputs, hydra_dir, sweep)
@@ -46,12 +48,13 @@ def main(cfg: DictConfig) -> None:
         out_dir = claim_folder(hydra_dir)  # Hydra's folder, or a sibling when a same-second run holds it
         if sweep is not None:
             clear_failed(out_dir)
+        # litellm: only after the inputs are validated and the price map chosen (typed_config)
         from experiments.study import AllCallsFailed, run_study
         from judge import speedups
 
         speedups.install()
         try:
-            frame = run_study(study, inputs, out_dir, run_id=out_dir.name, sweep_dir=sweep)
+            frame = run_study(study, inputs, out_dir, run_id=out_dir.name, sweep_dir=sweep, claimed=True)
         except AllCallsFailed as exc:
             _failed(out_dir, sweep, 1, f"warning: {exc}")
             return
@@ -82,8 +85,6 @@ def main(cfg: DictConfig) -> None:
 def _failed(out_dir: Path, sweep: Path | None, code: int, line: str) -> None:
     """A run that wrote its outputs but failed: its line and exit code; in a sweep, recorded for the end of the
     sweep instead (experiments.sweep_budget), so the other jobs still run."""
-    from experiments.sweep_budget import mark_failed
-
     print(line, file=sys.stderr)
     if sweep is None:
         sys.exit(code)

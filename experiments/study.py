@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from core.cells import csv_safe  # results.csv is opened in spreadsheets: no formulas
 from core.schema import MANIFEST_NAME, write_manifest
+from experiments.batching import run_batches
 from experiments.config import StudyConfig, as_dict
 from experiments.inputs import BudgetStop, ParseRateError, StudyError, StudyInputs, load_study_inputs
 from experiments.judges import make_judge, max_tokens_of, sampling_params, sent_request
@@ -35,6 +36,8 @@ from experiments.prompt import Prompt
 from experiments.rows import rows_for, to_frame
 from experiments.spend import budget_message
 from experiments.stages import robustness
+from experiments.workers import fork_available, in_process_provider, run_in_workers
+from judge.batch.provider import BatchRequest
 from judge.cache.store import CacheError
 from judge.calls import Call, call_all
 from judge.client import CallResult, Judge, Sample
@@ -139,7 +142,6 @@ def provider_calls(
     if n_workers <= 1:
         asyncio.run(call_all(judge, misses, settle))
         return
-    from experiments.workers import run_in_workers  # noqa: PLC0415
 
     # the first call here: it pays litellm's one-off warm-up (lazy imports, ~0.5 s of CPU) once instead of
     # once per worker, and a fatal error (key, model) surfaces before any fork
@@ -151,9 +153,6 @@ def batch_calls(
     judge: Judge, calls: Sequence[Call], cfg: StudyConfig, settle: Callable[[Call, CallResult], None]
 ) -> Any:
     """The calls through the provider's batch API (`experiments.batching`); its BatchStats."""
-    from experiments.batching import run_batches  # noqa: PLC0415
-    from judge.batch.provider import BatchRequest  # noqa: PLC0415
-
     results, stats = run_batches(judge, [BatchRequest(c.key, c.messages, c.params) for c in calls], cfg)
     for call in calls:
         settle(call, results[call.key])
@@ -173,8 +172,6 @@ def plan_workers(cfg: StudyConfig, judge: Judge, n_calls: int) -> int:
     allows two requests in flight per worker - but never for a model served inside this process (a litellm
     custom provider such as the embedded local model), which would load it once per worker.
     """
-    from experiments.workers import fork_available, in_process_provider  # noqa: PLC0415
-
     wanted = cfg.workers
     if judge.budget is not None or judge.limiter is not None:
         return 1  # one process keeps the run's one spend account and one view of the provider's limits
@@ -223,13 +220,21 @@ class AllCallsFailed(StudyError):
 
 
 def run_study(
-    cfg: StudyConfig, inputs: StudyInputs | None, out_dir: Path, run_id: str, sweep_dir: Path | None = None
+    cfg: StudyConfig,
+    inputs: StudyInputs | None,
+    out_dir: Path,
+    run_id: str,
+    sweep_dir: Path | None = None,
+    *,
+    claimed: bool = False,
 ) -> pd.DataFrame:
     """Run the study its typed config describes and write its outputs into `out_dir`; in a -m sweep
     (`sweep_dir`), `budget_usd` is the sweep's (judge.spend.ledger).
 
-    The folder is claimed (ours, writable) before the first call; whatever stops the run before its outputs
-    are written (a bad config, a fatal provider error, Ctrl-C, a failed write) leaves no folder behind."""
+    The folder is claimed (ours, writable) before the first call, here or, with `claimed`, by the caller
+    (experiments.run claims Hydra's folder or a free sibling first), so it is claimed once; whatever stops
+    the run before its outputs are written (a bad config, a fatal provider error, Ctrl-C, a failed write)
+    leaves no folder behind."""
     started = time.perf_counter()
     inputs = inputs or load_study_inputs(cfg)
     rubric, data_path, mode = inputs.rubric, inputs.data_path, inputs.mode
@@ -245,7 +250,8 @@ def run_study(
             f"mode={cfg.mode.name}: nothing to judge: {len(instances)} instance(s) of "
             f"{data_path} give 0 prompts (pairwise needs a reference and candidates)"
         )
-    claim_folder(out_dir, exact=True)  # an OutputError (a StudyError) before the first call
+    if not claimed:
+        claim_folder(out_dir, exact=True)  # an OutputError (a StudyError) before the first call
     try:
         frame, tally, judge, shape, keys = _judge_all(cfg, prompts, rubric, run_id, sweep_dir)
         manifest = replace(

@@ -80,6 +80,7 @@ class SweepBudget(Callback):
         started in the same second) makes it take `<folder>-2` - its jobs are told through Hydra's overrides.
         A sweep run again into the same folder (as every failure line advises) answers for itself only: the
         failure records of an earlier sweep there are removed (its outputs stay)."""
+        # pandas (via experiments.outputs): this callback is imported by every run before Hydra starts
         from experiments.outputs import OutputError, claim_sweep_folder  # noqa: PLC0415
 
         folder = Path(str(config.hydra.sweep.dir))
@@ -95,6 +96,7 @@ class SweepBudget(Callback):
             path.unlink(missing_ok=True)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        # pandas (via experiments.outputs): see on_multirun_start
         from experiments.outputs import release_sweep_folder  # noqa: PLC0415
 
         sweep_dir = Path(str(config.hydra.sweep.dir))

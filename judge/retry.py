@@ -17,6 +17,7 @@ import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_base, wait_random_exponential
 
+from judge import retry_defaults
 from judge.completer import MalformedResponseError
 
 
@@ -183,9 +184,9 @@ class wait_retry_after(wait_base):
 class RetryPolicy:
     """Bounded attempts, exponential backoff with full jitter, Retry-After honoured."""
 
-    max_attempts: int = 6
-    initial_wait_s: float = 1.0
-    max_wait_s: float = 60.0
+    max_attempts: int = retry_defaults.MAX_ATTEMPTS
+    initial_wait_s: float = retry_defaults.INITIAL_WAIT_S
+    max_wait_s: float = retry_defaults.MAX_WAIT_S
 
     def retrying(self) -> AsyncRetrying:
         return AsyncRetrying(

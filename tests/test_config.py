@@ -16,11 +16,14 @@ from experiments.config import (
     ConfigError,
     GenerateConfig,
     IssuesConfig,
+    RetryConfig,
     StudyConfig,
     as_dict,
     command_line_problem,
     load,
 )
+from judge import retry_defaults
+from judge.retry import RetryPolicy
 from judge.rubric import Rubric, RubricKind
 from tests.support.hostile import one_line
 
@@ -41,6 +44,19 @@ def test_shipped_configs_load_as_frozen_typed_objects() -> None:
     assert load(composed("config", "experiment=review_quality")).max_tokens is None  # derived per prompt
     assert load(composed("generate"), GenerateConfig).k == 5
     assert load(composed("issues"), IssuesConfig).rubric.kind is RubricKind.match
+
+
+def test_the_retry_defaults_live_in_one_place() -> None:
+    """RetryConfig (read before litellm is imported) and judge.retry's RetryPolicy take their defaults from
+    judge.retry_defaults, and the shipped config.yaml states the same values (issue 23, item 2)."""
+    defaults = {
+        "max_attempts": retry_defaults.MAX_ATTEMPTS,
+        "initial_wait_s": retry_defaults.INITIAL_WAIT_S,
+        "max_wait_s": retry_defaults.MAX_WAIT_S,
+    }
+    assert dataclasses.asdict(RetryConfig()) == defaults
+    assert dataclasses.asdict(RetryPolicy()) == defaults
+    assert dataclasses.asdict(load(composed("config")).retry) == defaults
 
 
 def test_the_loaded_rubric_is_the_one_rubric_model() -> None:

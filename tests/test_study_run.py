@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from experiments import outputs
 from experiments.inputs import StudyError, load_study_inputs
 from experiments.outputs import CLAIM, claim_folder
 from experiments.study import AllCallsFailed, run_study
@@ -215,6 +216,22 @@ def test_runs_in_the_same_folder_never_share_it(tmp_path: Path, monkeypatch: pyt
     assert claim_folder(folder) == folder.with_name(folder.name + "-2")  # this process's own claim
     with pytest.raises(StudyError, match="another run's output folder"):
         study(tmp_path, "http://127.0.0.1:9/v1", folder.name, monkeypatch=monkeypatch)
+
+
+def test_a_folder_the_runner_claimed_is_not_claimed_again(
+    server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """experiments.run claims Hydra's folder (or a free sibling) and hands it over: run_study claims it no
+    second time (issue 23, item 2), and still writes the run into it."""
+    folder = claim_folder(tmp_path / "run")
+    tries: list[Path] = []
+    real = outputs._try_claim
+    monkeypatch.setattr(outputs, "_try_claim", lambda f: tries.append(f) or real(f))
+    monkeypatch.setenv("QWEN_API_KEY", KEY)
+    run_study(typed(study_cfg(tmp_path, server.api_base)), None, folder, run_id="run", claimed=True)
+    assert tries == [] and (folder / "manifest.json").exists()
+    study(tmp_path, server.api_base, "own", monkeypatch=monkeypatch)  # a library caller: run_study claims it
+    assert tries == [tmp_path / "own"]
 
 
 def test_a_surrogate_in_a_dataset_names_file_and_line(

@@ -21,6 +21,7 @@ from analysis.load.collect import find_results
 from analysis.stats.humans import first_duplicate
 from core.cells import csv_unescape, write_csv
 from core.schema import MANIFEST_NAME, ManifestError, read_manifest
+from experiments.datasets.loader import DatasetError, load_dataset
 from judge.rubric import template_text
 
 SCORE_FIELD = "score"  # the Label Studio control whose choice is the score
@@ -131,8 +132,6 @@ def study_inputs(root: str | Path, choose: str | None = None) -> tuple[dict[str,
 def item_texts(dataset: Path) -> dict[tuple[str, str], ItemText]:
     """(instance_id, candidate_id) → (the instance's background as shown to judges, the candidate's text);
     candidate ids are unique only within an instance."""
-    from experiments.datasets.loader import DatasetError, load_dataset
-
     try:
         instances = load_dataset(dataset)
     except DatasetError as exc:

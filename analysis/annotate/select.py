@@ -30,9 +30,10 @@ import pandas as pd
 from analysis import latent
 from analysis.annotate import files as io
 from analysis.load.checks import csv_line
+from analysis.load.collect import load_humans, load_results
 from analysis.robustness import note_perturbed, unperturbed
 from analysis.stats import latent_models
-from analysis.stats.humans import HUMAN_COLUMNS, HUMAN_MODE, first_duplicate
+from analysis.stats.humans import HUMAN_COLUMNS, HUMAN_MODE, first_duplicate, human_reliability
 from analysis.stats.scores import candidate_scores
 from core.cells import write_csv
 from core.intervals import positive_int
@@ -161,8 +162,6 @@ def export(
     rubric: str | None = None,
 ) -> pd.DataFrame:
     """Write the blinded annotation set for the `n` most uncertain items of one rubric; returns the key."""
-    from analysis.load.collect import load_results
-
     rubrics, data_path = io.study_inputs(root, rubric)
     results = load_results(root)
     results = results.loc[results["rubric"].astype(str).isin(rubrics)]  # other rubrics' runs: not asked
@@ -212,9 +211,6 @@ def ingest(path: str | Path, key_path: str | Path, annotator: str | None = None)
 
 
 def _recompute(root: str, labels: pd.DataFrame) -> None:
-    from analysis.load.collect import load_results
-    from analysis.stats.humans import human_reliability
-
     print(human_reliability(labels, n_boot=200).round(3).to_string(index=False))
     results = load_results(root)
     note_perturbed(results, unperturbed(results))
@@ -266,7 +262,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     ing.add_argument("--humans", help="existing labels to keep (written together with the new ones)")
     ing.add_argument("--root", help="results folder: recompute reliability and the latent model")
     args = parser.parse_args(argv)
-    from analysis.load.collect import load_humans
 
     try:
         if args.command == "export":

@@ -37,6 +37,7 @@ import pandas as pd
 
 from analysis.novbench.sections import LABELS, MIN_ITEM_CHARS, Sections, parse_sections
 from core.intervals import grouped_mean_ci
+from judge.local import model as local_model
 from judge.local.embeddings import (
     RelevanceModel,
     SupportsEncode,
@@ -173,8 +174,8 @@ def _source_list(value: Any) -> list[str]:
 
 def _default_ppl() -> tuple[PplFn, str]:
     """The embedded model's perplexity, behind a disk cache keyed by the model file's hash and truncation."""
+    # diskcache only when perplexity is computed
     from analysis.novbench.ppl_cache import CachedPerplexity, default_directory, model_file_id
-    from judge.local import model as local_model
 
     weights = model_file_id(local_model.gguf_path())  # other weights under the same name never reuse values
     model_id = (

@@ -28,6 +28,8 @@ from analysis.novbench.human import Combination, default_combinations, validatio
 from analysis.novbench.metrics import score_frame, summary_table
 from core.cells import md_cell, write_csv
 from core.intervals import positive_int
+from experiments.datasets.fetch import data_or_path
+from experiments.datasets.novbench import load_human_pairs
 from judge.local.mpnet import ModelUnavailable
 
 DEFINITION_COLUMNS = (
@@ -140,8 +142,6 @@ def score_pairs(pairs: Sequence[dict[str, Any]], **score_kw: Any) -> tuple[pd.Da
 
 def run_human(path: Path, out: Path, combination: Combination, n_boot: int, **score_kw: Any) -> str:
     """Score both sides of every pair, validate, write the tables; returns the Markdown."""
-    from experiments.datasets.novbench import load_human_pairs
-
     pairs = load_human_pairs(path)
     side_a, side_b = score_pairs(pairs, **score_kw)
     votes = np.array([[p["votes"][k] for k in sorted(p["votes"])] for p in pairs], dtype=object)
@@ -205,8 +205,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments.datasets.fetch import data_or_path
-
     parser = _parser()
     args = parser.parse_args(argv)
     if (args.root is None) == (args.human_pairs is None):

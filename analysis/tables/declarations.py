@@ -269,6 +269,7 @@ def _plot(name: str) -> Callable[..., Figure | None]:
     """`analysis.report.plots.<name>` (matplotlib is imported only when a figure is drawn)."""
 
     def draw(*args: object) -> Figure | None:
+        # matplotlib: only when a figure is drawn
         from analysis.report import plots
 
         figure: Figure | None = getattr(plots, name)(*args)

@@ -18,6 +18,10 @@ from typing import NoReturn, TypeVar
 
 from omegaconf import DictConfig
 
+from experiments.config import as_dict, command_line_problem, load
+from judge.secrets import install_log_redaction, redact_std_streams, remember_secrets
+from judge.spend.price_map import choose
+
 T = TypeVar("T")
 C = TypeVar("C")
 INTERRUPTED = (
@@ -29,9 +33,8 @@ INTERRUPTED = (
 def start(config_name: str, *checks: Callable[[list[str]], str | None]) -> None:
     """The `__main__` of an entry point, before Hydra: scrubbed streams, credentials hidden from Hydra, and
     `checks` (then the typed model's `command_line_problem`) answered in one line."""
+    # hydra's override parser: only an entry point's `__main__` needs it
     from experiments.cli.secrets import hide_secret_overrides
-    from experiments.config import command_line_problem
-    from judge.secrets import redact_std_streams
 
     redact_std_streams()
     try:
@@ -51,10 +54,6 @@ def start(config_name: str, *checks: Callable[[list[str]], str | None]) -> None:
 def typed_config(cfg: DictConfig, schema: type[C]) -> C:
     """The composed config as its frozen, typed object (experiments.config), its secrets learnt and library
     logs scrubbed; litellm's price map chosen (`prices`, judge.spend.price_map) before litellm is imported."""
-    from experiments.config import as_dict, load
-    from judge.secrets import install_log_redaction, remember_secrets
-    from judge.spend.price_map import choose
-
     typed = load(cfg, schema)
     remember_secrets(as_dict(typed))
     choose(typed.prices.value)  # type: ignore[attr-defined]
@@ -67,6 +66,7 @@ def typed_config(cfg: DictConfig, schema: type[C]) -> C:
 
 def run_stage(body: Callable[[C], T], cfg: DictConfig, out_dir: Path, schema: type[C]) -> T:
     """`body(typed config)` with every user-facing failure as one line (see the module doc)."""
+    # litellm (judge.cache.store, judge.retry) and pandas (experiments.inputs): after `start`'s checks
     from experiments.inputs import StudyError
     from judge.cache.store import CacheError
     from judge.retry import FatalProviderError

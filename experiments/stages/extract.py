@@ -27,7 +27,14 @@ from omegaconf import DictConfig
 
 from core.cells import write_csv  # model text in a CSV people open: no formulas
 from core.schema import MANIFEST_NAME, ExtractionManifest, write_manifest
+from experiments.cli.entry import run_stage
 from experiments.config import ExtractConfig
+from experiments.datasets.coling import extraction_labels, load_coling_records, unmatched_chosen
+from experiments.datasets.novbench import load_novbench_records
+from experiments.inputs import StudyError, check_api_key_env, check_rubric, resolve_path
+from experiments.outputs import write_atomic
+from judge.parse import parse_object
+from judge.rubric import response_format
 
 
 def classification_metrics(labels: Sequence[int], predicted: Sequence[int | None]) -> dict[str, float]:
@@ -71,9 +78,8 @@ async def classify(
     progress: bool,
 ) -> list[tuple[int | None, str]]:
     """(1 / 0 / None, raw answer) per sentence: one cached judge call each, counted in ``tally``."""
+    # litellm: imported after run_stage has checked the inputs and chosen the price map
     from experiments.stages.candidates import Request, call_many
-    from judge.parse import parse_object
-    from judge.rubric import response_format
 
     call_params = {**params, "response_format": response_format(rubric)} if structured else dict(params)
     dim = rubric.dimensions[0].name
@@ -98,9 +104,6 @@ def check_joined(
     A StudyError, before any call, when the labels joined nothing: no NovBench id is a
     paper id (metrics of nothing), or no chosen sentence matched (every label 0, so recall and F1 would read
     0 about sentences that were never compared)."""
-    from experiments.datasets.coling import unmatched_chosen
-    from experiments.inputs import StudyError
-
     if rows.empty:
         ids = sorted({str(r["id"]) for r in novelty})[:3], sorted({str(p["paper_id"]) for p in papers})[:3]
         raise StudyError(
@@ -135,12 +138,9 @@ def check_joined(
 
 def run_extract(cfg: ExtractConfig, out_dir: Path) -> dict[str, Any]:
     """Label, call, score, write; returns the metrics."""
-    from experiments.datasets.coling import extraction_labels, load_coling_records
-    from experiments.datasets.novbench import load_novbench_records
-    from experiments.inputs import check_api_key_env, check_rubric, resolve_path
+    # litellm: imported after run_stage has checked the inputs and chosen the price map
     from experiments.judges import make_judge, sampling_params
     from experiments.manifest import Tally
-    from experiments.outputs import write_atomic
 
     papers = load_coling_records(resolve_path(cfg.papers))
     novelty = load_novbench_records(resolve_path(cfg.novelty))
@@ -188,8 +188,6 @@ def run_extract(cfg: ExtractConfig, out_dir: Path) -> dict[str, Any]:
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="extract")
 def main(cfg: DictConfig) -> None:
-    from experiments.cli.entry import run_stage
-
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     metrics = run_stage(lambda typed: run_extract(typed, out_dir), cfg, out_dir, ExtractConfig)
     print(json.dumps(metrics), file=sys.stderr)

@@ -19,9 +19,14 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from core.schema import MANIFEST_NAME, GenerationManifest, write_manifest
+from experiments.cli.entry import run_stage
 from experiments.config import GenerateConfig
 from experiments.datasets.loader import Instance, Paper, load_dataset
+from experiments.datasets.novbench import load_novbench_records
 from experiments.datasets.validation import ProblemLog, read_jsonl
+from experiments.inputs import resolve_path
+from experiments.outputs import write_atomic
+from judge.local.embeddings import default_embedder
 
 
 def instance_record(inst: Instance) -> dict[str, Any]:
@@ -39,8 +44,6 @@ def instance_record(inst: Instance) -> dict[str, Any]:
 
 def write_jsonl(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
     """One JSON record per line, written atomically like every other study output."""
-    from experiments.outputs import write_atomic
-
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
@@ -57,11 +60,9 @@ def load_corpus(path: str | None, records: Sequence[Mapping[str, Any]]) -> list[
 
 def generate(cfg: GenerateConfig, out_dir: Path) -> GenerationManifest:
     """Run one generation task; returns the manifest."""
-    from experiments.datasets.novbench import load_novbench_records
-    from experiments.inputs import resolve_path
+    # litellm: imported after run_stage has checked the inputs and chosen the price map
     from experiments.judges import make_judge, sampling_params
     from experiments.manifest import Tally
-    from experiments.outputs import write_atomic
     from experiments.stages import candidates as gen
 
     task, name, limit = cfg.task, cfg.judge.name, cfg.limit
@@ -76,8 +77,6 @@ def generate(cfg: GenerateConfig, out_dir: Path) -> GenerationManifest:
             records = pool[:limit]
             related = None
             if cfg.strategy == "rag":
-                from judge.local.embeddings import default_embedder
-
                 corpus = load_corpus(cfg.corpus, pool)
                 related = gen.rag_related(records, corpus, cfg.rag_top_k, default_embedder())
             requests = gen.novelty_requests(records, cfg.strategy, seed=cfg.seed, related=related, pool=pool)
@@ -134,8 +133,6 @@ def generate(cfg: GenerateConfig, out_dir: Path) -> GenerationManifest:
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="generate")
 def main(cfg: DictConfig) -> None:
-    from experiments.cli.entry import run_stage
-
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     manifest = run_stage(lambda typed: generate(typed, out_dir), cfg, out_dir, GenerateConfig)
     print(json.dumps(manifest.to_json()), file=sys.stderr)

