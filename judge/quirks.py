@@ -159,13 +159,13 @@ def build_request(
         from litellm.llms.vertex_ai.gemini.transformation import _transform_request_body  # noqa: PLC0415
 
         body = _transform_request_body(
-            messages=messages,
+            messages=messages,  # type: ignore[arg-type]
             model=name,
             optional_params=params,  # type: ignore[arg-type]
-            custom_llm_provider=provider,
+            custom_llm_provider=provider,  # type: ignore[arg-type]
             litellm_params={},
             cached_content=None,
-        )  # type: ignore[arg-type]
+        )
         return dict(body)
     config = ProviderConfigManager.get_provider_chat_config(
         model=name, provider=litellm.LlmProviders(provider)
@@ -175,7 +175,7 @@ def build_request(
     return dict(
         config.transform_request(
             model=name,
-            messages=messages,
+            messages=messages,  # type: ignore[arg-type]
             optional_params=params,  # type: ignore[arg-type]
             litellm_params={},
             headers={},
