@@ -44,7 +44,6 @@ LAZY: dict[tuple[str, str], str] = {
     ("analysis/report/build.py", "analysis.report.render"): "matplotlib: only when the report is written",
     ("analysis/tables/declarations.py", "analysis.report.plots"): "matplotlib: only when a figure is drawn",
     # no heavy library: left while a concurrent change to the card is merged; move to module level after
-    ("analysis/card/build.py", "analysis.load.collect"): "pending: move to module level",
 }
 
 

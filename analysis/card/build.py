@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from analysis import latent
 from analysis.card import null_ranges
 from analysis.card.markdown import card_markdown
-from analysis.load.collect import find_results, split_rubric
+from analysis.load.collect import find_results, load_humans, load_results, split_rubric
 from analysis.report.summary import parse_rate
 from analysis.robustness import note_perturbed, unperturbed
 from analysis.tables import registry
@@ -217,7 +217,6 @@ def write_cards(
 ) -> list[dict]:
     """Compute and write <out>/<judge>.md and <out>/<judge>.json for every judge below `root`; a study of several
     rubrics: <out>/<rubric>/<judge>.md (and .json), one card per judge and rubric."""
-    from analysis.load.collect import load_results
 
     results = load_results(root)
     facts = run_facts(root)
@@ -244,7 +243,6 @@ def _file_name(name: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point."""
-    from analysis.load.collect import load_humans
 
     parser = argparse.ArgumentParser(prog="python -m analysis.card", description=__doc__.split("\n")[0])
     parser.add_argument("root", help="a run or multirun folder (searched recursively)")
