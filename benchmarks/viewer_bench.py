@@ -22,27 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
+from analysis_bench import build  # the same table (run as a script: benchmarks/ is on sys.path)
 
-from analysis.load.synthetic import synthetic_results
 from analysis.view.data import Study
-
-DIMENSIONS = ("originality", "gap_addressing", "non_obviousness", "source_boundedness", "specificity")
-
-
-def build(instances: int, seed: int = 0) -> pd.DataFrame:
-    """analysis_bench's table (same generators, judges, dimensions and planted effects)."""
-    return synthetic_results(
-        n_instances=instances,
-        generators=("narrow_gen", "broad_gen", "gpt-5"),
-        k=3,
-        dimensions=DIMENSIONS,
-        judges=("gpt-4o", "gemini", "deepseek"),
-        models=("openai/gpt-4o", "gemini/gemini-2.5-pro", "deepseek/deepseek-chat"),
-        n_samples=3,
-        shift=0.5,
-        unscored=0.02,
-        seed=seed,
-    )
 
 
 def write_study(root: Path, instances: int) -> int:
