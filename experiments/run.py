@@ -49,10 +49,8 @@ def main(cfg: DictConfig) -> None:
         if sweep is not None:
             clear_failed(out_dir)
         # litellm: only after the inputs are validated and the price map chosen (typed_config)
-        from experiments.study import AllCallsFailed, run_study
-        from judge import speedups
+        from experiments.study import AllCallsFailed, run_study  # run_study installs the speed-ups
 
-        speedups.install()
         try:
             frame = run_study(study, inputs, out_dir, run_id=out_dir.name, sweep_dir=sweep, claimed=True)
         except AllCallsFailed as exc:

@@ -37,6 +37,7 @@ from experiments.rows import rows_for, to_frame
 from experiments.spend import budget_message
 from experiments.stages import robustness
 from experiments.workers import fork_available, in_process_provider, run_in_workers
+from judge import speedups
 from judge.batch.provider import BatchRequest
 from judge.cache.store import CacheError
 from judge.calls import Call, call_all
@@ -236,6 +237,7 @@ def run_study(
     the run before its outputs are written (a bad config, a fatal provider error, Ctrl-C, a failed write)
     leaves no folder behind."""
     started = time.perf_counter()
+    speedups.install()  # as the entry points do: a library caller's run is the command's run (idempotent)
     inputs = inputs or load_study_inputs(cfg)
     rubric, data_path, mode = inputs.rubric, inputs.data_path, inputs.mode
     assert mode is not None  # a study's inputs carry its mode

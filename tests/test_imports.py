@@ -6,6 +6,7 @@ a decision, not a habit."""
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,6 @@ LAZY: dict[tuple[str, str], str] = {
     ("experiments/run.py", "experiments.outputs"): _PANDAS_BEFORE_HYDRA,
     ("experiments/run.py", "experiments.plan"): _LITELLM_AFTER_CHECKS,
     ("experiments/run.py", "experiments.study"): _LITELLM_AFTER_CHECKS,
-    ("experiments/run.py", "judge.speedups"): _LITELLM_AFTER_CHECKS,
     ("experiments/stages/extract.py", "experiments.stages.candidates"): _LITELLM_AFTER_CHECKS,
     ("experiments/stages/extract.py", "experiments.judges"): _LITELLM_AFTER_CHECKS,
     ("experiments/stages/extract.py", "experiments.manifest"): _LITELLM_AFTER_CHECKS,
@@ -129,3 +129,37 @@ def test_entry_points_import_no_heavy_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, cwd=ROOT
     )
     assert out.stdout.strip().splitlines()[-1] == "[] []"
+
+
+def test_the_library_path_loads_the_bundled_price_map_like_the_commands() -> None:
+    """`from experiments.study import run_study` (a library caller, a benchmark) imports litellm with the
+    bundled price map chosen, as `python -m experiments.run` does: no connection is attempted at import (issue
+    36, item 5). A shell's own LITELLM_LOCAL_MODEL_COST_MAP=False still stands (the download is attempted)."""
+    code = (
+        "import sys; tried = []; "
+        "sys.addaudithook(lambda event, args: tried.append(args) if event == 'socket.connect' else None); "
+        "from experiments.study import run_study; print('litellm' in sys.modules, len(tried) > 0)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
+    env["LITELLM_MODEL_COST_MAP_URL"] = "http://127.0.0.1:9/model_prices.json"  # refused at once, never slow
+    ran = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=ROOT,
+        env=env,
+    )
+    assert ran.stdout.strip().splitlines()[-1] == "True False", ran.stdout + ran.stderr
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "False"
+    ran = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=ROOT,
+        env=env,
+    )
+    assert ran.stdout.strip().splitlines()[-1] == "True True", ran.stdout + ran.stderr
