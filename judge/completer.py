@@ -21,8 +21,7 @@ from judge import speedups
 from judge.expected import TokenLogprob, from_response
 from judge.secrets import redact, without_secrets
 from judge.spend.pricing import Prices, prices_for
-
-Message = Mapping[str, str]
+from judge.types import Message
 
 
 @dataclass(frozen=True)

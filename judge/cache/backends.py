@@ -10,32 +10,12 @@ at any later call - never a miss: a dead cache must not turn into a storm of pai
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from judge.cache.store import CacheError, CallCache
 
 BACKENDS = ("disk", "redis")
-
-
-class TextStore(Protocol):
-    """The few operations `CallCache` needs from a key -> text store."""
-
-    location: str
-
-    def get(self, key: str) -> Any: ...
-
-    def set(self, key: str, value: str) -> Any: ...
-
-    def delete(self, key: str) -> Any: ...
-
-    def __contains__(self, key: str) -> bool: ...
-
-    def __len__(self) -> int: ...
-
-    def close(self) -> None: ...
-
-    def reopen(self) -> TextStore: ...
 
 
 def public_url(url: str) -> str:

@@ -22,17 +22,15 @@ import sqlite3
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import diskcache
 
 from core.paths import user_cache
-from judge.completer import Completion, Message
+from judge.completer import Completion
 from judge.expected import TokenLogprob
 from judge.secrets import endpoint
-
-if TYPE_CHECKING:
-    from judge.cache.backends import TextStore
+from judge.types import Message, TextStore
 
 SECRET_PARAMS = frozenset({"api_key", "api_token", "azure_ad_token", "aws_secret_access_key"})
 

@@ -12,14 +12,12 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import litellm
 
 from judge.spend import price_map
-
-if TYPE_CHECKING:  # judge.completer prices its answers with this module
-    from judge.completer import Message
+from judge.types import Message
 
 PRICE_FIELDS = (
     "input_cost_per_token",
