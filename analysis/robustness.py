@@ -22,14 +22,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.load import modes
 from analysis.load.collect import load_results
 from analysis.stats.humans import pair_outcomes
 from analysis.stats.scores import CONTEXT_KEYS, ORIGINAL, candidate_scores, perturbation_names
 from analysis.stats.winrate import check_reference
 from core.cells import write_csv
 from core.intervals import grouped_mean_ci, positive_int, wilson_interval
+from core.modes import ModeKind
 
-PROMPT_ONLY = frozenset({"order", "labels"})  # perturbations of how a comparative prompt shows the texts
+PROMPT_ONLY = frozenset(
+    {"order", "labels"}
+)  # perturbations of how a several-candidates prompt shows the texts
 PAIR = ["judge", "mode", "instance_id", "candidate_id", "source", "dimension"]
 
 
@@ -60,7 +64,8 @@ def _scores(results: pd.DataFrame, reference: str) -> pd.DataFrame:
     results = results.assign(perturbation=perturbation_names(results["perturbation"]))
     cands = candidate_scores(results, (*CONTEXT_KEYS, "perturbation"), reference)
     cands = cands.astype({k: str for k in (*PAIR, "perturbation")})
-    keep = ~(cands["perturbation"].isin(PROMPT_ONLY) & (cands["mode"] != "comparative"))
+    multi = modes.modes_of(modes.kinds_by_mode(results), ModeKind.multi)  # where positions are shown
+    keep = ~(cands["perturbation"].isin(PROMPT_ONLY) & ~cands["mode"].isin(multi))
     return cands.loc[keep.to_numpy()]
 
 

@@ -48,6 +48,14 @@ SCHEMA: tuple[Column, ...] = (
         key=True,
         view=True,
     ),
+    Column(
+        "mode_kind",
+        "string",
+        "what the mode shows (core.modes.ModeKind): single, multi (positions shown) or pair (both orders)",
+        analysis=True,
+        key=True,
+        view=True,
+    ),
     Column("rubric", "string", "rubric name", analysis=True, key=True, view=True),
     Column("rubric_version", "string", "hash of the rubric's template and spec", analysis=True, key=True),
     Column(

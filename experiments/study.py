@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from core.cells import csv_safe  # results.csv is opened in spreadsheets: no formulas
+from core.modes import ModeKind
 from core.schema import MANIFEST_NAME, write_manifest
 from experiments.batching import run_batches
 from experiments.config import StudyConfig, as_dict
@@ -255,7 +256,7 @@ def run_study(
     if not claimed:
         claim_folder(out_dir, exact=True)  # an OutputError (a StudyError) before the first call
     try:
-        frame, tally, judge, shape, keys = _judge_all(cfg, prompts, rubric, run_id, sweep_dir)
+        frame, tally, judge, shape, keys = _judge_all(cfg, prompts, rubric, run_id, sweep_dir, mode.kind)
         manifest = replace(
             build_manifest(cfg, frame, tally, rubric, data_path, len(instances), len(prompts), started),
             **manifest_extras(cfg, judge, shape, tally),
@@ -297,7 +298,12 @@ def run_study(
 
 
 def _judge_all(
-    cfg: StudyConfig, prompts: Sequence[Prompt], rubric: Rubric, run_id: str, sweep_dir: Path | None
+    cfg: StudyConfig,
+    prompts: Sequence[Prompt],
+    rubric: Rubric,
+    run_id: str,
+    sweep_dir: Path | None,
+    mode_kind: ModeKind,
 ) -> tuple[pd.DataFrame, Tally, Judge, RequestShape, list[str]]:
     """Every call of the run (cache first): the results table, its counts, the judge (closed), the request's
     shape and the cache keys."""
@@ -310,6 +316,7 @@ def _judge_all(
         "judge": cfg.judge.name,
         "model": cfg.judge.model,
         "mode": cfg.mode.name,
+        "mode_kind": mode_kind.value,
         "rubric": rubric.name,
         "rubric_version": rubric.version,
         "temperature": math.nan if shape.temperature is None else shape.temperature,

@@ -29,6 +29,7 @@ import pandas as pd
 
 from analysis import latent
 from analysis.annotate import files as io
+from analysis.load import modes
 from analysis.load.checks import csv_line
 from analysis.load.collect import load_humans, load_results
 from analysis.robustness import note_perturbed, unperturbed
@@ -59,9 +60,10 @@ def uncertainty(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd
     judged = cands.loc[cands["mode"] != HUMAN_MODE]
     out["disagreement"] = _judge_range(judged).reindex(out.index)
     by_mode = judged.pivot_table(index=["task", "judge"], columns="mode", values="score", observed=True)
-    if {"independent", "comparative"} <= set(by_mode.columns):
-        flip = (by_mode["independent"] - by_mode["comparative"]).abs().groupby(level="task").max()
-        out["flip"] = flip.reindex(out.index)
+    pairs = [p for p in modes.shift_pairs(modes.kinds_by_mode(results)) if set(p) <= set(by_mode.columns)]
+    if pairs:  # the largest score change between a one-candidate mode and a several-candidates mode
+        flips = [(by_mode[a] - by_mode[b]).abs().groupby(level="task").max() for a, b in pairs]
+        out["flip"] = pd.concat(flips, axis=1).max(axis=1).reindex(out.index)
     else:
         out["flip"] = np.nan
     return out.reset_index()

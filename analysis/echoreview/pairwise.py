@@ -20,7 +20,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.echoreview.rows import present, refuse_duplicates, split_runs
+from analysis.load.modes import kinds_by_mode, modes_of
 from core.intervals import percentile_ci
+from core.modes import ModeKind
 
 OUTCOME = {"a": 1, "tie": 0, "b": -1}
 COMPARISON_KEYS: tuple[str, ...] = (
@@ -51,7 +53,8 @@ def comparisons(results: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     ``opponent`` and the outcome under each protocol (the module docstring). Runs of one judge that judged
     the same comparison are separate raters (``judge@run_id``); a verdict recorded twice in one run is a
     ValueError naming it (`analysis.echoreview.rows`), never one copy silently kept."""
-    rows = split_runs(results[results["mode"] == "pairwise"], (*COMPARISON_KEYS, "order"))
+    pair_modes = modes_of(kinds_by_mode(results), ModeKind.pair)  # both orders, a preference
+    rows = split_runs(results[results["mode"].astype(str).isin(pair_modes)], (*COMPARISON_KEYS, "order"))
     refuse_duplicates(rows, (*COMPARISON_KEYS, "order"), "pairwise rows")  # else one copy would be dropped
     rows = rows[rows["preference"].isin(list(OUTCOME))]
     keys = present(rows, COMPARISON_KEYS)

@@ -24,8 +24,10 @@ import pandas as pd
 from analysis.echoreview.metrics import QUALITY_TEMPERATURE, overall_quality, quality_by_source
 from analysis.echoreview.pairwise import comparisons, win_rates
 from analysis.load.collect import load_results
+from analysis.load.modes import kinds_by_mode, modes_of
 from core.cells import md_cell, write_csv
 from core.intervals import positive_int
+from core.modes import ModeKind
 
 
 def _ci(value: float, lo: float, hi: float) -> str:
@@ -128,7 +130,7 @@ def report(results: pd.DataFrame, out: Path, n_boot: int = 2000) -> str:
         write_csv(per_review, out / "echoreview_quality_per_review.csv")
         write_csv(by_source, out / "echoreview_quality.csv")
         lines += quality_markdown(per_review, by_source) + [""]
-    if (results["mode"] == "pairwise").any():
+    if modes_of(kinds_by_mode(results), ModeKind.pair):
         table = win_rates(comparisons(results), n_boot=n_boot)
         write_csv(table, out / "echoreview_pairwise.csv")
         lines += pairwise_markdown(table)

@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from analysis.load import modes
 from analysis.load.checks import (
     IDENTITY,
     MISSING_TEXT,
@@ -262,6 +263,8 @@ def prepare(results: pd.DataFrame, studies: Mapping[str, str] | None = None) -> 
     if "perturbation" in out:  # one spelling before runs are told apart: a run without the column is `none`
         out["perturbation"] = perturbation_names(out["perturbation"])
     out = label_overlapping_runs(out, studies or {})
+    if "mode" in out:  # the analysis picks its tables by kind (analysis.load.modes), whatever wrote the rows
+        out[modes.COLUMN] = modes.fill_mode_kinds(out)
     for col in KEY_COLUMNS:
         if col in out and not isinstance(out[col].dtype, pd.CategoricalDtype):
             out[col] = out[col].astype("category")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -108,24 +108,26 @@ def _groups(frame: pd.DataFrame, keys: list[str]) -> Iterator[tuple[tuple, np.nd
         yield key, idx, frame.iloc[idx]
 
 
-def position_bias(results: pd.DataFrame, mode: str = "comparative") -> pd.DataFrame:
-    """Per judge × dimension × shown position in comparative prompts: mean score and win rate (share of
+def position_bias(results: pd.DataFrame, modes: Sequence[str] | None = None) -> pd.DataFrame:
+    """Per judge × mode × dimension × shown position in prompts of several candidates (`modes`: those of
+    kind multi, analysis.load.modes; None: every row with a position): mean score and win rate (share of
     prompt samples in which the candidate shown there scored best, ties split), each with a t CI, and the
     win rate expected without position bias (mean of 1 / number shown)."""
     rows = scored_rows(results)
-    rows = rows.loc[(rows["mode"] == mode).to_numpy() & rows["position"].notna().to_numpy()]
-    prompt = ["judge", *_prompt_keys(rows), "sample_idx", "dimension"]
+    chosen = rows["mode"].astype(str).isin(modes).to_numpy() if modes is not None else True
+    rows = rows.loc[chosen & rows["position"].notna().to_numpy()]
+    prompt = ["judge", "mode", *_prompt_keys(rows), "sample_idx", "dimension"]
     codes = group_ids(rows, prompt)[0]
     signed = rows["score"].to_numpy(dtype=float) * direction(rows)
     best = np.full(codes.max() + 1 if len(codes) else 0, -np.inf)
     np.maximum.at(best, codes, signed)
     top = (signed >= best[codes] - 1e-9).astype(float)
     shown = np.bincount(codes)[codes]
-    frame = rows[["judge", "dimension", "position", "score"]].assign(
+    frame = rows[["judge", "mode", "dimension", "position", "score"]].assign(
         _share=top / np.bincount(codes, weights=top)[codes], _expected=1.0 / shown
     )
     out = (
-        frame.groupby(["judge", "dimension", "position"], observed=True)
+        frame.groupby(["judge", "mode", "dimension", "position"], observed=True)
         .agg(
             n=("score", "size"),
             mean_score=("score", "mean"),
@@ -141,7 +143,7 @@ def position_bias(results: pd.DataFrame, mode: str = "comparative") -> pd.DataFr
     return out.drop(columns=["sd_win"])
 
 
-def pairwise_bias(results: pd.DataFrame) -> pd.DataFrame:
+def pairwise_bias(results: pd.DataFrame, modes: Sequence[str] | None = None) -> pd.DataFrame:
     """Per judge × dimension in pairwise mode, over (prompt, sample) verdicts, each with a Wilson CI:
     `first_rate` = n_first / n_decided, the share of decided (not tie) verdicts that prefer the first-shown
     text (0.5 without an order preference; a tie favours neither order, so counting it in the denominator
@@ -149,7 +151,9 @@ def pairwise_bias(results: pd.DataFrame) -> pd.DataFrame:
     `tie_rate` = n_tie / n; and the flip rate — the share of verdicts whose preference changes when the
     order is swapped (verdicts whose other order is unscored are not counted)."""
     rows = _usable(results)
-    rows = rows.loc[(rows["mode"] == "pairwise").to_numpy() & rows["preference"].notna().to_numpy()]
+    # `modes`: those of kind pair (analysis.load.modes); None: every row with a preference and an order
+    chosen = rows["mode"].astype(str).isin(modes).to_numpy() if modes is not None else True
+    rows = rows.loc[chosen & rows["preference"].notna().to_numpy() & rows["order"].notna().to_numpy()]
     rows = rows.drop_duplicates(["judge", *_prompt_keys(rows), "sample_idx", "dimension"])
     pref, order = rows["preference"].astype(str).to_numpy(), rows["order"].astype(str).to_numpy()
     first = ((order == "ab") & (pref == "a")) | ((order == "ba") & (pref == "b"))

@@ -16,6 +16,7 @@ import pandas as pd
 
 from analysis import latent
 from analysis.card import null_ranges
+from analysis.load.modes import modes_of, shift_pairs
 from analysis.report import costs, summary
 from analysis.report.provider_params import request_changes
 from analysis.robustness import robustness_table
@@ -38,6 +39,7 @@ from analysis.tables.registry import (
     section_tables,
     spec,
 )
+from core.modes import ModeKind
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -121,19 +123,23 @@ def combined_label(judges: Sequence[str], combine: str, rubric: str | None) -> s
     return f"{combine} of {len(names)} judges ({'+'.join(names)})" + (f" / {rubric}" if rubric else "")
 
 
-def _judge_sets(cands: pd.DataFrame, both_only: bool = False) -> list[tuple[list[str], list[str]]]:
-    """(judges, modes) to combine: the judges that ran each mode, and those that ran both independent and
-    comparative (whose shift then sits beside their rates). A combination is labelled by its judges, so every
-    rate it shows is over the judges it names, never over fewer in one mode (review 7 F2)."""
+def _judge_sets(
+    cands: pd.DataFrame, pairs: Sequence[tuple[str, str]] = (), both_only: bool = False
+) -> list[tuple[list[str], list[str]]]:
+    """(judges, modes) to combine: the judges that ran each mode, and those that ran both modes of a mode-shift
+    pair (`pairs`, analysis.load.modes.shift_pairs: whose shift then sits beside their rates). A combination
+    is labelled by its judges, so every rate it shows is over the judges it names, never over fewer in one
+    mode (review 7 F2)."""
     ran = cands.groupby("mode", observed=True)["judge"].agg(lambda j: frozenset(map(str, j.unique())))
     ran.index = ran.index.astype(str)
     sets: dict[frozenset[str], list[str]] = {}
     if not both_only:
         for mode, judges in ran.items():
             sets.setdefault(judges, []).append(str(mode))
-    if {"independent", "comparative"} <= set(ran.index):
-        modes = sets.setdefault(ran["independent"] & ran["comparative"], [])
-        modes += [m for m in ("independent", "comparative") if m not in modes]
+    for pair in pairs:
+        if set(pair) <= set(ran.index):
+            modes = sets.setdefault(ran[pair[0]] & ran[pair[1]], [])
+            modes += [m for m in pair if m not in modes]
     return [(sorted(judges), modes) for judges, modes in sets.items() if len(judges) > 1]
 
 
@@ -141,6 +147,7 @@ def _combined(
     cands: pd.DataFrame,
     compute: Callable[[pd.DataFrame, CombineMethod], pd.DataFrame],
     combines: Sequence[CombineMethod],
+    pairs: Sequence[tuple[str, str]] = (),
     both_only: bool = False,
 ) -> pd.DataFrame:
     """`compute(rows, combine)` per rubric group and judge set of more than one judge (`_judge_sets`),
@@ -148,7 +155,7 @@ def _combined(
     frames = []
     for rubric, part in _rubric_groups(cands):
         judge, mode = part["judge"].astype(str), part["mode"].astype(str)
-        for judges, modes in _judge_sets(part, both_only):
+        for judges, modes in _judge_sets(part, pairs, both_only):
             rows = part.loc[(judge.isin(judges) & mode.isin(modes)).to_numpy()]
             frames += [
                 compute(rows, c).assign(judge=combined_label(judges, c, rubric), combine=c) for c in combines
@@ -163,8 +170,10 @@ def _best_of_k_scores(cands: pd.DataFrame, reference: str) -> pd.DataFrame:
     return pd.concat([per_judge, combined.drop(columns="combine", errors="ignore")], ignore_index=True)
 
 
-def _both_modes(cands: pd.DataFrame) -> bool:
-    return {"independent", "comparative"} <= _modes(cands)
+def _shift_pairs(s: StudyInputs) -> list[tuple[str, str]]:
+    """The mode-shift pairs (analysis.load.modes.shift_pairs) whose two modes both have candidate scores."""
+    ran = _modes(_cands(s))
+    return [p for p in shift_pairs(s.mode_kinds) if set(p) <= ran]
 
 
 def _present(table: pd.DataFrame) -> pd.DataFrame | None:
@@ -181,13 +190,36 @@ def winrate_combined(cands: pd.DataFrame, reference: str, n_boot: int, seed: int
     return _combined(cands, compute, ("mean", "unanimous", "majority"))
 
 
-def mode_shift_combined(cands: pd.DataFrame, reference: str, n_boot: int, seed: int) -> pd.DataFrame:
-    """The mode shift of the judges (mean-combined) that ran both independent and comparative mode."""
+def mode_shift(
+    cands: pd.DataFrame,
+    pairs: Sequence[tuple[str, str]],
+    reference: str,
+    n_boot: int,
+    seed: int,
+    combine: winrate.Combine = None,
+) -> pd.DataFrame:
+    """`illusion.mode_shift` for every (one-candidate mode, several-candidates mode) pair the judge ran, the
+    several-candidates mode in `mode` (the mode the win rate moved to)."""
+    frames = []
+    for pair in pairs:
+        shift = illusion.mode_shift(cands, reference, pair, combine=combine, n_boot=n_boot, seed=seed)
+        frames.append(shift.assign(mode=pair[1]))
+    if not frames:
+        return pd.DataFrame()
+    out = pd.concat(frames, ignore_index=True)
+    return out[["judge", "mode", *[c for c in out.columns if c not in ("judge", "mode")]]]
+
+
+def mode_shift_combined(
+    cands: pd.DataFrame, pairs: Sequence[tuple[str, str]], reference: str, n_boot: int, seed: int
+) -> pd.DataFrame:
+    """The mode shift of the judges (mean-combined) that ran both modes of a pair."""
 
     def compute(part: pd.DataFrame, combine: CombineMethod) -> pd.DataFrame:
-        return illusion.mode_shift(part, reference, combine=combine, n_boot=n_boot, seed=seed)
+        present = [p for p in pairs if set(p) <= _modes(part)]
+        return mode_shift(part, present, reference, n_boot, seed, combine=combine)
 
-    return _combined(cands, compute, ("mean",), both_only=True)
+    return _combined(cands, compute, ("mean",), pairs, both_only=True)
 
 
 def winrate_tables(cands: pd.DataFrame, reference: str, n_boot: int, seed: int) -> Tables:
@@ -334,17 +366,16 @@ BUILTIN: tuple[TableSpec, ...] = (
     TableSpec(
         "mode_shift",
         lambda s, _: (
-            illusion.mode_shift(_cands(s), s.reference, n_boot=s.n_boot, seed=s.seed)
-            if _both_modes(_cands(s))
-            else None
+            mode_shift(_cands(s), _shift_pairs(s), s.reference, s.n_boot, s.seed) if _shift_pairs(s) else None
         ),
-        ("judge", "source", "dimension", "n", "win_before", "win_after", "delta_win", "mcnemar_p"),
+        ("judge", "mode", "source", "dimension", "n", "win_before", "win_after", "delta_win", "mcnemar_p"),
         section="Mode shift (the novelty illusion)",
         figure=FigureSpec("mode_shift", lambda t, _: _plot("mode_shift_plot")(t["mode_shift"])),
         headline=("delta_win", "absmax", "largest |Δwin|"),
         card=CardField(
-            "Mode shift (independent → comparative win rate; McNemar p and its BH q-value)",
+            "Mode shift (one candidate per prompt → several: the win rate; McNemar p and its BH q-value)",
             (
+                "mode",
                 "source",
                 "dimension",
                 "n",
@@ -356,18 +387,18 @@ BUILTIN: tuple[TableSpec, ...] = (
                 "mcnemar_p",
                 "mcnemar_p_q",
             ),
-            "needs the judge in both independent and comparative mode",
+            "needs the judge in a one-candidate mode (independent) and a several-candidates mode (comparative)",
             order=60,
         ),
     ),
     TableSpec(
         "mode_shift_combined",
         lambda s, _: (
-            _present(mode_shift_combined(_cands(s), s.reference, s.n_boot, s.seed))
-            if _both_modes(_cands(s))
+            _present(mode_shift_combined(_cands(s), _shift_pairs(s), s.reference, s.n_boot, s.seed))
+            if _shift_pairs(s)
             else None
         ),
-        ("judge", "source", "dimension", "n", "delta_win", "mcnemar_p", "combine"),
+        ("judge", "mode", "source", "dimension", "n", "delta_win", "mcnemar_p", "combine"),
         headline=("delta_win", "absmax", "largest |Δwin|"),
     ),
     TableSpec(
@@ -496,18 +527,18 @@ BUILTIN: tuple[TableSpec, ...] = (
     TableSpec(
         "position_bias",
         lambda s, _: (
-            consistency.position_bias(s.study)
-            if "comparative" in _modes(s.study) and "position" in s.study
+            consistency.position_bias(s.study, modes_of(s.mode_kinds, ModeKind.multi))
+            if modes_of(s.mode_kinds, ModeKind.multi) and "position" in s.study
             else None
         ),
-        ("judge", "dimension", "position", "n", "win_rate", "expected"),
+        ("judge", "mode", "dimension", "position", "n", "win_rate", "expected"),
         section=POSITION,
         figure=FigureSpec("position_bias", lambda t, _: _plot("position_bias_plot")(t["position_bias"])),
         headline=("win_rate", "max", "highest win rate by position"),
         card=CardField(
-            "Position bias (comparative: the position furthest from the unbiased win rate)",
-            ("dimension", "position", "n", "win_rate", "expected", "win_lo", "win_hi"),
-            "no comparative run",
+            "Position bias (several candidates per prompt: the position furthest from the unbiased win rate)",
+            ("mode", "dimension", "position", "n", "win_rate", "expected", "win_lo", "win_hi"),
+            "no run of a several-candidates mode (comparative)",
             order=30,
             read=null_ranges.furthest_position,
         ),
@@ -515,8 +546,8 @@ BUILTIN: tuple[TableSpec, ...] = (
     TableSpec(
         "pairwise_bias",
         lambda s, _: (
-            consistency.pairwise_bias(s.study)
-            if "pairwise" in _modes(s.study) and "order" in s.study
+            consistency.pairwise_bias(s.study, modes_of(s.mode_kinds, ModeKind.pair))
+            if modes_of(s.mode_kinds, ModeKind.pair) and "order" in s.study
             else None
         ),
         ("judge", "dimension", "first_rate", "tie_rate", "flip_rate", "first_p"),

@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
+from analysis.load import modes
 from analysis.robustness import unperturbed
 from analysis.stats import humans as human_mod
 from analysis.stats.study import study_candidates
+from core.modes import ModeKind
 
 if TYPE_CHECKING:  # matplotlib only when drawing
     from matplotlib.figure import Figure
@@ -54,6 +56,11 @@ class StudyInputs:
     def cands(self) -> pd.DataFrame:
         """Candidate scores per prompt context, with the same-prompt reference (`study.study_candidates`)."""
         return study_candidates(self.results, self.reference)
+
+    @cached_property
+    def mode_kinds(self) -> dict[str, ModeKind]:
+        """mode -> what it shows (analysis.load.modes): the tables of a mode are chosen by its kind."""
+        return modes.kinds_by_mode(self.results)
 
     @property
     def has_humans(self) -> bool:

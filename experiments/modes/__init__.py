@@ -12,6 +12,7 @@ import importlib
 from collections.abc import Callable, Sequence
 from typing import ClassVar, Protocol
 
+from core.modes import ModeKind
 from experiments.config import ModeConfig
 from experiments.datasets.instances import Candidate, Instance
 from experiments.prompt import Prompt
@@ -24,10 +25,12 @@ RENDERS = frozenset({"background", "items", "comparative"})
 
 
 class Mode(Protocol):
-    """What a study needs from a mode: its name (for the table), what it asks and renders, its prompts."""
+    """What a study needs from a mode: its name (for the table), what it shows (`kind`: the analysis chooses
+    its tables by it), what it asks and renders, its prompts."""
 
     name: str
     k_per_source: int | None
+    kind: ClassVar[ModeKind]
     asks: ClassVar[RubricKind]
     renders: ClassVar[frozenset[str]]
 
@@ -47,6 +50,11 @@ def mode_from_config(mode: ModeConfig) -> Mode:
         cls = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError, ValueError):
         raise ModeError(f"mode._target_={mode._target_!r}: no such mode class") from None
+    if not isinstance(getattr(cls, "kind", None), ModeKind):
+        raise ModeError(
+            f"mode._target_={mode._target_!r}: the class declares no `kind` "
+            f"(one of {', '.join(k.value for k in ModeKind)}: what its prompts show)"
+        )
     return cls(name=mode.name, k_per_source=mode.k_per_source)  # type: ignore[no-any-return]
 
 

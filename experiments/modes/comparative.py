@@ -12,6 +12,7 @@ import random
 from dataclasses import dataclass
 from typing import ClassVar
 
+from core.modes import ModeKind
 from experiments.datasets.instances import Candidate, Instance
 from experiments.modes import RENDERS, Labels, select_candidates
 from experiments.prompt import Judged, Prompt, Shown, items
@@ -22,6 +23,7 @@ from judge.rubric import Rubric, RubricKind
 class Comparative:
     name: str = "comparative"
     k_per_source: int | None = None
+    kind: ClassVar[ModeKind] = ModeKind.multi
     asks: ClassVar[RubricKind] = RubricKind.scores
     renders: ClassVar[frozenset[str]] = RENDERS
 

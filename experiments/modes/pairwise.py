@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from core.modes import ModeKind
 from experiments.datasets.instances import Instance
 from experiments.modes import RENDERS, Labels, select_candidates
 from experiments.prompt import Judged, Prompt, Shown, items
@@ -15,6 +16,7 @@ from judge.rubric import Rubric, RubricKind
 class Pairwise:
     name: str = "pairwise"
     k_per_source: int | None = None
+    kind: ClassVar[ModeKind] = ModeKind.pair
     asks: ClassVar[RubricKind] = RubricKind.preference
     renders: ClassVar[frozenset[str]] = RENDERS
 

@@ -19,6 +19,15 @@ DIMENSIONS = ("originality", "gap_addressing", "non_obviousness")
 Scorer = Callable[[str, str, str, int], float | None]  # (judge, candidate_id, dimension, sample) -> score
 
 
+#: The kind each shipped mode declares (experiments.modes), written into a fixture's rows as a real run does.
+SHIPPED_KINDS = {
+    "independent": "single",
+    "comparative": "multi",
+    "comparative_all": "multi",
+    "pairwise": "pair",
+}
+
+
 def sample_candidates() -> list[tuple[str, str, str, str]]:
     """(instance_id, candidate_id, source, text) of every candidate in the shipped sample."""
     return [
@@ -44,6 +53,7 @@ def write_fake_run(
                         judge=judge,
                         model=f"fake/{judge}",
                         mode=mode,
+                        mode_kind=SHIPPED_KINDS[mode],
                         rubric="novelty",
                         rubric_version="v1",
                         prompt_id=f"{cand}",
