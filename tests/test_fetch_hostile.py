@@ -77,9 +77,7 @@ def hostile(mode: str) -> Iterator[tuple[str, Any]]:
         httpd.server_close()
 
 
-def fetch_cli(
-    tmp: Path, *args: str, limit: int | None = None
-) -> subprocess.CompletedProcess[str]:
+def fetch_cli(tmp: Path, *args: str, limit: int | None = None) -> subprocess.CompletedProcess[str]:
     """`python -m experiments.data fetch ARGS` (a file size limit of `limit` bytes: a disk that fills)."""
 
     def small_disk() -> None:

@@ -130,15 +130,15 @@ def _sample(part: pd.DataFrame) -> dict[str, Any]:
 
 def judgments(rows: pd.DataFrame, study: Study) -> list[dict[str, Any]]:
     """One block per prompt that showed this candidate: where it was shown, the messages, the samples."""
-    keys = rows[["run_id", "prompt_id"]].drop_duplicates().astype(str)
-    messages = study.prompt_messages(list(keys.itertuples(index=False, name=None)))
+    keys = {(_text(r), _text(p)) for r, p in zip(rows["run_id"], rows["prompt_id"], strict=True)}
+    messages = study.prompt_messages(sorted(keys))  # a row without run_id (optional): no prompt to match
     blocks = []
     for key, part in rows.groupby(RUN_KEYS, dropna=False, sort=True):
         first = part.iloc[0]
-        sent = messages.get((str(first["run_id"]), str(first["prompt_id"])), [])
+        sent = messages.get((_text(first["run_id"]), _text(first["prompt_id"])), [])
         blocks.append(
             {
-                **dict(zip(RUN_KEYS, key, strict=True)),
+                **{k: (_text(v) or None) for k, v in zip(RUN_KEYS, key, strict=True)},  # NaN: None
                 "label": _text(first["label"]),
                 "order": _text(first["order"]),
                 "perturbation": perturbed(part["perturbation"].iloc[:1])[0],

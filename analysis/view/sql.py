@@ -6,6 +6,7 @@ the viewer means) read in one place, away from the connection, threading and pag
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -82,6 +83,25 @@ ITEM_SQL = """SELECT instance_id, candidate_id, judge, mode, rubric, any_value(s
              ORDER BY dimension) AS scores
 FROM ({dims}) GROUP BY ALL"""
 DISAGREEMENTS = ("judge_judge", "judge_human", "mode_shift")
+# DuckDB reads CSV lines up to 2 MB by default: one judge's long raw answer in results.csv (5 MB) stopped the
+# viewer from opening the study; a line past this larger limit is named with its file and the limit
+MAX_CSV_LINE = 256 * 2**20
+_LINE_TOO_LONG = re.compile(r"Maximum line size of (\d+) bytes exceeded\. Actual Size:\s*(\d+)")
+_ERROR_FILE = re.compile(r"^\s*file = (.+)$", re.MULTILINE)
+
+
+def error_line(exc: duckdb.Error) -> str:
+    """A DuckDB error as one line: a CSV line over the limit named with its file, its size and the limit;
+    otherwise the error's first line, with the file when DuckDB names one."""
+    text = str(exc)
+    where = _ERROR_FILE.search(text)
+    too_long = _LINE_TOO_LONG.search(text)
+    if too_long:
+        limit, size = (int(g) for g in too_long.groups())
+        file = where.group(1).strip() if where else "a results.csv"
+        return f"{file}: a line of {size:,} bytes, over the viewer's limit of {limit:,} bytes (DuckDB max_line_size)"
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return f"{where.group(1).strip()}: {first}" if where else first
 
 
 def scan(paths: Sequence[Path], reader: str, options: str = "") -> str:
@@ -115,7 +135,7 @@ def _union(paths: Sequence[Path], options: str = "") -> str:
     scans = [scan(parts[0], "read_parquet", options)] if parts[0] else []
     # a CSV as text (every column is cast below): typed by sniffing, an id 2.10 read as 2.1 and 1e3 as 1000.0
     if parts[1]:
-        text = scan(parts[1], "read_csv", f", all_varchar = true{options}")
+        text = scan(parts[1], "read_csv", f", all_varchar = true, max_line_size = {MAX_CSV_LINE}{options}")
         scans.append(f"SELECT csv_text(COLUMNS(*)) FROM ({text})")
     return " UNION ALL BY NAME ".join(scans)
 
