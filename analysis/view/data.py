@@ -226,7 +226,18 @@ class Study:
         """Scores ("dimension score · …") and disagreements of the items on one page, from their rows only."""
         instances = sorted(set(page["instance_id"]))
         if not instances:
-            columns = [*ITEM, "source", "spread", *DISAGREEMENTS, "parsed", "perturbed", "scores"]
+            dims = [f"{c}_dim" for c in ("spread", *DISAGREEMENTS)]
+            columns = [
+                *ITEM,
+                "source",
+                "spread",
+                *DISAGREEMENTS,
+                "parsed",
+                "perturbed",
+                "scores",
+                *dims,
+                "experts",
+            ]
             return pd.DataFrame(columns=columns)
         where = f"WHERE instance_id IN ({', '.join('?' for _ in instances)})"
         where += " AND dimension = ?" if dimension else ""
@@ -255,6 +266,38 @@ class Study:
     def _count(self, source: str, where: str, params: list[Any]) -> int:
         sql = f"SELECT count(*) FROM {source} {where}"
         return int(self._read(sql, params).fetchone()[0])  # type: ignore[index]
+
+    def all_items(self, dimension: str | None = None) -> pd.DataFrame:
+        """Every item of the list (the whole list at once, for the static bundle), as `page` gives them,
+        on one dimension when `dimension` is given."""
+        self.wait()
+        where = "WHERE dimension = ?" if dimension else ""
+        sql = ITEM_SQL.format(dims=f"SELECT * FROM item_dim {where}") + f" ORDER BY {', '.join(ITEM)}"
+        frame = self._read(sql, [dimension] if dimension else []).fetchdf()
+        return frame.merge(self._first_lines(frame), on=["instance_id", "candidate_id"], how="left")
+
+    def reference_scores(self, rows: pd.DataFrame) -> dict[tuple[str, ...], str]:
+        """The reference's scores in each prompt that showed a candidate (judge, rubric, mode, run_id,
+        prompt_id -> "dimension mean · ..."), usable scores only, as the list counts them; a prompt that
+        showed no reference (independent mode) has none."""
+        prompts = sorted({str(p) for p in rows["prompt_id"].dropna()})
+        if not prompts:
+            return {}
+        sql = (
+            "SELECT judge, rubric, mode, run_id, prompt_id, dimension, "
+            "avg(CASE WHEN coalesce(parse_ok, true) THEN score END) AS score FROM results "
+            f"WHERE source = 'reference' AND prompt_id IN ({', '.join('?' for _ in prompts)}) "
+            "GROUP BY ALL ORDER BY dimension"
+        )
+        found = self._read(sql, prompts).fetchdf()
+        out: dict[tuple[str, ...], list[str]] = {}
+        for r in found.itertuples(index=False):
+            if pd.notna(r.score):
+                key = tuple(
+                    "" if pd.isna(v) else str(v) for v in (r.judge, r.rubric, r.mode, r.run_id, r.prompt_id)
+                )
+                out.setdefault(key, []).append(f"{r.dimension} {r.score:.2f}")
+        return {k: " · ".join(v) for k, v in out.items()}
 
     def item_rows(self, instance_id: str, candidate_id: str) -> pd.DataFrame:
         """Every results row of one candidate: all judges, modes, samples and dimensions."""

@@ -71,7 +71,7 @@ DISAGREEMENT_SQL = """SELECT base.*,
   CASE WHEN mode IN ('independent', 'comparative') AND min(mode) FILTER (score IS NOT NULL) OVER by_modes
             <> max(mode) FILTER (score IS NOT NULL) OVER by_modes
        THEN max(score) OVER by_modes - min(score) OVER by_modes END AS mode_shift,
-  abs(score - h.human) AS judge_human
+  abs(score - h.human) AS judge_human, h.human AS human
 FROM base LEFT JOIN human_means h USING (instance_id, candidate_id, dimension) {where}
 WINDOW by_judges AS (PARTITION BY instance_id, candidate_id, mode, dimension),
        by_modes AS (PARTITION BY instance_id, candidate_id, judge, rubric, dimension,
@@ -80,8 +80,14 @@ ITEM_SQL = """SELECT instance_id, candidate_id, judge, mode, rubric, any_value(s
   max(spread) AS spread, max(judge_judge) AS judge_judge, max(judge_human) AS judge_human,
   max(mode_shift) AS mode_shift, bool_and(parsed) AS parsed, CAST(sum(perturbed) AS INTEGER) AS perturbed,
   string_agg(dimension || ' ' || coalesce(CAST(round(score, 2) AS VARCHAR), preference, '–'), ' · '
-             ORDER BY dimension) AS scores
+             ORDER BY dimension) AS scores,
+  arg_max(dimension, spread) AS spread_dim, arg_max(dimension, judge_judge) AS judge_judge_dim,
+  arg_max(dimension, judge_human) AS judge_human_dim, arg_max(dimension, mode_shift) AS mode_shift_dim,
+  string_agg(dimension || ' ' || CAST(round(human, 2) AS VARCHAR), ' · ' ORDER BY dimension)
+    FILTER (human IS NOT NULL) AS experts
 FROM ({dims}) GROUP BY ALL"""
+# each disagreement of the list comes with the dimension it was largest on (`<figure>_dim`), and `experts` is
+# the human consensus per dimension of the item's candidate
 DISAGREEMENTS = ("judge_judge", "judge_human", "mode_shift")
 # DuckDB reads CSV lines up to 2 MB by default: one judge's long raw answer in results.csv (5 MB) stopped the
 # viewer from opening the study; a line past this larger limit is named with its file and the limit
