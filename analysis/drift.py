@@ -28,6 +28,7 @@ from analysis.robustness import unperturbed
 from analysis.stats.agreement import pair_agreement
 from analysis.stats.humans import pair_outcomes
 from analysis.stats.scores import CONTEXT_KEYS, candidate_scores
+from core.cells import write_csv  # drift CSVs are opened in spreadsheets: no formulas
 from core.intervals import t_interval
 from core.schema import MANIFEST_NAME, ManifestError, read_manifest
 
@@ -174,8 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     out = Path(args.out) if args.out else Path(args.runs[0]).parent / "drift"
     out.mkdir(parents=True, exist_ok=True)
-    shift.to_csv(out / "drift_shift.csv", index=False)
-    chart.to_csv(out / "drift_chart.csv", index=False)
+    write_csv(shift, out / "drift_shift.csv")
+    write_csv(chart, out / "drift_chart.csv")
     flagged = chart.loc[chart["flagged"]]
     for r in shift.to_dict("records"):
         print(

@@ -21,6 +21,7 @@ from typing import Any, Optional, TypeVar  # noqa: UP035  (OmegaConf reads Optio
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from core.choices import did_you_mean
 from judge import retry_defaults
 from judge.routing import PoolSettings
 from judge.rubric import Rubric
@@ -48,7 +49,8 @@ def _range_problem(obj: Any, prefix: str) -> str | None:
                 return problem
             continue
         if "choices" in f.metadata and value not in f.metadata["choices"]:
-            return f"{path}={value}: choose one of {', '.join(f.metadata['choices'])}"
+            choices = f.metadata["choices"]
+            return f"{path}={value}: choose one of {', '.join(choices)}{did_you_mean(value, choices)}"
         if "low" not in f.metadata or value is None or isinstance(value, bool):
             continue
         low, high, above = f.metadata["low"], f.metadata["high"], f.metadata["above"]

@@ -9,6 +9,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from core.choices import did_you_mean
 from core.schema import MANIFEST_NAME, ManifestError, read_manifest
 from experiments.cli.entry import INTERRUPTED, remove_if_empty, typed_config
 from experiments.config import ConfigError, StudyConfig
@@ -152,7 +153,7 @@ def unknown_choice(argv: list[str]) -> str | None:
         known = sorted({p.stem for root in roots for p in (root / group).glob("*.yaml")})
         for name in value.split(","):
             if name and name not in known:
-                return f"{group}={name}: unknown {group}; choose one of: {', '.join(known)}"
+                return f"{group}={name}: unknown {group}; choose one of: {', '.join(known)}{did_you_mean(name, known)}"
     return None
 
 

@@ -19,11 +19,10 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from core.cells import csv_safe  # results.csv is opened in spreadsheets: no formulas
+from core.cells import write_csv  # results.csv is opened in spreadsheets: no formulas
 from core.modes import ModeKind
 from core.schema import MANIFEST_NAME, write_manifest
 from experiments.batching import run_batches
@@ -194,10 +193,9 @@ def results_writers(frame: pd.DataFrame) -> dict[str, Callable[[Path], object]]:
     would run as a formula (a judge's raw answer `=HYPERLINK(...)`) are quoted (`cells.csv_safe`; the
     analysis and the viewer read them back as written: `cells.unescape_text`)."""
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    safe = pa.Table.from_pandas(csv_safe(frame), preserve_index=False)
     return {
         "results.parquet": lambda p: pq.write_table(table, p),
-        "results.csv": lambda p: pa_csv.write_csv(safe, p),
+        "results.csv": lambda p: write_csv(frame, p, arrow=True),
     }
 
 

@@ -161,7 +161,7 @@ def test_browser_list_opens_sorted_by_disagreement_with_text_and_folded_prompts(
     with browser_page() as (page, errors):
         page.goto(url)
         assert page.locator("select[name=sort]").input_value() == "judge_judge"
-        ranges = page.locator("#items tbody td:nth-child(10)").all_inner_texts()
+        ranges = page.locator("#items tbody td:nth-child(10) .fig").all_inner_texts()
         known = [float(v) for v in ranges if v != "–"]
         assert known and known == sorted(known, reverse=True) and known[0] > 0
         assert ranges[: len(known)] == [f"{v:.2f}" for v in known]  # unknown ranges last

@@ -71,8 +71,9 @@ def test_nothing_to_compare_is_unknown_not_zero_and_sorts_last(tmp_path: Path) -
             known = [r["instance_id"] for r in page if r[sort] is not None]
             assert known == ["i1"] * 4 and page[0]["instance_id"] == "i1", sort
         listed = TestClient(create_app(study), base_url="http://127.0.0.1").get("/?instance_id=i0").text
-        assert listed.count('<td class="num">–</td>') == 3  # judge–judge, judge–human, indep. vs comp.
-        assert '<td class="num">4.00</td>' in listed  # the spread across i0's two samples
+        unknown = '<td class="num"><span class="fig">–</span></td>'
+        assert listed.count(unknown) == 3  # judge–judge, judge–human, indep. vs comp.
+        assert '<td class="num"><span class="fig">4.00</span>' in listed  # the spread across i0's two samples
 
 
 def test_pairwise_list_cell_counts_the_verdicts_as_the_item_page_lists_them(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from analysis.view.sql import (
     DISAGREEMENTS,
     ITEM_SQL,
     OPEN_SQL,
+    error_line,
     results_sql,
     scan,
 )
@@ -100,7 +101,7 @@ class Study:
             for sql in OPEN_SQL:
                 self.con.execute(sql)
         except duckdb.Error as exc:
-            raise ViewError(f"{root}: a results file could not be read: {str(exc).splitlines()[0]}") from None
+            raise ViewError(f"{root}: a results file could not be read: {error_line(exc)}") from None
         except ValueError as exc:  # a value its column's type cannot hold (viewsql.results_sql), named
             raise ViewError(str(exc)) from None
         prompts = sorted(Path(root).rglob("prompts.parquet")) if Path(root).is_dir() else []
@@ -168,7 +169,7 @@ class Study:
         try:
             return self._cursor().execute(sql, list(params))
         except duckdb.Error as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            first = error_line(exc)
             raise ViewError(
                 f"{self.root}: a file of this study could not be read now ({first}); was it removed or changed "
                 "since the viewer opened it? restart the viewer"
@@ -214,7 +215,7 @@ class Study:
         sql = (
             f"SELECT {keys}, count(*) OVER () AS total FROM {table} {where} ORDER BY {order} LIMIT ? OFFSET ?"
         )
-        frame = self._cursor().execute(sql, [*params, size, offset]).fetchdf()
+        frame = self._read(sql, [*params, size, offset]).fetchdf()
         total = int(frame["total"].iloc[0]) if len(frame) else self._count(table, where, params)
         frame = frame.drop(columns="total").merge(self._details(frame, filters.get("dimension")), how="left")
         frame = frame.merge(self._first_lines(frame), on=["instance_id", "candidate_id"], how="left")
@@ -225,12 +226,23 @@ class Study:
         """Scores ("dimension score · …") and disagreements of the items on one page, from their rows only."""
         instances = sorted(set(page["instance_id"]))
         if not instances:
-            columns = [*ITEM, "source", "spread", *DISAGREEMENTS, "parsed", "perturbed", "scores"]
+            dims = [f"{c}_dim" for c in ("spread", *DISAGREEMENTS)]
+            columns = [
+                *ITEM,
+                "source",
+                "spread",
+                *DISAGREEMENTS,
+                "parsed",
+                "perturbed",
+                "scores",
+                *dims,
+                "experts",
+            ]
             return pd.DataFrame(columns=columns)
         where = f"WHERE instance_id IN ({', '.join('?' for _ in instances)})"
         where += " AND dimension = ?" if dimension else ""
         sql = ITEM_SQL.format(dims=DISAGREEMENT_SQL.format(where=where))
-        return self._cursor().execute(sql, [*instances, *([dimension] if dimension else [])]).fetchdf()
+        return self._read(sql, [*instances, *([dimension] if dimension else [])]).fetchdf()
 
     def _first_lines(self, page: pd.DataFrame) -> pd.DataFrame:
         """The first non-blank line of each listed candidate's text (NULL where the results hold none)."""
@@ -242,9 +254,7 @@ class Study:
             f"SELECT instance_id, candidate_id, any_value(candidate_text) AS text FROM results "
             f"WHERE {marks} GROUP BY ALL"
         )
-        texts = (
-            self._cursor().execute(sql, [v for row in keys.itertuples(index=False) for v in row]).fetchdf()
-        )
+        texts = self._read(sql, [v for row in keys.itertuples(index=False) for v in row]).fetchdf()
         lines = [
             next((ln.strip() for ln in str(t).splitlines() if ln.strip()), None)
             if isinstance(t, str)
@@ -255,7 +265,39 @@ class Study:
 
     def _count(self, source: str, where: str, params: list[Any]) -> int:
         sql = f"SELECT count(*) FROM {source} {where}"
-        return int(self._cursor().execute(sql, params).fetchone()[0])  # type: ignore[index]
+        return int(self._read(sql, params).fetchone()[0])  # type: ignore[index]
+
+    def all_items(self, dimension: str | None = None) -> pd.DataFrame:
+        """Every item of the list (the whole list at once, for the static bundle), as `page` gives them,
+        on one dimension when `dimension` is given."""
+        self.wait()
+        where = "WHERE dimension = ?" if dimension else ""
+        sql = ITEM_SQL.format(dims=f"SELECT * FROM item_dim {where}") + f" ORDER BY {', '.join(ITEM)}"
+        frame = self._read(sql, [dimension] if dimension else []).fetchdf()
+        return frame.merge(self._first_lines(frame), on=["instance_id", "candidate_id"], how="left")
+
+    def reference_scores(self, rows: pd.DataFrame) -> dict[tuple[str, ...], str]:
+        """The reference's scores in each prompt that showed a candidate (judge, rubric, mode, run_id,
+        prompt_id -> "dimension mean · ..."), usable scores only, as the list counts them; a prompt that
+        showed no reference (independent mode) has none."""
+        prompts = sorted({str(p) for p in rows["prompt_id"].dropna()})
+        if not prompts:
+            return {}
+        sql = (
+            "SELECT judge, rubric, mode, run_id, prompt_id, dimension, "
+            "avg(CASE WHEN coalesce(parse_ok, true) THEN score END) AS score FROM results "
+            f"WHERE source = 'reference' AND prompt_id IN ({', '.join('?' for _ in prompts)}) "
+            "GROUP BY ALL ORDER BY dimension"
+        )
+        found = self._read(sql, prompts).fetchdf()
+        out: dict[tuple[str, ...], list[str]] = {}
+        for r in found.itertuples(index=False):
+            if pd.notna(r.score):
+                key = tuple(
+                    "" if pd.isna(v) else str(v) for v in (r.judge, r.rubric, r.mode, r.run_id, r.prompt_id)
+                )
+                out.setdefault(key, []).append(f"{r.dimension} {r.score:.2f}")
+        return {k: " · ".join(v) for k, v in out.items()}
 
     def item_rows(self, instance_id: str, candidate_id: str) -> pd.DataFrame:
         """Every results row of one candidate: all judges, modes, samples and dimensions."""
@@ -274,6 +316,7 @@ class Study:
 
     def prompt_messages(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, str]]]:
         """The messages sent for each (run_id, prompt_id) (none for runs without prompts.parquet)."""
+        keys = [key for key in keys if all(key)]  # results without the optional run_id: nothing to match
         if not self.has_prompts or not keys:
             return {}
         marks = " OR ".join("(run_id = ? AND prompt_id = ?)" for _ in keys)

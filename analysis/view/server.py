@@ -130,15 +130,20 @@ def _sample(part: pd.DataFrame) -> dict[str, Any]:
 
 def judgments(rows: pd.DataFrame, study: Study) -> list[dict[str, Any]]:
     """One block per prompt that showed this candidate: where it was shown, the messages, the samples."""
-    keys = rows[["run_id", "prompt_id"]].drop_duplicates().astype(str)
-    messages = study.prompt_messages(list(keys.itertuples(index=False, name=None)))
+    keys = {(_text(r), _text(p)) for r, p in zip(rows["run_id"], rows["prompt_id"], strict=True)}
+    messages = study.prompt_messages(sorted(keys))  # a row without run_id (optional): no prompt to match
+    references = study.reference_scores(rows) if len(rows) else {}
     blocks = []
     for key, part in rows.groupby(RUN_KEYS, dropna=False, sort=True):
         first = part.iloc[0]
-        sent = messages.get((str(first["run_id"]), str(first["prompt_id"])), [])
+        sent = messages.get((_text(first["run_id"]), _text(first["prompt_id"])), [])
         blocks.append(
             {
-                **dict(zip(RUN_KEYS, key, strict=True)),
+                # the reference's scores in the same prompt, beside this candidate's (none: not shown there)
+                "reference": ""
+                if first["source"] == "reference"
+                else references.get(tuple(map(_text, key)), ""),
+                **{k: (_text(v) or None) for k, v in zip(RUN_KEYS, key, strict=True)},  # NaN: None
                 "label": _text(first["label"]),
                 "order": _text(first["order"]),
                 "perturbation": perturbed(part["perturbation"].iloc[:1])[0],
@@ -151,6 +156,23 @@ def judgments(rows: pd.DataFrame, study: Study) -> list[dict[str, Any]]:
             }
         )
     return blocks
+
+
+def item_context(study: Study, instance_id: str, candidate_id: str) -> dict[str, Any]:
+    """Everything an item page shows (the served page and the static bundle's render the same template)."""
+    rows = study.item_rows(instance_id, candidate_id)
+    humans = study.human_rows(instance_id, candidate_id)
+    return {
+        "instance_id": instance_id,
+        "candidate_id": candidate_id,
+        "found": len(rows) > 0,
+        "source": rows["source"].iloc[0] if len(rows) else "",
+        "text": rows["candidate_text"].iloc[0] if len(rows) else "",
+        "grid": score_grid(rows, humans) if len(rows) else pd.DataFrame(),
+        "blocks": judgments(rows, study),
+        "has_prompts": study.has_prompts,
+        "root": str(study.root),
+    }
 
 
 def _query(params: dict[str, str], **change: Any) -> str:
@@ -211,24 +233,9 @@ def create_app(study: Study, hosts: Sequence[str] = HOSTS) -> FastAPI:
 
     @app.get("/item", response_class=HTMLResponse)
     def item(request: Request, instance_id: str, candidate_id: str) -> HTMLResponse:
-        rows = study.item_rows(instance_id, candidate_id)
-        humans = study.human_rows(instance_id, candidate_id)
-        grid = score_grid(rows, humans) if len(rows) else pd.DataFrame()
+        context = item_context(study, instance_id, candidate_id)
         return templates.TemplateResponse(
-            request,
-            "view_item.html",
-            {
-                "instance_id": instance_id,
-                "candidate_id": candidate_id,
-                "found": len(rows) > 0,
-                "source": rows["source"].iloc[0] if len(rows) else "",
-                "text": rows["candidate_text"].iloc[0] if len(rows) else "",
-                "grid": grid,
-                "blocks": judgments(rows, study),
-                "has_prompts": study.has_prompts,
-                "root": str(study.root),
-            },
-            status_code=200 if len(rows) else 404,
+            request, "view_item.html", context, status_code=200 if context["found"] else 404
         )
 
     @app.get("/report", response_class=HTMLResponse, response_model=None)

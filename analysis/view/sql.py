@@ -6,6 +6,7 @@ the viewer means) read in one place, away from the connection, threading and pag
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -70,7 +71,7 @@ DISAGREEMENT_SQL = """SELECT base.*,
   CASE WHEN mode IN ('independent', 'comparative') AND min(mode) FILTER (score IS NOT NULL) OVER by_modes
             <> max(mode) FILTER (score IS NOT NULL) OVER by_modes
        THEN max(score) OVER by_modes - min(score) OVER by_modes END AS mode_shift,
-  abs(score - h.human) AS judge_human
+  abs(score - h.human) AS judge_human, h.human AS human
 FROM base LEFT JOIN human_means h USING (instance_id, candidate_id, dimension) {where}
 WINDOW by_judges AS (PARTITION BY instance_id, candidate_id, mode, dimension),
        by_modes AS (PARTITION BY instance_id, candidate_id, judge, rubric, dimension,
@@ -79,9 +80,34 @@ ITEM_SQL = """SELECT instance_id, candidate_id, judge, mode, rubric, any_value(s
   max(spread) AS spread, max(judge_judge) AS judge_judge, max(judge_human) AS judge_human,
   max(mode_shift) AS mode_shift, bool_and(parsed) AS parsed, CAST(sum(perturbed) AS INTEGER) AS perturbed,
   string_agg(dimension || ' ' || coalesce(CAST(round(score, 2) AS VARCHAR), preference, '–'), ' · '
-             ORDER BY dimension) AS scores
+             ORDER BY dimension) AS scores,
+  arg_max(dimension, spread) AS spread_dim, arg_max(dimension, judge_judge) AS judge_judge_dim,
+  arg_max(dimension, judge_human) AS judge_human_dim, arg_max(dimension, mode_shift) AS mode_shift_dim,
+  string_agg(dimension || ' ' || CAST(round(human, 2) AS VARCHAR), ' · ' ORDER BY dimension)
+    FILTER (human IS NOT NULL) AS experts
 FROM ({dims}) GROUP BY ALL"""
+# each disagreement of the list comes with the dimension it was largest on (`<figure>_dim`), and `experts` is
+# the human consensus per dimension of the item's candidate
 DISAGREEMENTS = ("judge_judge", "judge_human", "mode_shift")
+# DuckDB reads CSV lines up to 2 MB by default: one judge's long raw answer in results.csv (5 MB) stopped the
+# viewer from opening the study; a line past this larger limit is named with its file and the limit
+MAX_CSV_LINE = 256 * 2**20
+_LINE_TOO_LONG = re.compile(r"Maximum line size of (\d+) bytes exceeded\. Actual Size:\s*(\d+)")
+_ERROR_FILE = re.compile(r"^\s*file = (.+)$", re.MULTILINE)
+
+
+def error_line(exc: duckdb.Error) -> str:
+    """A DuckDB error as one line: a CSV line over the limit named with its file, its size and the limit;
+    otherwise the error's first line, with the file when DuckDB names one."""
+    text = str(exc)
+    where = _ERROR_FILE.search(text)
+    too_long = _LINE_TOO_LONG.search(text)
+    if too_long:
+        limit, size = (int(g) for g in too_long.groups())
+        file = where.group(1).strip() if where else "a results.csv"
+        return f"{file}: a line of {size:,} bytes, over the viewer's limit of {limit:,} bytes (DuckDB max_line_size)"
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return f"{where.group(1).strip()}: {first}" if where else first
 
 
 def scan(paths: Sequence[Path], reader: str, options: str = "") -> str:
@@ -115,7 +141,7 @@ def _union(paths: Sequence[Path], options: str = "") -> str:
     scans = [scan(parts[0], "read_parquet", options)] if parts[0] else []
     # a CSV as text (every column is cast below): typed by sniffing, an id 2.10 read as 2.1 and 1e3 as 1000.0
     if parts[1]:
-        text = scan(parts[1], "read_csv", f", all_varchar = true{options}")
+        text = scan(parts[1], "read_csv", f", all_varchar = true, max_line_size = {MAX_CSV_LINE}{options}")
         scans.append(f"SELECT csv_text(COLUMNS(*)) FROM ({text})")
     return " UNION ALL BY NAME ".join(scans)
 
