@@ -142,20 +142,38 @@ def active_estimate(
     (ξ = 1 where labelled, π its inclusion probability, y read only where labelled), their mean and a normal
     CI from their sd / √N. λ = None: power-tuned, the λ in [0, 1] minimising the terms' variance (λ = 0 is
     the Horvitz–Thompson human-only estimate). The units' labels must be drawn independently with
-    probability π > 0 (Poisson or stratified sampling)."""
+    probability π > 0 (Poisson or stratified sampling). One estimate; `active_estimates` for many at once."""
+    point, lo, hi = active_estimates(y, yhat, labelled, pi, alpha, lam)
+    return float(point), float(lo), float(hi)
+
+
+def active_estimates(
+    y: np.ndarray,
+    yhat: np.ndarray,
+    labelled: np.ndarray,
+    pi: np.ndarray,
+    alpha: float = ALPHA,
+    lam: float | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`active_estimate` along the last axis: (point, lo, hi), one per leading index (a replicate)."""
     yhat, xi = np.asarray(yhat, dtype=float), np.asarray(labelled, dtype=bool)
     weight = np.where(xi, 1.0 / np.where(xi, np.asarray(pi, dtype=float), 1.0), 0.0)
     a = np.where(xi, np.nan_to_num(np.asarray(y, dtype=float)) * weight, 0.0)
     b = yhat * (1.0 - weight)
+    n = a.shape[-1]
     if lam is None:
-        var_b = float(np.var(b, ddof=1)) if len(b) > 1 else 0.0
-        cov = float(np.cov(a, b, ddof=1)[0, 1]) if len(b) > 1 else 0.0
-        lam = float(np.clip(-cov / var_b, 0.0, 1.0)) if var_b > 0 else 0.0
-    terms = a + lam * b
-    point = float(terms.mean())
-    half = norm.ppf(1 - alpha / 2) * (
-        float(np.std(terms, ddof=1)) / math.sqrt(len(terms)) if len(terms) > 1 else 0.0
-    )
+        centred_b = b - b.mean(axis=-1, keepdims=True)
+        var_b = (centred_b**2).sum(axis=-1)
+        cov = ((a - a.mean(axis=-1, keepdims=True)) * centred_b).sum(axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tuned = np.where(var_b > 0, np.clip(-cov / var_b, 0.0, 1.0), 0.0)
+        factor = np.asarray(tuned)[..., None]
+    else:
+        factor = np.asarray(lam, dtype=float)
+    terms = a + factor * b
+    point = terms.mean(axis=-1)
+    sd = terms.std(axis=-1, ddof=1) if n > 1 else np.zeros_like(point)
+    half = norm.ppf(1 - alpha / 2) * sd / math.sqrt(n)
     return point, point - half, point + half
 
 
