@@ -18,8 +18,11 @@ import pandas as pd
 import pytest
 
 from analysis.annotate import select as annotate
+from analysis.load.collect import load_humans, load_results
 from analysis.report.build import main as report_main
+from analysis.stats import corrected
 from analysis.stats.corrected import active_estimate, active_estimates, estimate
+from analysis.stats.study import study_candidates
 from tests.support.study_folders import write_fake_run
 
 R, N, TRUTH = 200, 1500, 0.35
@@ -177,8 +180,8 @@ def test_random_export_records_its_design_and_a_perfect_annotator_gives_the_win_
     tables = tmp_path / "report" / "tables"
     design = pd.read_csv(tables / "corrected_design.csv")
     assert design["design"].tolist() == ["random"] and design["corrected"][0].startswith("computed: PPI++")
-    corrected = pd.read_csv(tables / "corrected_estimates.csv")
-    wins = corrected.loc[corrected["quantity"] == "win_rate"]
+    estimates = pd.read_csv(tables / "corrected_estimates.csv")
+    wins = estimates.loc[estimates["quantity"] == "win_rate"]
     table = pd.read_csv(tables / "winrate.csv")
     joined = wins.merge(table, on=["judge", "mode", "source", "dimension"])
     assert len(joined) == len(table) > 0
@@ -205,12 +208,12 @@ def test_stratified_export_has_known_probabilities_and_gives_weighted_estimates(
     assert per_stratum["size"].tolist() == [2, 7]
     labels = tmp_path / "humans.csv"
     assert _ingest(_fill(out, tmp_path, "done"), out, labels) == 0
-    assert _report(study, tmp_path / "report", "--humans", str(labels)) == 0
-    tables = tmp_path / "report" / "tables"
-    design = pd.read_csv(tables / "corrected_design.csv")
+    humans, cands = load_humans(labels), study_candidates(load_results(study), "reference")
+    assert (humans["inclusion_prob"] > 0).all()  # carried by ingest, read by the report's loader
+    design = corrected.design_table(cands, humans)
     assert design["corrected"][0] == "computed: inverse-probability weighted (active inference)"
-    corrected = pd.read_csv(tables / "corrected_estimates.csv")
-    assert set(corrected["design"]) == {"stratified"} and corrected["corrected"].notna().any()
+    table = corrected.corrected_estimates(cands, humans)
+    assert set(table["design"]) == {"stratified"} and table["corrected"].notna().any()
 
 
 def test_top_k_labels_and_undeclared_labels_give_no_corrected_estimate(
@@ -236,13 +239,13 @@ def test_top_k_labels_and_undeclared_labels_give_no_corrected_estimate(
 
     # an expert set collected elsewhere (the shipped sample's humans.csv): undeclared, then declared random
     shipped = Path(__file__).resolve().parents[1] / "data" / "sample" / "humans.csv"
-    assert _report(study, tmp_path / "r3", "--humans", str(shipped)) == 0
-    why = pd.read_csv(tmp_path / "r3" / "tables" / "corrected_design.csv")["corrected"][0]
+    cands = study_candidates(load_results(study), "reference")
+    why = corrected.design_table(cands, load_humans(shipped))["corrected"][0]
     assert why.startswith("not computed: the labels file records no design")
     assert _report(study, tmp_path / "r4", "--humans", str(shipped), "--humans-design", "random") == 0
-    corrected = pd.read_csv(tmp_path / "r4" / "tables" / "corrected_estimates.csv")
-    assert set(corrected["design"]) == {"random"} and corrected["corrected"].notna().all()
-    assert (corrected["n_no_majority"] >= 0).all()
+    table = pd.read_csv(tmp_path / "r4" / "tables" / "corrected_estimates.csv")
+    assert set(table["design"]) == {"random"} and table["corrected"].notna().all()
+    assert (table["n_no_majority"] >= 0).all()
 
 
 def test_a_second_export_into_one_folder_and_a_sheet_of_another_export_are_refused(
