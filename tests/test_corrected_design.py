@@ -19,6 +19,7 @@ import pytest
 
 from analysis.annotate import select as annotate
 from analysis.load.collect import load_humans, load_results
+from analysis.load.synthetic import synthetic_humans, synthetic_results
 from analysis.report.build import main as report_main
 from analysis.stats import corrected
 from analysis.stats.corrected import active_estimate, active_estimates, estimate
@@ -286,3 +287,20 @@ def test_a_label_studio_answer_with_two_choices_is_refused(
     assert _ingest(tmp_path / "export.json", out, tmp_path / "h.csv") == 2
     line = _err_line(capsys)
     assert "task 2, annotation 1: choices: 2 choices (1, 2) for one item" in line
+
+
+def test_a_group_with_nothing_to_correct_is_a_row_that_says_why_and_splits_are_counted() -> None:
+    study = synthetic_results(n_instances=8, seed=4)
+    humans = synthetic_humans(study, seed=5)
+    humans = humans.loc[humans["source"] != "broad_gen"]  # the experts never rated broad_gen's candidates
+    two = humans.loc[humans["annotator"].isin(["h1", "h2"])]  # two annotators: a split has no strict majority
+    cands = study_candidates(study, "reference")
+    table = corrected.corrected_estimates(cands, corrected.declare_design(two, "random", "test"))
+    broad = table.loc[table["source"] == "broad_gen"]
+    assert len(broad) and (broad["n_labeled"] == 0).all() and broad["corrected"].isna().all()
+    assert (
+        broad["why_no_estimate"].str.startswith("nothing to correct: no unit of this group was rated").all()
+    )
+    narrow = table.loc[(table["source"] == "narrow_gen") & (table["quantity"] == "win_rate")]
+    assert narrow["corrected"].notna().all() and narrow["n_no_majority"].sum() > 0
+    assert narrow[["corrected", "corrected_lo", "corrected_hi"]].stack().between(0, 1).all()

@@ -158,7 +158,7 @@ SECTIONS: tuple[Section, ...] = (
         "inference) for known unequal inclusion probabilities; each with its 95% CI, rates within [0, 1]. "
         "Labels chosen by a top-k rule get no corrected estimate. `n_no_majority`: rated win units without a "
         "strict expert majority (no majority win); `n_effective`: the expert labels a human-only estimate would "
-        "need for the corrected CI's width; `note`: why a group has nothing to correct.",
+        "need for the corrected CI's width; `why_no_estimate`: why a group has nothing to correct.",
         NO_HUMANS,
     ),
     Section(

@@ -24,7 +24,7 @@ The unit is one instance × generator × dimension, the win table's (`analysis.s
   `analysis.stats.humans.consensus_scores`, on every candidate of the unit).
 
 Rates and their CIs are clipped to [0, 1]. Every judge × mode × generator × dimension is a row; one with
-nothing to correct (no labelled unit, fewer than 2) has no estimate and a `note` saying why.
+nothing to correct (no labelled unit, fewer than 2) has no estimate and a `why_no_estimate` saying why.
 `n_effective` is the number of expert labels a human-only estimate would need for the corrected CI's width.
 """
 
@@ -80,14 +80,14 @@ COLUMNS = [
     "corrected_lo",
     "corrected_hi",
     "n_effective",
-    "note",
+    "why_no_estimate",
 ]
 DESIGN_TABLE_COLUMNS = ["design", "n_labels", "n_units", "inclusion_min", "inclusion_max", "corrected"]
 MEANINGS = {
     "design": "how the labelled items were chosen: random, stratified or weighted (known inclusion "
     "probabilities), rule:<name> (top-k, none), or undeclared",
     "n_no_majority": "labelled win-rate units without a strict expert majority (counted as no majority win)",
-    "note": "why a group has no corrected estimate",
+    "why_no_estimate": "why a group has no corrected estimate (nothing to correct)",
     "n_units": "instance × generator × dimension units the experts rated in full",
     "inclusion_min": "smallest inclusion probability of a labelled item",
     "inclusion_max": "largest inclusion probability of a labelled item",
@@ -322,7 +322,7 @@ def corrected_estimates(
     """Per judge × mode × generator × dimension and quantity (`win_rate`, `mean_score`): the judge-only,
     human-only and corrected estimates with CIs under the labels' design (`labels_design`), the labelled
     and unlabelled unit counts and the labels' effective sample size. Empty when the design allows no
-    corrected estimate (`design_table` says why); a group with nothing to correct is a row with a `note`."""
+    corrected estimate (`design_table` says why); a group with nothing to correct is a row with a `why_no_estimate`."""
     if humans is None or humans.empty:
         return pd.DataFrame(columns=COLUMNS)
     design = labels_design(humans)
@@ -340,7 +340,7 @@ def corrected_estimates(
 
 
 def _group(part: pd.DataFrame, design: str, rate: bool, alpha: float) -> dict[str, object]:
-    """One group's counts and estimates (NaN with a `note` where there is nothing to correct)."""
+    """One group's counts and estimates (NaN with a `why_no_estimate` where there is nothing to correct)."""
     labelled = part["y"].notna().to_numpy()
     n_lab = int(labelled.sum())
     no_majority = int(part.loc[labelled, "no_majority"].astype(bool).sum()) if "no_majority" in part else 0
@@ -348,14 +348,14 @@ def _group(part: pd.DataFrame, design: str, rate: bool, alpha: float) -> dict[st
         "n_labeled": n_lab,
         "n_unlabeled": int((~labelled).sum()),
         "n_no_majority": no_majority,
-        "note": "",
+        "why_no_estimate": "",
     }
     blank = dict.fromkeys(
         [c for c in COLUMNS if c.startswith(("judge_only", "human_only", "corrected"))], np.nan
     )
     if n_lab < 2:
         why = "no unit of this group was rated in full by the experts" if n_lab == 0 else "1 labelled unit"
-        return out | blank | {"n_effective": np.nan, "note": f"nothing to correct: {why} (need 2)"}
+        return out | blank | {"n_effective": np.nan, "why_no_estimate": f"nothing to correct: {why} (need 2)"}
     y, yhat = part["y"].to_numpy(dtype=float), part["yhat"].to_numpy(dtype=float)
     if design == RANDOM:
         got = estimate(y[labelled], yhat[labelled], yhat[~labelled], alpha)
