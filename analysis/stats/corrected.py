@@ -185,13 +185,16 @@ class Design:
     why: str | None = None
 
 
+def _recorded(humans: pd.DataFrame) -> pd.Series:
+    """Each label's recorded design ("" where the file records none)."""
+    if DESIGN not in humans:
+        return pd.Series("", index=humans.index)
+    return humans[DESIGN].fillna("").astype(str).str.strip()
+
+
 def labels_design(humans: pd.DataFrame) -> Design:
     """The design recorded in the labels (`design`, `inclusion_prob`): one known design, or why not."""
-    recorded = (
-        humans[DESIGN].fillna("").astype(str).str.strip()
-        if DESIGN in humans
-        else pd.Series("", index=humans.index)
-    )
+    recorded = _recorded(humans)
     names = sorted(set(recorded))
     if names == [""]:
         return Design(
@@ -225,11 +228,7 @@ def declare_design(humans: pd.DataFrame, declared: str | None, source: object) -
     (one line naming `source`) when the file records another design: a declaration never overrides it."""
     if declared is None:
         return humans
-    recorded = (
-        humans[DESIGN].fillna("").astype(str).str.strip()
-        if DESIGN in humans
-        else pd.Series("", index=humans.index)
-    )
+    recorded = _recorded(humans)
     other = sorted(set(recorded) - {"", declared})
     if other:
         raise ValueError(
