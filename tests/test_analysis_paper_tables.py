@@ -10,12 +10,16 @@ from analysis.load.synthetic import synthetic_humans, synthetic_results
 from analysis.report import paper_tables as pt
 from analysis.report.build import compute_tables
 from analysis.report.summary import shift_lines
+from analysis.stats.corrected import declare_design
 
 
 @pytest.fixture(scope="module")
 def tables() -> dict[str, pd.DataFrame]:
     results = synthetic_results(n_instances=15, shift=1.0, unscored=0.05, seed=7)
-    return compute_tables(results, synthetic_humans(results, seed=8), n_boot=100)
+    humans = declare_design(
+        synthetic_humans(results, seed=8), "random", "synthetic"
+    )  # corrected estimates too
+    return compute_tables(results, humans, n_boot=100)
 
 
 @pytest.fixture(scope="module")

@@ -132,6 +132,8 @@ def test_full_report_on_a_multirun_with_humans(tmp_path: Path, study: pd.DataFra
                 str(tmp_path / "multirun"),
                 "--humans",
                 str(tmp_path / "humans.csv"),
+                "--humans-design",
+                "random",
                 "--out",
                 str(out),
                 "--n-boot",

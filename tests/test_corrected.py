@@ -9,7 +9,7 @@ from ppi_py import classical_mean_ci, ppi_mean_ci
 
 from analysis.load.synthetic import synthetic_humans, synthetic_results
 from analysis.report.build import compute_tables
-from analysis.stats.corrected import corrected_estimates, estimate
+from analysis.stats.corrected import corrected_estimates, declare_design, estimate
 from analysis.stats.scores import CONTEXT_KEYS, candidate_scores
 
 
@@ -51,7 +51,7 @@ def test_estimates_are_the_library_s_and_effective_n_follows_the_widths() -> Non
 
 def test_report_has_corrected_estimates_per_judge_and_dimension() -> None:
     study = synthetic_results(n_instances=12, seed=4)
-    humans = synthetic_humans(study, seed=5)
+    humans = declare_design(synthetic_humans(study, seed=5), "random", "synthetic")
     tables = compute_tables(study, humans, n_boot=20)
     table = tables["corrected_estimates"]
     assert set(table["quantity"]) <= {"win_rate", "mean_score"} and len(table)

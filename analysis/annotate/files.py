@@ -7,6 +7,7 @@ Label Studio's import format is a JSON list of ``{"data": {...}}`` tasks; its JS
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -144,6 +145,14 @@ def item_texts(dataset: Path) -> dict[tuple[str, str], ItemText]:
     return out
 
 
+def text_digest(text: str) -> str:
+    """A short fingerprint of an item's text for the key (which holds no texts): ingest compares it with the
+    sheet's text, so a sheet of another export is refused. Line endings and outer blanks (a spreadsheet's
+    doing) do not count."""
+    normal = "\n".join(line.rstrip() for line in str(text).replace("\r\n", "\n").split("\n")).strip()
+    return hashlib.sha256(normal.encode("utf-8")).hexdigest()[:16]
+
+
 def labelstudio_tasks(sheet: pd.DataFrame) -> list[dict[str, Any]]:
     """One Label Studio task per sheet row, in the sheet's (randomised) order."""
     cols = ["item", "position", "background", "text", "dimension", "question", "scale"]
@@ -183,6 +192,9 @@ def read_csv_file(path: Path, what: str, keep_default_na: bool = True) -> pd.Dat
         raise AnnotationError(f"{path}: not a readable CSV {what} ({str(exc).splitlines()[0]})") from None
 
 
+#: What a sheet row or Label Studio task says it shows, compared with the key by `check_against_key`.
+SHEET_TEXT, SHEET_DIMENSION = "sheet_text", "sheet_dimension"
+TEXT_DIGEST = "text_sha"
 KEY_COLUMNS: tuple[str, ...] = ("item", "instance_id", "candidate_id", "source", "dimension", "low", "high")
 
 
@@ -236,6 +248,8 @@ def read_sheet(path: Path, annotator: str | None) -> pd.DataFrame:
             "annotator": who,
             "score": sheet["score"].str.strip(),
             "line": [f"row {i}" for i in range(1, len(sheet) + 1)],
+            SHEET_TEXT: sheet["text"] if "text" in sheet else None,
+            SHEET_DIMENSION: sheet["dimension"] if "dimension" in sheet else None,
         }
     )
     out = out.loc[out["score"] != ""]
@@ -277,10 +291,10 @@ def read_labelstudio(path: Path) -> pd.DataFrame:
     rows = []
     for n, task in enumerate(tasks, start=1):
         rows += _task_scores(task, path, f"task {n}")
-    return pd.DataFrame(rows, columns=["item", "annotator", "score", "line"])
+    return pd.DataFrame(rows, columns=["item", "annotator", "score", "line", SHEET_TEXT, SHEET_DIMENSION])
 
 
-def _task_scores(task: Any, path: Path, where: str) -> list[tuple[Any, str, str, str]]:
+def _task_scores(task: Any, path: Path, where: str) -> list[tuple[Any, ...]]:
     """(item, annotator, score, where) per completed annotation of one exported task; a part of the wrong
     JSON type is one line naming the file and task (it was an AttributeError traceback)."""
 
@@ -292,21 +306,60 @@ def _task_scores(task: Any, path: Path, where: str) -> list[tuple[Any, str, str,
 
     if not isinstance(task, dict):
         raise AnnotationError(f"{path}: {where}: not a task object ({type(task).__name__})")
-    item = shaped(task.get("data") or {}, dict, "data").get("item")
+    data = shaped(task.get("data") or {}, dict, "data")
+    item = data.get("item")
+    shown = tuple(None if data.get(k) is None else str(data.get(k)) for k in ("text", "dimension"))
     if item is not None and (isinstance(item, bool) or not isinstance(item, str | int)):
         raise AnnotationError(f"{path}: {where}: data.item: not an item name ({type(item).__name__})")
     rows = []
     for n, ann in enumerate(shaped(task.get("annotations") or [], list, "annotations"), start=1):
         if shaped(ann, dict, "annotation").get("was_cancelled"):
             continue
-        for res in shaped(ann.get("result") or [], list, "result"):
-            if shaped(res, dict, "result").get("from_name") == SCORE_FIELD:
-                choice = shaped(
-                    shaped(res.get("value") or {}, dict, "value").get("choices") or [""], list, "choices"
+        scores = [
+            res
+            for res in shaped(ann.get("result") or [], list, "result")
+            if shaped(res, dict, "result").get("from_name") == SCORE_FIELD
+        ]
+        if len(scores) > 1:
+            raise AnnotationError(
+                f"{path}: {where}, annotation {n}: {len(scores)} {SCORE_FIELD!r} results for one item; keep one"
+            )
+        for res in scores:
+            choice = shaped(
+                shaped(res.get("value") or {}, dict, "value").get("choices") or [""], list, "choices"
+            )
+            if len(choice) > 1:  # the first was taken: a guess at the annotator's score
+                raise AnnotationError(
+                    f"{path}: {where}, annotation {n}: choices: {len(choice)} choices "
+                    f"({', '.join(map(str, choice))}) for one item; an item takes one score"
                 )
-                user = _user(ann.get("completed_by"), path, f"{where}, annotation {n}")
-                rows.append((None if item is None else str(item), user, str(choice[0]), where))
+            user = _user(ann.get("completed_by"), path, f"{where}, annotation {n}")
+            rows.append((None if item is None else str(item), user, str(choice[0]), where, *shown))
     return rows
+
+
+def check_against_key(merged: pd.DataFrame, path: Path, key_path: Path) -> None:
+    """Each row's dimension and text (as its sheet row or task shows them) must be the key's for its item: a
+    sheet of another export (whose `item-007` is another candidate) is refused in one line naming the row."""
+    for row in merged.itertuples(index=False):
+        fields = row._asdict()
+        shown_dim, shown_text = fields.get(SHEET_DIMENSION), fields.get(SHEET_TEXT)
+        if isinstance(shown_dim, str) and shown_dim.strip() != str(fields["dimension"]):
+            raise AnnotationError(
+                f"{path}: {fields['line']}: dimension: {shown_dim!r} but {key_path} has {fields['dimension']!r} "
+                f"for {fields['item']} (a sheet of another export?)"
+            )
+        digest = fields.get(TEXT_DIGEST)
+        if (
+            isinstance(shown_text, str)
+            and isinstance(digest, str)
+            and digest
+            and text_digest(shown_text) != digest
+        ):
+            raise AnnotationError(
+                f"{path}: {fields['line']}: text: not the text {key_path} recorded for {fields['item']} "
+                "(a sheet of another export?)"
+            )
 
 
 def check_scores(merged: pd.DataFrame, path: Path) -> None:

@@ -34,12 +34,24 @@ from analysis.load.checks import csv_line
 from analysis.load.collect import load_humans, load_results
 from analysis.robustness import note_perturbed, unperturbed
 from analysis.stats import latent_models
-from analysis.stats.humans import HUMAN_COLUMNS, HUMAN_MODE, first_duplicate, human_reliability
+from analysis.stats.corrected import RULE
+from analysis.stats.humans import (
+    DESIGN,
+    HUMAN_COLUMNS,
+    HUMAN_MODE,
+    INCLUSION,
+    first_duplicate,
+    human_reliability,
+)
 from analysis.stats.scores import candidate_scores
 from core.cells import write_csv
 from core.intervals import positive_int
 
 UNCERTAINTY = ("entropy", "disagreement", "flip")
+#: Designs with known inclusion probabilities (`sample`): their labels can give corrected estimates.
+DESIGNED = ("random", "stratified")
+#: The stratified design's default sampling rates per stratum of judge disagreement, lowest first.
+DEFAULT_RATES = (0.2, 0.6)
 
 
 def uncertainty(results: pd.DataFrame, humans: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -115,7 +127,50 @@ def select(table: pd.DataFrame, n: int, by: str, seed: int = 0) -> pd.DataFrame:
     others = [c for c in UNCERTAINTY if c != by]
     shuffled = table.sample(frac=1.0, random_state=seed)
     ranked = shuffled.sort_values([by, *others], ascending=False, na_position="last", kind="stable")
-    return ranked.head(n).assign(selected_by=by)
+    return ranked.head(n).assign(selected_by=by, design=RULE + by, inclusion_prob=np.nan)
+
+
+def unit_disagreement(table: pd.DataFrame) -> pd.Series:
+    """Per unit (instance × dimension): the largest judge disagreement of its items (`disagreement`, else the
+    entropy where no mode has two judges; 0 where neither is known), the stratified design's strata key."""
+    spread = table["disagreement"].fillna(table["entropy"]).fillna(0.0)
+    return spread.groupby([table["instance_id"], table["dimension"]]).max()
+
+
+def sample(
+    table: pd.DataFrame, n: int, by: str, seed: int = 0, rates: Sequence[float] = DEFAULT_RATES
+) -> pd.DataFrame:
+    """The `eligible` items of units (instance × dimension: every candidate of an instance on one dimension,
+    the unit a best-of-K win rests on) drawn with known inclusion probabilities, recorded per item:
+    `random`: `n` units, a simple random sample (π = n / N); `stratified`: the units cut by judge
+    disagreement into `len(rates)` strata of near-equal size (lowest first), in stratum h a simple random
+    sample of round(rate_h · N_h) units, at least 1 (π = n_h / N_h)."""
+    if by not in DESIGNED:
+        raise ValueError(f"--by must be one of {', '.join(DESIGNED)}, not {by!r}")
+    table = table.loc[eligible(table)]
+    if table.empty:
+        raise ValueError("no item left to export: every item a judge scored is already labelled in --humans")
+    spread = unit_disagreement(table)
+    units = spread.index.to_frame(index=False).assign(spread=spread.to_numpy())
+    rng = np.random.default_rng(seed)
+    if by == "random":
+        units["stratum"] = 0
+        plan = {0: min(n, len(units))}
+    else:
+        if not rates or any(not 0 < r <= 1 for r in rates):
+            raise ValueError(f"--rates {','.join(map(str, rates))}: each stratum's rate must be in (0, 1]")
+        order = units["spread"].rank(method="first").to_numpy() - 1
+        units["stratum"] = (order * len(rates) // len(units)).astype(int)
+        sizes = units["stratum"].value_counts()
+        plan = {h: min(int(sizes[h]), max(1, round(rates[h] * int(sizes[h])))) for h in sizes.index}
+    picked = []
+    for h, take in sorted(plan.items()):
+        members = units.loc[units["stratum"] == h]
+        chosen = members.iloc[np.sort(rng.choice(len(members), size=take, replace=False))]
+        picked.append(chosen.assign(inclusion_prob=take / len(members)))
+    drawn = pd.concat(picked)[["instance_id", "dimension", "stratum", "inclusion_prob"]]
+    items = table.merge(drawn, on=["instance_id", "dimension"], how="inner")
+    return items.assign(selected_by=by, design=by)
 
 
 def blind(
@@ -133,6 +188,10 @@ def blind(
     key["rubric"] = rubric.name
     key["low"] = [rubric.ranges[d][0] for d in key["dimension"]]
     key["high"] = [rubric.ranges[d][1] for d in key["dimension"]]
+    key["text_sha"] = [
+        io.text_digest(texts[(str(i), str(c))].text)
+        for i, c in zip(key["instance_id"], key["candidate_id"], strict=True)
+    ]
     rows = []
     for r in key.itertuples(index=False):
         text = texts[(str(r.instance_id), str(r.candidate_id))]
@@ -162,20 +221,27 @@ def export(
     dataset: str | Path | None = None,
     seed: int = 0,
     rubric: str | None = None,
+    rates: Sequence[float] = DEFAULT_RATES,
 ) -> pd.DataFrame:
-    """Write the blinded annotation set for the `n` most uncertain items of one rubric; returns the key."""
+    """Write the blinded annotation set of one rubric: the `n` most uncertain items (a rule: `UNCERTAINTY`),
+    or a design with known inclusion probabilities (`DESIGNED`, `sample`); returns the key, which records the
+    design and each item's inclusion probability. Refuses a folder that holds an earlier export's key."""
     rubrics, data_path = io.study_inputs(root, rubric)
     results = load_results(root)
     results = results.loc[results["rubric"].astype(str).isin(rubrics)]  # other rubrics' runs: not asked
     note_perturbed(results, unperturbed(results))
     if humans is not None:  # a label on another rubric's dimension is no label of these items
         humans = humans.loc[humans["dimension"].astype(str).isin(set(results["dimension"].astype(str)))]
+    out = Path(out)
+    if (out / "key.csv").exists():  # a sheet of the earlier export would ingest onto other items
+        raise ValueError(
+            f"{out / 'key.csv'} exists: the sheets of that export are tied to it; export into a new --out folder"
+        )
     texts = io.item_texts(Path(dataset) if dataset else data_path)
     table = uncertainty(results, humans)
     note_left_out(table)
-    chosen = select(table, n, by, seed)
+    chosen = sample(table, n, by, seed, rates) if by in DESIGNED else select(table, n, by, seed)
     sheet, key = blind(chosen, rubrics, texts, seed)
-    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     io.write_sheet(sheet, out / "sheet.csv")
     io.write_key(key, out / "key.csv")
@@ -199,8 +265,10 @@ def note_left_out(table: pd.DataFrame) -> None:
 
 
 def ingest(path: str | Path, key_path: str | Path, annotator: str | None = None) -> pd.DataFrame:
-    """Completed annotations (sheet CSV or Label Studio JSON export) as human labels, checked against the key;
-    `line` says where each came from ("row N" of the sheet, "task N" of the export) for later errors."""
+    """Completed annotations (sheet CSV or Label Studio JSON export) as human labels, checked against the key
+    (each row's item, and its text and dimension as the key recorded them: a sheet of another export is
+    refused), with the key's design and inclusion probability per label; `line` says where each came from
+    ("row N" of the sheet, "task N" of the export) for later errors."""
     path, key = Path(path), io.read_key(Path(key_path))
     raw = io.read_labelstudio(path) if path.suffix.lower() == ".json" else io.read_sheet(path, annotator)
     merged = raw.merge(key, on="item", how="left", validate="many_to_one")
@@ -208,8 +276,12 @@ def ingest(path: str | Path, key_path: str | Path, annotator: str | None = None)
     if len(unknown):
         first = unknown.iloc[0]
         raise io.AnnotationError(f"{path}: {first['line']}: item: {first['item']!r} is not in {key_path}")
+    io.check_against_key(merged, path, Path(key_path))
     io.check_scores(merged, path)
-    return merged[[*HUMAN_COLUMNS, "line"]].reset_index(drop=True)
+    for col in (DESIGN, INCLUSION):
+        if col not in merged:
+            merged[col] = ""
+    return merged[[*HUMAN_COLUMNS, DESIGN, INCLUSION, "line"]].reset_index(drop=True)
 
 
 def _recompute(root: str, labels: pd.DataFrame) -> None:
@@ -240,6 +312,17 @@ def check_new_labels(kept: pd.DataFrame, labels: pd.DataFrame, new: str, kept_pa
     raise ValueError(f"{new}: {labels['line'].iloc[pos - n_kept]}: label ({key}) already given in {where}")
 
 
+def rates_list(text: str) -> tuple[float, ...]:
+    """`--rates 0.2,0.6`: one sampling rate in (0, 1] per stratum (an argparse type: a bad one is one line)."""
+    try:
+        rates = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated numbers, e.g. 0.2,0.6") from None
+    if not rates or any(not 0 < r <= 1 for r in rates):
+        raise argparse.ArgumentTypeError(f"{text!r}: each stratum's rate must be in (0, 1]")
+    return rates
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `export` or `ingest` (see the module docstring)."""
     parser = argparse.ArgumentParser(prog="python -m analysis.annotate", description=__doc__.split("\n")[0])
@@ -248,7 +331,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     ex.add_argument("root")
     ex.add_argument("--out", required=True)
     ex.add_argument("--n", type=positive_int, default=50, help="how many items (at least 1)")
-    ex.add_argument("--by", choices=UNCERTAINTY, default="entropy")
+    ex.add_argument(
+        "--by",
+        choices=[*UNCERTAINTY, *DESIGNED],
+        default="entropy",
+        help="a rule (entropy, disagreement, flip: the top n; no corrected estimate from these labels) or a "
+        "design with known inclusion probabilities (random: n instance × dimension units; stratified: by judge "
+        "disagreement, at --rates)",
+    )
+    ex.add_argument(
+        "--rates",
+        type=rates_list,
+        default=DEFAULT_RATES,
+        help="--by stratified: the sampling rate of each stratum of judge disagreement, lowest first "
+        f"(default {','.join(map(str, DEFAULT_RATES))})",
+    )
     ex.add_argument(
         "--humans",
         help="existing human labels: their items are not sent again, and they count as raters for the entropy",
@@ -268,9 +365,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "export":
             humans = load_humans(args.humans) if args.humans else None
-            key = export(args.root, args.out, args.n, args.by, humans, args.dataset, args.seed, args.rubric)
+            key = export(
+                args.root, args.out, args.n, args.by, humans, args.dataset, args.seed, args.rubric, args.rates
+            )
             print(
-                f"{len(key)} items by {args.by} -> {args.out} (sheet.csv, labelstudio_*, key.csv)",
+                f"{len(key)} items by {args.by} (design {key[DESIGN].iloc[0]}) -> {args.out} (sheet.csv, "
+                "labelstudio_*, key.csv)",
                 file=sys.stderr,
             )
             return 0

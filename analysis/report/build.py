@@ -19,8 +19,8 @@ from analysis import latent
 from analysis.load.collect import expected_as_score, expected_missing_note, load_humans, load_results
 from analysis.report.paper_tables import write_paper_tables
 from analysis.robustness import note_perturbed, unperturbed
+from analysis.stats import corrected, winrate
 from analysis.stats import humans as human_mod
-from analysis.stats import winrate
 from analysis.tables import registry
 from analysis.tables.declarations import UNKNOWN, combined_label, overview, score_raters, winrate_tables
 from analysis.tables.registry import StudyInputs
@@ -73,6 +73,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--humans", help="human labels CSV: annotator, instance_id, candidate_id, source, dimension, score"
     )
+    parser.add_argument(
+        "--humans-design",
+        choices=[corrected.RANDOM],
+        help="how the --humans items were chosen, for a labels file that records no design (one collected "
+        "elsewhere): random (a simple random sample of the judged units); without it, no corrected estimate",
+    )
     parser.add_argument("--out", help="output folder (default: <root>/report)")
     parser.add_argument(
         "--reference",
@@ -100,6 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         humans = load_humans(args.humans) if args.humans else None
         if humans is not None:
             human_mod.check_dimensions(humans, results["dimension"].dropna().unique(), args.humans)
+            humans = corrected.declare_design(humans, args.humans_design, args.humans)
+        elif args.humans_design:
+            raise ValueError("--humans-design: no --humans file to declare it for")
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

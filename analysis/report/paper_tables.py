@@ -425,7 +425,7 @@ def corrected_estimates(tables: Tables) -> PaperTable | None:
     table = _read(tables, "corrected_estimates")
     if table is None or table.empty:
         return None
-    out = table[["judge", "mode", "dimension"]].astype(str).reset_index(drop=True)
+    out = table[["judge", "mode", "source", "dimension"]].astype(str).reset_index(drop=True)
     out["quantity"] = table["quantity"].map({"win_rate": "win rate", "mean_score": "mean score"}).to_numpy()
     for col, name in ESTIMATES:
         out[name] = [
@@ -436,10 +436,11 @@ def corrected_estimates(tables: Tables) -> PaperTable | None:
     return PaperTable(
         "corrected_estimates",
         "Corrected estimates",
-        "per judge, mode and dimension: the judge on every generated candidate, the experts on the ones they "
-        "rated, and the prediction-powered (PPI++) estimate of the experts' value from both, each with its 95% "
-        "CI; effective n is the number of expert labels a human-only estimate would need for the corrected "
-        "CI's width",
+        "per judge, mode, generator and dimension: the judge on every instance, the experts on the instances "
+        "they rated, and the corrected estimate of the experts' value from both under the labels' design "
+        "(PPI++ for a random sample, inverse-probability weighted for known unequal probabilities), each with "
+        "its 95% CI; effective n is the number of expert labels a human-only estimate would need for the "
+        "corrected CI's width",
         out,
     )
 

@@ -149,11 +149,16 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         "Corrected estimates (prediction-powered)",
-        "Per judge, mode and dimension: the win rate over the reference and the mean score of generated "
-        "candidates, estimated from the judge on every item (judge-only), from the experts on the items they rated "
-        "(human-only), and corrected: the judge on every item with its bias measured on the expert-rated ones "
-        "(PPI++, ppi-python), each with its 95% CI. `n_effective`: the expert labels a human-only estimate would "
-        "need for the corrected CI's width.",
+        "First the labels file's design: how its items were chosen, and whether a corrected estimate is valid "
+        "under it (why not, in one line). Then per judge, mode, generator and dimension: the win rate (best-of-K "
+        "against the same-prompt reference, as in the win table) and the mean score of the generator's "
+        "candidates, estimated from the judge on every instance (judge-only), from the experts on the instances "
+        "they rated in full (human-only), and corrected: the judge on every instance with its bias measured on "
+        "the rated ones, by PPI++ (ppi-python) for a random design, by inverse-probability weighting (active "
+        "inference) for known unequal inclusion probabilities; each with its 95% CI, rates within [0, 1]. "
+        "Labels chosen by a top-k rule get no corrected estimate. `n_no_majority`: rated win units without a "
+        "strict expert majority (no majority win); `n_effective`: the expert labels a human-only estimate would "
+        "need for the corrected CI's width; `why_no_estimate`: why a group has nothing to correct.",
         NO_HUMANS,
     ),
     Section(

@@ -45,6 +45,10 @@ HUMAN_COLUMNS: tuple[str, ...] = ("annotator", "instance_id", "candidate_id", "s
 LABEL_TEXT: tuple[str, ...] = HUMAN_COLUMNS[:-1]
 #: One label per annotator, item and dimension.
 LABEL_KEYS: tuple[str, ...] = ("annotator", "instance_id", "candidate_id", "dimension")
+#: Optional columns: how the labelled items were chosen (`analysis.annotate` export's design) and each
+#: item's inclusion probability, read by `analysis.stats.corrected`.
+DESIGN = "design"
+INCLUSION = "inclusion_prob"
 PREFIX = "human:"
 MAJORITY = "human:majority"
 HUMAN_MODE = "human"
@@ -72,10 +76,15 @@ def check_humans(humans: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in HUMAN_COLUMNS if c not in humans.columns]
     if missing:
         raise ValueError(f"human labels lack column(s) {missing}; need {list(HUMAN_COLUMNS)}")
-    out = humans.loc[:, [*HUMAN_COLUMNS, *([DIRECTION] if DIRECTION in humans else [])]].copy()
+    extra = [c for c in (DIRECTION, DESIGN, INCLUSION) if c in humans]
+    out = humans.loc[:, [*HUMAN_COLUMNS, *extra]].copy()
     for col in LABEL_TEXT:
         out[col] = out[col].astype(str)
     out["score"] = pd.to_numeric(out["score"], errors="coerce")
+    if DESIGN in out:
+        out[DESIGN] = out[DESIGN].fillna("").astype(str)
+    if INCLUSION in out:
+        out[INCLUSION] = pd.to_numeric(out[INCLUSION], errors="coerce")
     return out
 
 

@@ -315,6 +315,7 @@ def _heatmap(key: str, value: str, title: str) -> FigureSpec:
 
 
 HUMANS = "Agreement with the experts"
+CORRECTED = "Corrected estimates (prediction-powered)"
 WINRATE = "Win / tie / loss against the reference"
 EXPERTS = "Experts vs judges"
 WINNERS = "Agreement on winners"
@@ -597,16 +598,26 @@ BUILTIN: tuple[TableSpec, ...] = (
         ),
     ),
     TableSpec(
+        "corrected_design",
+        lambda s, _: corrected.design_table(s.cands, s.humans, s.reference) if s.has_humans else None,
+        tuple(corrected.DESIGN_TABLE_COLUMNS),
+        section=CORRECTED,
+        meanings=corrected.MEANINGS,
+    ),
+    TableSpec(
         "corrected_estimates",
         lambda s, _: corrected.corrected_estimates(s.cands, s.humans, s.reference) if s.has_humans else None,
         tuple(corrected.COLUMNS),
-        section="Corrected estimates (prediction-powered)",
+        section=CORRECTED,
+        place=1,
         card=CardField(
-            "Corrected estimates (judge-only, human-only and prediction-powered, 95% CIs)",
+            "Corrected estimates (judge-only, human-only and corrected under the labels' design, 95% CIs)",
             tuple(corrected.COLUMNS[1:]),
-            "no human labels (--humans), or under 2 rated and 1 unrated item per group",
+            "no human labels (--humans), or labels whose design allows no corrected estimate (the report's "
+            "corrected_design table says why)",
             order=90,
         ),
+        meanings=corrected.MEANINGS,
     ),
     TableSpec(
         "calibration",
