@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from core.received import ReceivedFileError, read_capped
+
 
 @dataclass(frozen=True)
 class Column:
@@ -525,19 +527,15 @@ def read_manifest(path: Path) -> Manifest:
     """The manifest in `path`; a missing, unreadable, oversized, damaged or too new file, one with a core field
     missing or of the wrong type, is one ManifestError line that names it (never read silently)."""
     try:
-        if path.exists() and not path.is_file():  # a folder, a device, a pipe: never read
-            raise ManifestError(f"{path}: cannot read the manifest (not a regular file)")
-        with path.open("rb") as handle:
-            raw = handle.read(MANIFEST_MAX_BYTES + 1)
-        if len(raw) > MANIFEST_MAX_BYTES:
-            raise ManifestError(f"{path}: not a manifest (over {MANIFEST_MAX_BYTES // 2**20} MB)")
-        data = json.loads(raw.decode("utf-8"))
-    except ManifestError:
-        raise
+        data = json.loads(read_capped(path, MANIFEST_MAX_BYTES, "a run's manifest").decode("utf-8"))
+    except ReceivedFileError as exc:
+        raise ManifestError(str(exc)) from None
     except OSError as exc:
         raise ManifestError(f"{path}: cannot read the manifest ({exc.strerror or exc})") from None
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, nesting too deep
-        raise ManifestError(f"{path}: not a readable manifest ({str(exc)[:120] or 'nested too deep'})") from None
+        raise ManifestError(
+            f"{path}: not a readable manifest ({str(exc)[:120] or 'nested too deep'})"
+        ) from None
     try:
         return Manifest.from_json(data)
     except ManifestError as exc:
