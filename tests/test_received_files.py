@@ -83,6 +83,7 @@ def current_manifest(**changes: Any) -> str:
             "newer than this judgescope reads",
         ),  # was: read
     ],
+    ids=["1e999", "newer-schema"],
 )
 def test_export_refuses_a_manifest_it_cannot_read_in_one_line(text: str, why: str, tmp_path: Path) -> None:
     run = run_folder(tmp_path, text)
