@@ -392,7 +392,9 @@ def load(cfg: Any, schema: type[T] = StudyConfig) -> T:  # type: ignore[assignme
     except OmegaConfBaseException as exc:
         raise ConfigError(describe(exc)) from None
     assert isinstance(obj, schema)
-    problem = _range_problem(obj, "") or (refresh_problem(obj.cache) if isinstance(obj, StudyConfig) else None)
+    problem = _range_problem(obj, "") or (
+        refresh_problem(obj.cache) if isinstance(obj, StudyConfig) else None
+    )
     if problem:
         raise ConfigError(problem)
     return obj

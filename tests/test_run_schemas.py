@@ -211,7 +211,9 @@ def test_every_reader_goes_through_the_model(tmp_path: Path) -> None:
     with pytest.raises(annotate_io.AnnotationError, match=re.escape(newer_line)):
         annotate_io.study_inputs(tmp_path / "study")
     # and the same entries at this version are read by each of them
-    (run / MANIFEST_NAME).write_text(json.dumps(Manifest().to_json() | newer | {"schema_version": MANIFEST_VERSION}))
+    (run / MANIFEST_NAME).write_text(
+        json.dumps(Manifest().to_json() | newer | {"schema_version": MANIFEST_VERSION})
+    )
     assert unscored_line(run / MANIFEST_NAME).startswith("9 of 9 calls unscored")
     assert collect.study_ids([results], tables) == {run.name: "s1"}
     assert shards.shard_run(results).shard.count == 2

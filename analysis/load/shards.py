@@ -34,7 +34,7 @@ def shard_run(results: Path) -> ShardRun | None:
     """The shard of the run whose results file is `results`, or None for an unsharded run (or no manifest)."""
     try:
         manifest = run_manifest(results.parent)
-    except ManifestError as exc:  # too new, damaged, a field missing or mistyped: never read without what it held
+    except ManifestError as exc:  # too new, damaged, a field missing or mistyped: refused, never half-read
         raise ShardMergeError(str(exc)) from None
     if manifest is None or manifest.shard is None:
         return None
