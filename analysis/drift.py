@@ -30,7 +30,7 @@ from analysis.stats.humans import pair_outcomes
 from analysis.stats.scores import CONTEXT_KEYS, candidate_scores
 from core.cells import write_csv  # drift CSVs are opened in spreadsheets: no formulas
 from core.intervals import t_interval
-from core.schema import MANIFEST_NAME, ManifestError, read_manifest
+from core.schema import MANIFEST_NAME, read_manifest
 
 KEYS = ["judge", "mode", "dimension"]
 ITEM = ["instance_id", "candidate_id", "context"]
@@ -138,10 +138,7 @@ def drift_tables(
 def run_date(folder: Path) -> str | None:
     """The refresh date a run's manifests record (`cache_refresh`), if any."""
     for path in sorted(folder.rglob(MANIFEST_NAME)):
-        try:
-            date = read_manifest(path).cache_refresh
-        except ManifestError:
-            continue
+        date = read_manifest(path).cache_refresh  # an unreadable manifest: one line (the order depends on it)
         if date:
             return date
     return None

@@ -16,10 +16,13 @@ import it.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from core.received import ReceivedFileError, read_capped
 
 
 @dataclass(frozen=True)
@@ -247,6 +250,8 @@ def _text(value: object) -> str:
     """A name or id: text, or a number written bare (a judge named 7 in its YAML is written 7)."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ManifestError(f"expected text, got {value!r:.60}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ManifestError(f"expected text, got {value!r:.60}")
     return str(value)
 
 
@@ -259,6 +264,8 @@ def _whole(value: object) -> int:
 def _number(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ManifestError(f"expected a number, got {value!r:.60}")
+    if not math.isfinite(value):
+        raise ManifestError(f"expected a finite number, got {value!r:.60}")
     return float(value)
 
 
@@ -271,11 +278,11 @@ def _object(value: object) -> dict[str, Any]:
 def _texts(value: object) -> list[str]:
     if not isinstance(value, list):
         raise ManifestError(f"expected a list, got {value!r:.60}")
-    return [str(v) for v in value]
+    return [_text(v) for v in value]
 
 
 def _text_map(value: object) -> dict[str, str]:
-    return {str(k): str(v) for k, v in _object(value).items()}
+    return {str(k): _text(v) for k, v in _object(value).items()}
 
 
 def _whole_map(value: object) -> dict[str, int]:
@@ -401,6 +408,11 @@ class Manifest:
                 "upgrade judgescope to read it",
                 "schema_version",
             )
+        if version >= 1:  # the writer writes every core field (null when unknown): one absent is damage
+            absent = [f.name for f in fields(cls) if f.metadata.get("always") and f.name not in data]
+            if absent:
+                why = f"missing {', '.join(absent[:6])}{' ...' if len(absent) > 6 else ''}"
+                raise ManifestError(why, absent[0])
         values: dict[str, Any] = {"schema_version": version}
         known = {"schema_version", *_BUDGET_KEYS}
         for f in fields(cls):
@@ -516,15 +528,22 @@ def _flat(record: GenerationManifest | ExtractionManifest) -> dict[str, Any]:
     }
 
 
+MANIFEST_MAX_BYTES = 16 * 2**20  # a manifest is a few kB; a larger file is not one (and is not read whole)
+
+
 def read_manifest(path: Path) -> Manifest:
-    """The manifest in `path`; a missing, unreadable, damaged or too new file is one ManifestError line that
-    names it."""
+    """The manifest in `path`; a missing, unreadable, oversized, damaged or too new file, one with a core field
+    missing or of the wrong type, is one ManifestError line that names it (never read silently)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_capped(path, MANIFEST_MAX_BYTES, "a run's manifest").decode("utf-8"))
+    except ReceivedFileError as exc:
+        raise ManifestError(str(exc)) from None
     except OSError as exc:
         raise ManifestError(f"{path}: cannot read the manifest ({exc.strerror or exc})") from None
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        raise ManifestError(f"{path}: not a readable manifest ({exc})") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, nesting too deep
+        raise ManifestError(
+            f"{path}: not a readable manifest ({str(exc)[:120] or 'nested too deep'})"
+        ) from None
     try:
         return Manifest.from_json(data)
     except ManifestError as exc:

@@ -14,8 +14,10 @@ import dataclasses
 import enum
 import itertools
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from typing import Any, Optional, TypeVar  # noqa: UP035  (OmegaConf reads Optional, not `X | None`, on 3.10)
 
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -160,9 +162,41 @@ class CacheConfig:
     backend: str = "disk"
     url: Optional[str] = None  # noqa: UP045
     # refresh=true: ask the provider again (drift control); the new answers are cached under the refresh date
-    # (refresh_date, default today, UTC) beside the old ones, which are kept
+    # beside the old ones, which are kept. The date names the refresh: it is part of the study, given once and
+    # recorded in its manifest (never read from the clock: a rerun after midnight, a batch resumed the next day
+    # and a shard started on another day reuse it instead of paying for every call again)
     refresh: bool = False
-    refresh_date: Optional[str] = None  # noqa: UP045
+    refresh_date: Optional[str] = None  # noqa: UP045  (YYYY-MM-DD; required with refresh=true)
+
+
+_REFRESH_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def utc_now() -> datetime:
+    """The clock, only to suggest a refresh date in a message (never to choose one); tests replace it."""
+    return datetime.now(UTC)
+
+
+def refresh_problem(cache: CacheConfig, now: Callable[[], datetime] | None = None) -> str | None:
+    """One line when `cache.refresh=true` has no valid `cache.refresh_date` (None otherwise): the refresh's
+    identity must come from the study, so that every run, resumed batch and shard of it shares its cache keys."""
+    if not cache.refresh:
+        return None
+    given = cache.refresh_date
+    if given is not None and _REFRESH_DATE.fullmatch(str(given)):
+        try:
+            date.fromisoformat(str(given))
+            return None
+        except ValueError:
+            pass
+    today = (now or utc_now)().astimezone(UTC).date().isoformat()
+    if given is None:
+        return (
+            f"cache.refresh=true needs cache.refresh_date=YYYY-MM-DD naming this refresh (e.g. "
+            f"cache.refresh_date={today}, today in UTC); give the same date to its reruns, resumed batches and "
+            "shards, so that none of them asks (and pays for) the calls again"
+        )
+    return f"cache.refresh_date={given}: not a date; write it as YYYY-MM-DD (e.g. {today})"
 
 
 @dataclass(frozen=True)
@@ -360,7 +394,9 @@ def load(cfg: Any, schema: type[T] = StudyConfig) -> T:  # type: ignore[assignme
     except OmegaConfBaseException as exc:
         raise ConfigError(describe(exc)) from None
     assert isinstance(obj, schema)
-    problem = _range_problem(obj, "")
+    problem = _range_problem(obj, "") or (
+        refresh_problem(obj.cache) if isinstance(obj, StudyConfig) else None
+    )
     if problem:
         raise ConfigError(problem)
     return obj

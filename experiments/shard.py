@@ -15,7 +15,6 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from experiments.config import CacheConfig, StudyConfig, as_dict
@@ -91,9 +90,7 @@ def study_id(cfg: StudyConfig) -> str:
 
 
 def refresh_date(cache: CacheConfig) -> str | None:
-    """The date a `cache.refresh=true` run re-asks the provider under (`cache.refresh_date`, default today in
-    UTC): the judge's cache keys carry it (judge.client.Judge.refresh_tag). None when the cache answers as
-    usual."""
-    if not cache.refresh:
-        return None
-    return cache.refresh_date or datetime.now(UTC).date().isoformat()
+    """The refresh a `cache.refresh=true` run re-asks the provider under: `cache.refresh_date`, given once for
+    the study (experiments.config.refresh_problem requires it), never the clock. The judge's cache keys, the
+    study id and the manifest all read it here, so they cannot disagree. None when the cache answers as usual."""
+    return cache.refresh_date if cache.refresh else None

@@ -53,7 +53,10 @@ def server() -> Iterator[ScriptedServer]:
 
 
 @pytest.fixture()
-def redis_srv(tmp_path: Path) -> Iterator[RedisServer]:
+def redis_srv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RedisServer]:
+    # the answers a dying server could not take are journaled per URL: this test's own journal, so a later
+    # server on the same port never imports them
+    monkeypatch.setenv("JUDGESCOPE_JOURNAL_DIR", str(tmp_path / "journal"))
     with redis_server(tmp_path / "redis") as srv:
         yield srv
 

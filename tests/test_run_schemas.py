@@ -131,7 +131,7 @@ def test_an_old_manifest_without_a_version_loads(tmp_path: Path) -> None:
 
 def test_keys_this_version_does_not_know_are_kept(tmp_path: Path) -> None:
     path = tmp_path / MANIFEST_NAME
-    path.write_text(json.dumps({"schema_version": 1, "judge": "j", "seed_used": 7}))
+    path.write_text(json.dumps(full_manifest().to_json() | {"seed_used": 7}))
     back = read_manifest(path)
     assert back.extra == {"seed_used": 7}
     write_manifest(path, back)
@@ -180,7 +180,8 @@ def test_the_card_cli_names_a_broken_manifest_in_one_line(tmp_path: Path, capsys
 def test_every_reader_goes_through_the_model(tmp_path: Path) -> None:
     """A manifest of a newer schema holds every entry a reader looks for; a reader that parsed the JSON itself
     would use them. Each one goes through read_manifest instead: it refuses the file (the card, annotate:
-    one line naming it) or leaves it out as unreadable (the others)."""
+    one line naming it; the loader, drift) or leaves it out as unreadable (the others, which run after the
+    loader has refused it)."""
     run = write_fake_run(tmp_path / "study" / "0_a_independent_novelty", "a", "independent", lambda *_: 3.0)
     newer = {
         "schema_version": MANIFEST_VERSION + 1,
@@ -200,15 +201,19 @@ def test_every_reader_goes_through_the_model(tmp_path: Path) -> None:
     newer_line = f"{run / MANIFEST_NAME}: not a readable manifest (schema_version 2 is newer"
     assert unscored_line(run / MANIFEST_NAME) is None  # experiments.run
     assert collect.study_ids([results], tables) == {}
-    assert shards.shard_run(results) is None
-    assert drift.run_date(run) is None
+    with pytest.raises(shards.ShardMergeError, match=re.escape(newer_line)):  # the loader: refused, one line
+        shards.shard_run(results)
+    with pytest.raises(ValueError, match=re.escape(newer_line)):
+        drift.run_date(run)
     assert requests.request_changes(tmp_path / "study").empty
     with pytest.raises(ValueError, match=re.escape(newer_line)):
         card.run_facts(tmp_path / "study")
     with pytest.raises(annotate_io.AnnotationError, match=re.escape(newer_line)):
         annotate_io.study_inputs(tmp_path / "study")
     # and the same entries at this version are read by each of them
-    (run / MANIFEST_NAME).write_text(json.dumps(newer | {"schema_version": MANIFEST_VERSION}))
+    (run / MANIFEST_NAME).write_text(
+        json.dumps(Manifest().to_json() | newer | {"schema_version": MANIFEST_VERSION})
+    )
     assert unscored_line(run / MANIFEST_NAME).startswith("9 of 9 calls unscored")
     assert collect.study_ids([results], tables) == {run.name: "s1"}
     assert shards.shard_run(results).shard.count == 2

@@ -34,10 +34,8 @@ def shard_run(results: Path) -> ShardRun | None:
     """The shard of the run whose results file is `results`, or None for an unsharded run (or no manifest)."""
     try:
         manifest = run_manifest(results.parent)
-    except ManifestError as exc:
-        if exc.field == "shard":  # a shard entry that names no shard cannot be merged, nor left alone
-            raise ShardMergeError(str(exc)) from None
-        return None  # otherwise unreadable: reported by the loaders that need it
+    except ManifestError as exc:  # too new, damaged, a field missing or mistyped: refused, never half-read
+        raise ShardMergeError(str(exc)) from None
     if manifest is None or manifest.shard is None:
         return None
     shard = Shard(manifest.shard.index, manifest.shard.count)

@@ -101,13 +101,18 @@ def open_cache(
     backend: str = "disk", url: str | None = None, directory: str | Path | None = None
 ) -> CallCache:
     """The call cache a config asks for: `cache.backend` disk (the `cache_dir` folder) or redis (a server at
-    `cache.url`); a wrong setting or an unreachable cache is a one-line CacheError."""
-    if backend == "disk":
-        return CallCache(directory)
-    if backend != "redis":
+    `cache.url`); a wrong setting or an unreachable cache is a one-line CacheError. The answers an earlier run
+    could not write to it (its journal, judge.cache.store) are imported first."""
+    if backend not in BACKENDS:
         raise CacheError(f"cache.backend={backend}: unknown backend; choose one of {', '.join(BACKENDS)}")
-    if not url:
+    if backend == "redis" and not url:
         raise CacheError(
             "cache.url: cache.backend=redis needs a server URL, e.g. cache.url=redis://127.0.0.1:6379/0"
         )
-    return CallCache(store=RedisStore(str(url)))
+    cache = CallCache(directory) if backend == "disk" else CallCache(store=RedisStore(str(url)))
+    try:
+        cache.replay_journal()
+    except CacheError:
+        cache.close()
+        raise
+    return cache

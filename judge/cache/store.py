@@ -9,6 +9,11 @@ Each value is stored as `<checksum>\n<completion JSON>`, the checksum covering t
 entry damaged on disk - or one that an index corruption hands back for another key - is detected, dropped and
 asked for again, never used. A cache whose database cannot be read at all raises `CacheError` with the folder
 and what to do. Several processes may share one folder (SQLite in WAL mode, one connection per process).
+
+An answer the cache cannot take (Redis gone, the disk cache full) is not dropped: it goes to a local journal
+(`journal_dir`, one JSON line per answer, flushed to disk) before the one-line CacheError stops the run, and the
+next run that opens the same cache imports the journal first - so the answers received or in flight when the
+run stopped are never asked for (and paid) again.
 """
 
 from __future__ import annotations
@@ -136,6 +141,28 @@ def default_cache_dir() -> Path:
     return Path(env).expanduser() if env else user_cache("calls")
 
 
+def journal_dir(location: str) -> Path:
+    """The local folder keeping the answers a cache at `location` could not take: `$JUDGESCOPE_JOURNAL_DIR`,
+    else beside the default cache folder (`calls-journal`), one subfolder per cache."""
+    env = os.environ.get("JUDGESCOPE_JOURNAL_DIR")
+    default = default_cache_dir()
+    root = Path(env).expanduser() if env else default.with_name(f"{default.name}-journal")
+    return root / hashlib.sha256(location.encode()).hexdigest()[:16]
+
+
+def _alive(pid: int) -> bool:
+    """Whether another process with this id still runs (its journal may still be growing)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, not ours
+        return True
+    return True
+
+
 # one encoder: json.dumps with non-default options builds a new JSONEncoder on every call
 _ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 _dumps = _ENCODER.encode  # == json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
@@ -217,6 +244,7 @@ class CallCache:
         self.directory = Path(directory) if directory else default_cache_dir()
         self.damaged = 0  # entries found damaged (dropped and treated as misses) since this object was opened
         self.noted = False  # the one-line note about a damaged entry has been printed
+        self.journaled = 0  # answers this object put in the local journal (the cache refused them)
         self.store = store
         if store is not None:
             self.location = store.location
@@ -230,6 +258,62 @@ class CallCache:
             raise CacheError(
                 f"{self.directory}: cannot open the call cache ({exc}); move the folder aside to rebuild it"
             ) from exc
+
+    @property
+    def journal(self) -> Path:
+        """Where this cache's answers go when it cannot take them (see `journal_dir`)."""
+        location = self.location if self.store is not None else str(self.directory.resolve())
+        return journal_dir(location)
+
+    def replay_journal(self) -> int:
+        """Import the answers an earlier run journaled when this cache could not take them (then delete the
+        journal): how many. An entry whose checksum fails is skipped; a cache that still cannot write raises."""
+        folder = self.journal
+        try:
+            files = sorted(folder.glob("*.jsonl"))
+        except OSError:
+            return 0
+        imported = 0
+        for path in files:
+            pid = path.stem.split("-", 1)[0]
+            if pid.isdigit() and _alive(int(pid)):
+                continue  # a run still stopping: its journal is imported by a later one
+            try:
+                lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                try:
+                    item = json.loads(line)
+                    key, value = item["key"], item["value"]
+                    parse_entry(key, value, checksummed=True)
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut short by the crash: that one answer is asked for again
+                self._store_value(key, value)
+                imported += 1
+            path.unlink(missing_ok=True)
+        if imported:
+            print(
+                f"note: {imported} answers an earlier run could not cache (kept in {folder}) imported into "
+                f"{self.location}",
+                file=sys.stderr,
+            )
+        return imported
+
+    def _to_journal(self, key: str, value: str) -> str:
+        """Keep an answer the cache refused in the local journal; the clause the CacheError adds."""
+        folder = self.journal
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            line = json.dumps({"key": key, "value": value}, ensure_ascii=False) + "\n"
+            with open(folder / f"{os.getpid()}.jsonl", "a", encoding="utf-8") as handle:
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as exc:
+            return f"; this answer could not be kept locally either ({exc.strerror or exc}) and will be asked again"
+        self.journaled += 1
+        return f"; the answers received meanwhile are kept in {folder} and imported by the next run"
 
     def _damaged(self, where: str, exc: BaseException) -> CacheError:
         return CacheError(
@@ -275,9 +359,16 @@ class CallCache:
         payload = json.dumps(completion.to_dict(), ensure_ascii=False, separators=(",", ":"))
         if not payload.isascii() and not _is_utf8(payload):  # a lone surrogate ("\ud800"): stored escaped
             payload = json.dumps(completion.to_dict(), separators=(",", ":"))
+        value = f"{_checksum(key, payload)}\n{payload}"
         try:
-            self._cache.set(key, f"{_checksum(key, payload)}\n{payload}")
-        except sqlite3.DatabaseError as exc:  # disk full, a damaged database, ...
+            self._store_value(key, value)
+        except CacheError as exc:  # an answer already paid for: kept locally before the run stops
+            raise CacheError(f"{exc}{self._to_journal(key, value)}") from None
+
+    def _store_value(self, key: str, value: str) -> None:
+        try:
+            self._cache.set(key, value)
+        except (sqlite3.DatabaseError, OSError) as exc:  # disk full, a damaged database, ...
             raise CacheError(
                 f"{self.directory}: cannot write the call cache ({exc}); free disk space, or move the folder "
                 "aside if it is damaged"

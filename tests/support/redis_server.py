@@ -24,11 +24,14 @@ def free_port() -> int:
 class RedisServer:
     """One redis-server process; `url` points at its database 0; `stop()` kills it (a dead cache)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, port: int | None = None, persist: bool = False) -> None:
+        """`port`: restart on a known port; `persist`: every write fsynced to an append-only file in `folder`,
+        so a server killed and started again on the folder holds what it held (a restart, not a new cache)."""
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder.resolve()
+        durable = ["--appendonly", "yes", "--appendfsync", "always"] if persist else ["--appendonly", "no"]
         for _ in range(5):  # a port another process took between free_port() and redis' bind: another port
-            self.port = free_port()
+            self.port = port or free_port()
             self.url = f"redis://127.0.0.1:{self.port}/0"
             self.proc = subprocess.Popen(
                 [
@@ -41,8 +44,7 @@ class RedisServer:
                     str(self.folder),
                     "--save",
                     "",
-                    "--appendonly",
-                    "no",
+                    *durable,
                     "--protected-mode",
                     "no",
                 ],
