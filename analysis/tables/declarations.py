@@ -612,7 +612,7 @@ BUILTIN: tuple[TableSpec, ...] = (
     TableSpec(
         "multiple_testing",  # last of the computed tables: every p-value is in by now
         lambda _, t: multiplicity.add_q_values(t, {**multiplicity.P_COLUMNS, **p_columns()}),
-        ("table", "p_column", "n_tests", "method"),
+        ("table", "test_family", "p_column", "n_tests", "method"),
         section="Multiple testing",
     ),
     TableSpec(
