@@ -638,7 +638,8 @@ BUILTIN: tuple[TableSpec, ...] = (
         _flags,
         tuple(null_ranges.COLUMNS),
         card=CardField(
-            "Flags (outside the 95% range an unbiased judge of the same self-consistency shows, simulated)",
+            "Flags (against a judge without the effect: permutations, the other judges on the same items, the "
+            "human ceiling; Holm across the card, q < 0.05)",
             tuple(c for c in null_ranges.COLUMNS if c != "judge"),
             "no field with a null range (position, length, self-preference, mode shift, human agreement)",
             order=110,
