@@ -94,7 +94,7 @@ def test_the_report_corrects_its_p_values_within_each_family() -> None:
 def test_mode_shift_q_values_are_the_same_with_and_without_humans(tmp_path: Path) -> None:
     """Issue 32.4 through the command line: adding expert labels (the human-agreement family) leaves the
     mode-shift q-values as they were; the power note quotes the design, with the family's size."""
-    study = synthetic_results(n_instances=12, seed=4)
+    study = synthetic_results(n_instances=10, judges=("judge_a",), k=2, n_samples=2, shift=0.3, seed=4)
     for (judge, mode), part in study.groupby(["judge", "mode"], observed=True):
         folder = tmp_path / "multirun" / f"{judge}-{mode}"
         folder.mkdir(parents=True)
