@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.config import StudyConfig
+from experiments.datasets.instances import Instance
 from experiments.inputs import StudyError, StudyInputs
 from experiments.judges import make_judge, max_tokens_of
 from experiments.modes import build_prompts
@@ -69,7 +70,8 @@ def plan_study(cfg: StudyConfig, inputs: StudyInputs) -> dict[str, Any]:
         judge.cache.close()
     prices = judge_prices(cfg.judge)
     try:
-        note = power_note(len(instances), cfg.plan_discordance, cfg.plan_effect)
+        family = mode_shift_family(instances, rubric)
+        note = power_note(len(instances), cfg.plan_discordance, cfg.plan_effect, family=family)
     except ValueError as exc:
         raise StudyError(str(exc)) from None
     return {
@@ -92,6 +94,13 @@ def plan_study(cfg: StudyConfig, inputs: StudyInputs) -> dict[str, Any]:
         ),
         "power": note.as_dict(),
     }
+
+
+def mode_shift_family(instances: Sequence[Instance], rubric: Rubric) -> int:
+    """The tests of this judge's mode-shift family (`analysis.stats.multiplicity`): one per generator and
+    dimension (a sweep adds its other judges' in `sum_plans`)."""
+    generators = {c.source for i in instances for c in i.candidates if c.source not in ("reference", "human")}
+    return max(1, len(generators)) * max(1, len(rubric.dimensions))
 
 
 def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: StudyConfig) -> dict[str, Any]:
@@ -166,10 +175,32 @@ def sum_plans(plans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         by_job.append(names | {"calls_to_make": new["calls_to_make"], "cost_usd": _rounded(new["cost_usd"])})
     total["cost_usd"] = _rounded(cost)
     total["by_job"] = by_job
-    powered = [p["power"] for p in plans if "power" in p]
-    if powered:  # the sweep is as powerful as its job with the fewest instances
-        total["power"] = min(powered, key=lambda p: p["instances"])
+    powered = [p for p in plans if "power" in p]
+    if powered:  # the sweep is as powerful as its job with the fewest instances, in the sweep's family
+        total["power"] = _sweep_power(powered)
     return total
+
+
+def _sweep_power(plans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The power section of a sweep: its job with the fewest instances, in a family of every judge's
+    mode-shift tests (one judge's family per judge, the largest of its jobs)."""
+    smallest = min((p["power"] for p in plans), key=lambda p: p["instances"])
+    per_judge: dict[str, int] = {}
+    for plan in plans:
+        size = int(plan["power"].get("family_tests", 1))
+        per_judge[str(plan.get("judge"))] = max(per_judge.get(str(plan.get("judge")), 1), size)
+    family = sum(per_judge.values())
+    if family == int(smallest.get("family_tests", 1)):
+        return dict(smallest)
+    note = power_note(
+        int(smallest["instances"]),
+        float(smallest["discordance_assumed"]),
+        smallest.get("effect"),
+        float(smallest["alpha"]),
+        float(smallest["power"]),
+        family=family,
+    )
+    return note.as_dict()
 
 
 def _rounded(cost: Mapping[str, Mapping[str, float | None]]) -> dict[str, dict[str, float | None]]:
@@ -194,10 +225,10 @@ def _usd(value: float | None) -> str:
     return "unknown" if value is None else f"${value:,.2f}"
 
 
-def describe(plan: Mapping[str, Any]) -> str:
-    """Two lines for the terminal (three with a power section)."""
+def describe(plan: Mapping[str, Any], with_power: bool = True) -> str:
+    """Two lines for the terminal (three with a power section, when `with_power`)."""
     cost = plan["cost_usd"]
-    return _power_line(plan.get("power")) + (
+    return _power_line(plan.get("power") if with_power else None) + (
         f"plan: {plan['calls_total']:,} calls, {plan['calls_cached']:,} cached, {plan['calls_to_make']:,} to make; "
         f"~{plan['prompt_tokens']:,} prompt + <= {plan['completion_tokens_bound']:,} completion tokens\n"
         f"plan: cost live {_usd(cost['live']['expected'])} (at most {_usd(cost['live']['bound'])}), "
@@ -210,9 +241,11 @@ def _power_line(power: Mapping[str, Any] | None) -> str:
         return ""
     mde = power["minimum_detectable_shift"]
     found = "no shift" if mde is None else f"a shift of {mde:.3f}"
+    family = int(power.get("family_tests", 1))
     line = (
-        f"plan: power: {power['instances']:,} instances detect {found} (exact McNemar, alpha "
-        f"{power['alpha']}, power {power['power']}, discordance {power['discordance_assumed']})"
+        f"plan: power: {power['instances']:,} instances detect {found} ({power.get('power_method', 'exact')} "
+        f"McNemar, BH q {power['alpha']} over {family} mode-shift test(s), power {power['power']}, "
+        f"discordance {power['discordance_assumed']})"
     )
     if power.get("effect") is not None:
         line += f"; a shift of {power['effect']} needs {power['instances_needed']:,} instances"
@@ -228,13 +261,14 @@ def run_plan(cfg: StudyConfig, inputs: StudyInputs, out_dir: Path, sweep_dir: Pa
     """Plan one run: write `out_dir/plan.json` (and the sweep's summed `plan.json`) and print it."""
     plan = plan_study(cfg, inputs)
     write_json(out_dir / "plan.json", plan)
-    print(describe(plan), file=sys.stderr)
+    # a sweep prints the power line once, with its summed plan, and again only when a job changes it
+    print(describe(plan, with_power=sweep_dir is None), file=sys.stderr)
     if sweep_dir is not None:
+        before = sweep_dir / "plan.json"
+        earlier = json.loads(before.read_text()).get("power") if before.is_file() else None
         jobs = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/plan.json"))]
         summed = sum_plans(jobs)
         write_json(sweep_dir / "plan.json", summed)
-        print(
-            f"sweep ({summed['jobs']} jobs so far): " + describe(summed).replace("\n", "\nsweep: "),
-            file=sys.stderr,
-        )
+        text = describe(summed, with_power=summed.get("power") != earlier)
+        print(f"sweep ({summed['jobs']} jobs so far): " + text.replace("\n", "\nsweep: "), file=sys.stderr)
     return plan

@@ -21,11 +21,13 @@ from analysis.stats.scores import candidate_scores, usable_mask
 def test_power_sentence_reads_the_plan_s_computation() -> None:
     from experiments import power
 
-    mde = power.minimum_detectable_effect(200, 0.25)
+    # the design: the plan's assumed discordance and the BH family's per-test level q / m (issue 32.4)
+    mde = power.minimum_detectable_effect(200, power.DISCORDANCE, alpha=0.05 / 6)
     assert mde is not None
-    assert f"is {mde:.2f}" in summary.power_sentence(200, 0.25)
-    assert "no shift can be detected" in summary.power_sentence(5, 0.3)  # 5 instances: never p < 0.05
-    assert "discordance 0.30" in summary.power_sentence(200, float("nan"))  # nothing observed: the default
+    sentence = summary.power_sentence(200, 6)
+    assert f"is {mde:.3f}" in sentence and "discordance 0.30 assumed" in sentence
+    assert "BH q = 0.05 over 6 mode-shift test(s)" in sentence
+    assert "no shift can be detected" in summary.power_sentence(5, 1)  # 5 instances: never p < 0.05
 
 
 def experts_and_judges(seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -210,15 +212,23 @@ def test_shift_lines_give_the_test_p_and_power_note() -> None:
         "Δwin = 0.50 [0.10, 0.90] (g, d; win 0.25 → 0.75 on the 8 instances in both modes), p = 0.031, "
         "significant"
     ) in lines[1]
-    assert "n = 8 instances, discordance 0.30: no shift can be detected with 80% power" in lines[1]
-    # with the report's q-values beside the p-values, significance is read on q and the family is named
-    family = pd.DataFrame({"table": ["mode_shift"], "p_column": ["mcnemar_p"], "n_tests": [2]})
+    assert "n = 8 instances, discordance 0.30 assumed" in lines[1]
+    assert "no shift can be detected with 80% power" in lines[1]
+    # with the report's q-values beside the p-values, significance is read on q and the family is named; the
+    # power note keeps the design's discordance whatever was observed (no post-hoc power)
+    family = pd.DataFrame(
+        {"table": ["mode_shift"], "test_family": ["mode_shift"], "p_column": ["mcnemar_p"], "n_tests": [2]}
+    )
     corrected = shift.assign(mcnemar_p_q=[0.062, 0.9], significant=[False, False], discordance=[0.6, 0.1])
     lines = summary.shift_lines(corrected, family)
     assert lines[0].startswith("0 of 2") and "BH q < 0.05" in lines[0]
-    assert "family is all 2 p-values" in lines[1]
+    assert (
+        "within each test family" in lines[1]
+        and "mode shift per judge × generator × dimension: 2" in lines[1]
+    )
+    assert "discordance 0.30 assumed, BH q = 0.05 over 2 mode-shift test(s)" in lines[2]
     assert "p = 0.031, q = 0.062, not significant." in lines[2]
-    assert "discordance 0.60" in lines[2]
+    assert "discordance 0.60" not in lines[2]  # the observed discordance is not the design's
 
 
 def test_two_rubrics_combine_judges_within_each_rubric() -> None:

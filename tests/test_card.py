@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from analysis.card import build as card
 from analysis.stats.humans import human_agreement
+from tests.support.studies import cli_env
 from tests.support.study_folders import DIMENSIONS, sample_candidates, write_fake_run
 
 TEXT_LEN = {c: len(t.split()) for _, c, _, t in sample_candidates()}
@@ -264,3 +270,46 @@ def test_card_files_are_named_as_the_readme_says(study, tmp_path) -> None:
     assert written == {"novelty/judge-a.md", "novelty/judge-b.md", "other/judge-a.md"}
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert "`cards/<judge>.md`" in readme and "`cards/<rubric>/<judge>.md`" in readme
+
+
+def _expert_like(seed: int) -> Callable[[str, str, str, int], float]:
+    """Scores the truth off by one on about a third of the items, like each planted expert (seeded per item)."""
+
+    def score(judge: str, cand: str, dim: str, k: int) -> float:
+        off = np.random.default_rng([seed, zlib.crc32(f"{cand}|{dim}".encode())]).choice([-1, 0, 0, 1])
+        return float(min(3, max(0, _truth(cand, dim) + off)))
+
+    return score
+
+
+@pytest.mark.slow  # a subprocess: the card command end to end
+def test_card_cli_does_not_flag_a_judge_inside_the_human_ceiling(tmp_path: Path) -> None:
+    """Issue 32.3 through `python -m analysis.card`: a judge as close to the truth as each of three experts
+    agrees with their consensus about as well as they agree with each other, so no human-agreement flag (the
+    old null, consensus + the judge's own sample noise, was an oracle: with one sample per prompt its range was
+    [1, 1]-like and every such judge was flagged); the card names its test family."""
+    root = tmp_path / "multirun"
+    write_fake_run(root / "e1", "judge-e", "independent", _expert_like(99), n_samples=1)
+    rows = [
+        (f"h{a}", inst, cand, src, dim, _expert_like(a)("", cand, dim, 0))
+        for a in range(3)
+        for inst, cand, src, _ in sample_candidates()
+        for dim in DIMENSIONS
+    ]
+    cols = ["annotator", "instance_id", "candidate_id", "source", "dimension", "score"]
+    pd.DataFrame(rows, columns=cols).to_csv(tmp_path / "humans.csv", index=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "analysis.card", str(root), "--humans", str(tmp_path / "humans.csv")]
+        + ["--out", str(tmp_path / "cards"), "--n-boot", "20", "--n-null", "100"],
+        env=cli_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    flags = pd.DataFrame(json.loads((tmp_path / "cards" / "judge-e.json").read_text())["flags"])
+    human = flags.loc[flags["field"] == "human_agreement"]
+    assert len(human) == len(DIMENSIONS) and human["p"].notna().all()
+    assert not human["flag"].any(), human.to_string()
+    md = (tmp_path / "cards" / "judge-e.md").read_text()
+    assert "Holm across this card's" in md

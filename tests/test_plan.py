@@ -139,6 +139,34 @@ def test_plan_cli_sweep_without_key_and_without_calls(server: ScriptedServer, tm
     assert "to make" in done.stderr and "sweep (2 jobs so far)" in done.stderr
 
 
+@pytest.mark.slow  # a subprocess: the CLI end to end
+def test_plan_prints_each_power_line_once_and_answers_a_tiny_effect(tmp_path: Path) -> None:
+    """Issue 37 (friction) and 34.12: a two-job sweep printed the power line four times (each job's and each
+    summed plan's); `plan_effect=0.002` gave no answer in 55 s. Now one power line, with the instances."""
+    args = ["-m", "judge=qwen", "mode=independent,comparative", "limit=2", "plan=true", "plan_effect=0.002"]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.run",
+            *args,
+            "progress=false",
+            f"hydra.sweep.dir={tmp_path / 'sw'}",
+        ],
+        cwd=tmp_path,
+        env=cli_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if "power:" in line]
+    assert len(lines) == 1, lines
+    summed = json.loads((tmp_path / "sw" / "plan.json").read_text())["power"]
+    assert f"a shift of 0.002 needs {summed['instances_needed']:,} instances" in lines[0]
+    assert f"over {summed['family_tests']} mode-shift test(s)" in lines[0]
+
+
 def test_bad_price_is_one_line(tmp_path: Path) -> None:
     from experiments.config import command_line_problem
 
@@ -169,9 +197,17 @@ def test_plan_has_a_power_section_from_experiments_power(tmp_path: Path) -> None
     assert section["instances"] == plan["instances"] == 4
     assert section["discordance_assumed"] == 0.4 and section["alpha"] == 0.05 and section["power"] == 0.8
     assert section["minimum_detectable_shift"] is None  # 4 instances: no exact McNemar test reaches p < 0.05
-    assert section["instances_needed"] == power.instances_needed(0.2, 0.4)
+    # the mode-shift family of this judge: one test per generator × dimension, powered at BH q / m (32.4)
+    family = section["family_tests"]
+    assert family == len({c.source for i in inputs.instances for c in i.candidates}) * len(
+        inputs.rubric.dimensions
+    )
+    assert section["per_test_level"] == pytest.approx(0.05 / family)
+    assert section["instances_needed"] == power.instances_needed(0.2, 0.4, alpha=0.05 / family)
     summed = sum_plans([plan | {"calls_to_make": 0}])
     assert summed["power"] == section
+    other = plan | {"judge": "another", "calls": {}}  # a second judge in the sweep doubles the family
+    assert sum_plans([plan, other])["power"]["family_tests"] == 2 * family
     with pytest.raises(StudyError, match="plan_effect 0.5"):
         plan_study(typed({**cfg, "plan_effect": 0.5}), inputs)  # more than the discordance allows: one line
 

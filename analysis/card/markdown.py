@@ -48,7 +48,9 @@ def card_markdown(card: dict[str, Any]) -> str:
     flagged = [
         f"{f['field']} {f['mode']} {f['dimension']} {f['group']}".strip() for f in card["flags"] if f["flag"]
     ]
-    head.append(f"- flags: {'; '.join(flagged) if flagged else 'none'}")
+    tested = sum(1 for f in card["flags"] if f.get("p") is not None)
+    family = f" (Holm across this card's {tested} tests, family-wise error 5%)" if tested else ""
+    head.append(f"- flags: {'; '.join(flagged) if flagged else 'none'}{family}")
     body = []
     for spec in card_specs():  # each declared field under its title (`registry.CardField`)
         assert spec.card is not None

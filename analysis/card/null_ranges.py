@@ -1,21 +1,26 @@
-"""Null ranges for the judge card's bias and agreement fields: what an unbiased judge of the same
-self-consistency would show, and a flag when the judge falls outside it.
+"""Null ranges for the judge card's bias and agreement fields, each compared with what a judge of the same
+quality would show (never an oracle), and flags that form one family per card.
 
 A card value alone cannot say whether a position excess of 0.04 or a length ρ of 0.2 is a bias or the
-judge's own noise. Each field is recomputed, with the same function the report and the card use, on
-seeded replicates of the judge's own data with the effect removed, and the 2.5–97.5% range of the
-replicates is the range an unbiased judge of the same spread would show:
+judge's own noise. Each field has a null that keeps everything but the effect:
 
 - `position_bias`: the positions shown in each comparative prompt are permuted (the scores stay),
   statistic: the excess win rate (win rate − expected) of the position furthest from the unbiased rate;
 - `length_bias`: the candidates' texts (so their lengths) are permuted across candidates, statistic ρ;
-- `self_preference`: the generators are permuted across generated candidates, statistic `favours_own`;
 - `mode_shift`: each item's two mode outcomes are swapped with probability ½, statistic `delta_win`;
-- `human_agreement`: a judge that scores the human consensus plus noise of its own within-prompt sample
-  sd `sample_sd` (its candidate score is a mean of k samples: sd / √k), statistic quadratic-weighted κ.
+- `self_preference`: the other judges' preference for the judge's family on the same items (so a family whose
+  texts are truly better is not a bias): `favours_own` of this judge minus the other judges' mean
+  `favours_own` for that family, bootstrapped over instances; no other judge: not tested;
+- `human_agreement`: the human ceiling. Each expert against the consensus of the others (κ_w), and the judge
+  against the same leave-one-out consensus on the same items; the judge is flagged only when it agrees
+  clearly less than the experts agree with each other (one-sided, bootstrapped over items); one expert per
+  item: not tested.
 
-`flag` is True when the judge's value lies outside the range (a range of one value, e.g. a judge with no
-spread, flags only a value different from it).
+`null_lo`–`null_hi` is the 95% range of the judge's value under the null; `p` a Wald p from the replicates'
+spread (continuous, so a card of many fields can still reach its corrected level). The card's tests are one
+family: `q` is Holm's adjustment of the judge's p-values across every row of its card (family-wise error
+`ALPHA`), and `flag` is q < `ALPHA`. A null with no spread (a judge with identical samples at low temperature, a
+few items) is degenerate: the row says so in `note` and is neither tested nor flagged.
 """
 
 from __future__ import annotations
@@ -24,23 +29,43 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
 
 from analysis.stats import consistency, illusion
-from analysis.stats.humans import CONSENSUS_KEYS, consensus_scores, human_agreement
-from analysis.stats.scores import candidate_scores
+from analysis.stats.humans import CONSENSUS_KEYS, check_humans
+from analysis.stats.scores import candidate_scores, direction, half_up
 
 N_REPS = 200
 LEVEL = 0.95
+#: The card's family-wise error rate (Holm across the card's tests).
+ALPHA = 0.05
+CARD_METHOD = "holm"
 TOL = 1e-9
-COLUMNS = ["field", "judge", "mode", "dimension", "group", "statistic", "value", "null_lo", "null_hi", "flag"]
+COLUMNS = [
+    "field",
+    "judge",
+    "mode",
+    "dimension",
+    "group",
+    "statistic",
+    "value",
+    "null_lo",
+    "null_hi",
+    "p",
+    "q",
+    "flag",
+    "note",
+]
+DEGENERATE = "null range degenerate (no spread in the null: identical samples or too few items): not tested"
 #: field -> (keys of one value, the column naming its group, the statistic)
 FIELDS: dict[str, tuple[list[str], str | None, str]] = {
     "position_bias": (["judge", "dimension"], "position", "excess"),
     "length_bias": (["judge", "mode", "dimension"], None, "rho"),
-    "self_preference": (["judge", "mode", "dimension"], "family", "favours_own"),
     "mode_shift": (["judge", "source", "dimension"], "source", "delta_win"),
-    "human_agreement": (["judge", "mode", "dimension"], None, "kappa_w"),
 }
+#: The fields compared with other raters on the same items (bootstrapped comparisons, not permutations).
+COMPARED = ("self_preference", "human_agreement")
 
 #: the mode of a field whose table has no mode column
 MODE = {"position_bias": "comparative", "mode_shift": "independent→comparative"}
@@ -84,34 +109,33 @@ def _position(results: pd.DataFrame) -> Statistic:
     return stat
 
 
-def _by_item(results: pd.DataFrame, column: str, keep: np.ndarray) -> Statistic:
-    """Permute `column` across the (instance, candidate) items where `keep` holds (one value per item)."""
-    items = (
-        results[["instance_id", "candidate_id", column]]
-        .loc[keep]
-        .drop_duplicates(["instance_id", "candidate_id"])
+def length_rows(results: pd.DataFrame, n_reps: int, seed: int) -> list[dict]:
+    """Length bias: Spearman ρ of candidate score vs length (`consistency.length_bias`, the report's value)
+    against the ρ of the same scores with the lengths permuted among the group's candidates; vectorised (ρ is
+    Pearson's r of the ranks, and a permutation of the lengths permutes their ranks)."""
+    observed = consistency.length_bias(results)
+    if observed.empty:
+        return []
+    cands = candidate_scores(results).merge(
+        consistency._word_counts(results), on=["instance_id", "candidate_id"]
     )
-
-    def permuted(rng: np.random.Generator) -> pd.DataFrame:
-        new = items.assign(**{column: rng.permutation(items[column].to_numpy())})
-        mapped = results[["instance_id", "candidate_id"]].merge(
-            new, on=["instance_id", "candidate_id"], how="left"
-        )[column]
-        values = np.where(keep, mapped.to_numpy(), results[column].to_numpy())
-        return results.assign(**{column: values})
-
-    return permuted  # type: ignore[return-value]
-
-
-def _length(results: pd.DataFrame) -> Statistic:
-    permute = _by_item(results, "candidate_text", np.ones(len(results), dtype=bool))
-    return lambda rng: consistency.length_bias(results if rng is None else permute(rng))
-
-
-def _self_preference(results: pd.DataFrame, reference: str) -> Statistic:
-    generated = ~results["source"].isin([reference, "human"]).to_numpy()
-    permute = _by_item(results, "source", generated)
-    return lambda rng: consistency.self_preference(results if rng is None else permute(rng), None, reference)
+    cands = cands.dropna(subset=["length"]).astype({k: str for k in consistency.GROUP})
+    parts = dict(iter(cands.groupby(consistency.GROUP, observed=True, sort=False)))
+    rng = np.random.default_rng([seed, 3])
+    rows = []
+    for rec in observed.astype({k: str for k in consistency.GROUP}).to_dict("records"):
+        part = parts.get(tuple(rec[k] for k in consistency.GROUP))
+        null = np.array([])
+        if part is not None and len(part) > 2:
+            rs = stats.rankdata(part["score"].to_numpy(dtype=float))
+            rl = stats.rankdata(part["length"].to_numpy(dtype=float))
+            perm = rng.permuted(np.tile(rl, (n_reps, 1)), axis=1)
+            rs_c = rs - rs.mean()
+            perm_c = perm - perm.mean(axis=1, keepdims=True)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                null = (perm_c @ rs_c) / (np.sqrt((perm_c**2).sum(axis=1)) * np.sqrt((rs_c**2).sum()))
+        rows.append(_null_row("length_bias", rec, float(rec["rho"]), null))
+    return rows
 
 
 def _mode_shift(cands: pd.DataFrame, reference: str) -> Statistic:
@@ -129,52 +153,223 @@ def _mode_shift(cands: pd.DataFrame, reference: str) -> Statistic:
     return stat
 
 
-def sample_spread(results: pd.DataFrame) -> pd.DataFrame:
-    """Per judge × mode × dimension: the pooled within-prompt sample sd (root mean variance over prompts
-    with ≥ 2 samples) and the mean number of samples per prompt, `k`."""
-    values = consistency.sample_values(results)
-    keys = [*consistency.GROUP, *consistency._prompt_keys(values), "candidate_id"]
-    per = values.groupby(keys, observed=True)["value"].agg(var="var", k="size").reset_index()
-    out = (
-        per.groupby(consistency.GROUP, observed=True).agg(var=("var", "mean"), k=("k", "mean")).reset_index()
-    )
-    out["sample_sd"] = np.sqrt(out["var"].fillna(0.0))
-    return out.astype({c: str for c in consistency.GROUP})[[*consistency.GROUP, "sample_sd", "k"]]
+def _boot_weights(groups: np.ndarray, n_reps: int, rng: np.random.Generator) -> np.ndarray:
+    """Bootstrap weights per item (`n_reps` × items): instances (`groups`, codes 0..g−1) drawn with
+    replacement, each item weighted by how often its instance was drawn."""
+    n_groups = int(groups.max()) + 1 if groups.size else 0
+    draws = rng.integers(0, max(n_groups, 1), (n_reps, n_groups))
+    counts = np.zeros((n_reps, n_groups))
+    np.add.at(counts, (np.repeat(np.arange(n_reps), n_groups), draws.ravel()), 1.0)
+    return counts[:, groups]
 
 
-def _human(results: pd.DataFrame, cands: pd.DataFrame, humans: pd.DataFrame) -> Statistic:
+def _wald(
+    observed: float, reps: np.ndarray, one_sided_below: bool = False
+) -> tuple[float, float, float, str]:
+    """(p, lo, hi, note) for a difference `observed` from 0, with the bootstrap replicates `reps` of it: a
+    Wald p from their sd, and the 95% range a difference of 0 would show (the basic bootstrap's)."""
+    reps = reps[np.isfinite(reps)]
+    if not np.isfinite(observed) or reps.size < 2:
+        return np.nan, np.nan, np.nan, "too few items to compare"
+    sd = float(np.std(reps, ddof=1))
+    centred = reps - observed
+    tail = (1 - LEVEL) / 2
+    lo, hi = float(np.quantile(centred, tail)), float(np.quantile(centred, 1 - tail))
+    if sd <= TOL:
+        return np.nan, lo, hi, DEGENERATE
+    z = observed / sd
+    p = float(stats.norm.cdf(z)) if one_sided_below else float(2 * stats.norm.sf(abs(z)))
+    return p, lo, hi, ""
+
+
+def self_preference_rows(results: pd.DataFrame, reference: str, n_reps: int, seed: int) -> list[dict]:
+    """Per judge × mode × dimension: the judge's `favours_own` against the other judges' `favours_own` for the
+    same family on the items every judge scored (instances bootstrapped, the same draws for all judges)."""
+    if "model" not in results or results["judge"].nunique() < 1:
+        return []
+    models = results[["judge", "model"]].drop_duplicates("judge")
+    family_of = {str(j): consistency.model_family(str(m)) for j, m in models.itertuples(index=False)}
+    cands = candidate_scores(results)
+    cands = cands.loc[~cands["source"].isin([reference, "human"]).to_numpy()]
+    rows: list[dict] = []
+    for (mode, dim), part in cands.groupby(["mode", "dimension"], observed=True, sort=True):
+        sign = direction(part.iloc[:1])[0]
+        wide = part.pivot_table(
+            index=["instance_id", "candidate_id", "source"], columns="judge", values="score", aggfunc="mean"
+        )
+        wide = wide.dropna()  # the items every judge scored
+        if wide.empty:
+            continue
+        judges = [str(j) for j in wide.columns]
+        scores = wide.to_numpy(dtype=float) * sign
+        gen = np.array([consistency.model_family(str(s)) for s in wide.index.get_level_values("source")])
+        groups = pd.factorize(wide.index.get_level_values("instance_id"))[0]
+        rng = np.random.default_rng([seed, 1, len(rows)])
+        weights = np.vstack([np.ones(len(wide)), _boot_weights(groups, n_reps, rng)])
+        for j, judge in enumerate(judges):
+            fam = family_of.get(judge)
+            own = gen == fam
+            if not own.any() or own.all():
+                continue
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean_own = (weights * own) @ scores / (weights @ own)[:, None]
+                mean_other = (weights * ~own) @ scores / (weights @ ~own)[:, None]
+            favours = mean_own - mean_other  # (1 + n_reps) × judges
+            others = [k for k in range(len(judges)) if k != j]
+            row: dict[str, object] = {"field": "self_preference", "judge": judge, "mode": str(mode)}
+            row |= {"dimension": str(dim), "group": str(fam), "statistic": "favours_own"}
+            row |= {"value": float(favours[0, j])}
+            if not others:
+                rows.append(row | _untested("no other judge scored these items: nothing to compare with"))
+                continue
+            theirs = favours[:, others].mean(axis=1)
+            diff = favours[:, j] - theirs
+            p, lo, hi, note = _wald(float(diff[0]), diff[1:])
+            rows.append(row | {"null_lo": theirs[0] + lo, "null_hi": theirs[0] + hi, "p": p, "note": note})
+    return rows
+
+
+def _untested(note: str) -> dict[str, object]:
+    return {"null_lo": np.nan, "null_hi": np.nan, "p": np.nan, "note": note}
+
+
+def quadratic_kappa(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Quadratic-weighted Cohen's κ of numeric ratings `x`, `y` (items) under each row of item `weights`:
+    1 − mean (x − y)² / its expectation under independence (var x + var y + (mean x − mean y)²), equal to
+    statsmodels' `cohens_kappa(wt="quadratic")` on the values' categories (tested)."""
+    total = weights.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mx, my = weights @ x / total, weights @ y / total
+        vx, vy = weights @ x**2 / total - mx**2, weights @ y**2 / total - my**2
+        observed = weights @ (x - y) ** 2 / total
+        expected = vx + vy + (mx - my) ** 2
+        return np.where(expected > TOL, 1 - observed / expected, np.nan)
+
+
+def human_ceiling_rows(cands: pd.DataFrame, humans: pd.DataFrame, n_reps: int, seed: int) -> list[dict]:
+    """Per judge × mode × dimension: the judge's κ_w against each expert's others' consensus (mean over
+    experts), compared with the experts' own κ_w against the same consensus on the same items (the human
+    ceiling), bootstrapped over items; a one-sided test: only agreeing less than the experts is flagged."""
     keys = list(CONSENSUS_KEYS)
+    h = check_humans(humans)
+    h = h.loc[h["score"].notna().to_numpy()].astype({k: str for k in keys})
+    experts = h.groupby([*keys, "annotator"], sort=True)["score"].mean().unstack("annotator")
     judged = candidate_scores(cands).astype({"judge": str, "mode": str, **{k: str for k in keys}})
-    judged = judged.merge(consensus_scores(humans)[[*keys, "human"]], on=keys, how="inner")
-    judged = judged.merge(sample_spread(results), on=consistency.GROUP, how="left")
-    noise = (judged["sample_sd"].fillna(0.0) / np.sqrt(judged["k"].fillna(1.0).clip(lower=1.0))).to_numpy()
-
-    def stat(rng: np.random.Generator | None) -> pd.DataFrame:
-        if rng is None:
-            return human_agreement(cands, humans, n_boot=1, seed=0)
-        fake = judged.assign(score=judged["human"].to_numpy() + rng.normal(0.0, 1.0, len(judged)) * noise)
-        return human_agreement(fake, humans, n_boot=1, seed=0)
-
-    return stat
+    judged = judged.groupby(["judge", "mode", *keys], sort=True)["score"].mean().dropna()
+    rows: list[dict] = []
+    for (judge, mode, dim), part in judged.groupby(level=["judge", "mode", "dimension"], sort=True):
+        items = part.droplevel(["judge", "mode"])
+        common = experts.reindex(items.index)
+        rated = common.notna()
+        keep = (rated.sum(axis=1) >= 2).to_numpy()
+        row: dict[str, object] = {"field": "human_agreement", "judge": judge, "mode": mode, "dimension": dim}
+        row |= {"group": "", "statistic": "kappa_w_loo", "value": np.nan}
+        if keep.sum() < 3:
+            rows.append(row | _untested("fewer than 3 items with two or more experts: no human ceiling"))
+            continue
+        scores, mask = common.to_numpy(dtype=float)[keep], rated.to_numpy()[keep]
+        judge_x = half_up(items.to_numpy(dtype=float)[keep])
+        total, count = np.nansum(scores, axis=1), mask.sum(axis=1)
+        rng = np.random.default_rng([seed, 2, len(rows)])
+        weights = np.vstack([np.ones(len(scores)), _boot_weights(np.arange(len(scores)), n_reps, rng)])
+        judge_k, expert_k = [], []
+        for a in range(scores.shape[1]):
+            mine = mask[:, a]
+            if mine.sum() < 2:
+                continue
+            others = half_up(np.where(mine, (total - np.nan_to_num(scores[:, a])) / (count - mine), np.nan))
+            sub = weights[:, mine]
+            expert_k.append(quadratic_kappa(half_up(scores[mine, a]), others[mine], sub))
+            judge_k.append(quadratic_kappa(judge_x[mine], others[mine], sub))
+        if not expert_k:
+            rows.append(row | _untested("no expert shares items with another: no human ceiling"))
+            continue
+        with np.errstate(invalid="ignore"):
+            mine_k, ceiling = np.nanmean(judge_k, axis=0), np.nanmean(expert_k, axis=0)
+        diff = mine_k - ceiling
+        p, lo, hi, note = _wald(float(diff[0]), diff[1:], one_sided_below=True)
+        row |= {"value": float(mine_k[0]), "null_lo": ceiling[0] + lo, "null_hi": ceiling[0] + hi}
+        rows.append(row | {"p": p, "note": note})
+    return rows
 
 
 def statistics(
     results: pd.DataFrame, cands: pd.DataFrame, humans: pd.DataFrame | None, reference: str = "reference"
 ) -> dict[str, Statistic]:
-    """The fields that apply to this study, each a function of a generator (None: the judge's own value)."""
+    """The permutation fields that apply to this study, each a function of a generator (None: the judge's own
+    value)."""
     out: dict[str, Statistic] = {}
     modes = set(results["mode"].dropna().astype(str))
     if "position" in results and "comparative" in modes:
         out["position_bias"] = _position(results)
-    if "candidate_text" in results:
-        out["length_bias"] = _length(results)
-    if "model" in results and "source" in results:
-        out["self_preference"] = _self_preference(results, reference)
     if {"independent", "comparative"} <= set(cands["mode"].dropna().astype(str)):
         out["mode_shift"] = _mode_shift(cands, reference)
-    if humans is not None and len(humans):
-        out["human_agreement"] = _human(results, cands, humans)
     return out
+
+
+def _permutation_rows(field: str, stat: Statistic, n_reps: int, seed: int) -> list[dict]:
+    keys, group, name = FIELDS[field]
+    observed = stat(None)
+    if observed.empty or name not in observed:
+        return []
+    observed = observed.astype({k: str for k in keys})
+    rng = np.random.default_rng([seed, list(FIELDS).index(field)])
+    reps = [stat(rng).astype({k: str for k in keys}).set_index(keys)[name] for _ in range(n_reps)]
+    sims = pd.concat(reps, axis=1) if reps else pd.DataFrame()
+    rows = []
+    for rec in observed.to_dict("records"):
+        at = tuple(rec[k] for k in keys)
+        at = at[0] if len(at) == 1 else at
+        null = sims.loc[at].to_numpy(dtype=float) if len(sims) and at in sims.index else np.array([])
+        rows.append(_null_row(field, rec, float(rec[name]), null))
+    return rows
+
+
+def _null_row(field: str, rec: dict, value: float, null: np.ndarray) -> dict:
+    """One card row of a permutation field: the value, the null's 95% range, a Wald p against the null (of
+    |value| for the furthest position, signed either way) or the note why it is not tested."""
+    _, group, name = FIELDS[field]
+    null = np.asarray(null, dtype=float)
+    null = null[np.isfinite(null)]
+    tail = (1 - LEVEL) / 2
+    low, high = np.quantile(null, [tail, 1 - tail]) if null.size else (np.nan, np.nan)
+    p, note = np.nan, ""
+    if null.size < 2 or not np.isfinite(value):
+        note = "too few replicates with a value"
+    elif np.std(null) <= TOL:
+        note = DEGENERATE
+    elif field == "position_bias":
+        spread = np.abs(null)
+        sd = spread.std(ddof=1)
+        p = float(stats.norm.sf((abs(value) - spread.mean()) / sd)) if sd > TOL else np.nan
+        note = "" if sd > TOL else DEGENERATE
+    else:
+        p = float(2 * stats.norm.sf(abs(value - null.mean()) / null.std(ddof=1)))
+    return {
+        "field": field,
+        "judge": rec["judge"],
+        "mode": rec.get("mode", MODE.get(field, "")),
+        "dimension": rec["dimension"],
+        "group": str(rec[group]) if group else "",
+        "statistic": name,
+        "value": value,
+        "null_lo": float(low),
+        "null_hi": float(high),
+        "p": p,
+        "note": note,
+    }
+
+
+def card_family(table: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
+    """Holm's adjustment of each judge's p-values across its card (`q`), and `flag` = q < `alpha`: the card's
+    tests are one family, so the chance that an unbiased judge shows any flag is at most `alpha`."""
+    q = np.full(len(table), np.nan)
+    p = pd.to_numeric(table["p"], errors="coerce").to_numpy(dtype=float)
+    for idx in table.groupby(table["judge"].astype(str), sort=False).indices.values():
+        ok = idx[np.isfinite(p[idx])]
+        if ok.size:
+            q[ok] = multipletests(p[ok], method=CARD_METHOD)[1]
+    return table.assign(q=q, flag=np.nan_to_num(q, nan=1.0) < alpha)
 
 
 def null_ranges(
@@ -186,41 +381,23 @@ def null_ranges(
     seed: int = 0,
     fields: tuple[str, ...] | None = None,
 ) -> pd.DataFrame:
-    """Per card field and judge (× mode × dimension, × group): the judge's value, the `LEVEL` range over
-    `n_reps` seeded bias-free replicates, and `flag` (outside). `results` are the unperturbed rows and
-    `cands` their candidate scores (`analysis.stats.study.study_candidates`), as the card reads them."""
-    rows = []
+    """Per card field and judge (× mode × dimension, × group): the judge's value, the `LEVEL` range a judge
+    without the effect would show, the test's `p`, its Holm `q` across the judge's card, `flag` (q < `ALPHA`)
+    and a `note` where the field is not tested. `results` are the unperturbed rows and `cands` their
+    candidate scores (`analysis.stats.study.study_candidates`), as the card reads them."""
+
+    def wanted(field: str) -> bool:
+        return fields is None or field in fields
+
+    rows: list[dict] = []
     for field, stat in statistics(results, cands, humans, reference).items():
-        if fields is not None and field not in fields:
-            continue
-        keys, group, name = FIELDS[field]
-        observed = stat(None)
-        if observed.empty or name not in observed:
-            continue
-        observed = observed.astype({k: str for k in keys})
-        rng = np.random.default_rng([seed, list(FIELDS).index(field)])
-        reps = [stat(rng).astype({k: str for k in keys}).set_index(keys)[name] for _ in range(n_reps)]
-        sims = pd.concat(reps, axis=1) if reps else pd.DataFrame()
-        tail = (1 - LEVEL) / 2
-        lo = sims.quantile(tail, axis=1) if len(sims) else pd.Series(dtype=float)
-        hi = sims.quantile(1 - tail, axis=1) if len(sims) else pd.Series(dtype=float)
-        for rec in observed.to_dict("records"):
-            at = tuple(rec[k] for k in keys)
-            at = at[0] if len(at) == 1 else at
-            low, high = (float(lo.get(at, np.nan)), float(hi.get(at, np.nan)))
-            value = float(rec[name])
-            known = np.isfinite([value, low, high]).all()
-            flag = bool(known and (value < low - TOL or value > high + TOL))
-            label = str(rec[group]) if group else ""
-            mode = rec.get("mode", MODE.get(field, ""))
-            rows.append(
-                {
-                    "field": field,
-                    "judge": rec["judge"],
-                    "mode": mode,
-                    "dimension": rec["dimension"],
-                    "group": label,
-                }
-                | {"statistic": name, "value": value, "null_lo": low, "null_hi": high, "flag": flag}
-            )
-    return pd.DataFrame(rows, columns=COLUMNS)
+        if wanted(field):
+            rows += _permutation_rows(field, stat, n_reps, seed)
+    if wanted("length_bias") and "candidate_text" in results:
+        rows += length_rows(results, n_reps, seed)
+    if wanted("self_preference") and "model" in results and "source" in results:
+        rows += self_preference_rows(results, reference, n_reps, seed)
+    if wanted("human_agreement") and humans is not None and len(humans):
+        rows += human_ceiling_rows(cands, humans, n_reps, seed)
+    table = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("q", "flag")])
+    return card_family(table)[COLUMNS]

@@ -145,10 +145,10 @@ GLOSSARY: dict[str, str] = {
     "favours_own": "own − other signed so > 0 means the judge favours its own family",
     "self_preference": "mean favours_own",
     # multiple testing and power (analysis.stats.multiplicity, experiments.power)
-    "mcnemar_p_q": "Benjamini–Hochberg q-value of mcnemar_p (family: every p-value of the report)",
-    "p_q": "Benjamini–Hochberg q-value of p (family: every p-value of the report)",
+    "mcnemar_p_q": "Benjamini–Hochberg q-value of mcnemar_p (within its test family, fixed by the design)",
+    "p_q": "Benjamini–Hochberg q-value of p (within its test family, fixed by the design)",
     "first_p": "exact binomial p of first_rate = 0.5 (no order preference)",
-    "first_p_q": "Benjamini–Hochberg q-value of first_p (family: every p-value of the report)",
+    "first_p_q": "Benjamini–Hochberg q-value of first_p (within its test family, fixed by the design)",
     "discordance": "share of instances whose win / not-win verdict differs between the two settings (the "
     "power computation's ψ)",
     "quantity": "what is estimated: win_rate (generated preferred over the reference) or mean_score",
@@ -172,6 +172,7 @@ GLOSSARY: dict[str, str] = {
     "table": "report table",
     "p_column": "the table's p-value column",
     "n_tests": "p-values of that table in the corrected family",
+    "test_family": "the family its p-values are corrected within (fixed by the design)",
 }
 _CI = re.compile(r"^(?P<base>.+)_(?P<end>lo|hi)$")
 

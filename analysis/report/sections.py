@@ -171,8 +171,9 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         "Multiple testing",
-        "Every p-value of this report is one family: each gets its Benjamini–Hochberg q-value beside it "
-        "(`*_q`), and `significant` reads q < 0.05. Per table: the p-value column and the number of tests.",
+        "Each p-value gets its Benjamini–Hochberg q-value within its test family, fixed by the design (mode shift; "
+        "combined-judge mode shift; bias; human agreement), beside it (`*_q`), and `significant` reads q < 0.05. "
+        "Per table: its family, the p-value column and the number of tests.",
         "No test was run.",
     ),
 )

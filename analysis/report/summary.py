@@ -24,15 +24,12 @@ TIE_TOL = 1e-9
 CALL_KEYS = ["run_id", "prompt_id", "sample_idx"]  # one judgment = one call (a prompt's sample)
 
 
-def power_sentence(n: int, discordance: float) -> str:
-    """The mode-shift test's power on `n` paired instances (experiments.power, the computation `plan=true`
-    uses), at the observed discordance (or the plan's default when none was observed)."""
-    psi = discordance if np.isfinite(discordance) and discordance > 0 else power.DISCORDANCE
-    mde = power.minimum_detectable_effect(n, psi)
-    where = f"n = {n} instances, discordance {psi:.2f}"
-    if mde is None:
-        return f" Power: {where}: no shift can be detected with 80% power at α = {ALPHA}."
-    return f" Power: {where}: the smallest shift detected with 80% power at α = {ALPHA} is {mde:.2f}."
+def power_sentence(n: int, family: int = 1) -> str:
+    """The mode-shift test's power on `n` paired instances by the design `plan=true` uses (experiments.power:
+    its assumed discordance, the mode-shift family's size and the BH level), never the observed discordance:
+    power computed from the data it is meant to judge says nothing the p-value did not."""
+    note = power.power_note(n, power.DISCORDANCE, alpha=multiplicity.ALPHA, family=max(family, 1))
+    return f" Power by design: {note.sentence()}."
 
 
 def _calls(results: pd.DataFrame) -> pd.DataFrame:
@@ -250,7 +247,8 @@ def shift_lines(shift: pd.DataFrame | None, family: pd.DataFrame | None = None) 
             line += f", q = {top['mcnemar_p_q']:.3g}"
         line += f", {verdict}."
         smallest = part.loc[part["n"].idxmin()]
-        line += power_sentence(int(smallest["n"]), float(smallest.get("discordance", np.nan)))
+        size = multiplicity.family_size(family, "mode_shift") or int(shift["mcnemar_p"].notna().sum())
+        line += power_sentence(int(smallest["n"]), size)
         lines.append(line)
     return lines
 

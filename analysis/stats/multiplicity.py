@@ -1,10 +1,15 @@
-"""Many tests, one error rate: Benjamini–Hochberg q-values over every p-value the report prints.
+"""Many tests, a controlled error rate per family: Benjamini–Hochberg q-values within test families that the
+study's design fixes before any data are seen.
 
-A study's report runs dozens of tests (a McNemar test per judge × generator × dimension mode shift, one per
-judge-vs-human preference gap, a self-preference test per judge, a position test per pairwise judge). Read
-one by one at α = 0.05, some will be "significant" by chance. The report's family is every p-value in
-`P_COLUMNS` across its tables; each gets its BH-adjusted q-value in a `<p column>_q` column beside it
-(statsmodels' `multipletests(method="fdr_bh")`), and the summary counts significance on q.
+A study's report runs dozens of tests (a McNemar test per judge × generator × dimension mode shift, the same
+for each combination of judges, one per judge-vs-human preference gap, a self-preference test per judge, a
+position test per pairwise judge). Read one by one at α = 0.05, some will be "significant" by chance. Each
+table with a p-value belongs to one declared family (`FAMILIES`): the per-judge mode shifts; the
+combined-judge mode shifts, a family of their own (they reuse the per-judge verdicts, so pooling them with
+those would count each shift twice); the bias tests; the tests against human labels. BH runs within each
+family (statsmodels' `multipletests(method="fdr_bh")`), so a family's q-values do not change when another
+family's inputs (say, expert labels) are added. Each p-value gets its q-value in a `<p column>_q` column beside
+it, and the summary counts significance on q.
 """
 
 from __future__ import annotations
@@ -23,6 +28,29 @@ P_COLUMNS: Mapping[str, str] = {
     "self_preference": "p",
     "pairwise_bias": "first_p",
 }
+#: The test families, fixed by the design: table -> family. A table not listed (one a plug-in registers) is a
+#: family of its own.
+FAMILIES: Mapping[str, str] = {
+    "mode_shift": "mode_shift",
+    "mode_shift_combined": "mode_shift_combined",
+    "self_preference": "bias",
+    "pairwise_bias": "bias",
+    "preference_gap": "human_agreement",
+}
+#: What each family tests, for the report's sentence.
+FAMILY_WORDS: Mapping[str, str] = {
+    "mode_shift": "mode shift per judge × generator × dimension",
+    "mode_shift_combined": "mode shift of each judge combination",
+    "bias": "bias tests (self-preference, pairwise position)",
+    "human_agreement": "judge vs human preference gaps",
+}
+
+
+def family_of(table: str) -> str:
+    """The family a table's tests belong to (`FAMILIES`; else the table alone)."""
+    return FAMILIES.get(table, table)
+
+
 METHOD = "fdr_bh"
 ALPHA = 0.05
 
@@ -44,34 +72,51 @@ def bh_q_values(p: np.ndarray) -> np.ndarray:
 def add_q_values(
     tables: MutableMapping[str, pd.DataFrame], p_columns: Mapping[str, str] = P_COLUMNS, alpha: float = ALPHA
 ) -> pd.DataFrame:
-    """Adjust every p-value of `tables` (the `p_columns` present: `P_COLUMNS` and those the table registry
-    declares, `analysis.tables.registry.TableSpec.p_column`) as one family, in place: a `<p>_q`
-    column right after each p column, and a table's `significant` column (if any) read on q < `alpha`.
-    Returns the family: one row per table with its p column and number of tests."""
+    """Adjust the p-values of `tables` (the `p_columns` present: `P_COLUMNS` and those the table registry
+    declares, `analysis.tables.registry.TableSpec.p_column`) within each declared family (`family_of`), in
+    place: a `<p>_q` column right after each p column, and a table's `significant` column (if any) read on
+    q < `alpha`. Returns the families: one row per table with its family, p column and number of tests."""
     found = [(name, col) for name, col in p_columns.items() if name in tables and col in tables[name]]
-    p = [pd.to_numeric(tables[name][col], errors="coerce").to_numpy(dtype=float) for name, col in found]
-    q = bh_q_values(np.concatenate(p)) if p else np.array([])
-    start, rows = 0, []
-    for (name, col), part in zip(found, p, strict=True):
+    p = {name: pd.to_numeric(tables[name][col], errors="coerce").to_numpy(dtype=float) for name, col in found}
+    q: dict[str, np.ndarray] = {}
+    for fam in dict.fromkeys(family_of(name) for name, _ in found):
+        members = [name for name, _ in found if family_of(name) == fam]
+        adjusted = bh_q_values(np.concatenate([p[name] for name in members]))
+        start = 0
+        for name in members:
+            q[name], start = adjusted[start : start + len(p[name])], start + len(p[name])
+    rows = []
+    for name, col in found:
         table = tables[name].copy()
-        q_part = q[start : start + len(part)]
-        table.insert(table.columns.get_loc(col) + 1, q_column(col), q_part)
+        table.insert(table.columns.get_loc(col) + 1, q_column(col), q[name])
         if "significant" in table:
-            table["significant"] = q_part < alpha
+            table["significant"] = q[name] < alpha
         tables[name] = table
-        rows.append({"table": name, "p_column": col, "n_tests": int(np.isfinite(part).sum())})
-        start += len(part)
-    family = pd.DataFrame(rows, columns=["table", "p_column", "n_tests"])
+        n_tests = int(np.isfinite(p[name]).sum())
+        rows.append({"table": name, "test_family": family_of(name), "p_column": col, "n_tests": n_tests})
+    family = pd.DataFrame(rows, columns=["table", "test_family", "p_column", "n_tests"])
     family["method"] = METHOD
     return family
+
+
+def family_size(family: pd.DataFrame | None, name: str) -> int:
+    """The number of tests in family `name` of a `add_q_values` result (0: none)."""
+    if family is None or family.empty or "test_family" not in family:
+        return 0
+    return int(family.loc[family["test_family"] == name, "n_tests"].sum())
 
 
 def family_sentence(family: pd.DataFrame) -> str:
     """One sentence naming what was corrected."""
     if family.empty:
         return "No test was run, so nothing was corrected for multiplicity."
-    tables = ", ".join(str(t).replace("_", " ") for t in family["table"])
+    if "test_family" not in family:
+        family = family.assign(test_family=[family_of(str(t)) for t in family["table"]])
+    sizes = family.groupby("test_family", sort=False)["n_tests"].sum()
+    parts = "; ".join(
+        f"{FAMILY_WORDS.get(str(f), str(f).replace('_', ' '))}: {int(n)}" for f, n in sizes.items()
+    )
     return (
-        f"Significance is read on Benjamini–Hochberg q-values (false discovery rate {ALPHA:.0%}); the corrected "
-        f"family is all {int(family['n_tests'].sum())} p-values of this report ({tables})."
+        f"Significance is read on Benjamini–Hochberg q-values (false discovery rate {ALPHA:.0%}) within each "
+        f"test family the design fixes, whatever other inputs the report has ({parts} tests)."
     )

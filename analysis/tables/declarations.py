@@ -654,7 +654,7 @@ BUILTIN: tuple[TableSpec, ...] = (
     TableSpec(
         "multiple_testing",  # last of the computed tables: every p-value is in by now
         lambda _, t: multiplicity.add_q_values(t, {**multiplicity.P_COLUMNS, **p_columns()}),
-        ("table", "p_column", "n_tests", "method"),
+        ("table", "test_family", "p_column", "n_tests", "method"),
         section="Multiple testing",
     ),
     TableSpec(
@@ -680,7 +680,8 @@ BUILTIN: tuple[TableSpec, ...] = (
         _flags,
         tuple(null_ranges.COLUMNS),
         card=CardField(
-            "Flags (outside the 95% range an unbiased judge of the same self-consistency shows, simulated)",
+            "Flags (against a judge without the effect: permutations, the other judges on the same items, the "
+            "human ceiling; Holm across the card, q < 0.05)",
             tuple(c for c in null_ranges.COLUMNS if c != "judge"),
             "no field with a null range (position, length, self-preference, mode shift, human agreement)",
             order=110,
