@@ -223,7 +223,8 @@ RATER_KINDS: tuple[str, ...] = ("expert", "judge", "majority")
 
 def rater_rates(outcomes: pd.DataFrame) -> pd.DataFrame:
     """The paper's experts-vs-judges layout: per rater (each expert, each judge × mode, the strict human
-    majority last) and dimension, over every pair that rater rated, `n` and the shares where the reference
+    majority last) and dimension, on the pairs every compared rater scored (`humans.compared_items`: an
+    expert's extra pairs no judge saw are left out), `n` and the shares where the reference
     (ground truth) is preferred (`gt_win`), the generated candidate is (`gen_win`), or neither (`tie`).
     Each expert keeps every pair, so a disagreement between experts is in both their rows, not dropped as
     the majority row drops it; `outcomes` from `analysis.stats.humans.rater_outcomes` with human labels."""
