@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pytest
 
 from tests.support.studies import cli_env
 from tests.support.study_folders import DIMENSIONS, sample_candidates, write_fake_run
@@ -43,7 +45,9 @@ def planted_study(tmp: Path) -> tuple[Path, Path]:
             for cid, score in ((f"{inst}:ref", 1), (cand, gen_score)):
                 for dim in DIMENSIONS:
                     rows.append((expert, inst, cid, sources[cid], dim, score))
-    labels = pd.DataFrame(rows, columns=["annotator", "instance_id", "candidate_id", "source", "dimension", "score"])
+    labels = pd.DataFrame(
+        rows, columns=["annotator", "instance_id", "candidate_id", "source", "dimension", "score"]
+    )
     labels = labels.drop_duplicates(["annotator", "instance_id", "candidate_id", "dimension"])
     path = tmp / "humans.csv"
     labels.to_csv(path, index=False)
@@ -80,3 +84,61 @@ def test_every_rater_row_rests_on_the_same_pairs(tmp_path: Path) -> None:
     assert set(agree["n"]) == {7}  # the 6 pairs and their reference, for both judges (before: j1 8, j2 7)
     latent = pd.read_csv(tables / "latent_competence.csv")
     assert set(latent["n_items"]) == {6 * len(DIMENSIONS)}  # before: experts 30, j1 21, j2 18
+
+
+def test_exact_and_wilson_intervals_are_statsmodels_s() -> None:
+    from statsmodels.stats.proportion import proportion_confint
+
+    from core.intervals import exact_interval, wilson_interval
+
+    k, n = np.array([0, 3, 7, 0]), np.array([3, 3, 20, 0])
+    for method, fn in (("beta", exact_interval), ("wilson", wilson_interval)):
+        lo, hi = fn(k, n)
+        ref_lo, ref_hi = proportion_confint(k[:3], n[:3], alpha=0.05, method=method)
+        assert lo[:3] == pytest.approx(ref_lo) and hi[:3] == pytest.approx(ref_hi)
+        assert np.isnan(lo[3]) and np.isnan(hi[3])
+    # by hand: 3 of 3, exact lower bound (α/2)^(1/3) = 0.025^(1/3)
+    assert exact_interval(3, 3)[0] == pytest.approx(0.025 ** (1 / 3))
+
+
+def test_a_bootstrap_ci_is_shown_only_where_it_can_be_trusted() -> None:
+    from analysis.stats.agreement import pair_agreement
+    from core.intervals import BOOT_MIN_N, trusted_bootstrap
+
+    lo, hi = trusted_bootstrap([0.1, 0.1, 0.5], [0.4, 0.4, 0.5], [BOOT_MIN_N - 1, BOOT_MIN_N, 100])
+    assert np.isnan(lo[0]) and (lo[1], hi[1]) == (0.1, 0.4) and np.isnan(lo[2])  # few units; degenerate
+    few = pair_agreement([1, 0, 1, 1, 0], [1, 0, 1, 0, 0], n_boot=200)
+    assert few["n"] == 5 and np.isnan(few["kappa_lo"]) and np.isnan(few["kappa_w_hi"])
+    assert 0 < few["percent_lo"] < few["percent"] < few["percent_hi"] < 1  # a rate: Wilson at any n
+    same = pair_agreement([1, 0] * 20, [1, 0] * 20, n_boot=200)  # every replicate κ = 1: no CI
+    assert same["kappa"] == 1.0 and np.isnan(same["kappa_lo"]) and same["percent_lo"] < 1.0
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 3, 60)
+    many = pair_agreement(a, np.where(rng.random(60) < 0.7, a, rng.integers(0, 3, 60)), n_boot=200)
+    assert many["kappa_lo"] < many["kappa"] < many["kappa_hi"]
+
+
+def test_ece_gets_an_interval_that_covers_and_a_perfect_small_sample_is_not_perfect() -> None:
+    from analysis.stats.calibration import ece_interval, expected_calibration_error, reliability_bins
+
+    truth = np.array([1] * 14 + [0] * 14, dtype=float)
+    assert expected_calibration_error(truth, truth) == 0.0  # 28 verdicts, all right: ECE 0.000
+    lo, hi = ece_interval(truth, truth)
+    assert lo == 0.0 and hi > 0.2  # ... but 14 per bin cannot rule out an error of a fifth
+    bins = reliability_bins(truth, truth)
+    assert bins["n"].tolist() == [14, 14] and bins["observed_lo"].iloc[1] < 1.0
+    # planted: predictions p, truth drawn at p + 0.15 (capped), true ECE known; 200 replicates
+    rng = np.random.default_rng(1)
+    p = rng.uniform(0.05, 0.8, 80)
+    theta = np.clip(p + 0.15, 0, 1)
+    b = np.clip((p * 10).astype(int), 0, 9)
+    covered = 0
+    for _ in range(200):
+        y = (rng.random(80) < theta).astype(float)
+        w = np.bincount(b, minlength=10) / 80
+        mean_p = np.bincount(b, weights=p, minlength=10) / np.maximum(np.bincount(b, minlength=10), 1)
+        mean_t = np.bincount(b, weights=theta, minlength=10) / np.maximum(np.bincount(b, minlength=10), 1)
+        true = float((w * np.abs(mean_t - mean_p)).sum())
+        lo, hi = ece_interval(p, y)
+        covered += lo <= true <= hi
+    assert covered / 200 >= 0.95
