@@ -95,7 +95,7 @@ def t_interval(
 
 
 def wilson_interval(
-    successes: np.ndarray, n: np.ndarray, level: float = LEVEL
+    successes: npt.ArrayLike, n: npt.ArrayLike, level: float = LEVEL
 ) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score interval for a proportion (statsmodels); NaN where n == 0."""
     successes, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
