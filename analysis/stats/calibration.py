@@ -21,7 +21,7 @@ import pandas as pd
 from sklearn.isotonic import IsotonicRegression
 from sklearn.model_selection import KFold
 
-from analysis.stats.corrected import labels_and_predictions
+from analysis.stats.corrected import ITEM, labels_and_predictions
 from core.intervals import LEVEL, exact_interval
 
 FOLDS = 5
@@ -100,15 +100,28 @@ def ece_interval(
     return float((w * near).sum()), float((w * far).sum())
 
 
+def shared_items(frame: pd.DataFrame) -> pd.DataFrame:
+    """The labelled, scored rows of `frame` on the items every judge × mode of their dimension has: the
+    table's rows compare judges, so each rests on the same items (issue 32 item 5; `n` says how many)."""
+    frame = frame.loc[frame["y"].notna().to_numpy() & frame["yhat"].notna().to_numpy()]
+    rater = frame["judge"].astype(str) + "\x00" + frame["mode"].astype(str)
+    items = [frame[c] for c in [*ITEM, "dimension"]]
+    count = rater.groupby(items).transform("nunique")
+    need = rater.groupby(frame["dimension"]).transform("nunique")
+    return frame.loc[count.to_numpy() == need.to_numpy()]
+
+
 def calibration_table(
     cands: pd.DataFrame, humans: pd.DataFrame | None, reference: str = "reference", seed: int = 0
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(per judge × mode × dimension: MAE and ECE before / after; the reliability bins before / after)."""
+    """(per judge × mode × dimension: MAE and ECE before / after; the reliability bins before / after), every
+    judge × mode of a dimension on the same expert-labelled items (`shared_items`)."""
     if humans is None or humans.empty:
         return pd.DataFrame(columns=COLUMNS), pd.DataFrame()
     scores, verdicts = labels_and_predictions(cands, humans, reference)
+    scores, verdicts = shared_items(scores), shared_items(verdicts)
     rows, bins = [], []
-    for key, part in scores.dropna(subset=["y"]).groupby(KEYS, sort=True):
+    for key, part in scores.groupby(KEYS, sort=True):
         x, y = part["yhat"].to_numpy(float), part["y"].to_numpy(float)
         after = cross_fitted(x, y, seed=seed)
         row = dict(zip(KEYS, key, strict=True)) | {
