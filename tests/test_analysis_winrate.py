@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from statsmodels.stats.proportion import proportion_confint
 
 from analysis.stats.scores import CONTEXT_KEYS, best_of_k_scores, candidate_scores
 from analysis.stats.winrate import instance_outcomes, outcome_rates, win_tie_loss
@@ -86,8 +87,6 @@ def test_instance_without_reference_score_is_left_out() -> None:
 
 def test_all_wins_keep_an_honest_interval_at_small_n() -> None:
     """Issue 32 item 6: 3 wins of 3 read [1.000, 1.000] with a bootstrap; the Wilson interval is statsmodels'."""
-    from statsmodels.stats.proportion import proportion_confint
-
     for n in (3, 10):
         out = win_tie_loss(study({f"i{x}": {"ref": [3], "gen": [5]} for x in range(n)})).iloc[0]
         lo, hi = proportion_confint(n, n, alpha=0.05, method="wilson")
@@ -97,8 +96,6 @@ def test_all_wins_keep_an_honest_interval_at_small_n() -> None:
 
 
 def test_rate_interval_is_wilson_and_shrinks_with_n() -> None:
-    from statsmodels.stats.proportion import proportion_confint
-
     rng = np.random.default_rng(0)
     small = pd.DataFrame({"g": "a", "instance_id": range(40), "outcome": rng.choice([1, 0, -1], 40)})
     large = pd.DataFrame({"g": "a", "instance_id": range(4000), "outcome": rng.choice([1, 0, -1], 4000)})

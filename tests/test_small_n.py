@@ -10,7 +10,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from statsmodels.stats.proportion import proportion_confint
 
+from analysis.stats.agreement import pair_agreement
+from analysis.stats.calibration import ece_interval, expected_calibration_error, reliability_bins
+from core.intervals import BOOT_MIN_N, exact_interval, trusted_bootstrap, wilson_interval
 from tests.support.studies import cli_env
 from tests.support.study_folders import DIMENSIONS, sample_candidates, write_fake_run
 
@@ -87,10 +91,6 @@ def test_every_rater_row_rests_on_the_same_pairs(tmp_path: Path) -> None:
 
 
 def test_exact_and_wilson_intervals_are_statsmodels_s() -> None:
-    from statsmodels.stats.proportion import proportion_confint
-
-    from core.intervals import exact_interval, wilson_interval
-
     k, n = np.array([0, 3, 7, 0]), np.array([3, 3, 20, 0])
     for method, fn in (("beta", exact_interval), ("wilson", wilson_interval)):
         lo, hi = fn(k, n)
@@ -102,9 +102,6 @@ def test_exact_and_wilson_intervals_are_statsmodels_s() -> None:
 
 
 def test_a_bootstrap_ci_is_shown_only_where_it_can_be_trusted() -> None:
-    from analysis.stats.agreement import pair_agreement
-    from core.intervals import BOOT_MIN_N, trusted_bootstrap
-
     lo, hi = trusted_bootstrap([0.1, 0.1, 0.5], [0.4, 0.4, 0.5], [BOOT_MIN_N - 1, BOOT_MIN_N, 100])
     assert np.isnan(lo[0]) and (lo[1], hi[1]) == (0.1, 0.4) and np.isnan(lo[2])  # few units; degenerate
     few = pair_agreement([1, 0, 1, 1, 0], [1, 0, 1, 0, 0], n_boot=200)
@@ -119,8 +116,6 @@ def test_a_bootstrap_ci_is_shown_only_where_it_can_be_trusted() -> None:
 
 
 def test_ece_gets_an_interval_that_covers_and_a_perfect_small_sample_is_not_perfect() -> None:
-    from analysis.stats.calibration import ece_interval, expected_calibration_error, reliability_bins
-
     truth = np.array([1] * 14 + [0] * 14, dtype=float)
     assert expected_calibration_error(truth, truth) == 0.0  # 28 verdicts, all right: ECE 0.000
     lo, hi = ece_interval(truth, truth)
