@@ -10,7 +10,14 @@ asked again; the answers are cached under the date, the old ones kept), then com
 - a control chart over every run: the anchor set is the candidates every run scored; a run's point is their
   mean score. The limits are the baseline's mean ± 3 σ, with σ from the baseline's own sample spread (each
   candidate's variance over its samples / samples, summed over the anchor set, / anchor set², doubled: a
-  later point and the baseline both carry sampling noise). A point outside the limits is flagged.
+  later point and the baseline both carry sampling noise). A point outside the limits is flagged. A baseline
+  with no within-candidate spread (one sample per candidate, or every sample equal: a deterministic judge)
+  says nothing about its noise; σ then uses the stated floor `SD_FLOOR` per candidate score instead of 0
+  (which would flag any change), and the chart's `sigma_basis` and the command's output say so.
+
+Runs are told apart by their position, never by their labels (two folders named alike are two runs); runs of
+different datasets (their manifests' dataset hash) are refused. The CSVs go to `--out`, else to `drift/`
+inside the latest run's folder (never beside the baseline, in a folder the user did not name).
 """
 
 from __future__ import annotations
@@ -35,6 +42,13 @@ from core.schema import MANIFEST_NAME, read_manifest
 KEYS = ["judge", "mode", "dimension"]
 ITEM = ["instance_id", "candidate_id", "context"]
 SIGMAS = 3.0
+#: The sd of one candidate's score assumed when the baseline shows none (one sample per candidate, or a
+#: deterministic judge): half a rubric step, the resolution of an integer score.
+SD_FLOOR = 0.5
+#: How a chart's σ was obtained (`sigma_basis`).
+FROM_SAMPLES = "baseline samples"
+ONE_SAMPLE = f"floor {SD_FLOOR:g}: one sample per candidate, no within-candidate variance"
+DETERMINISTIC = f"floor {SD_FLOOR:g}: deterministic baseline (every sample equal, σ = 0)"
 SHIFT_COLUMNS = [
     *KEYS,
     "run",
@@ -48,7 +62,17 @@ SHIFT_COLUMNS = [
     "kappa_w_lo",
     "kappa_w_hi",
 ]
-CHART_COLUMNS = [*KEYS, "run", "n_anchor", "anchor_mean", "center", "lower", "upper", "flagged"]
+CHART_COLUMNS = [
+    *KEYS,
+    "run",
+    "n_anchor",
+    "anchor_mean",
+    "center",
+    "lower",
+    "upper",
+    "sigma_basis",
+    "flagged",
+]
 
 
 def _cands(results: pd.DataFrame, reference: str) -> pd.DataFrame:
@@ -90,13 +114,25 @@ def run_shift(
     return pd.DataFrame(rows, columns=[c for c in SHIFT_COLUMNS if c != "run"])
 
 
+def _sigma_of_mean(base: pd.DataFrame) -> tuple[float, str]:
+    """The variance of the baseline's anchor mean from its candidates' sample spread, and its basis; the
+    floor `SD_FLOOR` per candidate where the baseline shows no spread at all."""
+    sd = base["sd"].to_numpy(float)
+    var_mean = float(np.nansum(sd**2 / base["n_scored"].to_numpy(float))) / len(base) ** 2
+    if var_mean > 0:
+        return var_mean, FROM_SAMPLES
+    basis = ONE_SAMPLE if (base["n_scored"] <= 1).all() else DETERMINISTIC
+    return SD_FLOOR**2 / len(base), basis
+
+
 def control_chart(runs: Sequence[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
-    """Per judge × mode × dimension and run: the anchor set's mean score against the baseline's limits."""
+    """Per judge × mode × dimension and run: the anchor set's mean score against the baseline's limits.
+    Runs are keyed by position (the first is the baseline), so two runs with the same label stay two."""
     labels = [label for label, _ in runs]
-    stacked = pd.concat([c.assign(run=label) for label, c in runs], ignore_index=True)
+    stacked = pd.concat([c.assign(_run=i) for i, (_, c) in enumerate(runs)], ignore_index=True)
     rows = []
     for key, part in stacked.groupby(KEYS, sort=True):
-        per_run = part.groupby("run")
+        per_run = part.groupby("_run")
         if per_run.ngroups < len(labels):  # a run without this judge × mode × dimension: no common anchor
             continue
         anchor = set.intersection(*(set(map(tuple, g[ITEM].to_numpy())) for _, g in per_run))
@@ -104,12 +140,12 @@ def control_chart(runs: Sequence[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
             continue
         in_anchor = pd.Series([tuple(x) in anchor for x in part[ITEM].to_numpy()], index=part.index)
         part = part.loc[in_anchor]
-        base = part.loc[part["run"] == labels[0]]
+        base = part.loc[part["_run"] == 0]
         center = float(base["score"].mean())
-        var_mean = float((base["sd"].fillna(0.0) ** 2 / base["n_scored"]).sum()) / len(base) ** 2
+        var_mean, basis = _sigma_of_mean(base)
         half = SIGMAS * np.sqrt(2 * var_mean)
-        for label in labels:
-            point = float(part.loc[part["run"] == label, "score"].mean())
+        for i, label in enumerate(labels):
+            point = float(part.loc[part["_run"] == i, "score"].mean())
             rows.append(
                 dict(zip(KEYS, key, strict=True))
                 | {
@@ -119,7 +155,8 @@ def control_chart(runs: Sequence[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
                     "center": center,
                     "lower": center - half,
                     "upper": center + half,
-                    "flagged": bool(label != labels[0] and not (center - half <= point <= center + half)),
+                    "sigma_basis": basis,
+                    "flagged": bool(i > 0 and not (center - half <= point <= center + half)),
                 }
             )
     return pd.DataFrame(rows, columns=CHART_COLUMNS)
@@ -144,6 +181,40 @@ def run_date(folder: Path) -> str | None:
     return None
 
 
+def run_datasets(folder: Path) -> set[str]:
+    """The dataset hashes a run's manifests record (empty when none says)."""
+    hashes = set()
+    for path in sorted(folder.rglob(MANIFEST_NAME)):
+        value = read_manifest(path).dataset_hash  # an unreadable manifest: one line (ManifestError)
+        if value:
+            hashes.add(value)
+    return hashes
+
+
+def check_same_dataset(folders: Sequence[Path]) -> None:
+    """A ValueError in one line when two runs' manifests record different datasets: their candidates are not
+    the same prompts, and a drift between them would measure the data, not the judge."""
+    seen = [(f, run_datasets(f)) for f in folders]
+    known = [(f, h) for f, h in seen if h]
+    for f, h in known[1:]:
+        if h != known[0][1]:
+            raise ValueError(
+                f"{known[0][0]} and {f} are runs of different datasets (dataset hash "
+                f"{', '.join(sorted(known[0][1]))} vs {', '.join(sorted(h))}): drift compares runs of the same prompts"
+            )
+
+
+def unique_labels(folders: Sequence[Path], dates: Sequence[str | None]) -> list[str]:
+    """One label per run, ``<refresh date> <folder name>``; where two coincide, the folders' paths tell them
+    apart (and, for the same path given twice, the position)."""
+    labels = [f"{d or ''} {f.name}".strip() for f, d in zip(folders, dates, strict=True)]
+    if len(set(labels)) < len(labels):
+        labels = [f"{d or ''} {f}".strip() for f, d in zip(folders, dates, strict=True)]
+    if len(set(labels)) < len(labels):
+        labels = [f"{label} (#{i + 1})" for i, label in enumerate(labels)]
+    return labels
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point."""
     parser = argparse.ArgumentParser(prog="python -m analysis.drift", description=__doc__.splitlines()[0])
@@ -153,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run folders of the same prompts, the baseline first (a run "
         "with a refresh date in its manifest is ordered by it)",
     )
-    parser.add_argument("--out", help="output folder (default: drift/ next to the first run)")
+    parser.add_argument("--out", help="output folder (default: drift/ inside the latest run's folder)")
     parser.add_argument("--reference", default="reference")
     parser.add_argument("--n-boot", type=int, default=1000)
     args = parser.parse_args(argv)
@@ -165,15 +236,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         dates = [run_date(f) for f in folders]
         if all(dates):  # every run dated: in date order (a stable sort keeps the given order within a date)
             folders = [f for _, f in sorted(zip(dates, folders, strict=True), key=lambda t: str(t[0]))]
-        runs = [(f"{run_date(f) or ''} {f.name}".strip(), load_results(f)) for f in folders]
+        check_same_dataset(folders)
+        labels = unique_labels(folders, [run_date(f) for f in folders])
+        runs = [(label, load_results(f)) for label, f in zip(labels, folders, strict=True)]
         shift, chart = drift_tables(runs, args.reference, args.n_boot)
+        if chart.empty:
+            raise ValueError(
+                f"nothing to compare: no judge × mode × dimension has a candidate scored in every run of "
+                f"{', '.join(map(str, folders))}"
+            )
+        out = Path(args.out) if args.out else folders[-1] / "drift"
+        out.mkdir(parents=True, exist_ok=True)
+        write_csv(shift, out / "drift_shift.csv")
+        write_csv(chart, out / "drift_chart.csv")
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else Path(args.runs[0]).parent / "drift"
-    out.mkdir(parents=True, exist_ok=True)
-    write_csv(shift, out / "drift_shift.csv")
-    write_csv(chart, out / "drift_chart.csv")
+    floors = chart.loc[chart["sigma_basis"] != FROM_SAMPLES].drop_duplicates(KEYS)
+    for r in floors.to_dict("records"):
+        print(
+            f"note: {r['judge']} [{r['mode']}] {r['dimension']}: σ uses the {r['sigma_basis']}",
+            file=sys.stderr,
+        )
     flagged = chart.loc[chart["flagged"]]
     for r in shift.to_dict("records"):
         print(
@@ -183,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
     print(
-        f"{len(flagged)} of {int((~chart['run'].eq(runs[0][0])).sum())} control-chart points outside the "
+        f"{len(flagged)} of {int((chart['run'] != labels[0]).sum())} control-chart points outside the "
         f"baseline's ±{SIGMAS:g}σ limits -> {out}",
         file=sys.stderr,
     )

@@ -36,7 +36,7 @@ from analysis.stats.latent_models import (
 )
 from analysis.stats.winrate import ITEM_KEYS, check_reference, outcome_rates
 from core.cells import write_csv
-from core.intervals import percentile_ci, positive_int
+from core.intervals import percentile_ci, positive_int, trusted_bootstrap
 
 
 def _resample(labels: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
@@ -94,7 +94,7 @@ def competence_table(
     out = pd.DataFrame({"method": fit.method, "rater": raters, "kind": kind.reindex(raters).to_numpy()})
     out["n_items"] = labels.groupby("worker")["task"].nunique().reindex(raters).to_numpy()
     out["accuracy"] = fit.accuracy.to_numpy()
-    out["accuracy_lo"], out["accuracy_hi"] = percentile_ci(acc)
+    out["accuracy_lo"], out["accuracy_hi"] = trusted_bootstrap(*percentile_ci(acc), out["n_items"])
     if fit.parameter is not None:
         name = str(fit.parameter.name)
         out[name] = fit.parameter.reindex(raters).to_numpy()
@@ -127,7 +127,7 @@ def latent_winrate(labels: pd.DataFrame, fit: LatentFit, n_boot: int = 1000, see
     latent = items.assign(outcome=fit.labels.reindex(items.index).astype(int).to_numpy(), rater="latent")
     per_rater = labels.rename(columns={"worker": "rater", "label": "outcome"})
     both = pd.concat([latent.reset_index(drop=True), per_rater[["rater", *ITEM_KEYS, "outcome"]]])
-    rates = outcome_rates(both, ["rater", "source", "dimension"], n_boot=n_boot, seed=seed)
+    rates = outcome_rates(both, ["rater", "source", "dimension"])
     # each rater is compared with the latent labels of the items it rated itself, never of other items
     paired = per_rater.assign(latent=fit.labels.reindex(per_rater["task"]).astype(int).to_numpy())
     own = paired.groupby(["rater", "source", "dimension"])["latent"].agg(

@@ -22,6 +22,11 @@ from scipy import special
 from statsmodels.stats.proportion import proportion_confint
 
 LEVEL = 0.95
+#: The fewest units a percentile bootstrap CI is shown on. Below it, or when every replicate gives the same
+#: value (all wins, one category), the replicates' spread says nothing about the sampling error (n = 3 all
+#: wins gave [1.000, 1.000]); such a CI is left out (NaN) and the table's n says why. Rates never need it:
+#: they get Wilson or exact intervals at any n (issue 32 item 6).
+BOOT_MIN_N = 20
 
 
 def positive_int(text: str) -> int:
@@ -90,7 +95,7 @@ def t_interval(
 
 
 def wilson_interval(
-    successes: np.ndarray, n: np.ndarray, level: float = LEVEL
+    successes: npt.ArrayLike, n: npt.ArrayLike, level: float = LEVEL
 ) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score interval for a proportion (statsmodels); NaN where n == 0."""
     successes, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
@@ -98,6 +103,29 @@ def wilson_interval(
     lo, hi = proportion_confint(successes, safe, alpha=1.0 - level, method="wilson")
     bad = n <= 0
     return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi)
+
+
+def exact_interval(
+    successes: npt.ArrayLike, n: npt.ArrayLike, level: float = LEVEL
+) -> tuple[np.ndarray, np.ndarray]:
+    """Clopper–Pearson (exact binomial) interval for a proportion (statsmodels' "beta"); NaN where n == 0.
+    Conservative: it covers at least `level` at every n, where a few units must not read as certain."""
+    successes, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
+    safe = np.where(n > 0, n, 1.0)
+    lo, hi = proportion_confint(successes, safe, alpha=1.0 - level, method="beta")
+    bad = n <= 0
+    return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi)
+
+
+def trusted_bootstrap(
+    lo: npt.ArrayLike, hi: npt.ArrayLike, n: npt.ArrayLike, min_n: int = BOOT_MIN_N
+) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile-bootstrap bounds where they can be trusted, NaN elsewhere: at least `min_n` units and a
+    non-degenerate interval (hi > lo). See `BOOT_MIN_N`."""
+    lo, hi, n = (np.asarray(x, dtype=float) for x in (lo, hi, n))
+    with np.errstate(invalid="ignore"):
+        ok = (n >= min_n) & (hi > lo)
+    return np.where(ok, lo, np.nan), np.where(ok, hi, np.nan)
 
 
 def fisher_z_interval(r: float, n: int, kind: str = "spearman", level: float = LEVEL) -> tuple[float, float]:

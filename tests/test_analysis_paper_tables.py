@@ -313,7 +313,7 @@ def test_experts_vs_judges_each_expert_and_judge_has_a_row() -> None:
 
 def _twin_judges_two_rubrics() -> pd.DataFrame:
     """judge_b a copy of judge_a's every judgment, both run under rubrics rq and other (the same scores)."""
-    one = synthetic_results(n_instances=12, shift=1.0, judges=("judge_a",), seed=5)
+    one = synthetic_results(n_instances=20, shift=1.0, judges=("judge_a",), seed=5)
     twins = pd.concat([one, one.assign(judge="judge_b", model="openai/judge-b")], ignore_index=True)
     twins = twins.astype({"judge": str, "rubric": str})
     return pd.concat([twins, twins.assign(rubric="other")], ignore_index=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from statsmodels.stats.proportion import proportion_confint
 
 from analysis.stats.scores import CONTEXT_KEYS, best_of_k_scores, candidate_scores
 from analysis.stats.winrate import instance_outcomes, outcome_rates, win_tie_loss
@@ -84,18 +85,25 @@ def test_instance_without_reference_score_is_left_out() -> None:
     assert win_tie_loss(frame, n_boot=50).iloc[0]["n"] == 1
 
 
-def test_all_wins_give_a_degenerate_interval() -> None:
-    out = win_tie_loss(study({f"i{x}": {"ref": [3], "gen": [5]} for x in range(10)}), n_boot=200).iloc[0]
-    assert (out["win"], out["win_lo"], out["win_hi"]) == (1.0, 1.0, 1.0)
+def test_all_wins_keep_an_honest_interval_at_small_n() -> None:
+    """Issue 32 item 6: 3 wins of 3 read [1.000, 1.000] with a bootstrap; the Wilson interval is statsmodels'."""
+    for n in (3, 10):
+        out = win_tie_loss(study({f"i{x}": {"ref": [3], "gen": [5]} for x in range(n)})).iloc[0]
+        lo, hi = proportion_confint(n, n, alpha=0.05, method="wilson")
+        assert (out["win"], out["win_lo"], out["win_hi"]) == pytest.approx((1.0, lo, hi))
+        assert out["win_lo"] < 1.0 and out["tie_hi"] > 0.0
+    assert out["win_lo"] == pytest.approx(0.7225, abs=1e-4)  # 10 of 10 (by hand: Wilson's lower bound)
 
 
-def test_bootstrap_interval_is_seeded_and_shrinks_with_n() -> None:
+def test_rate_interval_is_wilson_and_shrinks_with_n() -> None:
     rng = np.random.default_rng(0)
     small = pd.DataFrame({"g": "a", "instance_id": range(40), "outcome": rng.choice([1, 0, -1], 40)})
     large = pd.DataFrame({"g": "a", "instance_id": range(4000), "outcome": rng.choice([1, 0, -1], 4000)})
-    a, b = outcome_rates(small, ["g"], 500, seed=3), outcome_rates(small, ["g"], 500, seed=3)
-    pd.testing.assert_frame_equal(a, b)
-    wide, narrow = a.iloc[0], outcome_rates(large, ["g"], 500).iloc[0]
+    wide, narrow = outcome_rates(small, ["g"]).iloc[0], outcome_rates(large, ["g"]).iloc[0]
+    for row in (wide, narrow):
+        for name in ("win", "tie", "loss"):
+            lo, hi = proportion_confint(row[f"n_{name}"], row["n"], alpha=0.05, method="wilson")
+            assert (row[f"{name}_lo"], row[f"{name}_hi"]) == pytest.approx((lo, hi), abs=1e-12)
     assert narrow["win_hi"] - narrow["win_lo"] < (wide["win_hi"] - wide["win_lo"]) / 5
     # 95% of a binomial proportion: half width ≈ 1.96·sqrt(p(1 − p)/n)
     p = narrow["win"]

@@ -4,6 +4,8 @@ is not, in seeded replicates; a refreshed run re-asks the provider and keeps the
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +15,8 @@ import pytest
 
 from analysis import drift
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
-from tests.support.studies import typed
+from tests.support.studies import cli_env, typed
+from tests.support.study_folders import Scorer, write_fake_run
 
 
 def dated_run(seed: int, date: int, shift_from: int, n: int = 60, samples: int = 3) -> pd.DataFrame:
@@ -124,3 +127,78 @@ def test_shift_ci_and_kappa_are_scipy_s_and_scikit_learn_s() -> None:
         assert (row["mean_shift_lo"], row["mean_shift_hi"]) == pytest.approx((paired.low, paired.high))
         a, b = (np.floor(part[c] + 0.5).astype(int) for c in ("score_old", "score_new"))
         assert row["kappa_w"] == pytest.approx(cohen_kappa_score(a, b, weights="quadratic"))
+
+
+def drift_cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "analysis.drift", *args, "--n-boot", "20"],
+        env=cli_env(tmp),
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp,
+    )
+
+
+def jittered(shift: float, samples: bool = True) -> Scorer:
+    """Reference 1, generated 1.5 (+ `shift`), samples alternating +0 / +0.5 (or one sample, no jitter)."""
+
+    def score(judge: str, cand: str, dim: str, k: int) -> float:
+        return (1.0 if cand.endswith(":ref") else 1.5) + shift + (0.5 * (k % 2) if samples else 0)
+
+    return score
+
+
+def test_runs_whose_labels_coincide_are_two_runs_as_when_renamed(tmp_path: Path) -> None:
+    """Issue 34 break 5: two folders named `run` gave "0 of 0 points outside", renamed "3 of 3". Break 18:
+    the drift CSVs are formula-protected (a judge named `=cmd` reached them as a live formula)."""
+    for parent, shift in (("old", 0.0), ("new", 1.0)):
+        write_fake_run(tmp_path / parent / "run", "=cmd", "independent", jittered(shift), n_samples=3)
+        write_fake_run(tmp_path / f"{parent}_run", "=cmd", "independent", jittered(shift), n_samples=3)
+    same = drift_cli(tmp_path, "old/run", "new/run", "--out", "a")
+    renamed = drift_cli(tmp_path, "old_run", "new_run", "--out", "b")
+    assert same.returncode == renamed.returncode == 0, same.stderr + renamed.stderr
+    assert "3 of 3 control-chart points outside" in same.stderr.splitlines()[-1]
+    assert "3 of 3 control-chart points outside" in renamed.stderr.splitlines()[-1]
+    chart = pd.read_csv(tmp_path / "a" / "drift_chart.csv")
+    assert chart["run"].nunique() == 2 and chart["sigma_basis"].eq(drift.FROM_SAMPLES).all()
+    for table in ("drift_chart.csv", "drift_shift.csv"):
+        text = (tmp_path / "a" / table).read_text()
+        assert '"=cmd"' not in text and "'=cmd" in text
+
+
+def test_nothing_to_compare_and_other_datasets_are_refused_in_one_line(tmp_path: Path) -> None:
+    write_fake_run(tmp_path / "a", "j1", "independent", jittered(0.0))
+    write_fake_run(tmp_path / "b", "j2", "independent", jittered(0.0))  # another judge: no common point
+    write_fake_run(tmp_path / "c", "j1", "independent", jittered(0.0), dataset_hash="other")
+    nothing, other = drift_cli(tmp_path, "a", "b"), drift_cli(tmp_path, "a", "c")
+    for done in (nothing, other):
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and done.stderr.startswith("error: ")
+    assert nothing.stderr.startswith("error: nothing to compare") and not (tmp_path / "b" / "drift").exists()
+    assert "different datasets" in other.stderr
+
+
+def test_one_sample_per_candidate_uses_the_stated_floor(tmp_path: Path) -> None:
+    """Zero within-candidate variance gave zero-width limits (a shift of 0.01 flagged); now the floor.
+    Issue 37: the CSVs go to the latest run's folder, not the baseline's parent."""
+    write_fake_run(tmp_path / "base", "j", "independent", jittered(0.0, samples=False))
+    write_fake_run(tmp_path / "tiny", "j", "independent", jittered(0.01, samples=False))
+    write_fake_run(tmp_path / "big", "j", "independent", jittered(1.0, samples=False))
+    done = drift_cli(tmp_path, "base", "tiny", "big")
+    assert done.returncode == 0, done.stderr
+    assert "one sample per candidate, no within-candidate variance" in done.stderr
+    chart = pd.read_csv(tmp_path / "big" / "drift" / "drift_chart.csv")  # the latest run's folder
+    assert not (tmp_path / "drift").exists()  # never the baseline's parent
+    assert chart["sigma_basis"].eq(drift.ONE_SAMPLE).all()
+    half = 3 * np.sqrt(2 * drift.SD_FLOOR**2 / chart["n_anchor"])  # the floor's limits, by hand
+    assert np.allclose(chart["upper"] - chart["center"], half)
+    flagged = chart.set_index("run")["flagged"]
+    assert not flagged["tiny"].any() and flagged["big"].all()
+
+
+def test_a_deterministic_baseline_says_so() -> None:
+    runs = [(f"D{d}", dated_run(0, d, shift_from=1)) for d in range(2)]
+    runs = [(label, r.assign(score=2.0)) for label, r in runs]  # every sample of every candidate 2
+    chart = drift.control_chart([(label, drift._cands(r, "reference")) for label, r in runs])
+    assert chart["sigma_basis"].eq(drift.DETERMINISTIC).all() and not chart["flagged"].any()
+    assert (chart["upper"] > chart["center"]).all()

@@ -168,6 +168,7 @@ GLOSSARY: dict[str, str] = {
     "bin": "probability bin (tenths)",
     "mean_predicted": "mean predicted probability in the bin",
     "observed_rate": "share of expert wins in the bin",
+    "n_wins": "expert wins in the bin",
     "fit": "before or after calibration",
     "table": "report table",
     "p_column": "the table's p-value column",

@@ -335,7 +335,8 @@ def position_bias_plot(table: pd.DataFrame) -> Figure | None:
 
 def reliability_diagram(bins: pd.DataFrame) -> Figure | None:
     """Observed expert-win frequency vs predicted probability per bin, before (the judge's 0/1 verdict) and
-    after calibration, one panel per judge · mode · dimension (analysis.stats.calibration)."""
+    after calibration, one panel per judge · mode · dimension (analysis.stats.calibration); each point is
+    labelled with its bin's n, so a bin of two verdicts does not read like one of two hundred."""
     if bins.empty:
         return None
     frame = bins.assign(_panel=bins[["judge", "mode", "dimension"]].astype(str).agg(" · ".join, axis=1))
@@ -346,6 +347,8 @@ def reliability_diagram(bins: pd.DataFrame) -> Figure | None:
         for fit, marker in (("before", "s"), ("after", "o")):
             rows = part.loc[part["fit"] == fit].sort_values("mean_predicted")
             ax.plot(rows["mean_predicted"], rows["observed_rate"], marker=marker, ms=4, lw=0.8, label=fit)
+            for x, y, n in rows[["mean_predicted", "observed_rate", "n"]].itertuples(index=False):
+                ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
         ax.plot([0, 1], [0, 1], "k--", lw=0.6)
         ax.set_xlim(-0.02, 1.02)
         ax.set_ylim(-0.02, 1.02)

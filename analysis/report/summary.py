@@ -16,6 +16,7 @@ import pandas as pd
 from analysis.report.costs import NO_COMPLETION, call_costs, per_1k
 from analysis.stats import multiplicity
 from analysis.stats.scores import usable_mask
+from core.intervals import BOOT_MIN_N
 from experiments import power
 
 ALPHA = 0.05
@@ -189,6 +190,13 @@ def _kappa(row: pd.Series) -> str:
     return f"κ_w = {_ci(row['kappa_w'], row['kappa_w_lo'], row['kappa_w_hi'])}, n = {int(row['n'])}"
 
 
+def _bound(row: pd.Series, column: str) -> float:
+    """A κ_w bound, or κ_w itself where every bootstrap replicate was equal (enough items, no spread: the
+    CI is left out, `core.intervals.trusted_bootstrap`); NaN below `BOOT_MIN_N` items."""
+    value = row[column]
+    return float(row["kappa_w"]) if pd.isna(value) and row["n"] >= BOOT_MIN_N else float(value)
+
+
 def _best_judge(ranked: pd.DataFrame) -> str:
     """The sentence for one dimension's judges, sorted by κ_w (highest first): the only judge, a tie (equal
     κ_w), CIs that overlap (no judge named best), or the best judge with the runner-up beside it."""
@@ -202,10 +210,12 @@ def _best_judge(ranked: pd.DataFrame) -> str:
             f"{r['judge']} {_kappa(r)}" for _, r in tied.iterrows()
         )
     second = ranked.iloc[1]
-    if top["kappa_w_lo"] <= second["kappa_w_hi"]:  # NaN bounds compare False: no CI, no overlap claimed
+    low, high = _bound(top, "kappa_w_lo"), _bound(second, "kappa_w_hi")
+    no_ci = pd.isna(low) or pd.isna(high)  # too few items for a CI: none is named best
+    if no_ci or low <= high:
+        why = "too few items for a CI" if no_ci else "CIs overlap"
         return (
-            f"no clear best judge (CIs overlap): {top['judge']} {_kappa(top)}; {second['judge']} "
-            f"{_kappa(second)}"
+            f"no clear best judge ({why}): {top['judge']} {_kappa(top)}; {second['judge']} {_kappa(second)}"
         )
     return (
         f"{top['judge']} agrees most with the experts, {_kappa(top)} (next: {second['judge']} "

@@ -26,7 +26,13 @@ from analysis.stats.reliability import (
     kendall_from_table,
     spearman_from_table,
 )
-from core.intervals import fisher_z_interval, percentile_ci, resample_counts
+from core.intervals import (
+    fisher_z_interval,
+    percentile_ci,
+    resample_counts,
+    trusted_bootstrap,
+    wilson_interval,
+)
 
 Weights = Literal["linear", "quadratic"] | None
 #: One rater's labels, item by item: a list, a pandas Series or a NumPy array (all go through np.asarray).
@@ -136,7 +142,8 @@ def kendall(a: Ratings, b: Ratings) -> float:
 def pair_agreement(
     a: Ratings, b: Ratings, n_boot: int = 1000, seed: int = 0, level: float = 0.95
 ) -> dict[str, float]:
-    """Every two-rater statistic with its CI: percent, κ, quadratic κ (bootstrap over items), ρ and τ
+    """Every two-rater statistic with its CI: percent (Wilson), κ and quadratic κ (bootstrap over items,
+    shown only where `core.intervals.trusted_bootstrap` trusts it, else NaN and `n` says why), ρ and τ
     (Fisher z). Ordinal statistics are NaN for non-numeric labels. All come from the items' confusion
     table, so the cost does not grow with the number of items."""
     sa, sb = _paired(a, b)
@@ -150,7 +157,7 @@ def pair_agreement(
     boot = np.zeros((n_boot, table.size), dtype=np.int64)
     boot[:, cells] = resample_counts(table.reshape(-1)[cells], n_boot, seed)
     boot = boot.reshape(n_boot, *table.shape)
-    lo, hi = percentile_ci(np.trace(boot, axis1=1, axis2=2) / n, level)
+    lo, hi = wilson_interval(np.trace(table), n, level)  # a rate: Wilson at any n (core.intervals)
     out["percent_lo"], out["percent_hi"] = float(lo), float(hi)
     kappas: tuple[tuple[str, Weights], ...] = (("kappa", None), ("kappa_w", "quadratic"))
     for key, wt in kappas:
@@ -160,6 +167,7 @@ def pair_agreement(
             lo, hi = percentile_ci(
                 kappa_from_tables(boot, disagreement_weights(_kappa_weights(cats), wt)), level
             )
+            lo, hi = trusted_bootstrap(lo, hi, n)  # too few items or all replicates equal: no CI
             out[f"{key}_lo"], out[f"{key}_hi"] = float(lo), float(hi)
     for key, kind, fn in (("rho", "spearman", spearman_from_table), ("tau", "kendall", kendall_from_table)):
         out[key] = fn(table) if numeric else np.nan  # = scipy's on the items (tests check to 1e-9)

@@ -9,7 +9,8 @@ calibration is an honest out-of-sample error. Reported: mean absolute error befo
 For binary verdicts (the generated candidate beats the reference, the experts' strict majority as truth),
 the judge's 0/1 verdict is compared with an isotonic, cross-fitted probability of an expert win from the
 judge's score difference (candidate − reference): expected calibration error (ECE, 10 equal-width bins)
-before and after, and the bins for the reliability diagram. Calibrated scores are only written on request
+before and after, each with a 95% interval (`ece_interval`: exact per-bin intervals, so 28 verdicts in two
+bins never read as a perfect 0.000), and the bins, with their counts, for the reliability diagram. Calibrated scores are only written on request
 (`calibrated_scores`); no other table uses them.
 """
 
@@ -20,12 +21,25 @@ import pandas as pd
 from sklearn.isotonic import IsotonicRegression
 from sklearn.model_selection import KFold
 
-from analysis.stats.corrected import labels_and_predictions
+from analysis.stats.corrected import ITEM, labels_and_predictions
+from core.intervals import LEVEL, exact_interval
 
 FOLDS = 5
 BINS = 10
 KEYS = ["judge", "mode", "dimension"]
-COLUMNS = [*KEYS, "n", "mae_before", "mae_after", "n_verdicts", "ece_before", "ece_after"]
+COLUMNS = [
+    *KEYS,
+    "n",
+    "mae_before",
+    "mae_after",
+    "n_verdicts",
+    "ece_before",
+    "ece_before_lo",
+    "ece_before_hi",
+    "ece_after",
+    "ece_after_lo",
+    "ece_after_hi",
+]
 
 
 def cross_fitted(x: np.ndarray, y: np.ndarray, folds: int = FOLDS, seed: int = 0) -> np.ndarray:
@@ -50,25 +64,64 @@ def expected_calibration_error(prob: np.ndarray, outcome: np.ndarray, bins: int 
     )
 
 
-def reliability_bins(prob: np.ndarray, outcome: np.ndarray, bins: int = BINS) -> pd.DataFrame:
-    """Per non-empty bin: n, mean predicted probability and observed frequency (the reliability diagram)."""
+def reliability_bins(
+    prob: np.ndarray, outcome: np.ndarray, bins: int = BINS, level: float = LEVEL
+) -> pd.DataFrame:
+    """Per non-empty bin: n, expert wins, mean predicted probability, observed frequency and its exact
+    (Clopper–Pearson) interval at `level` (the reliability diagram, which shows each bin's n)."""
     prob, outcome = np.asarray(prob, dtype=float), np.asarray(outcome, dtype=float)
     ok = np.isfinite(prob) & np.isfinite(outcome)
     which = np.clip((prob[ok] * bins).astype(int), 0, bins - 1)
     frame = pd.DataFrame({"bin": which, "p": prob[ok], "o": outcome[ok]})
-    out = frame.groupby("bin").agg(n=("p", "size"), mean_predicted=("p", "mean"), observed_rate=("o", "mean"))
-    return out.reset_index()
+    out = frame.groupby("bin").agg(
+        n=("p", "size"), n_wins=("o", "sum"), mean_predicted=("p", "mean"), observed_rate=("o", "mean")
+    )
+    out = out.reset_index()
+    out["n_wins"] = out["n_wins"].round().astype(np.int64)
+    out["observed_lo"], out["observed_hi"] = exact_interval(out["n_wins"], out["n"], level)
+    return out
+
+
+def ece_interval(
+    prob: np.ndarray, outcome: np.ndarray, bins: int = BINS, level: float = LEVEL
+) -> tuple[float, float]:
+    """A `level` interval for the calibration error on these bins, Σ_b (n_b / n) |θ_b − mean prob_b| with θ_b
+    the bin's true expert-win rate: each non-empty bin's θ_b gets an exact interval at 1 − (1 − level) / B
+    (Bonferroni over the B bins, so all hold together with probability ≥ level), and the bounds are the
+    smallest and largest error over θ_b in them. Conservative, valid at any n; the predictions are held
+    fixed (after calibration: the cross-fitted map). NaN without a verdict."""
+    table = reliability_bins(prob, outcome, bins)
+    if table.empty:
+        return float("nan"), float("nan")
+    lo, hi = exact_interval(table["n_wins"], table["n"], 1.0 - (1.0 - level) / len(table))
+    p, w = table["mean_predicted"].to_numpy(), (table["n"] / table["n"].sum()).to_numpy()
+    near = np.clip(lo - p, 0.0, None) + np.clip(p - hi, 0.0, None)  # 0 when the bin's mean lies inside
+    far = np.maximum(np.abs(lo - p), np.abs(hi - p))
+    return float((w * near).sum()), float((w * far).sum())
+
+
+def shared_items(frame: pd.DataFrame) -> pd.DataFrame:
+    """The labelled, scored rows of `frame` on the items every judge × mode of their dimension has: the
+    table's rows compare judges, so each rests on the same items (issue 32 item 5; `n` says how many)."""
+    frame = frame.loc[frame["y"].notna().to_numpy() & frame["yhat"].notna().to_numpy()]
+    rater = frame["judge"].astype(str) + "\x00" + frame["mode"].astype(str)
+    items = [frame[c] for c in [*ITEM, "dimension"]]
+    count = rater.groupby(items).transform("nunique")
+    need = rater.groupby(frame["dimension"]).transform("nunique")
+    return frame.loc[count.to_numpy() == need.to_numpy()]
 
 
 def calibration_table(
     cands: pd.DataFrame, humans: pd.DataFrame | None, reference: str = "reference", seed: int = 0
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(per judge × mode × dimension: MAE and ECE before / after; the reliability bins before / after)."""
+    """(per judge × mode × dimension: MAE and ECE before / after; the reliability bins before / after), every
+    judge × mode of a dimension on the same expert-labelled items (`shared_items`)."""
     if humans is None or humans.empty:
         return pd.DataFrame(columns=COLUMNS), pd.DataFrame()
     scores, verdicts = labels_and_predictions(cands, humans, reference)
+    scores, verdicts = shared_items(scores), shared_items(verdicts)
     rows, bins = [], []
-    for key, part in scores.dropna(subset=["y"]).groupby(KEYS, sort=True):
+    for key, part in scores.groupby(KEYS, sort=True):
         x, y = part["yhat"].to_numpy(float), part["y"].to_numpy(float)
         after = cross_fitted(x, y, seed=seed)
         row = dict(zip(KEYS, key, strict=True)) | {
@@ -76,18 +129,16 @@ def calibration_table(
             "mae_before": float(np.mean(np.abs(x - y))),
             "mae_after": float(np.nanmean(np.abs(after - y))) if np.isfinite(after).any() else np.nan,
             "n_verdicts": 0,
-            "ece_before": np.nan,
-            "ece_after": np.nan,
+            **{c: np.nan for c in COLUMNS if c.startswith("ece_")},
         }
         v = verdicts.loc[(verdicts[KEYS].astype(str) == list(map(str, key))).all(axis=1)].dropna(subset=["y"])
         if len(v) >= 2:
             won, diff, truth = v["yhat"].to_numpy(float), v["diff"].to_numpy(float), v["y"].to_numpy(float)
             prob = cross_fitted(diff, truth, seed=seed)
-            row |= {
-                "n_verdicts": len(v),
-                "ece_before": expected_calibration_error(won, truth),
-                "ece_after": expected_calibration_error(prob, truth),
-            }
+            row |= {"n_verdicts": len(v)}
+            for name, p in (("ece_before", won), ("ece_after", prob)):
+                lo, hi = ece_interval(p, truth)
+                row |= {name: expected_calibration_error(p, truth), f"{name}_lo": lo, f"{name}_hi": hi}
             for name, p in (("before", won), ("after", prob)):
                 bins.append(reliability_bins(p, truth).assign(**dict(zip(KEYS, key, strict=True)), fit=name))
         rows.append(row)

@@ -229,6 +229,30 @@ def _as_raters(frames: list[pd.DataFrame], keys: Sequence[str]) -> pd.DataFrame:
     return out
 
 
+def compared_items(outcomes: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """`outcomes` on the items every compared rater scored, per dimension: the items every judge rater of that
+    dimension scored and, where experts labelled the dimension, at least one expert did. A table comparing
+    raters must rest on the same items for each (a `limit`, a shard, a budget stop or an unscored answer
+    leaves some human-rated pairs unjudged; issue 32 item 5). Dimensions no judge scored stay as they are."""
+    keys = list(keys)
+    is_judge = (outcomes["kind"] == "judge").to_numpy()
+    judged = outcomes.loc[is_judge]
+    if judged.empty:
+        return outcomes
+    per_item = judged.groupby(keys, observed=True)["rater"].nunique().rename("_raters").reset_index()
+    need = judged.groupby("dimension", observed=True)["rater"].nunique().rename("_need").reset_index()
+    per_item = per_item.merge(need, on="dimension")
+    items = per_item.loc[per_item["_raters"].to_numpy() == per_item["_need"].to_numpy(), keys]
+    experts = outcomes.loc[(outcomes["kind"] == "expert").to_numpy()]
+    if len(experts):
+        labelled = experts[keys].drop_duplicates()
+        with_experts = items["dimension"].isin(set(labelled["dimension"])).to_numpy()
+        items = pd.concat([items.loc[~with_experts], items.loc[with_experts].merge(labelled, on=keys)])
+    unjudged = ~outcomes["dimension"].isin(set(judged["dimension"])).to_numpy()
+    kept = outcomes.merge(items.assign(_keep=True), on=keys, how="left")["_keep"].notna().to_numpy()
+    return outcomes.loc[kept | unjudged].reset_index(drop=True)
+
+
 def rater_outcomes(
     results: pd.DataFrame, humans: pd.DataFrame | None = None, reference: str = "reference"
 ) -> pd.DataFrame:
@@ -236,15 +260,16 @@ def rater_outcomes(
 
     With human labels an item is a pair the humans rated (`PAIR_KEYS`: each rater's candidate-vs-reference
     outcome on exactly that candidate); without, it is a generator's best-of-K on an instance (`ITEM_KEYS`).
+    Every rater is kept to the items all compared raters scored (`compared_items`).
     """
     if humans is None or not len(humans):
-        return _as_raters([instance_outcomes(results, reference)], ITEM_KEYS)
+        return compared_items(_as_raters([instance_outcomes(results, reference)], ITEM_KEYS), ITEM_KEYS)
     human = pair_outcomes(candidate_scores(human_results(humans, dimension_directions(results))), reference)
     seen = ["instance_id", "candidate_id", "source"]  # the candidates the humans rated, on every dimension
     rated = human[seen].astype(str).drop_duplicates()
     judge = pair_outcomes(candidate_scores(results, CONTEXT_KEYS, reference), reference)
     judge = judge.astype({k: str for k in PAIR_KEYS}).merge(rated, on=seen, how="inner")
-    return _as_raters([judge, human, majority_outcomes(human)], PAIR_KEYS)
+    return compared_items(_as_raters([judge, human, majority_outcomes(human)], PAIR_KEYS), PAIR_KEYS)
 
 
 def consensus_scores(humans: pd.DataFrame | None) -> pd.DataFrame:
@@ -269,7 +294,8 @@ def human_agreement(
     between the judge's candidate scores and the human consensus (`consensus_scores`), both rounded half up
     to the rubric's integer scale. Each expert item counts once per judge and mode (pooling the modes would
     pair it twice and bootstrap the copies as independent); a reference scored in several generators'
-    comparative prompts is one item, its score the mean over them (as in best-of-K). The report, its
+    comparative prompts is one item, its score the mean over them (as in best-of-K). Every judge × mode of a
+    dimension rests on the same items, those all of them scored (`n` says how many). The report, its
     leaderboard and the judge card all read this table."""
     cols = list(AGREEMENT_COLUMNS)
     if humans is None or humans.empty:
@@ -281,6 +307,12 @@ def human_agreement(
     text = {"judge": str, "mode": str, **{k: str for k in keys}}
     judged = cands[["judge", "mode", *keys, "score"]].astype(text)
     paired = judged.merge(expert, on=keys, how="inner")
+    paired = paired.loc[paired["score"].notna().to_numpy() & paired["human"].notna().to_numpy()]
+    # every judge × mode of a dimension on the same items (those all of them scored): the rows compare
+    raters = paired["judge"] + "\x00" + paired["mode"]
+    count = raters.groupby([paired[k] for k in keys]).transform("nunique")
+    need = raters.groupby(paired["dimension"]).transform("nunique")
+    paired = paired.loc[count.to_numpy() == need.to_numpy()]
     rows = []
     for (judge, mode, dim), part in paired.groupby(["judge", "mode", "dimension"], sort=True):
         got = pair_agreement(half_up(part["score"]), half_up(part["human"]), n_boot, seed)

@@ -20,7 +20,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 from analysis.stats.agreement import agreement_table, pair_agreement
 from analysis.stats.humans import MAJORITY, PAIR_KEYS
 from analysis.stats.winrate import ITEM_KEYS, Combine, instance_outcomes
-from core.intervals import percentile_ci, resample_counts
+from core.intervals import BOOT_MIN_N, percentile_ci, resample_counts
 
 
 def item_keys(raters: pd.DataFrame) -> list[str]:
@@ -41,7 +41,7 @@ def paired_shift(
     """Change from outcome `before` to outcome `after` on the same instances, per `keys` group.
 
     Columns: n, win/tie before and after, delta_win and delta_tie with paired bootstrap CIs (instances
-    resampled, both outcomes kept together), McNemar p on win / not-win, and `significant` (p < alpha).
+    resampled, both outcomes kept together; NaN below `core.intervals.BOOT_MIN_N` instances), McNemar p on win / not-win, and `significant` (p < alpha).
     """
     joint = (1 - paired["before"].to_numpy().astype(np.int64)) * 3 + (1 - paired["after"].to_numpy())
     frame = paired[list(keys)].assign(_j=joint)
@@ -57,7 +57,12 @@ def paired_shift(
         out[f"{name}_before"], out[f"{name}_after"] = before, after
         out[f"delta_{name}"] = after - before
         delta_boot = (boot[:, :, :, j].sum(axis=2) - boot[:, :, j, :].sum(axis=2)) / n
-        out[f"delta_{name}_lo"], out[f"delta_{name}_hi"] = percentile_ci(delta_boot)
+        lo, hi = percentile_ci(delta_boot)
+        few = n < BOOT_MIN_N  # a handful of instances: the replicates' spread is no sampling error
+        out[f"delta_{name}_lo"], out[f"delta_{name}_hi"] = (
+            np.where(few, np.nan, lo),
+            np.where(few, np.nan, hi),
+        )
     win_tables = [np.array([[t[0, 0], t[0, 1:].sum()], [t[1:, 0].sum(), t[1:, 1:].sum()]]) for t in table]
     # the share of instances whose win / not-win verdict differs between the two (the power's ψ)
     out["discordance"] = [(t[0, 1] + t[1, 0]) / max(int(t.sum()), 1) for t in win_tables]
@@ -223,7 +228,8 @@ RATER_KINDS: tuple[str, ...] = ("expert", "judge", "majority")
 
 def rater_rates(outcomes: pd.DataFrame) -> pd.DataFrame:
     """The paper's experts-vs-judges layout: per rater (each expert, each judge × mode, the strict human
-    majority last) and dimension, over every pair that rater rated, `n` and the shares where the reference
+    majority last) and dimension, on the pairs every compared rater scored (`humans.compared_items`: an
+    expert's extra pairs no judge saw are left out), `n` and the shares where the reference
     (ground truth) is preferred (`gt_win`), the generated candidate is (`gen_win`), or neither (`tie`).
     Each expert keeps every pair, so a disagreement between experts is in both their rows, not dropped as
     the majority row drops it; `outcomes` from `analysis.stats.humans.rater_outcomes` with human labels."""

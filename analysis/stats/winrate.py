@@ -1,7 +1,8 @@
 """Clear win / tie / loss of each generator against the reference (DESIGN.md, "Statistics").
 
 Per instance and dimension, a generator's best-of-K is compared with the reference's score: better is a
-win, equal a tie, worse a loss. Rates are over instances, each with a 95% bootstrap CI over instances.
+win, equal a tie, worse a loss. Rates are over instances, each with a 95% Wilson interval (statsmodels),
+which stays honest at small n where a bootstrap collapses (3 wins of 3: [0.44, 1.00], not [1.00, 1.00]).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from analysis.stats.scores import (
     direction,
     join_reference,
 )
-from core.intervals import percentile_ci, resample_counts
+from core.intervals import LEVEL, wilson_interval
 
 #: How several judges' scores are combined into one (`combine`); None = each judge on its own.
 CombineMethod = Literal["mean", "unanimous", "majority"]
@@ -154,10 +155,9 @@ def instance_outcomes(
     return out
 
 
-def outcome_rates(
-    outcomes: pd.DataFrame, by: Sequence[str], n_boot: int = 1000, seed: int = 0, level: float = 0.95
-) -> pd.DataFrame:
-    """Win/tie/loss rates per `by` group with percentile bootstrap CIs over the group's instances."""
+def outcome_rates(outcomes: pd.DataFrame, by: Sequence[str], level: float = LEVEL) -> pd.DataFrame:
+    """Win/tie/loss rates per `by` group with Wilson intervals over the group's instances (each instance
+    one independent unit; `core.intervals.wilson_interval`)."""
     codes = 1 - outcomes["outcome"].to_numpy().astype(np.int64)  # win 0, tie 1, loss 2
     frame = outcomes[list(by)].assign(_c=codes)
     counts = frame.groupby([*by, "_c"], observed=True).size().unstack("_c", fill_value=0)
@@ -168,11 +168,9 @@ def outcome_rates(
     out["n"] = n
     for j, name in enumerate(("win", "tie", "loss")):
         out[f"n_{name}"] = table[:, j]
-    boot = resample_counts(table, n_boot, seed) / np.maximum(n, 1)[None, :, None]
-    lo, hi = percentile_ci(boot, level)
     for j, name in enumerate(("win", "tie", "loss")):
         out[name] = table[:, j] / n
-        out[f"{name}_lo"], out[f"{name}_hi"] = lo[:, j], hi[:, j]
+        out[f"{name}_lo"], out[f"{name}_hi"] = wilson_interval(table[:, j], n, level)
     return out
 
 
@@ -184,7 +182,8 @@ def win_tie_loss(
     n_boot: int = 1000,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Win/tie/loss rates of each generator vs `reference`, with 95% bootstrap CIs over instances and n.
+    """Win/tie/loss rates of each generator vs `reference`, with 95% Wilson intervals over instances and n
+    (`n_boot` and `seed` are accepted for the callers' one signature; no rate is resampled).
 
     Combined judges also get `n_judges_min` (the fewest judges any of the group's items rests on) and
     `n_excluded` (items left out because some judge left them unscored: a vote needs every judge's verdict,
@@ -196,9 +195,9 @@ def win_tie_loss(
     else:
         outcomes = instance_outcomes(results, reference, combine)  # refuses an unknown `combine`
         if combine is None:
-            return outcome_rates(outcomes, by, n_boot=n_boot, seed=seed)
+            return outcome_rates(outcomes, by)
         excluded = mean_excluded(results, outcomes, reference)
-    rates = _with_judges_min(outcome_rates(outcomes, by, n_boot=n_boot, seed=seed), outcomes, by)
+    rates = _with_judges_min(outcome_rates(outcomes, by), outcomes, by)
     keys = [k for k in by if k in excluded]
     excluded = excluded.groupby(keys, observed=True)["n_excluded"].sum().reset_index()
     out = rates.merge(excluded, on=keys, how="outer")
