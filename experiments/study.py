@@ -302,7 +302,7 @@ def _judge_all(
     # a call's worst case for the budget: the largest output budget of the run
     largest = max((max_tokens_of(cfg, p) for p in prompts), default=None)
     judge = make_judge(cfg, largest_output=largest, sweep_dir=sweep_dir, job=run_id)
-    shape = sent_request(cfg, rubric)
+    shape = sent_request(cfg, rubric, judge.completer)
     meta = {
         "run_id": run_id,
         "judge": cfg.judge.name,
