@@ -383,8 +383,14 @@ def _extra_settings(obj: T) -> T:
         if name not in judge.extra or not any(f.name == name for f in dataclasses.fields(obj)):  # type: ignore[arg-type]
             continue
         value = judge.extra[name]
-        if isinstance(value, bool) or not isinstance(value, int | float) or (kind is int and value != int(value)):
-            raise ConfigError(f"judge.extra.{name}={value!r}: must be {'an integer' if kind is int else 'a number'}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or (kind is int and value != int(value))
+        ):
+            raise ConfigError(
+                f"judge.extra.{name}={value!r}: must be {'an integer' if kind is int else 'a number'}"
+            )
         moved[name] = kind(value)
     if not moved:
         return obj

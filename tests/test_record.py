@@ -4,12 +4,16 @@ the record says what was sent, what ran, what failed and why - each through the 
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.runners import run
+from tests.support.studies import cli_env
 
 
 def test_every_extra_sampling_override_is_recorded_as_sent(tmp_path: Path) -> None:
@@ -39,7 +43,79 @@ def test_every_extra_sampling_override_is_recorded_as_sent(tmp_path: Path) -> No
     assert sent == {(0.9, 0.5, 777, 41)}, sent  # judge.extra wins over the typed setting (README)
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     record = manifest["request"]["sent"]
-    assert (record["temperature"], record["top_p"], record["max_tokens"], record["seed"]) == (0.9, 0.5, 777, 41)
+    assert (record["temperature"], record["top_p"], record["max_tokens"], record["seed"]) == (
+        0.9,
+        0.5,
+        777,
+        41,
+    )
     assert manifest["temperature"] == 0.9 and manifest["temperature_asked"] == 0.9
     rows = pd.read_parquet(tmp_path / "run" / "results.parquet")
     assert set(rows["temperature"]) == {0.9}
+
+
+def _review_run(tmp: Path, srv: ScriptedServer, temperature: float, name: str) -> None:
+    out = run(
+        [
+            "experiment=review_quality",
+            "judge=qwen",
+            f"judge.api_base={srv.api_base}",
+            "judge.structured_output=false",
+            "limit=2",
+            "n_samples=1",
+            f"temperature={temperature}",
+            f"hydra.run.dir={name}",
+        ],
+        tmp,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_echoreview_temperature_check_reads_the_recorded_temperature(tmp_path: Path) -> None:
+    """The loader kept no `temperature`, so every run read "T unknown, not comparable": a run at 0.1 passes
+    EchoReview's T check and one at 1.0 fails it, both through the command line."""
+    srv = ScriptedServer(lambda body: Step(200, rubric_answer(body)))
+    with srv.running():
+        _review_run(tmp_path, srv, 0.1, "low")
+        _review_run(tmp_path, srv, 1.0, "high")
+    for name, ok in (("low", True), ("high", False)):
+        out = subprocess.run(
+            [sys.executable, "-m", "analysis.echoreview_report", name, "--n-boot", "50"],
+            cwd=tmp_path,
+            env=cli_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        table = pd.read_csv(tmp_path / name / "echoreview_quality.csv")
+        assert set(table["temperature_ok"]) == {ok}, out.stdout
+        assert ("⚠ Overall Quality is defined" in out.stdout) is not ok
+        assert "unknown" not in out.stdout
+    assert set(pd.read_csv(tmp_path / "high" / "echoreview_quality.csv")["temperature"]) == {1.0}
+
+
+def test_the_parse_rate_reason_line_shows_the_values_it_quotes(tmp_path: Path) -> None:
+    """Exit 4 on answers outside a choice field: the reason line read `'…' is not one of ['…', '…', '…']`; it
+    names the value given and the values allowed."""
+
+    def off_choice(body: dict[str, object]) -> Step:
+        return Step(200, re.sub(r'"novelty": "[^"]*"', '"novelty": "maybe"', rubric_answer(body)))
+
+    srv = ScriptedServer(off_choice)
+    with srv.running():
+        out = run(
+            [
+                "judge=qwen",
+                f"judge.api_base={srv.api_base}",
+                "judge.structured_output=false",
+                "mode=pairwise",
+                "limit=1",
+                "n_samples=1",
+                "hydra.run.dir=run",
+            ],
+            tmp_path,
+        )
+    assert out.returncode == 4, out.stderr[-2000:]
+    assert "novelty: 'maybe' is not one of ['a', 'b', 'tie']" in out.stderr, out.stderr
+    assert "…" not in out.stderr
