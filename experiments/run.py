@@ -49,12 +49,15 @@ def main(cfg: DictConfig) -> None:
         if sweep is not None:
             clear_failed(out_dir)
         # litellm: only after the inputs are validated and the price map chosen (typed_config)
-        from experiments.study import AllCallsFailed, run_study
+        from experiments.study import AllCallsFailed, NothingSent, run_study
         from judge import speedups
 
         speedups.install()
         try:
             frame = run_study(study, inputs, out_dir, run_id=out_dir.name, sweep_dir=sweep, claimed=True)
+        except NothingSent as exc:  # a setting to change: the same command fails again
+            _failed(out_dir, sweep, 2, f"error: {exc}")
+            return
         except AllCallsFailed as exc:
             _failed(out_dir, sweep, 1, f"warning: {exc}")
             return

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tests.support.batch_server import BatchServer
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.runners import run
 from tests.support.studies import cli_env
@@ -119,3 +120,30 @@ def test_the_parse_rate_reason_line_shows_the_values_it_quotes(tmp_path: Path) -
     assert out.returncode == 4, out.stderr[-2000:]
     assert "novelty: 'maybe' is not one of ['a', 'b', 'tie']" in out.stderr, out.stderr
     assert "…" not in out.stderr
+
+
+def test_a_batch_request_over_the_file_cap_says_which_cap_and_setting(tmp_path: Path) -> None:
+    """`batch_settings.max_file_mb` below one request: nothing is sent, yet the line said "every call failed at
+    the provider ... rerun the same command" (a rerun fails again). It names the cap and the setting."""
+    server = BatchServer(polls=1)
+    with server.running():
+        out = run(
+            [
+                "judge=qwen",
+                f"judge.api_base={server.api_base}",
+                "limit=1",
+                "n_samples=1",
+                "batch=true",
+                "batch_settings.poll_s=0.01",
+                "batch_settings.max_file_mb=0.0001",
+                "hydra.run.dir=run",
+            ],
+            tmp_path,
+        )
+    assert server.uploads == 0 and server.chat_requests == 0
+    assert out.returncode == 2, out.stderr[-2000:]
+    line = out.stderr.strip()
+    assert len(line.splitlines()) == 1, line
+    assert "rerun the same command" not in line and "failed at the provider" not in line
+    assert "over the batch file limit of 100 bytes" in line and "batch_settings.max_file_mb" in line, line
+    assert "batch=false" in line
