@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -147,3 +148,60 @@ def test_a_batch_request_over_the_file_cap_says_which_cap_and_setting(tmp_path: 
     assert "rerun the same command" not in line and "failed at the provider" not in line
     assert "over the batch file limit of 100 bytes" in line and "batch_settings.max_file_mb" in line, line
     assert "batch=false" in line
+
+
+def _paraphrase_refused(body: dict[str, Any]) -> Step:
+    """Every paraphrase request answered with JSON (rejected by the checks); rubric prompts answered."""
+    prompt = str(body["messages"][-1]["content"])
+    if prompt.startswith("Rewrite the text"):
+        return Step(200, '{"score": 1}')
+    return Step(200, rubric_answer(body))
+
+
+def test_a_failed_perturbation_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    """No paraphrase passes its checks: that job exited 2 and stopped the sweep. Now it is recorded, named at
+    the end with `robustness.generator` and the perturbation to drop, the other jobs run, every job folder
+    names its perturbation, and analysis.robustness shows each flip rate beside the resample flip rate."""
+    srv = ScriptedServer(_paraphrase_refused)
+    with srv.running():
+        out = run(
+            [
+                "-m",
+                "experiment=robustness",
+                "robustness.perturbation=none,paraphrase,padding",
+                "robustness.max_attempts=1",
+                "judge=qwen",
+                f"judge.api_base={srv.api_base}",
+                "judge.structured_output=false",
+                "limit=2",
+                "n_samples=2",
+                f"hydra.sweep.dir={tmp_path / 'm'}",
+            ],
+            tmp_path,
+        )
+    jobs = sorted(p.name for p in (tmp_path / "m").iterdir() if p.is_dir())
+    assert jobs == [
+        "0_qwen_independent_novelty_none",
+        "1_qwen_independent_novelty_paraphrase",
+        "2_qwen_independent_novelty_padding",
+    ], jobs
+    assert (tmp_path / "m" / jobs[2] / "results.parquet").is_file()  # the sweep went on
+    assert out.returncode != 0, out.stderr[-2000:]
+    named = [line for line in out.stderr.splitlines() if line.startswith(f"error: job {jobs[1]}:")]
+    assert len(named) == 1, out.stderr[-3000:]
+    assert "robustness.generator=" in named[0] and "drop paraphrase from the sweep" in named[0]
+    assert "robustness.perturbation=none,sentence_deletion,padding,injection,order,labels" in named[0]
+    table = subprocess.run(
+        [sys.executable, "-m", "analysis.robustness", "m", "--n-boot", "50"],
+        cwd=tmp_path,
+        env=cli_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert table.returncode == 0, table.stderr[-2000:]
+    csv = pd.read_csv(tmp_path / "m" / "robustness.csv")
+    assert set(csv["perturbation"]) == {"padding"}
+    for col in ("flip_rate", "flip_lo", "flip_hi", "resample_flip_rate", "resample_lo", "resample_hi"):
+        assert csv[col].notna().all(), col
+    assert "resample" in table.stdout
