@@ -25,7 +25,7 @@ from judge.expected import TOP_LOGPROBS
 from judge.local import provider as local_provider  # a module: tests replace its register
 from judge.pool import RouterCompleter
 from judge.quirks import RequestShape, request_shape
-from judge.ratelimit import limiter_for
+from judge.ratelimit import RateSettingError, limiter_for
 from judge.retry import RetryPolicy
 from judge.rubric import Rubric, response_format
 from judge.secrets import remember_secrets
@@ -76,7 +76,10 @@ def make_judge(
         local_provider.register()  # makes "local/..." a litellm provider like any other; loads no weights until called
     policy = RetryPolicy(**dataclasses.asdict(cfg.retry))
     # a Retry-After is capped as without a limit
-    limiter = limiter_for(jcfg.model, jcfg.rpm, jcfg.tpm, jcfg.concurrency, max_wait_s=policy.max_wait_s)
+    try:
+        limiter = limiter_for(jcfg.model, jcfg.rpm, jcfg.tpm, jcfg.concurrency, max_wait_s=policy.max_wait_s)
+    except RateSettingError as exc:
+        raise StudyError(str(exc)) from None
     budget = budget_for(cfg, largest_output) if isinstance(cfg, StudyConfig) else None
     share_budget(budget, sweep_dir, job)
     completer = make_completer(jcfg, read_headers=limiter is not None)

@@ -205,3 +205,47 @@ def test_a_failed_perturbation_is_recorded_and_the_sweep_goes_on(tmp_path: Path)
     for col in ("flip_rate", "flip_lo", "flip_hi", "resample_flip_rate", "resample_lo", "resample_hi"):
         assert csv[col].notna().all(), col
     assert "resample" in table.stdout
+
+
+def test_an_absurd_request_rate_is_refused_before_the_first_call(tmp_path: Path) -> None:
+    """`judge.rpm=0.001` booked the first request 17 hours ahead without a word; tpm had this check."""
+    srv = ScriptedServer(lambda body: Step(200, rubric_answer(body)))
+    with srv.running():
+        out = run(
+            [
+                "judge=qwen",
+                f"judge.api_base={srv.api_base}",
+                "judge.rpm=0.001",
+                "limit=1",
+                "n_samples=1",
+                "hydra.run.dir=run",
+            ],
+            tmp_path,
+        )
+    assert out.returncode == 2 and not srv.requests, out.stderr[-2000:]
+    line = out.stderr.strip()
+    assert len(line.splitlines()) == 1 and line.startswith("error: judge.rpm=0.001 "), line
+    assert "per minute" in line and not (tmp_path / "run").exists()
+
+
+def test_a_rate_limit_failure_points_to_rpm_and_tpm(tmp_path: Path) -> None:
+    """429s exhausting the retries: the line named RateLimitError only; it says which settings pace the calls."""
+    srv = ScriptedServer(lambda body: Step(429))
+    with srv.running():
+        out = run(
+            [
+                "judge=qwen",
+                f"judge.api_base={srv.api_base}",
+                "limit=1",
+                "n_samples=1",
+                "retry.max_attempts=2",
+                "retry.initial_wait_s=0.01",
+                "retry.max_wait_s=0.02",
+                "hydra.run.dir=run",
+            ],
+            tmp_path,
+        )
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert "RateLimitError" in out.stderr and "judge.rpm" in out.stderr and "judge.tpm" in out.stderr
+    rows = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    assert rows["error"].str.contains("judge.rpm", regex=False).all()
