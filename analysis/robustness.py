@@ -7,6 +7,12 @@ Each perturbed run is paired with the `none` run of the same judge and mode, can
 - `flip_rate`: share of (candidate, dimension) pairs whose verdict against the reference (better / equal /
   worse, each run judging its own reference; in comparative mode the reference scored in the candidate's own
   prompt, as the win tables compare them) differs from the original's, with a Wilson CI.
+- `resample_flip_rate`: the judge's own noise floor, with a Wilson CI: the share of (candidate, dimension)
+  pairs of the `none` run whose single-sample verdict differs between two samples of the same prompt (sample 0
+  vs sample 1, each against its own sample's reference); beside it `flip_rate_1`, the same comparison with the
+  perturbed prompt's sample 0 in place of the original's (perturbed sample 0 vs original sample 1). Both
+  compare two samples, so a perturbation that does nothing has `flip_rate_1` equal to the floor in
+  expectation; `flip_rate` (means over samples) is less noisy than either. Both need `n_samples >= 2`.
 A robust judge moves little under paraphrase, deletion, padding and order / label permutations, and not at all
 under injection. `order` and `labels` only change comparative prompts, so they are reported for that mode only.
 
@@ -58,23 +64,62 @@ def note_perturbed(results: pd.DataFrame, kept: pd.DataFrame) -> None:
         )
 
 
-def _scores(results: pd.DataFrame, reference: str) -> pd.DataFrame:
-    """Candidate scores per perturbation, the reference once per prompt context (as the study's win tables
-    read it: `study.study_candidates`), so each verdict uses the same-prompt reference."""
+def _scores(results: pd.DataFrame, reference: str, *, by_sample: bool = False) -> pd.DataFrame:
+    """Candidate scores per perturbation (and per sample with `by_sample`), the reference once per prompt
+    context (as the study's win tables read it: `study.study_candidates`), so each verdict uses the
+    same-prompt reference."""
     results = results.assign(perturbation=perturbation_names(results["perturbation"]))
-    cands = candidate_scores(results, (*CONTEXT_KEYS, "perturbation"), reference)
-    cands = cands.astype({k: str for k in (*PAIR, "perturbation")})
+    split = ("perturbation", *(["sample_idx"] if by_sample else []))
+    cands = candidate_scores(results, (*CONTEXT_KEYS, *split), reference)
+    cands = cands.astype({k: str for k in (*PAIR, *split)})
     multi = modes.modes_of(modes.kinds_by_mode(results), ModeKind.multi)  # where positions are shown
     keep = ~(cands["perturbation"].isin(PROMPT_ONLY) & ~cands["mode"].isin(multi))
     return cands.loc[keep.to_numpy()]
 
 
 def _verdicts(cands: pd.DataFrame, reference: str) -> pd.DataFrame:
-    """Each candidate's outcome vs its own run's reference, per perturbation."""
-    tagged = cands.assign(mode=cands["mode"] + "\t" + cands["perturbation"])
+    """Each candidate's outcome vs its own run's reference, per perturbation (and sample, where `cands` has
+    one row per sample: the reference of the same sample)."""
+    split = ["perturbation", *(["sample_idx"] if "sample_idx" in cands else [])]
+    tagged = cands.assign(mode=cands[["mode", *split]].agg("\t".join, axis=1))
     out = pair_outcomes(tagged, reference)
-    out[["mode", "perturbation"]] = out["mode"].str.split("\t", expand=True)
-    return out[[*PAIR, "perturbation", "outcome"]]
+    out[["mode", *split]] = out["mode"].str.split("\t", expand=True)
+    return out[[*PAIR, *split, "outcome"]]
+
+
+def _flip_rates(pairs: pd.DataFrame, by: list[str], prefix: str) -> pd.DataFrame:
+    """Per `by` group of verdict pairs (`outcome`, `outcome_other`): flips, their share and its Wilson CI."""
+    pairs = pairs.assign(flip=pairs["outcome"] != pairs["outcome_other"])
+    out = pairs.groupby(by, observed=True)["flip"].agg(**{f"n_{prefix}": "size", f"{prefix}_flips": "sum"})
+    out = out.reset_index()
+    out[f"{prefix}_flip_rate"] = out[f"{prefix}_flips"] / out[f"n_{prefix}"]
+    out[f"{prefix}_lo"], out[f"{prefix}_hi"] = wilson_interval(
+        out[f"{prefix}_flips"].to_numpy(), out[f"n_{prefix}"].to_numpy()
+    )
+    return out
+
+
+def resample_flips(results: pd.DataFrame, reference: str = "reference") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the judge's resample flip rate per judge × mode × dimension: the `none` run's sample 0 vs sample 1
+    verdicts; the single-sample flip rate per perturbation: perturbed sample 0 vs original sample 1), each with
+    a Wilson CI over (candidate, dimension) pairs; empty where no run has two samples."""
+    if "sample_idx" not in results:
+        return pd.DataFrame(), pd.DataFrame()
+    verdicts = _verdicts(_scores(results, reference, by_sample=True), reference)
+    verdicts = verdicts.loc[verdicts["source"] != reference]
+    second = verdicts.loc[
+        (verdicts["perturbation"] == ORIGINAL) & (verdicts["sample_idx"] == "1"), [*PAIR, "outcome"]
+    ].rename(columns={"outcome": "outcome_other"})
+    first = verdicts.loc[verdicts["sample_idx"] == "0"].merge(second, on=PAIR)
+    if first.empty:
+        return pd.DataFrame(), pd.DataFrame()
+    by = ["judge", "mode", "dimension"]
+    floor = _flip_rates(first.loc[first["perturbation"] == ORIGINAL], by, "resample")
+    moved = _flip_rates(first.loc[first["perturbation"] != ORIGINAL], [*by[:2], "perturbation", by[2]], "one")
+    moved = moved.rename(
+        columns={"one_flip_rate": "flip_rate_1", "one_lo": "flip_1_lo", "one_hi": "flip_1_hi", "n_one": "n_1"}
+    )
+    return floor.drop(columns="resample_flips"), moved.drop(columns="one_flips")
 
 
 def robustness_table(
@@ -107,7 +152,22 @@ def robustness_table(
         flips["n_flips"].to_numpy(), flips["n_verdicts"].to_numpy()
     )
     out = table.merge(flips, on=by, how="left")
+    floor, moved = resample_flips(results, reference)
+    if floor.empty:  # one sample per prompt: no noise floor (the CLI says why in one line)
+        floor = pd.DataFrame(columns=["judge", "mode", "dimension", *RESAMPLE_COLUMNS])
+        moved = pd.DataFrame(columns=[*by, *SINGLE_COLUMNS])
+    out = out.merge(moved.astype({k: str for k in by}), on=by, how="left")
+    out = out.merge(
+        floor.astype({k: str for k in ("judge", "mode", "dimension")}),
+        on=["judge", "mode", "dimension"],
+        how="left",
+    )
     return out.sort_values(by, ignore_index=True)
+
+
+# the noise floor's columns, beside each perturbation's flip rate (`resample_flips`)
+SINGLE_COLUMNS = ("n_1", "flip_rate_1", "flip_1_lo", "flip_1_hi")
+RESAMPLE_COLUMNS = ("n_resample", "resample_flip_rate", "resample_lo", "resample_hi")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -130,6 +190,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "error: no perturbation=none run together with a perturbed one below this folder", file=sys.stderr
         )
         return 2
+    if table["resample_flip_rate"].isna().all():
+        print(
+            "note: no resample flip rate (the judge's own noise floor): the perturbation=none run needs "
+            "n_samples >= 2 (samples 0 and 1 of each prompt)",
+            file=sys.stderr,
+        )
     out = Path(args.out) if args.out else Path(args.root)
     out.mkdir(parents=True, exist_ok=True)
     write_csv(table, out / "robustness.csv")

@@ -99,9 +99,16 @@ SCHEMA: tuple[Column, ...] = (
         analysis=True,
     ),
     Column("sample_idx", "int64", "sample index (seed = seed + sample_idx)", analysis=True, view=True),
-    Column("temperature", "float64", "sampling temperature"),
+    Column("temperature", "float64", "sampling temperature", analysis=True),
     Column("position", "Int64", "0-based place of the text in a multi-item prompt", analysis=True, view=True),
-    Column("label", "string", "neutral label the text was shown under (Q1.., A/B)", view=True),
+    Column(
+        "label",
+        "string",
+        "neutral label the text was shown under (Q1.., A/B)",
+        analysis=True,
+        key=True,
+        view=True,
+    ),
     Column(
         "score", "float64", "the parsed score (NaN when unscored or a preference)", analysis=True, view=True
     ),
@@ -121,9 +128,20 @@ SCHEMA: tuple[Column, ...] = (
     ),
     Column("inconsistent", "boolean", "pairwise: the preference flipped with the order", analysis=True),
     Column("parse_ok", "bool", "the answer gave a valid value for this text", analysis=True, view=True),
-    Column("salvaged", "bool", "the value came from a cut-off answer, repaired (complete entries only)"),
-    Column("error", "string", "why the row is unscored", view=True),
-    Column("rationale", "string", "the judge's rationale where the rubric asks for one (never parsed)"),
+    Column(
+        "salvaged",
+        "bool",
+        "the value came from a cut-off answer, repaired (complete entries only)",
+        analysis=True,
+    ),
+    Column("error", "string", "why the row is unscored", analysis=True, key=True, view=True),
+    Column(
+        "rationale",
+        "string",
+        "the judge's rationale where the rubric asks for one (never parsed)",
+        analysis=True,
+        key=True,
+    ),
     Column("raw", "string", "the judge's answer as received", analysis=True, key=True, view=True),
     # the analysis reads these three to tell a call with no completion (None, 0, 0) from one of unknown price
     Column(
@@ -146,7 +164,7 @@ SCHEMA: tuple[Column, ...] = (
     ),
     Column("latency_s", "float64", "the call's latency (0 when cached)", analysis=True, view=True),
     Column("cached", "bool", "replayed from the call cache", analysis=True),
-    Column("retries", "int64", "transient provider errors retried"),
+    Column("retries", "int64", "transient provider errors retried", analysis=True),
     Column("candidate_text", "string", "the judged text", analysis=True, key=True, view=True),
     Column(
         "perturbation",
@@ -167,8 +185,8 @@ FLOAT_COLUMNS: dict[str, str] = {c.name: "float64" for c in SCHEMA if c.dtype ==
 TEXT_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.dtype == "string" and c.analysis)
 # true/false columns: a CSV holds their text ("False"), which must be parsed, never read by truthiness
 FLAG_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.dtype in ("bool", "boolean") and c.analysis)
-# whole-number columns the analysis reads as numbers (the token counts behind analysis.report.costs)
-COUNT_COLUMNS: tuple[str, ...] = ("prompt_tokens", "completion_tokens")
+# whole-number columns the analysis reads as numbers (the token counts behind analysis.report.costs, retries)
+COUNT_COLUMNS: tuple[str, ...] = ("prompt_tokens", "completion_tokens", "retries")
 # what the analysis cannot do without
 REQUIRED: tuple[str, ...] = ("judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score")
 

@@ -394,12 +394,46 @@ def load(cfg: Any, schema: type[T] = StudyConfig) -> T:  # type: ignore[assignme
     except OmegaConfBaseException as exc:
         raise ConfigError(describe(exc)) from None
     assert isinstance(obj, schema)
+    obj = _extra_settings(obj)
     problem = _range_problem(obj, "") or (
         refresh_problem(obj.cache) if isinstance(obj, StudyConfig) else None
     )
     if problem:
         raise ConfigError(problem)
     return obj
+
+
+#: judge.extra keys that a typed setting of the config also sets: the judge.extra value wins (README, "judge.extra")
+EXTRA_SETTINGS: dict[str, type] = {"temperature": float, "seed": int, "max_tokens": int}
+
+
+def _extra_settings(obj: T) -> T:
+    """`obj` with each judge.extra key of `EXTRA_SETTINGS` moved onto the setting of the same name.
+
+    The provider must receive one value and every record must name that one: `+judge.extra.temperature=0.9`
+    replaces `temperature` (checked against its range), a seed there is the base seed each sample adds its
+    index to, as `seed` is. What is left in judge.extra is sent as given on top of the request."""
+    judge = getattr(obj, "judge", None)
+    if not isinstance(judge, JudgeConfig):
+        return obj
+    moved: dict[str, Any] = {}
+    for name, kind in EXTRA_SETTINGS.items():
+        if name not in judge.extra or not any(f.name == name for f in dataclasses.fields(obj)):  # type: ignore[arg-type]
+            continue
+        value = judge.extra[name]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or (kind is int and value != int(value))
+        ):
+            raise ConfigError(
+                f"judge.extra.{name}={value!r}: must be {'an integer' if kind is int else 'a number'}"
+            )
+        moved[name] = kind(value)
+    if not moved:
+        return obj
+    extra = {k: v for k, v in judge.extra.items() if k not in moved}
+    return dataclasses.replace(obj, judge=dataclasses.replace(judge, extra=extra), **moved)  # type: ignore[type-var]
 
 
 def as_dict(cfg: Any) -> dict[str, Any]:

@@ -37,6 +37,11 @@ class BudgetStop(StudyError):
     """The run stopped at its `budget_usd`; its outputs (what was paid for) are written. Exit code 3."""
 
 
+class JobFailed(StudyError):
+    """A job that cannot run as configured (a robustness perturbation with nothing to judge) but whose -m sweep
+    goes on without it: recorded and named at the sweep's end, as a failed parse rate is. Exit code 2."""
+
+
 class ParseRateError(StudyError):
     """The run scored fewer answers than `min_parse_rate`; its outputs are written. Exit code 4."""
 

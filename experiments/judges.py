@@ -20,12 +20,12 @@ from experiments.spend import budget_for, judge_prices, share_budget
 from judge.cache.backends import open_cache
 from judge.cache.store import CacheError
 from judge.client import Judge
-from judge.completer import LiteLLMCompleter
+from judge.completer import Completer, LiteLLMCompleter
 from judge.expected import TOP_LOGPROBS
 from judge.local import provider as local_provider  # a module: tests replace its register
 from judge.pool import RouterCompleter
 from judge.quirks import RequestShape, request_shape
-from judge.ratelimit import limiter_for
+from judge.ratelimit import RateSettingError, limiter_for
 from judge.retry import RetryPolicy
 from judge.rubric import Rubric, response_format
 from judge.secrets import remember_secrets
@@ -48,13 +48,16 @@ def max_tokens_of(cfg: StudyConfig, prompt: Prompt) -> int:
     return cfg.max_tokens if cfg.max_tokens is not None else prompt.answer_tokens
 
 
-def sent_request(cfg: StudyConfig, rubric: Rubric) -> RequestShape:
-    """What this run's requests carry after litellm's parameter mapping (judge.quirks), built, never sent."""
+def sent_request(cfg: StudyConfig, rubric: Rubric, completer: Completer) -> RequestShape:
+    """What this run's requests carry after litellm's parameter mapping (judge.quirks), built, never sent.
+
+    The parameters are merged by `completer.request_params`, the code that builds every request the run sends
+    (judge.extra beneath the run's own parameters), so the record and the request cannot disagree."""
     # a one-item prompt's budget stands for the run's (`max_tokens: null` sizes each prompt's own)
-    asked = {"max_tokens": rubric.answer_tokens(None), **sampling_params(cfg), **cfg.judge.extra}
+    params = {"max_tokens": rubric.answer_tokens(None), **sampling_params(cfg)}
     if cfg.judge.structured_output:
-        asked["response_format"] = response_format(rubric, None)
-    return request_shape(cfg.judge.model, cfg.judge.api_base, asked)
+        params["response_format"] = response_format(rubric, None)
+    return request_shape(cfg.judge.model, cfg.judge.api_base, completer.request_params(params))
 
 
 def make_judge(
@@ -73,7 +76,10 @@ def make_judge(
         local_provider.register()  # makes "local/..." a litellm provider like any other; loads no weights until called
     policy = RetryPolicy(**dataclasses.asdict(cfg.retry))
     # a Retry-After is capped as without a limit
-    limiter = limiter_for(jcfg.model, jcfg.rpm, jcfg.tpm, jcfg.concurrency, max_wait_s=policy.max_wait_s)
+    try:
+        limiter = limiter_for(jcfg.model, jcfg.rpm, jcfg.tpm, jcfg.concurrency, max_wait_s=policy.max_wait_s)
+    except RateSettingError as exc:
+        raise StudyError(str(exc)) from None
     budget = budget_for(cfg, largest_output) if isinstance(cfg, StudyConfig) else None
     share_budget(budget, sweep_dir, job)
     completer = make_completer(jcfg, read_headers=limiter is not None)

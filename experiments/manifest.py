@@ -113,36 +113,56 @@ def check_parse_rate(manifest: Manifest, frame: pd.DataFrame, minimum: float) ->
 
 def error_reasons(frame: pd.DataFrame) -> list[tuple[str, int]]:
     """Why calls went unscored, most frequent first, counted in calls (a call's rows share its error; counting
-    rows made 7 calls read as 21). Errors that differ only in labels and numbers form one reason, written with
-    its real numbers: a number all of them share as is, one that varies as its range ("3–401-digit"), never
-    a bare placeholder."""
+    rows made 7 calls read as 21). Errors that differ only in quoted values and numbers form one reason,
+    written with its real values: a value all of them share as is (the allowed values of a choice), a number
+    that varies as its range ("3–401-digit"), a quoted value that varies as its commonest few; never a bare
+    placeholder."""
     failed = frame.loc[~frame["parse_ok"].astype(bool)]
     failed = failed[failed["error"].notna()].assign(error=lambda f: f["error"].astype(str))
     call = [c for c in ("prompt_id", "sample_idx") if c in failed.columns]
     if len(call) == 2:  # one entry per (call, error): the call's rows (candidates x dimensions) count once
         failed = failed.drop_duplicates([*call, "error"])
-    labels = failed["error"].str.replace(_QUOTED, "'…'", regex=True)
-    groups: dict[str, list[str]] = {}
-    for label in labels:
-        groups.setdefault(_NUMBER.sub("N", label), []).append(label)
-    counted = sorted(groups.values(), key=len, reverse=True)
-    return [(_with_numbers(members), len(members)) for members in counted]
+    reason = failed["error"].map(lambda e: _SLOT.sub(_slot_kind, e))
+    # a call counts once per reason, whichever entries of it the reason names (7 missing entries of 2 calls: 2)
+    calls = (
+        pd.Series(list(zip(failed[call[0]], failed[call[1]], strict=True)), index=failed.index)
+        if len(call) == 2
+        else pd.Series(range(len(failed)), index=failed.index)
+    )
+    groups = [
+        (_with_values(list(failed.loc[rows, "error"])), calls[rows].nunique())
+        for rows in reason.groupby(reason, sort=False).groups.values()
+    ]
+    return sorted(groups, key=lambda group: group[1], reverse=True)
 
 
-_QUOTED = r"'[^']*'|\"[^\"]*\""
-_NUMBER = re.compile(r"\d+")
+# a quoted value or a number: the parts of an error that vary between calls with the same reason
+_SLOT = re.compile(r"'[^']*'|\"[^\"]*\"|\d+")
+_SHOWN_VALUES = 3  # a quoted slot that varies shows its commonest values, then how many more
 
 
-def _with_numbers(members: list[str]) -> str:
-    """One reason's text: its shared wording with each number slot filled by its value or its range."""
-    slots = [[int(n) for n in _NUMBER.findall(m)] for m in members]
-    text, parts = members[0], _NUMBER.split(members[0])
-    if len(parts) == 1:
-        return text
+def _slot_kind(match: re.Match[str]) -> str:
+    return "N" if match.group(0)[0].isdigit() else "Q"
+
+
+def _with_values(members: list[str]) -> str:
+    """One reason's text: its shared wording with each slot filled by its value, its range (numbers) or its
+    commonest values (quoted)."""
+    slots = [_SLOT.findall(m) for m in members]
+    parts = _SLOT.split(members[0])
     filled = [parts[0]]
     for i, part in enumerate(parts[1:]):
-        values = sorted({s[i] for s in slots})
-        filled.append(str(values[0]) if len(values) == 1 else f"{values[0]}–{values[-1]}")
+        values = [s[i] for s in slots]
+        distinct = sorted(set(values), key=lambda v: (-values.count(v), v))
+        if len(distinct) == 1:
+            filled.append(distinct[0])
+        elif distinct[0][0].isdigit():
+            numbers = sorted(int(v) for v in distinct)
+            filled.append(f"{numbers[0]}–{numbers[-1]}")
+        else:
+            more = len(distinct) - _SHOWN_VALUES
+            shown = " / ".join(distinct[:_SHOWN_VALUES])
+            filled.append(f"{shown} / {more} more" if more > 0 else shown)
         filled.append(part)
     return "".join(filled)
 

@@ -24,10 +24,17 @@ def main(cfg: DictConfig) -> None:
     Exit codes: 2 a problem with the inputs, the provider (fatal) or the output folder; 3 stopped at the
     budget (outputs written; a -m sweep shares one budget and exits 3 at its end); 1 every call failed at the
     provider (the unscored rows are written); 4 too few answers scored (`min_parse_rate`; outputs written);
-    130 interrupted (Ctrl-C). In a -m sweep, 1 and 4 come at the end of the sweep, naming the jobs, so one
-    failed job does not stop the others. None of them leaves a folder without outputs behind."""
+    130 interrupted (Ctrl-C). In a -m sweep, 1 and 4 (and 2 for a robustness perturbation that cannot be
+    applied, `JobFailed`) come at the end of the sweep, naming the jobs, so one failed job does not stop the
+    others. None of them leaves a folder without outputs behind."""
     # pandas: not imported for the one-line answers `start` gives before Hydra
-    from experiments.inputs import BudgetStop, ParseRateError, StudyError, load_study_inputs  # no litellm
+    from experiments.inputs import (
+        BudgetStop,
+        JobFailed,
+        ParseRateError,
+        StudyError,
+        load_study_inputs,
+    )  # no litellm
     from experiments.outputs import claim_folder, release_folder
 
     redact_std_streams()
@@ -50,10 +57,14 @@ def main(cfg: DictConfig) -> None:
         if sweep is not None:
             clear_failed(out_dir)
         # litellm: only after the inputs are validated and the price map chosen (typed_config)
-        from experiments.study import AllCallsFailed, run_study  # run_study installs the speed-ups
+        # run_study installs the speed-ups
+        from experiments.study import AllCallsFailed, NothingSent, run_study
 
         try:
             frame = run_study(study, inputs, out_dir, run_id=out_dir.name, sweep_dir=sweep, claimed=True)
+        except NothingSent as exc:  # a setting to change: the same command fails again
+            _failed(out_dir, sweep, 2, f"error: {exc}")
+            return
         except AllCallsFailed as exc:
             _failed(out_dir, sweep, 1, f"warning: {exc}")
             return
@@ -62,6 +73,16 @@ def main(cfg: DictConfig) -> None:
         if sweep is not None:  # the sweep goes on (cached answers only); exit 3 at its end (sweep_budget)
             return
         sys.exit(3)
+    except JobFailed as exc:  # in a sweep, the other jobs still run; the failure is named at its end
+        if sweep is None or out_dir is None:
+            if out_dir is not None:
+                release_folder(out_dir)
+            remove_if_empty(hydra_dir)
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
+        _failed(out_dir, sweep, 2, f"error: {exc}")
+        release_folder(out_dir)  # the claim only: the failure record stays for the sweep's end
+        return
     except ParseRateError as exc:  # the outputs are written; too few answers were scored
         assert out_dir is not None
         _failed(out_dir, sweep, 4, f"error: {exc}")

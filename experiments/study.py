@@ -39,6 +39,7 @@ from experiments.stages import robustness
 from experiments.workers import fork_available, in_process_provider, run_in_workers
 from judge import speedups
 from judge.batch.provider import BatchRequest
+from judge.batch.run import NOT_SUBMITTED
 from judge.cache.store import CacheError
 from judge.calls import Call, call_all
 from judge.client import CallResult, Judge, Sample
@@ -219,6 +220,11 @@ class AllCallsFailed(StudyError):
     """Every call of the run failed at the provider: the outputs are written (all unscored), exit non-zero."""
 
 
+class NothingSent(AllCallsFailed):
+    """Every call of the run was over a batch cap and never sent: a rerun with the same settings fails again,
+    so the line names the cap and the setting to change."""
+
+
 def run_study(
     cfg: StudyConfig,
     inputs: StudyInputs | None,
@@ -286,6 +292,12 @@ def run_study(
             raise BudgetStop(f"{stop}; and of the calls made, {exc}") from None
         raise BudgetStop(stop)
     if tally.provider_errors and not (tally.calls or tally.cached):
+        if all(e.startswith(NOT_SUBMITTED) for e in tally.errors):
+            raise NothingSent(
+                f"no request was sent: every one of the {tally.provider_errors} calls is over a batch cap "
+                f"(first: {tally.errors[0].removeprefix(NOT_SUBMITTED)}); raise that setting, or make the "
+                "calls live (batch=false)"
+            )
         raise AllCallsFailed(
             f"every call failed at the provider ({tally.provider_errors} calls; first error: "
             f"{tally.errors[0][:200]}); {out_dir} holds only unscored rows; rerun the same "
@@ -308,7 +320,7 @@ def _judge_all(
     # a call's worst case for the budget: the largest output budget of the run
     largest = max((max_tokens_of(cfg, p) for p in prompts), default=None)
     judge = make_judge(cfg, largest_output=largest, sweep_dir=sweep_dir, job=run_id)
-    shape = sent_request(cfg, rubric)
+    shape = sent_request(cfg, rubric, judge.completer)
     meta = {
         "run_id": run_id,
         "judge": cfg.judge.name,

@@ -23,7 +23,7 @@ from typing import Any
 
 from judge.cache.store import CallCache, cache_key, canonical_params
 from judge.completer import Completer, Completion, Message, valid_text
-from judge.ratelimit import RateLimiter
+from judge.ratelimit import RATE_HINT, RateLimiter
 from judge.retry import (
     PER_CALL_ERRORS,
     TIMEOUT_ERRORS,
@@ -33,6 +33,7 @@ from judge.retry import (
     describe_fatal,
     is_provider_error,
     is_transient,
+    status_code,
 )
 from judge.secrets import redact
 from judge.spend.budget import Budget
@@ -221,7 +222,8 @@ class Judge:
             Exception
         ) as exc:  # fatal classes (auth, bad request, ...) are provider errors, never transient
             if is_transient(exc):
-                error = f"provider: {type(exc).__name__} after {attempts} attempts: {brief(exc, 200)}"
+                hint = f" ({self._rate_hint()})" if status_code(exc) == 429 else ""
+                error = f"provider: {type(exc).__name__} after {attempts} attempts{hint}: {brief(exc, 200)}"
                 return CallResult(None, cached=False, retries=attempts - 1, error=redact(valid_text(error)))
             if is_provider_error(exc):
                 self.stopped = True
@@ -231,6 +233,14 @@ class Judge:
             raise
         self.cache.set(key, completion)
         return CallResult(completion, cached=False, retries=attempts - 1)
+
+    def _rate_hint(self) -> str:
+        """What to change when 429s outlast the retries: the limits to pace at, or the ones set, to lower."""
+        if self.limiter is None:
+            return RATE_HINT
+        rpm, tpm = self.limiter.rpm, self.limiter.tpm
+        set_to = ", ".join(f"judge.{k}={v:g}" for k, v in (("rpm", rpm), ("tpm", tpm)) if v)
+        return f"{RATE_HINT} (now {set_to}: lower them)"
 
     async def __call__(
         self,

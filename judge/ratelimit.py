@@ -77,7 +77,7 @@ class RateLimiter:
         max_wait_s: float = 60.0,
     ) -> None:
         self.max_wait_s = max_wait_s
-        self.tpm = tpm
+        self.rpm, self.tpm = rpm, tpm
         self.requests = Pacer(rpm * headroom, burst_s) if rpm else None
         self.tokens = Pacer(tpm * headroom, burst_s) if tpm else None
         self.estimate = tokens
@@ -184,12 +184,36 @@ class _Slot:
         self.limiter.leave(exc, RESPONSE_HEADERS.get() if exc is None else None)
 
 
+# the longest a request-rate limit may make one request wait (the first one included): a rate below
+# 60 / MAX_INTERVAL_S per minute is a unit slip (per second, per hour), refused before the first call
+MAX_INTERVAL_S = 600.0
+RATE_HINT = "rate limited: pace the calls below the provider's limits with judge.rpm / judge.tpm"
+
+
+class RateSettingError(ValueError):
+    """A limit no run can keep to (`judge.rpm` booking its first request hours ahead), as one line."""
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("days", 86_400.0), ("hours", 3_600.0), ("minutes", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
 def limiter_for(
     model: str, rpm: float | None, tpm: float | None, concurrency: int, max_wait_s: float = 60.0
 ) -> RateLimiter | None:
-    """The judge's limiter, or None when it sets no limit (the plain semaphore then)."""
+    """The judge's limiter, or None when it sets no limit (the plain semaphore then). An `rpm` that spaces
+    requests more than `MAX_INTERVAL_S` apart is a RateSettingError (as a request larger than `tpm` is at its
+    first call): the run would wait in silence before its first request."""
     if not rpm and not tpm:
         return None
+    if rpm and 60.0 / rpm > MAX_INTERVAL_S:
+        raise RateSettingError(
+            f"judge.rpm={rpm:g} allows one request every {_duration(60.0 / rpm)} (the first one included): "
+            f"it counts requests per minute; set it to the provider's limit (at least {60.0 / MAX_INTERVAL_S:g})"
+        )
 
     def tokens(messages: Sequence[Message], params: Mapping[str, Any]) -> int:
         return prompt_tokens(model, messages) + int(params.get("max_tokens") or 0)

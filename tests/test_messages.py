@@ -60,7 +60,7 @@ def test_a_reason_whose_numbers_differ_gives_their_range() -> None:
     )
     assert error_reasons(frame) == [
         ("originality: a 401–5000-digit number is not a score", 3),
-        ("gap: '…' is not a number", 1),
+        ("gap: '7x' is not a number", 1),
     ]
     one = calls(["originality: a 401-digit number is not a score"])
     assert error_reasons(one) == [("originality: a 401-digit number is not a score", 1)]

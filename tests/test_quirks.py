@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from experiments.judges import sent_request
+from experiments.judges import make_completer, sent_request
 from experiments.study import run_study
 from judge.quirks import build_request, request_shape
 from judge.rubric import rubric_from_config
@@ -79,7 +79,8 @@ def test_request_shape_of_shipped_judge(name: str) -> None:
     cfg = compose(f"judge={name}")
     rubric = rubric_from_config(cfg["rubric"])
     check, changed, temperature = EXPECT[name]
-    shape = sent_request(typed(cfg), rubric)
+    study = typed(cfg)
+    shape = sent_request(study, rubric, make_completer(study.judge))
     assert {c["param"] for c in shape.changes} == changed
     assert shape.temperature == temperature
     if check is not None:

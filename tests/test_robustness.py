@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.robustness import robustness_table
+from analysis.robustness import resample_flips, robustness_table
 from experiments.config import StudyConfig
 from experiments.modes import Mode, mode_from_config
 from experiments.stages import robustness as rb
@@ -346,3 +346,44 @@ def test_the_generator_judge_is_found_where_hydra_finds_judges() -> None:
     line = str(err.value)
     assert line.startswith("robustness.generator=nosuch: no judge config 'nosuch'") and "\n" not in line
     assert "gpt-4o" in line and "local" in line  # the judges there are
+
+
+def _resampled(n: int, p_none: float, p_moved: float, seed: int = 0) -> pd.DataFrame:
+    """`n` generated candidates + their reference (score 2), two samples each, runs `none` and `padding`: a
+    candidate sample scores 3 (better) with probability `p_none` unperturbed and `p_moved` padded, else 1."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    for kind, p in (("none", p_none), ("padding", p_moved)):
+        for sample in (0, 1):
+            better = rng.random(n) < p
+            base = dict(judge="j", mode="independent", dimension="originality", higher_is_better=True)
+            ids = [f"i{i}" for i in range(n)]
+            gen = pd.DataFrame({"instance_id": ids, "candidate_id": [f"{i}:g" for i in ids], "source": "gen"})
+            ref = pd.DataFrame(
+                {"instance_id": ids, "candidate_id": [f"{i}:r" for i in ids], "source": "reference"}
+            )
+            gen["score"], ref["score"] = np.where(better, 3.0, 1.0), 2.0
+            both = pd.concat([gen, ref], ignore_index=True).assign(
+                **base, sample_idx=sample, parse_ok=True, perturbation=kind
+            )
+            frames.append(both)
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_the_resample_flip_rate_is_the_judges_own_noise_floor() -> None:
+    """Planted truth: single-sample verdicts 'better' with probability 0.8 flip between two samples with
+    probability 2·0.8·0.2 = 0.32; a padding that changes nothing flips as often (perturbed sample 0 vs original
+    sample 1); one that makes every sample 'better' flips 0.2 (the original's sample 1 'worse'). Each Wilson
+    CI (core.intervals) covers the planted rate; one sample per prompt gives no floor."""
+    for p_moved, expected in ((0.8, 0.32), (1.0, 0.2)):
+        floor, moved = resample_flips(_resampled(4000, 0.8, p_moved))
+        row, own = moved.iloc[0], floor.iloc[0]
+        assert row["perturbation"] == "padding" and row["n_1"] == own["n_resample"] == 4000
+        assert row["flip_1_lo"] <= expected <= row["flip_1_hi"], row.to_dict()
+        assert own["resample_lo"] <= 0.32 <= own["resample_hi"], own.to_dict()
+    table = robustness_table(_resampled(200, 0.8, 0.8), n_boot=50)
+    assert {"flip_rate", "flip_lo", "flip_hi", "resample_flip_rate", "resample_lo", "resample_hi"} <= set(
+        table
+    )
+    one = _resampled(50, 0.8, 0.8)
+    assert robustness_table(one[one["sample_idx"] == 0], n_boot=50)["resample_flip_rate"].isna().all()

@@ -31,7 +31,7 @@ from experiments import judges  # modules, not names: tests replace make_judge a
 from experiments.conf_lookup import judge_config
 from experiments.config import JudgeConfig, Perturbation, RobustnessConfig, StudyConfig, load
 from experiments.datasets.loader import Candidate, Instance
-from experiments.inputs import StudyError
+from experiments.inputs import JobFailed, StudyError
 from experiments.modes import Mode, select_candidates
 from experiments.stages import candidates as gen
 from judge.local.embeddings import default_embedder, l2_normalise
@@ -347,11 +347,24 @@ def perturb(instances: list[Instance], cfg: StudyConfig, mode: Mode) -> tuple[li
     if kind in (Perturbation.none, Perturbation.order, Perturbation.labels):
         return instances, []
     if kind is Perturbation.paraphrase:
-        new, audit = _paraphrased(instances, cfg, mode)
+        try:
+            new, audit = _paraphrased(instances, cfg, mode)
+        except StudyError as exc:  # the generator's failure: the sweep's other perturbations still run
+            raise JobFailed(f"{exc}; {_remedy(cfg, kind)}") from None
     else:
         new, audit = apply(instances, text_perturber(kind, cfg.robustness))
     seed = cfg.robustness.seed
     return new, [{**a, "perturbation": kind.value, "seed": seed} for a in audit]
+
+
+def _remedy(cfg: StudyConfig, kind: Perturbation) -> str:
+    """What to change when `kind` cannot be applied: the generator that writes it, or the sweep without it."""
+    rest = ",".join(p.value for p in Perturbation if p is not kind)
+    generator = cfg.robustness.generator or f"null, the study's judge {cfg.judge.name}"
+    return (
+        f"write them with another judge (robustness.generator=<judge config>; now {generator}), or drop "
+        f"{kind.value} from the sweep (robustness.perturbation={rest})"
+    )
 
 
 def audit_writer(audit: Sequence[Mapping[str, Any]]) -> dict[str, Callable[[Path], object]]:

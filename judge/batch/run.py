@@ -25,6 +25,9 @@ from judge.spend.pricing import Prices
 
 MAX_POLL_ERRORS = 5  # consecutive failed retrievals of one batch before the run stops (it resumes on rerun)
 
+# the error of a request over a batch cap: never sent, so a rerun with the same settings cannot answer it
+NOT_SUBMITTED = "batch: not submitted: "
+
 
 @dataclass
 class Chunk:
@@ -117,15 +120,17 @@ class BatchRunner:
             line = self.client.line(request)
             nbytes, tokens = len(line.encode()) + 1, self._tokens_of(request)
             too_big = (
-                f"{nbytes:,} bytes, over the batch file limit of {lim.max_file_bytes:,}"
+                f"{nbytes:,} bytes, over the batch file limit of {lim.max_file_bytes:,} bytes "
+                "(batch_settings.max_file_mb, at most the provider's own)"
                 if lim.max_file_bytes is not None and nbytes > lim.max_file_bytes
-                else f"{tokens:,} tokens, over the enqueued-token limit of {lim.max_enqueued_tokens:,}"
+                else f"{tokens:,} tokens, over the enqueued-token limit of {lim.max_enqueued_tokens:,} "
+                "(batch_settings.max_enqueued_tokens)"
                 if lim.max_enqueued_tokens is not None and tokens > lim.max_enqueued_tokens
                 else None
             )
             if too_big:
                 results[request.key] = CallResult(
-                    None, cached=False, retries=0, error=f"batch: not submitted: the request is {too_big}"
+                    None, cached=False, retries=0, error=f"{NOT_SUBMITTED}the request is {too_big}"
                 )
                 continue
             full = chunk.requests and (
