@@ -16,13 +16,30 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from analysis import latent
+from analysis.load.checks import (
+    LabelCoverage,
+    check_label_coverage,
+    check_label_scale,
+    label_coverage,
+    label_ranges,
+)
 from analysis.load.collect import expected_as_score, expected_missing_note, load_humans, load_results
+from analysis.load.completeness import run_status
 from analysis.report.paper_tables import write_paper_tables
+from analysis.report.summary import banner_lines
 from analysis.robustness import note_perturbed, unperturbed
 from analysis.stats import humans as human_mod
 from analysis.stats import winrate
+from analysis.stats.duplicates import duplicate_raters
 from analysis.tables import registry
-from analysis.tables.declarations import UNKNOWN, combined_label, overview, score_raters, winrate_tables
+from analysis.tables.declarations import (
+    UNKNOWN,
+    combined_label,
+    overview,
+    score_raters,
+    section_tables,
+    winrate_tables,
+)
 from analysis.tables.registry import StudyInputs
 from core.intervals import positive_int
 
@@ -32,6 +49,7 @@ if TYPE_CHECKING:
 Tables = dict[str, pd.DataFrame]
 __all__ = ["UNKNOWN", "build_figures", "combined_label", "compute_tables", "main", "overview", "score_raters"]
 _winrate_tables = winrate_tables  # the win-rate and mode-shift tables of a candidate table, on their own
+COMBINED = "Judges combined"  # the report section of the combined-judge tables
 
 
 def compute_tables(
@@ -60,6 +78,31 @@ def build_figures(
 ) -> dict[str, Figure | None]:
     """Figures keyed by name (None where there is nothing to draw): each declared table's figure."""
     return registry.draw_figures(tables, StudyInputs(results, humans, reference))
+
+
+def checked_humans(
+    path: str | None, results: pd.DataFrame
+) -> tuple[pd.DataFrame | None, LabelCoverage | None]:
+    """The `--humans` labels, checked as judge answers are: on the judges' dimensions, on their rubric's scale
+    (`checks.check_label_scale`, the test `annotate ingest` applies) and naming at least one judged candidate;
+    with how many of them do (the banner says how many match none)."""
+    if not path:
+        return None, None
+    humans = load_humans(path)
+    human_mod.check_dimensions(humans, results["dimension"].dropna().unique(), path)
+    check_label_scale(humans, Path(path), label_ranges(results))
+    coverage = label_coverage(humans, results)
+    check_label_coverage(coverage, Path(path))
+    return humans, coverage
+
+
+def without_combined(tables: Tables, duplicates: pd.DataFrame) -> Tables:
+    """The tables without the combined-judge ones when two judges are one rater (`analysis.stats.duplicates`):
+    a mean or a vote of one model with itself counts it twice."""
+    if duplicates.empty:
+        return tables
+    combined = set(section_tables(COMBINED))
+    return {name: table for name, table in tables.items() if name not in combined}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -93,13 +136,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:  # none, shards that cannot be merged, a damaged or hand-edited file: one line (analysis.load.checks)
         results = load_results(args.root, latest=args.latest)
+        status = run_status(args.root)
+        out = Path(args.out) if args.out else Path(args.root) / "report"
+        if results.empty:  # e.g. a run stopped by its budget before the first answer: the banner only
+            md, _ = write_report({}, {}, out, source=str(args.root), banner=banner_lines(status))
+            print(
+                f"nothing was answered below {args.root}: no table to compute; the banner says why -> {md}",
+                file=sys.stderr,
+            )
+            return 0
         results = expected_as_score(results) if args.expected else results
         if args.reference is not None:  # the default may be absent (a review_quality study has no reference)
             winrate.check_reference(results, args.reference, args.root)
         reference = args.reference or "reference"
-        humans = load_humans(args.humans) if args.humans else None
-        if humans is not None:
-            human_mod.check_dimensions(humans, results["dimension"].dropna().unique(), args.humans)
+        humans, coverage = checked_humans(args.humans, results)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -108,14 +158,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    duplicates = duplicate_raters(results, status)
+    tables = without_combined(tables, duplicates)
     figures = build_figures(results, tables, humans, reference)
-    out = Path(args.out) if args.out else Path(args.root) / "report"
-    md, html = write_report(tables, figures, out, source=str(args.root))
+    banner = banner_lines(status, coverage, duplicates)
+    md, html = write_report(tables, figures, out, source=str(args.root), banner=banner)
     paper_md, paper_tex = write_paper_tables(tables, out)
     print(
         f"{len(results)} rows, {len(tables)} tables -> {md} and {html} (paper tables: {paper_md}, {paper_tex})",
         file=sys.stderr,
     )
+    if not banner[0].startswith("**Complete**"):  # the first screen's verdict, on the terminal too
+        print(f"note: {banner[0].replace('**', '')} (the report's first screen says why)", file=sys.stderr)
     note_perturbed(results, unperturbed(results))
     latent.note_duplicates(tables)
     missing = expected_missing_note(results)
