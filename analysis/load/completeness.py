@@ -19,9 +19,19 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from analysis.load.checks import RUN_CONFIG, ResultsError, read_table
-from analysis.load.collect import RESULTS_FILES, find_results
+from analysis.load.checks import (
+    RUN_CONFIG,
+    LabelCoverage,
+    ResultsError,
+    check_label_coverage,
+    check_label_scale,
+    label_coverage,
+    label_ranges,
+    read_table,
+)
+from analysis.load.collect import RESULTS_FILES, find_results, load_humans
 from analysis.report.costs import no_completion
+from analysis.stats.humans import check_dimensions
 from core.cells import unescape_text
 from core.schema import MANIFEST_NAME, Manifest, ManifestError, run_manifest
 
@@ -261,3 +271,19 @@ def _dataset_size(dataset_path: str | None) -> int | None:
             return sum(1 for line in handle if line.strip())
     except OSError:
         return None
+
+
+def checked_humans(
+    path: str | None, results: pd.DataFrame
+) -> tuple[pd.DataFrame | None, LabelCoverage | None]:
+    """The `--humans` labels, checked as judge answers are: on the judges' dimensions, on their rubric's scale
+    (`checks.check_label_scale`, the test `annotate ingest` applies) and naming at least one judged candidate;
+    with how many of them do (the banner says how many match none)."""
+    if not path:
+        return None, None
+    humans = load_humans(path)
+    check_dimensions(humans, results["dimension"].dropna().unique(), path)
+    check_label_scale(humans, Path(path), label_ranges(results))
+    coverage = label_coverage(humans, results)
+    check_label_coverage(coverage, Path(path))
+    return humans, coverage

@@ -16,19 +16,11 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from analysis import latent
-from analysis.load.checks import (
-    LabelCoverage,
-    check_label_coverage,
-    check_label_scale,
-    label_coverage,
-    label_ranges,
-)
-from analysis.load.collect import expected_as_score, expected_missing_note, load_humans, load_results
-from analysis.load.completeness import run_status
+from analysis.load.collect import expected_as_score, expected_missing_note, load_results
+from analysis.load.completeness import checked_humans, run_status
 from analysis.report.paper_tables import write_paper_tables
 from analysis.report.summary import banner_lines
 from analysis.robustness import note_perturbed, unperturbed
-from analysis.stats import humans as human_mod
 from analysis.stats import winrate
 from analysis.stats.duplicates import duplicate_raters
 from analysis.tables import registry
@@ -78,22 +70,6 @@ def build_figures(
 ) -> dict[str, Figure | None]:
     """Figures keyed by name (None where there is nothing to draw): each declared table's figure."""
     return registry.draw_figures(tables, StudyInputs(results, humans, reference))
-
-
-def checked_humans(
-    path: str | None, results: pd.DataFrame
-) -> tuple[pd.DataFrame | None, LabelCoverage | None]:
-    """The `--humans` labels, checked as judge answers are: on the judges' dimensions, on their rubric's scale
-    (`checks.check_label_scale`, the test `annotate ingest` applies) and naming at least one judged candidate;
-    with how many of them do (the banner says how many match none)."""
-    if not path:
-        return None, None
-    humans = load_humans(path)
-    human_mod.check_dimensions(humans, results["dimension"].dropna().unique(), path)
-    check_label_scale(humans, Path(path), label_ranges(results))
-    coverage = label_coverage(humans, results)
-    check_label_coverage(coverage, Path(path))
-    return humans, coverage
 
 
 def without_combined(tables: Tables, duplicates: pd.DataFrame) -> Tables:

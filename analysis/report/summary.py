@@ -311,15 +311,67 @@ def judge_lines(board: pd.DataFrame) -> list[str]:
     return lines
 
 
+def gap_lines(gap: pd.DataFrame | None) -> list[str]:
+    """The second half of the novelty illusion: do the judges prefer the generated question where the experts
+    prefer the reference? Per generator and dimension, the experts' (majority) win rate for the generated
+    question on the pairs they rated, and each judge's on the same pairs with the gap, its paired bootstrap
+    CI, n, p and (when the report corrected its p-values) the BH q that `significant` reads. The numbers are
+    the `preference_gap` table's (`analysis.stats.illusion.preference_gap`), computed once."""
+    if gap is None:
+        return [
+            "No expert labels were given, so the experts-vs-judges preference gap is not measured (`--humans FILE`)."
+        ]
+    if gap.empty:
+        return [
+            "The experts' labels share no pair (generated vs reference) with the judges: no gap to measure."
+        ]
+    corrected = "mcnemar_p_q" in gap
+    rule = "BH q" if corrected else "p"
+    n_sig = int(gap["significant"].sum()) if "significant" in gap else 0
+    lines = [
+        f"Experts vs judges: {n_sig} of {len(gap)} judge × generator × dimension gaps (judge's win rate for "
+        f"the generated question − the experts' majority's, same pairs) are significant (McNemar's exact "
+        f"test, {rule} < {ALPHA})."
+    ]
+    rater = gap["judge"].astype(str) + (
+        " [" + gap["mode"].astype(str) + "]" if gap["mode"].nunique() > 1 else ""
+    )
+    frame = gap.assign(_rater=rater)
+    for (source, dim), part in frame.groupby(
+        [frame["source"].astype(str), frame["dimension"].astype(str)], sort=True
+    ):
+        experts = part["human_win"].iloc[0]  # the majority's rate: the same pairs for every judge
+        judges = []
+        for _, r in part.sort_values("_rater").iterrows():
+            test = f"p = {r['mcnemar_p']:.3g}" + (f", q = {r['mcnemar_p_q']:.3g}" if corrected else "")
+            judges.append(
+                f"{r['_rater']} {r['judge_win']:.0%} (gap {_ci(r['gap_win'], r['gap_win_lo'], r['gap_win_hi'])}, "
+                f"n = {int(r['n'])}, {test})"
+            )
+        lines.append(
+            f"**{source} · {dim}**: the experts prefer the generated question in {experts:.0%} of the pairs; "
+            + "; ".join(judges)
+            + "."
+        )
+    return lines
+
+
+#: The paper's question, its two halves (the mode shift, the experts-vs-judges gap) and their figures.
+ILLUSION = "Is there a novelty illusion?"
+ILLUSION_FIGURES: tuple[str, ...] = ("mode_shift", "preference_gap")
+
+
 def summary_lines(tables: dict[str, pd.DataFrame]) -> dict[str, list[str]]:
     """The report's opening: sentences per question, from the tables."""
+    shift = [
+        "Independent → comparative: " + line if i == 0 else line
+        for i, line in enumerate(shift_lines(tables.get("mode_shift"), tables.get("multiple_testing")))
+    ]
     return {
         "Which judge agrees with the experts?": agreement_lines(
             tables.get("human_agreement"), tables.get("human_unmatched")
         ),
-        "Is there a novelty illusion (independent → comparative)?": shift_lines(
-            tables.get("mode_shift"), tables.get("multiple_testing")
-        ),
+        ILLUSION: shift + gap_lines(tables.get("preference_gap")),
         "How consistent and how biased is each judge?": judge_lines(
             tables.get("leaderboard", pd.DataFrame())
         ),
