@@ -286,9 +286,8 @@ def _failed_part(row: dict[str, Any]) -> str | None:
     failed = row.get("provider_failed")
     if failed is None or pd.isna(failed) or not failed:
         return None
-    return (
-        f"{int(failed)} call{'s' if failed != 1 else ''} failed at the provider (no answer; see the banner)"
-    )
+    calls = f"{int(failed)} call{'s' if failed != 1 else ''}"
+    return f"{calls} failed at the provider (no answer: not in the parse rate; the banner says why)"
 
 
 def judge_lines(board: pd.DataFrame) -> list[str]:
@@ -301,9 +300,7 @@ def judge_lines(board: pd.DataFrame) -> list[str]:
             f"position bias {r['position_bias']:+.2f}" if pd.notna(r.get("position_bias")) else None,
             _pairwise_part(r),
             f"length ρ = {r['length_rho']:+.2f}" if pd.notna(r.get("length_rho")) else None,
-            f"parse rate {r['parse_rate']:.0%} of the answered calls"
-            if pd.notna(r.get("parse_rate"))
-            else None,
+            f"parse rate {r['parse_rate']:.0%}" if pd.notna(r.get("parse_rate")) else None,
             _failed_part(r),
             f"cost per 1,000 judgments {cost}",
         ]
