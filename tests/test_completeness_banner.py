@@ -157,7 +157,7 @@ def test_off_scale_expert_scores_are_refused_in_one_line(labelled: Path, value: 
     from analysis.report.build import main as report_main
 
     humans = pd.read_csv(labelled.parent / "humans.csv", dtype=str)
-    humans.loc[3, "score"] = value  # file line 5
+    humans.loc[0, "score"] = value  # file line 2: originality, a dimension the judge scored (0-3)
     path = labelled.parent / f"humans_{value}.csv"
     humans.to_csv(path, index=False)
     for entry in (report_main, card_main):
