@@ -212,6 +212,7 @@ def test_two_judges_that_are_one_model_are_named_and_not_combined(
     )
     assert "configs reach the same model (openai/Qwen/Qwen2.5-7B-Instruct) at the same endpoint)" in screen
     assert not list((root / "report" / "tables").glob("*_combined.csv"))
+    assert "judge_one and judge_two are one rater" in (root / "report" / "paper_tables.md").read_text()
     for judge in ("judge_one", "judge_two"):
         text, card = _card(root, judge)
         assert any("judge_one and judge_two are one rater" in line for line in card["completeness"])

@@ -169,7 +169,8 @@ def _one_run(path: Path) -> dict[str, object]:
     except ManifestError:
         manifest = None  # the loader names a damaged manifest where it matters; here: unknown
     config = _config(folder)
-    judge_cfg = config.get("judge") if isinstance(config.get("judge"), dict) else {}
+    entry = config.get("judge")
+    judge_cfg: dict[str, object] = entry if isinstance(entry, dict) else {}
     rows = _rows(path)
     calls = call_causes(rows)
     causes = calls["cause"].value_counts() if len(calls) else pd.Series(dtype=int)

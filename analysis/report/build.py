@@ -139,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures = build_figures(results, tables, humans, reference)
     banner = banner_lines(status, coverage, duplicates)
     md, html = write_report(tables, figures, out, source=str(args.root), banner=banner)
-    paper_md, paper_tex = write_paper_tables(tables, out)
+    pairs = list(zip(duplicates["judge_a"].astype(str), duplicates["judge_b"].astype(str), strict=True))
+    paper_md, paper_tex = write_paper_tables(tables, out, one_rater=pairs)
     print(
         f"{len(results)} rows, {len(tables)} tables -> {md} and {html} (paper tables: {paper_md}, {paper_tex})",
         file=sys.stderr,
