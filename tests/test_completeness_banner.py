@@ -216,3 +216,29 @@ def test_two_judges_that_are_one_model_are_named_and_not_combined(
     for judge in ("judge_one", "judge_two"):
         text, card = _card(root, judge)
         assert any("judge_one and judge_two are one rater" in line for line in card["completeness"])
+
+
+def test_the_novelty_illusion_answer_has_both_halves_and_their_figures(tmp_path: Path) -> None:
+    # before: the summary answered with the mode shift only; the experts-vs-judges gap sat in a table, no figure
+    from analysis.load.synthetic import synthetic_humans, synthetic_results
+
+    study = synthetic_results(n_instances=6, judges=("judge_a",), n_samples=1, seed=3)
+    (tmp_path / "run").mkdir()
+    study.to_parquet(tmp_path / "run" / "results.parquet", index=False)
+    labels = synthetic_humans(study, seed=2)
+    labels.to_csv(tmp_path / "humans.csv", index=False)
+    done = _cli(tmp_path, "analysis.report", str(tmp_path / "run"), "--humans", str(tmp_path / "humans.csv"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    screen = _first_screen(tmp_path / "run")
+    illusion = screen.split("**Is there a novelty illusion?**", 1)[1].split("**How consistent", 1)[0]
+    gap = pd.read_csv(tmp_path / "run" / "report" / "tables" / "preference_gap.csv")
+    assert "- Independent → comparative: " in illusion and "- Experts vs judges: " in illusion
+    row = gap.iloc[0]
+    assert (
+        f"{row['judge']} [{row['mode']}] {row['judge_win']:.0%} vs the experts' {row['human_win']:.0%} (gap "
+        in illusion
+    )
+    assert f"n = {int(row['n'])}, p = {row['mcnemar_p']:.3g}, q = {row['mcnemar_p_q']:.3g})" in illusion
+    assert "![mode_shift](figures/mode_shift.png)" in illusion
+    assert "![preference_gap](figures/preference_gap.png)" in illusion
+    assert (tmp_path / "run" / "report" / "figures" / "preference_gap.png").stat().st_size > 0

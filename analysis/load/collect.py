@@ -386,8 +386,8 @@ def load_humans(path: str | Path) -> pd.DataFrame:
     except ValueError as exc:
         raise ResultsError(f"{path}: not a human labels CSV: {exc}") from None
     if "score" in frame:
-        check_label_text(frame, path)
-        check_numbers(frame, path, "score")
+        check_numbers(frame, path, "score")  # "abc": not a number
+        check_label_text(frame, path)  # "nan", "inf": a number, but not a score
     repeated = first_duplicate(humans)
     if repeated:
         pos, first, key = repeated

@@ -337,19 +337,14 @@ def gap_lines(gap: pd.DataFrame | None) -> list[str]:
     for (source, dim), part in frame.groupby(
         [frame["source"].astype(str), frame["dimension"].astype(str)], sort=True
     ):
-        experts = part["human_win"].iloc[0]  # the majority's rate: the same pairs for every judge
         judges = []
         for _, r in part.sort_values("_rater").iterrows():
             test = f"p = {r['mcnemar_p']:.3g}" + (f", q = {r['mcnemar_p_q']:.3g}" if corrected else "")
             judges.append(
-                f"{r['_rater']} {r['judge_win']:.0%} (gap {_ci(r['gap_win'], r['gap_win_lo'], r['gap_win_hi'])}, "
-                f"n = {int(r['n'])}, {test})"
+                f"{r['_rater']} {r['judge_win']:.0%} vs the experts' {r['human_win']:.0%} (gap "
+                f"{_ci(r['gap_win'], r['gap_win_lo'], r['gap_win_hi'])}, n = {int(r['n'])}, {test})"
             )
-        lines.append(
-            f"**{source} · {dim}**: the experts prefer the generated question in {experts:.0%} of the pairs; "
-            + "; ".join(judges)
-            + "."
-        )
+        lines.append(f"**{source} · {dim}**: the generated question preferred by " + "; ".join(judges) + ".")
     return lines
 
 
