@@ -34,6 +34,7 @@ from analysis.report.costs import no_completion
 from analysis.stats.humans import check_dimensions
 from core.cells import unescape_text
 from core.schema import MANIFEST_NAME, Manifest, ManifestError, run_manifest
+from experiments.outputs import CLAIM
 
 #: Why a call is unscored, in the banner's order (the first three: the provider gave no answer).
 PROVIDER_CAUSES: tuple[str, ...] = ("provider_error", "rate_limit", "timeout")
@@ -139,8 +140,8 @@ def provider_failures(rows: pd.DataFrame) -> pd.DataFrame:
 
 def run_status(root: str | Path) -> pd.DataFrame:
     """One row per run folder below `root` (`COLUMNS`): what its manifest, config.json and rows say about how
-    complete it is. A folder Hydra started (`.hydra/`) that holds no results is a run stopped before writing
-    anything (interrupted, or failed at its start). A missing count is NaN, never 0."""
+    complete it is. A folder a run claimed that holds no results is a run stopped before writing
+    anything (killed, interrupted, or still running). A missing count is NaN, never 0."""
     root = Path(root)
     rows = [_one_run(path) for path in find_results(root)]
     rows += [_unwritten(folder) for folder in _started_without_results(root)]
@@ -148,18 +149,25 @@ def run_status(root: str | Path) -> pd.DataFrame:
 
 
 def _started_without_results(root: Path) -> Iterable[Path]:
+    """Run folders a run claimed (`experiments.outputs.CLAIM`; or Hydra's `.hydra/`) that hold no results: a
+    run ended without writing (killed, or still running; an interrupt that writes nothing releases its claim)."""
     if root.is_file():
         return []
+    markers = [*root.rglob(CLAIM), *(p for p in root.rglob(".hydra") if p.is_dir())]
     return sorted(
-        hydra.parent
-        for hydra in root.rglob(".hydra")
-        if hydra.is_dir()
-        and not any((hydra.parent / name).exists() for name in (*RESULTS_FILES, MANIFEST_NAME))
+        {
+            marker.parent
+            for marker in markers
+            if not any((marker.parent / name).exists() for name in (*RESULTS_FILES, MANIFEST_NAME))
+        }
     )
 
 
 def _unwritten(folder: Path) -> dict[str, object]:
-    return {"run": str(folder), "stopped": "before writing any output (interrupted, or failed at its start)"}
+    return {
+        "run": str(folder),
+        "stopped": "before writing any output (killed or interrupted, or still running)",
+    }
 
 
 def _one_run(path: Path) -> dict[str, object]:
