@@ -242,3 +242,51 @@ def test_the_novelty_illusion_answer_has_both_halves_and_their_figures(tmp_path:
     assert "![mode_shift](figures/mode_shift.png)" in illusion
     assert "![preference_gap](figures/preference_gap.png)" in illusion
     assert (tmp_path / "run" / "report" / "figures" / "preference_gap.png").stat().st_size > 0
+
+
+def test_one_differing_answer_makes_two_raters_and_each_cause_is_named() -> None:
+    from analysis.load.completeness import call_causes
+    from analysis.stats.duplicates import identical_answers
+
+    rows = pd.DataFrame(
+        {
+            "judge": ["a", "a", "a", "b", "b", "b"],
+            "prompt_id": ["p1", "p2", "p3"] * 2,
+            "sample_idx": 0,
+            "raw": ['{"x": 1}', '{"x": 2}', '{"x": 3}', '{"x": 1}', '{"x": 2}', '{"x": 3}'],
+        }
+    )
+    assert identical_answers(rows)[["judge_a", "judge_b", "shared"]].values.tolist() == [["a", "b", 3]]
+    assert identical_answers(rows.assign(raw=rows["raw"].where(rows.index != 5, '{"x": 0}'))).empty
+    assert identical_answers(rows.head(4)).empty  # one shared call says nothing
+    errors = [
+        "provider: RateLimitError after 6 attempts: 429",
+        "provider: Timeout after 6 attempts: timed out",
+        "provider: APIError (not retried): bad gateway",
+        "truncated (finish_reason=length): missing field 'x'",
+        "no JSON object in the answer",
+        None,
+    ]
+    calls = pd.DataFrame(
+        {
+            "judge": "a",
+            "prompt_id": [f"p{i}" for i in range(6)],
+            "sample_idx": 0,
+            "parse_ok": [False] * 5 + [True],
+            "error": errors,
+            "raw": ["", "", "", "{", "words", '{"x": 1}'],
+            "finish_reason": [None, None, None, "length", "stop", "stop"],
+            "prompt_tokens": [0, 0, 0, 10, 10, 10],
+            "completion_tokens": [0, 0, 0, 5, 5, 5],
+        }
+    )
+    causes = call_causes(calls)
+    assert causes["cause"].tolist() == [
+        "rate_limit",
+        "timeout",
+        "provider_error",
+        "cut_off",
+        "unparseable",
+        None,
+    ]
+    assert causes["answered"].tolist() == [False, False, False, True, True, True]

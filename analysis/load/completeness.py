@@ -104,7 +104,8 @@ def call_causes(rows: pd.DataFrame) -> pd.DataFrame:
         salvaged=("salvaged", "any"),
     )
     first_cause = frame.dropna(subset=["cause"]).groupby("_call", sort=False)["cause"].first()
-    calls["cause"] = first_cause.reindex(calls.index).where(~calls["scored"], None)
+    cause = first_cause.reindex(calls.index).astype(object)
+    calls["cause"] = cause.where(cause.notna() & ~calls["scored"], None)  # None: scored
     return calls.reset_index(drop=True)
 
 
