@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -83,7 +84,7 @@ def _report_and_card(root: Path, *extra: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def server() -> ScriptedServer:
+def server() -> Iterator[ScriptedServer]:
     srv = ScriptedServer(lambda body: Step(200, rubric_answer(body)))
     with srv.running():
         yield srv
