@@ -173,13 +173,15 @@ def test_full_report_on_a_multirun_with_humans(tmp_path: Path, study: pd.DataFra
         "position_bias",
         "human_agreement",
         "calibration",
+        "preference_gap",
     }
     assert {"corrected_estimates", "calibration", "multiple_testing"} <= tables
     md, html = (out / "report.md").read_text(), (out / "report.html").read_text()
     assert md.split("\n## ")[1].startswith("Summary") and "## Glossary" in md and "## Contents" in md
     assert '<section id="summary">' in html and 'id="leaderboard"' in html
     assert "## Mode shift (the novelty illusion)" in md and "![Win / tie / loss" in md
-    assert html.count("data:image/png;base64,") == 9 and "<table" in html
+    # ten section figures, and the novelty-illusion answer's two (mode shift, preference gap) in the summary
+    assert html.count("data:image/png;base64,") == 12 and "<table" in html
     shift = pd.read_csv(out / "tables" / "mode_shift.csv")
     assert {"delta_win", "delta_win_lo", "delta_win_hi", "mcnemar_p", "n"} <= set(shift.columns)
     best = pd.read_csv(out / "tables" / "best_of_k_scores.csv")

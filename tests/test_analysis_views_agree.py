@@ -316,7 +316,7 @@ def test_the_sweep_changes_none_of_the_studys_other_values(views: Views, plain: 
     ]
     assert any(c.startswith("kappa_w:") for c in board)
     _frame_same(plain.tables["leaderboard"][board], views.tables["leaderboard"][board], "leaderboard")
-    calls = {"rows", "parse_rate", "latency_s", "robustness", "notes"}
+    calls = {"rows", "parse_rate", "latency_s", "robustness", "notes", "completeness"}  # banner: every call
     for judge, made in plain.cards.items():
         swept = views.cards[judge]
         for field, value in made.items():

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.load.checks import off_scale
 from analysis.load.collect import find_results
 from analysis.stats.humans import first_duplicate
 from core.cells import csv_unescape, write_csv
@@ -365,8 +366,8 @@ def check_against_key(merged: pd.DataFrame, path: Path, key_path: Path) -> None:
 def check_scores(merged: pd.DataFrame, path: Path) -> None:
     """Scores must be integers on the dimension's scale; turns them into floats in place."""
     value = pd.to_numeric(merged["score"], errors="coerce")
-    low, high = merged["low"].astype(float), merged["high"].astype(float)
-    bad = value.isna() | (value != np.round(value)) | (value < low) | (value > high)
+    low, high = merged["low"].to_numpy(dtype=float), merged["high"].to_numpy(dtype=float)
+    bad = pd.Series(off_scale(value.to_numpy(dtype=float, na_value=np.nan), low, high), index=merged.index)
     if bad.any():
         row = merged.loc[bad].iloc[0]
         raise AnnotationError(

@@ -23,9 +23,12 @@ import pyarrow.parquet as pq
 from analysis import latent
 from analysis.card import null_ranges
 from analysis.card.markdown import card_markdown
-from analysis.load.collect import find_results, load_humans, load_results, split_rubric
-from analysis.report.summary import parse_rate
+from analysis.load.checks import LabelCoverage
+from analysis.load.collect import find_results, load_results, split_rubric
+from analysis.load.completeness import checked_humans, provider_failures, run_status
+from analysis.report.summary import banner_lines, parse_rate
 from analysis.robustness import note_perturbed, unperturbed
+from analysis.stats.duplicates import duplicate_raters
 from analysis.tables import registry
 from analysis.tables.declarations import card_specs
 from analysis.tables.registry import StudyInputs
@@ -36,12 +39,14 @@ from core.schema import Manifest, run_manifest
 #: The card's own fields before and after the table fields (`analysis.tables.declarations`: each table's `CardField`).
 HEAD_FIELDS: tuple[str, ...] = (
     "judge",
+    "completeness",
     "models",
     "rubric_versions",
     "dataset_hashes",
     "modes",
     "rows",
     "parse_rate",
+    "provider_failed",
     "cost_usd",
     "latency_s",
 )
@@ -144,9 +149,14 @@ def _rater_judge(rater: pd.Series) -> pd.Series:
 
 
 def make_card(
-    judge: str, results: pd.DataFrame, facts: pd.DataFrame, tables: dict[str, pd.DataFrame]
+    judge: str,
+    results: pd.DataFrame,
+    facts: pd.DataFrame,
+    tables: dict[str, pd.DataFrame],
+    banner: list[str] | None = None,
 ) -> dict:
-    """One judge's card: every field of `card_fields()`, in that order."""
+    """One judge's card: every field of `card_fields()`, in that order; `banner`: its completeness lines
+    (`judge_banner`)."""
     mine = results.loc[results["judge"].astype(str) == judge]
     runs = facts.loc[facts["judge"] == judge]
     if "run_id" in facts and "run_id" in mine:  # and the runs behind a split label (`judge@run`)
@@ -160,6 +170,7 @@ def make_card(
     parsed = parse_rate(mine)  # per call, as the manifest and the leaderboard count it
     card: dict[str, Any] = {
         "judge": judge,
+        "completeness": banner or [],
         "models": sorted(
             {str(m) for m in runs["model"].dropna()}
             | {str(m) for m in mine.get("model", pd.Series()).dropna().unique()}
@@ -168,7 +179,8 @@ def make_card(
         "dataset_hashes": sorted({str(h) for h in runs["dataset_hash"].dropna()}),
         "modes": sorted(map(str, mine["mode"].dropna().unique())),
         "rows": len(mine),
-        "parse_rate": _plain(float(parsed)) if parsed is not None else None,
+        "parse_rate": _plain(float(parsed)) if parsed is not None else None,  # of the answered calls
+        "provider_failed": int(provider_failures(mine)["provider_failed"].sum()),
         "cost_usd": None if (not costs or any(pd.isna(c) for c in costs)) else round(float(sum(costs)), 6),
         "latency_s": {
             "calls": len(latency),
@@ -214,20 +226,35 @@ def write_cards(
     seed: int = 0,
     extra: dict[str, pd.DataFrame] | None = None,
     n_null: int = null_ranges.N_REPS,
+    humans_file: str | None = None,
 ) -> list[dict]:
     """Compute and write <out>/<judge>.md and <out>/<judge>.json for every judge below `root`; a study of several
-    rubrics: <out>/<rubric>/<judge>.md (and .json), one card per judge and rubric."""
+    rubrics: <out>/<rubric>/<judge>.md (and .json), one card per judge and rubric. `humans_file`: the labels
+    file, read and checked against the results (in place of `humans`); a run with no answer gets a card with
+    its banner and nothing measured."""
 
     results = load_results(root)
     facts = run_facts(root)
-    tables = study_tables(results, humans, n_boot, seed, n_null=n_null) | (extra or {})
-    note_perturbed(results, unperturbed(results))
-    latent.note_duplicates({"latent_duplicates": _pairs(tables.get("latent_duplicates"))})
+    status = run_status(root)
+    coverage = None
+    if humans_file is not None:  # checked as judge answers are: the rubric's scale, a judged candidate
+        humans, coverage = checked_humans(humans_file, results)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if results.empty:  # nothing was answered (a budget stop before the first answer): the banner only
+        tables: dict[str, pd.DataFrame] = {}
+        duplicates = pd.DataFrame(columns=["judge_a", "judge_b", "reason"])
+        judges = sorted(map(str, status["judge"].dropna().unique()))
+    else:
+        tables = study_tables(results, humans, n_boot, seed, n_null=n_null) | (extra or {})
+        note_perturbed(results, unperturbed(results))
+        latent.note_duplicates({"latent_duplicates": _pairs(tables.get("latent_duplicates"))})
+        duplicates = duplicate_raters(results, status)
+        judges = sorted(map(str, results["judge"].dropna().unique()))
     cards = []
-    for judge in sorted(map(str, results["judge"].dropna().unique())):
-        card = make_card(judge, results, facts, tables)
+    for judge in judges:
+        banner = judge_banner(judge, status, coverage, duplicates)
+        card = make_card(judge, results, facts, tables, banner)
         name, rubric = split_rubric(judge)  # several rubrics: one folder of cards per rubric
         folder = out / _file_name(rubric) if rubric else out
         folder.mkdir(exist_ok=True)
@@ -235,6 +262,17 @@ def write_cards(
         (folder / f"{_file_name(name)}.md").write_text(card_markdown(card))
         cards.append(card)
     return cards
+
+
+def judge_banner(
+    judge: str, status: pd.DataFrame, coverage: LabelCoverage | None, duplicates: pd.DataFrame
+) -> list[str]:
+    """The report's completeness banner (`summary.banner_lines`) over this judge's runs, with the
+    duplicate-rater pairs that name it."""
+    name = split_rubric(judge)[0].split("@", 1)[0]
+    mine = status.loc[status["judge"].astype(str) == name] if len(status) else status
+    pairs = duplicates.loc[(duplicates["judge_a"] == judge) | (duplicates["judge_b"] == judge)]
+    return banner_lines(mine if len(mine) else status, coverage, pairs)
 
 
 def _file_name(name: str) -> str:
@@ -258,13 +296,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     try:
-        humans = load_humans(args.humans) if args.humans else None
         out = Path(args.out) if args.out else Path(args.root) / "cards"
-        cards = write_cards(args.root, out, humans, args.n_boot, args.seed, n_null=args.n_null)
+        cards = write_cards(
+            args.root, out, None, args.n_boot, args.seed, n_null=args.n_null, humans_file=args.humans
+        )
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if cards and not any(card["rows"] for card in cards):  # one line: nothing was answered
+        print(
+            f"nothing was answered below {args.root}: {len(cards)} cards with the banner only -> {out}",
+            file=sys.stderr,
+        )
+        return 0
     print(f"{len(cards)} cards -> {out}", file=sys.stderr)
+    verdicts = {card["completeness"][0] for card in cards if card["completeness"]}
+    for verdict in sorted(v for v in verdicts if not v.startswith("**Complete**")):
+        print(f"note: {verdict.replace('**', '')} (each card's first lines say why)", file=sys.stderr)
     return 0
 
 

@@ -33,10 +33,13 @@ def card_markdown(card: dict[str, Any]) -> str:
     )
     versions = ", ".join(f"{k} {'/'.join(v)}" for k, v in card["rubric_versions"].items()) or "unknown"
     cost = f"${card['cost_usd']:.4f}" if card["cost_usd"] is not None else "unknown"
-    parse = f"{card['parse_rate']:.1%}" if card["parse_rate"] is not None else "unknown"
-    head = [
-        f"# Reliability card: {card['judge']}",
-        "",
+    parse = f"{card['parse_rate']:.1%} of the answered calls" if card["parse_rate"] is not None else "unknown"
+    if card.get("provider_failed"):  # no answer to parse: not a parse failure
+        parse += f"; {card['provider_failed']} calls failed at the provider"
+    head = [f"# Reliability card: {card['judge']}", ""]
+    if card.get("completeness"):  # the completeness banner first, as on the report's first screen
+        head += [*(f"> {line}  " for line in card["completeness"]), ""]
+    head += [
         f"- model: {', '.join(card['models']) or 'unknown'}",
         f"- rubric version: {versions}",
         f"- dataset hash: {', '.join(card['dataset_hashes']) or 'unknown'}",

@@ -305,3 +305,97 @@ def check_duplicates(frame: pd.DataFrame, path: Path) -> None:
             f"{_where(path, frame, at)}: a duplicated row ({int(twice.sum())} in all): the same "
             "judgment appears twice; remove the copies"
         )
+
+
+def off_scale(values: np.ndarray, low: np.ndarray | float, high: np.ndarray | float) -> np.ndarray:
+    """Scores that are not a whole number from `low` to `high`: the one test of a label's value, for
+    `annotate ingest`'s sheets and `--humans` files alike (NaN, inf, 99 and 1e308 on a 0-3 scale all fail)."""
+    values = np.asarray(values, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return ~(np.isfinite(values) & (values == np.round(values)) & (values >= low) & (values <= high))
+
+
+def check_label_text(frame: pd.DataFrame, path: Path, column: str = "score") -> None:
+    """Refuse a label whose score is written but is no finite number (`nan`, `inf`, `-inf`): an empty cell
+    (or NA, None, null) is a missing label, but a `nan` is a value someone computed, and it would be dropped
+    unseen."""
+    if column not in frame:
+        return
+    text = frame[column].astype("string").str.strip()
+    lower = text.str.lower()
+    written = text.notna() & (text != "") & (~lower.isin(MISSING_LOWER) | lower.str.contains("nan"))
+    values = pd.to_numeric(text.where(written), errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    bad = written.to_numpy(dtype=bool) & ~np.isfinite(values)
+    if bad.any():
+        at = int(np.flatnonzero(bad)[0])
+        raise ResultsError(
+            f"{_where(path, frame, at)}: {column} {str(text.iloc[at])[:40]!r} is not a finite number "
+            "(leave the cell empty for a missing label)"
+        )
+
+
+def label_ranges(results: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """Each scored dimension's range as the judges' rubrics give it (`score_min`-`score_max` of the rows; the
+    widest where rubrics differ): what an expert's score on that dimension must lie within."""
+    if not {"dimension", "score_min", "score_max"} <= set(results):
+        return {}
+    bounds = results[["dimension", "score_min", "score_max"]].dropna().astype({"dimension": str})
+    if bounds.empty:
+        return {}
+    span = bounds.groupby("dimension", sort=True).agg(low=("score_min", "min"), high=("score_max", "max"))
+    return {str(d): (float(r.low), float(r.high)) for d, r in span.iterrows()}
+
+
+def check_label_scale(humans: pd.DataFrame, path: Path, ranges: Mapping[str, tuple[float, float]]) -> None:
+    """Refuse the first expert score off its dimension's scale (`off_scale`, the test `annotate ingest`
+    applies), naming the file, the row and the range: a 1-7 file against a 0-3 rubric would otherwise be
+    compared as it is. Missing scores are missing labels; a dimension with no known range is not checked."""
+    dims = humans["dimension"].astype(str).to_numpy()
+    low = np.array([ranges.get(d, (np.nan, np.nan))[0] for d in dims], dtype=float)
+    high = np.array([ranges.get(d, (np.nan, np.nan))[1] for d in dims], dtype=float)
+    values = pd.to_numeric(humans["score"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    known = ~np.isnan(low) & ~np.isnan(values)
+    bad = known & off_scale(values, low, high)
+    if bad.any():
+        at = int(np.flatnonzero(bad)[0])
+        raise ResultsError(
+            f"{_where(path, humans, at)}: score {values[at]:g} for {dims[at]} is not a whole number on the "
+            f"judges' rubric range {low[at]:g}-{high[at]:g} (is the file on another scale?)"
+        )
+
+
+@dataclass(frozen=True)
+class LabelCoverage:
+    """How many expert labels name a candidate the judges scored (instance and candidate id)."""
+
+    labels: int
+    matched: int
+    items: int  # labelled (instance, candidate) pairs
+    items_matched: int
+
+    @property
+    def unmatched(self) -> int:
+        return self.labels - self.matched
+
+
+def label_coverage(humans: pd.DataFrame, results: pd.DataFrame) -> LabelCoverage:
+    """The labels whose (instance_id, candidate_id) a judge scored (a row that parsed), and the pairs behind
+    them."""
+    keys = ["instance_id", "candidate_id"]
+    scored = results
+    if "parse_ok" in results:
+        scored = results.loc[results["parse_ok"].astype("boolean").fillna(False).to_numpy(dtype=bool)]
+    judged = pd.MultiIndex.from_frame(scored[keys].astype(str).drop_duplicates())
+    labelled = pd.MultiIndex.from_frame(humans[keys].astype(str))
+    hit = labelled.isin(judged)
+    pairs = humans[keys].astype(str).assign(_hit=hit).drop_duplicates(keys)
+    return LabelCoverage(len(humans), int(hit.sum()), len(pairs), int(pairs["_hit"].sum()))
+
+
+def check_label_coverage(coverage: LabelCoverage, path: Path) -> None:
+    """Labels none of which names a judged candidate are an error: every expert comparison would be empty."""
+    if coverage.labels and not coverage.matched:
+        raise ResultsError(
+            f"{path}: none of its {coverage.labels} labels names a candidate the judges scored (instance_id and "
+            "candidate_id must match the results'); were they made for another study or dataset?"
+        )

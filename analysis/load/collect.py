@@ -24,6 +24,7 @@ from analysis.load.checks import (
     MISSING_TEXT,
     ResultsError,
     check_flags,
+    check_label_text,
     check_numbers,
     check_results,
     csv_line,
@@ -374,7 +375,7 @@ def load_humans(path: str | Path) -> pd.DataFrame:
     The ids are read as text, as `annotate ingest` writes them: read as numbers, `007` became `7` and joined
     no judgment, and `01` and `1` were one item labelled twice. An id `NA` stays `NA`."""
     path = Path(path)
-    missing = {"score": list(MISSING_TEXT), DIRECTION: list(MISSING_TEXT)}
+    missing = {"score": [""], DIRECTION: list(MISSING_TEXT)}  # a score `nan` or `inf` is refused, not missing
     frame = read_table(
         path,
         lambda p: pd.read_csv(
@@ -388,7 +389,8 @@ def load_humans(path: str | Path) -> pd.DataFrame:
     except ValueError as exc:
         raise ResultsError(f"{path}: not a human labels CSV: {exc}") from None
     if "score" in frame:
-        check_numbers(frame, path, "score")
+        check_numbers(frame, path, "score")  # "abc": not a number
+        check_label_text(frame, path)  # "nan", "inf": a number, but not a score
     repeated = first_duplicate(humans)
     if repeated:
         pos, first, key = repeated

@@ -16,13 +16,22 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from analysis import latent
-from analysis.load.collect import expected_as_score, expected_missing_note, load_humans, load_results
+from analysis.load.collect import expected_as_score, expected_missing_note, load_results
+from analysis.load.completeness import checked_humans, run_status
 from analysis.report.paper_tables import write_paper_tables
+from analysis.report.summary import banner_lines
 from analysis.robustness import note_perturbed, unperturbed
 from analysis.stats import corrected, winrate
-from analysis.stats import humans as human_mod
+from analysis.stats.duplicates import duplicate_raters
 from analysis.tables import registry
-from analysis.tables.declarations import UNKNOWN, combined_label, overview, score_raters, winrate_tables
+from analysis.tables.declarations import (
+    UNKNOWN,
+    combined_label,
+    overview,
+    score_raters,
+    section_tables,
+    winrate_tables,
+)
 from analysis.tables.registry import StudyInputs
 from core.intervals import positive_int
 
@@ -32,6 +41,7 @@ if TYPE_CHECKING:
 Tables = dict[str, pd.DataFrame]
 __all__ = ["UNKNOWN", "build_figures", "combined_label", "compute_tables", "main", "overview", "score_raters"]
 _winrate_tables = winrate_tables  # the win-rate and mode-shift tables of a candidate table, on their own
+COMBINED = "Judges combined"  # the report section of the combined-judge tables
 
 
 def compute_tables(
@@ -60,6 +70,15 @@ def build_figures(
 ) -> dict[str, Figure | None]:
     """Figures keyed by name (None where there is nothing to draw): each declared table's figure."""
     return registry.draw_figures(tables, StudyInputs(results, humans, reference))
+
+
+def without_combined(tables: Tables, duplicates: pd.DataFrame) -> Tables:
+    """The tables without the combined-judge ones when two judges are one rater (`analysis.stats.duplicates`):
+    a mean or a vote of one model with itself counts it twice."""
+    if duplicates.empty:
+        return tables
+    combined = set(section_tables(COMBINED))
+    return {name: table for name, table in tables.items() if name not in combined}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -99,13 +118,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:  # none, shards that cannot be merged, a damaged or hand-edited file: one line (analysis.load.checks)
         results = load_results(args.root, latest=args.latest)
+        status = run_status(args.root)
+        out = Path(args.out) if args.out else Path(args.root) / "report"
+        if results.empty:  # e.g. a run stopped by its budget before the first answer: the banner only
+            md, _ = write_report({}, {}, out, source=str(args.root), banner=banner_lines(status))
+            print(
+                f"nothing was answered below {args.root}: no table to compute; the banner says why -> {md}",
+                file=sys.stderr,
+            )
+            return 0
         results = expected_as_score(results) if args.expected else results
         if args.reference is not None:  # the default may be absent (a review_quality study has no reference)
             winrate.check_reference(results, args.reference, args.root)
         reference = args.reference or "reference"
-        humans = load_humans(args.humans) if args.humans else None
+        humans, coverage = checked_humans(args.humans, results)
         if humans is not None:
-            human_mod.check_dimensions(humans, results["dimension"].dropna().unique(), args.humans)
             humans = corrected.declare_design(humans, args.humans_design, args.humans)
         elif args.humans_design:
             raise ValueError("--humans-design: no --humans file to declare it for")
@@ -117,14 +144,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    duplicates = duplicate_raters(results, status)
+    tables = without_combined(tables, duplicates)
     figures = build_figures(results, tables, humans, reference)
-    out = Path(args.out) if args.out else Path(args.root) / "report"
-    md, html = write_report(tables, figures, out, source=str(args.root))
-    paper_md, paper_tex = write_paper_tables(tables, out)
+    banner = banner_lines(status, coverage, duplicates)
+    md, html = write_report(tables, figures, out, source=str(args.root), banner=banner)
+    pairs = list(zip(duplicates["judge_a"].astype(str), duplicates["judge_b"].astype(str), strict=True))
+    paper_md, paper_tex = write_paper_tables(tables, out, one_rater=pairs)
     print(
         f"{len(results)} rows, {len(tables)} tables -> {md} and {html} (paper tables: {paper_md}, {paper_tex})",
         file=sys.stderr,
     )
+    if not banner[0].startswith("**Complete**"):  # the first screen's verdict, on the terminal too
+        print(f"note: {banner[0].replace('**', '')} (the report's first screen says why)", file=sys.stderr)
     note_perturbed(results, unperturbed(results))
     latent.note_duplicates(tables)
     missing = expected_missing_note(results)

@@ -70,8 +70,10 @@ GLOSSARY: dict[str, str] = {
     "n_labels": "human labels on this dimension, which no judge scored (compared with nothing)",
     # scores and rates
     "scored": "share of rows with a verdict",
-    "parse_rate": "share of judgments whose answer parsed (a "
-    "row of unknown parse status counts as parsed, as the analysis uses it)",
+    "parse_rate": "share of the answered judgments whose answer parsed (a call the provider failed is not "
+    "counted: see provider_failed; a row of unknown parse status counts as parsed, as the analysis uses it)",
+    "provider_failed": "calls the provider failed after their retries (rate limit, timeout, error): no answer "
+    "to parse, so not in the parse rate",
     "cost_usd": "provider cost in USD (empty: unknown); a failed call and a twin (a duplicate request answered "
     "once in the run) cost 0, a cached replay the price of the answer it replays, as the manifest counts it",
     "cost_per_1k": "USD per 1,000 paid judgments: the spend over the calls that got a completion with a price of "

@@ -585,11 +585,18 @@ def to_latex(shown: Sequence[PaperTable]) -> str:
     return TEX_PREAMBLE + "\n" + "\n\n".join(_tex_table(t) for t in shown) + "\n"
 
 
-def write_paper_tables(tables: Tables, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write paper_tables.md and paper_tables.tex under `out_dir`; return both paths."""
+def write_paper_tables(
+    tables: Tables, out_dir: str | Path, one_rater: Sequence[tuple[str, str]] = ()
+) -> tuple[Path, Path]:
+    """Write paper_tables.md and paper_tables.tex under `out_dir`; return both paths. `one_rater`: pairs of
+    judges that are one rater (`analysis.stats.duplicates`), marked in every table's note: an LLM–LLM
+    agreement of 100% between them is one model agreeing with itself."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     shown = paper_tables(tables)
+    if one_rater:
+        mark = "; ".join(f"{a} and {b} are one rater (the same model and answers)" for a, b in one_rater)
+        shown = [replace(t, note=f"{t.note}. Note: {mark}") for t in shown]
     md, tex = out / "paper_tables.md", out / "paper_tables.tex"
     md.write_text(to_markdown(shown), encoding="utf-8")
     tex.write_text(to_latex(shown), encoding="utf-8")

@@ -357,3 +357,48 @@ def reliability_diagram(bins: pd.DataFrame) -> Figure | None:
         ax.set_ylabel("observed frequency", fontsize=9)
     _legend_above(fig, axes[0], 2)
     return fig
+
+
+def preference_gap_plot(gap: pd.DataFrame) -> Figure | None:
+    """The second half of the novelty illusion: per judge × mode × generator, the judge's win rate for the
+    generated question minus the experts' (majority) on the same pairs, with its paired bootstrap CI; the
+    experts' own rate is the 0 line. A filled marker and a star where the test is significant (BH q, or p
+    when the report has no q); one panel per dimension."""
+    if gap is None or gap.empty:
+        return None
+    dims = _panels(gap)
+    label = gap["judge"].astype(str) + (" [" + gap["mode"].astype(str) + "]" if "mode" in gap else "")
+    frame = gap.assign(_label=label + " · " + gap["source"].astype(str))
+    rows = int(frame.groupby(frame["dimension"].astype(str))["_label"].nunique().max())
+    fig, axes = _grid(len(dims), rows, sharex=True)
+    for ax, dim in zip(axes, dims, strict=True):
+        part = frame.loc[frame["dimension"].astype(str) == dim].sort_values("_label", ascending=False)
+        y = np.arange(len(part))
+        sig = (
+            part["significant"].fillna(False).astype(bool).to_numpy()
+            if "significant" in part
+            else np.zeros(len(part), bool)
+        )
+        mid = part["gap_win"]
+        colour = COLOURS["win"]
+        ax.errorbar(
+            mid,
+            y,
+            xerr=_err(mid, part["gap_win_lo"], part["gap_win_hi"]),
+            fmt="none",
+            ecolor=colour,
+            capsize=2,
+            lw=0.8,
+        )
+        ax.scatter(
+            mid[~sig], y[~sig], s=22, facecolors="white", edgecolors=colour, zorder=3, label="judge − experts"
+        )
+        ax.scatter(mid[sig], y[sig], s=26, color=colour, zorder=3, label="significant (*)")
+        for yi, x in zip(y[sig], part["gap_win_hi"].to_numpy()[sig], strict=True):
+            ax.annotate("*", (x, yi), xytext=(3, -4), textcoords="offset points", fontsize=11)
+        ax.axvline(0, color="black", lw=0.6)
+        ax.set_yticks(y, part["_label"], fontsize=FONT)
+        ax.set_title(dim, fontsize=FONT)
+        ax.set_xlabel("generated wins: judge − experts (95% CI)")
+    _legend_above(fig, axes[0], 2)
+    return fig

@@ -10,6 +10,7 @@ import base64
 import html
 import io
 import re
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -169,13 +170,25 @@ def headline(name: str, frame: pd.DataFrame) -> str:
     return f"{rows}; {what} {_fmt(float(values[at]))}" + (f" ({' · '.join(named)})" if named else "")
 
 
-def summary_block(tables: dict[str, pd.DataFrame]) -> tuple[str, str]:
-    """(markdown, html) of the opening summary: one short list of sentences per study question."""
+def summary_block(
+    tables: dict[str, pd.DataFrame], banner: Sequence[str] = (), pngs: Mapping[str, bytes] | None = None
+) -> tuple[str, str]:
+    """(markdown, html) of the opening summary: the completeness banner (`summary.banner_lines`), then one
+    short list of sentences per study question; the novelty-illusion question shows its figures
+    (`summary.ILLUSION_FIGURES`, where drawn) under its sentences."""
     md, out = ["## Summary", ""], ['<section id="summary"><h2>Summary</h2>']
-    for question, lines in summary.summary_lines(tables).items():
+    questions = summary.summary_lines(tables)
+    if banner:
+        questions = {summary.BANNER: list(banner), **questions}
+    for question, lines in questions.items():
         md += [f"**{question}**", "", *[f"- {_md_line(line)}" for line in lines], ""]
         items = "".join(f"<li>{_bold(html.escape(line))}</li>" for line in lines)
         out.append(f"<h3>{html.escape(question)}</h3><ul>{items}</ul>")
+        shown = [f for f in summary.ILLUSION_FIGURES if question == summary.ILLUSION and f in (pngs or {})]
+        for name in shown:
+            md += [f"![{name}](figures/{name}.png)", ""]
+            data = base64.b64encode((pngs or {})[name]).decode()
+            out.append(f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}"></figure>')
     out.append("</section>")
     return "\n".join(md), "\n".join(out)
 
@@ -256,17 +269,21 @@ def _itables_head() -> str:
 
 
 def write_report(
-    tables: dict[str, pd.DataFrame], figures: dict[str, Figure | None], out_dir: str | Path, source: str = ""
+    tables: dict[str, pd.DataFrame],
+    figures: dict[str, Figure | None],
+    out_dir: str | Path,
+    source: str = "",
+    banner: Sequence[str] = (),
 ) -> tuple[Path, Path]:
     """Write report.md, report.html, tables/*.csv and figures/*.png under `out_dir`; return both reports."""
     out = Path(out_dir)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     (out / "figures").mkdir(exist_ok=True)
-    summary = summary_block(tables)  # sentences name raters by their labels
+    pngs = {name: _png(fig) for name, fig in figures.items() if fig is not None}
+    summary = summary_block(tables, banner, pngs)  # sentences name raters by their labels
     tables = {name: rubric_column(table) for name, table in tables.items()}  # judge and rubric: two columns
     for name, table in tables.items():
         write_csv(table, out / "tables" / f"{name}.csv")  # opened in spreadsheets: no formulas
-    pngs = {name: _png(fig) for name, fig in figures.items() if fig is not None}
     for name, data in pngs.items():
         (out / "figures" / f"{name}.png").write_bytes(data)
     parts = [

@@ -75,7 +75,7 @@ SECTIONS: tuple[Section, ...] = (
         "scored, with the reference); `n_judges_min`: the fewest judges behind any instance. A "
         "combination is over the judges it names in each mode: where judges ran different modes, each mode's "
         "judges and those that ran both modes are combined apart.",
-        "Only one judge: there is nothing to combine.",
+        "Only one judge (or judges that are one rater, named in the summary): there is nothing to combine.",
     ),
     Section(
         "Mode shift (the novelty illusion)",

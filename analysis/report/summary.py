@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.report.costs import NO_COMPLETION, call_costs, per_1k
+from analysis.load.checks import LabelCoverage
+from analysis.load.completeness import provider_failures
+from analysis.report.costs import NO_COMPLETION, call_costs, no_completion, per_1k
 from analysis.stats import multiplicity
 from analysis.stats.scores import usable_mask
 from core.intervals import BOOT_MIN_N
@@ -34,15 +36,15 @@ def power_sentence(n: int, family: int = 1) -> str:
 
 
 def _calls(results: pd.DataFrame) -> pd.DataFrame:
-    """One row per judgment (call) with its judge, parse status, cost, latency and cached flag. A call is
-    parsed only when every one of its rows is (experiments.manifest counts it so), so the parse rate here
-    equals the manifest's; a row of unknown status (NaN parse_ok: a run whose table lacks the column) counts
-    as parsed, as scores.usable_mask uses it. Cost, latency and the cached flag are the call's."""
+    """One row per judgment (call) with its judge, parse status, cost, latency, cached flag and `answered`
+    (a completion came back: `costs.no_completion`). A call is parsed only when every one of its rows is
+    (experiments.manifest counts it so); a row of unknown status (NaN parse_ok: a run whose table lacks the
+    column) counts as parsed, as scores.usable_mask uses it. Cost, latency and the cached flag are the call's."""
     keys = [c for c in CALL_KEYS if c in results]
-    results = results.assign(cost_usd=call_costs(results))
+    results = results.assign(cost_usd=call_costs(results), answered=~no_completion(results))
     cols = [
         c
-        for c in ("judge", "parse_ok", "cost_usd", "latency_s", "cached", *NO_COMPLETION, "raw")
+        for c in ("judge", "parse_ok", "answered", "cost_usd", "latency_s", "cached", *NO_COMPLETION, "raw")
         if c in results
     ]  # raw: part of the no-completion evidence (costs.no_completion)
     if not keys:
@@ -55,23 +57,34 @@ def _calls(results: pd.DataFrame) -> pd.DataFrame:
     return results.drop_duplicates(call)[cols]
 
 
+def _answered_parse_rate(calls: pd.DataFrame) -> float:
+    """Share of the answered calls (a completion came back) whose every row parsed; NaN when none was
+    answered. A call the provider failed (rate limit, timeout, error) has no answer to parse: it is counted
+    as a provider failure (`analysis.load.completeness.provider_failures`), never as a parse failure."""
+    answered = calls.loc[calls["answered"].to_numpy(dtype=bool)] if "answered" in calls else calls
+    return float(usable_mask(answered).mean()) if len(answered) else float("nan")
+
+
 def parse_rate(results: pd.DataFrame) -> float | None:
-    """Share of calls whose every row parsed (`_calls`: the manifest's rule); None without a parse_ok column.
-    The leaderboard and the judge card both report this number."""
+    """Share of the answered calls whose every row parsed (`_calls`: the manifest's rule, without the calls
+    the provider failed); None without a parse_ok column or without an answered call. The leaderboard and the
+    judge card both report this number."""
     if "parse_ok" not in results or not len(results):
         return None
-    return float(usable_mask(_calls(results)).mean())
+    rate = _answered_parse_rate(_calls(results))
+    return None if np.isnan(rate) else rate
 
 
 def _per_judge_usage(results: pd.DataFrame) -> pd.DataFrame:
-    """Parse rate, cost per 1,000 paid judgments (costs.per_1k; NaN = unknown) and median latency of the
-    calls sent to the provider (cached replays excluded)."""
+    """Parse rate (of the answered calls), cost per 1,000 paid judgments (costs.per_1k; NaN = unknown),
+    median latency of the calls sent to the provider (cached replays excluded) and the calls the provider
+    failed (`provider_failed`, apart from the parse rate)."""
     calls = _calls(results)
     out = []
     for judge, part in calls.groupby("judge", observed=True, sort=True):
         live = ~part["cached"].fillna(False).astype(bool) if "cached" in part else np.ones(len(part), bool)
         latency = part.loc[live, "latency_s"].astype(float) if "latency_s" in part else pd.Series(dtype=float)
-        parsed = float(usable_mask(part).mean()) if "parse_ok" in part else np.nan
+        parsed = _answered_parse_rate(part) if "parse_ok" in part else np.nan
         out.append(
             {
                 "judge": str(judge),
@@ -81,7 +94,9 @@ def _per_judge_usage(results: pd.DataFrame) -> pd.DataFrame:
                 "median_latency_s": latency.median() if len(latency) else np.nan,
             }
         )
-    return pd.DataFrame(out)
+    usage = pd.DataFrame(out)
+    failed = provider_failures(results)[["judge", "provider_failed"]]
+    return usage.merge(failed, on="judge", how="left") if len(usage) else usage
 
 
 def _mean_by_judge(table: pd.DataFrame | None, value: str, name: str) -> pd.DataFrame:
@@ -274,6 +289,15 @@ def _pairwise_part(row: dict[str, Any]) -> str | None:
     return f"pairwise first-shown preferred in {first:.0%} of decided verdicts{ties}{flips}"
 
 
+def _failed_part(row: dict[str, Any]) -> str | None:
+    """The calls the provider failed (no answer: not a parse failure), where there were any."""
+    failed = row.get("provider_failed")
+    if failed is None or pd.isna(failed) or not failed:
+        return None
+    calls = f"{int(failed)} call{'s' if failed != 1 else ''}"
+    return f"{calls} failed at the provider (no answer: not in the parse rate; the banner says why)"
+
+
 def judge_lines(board: pd.DataFrame) -> list[str]:
     """Self-consistency, position and length bias, parse rate and cost per judge."""
     lines = []
@@ -285,21 +309,69 @@ def judge_lines(board: pd.DataFrame) -> list[str]:
             _pairwise_part(r),
             f"length ρ = {r['length_rho']:+.2f}" if pd.notna(r.get("length_rho")) else None,
             f"parse rate {r['parse_rate']:.0%}" if pd.notna(r.get("parse_rate")) else None,
+            _failed_part(r),
             f"cost per 1,000 judgments {cost}",
         ]
         lines.append(f"{r['judge']}: " + ", ".join(p for p in parts if p) + ".")
     return lines
 
 
+def gap_lines(gap: pd.DataFrame | None) -> list[str]:
+    """The second half of the novelty illusion: do the judges prefer the generated question where the experts
+    prefer the reference? Per generator and dimension, the experts' (majority) win rate for the generated
+    question on the pairs they rated, and each judge's on the same pairs with the gap, its paired bootstrap
+    CI, n, p and (when the report corrected its p-values) the BH q that `significant` reads. The numbers are
+    the `preference_gap` table's (`analysis.stats.illusion.preference_gap`), computed once."""
+    if gap is None:
+        return [
+            "No expert labels were given, so the experts-vs-judges preference gap is not measured (`--humans FILE`)."
+        ]
+    if gap.empty:
+        return [
+            "The experts' labels share no pair (generated vs reference) with the judges: no gap to measure."
+        ]
+    corrected = "mcnemar_p_q" in gap
+    rule = "BH q" if corrected else "p"
+    n_sig = int(gap["significant"].sum()) if "significant" in gap else 0
+    lines = [
+        f"Experts vs judges: {n_sig} of {len(gap)} judge × generator × dimension gaps (judge's win rate for "
+        f"the generated question − the experts' majority's, same pairs) are significant (McNemar's exact "
+        f"test, {rule} < {ALPHA})."
+    ]
+    rater = gap["judge"].astype(str) + (
+        " [" + gap["mode"].astype(str) + "]" if gap["mode"].nunique() > 1 else ""
+    )
+    frame = gap.assign(_rater=rater)
+    for (source, dim), part in frame.groupby(
+        [frame["source"].astype(str), frame["dimension"].astype(str)], sort=True
+    ):
+        judges = []
+        for _, r in part.sort_values("_rater").iterrows():
+            test = f"p = {r['mcnemar_p']:.3g}" + (f", q = {r['mcnemar_p_q']:.3g}" if corrected else "")
+            judges.append(
+                f"{r['_rater']} {r['judge_win']:.0%} vs the experts' {r['human_win']:.0%} (gap "
+                f"{_ci(r['gap_win'], r['gap_win_lo'], r['gap_win_hi'])}, n = {int(r['n'])}, {test})"
+            )
+        lines.append(f"**{source} · {dim}**: the generated question preferred by " + "; ".join(judges) + ".")
+    return lines
+
+
+#: The paper's question, its two halves (the mode shift, the experts-vs-judges gap) and their figures.
+ILLUSION = "Is there a novelty illusion?"
+ILLUSION_FIGURES: tuple[str, ...] = ("mode_shift", "preference_gap")
+
+
 def summary_lines(tables: dict[str, pd.DataFrame]) -> dict[str, list[str]]:
     """The report's opening: sentences per question, from the tables."""
+    shift = [
+        "Independent → comparative: " + line if i == 0 else line
+        for i, line in enumerate(shift_lines(tables.get("mode_shift"), tables.get("multiple_testing")))
+    ]
     return {
         "Which judge agrees with the experts?": agreement_lines(
             tables.get("human_agreement"), tables.get("human_unmatched")
         ),
-        "Is there a novelty illusion (independent → comparative)?": shift_lines(
-            tables.get("mode_shift"), tables.get("multiple_testing")
-        ),
+        ILLUSION: shift + gap_lines(tables.get("preference_gap")),
         "How consistent and how biased is each judge?": judge_lines(
             tables.get("leaderboard", pd.DataFrame())
         ),
@@ -309,3 +381,118 @@ def summary_lines(tables: dict[str, pd.DataFrame]) -> dict[str, list[str]]:
 def judge_names(labels: Iterable[str]) -> list[str]:
     """Distinct judges behind rater labels: ``judge/rubric`` and ``judge [mode]`` count once."""
     return sorted({str(x).split(" [", 1)[0].split("/", 1)[0] for x in labels})
+
+
+#: The banner's heading, first in the summary.
+BANNER = "Is the study complete?"
+#: How the banner names each cause of an unscored call (`analysis.load.completeness.CAUSES`).
+CAUSE_WORDS: dict[str, str] = {
+    "provider_error": "provider error",
+    "rate_limit": "rate limit (429)",
+    "timeout": "timeout",
+    "cut_off": "cut off at max_tokens",
+    "unparseable": "unparseable answer",
+}
+MAX_RUN_LINES = 10  # a sweep of many stopped runs: the first ten named, the rest counted
+
+
+def _count(frame: pd.DataFrame, column: str) -> int:
+    return int(pd.to_numeric(frame[column], errors="coerce").fillna(0).sum()) if column in frame else 0
+
+
+def banner_lines(
+    status: pd.DataFrame | None,
+    coverage: LabelCoverage | None = None,
+    duplicates: pd.DataFrame | None = None,
+) -> list[str]:
+    """The completeness banner, the first thing a reader sees: whether every run finished (and if not, which
+    stopped and why), the calls never started, the unscored calls by cause per judge, the instances covered
+    against the dataset, the expert labels that match a judged candidate, and judges that are one rater.
+    `status`: `analysis.load.completeness.run_status`."""
+    if status is None or status.empty:
+        return ["**Nothing to report**: no run below this folder wrote results."]
+    total, not_started = _count(status, "calls_total"), _count(status, "calls_not_started")
+    answered = _count(status, "calls_answered")
+    unscored = {c: _count(status, c) for c in CAUSE_WORDS}
+    stopped = status.loc[status["stopped"].notna()]
+    unmatched = coverage.unmatched if coverage is not None else 0
+    dups = 0 if duplicates is None else len(duplicates)
+    complete = stopped.empty and not not_started and not any(unscored.values()) and not unmatched and not dups
+    head = f"{answered} of {total} calls answered, {not_started} not started"
+    if not stopped.empty:
+        head += f"; {len(stopped)} of {len(status)} run{'s' if len(status) != 1 else ''} stopped early"
+    lines = [f"**{'Complete' if complete else 'Incomplete'}**: {head}."]
+    if not answered:
+        lines.append("Nothing was answered: there is no judgment to analyse, and no table below.")
+    for _, run in stopped.head(MAX_RUN_LINES).iterrows():
+        who = " ".join(str(run[c]) for c in ("judge", "mode") if pd.notna(run.get(c)))
+        calls = (
+            f": {int(run['calls_answered'])} of {int(run['calls_total'])} calls answered, "
+            f"{int(run['calls_not_started'])} not started"
+            if pd.notna(run.get("calls_total"))
+            else ""
+        )
+        lines.append(f"Stopped: {run['stopped']} — {who or 'a run'} ({run['run']}){calls}.")
+    if len(stopped) > MAX_RUN_LINES:
+        lines.append(f"… and {len(stopped) - MAX_RUN_LINES} more stopped runs.")
+    lines += _cause_lines(status)
+    lines += _instance_lines(status)
+    if coverage is not None:
+        lines.append(coverage_line(coverage))
+    lines += duplicate_lines(duplicates)
+    return lines
+
+
+def _cause_lines(status: pd.DataFrame) -> list[str]:
+    """Per judge, its unscored calls by cause (the provider's failures first), and its salvaged ones."""
+    lines = []
+    for judge, part in status.groupby(status["judge"].astype(str), sort=True):
+        causes = [f"{CAUSE_WORDS[c]} {_count(part, c)}" for c in CAUSE_WORDS if _count(part, c)]
+        salvaged = _count(part, "salvaged")
+        if not causes and not salvaged:
+            continue
+        total = _count(part, "calls_total") - _count(part, "calls_not_started")
+        text = f"{judge}: unscored calls of {total} started: " + (", ".join(causes) if causes else "none")
+        if salvaged:
+            text += f"; {salvaged} scored from a cut-off answer, salvaged"
+        lines.append(text + ".")
+    return lines
+
+
+def _instance_lines(status: pd.DataFrame) -> list[str]:
+    """Instances judged against the dataset's, and with at least one scored judgment (the fewest over runs)."""
+    judged = pd.to_numeric(status["instances_judged"], errors="coerce").dropna()
+    if judged.empty:
+        return []
+    dataset = pd.to_numeric(status["instances_dataset"], errors="coerce").dropna()
+    scored = pd.to_numeric(status["instances_scored"], errors="coerce").dropna()
+    span = (
+        f"{int(judged.min())}" if judged.min() == judged.max() else f"{int(judged.min())}–{int(judged.max())}"
+    )
+    of = f" of {int(dataset.max())} in the dataset" if len(dataset) else ""
+    text = f"Instances: {span}{of} judged per run"
+    if len(scored):
+        text += f"; the fewest with a scored judgment in a run: {int(scored.min())}"
+    return [text + "."]
+
+
+def coverage_line(coverage: LabelCoverage) -> str:
+    """How many expert labels name a judged candidate; the rest are compared with nothing."""
+    text = (
+        f"Expert labels: {coverage.matched} of {coverage.labels} name a candidate the judges scored "
+        f"({coverage.items_matched} of {coverage.items} labelled candidates)"
+    )
+    if coverage.unmatched:
+        text += f"; {coverage.unmatched} match no judged candidate and are compared with nothing"
+    return text + "."
+
+
+def duplicate_lines(duplicates: pd.DataFrame | None) -> list[str]:
+    """Judges that are one rater (`analysis.stats.duplicates`), named, with what the report does about it."""
+    if duplicates is None or duplicates.empty:
+        return []
+    return [
+        f"{r['judge_a']} and {r['judge_b']} are one rater ({r['reason']}): a tie between them is no "
+        "agreement, and the combined-judge tables are left out."
+        for _, r in duplicates.iterrows()
+    ]

@@ -451,6 +451,7 @@ BUILTIN: tuple[TableSpec, ...] = (
         ("judge", "mode", "source", "dimension", "n", "gap_win", "mcnemar_p"),
         section=EXPERTS,
         headline=("gap_win", "absmax", "largest |judge − experts| win-rate gap"),
+        figure=FigureSpec("preference_gap", lambda t, _: _plot("preference_gap_plot")(t["preference_gap"])),
     ),
     TableSpec(
         "human_reliability",
