@@ -32,9 +32,11 @@ import pandas as pd
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
+from analysis.load.modes import kinds_by_mode, modes_of, shift_pairs
 from analysis.stats import consistency, illusion
 from analysis.stats.humans import CONSENSUS_KEYS, check_humans
 from analysis.stats.scores import candidate_scores, direction, half_up
+from core.modes import ModeKind
 
 N_REPS = 200
 LEVEL = 0.95
@@ -60,25 +62,24 @@ COLUMNS = [
 DEGENERATE = "null range degenerate (no spread in the null: identical samples or too few items): not tested"
 #: field -> (keys of one value, the column naming its group, the statistic)
 FIELDS: dict[str, tuple[list[str], str | None, str]] = {
-    "position_bias": (["judge", "dimension"], "position", "excess"),
+    "position_bias": (["judge", "mode", "dimension"], "position", "excess"),
     "length_bias": (["judge", "mode", "dimension"], None, "rho"),
-    "mode_shift": (["judge", "source", "dimension"], "source", "delta_win"),
+    "mode_shift": (["judge", "mode", "source", "dimension"], "source", "delta_win"),
 }
 #: The fields compared with other raters on the same items (bootstrapped comparisons, not permutations).
 COMPARED = ("self_preference", "human_agreement")
 
-#: the mode of a field whose table has no mode column
-MODE = {"position_bias": "comparative", "mode_shift": "independent→comparative"}
 Statistic = Callable[[np.random.Generator | None], pd.DataFrame]
 
 
 def furthest_position(pos: pd.DataFrame) -> pd.DataFrame:
-    """Per judge × dimension: the shown position whose win rate is furthest from the unbiased rate (the
+    """Per judge × mode × dimension: the shown position whose win rate is furthest from the unbiased rate (the
     card's position-bias row), with its `excess` = win rate − expected."""
     if pos is None or pos.empty:
         return pd.DataFrame()
     pos = pos.assign(excess=pos["win_rate"] - pos["expected"])
-    idx = pos.groupby(["judge", "dimension"], observed=True)["excess"].apply(lambda s: s.abs().idxmax())
+    by = ["judge", "mode", "dimension"] if "mode" in pos else ["judge", "dimension"]
+    idx = pos.groupby(by, observed=True)["excess"].apply(lambda s: s.abs().idxmax())
     return pos.loc[idx.to_numpy()]
 
 
@@ -89,11 +90,13 @@ def _shuffle_within(values: pd.Series, groups: list[np.ndarray], rng: np.random.
     return out
 
 
-def _position(results: pd.DataFrame) -> Statistic:
+def _position(results: pd.DataFrame, multi: list[str]) -> Statistic:
     """Positions permuted among a prompt's candidates, the same way in each of its samples (a candidate keeps
-    one place across the samples of a prompt, so its samples stay as correlated as the judge's)."""
-    rows = results.loc[(results["mode"] == "comparative").to_numpy() & results["position"].notna().to_numpy()]
-    prompt = ["judge", *consistency._prompt_keys(rows), "dimension"]
+    one place across the samples of a prompt, so its samples stay as correlated as the judge's); over the
+    modes that show several candidates (`multi`, analysis.load.modes)."""
+    shown = results["mode"].astype(str).isin(multi).to_numpy()
+    rows = results.loc[shown & results["position"].notna().to_numpy()]
+    prompt = ["judge", "mode", *consistency._prompt_keys(rows), "dimension"]
     slots = rows[[*prompt, "candidate_id", "position"]].drop_duplicates([*prompt, "candidate_id"])
     slots = slots.reset_index(drop=True)
     groups = [np.asarray(g) for g in slots.groupby(prompt, sort=False, observed=True).indices.values()]
@@ -138,8 +141,13 @@ def length_rows(results: pd.DataFrame, n_reps: int, seed: int) -> list[dict]:
     return rows
 
 
-def _mode_shift(cands: pd.DataFrame, reference: str) -> Statistic:
-    paired = illusion.mode_pairs(cands, reference)
+def _mode_shift(cands: pd.DataFrame, reference: str, pairs: list[tuple[str, str]]) -> Statistic:
+    """Each item's two verdicts swapped at random (no mode shift), for every (single, multi) mode pair; the
+    multi mode in `mode`, as the report's mode-shift table has it."""
+    paired = pd.concat(
+        [illusion.mode_pairs(cands, reference, pair).assign(mode=pair[1]) for pair in pairs],
+        ignore_index=True,
+    )
 
     def stat(rng: np.random.Generator | None) -> pd.DataFrame:
         p = paired
@@ -148,7 +156,7 @@ def _mode_shift(cands: pd.DataFrame, reference: str) -> Statistic:
             p = p.assign(
                 before=np.where(swap, p["after"], p["before"]), after=np.where(swap, p["before"], p["after"])
             )
-        return illusion.paired_shift(p, illusion.MODE_SHIFT_KEYS, n_boot=1, seed=0)
+        return illusion.paired_shift(p, [*illusion.MODE_SHIFT_KEYS, "mode"], n_boot=1, seed=0)
 
     return stat
 
@@ -299,11 +307,14 @@ def statistics(
     """The permutation fields that apply to this study, each a function of a generator (None: the judge's own
     value)."""
     out: dict[str, Statistic] = {}
-    modes = set(results["mode"].dropna().astype(str))
-    if "position" in results and "comparative" in modes:
-        out["position_bias"] = _position(results)
-    if {"independent", "comparative"} <= set(cands["mode"].dropna().astype(str)):
-        out["mode_shift"] = _mode_shift(cands, reference)
+    kinds = kinds_by_mode(results)
+    multi = modes_of(kinds, ModeKind.multi)
+    if "position" in results and multi:
+        out["position_bias"] = _position(results, multi)
+    scored = set(cands["mode"].dropna().astype(str))
+    pairs = [p for p in shift_pairs(kinds) if set(p) <= scored]
+    if pairs:
+        out["mode_shift"] = _mode_shift(cands, reference, pairs)
     return out
 
 
@@ -348,7 +359,7 @@ def _null_row(field: str, rec: dict, value: float, null: np.ndarray) -> dict:
     return {
         "field": field,
         "judge": rec["judge"],
-        "mode": rec.get("mode", MODE.get(field, "")),
+        "mode": rec.get("mode", ""),
         "dimension": rec["dimension"],
         "group": str(rec[group]) if group else "",
         "statistic": name,
