@@ -17,7 +17,7 @@ import pandas as pd
 
 from analysis import latent
 from analysis.load.collect import expected_as_score, expected_missing_note, load_humans, load_results
-from analysis.report.paper_tables import write_paper_tables
+from analysis.report.paper_tables import alignment_note, parse_alignment, write_paper_tables
 from analysis.robustness import note_perturbed, unperturbed
 from analysis.stats import humans as human_mod
 from analysis.stats import winrate
@@ -88,10 +88,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="of two results files holding the same run (a sweep and its continuation in one folder), keep the newer",
     )
+    parser.add_argument(
+        "--alignment",
+        metavar="human:DIM,judge:DIM",
+        help="the cross-dimension pair of the paper tables' alignment table (default "
+        "human:non_obviousness,judge:source_boundedness, the RQ-Bench paper's)",
+    )
     args = parser.parse_args(argv)
     from analysis.report.render import write_report  # matplotlib output only when writing
 
     try:  # none, shards that cannot be merged, a damaged or hand-edited file: one line (analysis.load.checks)
+        pair = parse_alignment(args.alignment) if args.alignment else None
         results = load_results(args.root, latest=args.latest)
         results = expected_as_score(results) if args.expected else results
         if args.reference is not None:  # the default may be absent (a review_quality study has no reference)
@@ -111,11 +118,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures = build_figures(results, tables, humans, reference)
     out = Path(args.out) if args.out else Path(args.root) / "report"
     md, html = write_report(tables, figures, out, source=str(args.root))
-    paper_md, paper_tex = write_paper_tables(tables, out)
+    paper_md, paper_tex = write_paper_tables(tables, out, pair)
     print(
         f"{len(results)} rows, {len(tables)} tables -> {md} and {html} (paper tables: {paper_md}, {paper_tex})",
         file=sys.stderr,
     )
+    note = alignment_note(tables, pair)
+    if note:
+        print(note, file=sys.stderr)
     note_perturbed(results, unperturbed(results))
     latent.note_duplicates(tables)
     missing = expected_missing_note(results)
