@@ -431,6 +431,9 @@ def test_paper_tables_compile_in_a_two_column_article_through_the_command_line(t
     ]
     report = subprocess.run(command, capture_output=True, text=True, env=cli_env(tmp_path), timeout=600)
     assert report.returncode == 0, report.stderr
+    pngs = sorted(p.stem for p in (out / "figures").glob("*.png"))  # issue 37 item 2: PDF beside each PNG
+    assert "mode_shift" in pngs and pngs == sorted(p.stem for p in (out / "figures").glob("*.pdf"))
+    assert (out / "figures" / "mode_shift.pdf").read_bytes().startswith(b"%PDF")
     latex = (out / "paper_tables.tex").read_text(encoding="utf-8")
     assert "\\resizebox" not in latex and "\\scalebox" not in latex and "\\judgescopetable{" in latex
     assert "tab:judgescope-alignment" in latex and latex.isascii()

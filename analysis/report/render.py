@@ -258,7 +258,8 @@ def _itables_head() -> str:
 def write_report(
     tables: dict[str, pd.DataFrame], figures: dict[str, Figure | None], out_dir: str | Path, source: str = ""
 ) -> tuple[Path, Path]:
-    """Write report.md, report.html, tables/*.csv and figures/*.png under `out_dir`; return both reports."""
+    """Write report.md, report.html, tables/*.csv and figures/*.png and *.pdf under `out_dir`; return both
+    reports."""
     out = Path(out_dir)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     (out / "figures").mkdir(exist_ok=True)
@@ -269,6 +270,9 @@ def write_report(
     pngs = {name: _png(fig) for name, fig in figures.items() if fig is not None}
     for name, data in pngs.items():
         (out / "figures" / f"{name}.png").write_bytes(data)
+    for name, fig in figures.items():  # the same figures as vector graphics, for a paper
+        if fig is not None:
+            fig.savefig(out / "figures" / f"{name}.pdf")
     parts = [
         summary,
         contents(tables),
