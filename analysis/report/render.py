@@ -81,7 +81,7 @@ def _html_table(name: str, frame: pd.DataFrame) -> str:
         # header text not selectable: DataTables then sorts on a click anywhere in the header cell, its name
         # included (selectable text left only the small arrow icon clickable)
         datatable = to_html_datatable(
-            shown.round(3),
+            summary.leaderboard_display(frame),  # blank, not NaN; the κ_w columns under one group
             connected=False,
             paging=False,
             display_logo_when_loading=False,
