@@ -67,14 +67,15 @@ def parse_rate(results: pd.DataFrame) -> float | None:
 
 def _per_judge_usage(results: pd.DataFrame) -> pd.DataFrame:
     """Parse rate, cost per 1,000 paid judgments (costs.per_1k; NaN = unknown), median latency and time per
-    1,000 judgments (1,000 × the mean latency, alpaca_eval's "time per 1,000") of the calls with a recorded
-    latency: a call sent, or a cached replay carrying its original call's latency (older results recorded 0 s
-    for a replay: not a latency, left out)."""
+    1,000 judgments (1,000 × the mean latency, alpaca_eval's "time per 1,000") of the calls sent and the
+    cached replays that carry their original call's latency (older results recorded 0 s for a replay: not a
+    latency, left out; the judge card counts the same calls)."""
     calls = _calls(results)
     out = []
     for judge, part in calls.groupby("judge", observed=True, sort=True):
         latency = part["latency_s"].astype(float) if "latency_s" in part else pd.Series(dtype=float)
-        latency = latency.loc[latency.gt(0).to_numpy()]
+        cached = part["cached"].fillna(False).astype(bool) if "cached" in part else False
+        latency = latency.loc[(~cached | latency.gt(0)).to_numpy()]
         parsed = float(usable_mask(part).mean()) if "parse_ok" in part else np.nan
         out.append(
             {
