@@ -470,3 +470,16 @@ def test_paper_tables_compile_in_a_two_column_article_through_the_command_line(t
 def test_a_single_rubric_is_named_in_every_caption(shown: dict) -> None:
     """One rubric: no constant rubric column, the caption names it (several: a column, tested above)."""
     assert all(t.note.endswith("; rubric rq") and "rubric" not in t.frame for t in shown.values())
+
+
+def test_a_malformed_alignment_pair_is_one_line(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from tests.support.studies import cli_env
+
+    command = [sys.executable, "-m", "analysis.report", str(tmp_path), "--alignment", "originality"]
+    done = subprocess.run(command, capture_output=True, text=True, env=cli_env(tmp_path))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "--alignment 'originality': expected human:DIMENSION,judge:DIMENSION" in done.stderr
+    assert pt.parse_alignment("human:a, judge:b") == ("a", "b")
