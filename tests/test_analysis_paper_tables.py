@@ -483,3 +483,47 @@ def test_a_malformed_alignment_pair_is_one_line(tmp_path) -> None:
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "--alignment 'originality': expected human:DIMENSION,judge:DIMENSION" in done.stderr
     assert pt.parse_alignment("human:a, judge:b") == ("a", "b")
+
+
+def test_novbench_tables_compile_in_a_column_or_across_the_page(tmp_path) -> None:
+    """Issue 37 item 1: NovBench's quality (Table 2) and validation (App. D) tables in the same LaTeX writer,
+    from frames shaped as novbench_table.csv / novbench_human.csv."""
+    import shutil
+    import subprocess
+
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex not found (apt-get install texlive-latex-base texlive-latex-recommended)")
+    metrics = {
+        f"{m}{s}": [0.412 + d, 0.5]
+        for m in pt.NOVBENCH_METRICS
+        for s, d in (("", 0), ("_lo", -0.03), ("_hi", 0.03))
+    }
+    quality = pd.DataFrame(
+        {"model": ["中-model", "[x]model"], "strategy": ["zero_shot", "cot"], "n": [50, 50], **metrics}
+    )
+    stats = {
+        f"{k}{s}": [0.7 + d]
+        for k in ("agreement", "rho", "kappa")
+        for s, d in (("", 0), ("_lo", -0.1), ("_hi", 0.1))
+    }
+    validation = pd.DataFrame({"metric": ["*score"], "combination": ["paper"], "n_agreement": [40], **stats})
+    shown = [pt.novbench_quality(quality), pt.novbench_validation(validation)]
+    assert (
+        shown[0].frame.loc[0, "Rel."] == "0.412 [0.382, 0.442]"
+        and shown[1].frame.loc[0, "κ"] == "0.700 [0.600, 0.800]"
+    )
+    (tmp_path / "novbench.tex").write_text(pt.to_latex(shown))
+    (tmp_path / "paper.tex").write_text(
+        "\\documentclass[twocolumn]{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+        "\\input{novbench}\n\\end{document}\n"
+    )
+    run = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    log = (tmp_path / "paper.log").read_text(errors="replace")
+    assert run.returncode == 0 and "Overfull" not in log, log[-1500:]
+    assert "tab:judgescope-novbench_quality" in (tmp_path / "paper.aux").read_text()

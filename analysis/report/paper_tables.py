@@ -706,6 +706,54 @@ BUILDERS: tuple[Callable[[Tables], PaperTable | None], ...] = (
 )
 
 
+def _ci3(frame: pd.DataFrame, col: str) -> list[str]:
+    """``0.412 [0.380, 0.441]`` per row of `frame`'s `col` and its `_lo` / `_hi` bounds."""
+    return [
+        "" if pd.isna(v) else f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+        for v, lo, hi in zip(frame[col], frame[f"{col}_lo"], frame[f"{col}_hi"], strict=True)
+    ]
+
+
+NOVBENCH_METRICS: tuple[str, ...] = ("Rel.", "Cov.", "Clarity", "DistAcc")
+
+
+def novbench_quality(table: pd.DataFrame) -> PaperTable:
+    """NovBench's Table 2 (`analysis.novbench.report`'s novbench_table.csv): mean [95% CI] per metric, per
+    model and strategy; the metrics as one column group, so a page too narrow splits them."""
+    out = table[["model", "strategy"]].astype(str).reset_index(drop=True)
+    out["n"] = table["n"].astype(int).to_numpy()
+    for metric in NOVBENCH_METRICS:
+        out[metric] = _ci3(table.reset_index(drop=True), metric)
+    return PaperTable(
+        "novbench_quality",
+        "NovBench: novelty-assessment quality",
+        "mean [95% CI] per metric over the n papers of each model and strategy (relevance, coverage, "
+        "clarity, distinction accuracy)",
+        out,
+        (("metric", NOVBENCH_METRICS[:2]), ("", NOVBENCH_METRICS[2:])),
+    )
+
+
+def novbench_validation(table: pd.DataFrame) -> PaperTable:
+    """NovBench's App. D validation (novbench_human.csv): agreement with the human majority, Spearman ρ and
+    Fleiss κ per metric and combination, with their 95% CIs."""
+    frame = table.reset_index(drop=True)
+    out = pd.DataFrame(
+        {"metric": frame["metric"].astype(str), "combination": frame["combination"].astype(str)}
+    )
+    out["agreement"] = _ci3(frame, "agreement")
+    out["n"] = frame["n_agreement"].astype(int).to_numpy()
+    out["ρ"] = _ci3(frame, "rho")
+    out["κ"] = _ci3(frame, "kappa")
+    return PaperTable(
+        "novbench_validation",
+        "NovBench: metric validation against human judgements",
+        "agreement with the strict human majority over n pairs (a metric tie counts as a disagreement), "
+        "Spearman ρ and Fleiss κ, each [95% CI]",
+        out,
+    )
+
+
 def paper_tables(tables: Tables, pair: tuple[str, str] | None = None) -> list[PaperTable]:
     """Every paper table the report's tables can fill, in the paper's order; `pair`: the (human, judge)
     dimensions of the alignment table (`--alignment`)."""
@@ -814,6 +862,10 @@ TEXT_COLUMNS: tuple[str, ...] = (
     "kind",
     "pairs of",
     "quantity",
+    "model",
+    "strategy",
+    "metric",
+    "combination",
     "rater_a",
     "dimension_a",
     "rater_b",
