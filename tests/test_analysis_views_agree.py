@@ -296,9 +296,8 @@ def _frame_same(a: pd.DataFrame, b: pd.DataFrame, what: str) -> None:
 def test_the_sweep_changes_none_of_the_studys_other_values(views: Views, plain: Views) -> None:
     """The perturbed rows are left to robustness: every report table and every card field but `robustness`
     is the same with and without the sweep, except what counts every call (perturbed ones too, as their
-    glossary says): the overview's runs, the leaderboard's judgments, parse rate and latency (median and time per 1,000), the
-    card's rows,
-    parse rate and latency."""
+    glossary says): the overview's runs, the leaderboard's judgments, parse rate and latency (median and time
+    per 1,000), the card's rows, parse rate and latency."""
     assert set(views.tables) == set(plain.tables) and len(plain.tables) > 20
     for key in set(plain.tables) - {"overview", "leaderboard"}:
         _frame_same(plain.tables[key], views.tables[key], key)
