@@ -12,6 +12,7 @@ model is refitted per replicate (crowd-kit's EM takes seconds per fit on small s
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -149,14 +150,17 @@ def latent_tables(
     seed: int = 0,
     refit_boot: int = 0,
     with_glad: bool = False,
+    drop: Sequence[str] = (),
 ) -> dict[str, pd.DataFrame]:
     """The report's latent-model tables on win / tie / loss outcomes, one fit per judge mode (every judge of
     that mode and every annotator; `latent_models.mode_groups`), each table with its `mode`; a mode with
     fewer than three raters has no fit, and none at all is {}. `latent_duplicates` lists rater pairs that
     answer (nearly) alike (`note_duplicates` warns). `refit_boot` > 0 adds Dawid–Skene CIs from that many
     refits (slow: a full EM per replicate); GLAD is opt-in (`with_glad`: minutes on 10^4 items, where
-    Dawid–Skene takes a second and MACE tens)."""
+    Dawid–Skene takes a second and MACE tens). `drop`: raters left out of every fit (`dropped`), e.g. one of a
+    duplicate pair."""
     labels = outcome_labels(unperturbed(results), humans, reference)  # perturbed rows: analysis.robustness
+    labels = labels.loc[~dropped(labels["worker"], drop)].reset_index(drop=True)
     parts: dict[str, list[pd.DataFrame]] = {}
     for mode, group in mode_groups(labels):
         if group["worker"].nunique() < 3 or group.empty:
@@ -194,6 +198,21 @@ def _mode_first(table: pd.DataFrame) -> pd.DataFrame:
     return table[[*front, *(c for c in table.columns if c not in front)]]
 
 
+def dropped(workers: pd.Series, names: Sequence[str]) -> np.ndarray:
+    """Which labels belong to a rater named in `names`: its label as the tables show it (``j2 [independent]``,
+    ``human:x``), a judge's name (every mode of it) or an annotator's name."""
+    label = workers.astype(str)
+    judge = label.str.split(" [", n=1, regex=False).str[0]
+    annotator = label.str.removeprefix("human:")
+    wanted = list(names)
+    return (label.isin(wanted) | judge.isin(wanted) | annotator.isin(wanted)).to_numpy()
+
+
+def unknown_raters(workers: pd.Series, names: Sequence[str]) -> list[str]:
+    """The names in `names` that match none of `workers` (a typo would otherwise drop nothing, silently)."""
+    return [n for n in names if not dropped(workers, [n]).any()]
+
+
 def duplicate_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     """One warning per pair of raters that answer (nearly) alike, saying what it does to the latent model."""
     dup = tables.get("latent_duplicates")
@@ -202,7 +221,8 @@ def duplicate_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     return [
         f"{r.rater_a} and {r.rater_b} ({r.mode}) give the same label on {r.share_equal:.0%} of {r.n} items: "
         "the latent models take raters as independent, so this answer counts twice and both look more "
-        "accurate than they are (their latent accuracy is not evidence); keep one of them"
+        f"accurate than they are (their latent accuracy is not evidence); keep one of them: "
+        f"--drop-rater {shlex.quote(str(r.rater_b))}"
         for r in dup.itertuples(index=False)
     ]
 
@@ -240,6 +260,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--glad", action="store_true", help="also fit GLAD (slow on large studies)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--drop-rater",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="leave this rater out of the fits (as the tables name it, e.g. 'j2 [independent]' or 'human:x', "
+        "or a judge's or annotator's name); repeatable",
+    )
     args = parser.parse_args(argv)
     if args.refit_boot < 0:
         print(f"error: --refit-boot {args.refit_boot}: need --refit-boot >= 0", file=sys.stderr)
@@ -253,6 +281,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    workers = outcome_labels(unperturbed(results), humans, args.reference)["worker"].drop_duplicates()
+    unknown = unknown_raters(workers, args.drop_rater)
+    if unknown:
+        print(
+            f"error: --drop-rater {', '.join(unknown)}: no such rater; the raters are "
+            f"{', '.join(sorted(map(str, workers)))}",
+            file=sys.stderr,
+        )
+        return 2
     note_perturbed(results, unperturbed(results))
     tables = latent_tables(
         results,
@@ -262,6 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.seed,
         refit_boot=args.refit_boot,
         with_glad=args.glad,
+        drop=args.drop_rater,
     )
     if not tables:
         print(

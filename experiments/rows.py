@@ -111,7 +111,8 @@ def rows_for(
         "prompt_tokens": comp.prompt_tokens if comp else 0,
         "completion_tokens": comp.completion_tokens if comp else 0,
         "cost_usd": call_cost(result),
-        "latency_s": 0.0 if result.cached or result.shared or not comp else comp.latency_s,
+        # a cached replay records its original call's latency (the cache keeps it): a rerun's latency is known
+        "latency_s": 0.0 if result.shared or not comp else comp.latency_s,
         "cached": result.cached,
         "retries": result.retries,
     }

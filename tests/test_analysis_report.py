@@ -188,9 +188,9 @@ def test_full_report_on_a_multirun_with_humans(tmp_path: Path, study: pd.DataFra
     assert list(best.columns) == ["judge", "mode", "source", "dimension", "n", "n_judges_min", "mean", "sd"]
     assert {"mode_shift_combined", "human_majority"} <= tables
     paper_md, paper_tex = (out / "paper_tables.md").read_text(), (out / "paper_tables.tex").read_text()
-    assert "## Best-of-K scores" in paper_md and "## Experts vs judges on the same pairs" in paper_md
+    assert "## Best-of-K scores" in paper_md and "## Experts and judges on the same pairs" in paper_md
     assert "## Corrected estimates" in paper_md
-    assert paper_tex.count("\\begin{table}") == 9 and "\\toprule" in paper_tex
+    assert paper_tex.count("\\judgescopetable{") >= 9 and "\\toprule" in paper_tex
 
 
 def test_one_judge_one_mode_degrades_to_sentences(tmp_path: Path, study: pd.DataFrame) -> None:
@@ -479,7 +479,7 @@ def test_the_shipped_sample_with_humans_has_a_row_per_expert_and_judge(tmp_path:
     per_dimension = rates.groupby("dimension")["rater"].nunique()
     assert (per_dimension == len(raters) + 1).all() and len(per_dimension) == 3  # the rubric's 3 dimensions
     assert ((rates["gt_win"] + rates["gen_win"] + rates["tie"]).round(9) == 1).all()
-    assert "## Experts vs judges on the same pairs" in (out / "paper_tables.md").read_text()
+    assert "## Experts and judges on the same pairs" in (out / "paper_tables.md").read_text()
 
 
 def test_long_tables_fold_under_their_headline_and_the_rubric_is_a_column(

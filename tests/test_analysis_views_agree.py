@@ -146,16 +146,15 @@ def test_bias_and_consistency_are_one_value_in_report_and_card(
 
 def test_paper_tables_show_the_reports_values(views: Views) -> None:
     best = views.tables["best_of_k_scores"]
-    shown = views.paper["best_five"].frame.set_index(["judge", "mode", "source"])
+    shown = views.paper["best_five"].frame.set_index(["mode", "generator"])
     for row in best.loc[~best["judge"].str.contains(r"\(")].itertuples(index=False):
-        cell = shown.loc[(row.judge, row.mode, row.source), row.dimension]
-        assert cell.startswith(paper_tables.mean_sd(row.mean, row.sd) + f" (n={row.n},")
+        cell = shown.loc[(row.mode, row.source), f"{row.judge} {row.dimension}"]
+        assert cell == paper_tables.mean_sd(row.mean, row.sd) + f" ({row.n})"
     rates = views.tables["winrate"]
-    wtl = views.paper["win_tie_loss"].frame.set_index(["judge", "source", "dimension"])
+    wins = views.paper["win_tie"].frame.set_index(["mode", "generator"])
     for row in rates.itertuples(index=False):
-        for outcome in ("win", "tie", "loss"):
-            cell = wtl.loc[(row.judge, row.source, row.dimension), f"{row.mode} {outcome}"]
-            assert cell == paper_tables.pct(getattr(row, outcome))
+        cell = wins.loc[(row.mode, row.source), f"{row.judge} {row.dimension}"]
+        assert cell == f"{100 * row.win:.1f} / {100 * row.tie:.1f} ({row.n})"
 
 
 def test_viewer_scores_and_human_distance_are_the_cores(views: Views) -> None:
@@ -210,10 +209,8 @@ def test_paper_corrected_estimates_show_the_reports_values(views: Views) -> None
         assert cell["corrected"] == paper_tables._estimate(
             row["corrected"], row["corrected_lo"], row["corrected_hi"], row["quantity"]
         )
-        assert cell["judge only"].startswith(
-            paper_tables.pct(row["judge_only"])
-            if row["quantity"] == "win_rate"
-            else f"{row['judge_only']:.2f}"
+        assert cell["judge only"] == paper_tables._estimate(
+            row["judge_only"], row["judge_only_lo"], row["judge_only_hi"], row["quantity"]
         )
 
 
@@ -304,15 +301,17 @@ def _frame_same(a: pd.DataFrame, b: pd.DataFrame, what: str) -> None:
 def test_the_sweep_changes_none_of_the_studys_other_values(views: Views, plain: Views) -> None:
     """The perturbed rows are left to robustness: every report table and every card field but `robustness`
     is the same with and without the sweep, except what counts every call (perturbed ones too, as their
-    glossary says): the overview's runs, the leaderboard's judgments, parse rate and latency, the card's rows,
-    parse rate and latency."""
+    glossary says): the overview's runs, the leaderboard's judgments, parse rate and latency (median and time
+    per 1,000), the card's rows, parse rate and latency."""
     assert set(views.tables) == set(plain.tables) and len(plain.tables) > 20
     for key in set(plain.tables) - {"overview", "leaderboard"}:
         _frame_same(plain.tables[key], views.tables[key], key)
     runs = views.tables["overview"].set_index("run_id").loc[plain.tables["overview"]["run_id"]].reset_index()
     _frame_same(plain.tables["overview"], runs, "overview")
     board = [
-        c for c in plain.tables["leaderboard"] if c not in ("judgments", "parse_rate", "median_latency_s")
+        c
+        for c in plain.tables["leaderboard"]
+        if c not in ("judgments", "parse_rate", "median_latency_s", "time_per_1k_s")
     ]
     assert any(c.startswith("kappa_w:") for c in board)
     _frame_same(plain.tables["leaderboard"][board], views.tables["leaderboard"][board], "leaderboard")

@@ -280,3 +280,46 @@ def test_score_labels_keep_instances_apart() -> None:
     fit = latent_models.majority_fit(labels)
     assert sorted(fit.labels.tolist()) == [0, 3] and (fit.posteriors.max(axis=1) == 1.0).all()
     assert set(labels.drop_duplicates("task")["instance_id"]) == {"i1", "i2"}
+
+
+def test_drop_rater_leaves_a_duplicate_out_through_the_command_line(tmp_path) -> None:
+    """Issue 37 friction: the duplicate warning said "keep one of them" and the CLI had no way to. j2 is a
+    copy of j1: the warning names `--drop-rater 'j2 [independent]'`, and with it j2 is in no fit and the
+    warning is gone; a name matching no rater is one line listing the raters (exit 2)."""
+    import subprocess
+    import sys
+
+    from tests.support.studies import cli_env
+
+    results, humans = _study()
+    twin = results.loc[results["judge"] == "j1"].assign(judge="j2")
+    results = pd.concat([results.loc[results["judge"] != "j2"], twin], ignore_index=True)
+    run = tmp_path / "run"
+    run.mkdir()
+    results.to_csv(run / "results.csv", index=False)
+    humans.to_csv(tmp_path / "h.csv", index=False)
+
+    def cli(*extra: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "analysis.latent", str(run), "--humans", str(tmp_path / "h.csv")]
+        return subprocess.run(
+            [*command, "--n-boot", "5", *extra], capture_output=True, text=True, env=cli_env(tmp_path)
+        )
+
+    before = cli()
+    assert before.returncode == 0, before.stderr
+    pair = "j1 [independent] and j2 [independent] (independent) give the same label"
+    assert pair in before.stderr and "keep one of them: --drop-rater 'j2 [independent]'" in before.stderr
+    after = cli("--drop-rater", "j2 [independent]")
+    assert after.returncode == 0, after.stderr
+    assert pair not in after.stderr and "j2" not in after.stderr
+    comp = pd.read_csv(run / "latent" / "latent_competence.csv")
+    assert set(comp["rater"]) == {"j1 [independent]", "human:x", "human:y", "human:z"}
+    both = cli("--drop-rater", "j2", "--drop-rater", "human:z")  # a judge's name: every mode of it
+    assert both.returncode == 0, both.stderr
+    comp = pd.read_csv(run / "latent" / "latent_competence.csv")
+    assert set(comp["rater"]) == {"j1 [independent]", "human:x", "human:y"}
+    typo = cli("--drop-rater", "j3")
+    assert typo.returncode == 2 and typo.stderr.count("\n") == 1
+    assert "--drop-rater j3: no such rater; the raters are human:x, human:y, human:z, j1 [independent]" in (
+        typo.stderr
+    )

@@ -83,10 +83,12 @@ FILLED_LATER = {
     ("analysis/report/render.py", "{columns:2}"),
     ("analysis/report/render.py", "{margin:.2rem 0}"),
     ("analysis/report/render.py", "{margin:0}"),
-    # LaTeX arguments, not placeholders: \label{tab:judgescope-<key>}, \input{paper_tables}, \end{table}
+    # LaTeX arguments, not placeholders: \label{tab:judgescope-<key>}, \input{paper_tables}, \end{table},
+    # \usepackage{booktabs}
     ("analysis/report/paper_tables.py", "{tab:judgescope-<key>}"),
     ("analysis/report/paper_tables.py", "{paper_tables}"),
     ("analysis/report/paper_tables.py", "{table}"),
+    ("analysis/report/paper_tables.py", "{booktabs}"),
 }
 
 

@@ -78,7 +78,8 @@ def _plain(value: Any) -> Any:
 
 def run_facts(root: str | Path) -> pd.DataFrame:
     """Per run folder: judge, model, mode, rubric versions, dataset hash, cost (None = unknown), and the
-    latencies of the calls actually made (cached rows are not timed)."""
+    latencies of the calls actually made and of the cached replays that record their original call's (older
+    results recorded 0 s for a replay: left out)."""
     rows = []
     for path in find_results(root):
         man = run_manifest(path.parent)  # None: a run without one; a damaged one: a ManifestError
@@ -95,8 +96,14 @@ def run_facts(root: str | Path) -> pd.DataFrame:
             )  # text: 01 is not 1
             frame = unescape_text(frame)  # names as the run wrote them (results.csv is formula-safe)
         calls = frame.drop_duplicates([c for c in ("prompt_id", "sample_idx") if c in frame])
-        if "cached" in calls:
-            calls = calls.loc[~calls["cached"].astype(str).str.lower().isin(["true", "1"])]
+        if "cached" in calls:  # a replay counts with its original call's latency where the results record it
+            cached = calls["cached"].astype(str).str.lower().isin(["true", "1"])
+            timed = (
+                pd.to_numeric(calls["latency_s"], errors="coerce").gt(0)
+                if "latency_s" in calls
+                else cached & False
+            )
+            calls = calls.loc[(~cached | timed).to_numpy()]
         known = man if man is not None else Manifest()  # no manifest: every entry unknown
         rows.append(
             {

@@ -26,6 +26,7 @@ import pandas as pd
 
 from analysis.novbench.human import Combination, default_combinations, validation_table
 from analysis.novbench.metrics import score_frame, summary_table
+from analysis.report.paper_tables import novbench_quality, novbench_validation, to_latex
 from core.cells import md_cell, write_csv
 from core.intervals import positive_int
 from experiments.datasets.fetch import data_or_path
@@ -151,6 +152,7 @@ def run_human(path: Path, out: Path, combination: Combination, n_boot: int, **sc
     write_csv(table, out / "novbench_human.csv")
     markdown = human_markdown(table, side_a)
     (out / "novbench_human.md").write_text(markdown, encoding="utf-8")
+    (out / "novbench_human.tex").write_text(to_latex([novbench_validation(table)]), encoding="utf-8")
     return markdown
 
 
@@ -163,6 +165,7 @@ def run_table(root: Path, out: Path, **score_kw: Any) -> str:
     write_csv(table, out / "novbench_table.csv")
     markdown = table_markdown(table, scores)
     (out / "novbench_table.md").write_text(markdown, encoding="utf-8")
+    (out / "novbench_table.tex").write_text(to_latex([novbench_quality(table)]), encoding="utf-8")
     return markdown
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 from analysis import latent
 from analysis.load.collect import expected_as_score, expected_missing_note, load_results
 from analysis.load.completeness import checked_humans, run_status
-from analysis.report.paper_tables import write_paper_tables
+from analysis.report.paper_tables import alignment_note, parse_alignment, write_paper_tables
 from analysis.report.summary import banner_lines
 from analysis.robustness import note_perturbed, unperturbed
 from analysis.stats import corrected, winrate
@@ -113,10 +113,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="of two results files holding the same run (a sweep and its continuation in one folder), keep the newer",
     )
+    parser.add_argument(
+        "--alignment",
+        metavar="human:DIM,judge:DIM",
+        help="the cross-dimension pair of the paper tables' alignment table (default "
+        "human:non_obviousness,judge:source_boundedness, the RQ-Bench paper's)",
+    )
     args = parser.parse_args(argv)
     from analysis.report.render import write_report  # matplotlib output only when writing
 
     try:  # none, shards that cannot be merged, a damaged or hand-edited file: one line (analysis.load.checks)
+        pair = parse_alignment(args.alignment) if args.alignment else None
         results = load_results(args.root, latest=args.latest)
         status = run_status(args.root)
         out = Path(args.out) if args.out else Path(args.root) / "report"
@@ -150,13 +157,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     banner = banner_lines(status, coverage, duplicates)
     md, html = write_report(tables, figures, out, source=str(args.root), banner=banner)
     pairs = list(zip(duplicates["judge_a"].astype(str), duplicates["judge_b"].astype(str), strict=True))
-    paper_md, paper_tex = write_paper_tables(tables, out, one_rater=pairs)
+    paper_md, paper_tex = write_paper_tables(tables, out, pair, one_rater=pairs)
     print(
         f"{len(results)} rows, {len(tables)} tables -> {md} and {html} (paper tables: {paper_md}, {paper_tex})",
         file=sys.stderr,
     )
     if not banner[0].startswith("**Complete**"):  # the first screen's verdict, on the terminal too
         print(f"note: {banner[0].replace('**', '')} (the report's first screen says why)", file=sys.stderr)
+    note = alignment_note(tables, pair)
+    if note:
+        print(note, file=sys.stderr)
     note_perturbed(results, unperturbed(results))
     latent.note_duplicates(tables)
     missing = expected_missing_note(results)

@@ -78,7 +78,10 @@ GLOSSARY: dict[str, str] = {
     "once in the run) cost 0, a cached replay the price of the answer it replays, as the manifest counts it",
     "cost_per_1k": "USD per 1,000 paid judgments: the spend over the calls that got a completion with a price of "
     "their own (failed calls and twins left out, cached replays in; unknown when any call's cost is unknown)",
-    "median_latency_s": "median seconds per provider call (cache replays excluded)",
+    "median_latency_s": "median seconds per call (a cache replay counts with its original call's latency)",
+    "time_per_1k_s": "seconds per 1,000 judgments: 1,000 × the mean latency of a call (alpaca_eval's time per 1,000)",
+    "agreement": "the mean of the judge's κ_w with the experts over its dimension × mode columns: the "
+    "leaderboard's sort key",
     "cached": "share of calls replayed from the cache",
     "mean": "mean",
     "sd": "standard deviation",

@@ -3,15 +3,19 @@
 Every cell is a value of one of the report's tables (`best_of_k_scores`, `winrate`, `winrate_combined`,
 `mode_shift`, `mode_shift_combined`, `expert_vs_judge`, `preference_gap`, `human_majority`,
 `winner_agreement_by_kind`, `alignment`), only formatted, never recomputed, so the paper and the CSVs cannot
-disagree. Markdown comes from pandas/tabulate; the LaTeX is written here for a two-column paper (`to_latex`:
-booktabs, numbered and labelled, \\small, scaled to the column when wider); a table whose inputs are absent (no
-humans, one mode, …) is left out. A judge run under several rubrics is one judge with the rubric in a column of
-its own (`collect.rubric_column`).
+disagree. The layouts are the papers': compact pivots (generators as rows, dimensions as columns, judges as
+column groups, n in every cell), experts and judges on the same pairs, one chosen cross-dimension pair.
+Markdown comes from pandas/tabulate; the LaTeX is written here (`to_latex`: booktabs, numbered and labelled,
+never scaled: \\small or \\footnotesize in a `table` where that fits the column, else a `table*`; a table wider
+than a page's text is split by its column groups); a table whose inputs are absent (no humans, one mode, …) is
+left out. A judge run under several rubrics is one judge with the rubric in a column of its own
+(`collect.rubric_column`).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.load.collect import rubric_column
+from analysis.load.collect import rubric_column, split_rubric
 from analysis.tables.declarations import spec
 from core.cells import md_cell
 
@@ -109,6 +113,195 @@ def best_five(tables: Tables, reference: str = "reference") -> PaperTable | None
         "best-of-K candidate score (the reference: its own score); a judges' mean is over the "
         "candidates all its judges scored, and each cell says how many judges it rests on",
         _ordered(wide.fillna(""), reference),
+    )
+
+
+def _judge_group(label: str, several_rubrics: bool) -> str:
+    """A judge's column-group name: the judge, with its rubric only where the study ran several."""
+    judge, rubric = split_rubric(label)
+    judge = short_judge(judge)
+    return f"{judge} ({rubric})" if several_rubrics and rubric else judge
+
+
+def _sources_first(sources: Sequence[str], reference: str) -> list[str]:
+    return sorted(set(sources), key=lambda v: (v != reference, v))
+
+
+def _pivot(
+    frame: pd.DataFrame, cell: pd.Series, reference: str
+) -> tuple[pd.DataFrame, tuple[tuple[str, tuple[str, ...]], ...]]:
+    """Rows mode × generator (the reference first), one column group per judge (combinations last), one
+    column per dimension in each group: the paper's layout. `frame` holds judge, mode, source, dimension."""
+    keys = frame[["judge", "mode", "source", "dimension"]].astype(str)
+    several = len({r for _, r in map(split_rubric, keys["judge"].unique()) if r}) > 1
+    keys = keys.assign(group=[_judge_group(j, several) for j in keys["judge"]], cell=cell.to_numpy())
+    groups = sorted(keys["group"].unique(), key=lambda g: ("(" in g.split(" (", 1)[0] or " of " in g, g))
+    dims = sorted(keys["dimension"].unique())
+    modes = [m for m in MODES if m in set(keys["mode"])] + sorted(set(keys["mode"]) - set(MODES))
+    rows = [
+        (m, src) for m in modes for src in _sources_first(keys.loc[keys["mode"] == m, "source"], reference)
+    ]
+    found = keys.set_index(["mode", "source", "group", "dimension"])["cell"]
+    found = found[~found.index.duplicated()]
+    out = pd.DataFrame(rows, columns=["mode", "generator"])
+    spanners = []
+    for g in groups:
+        names = []
+        for d in dims:
+            if not any((m, src, g, d) in found.index for m, src in rows):
+                continue  # a dimension this judge never scored (another rubric's): no empty column
+            out[f"{g} {d}"] = [found.get((m, src, g, d), "") for m, src in rows]
+            names.append(f"{g} {d}")
+        if names:
+            spanners.append((g, tuple(names)))
+    if out["mode"].nunique() == 1:
+        out = out.drop(columns="mode")
+    return out, tuple(spanners)
+
+
+def best_five_pivot(tables: Tables, reference: str = "reference") -> PaperTable | None:
+    """RQ-Bench's best-of-K table: mean ± sd (n instances) per generator (rows) and dimension (columns), the
+    judges (and their means) as column groups."""
+    scores = _read(tables, "best_of_k_scores")
+    if scores is None or scores.empty:
+        return None
+    cell = pd.Series(
+        [
+            f"{mean_sd(m, sd)} ({int(n)})"
+            for m, sd, n in zip(scores["mean"], scores["sd"], scores["n"], strict=True)
+        ]
+    )
+    frame, spanners = _pivot(scores.reset_index(drop=True), cell, reference)
+    return PaperTable(
+        "best_five",
+        "Best-of-K scores",
+        "mean ± sd (n instances) of each generator's best-of-K candidate score (the reference: its own score), "
+        "per judge and dimension; a judges' mean is over the candidates all its judges scored",
+        frame,
+        spanners,
+    )
+
+
+def win_tie_pivot(tables: Tables, reference: str = "reference") -> PaperTable | None:
+    """RQ-Bench's win / tie table: each generator's win and tie rates (%) against the reference (n
+    instances), per dimension (columns) and judge (column groups), the judges' mean among them."""
+    rates = _rates(tables)
+    if rates.empty:
+        return None
+    rates = rates.reset_index(drop=True)
+    cell = pd.Series(
+        [
+            "" if pd.isna(w) else f"{100 * w:.1f} / {100 * t:.1f} ({int(n)})"
+            for w, t, n in zip(rates["win"], rates["tie"], rates["n"], strict=True)
+        ]
+    )
+    frame, spanners = _pivot(rates, cell, reference)
+    return PaperTable(
+        "win_tie",
+        "Win / tie vs the reference",
+        "win / tie in percent (n instances) of each generator's best-of-K candidate against the instance's "
+        "reference; a win is better in the rubric's direction (lower on a lower-is-better dimension); a "
+        "judges' mean is over the judges it names in every mode shown",
+        frame,
+        spanners,
+    )
+
+
+_COMBINED = re.compile(r"^(?P<how>\w+) of \d+ judges \((?P<names>[^)]*)\)")
+
+
+def short_judge(label: str) -> str:
+    """A judge's name as a paper table shows it: a combination ``mean of 2 judges (a+b)`` as ``mean (a+b)``."""
+    return _COMBINED.sub(r"\g<how> (\g<names>)", str(label))
+
+
+def by_dimension(
+    frame: pd.DataFrame, keys: Sequence[str], cells: Sequence[tuple[str, Sequence[str]]]
+) -> tuple[pd.DataFrame, tuple[tuple[str, tuple[str, ...]], ...]]:
+    """A long table (one row per `keys` × dimension) as one row per `keys` and one column group per dimension
+    holding the `cells` (name, display strings in `frame`'s order); blank where a row has no such dimension."""
+    dims = frame["dimension"].astype(str).to_numpy()
+    rows = frame[list(keys)].astype(str).drop_duplicates().reset_index(drop=True)
+    index = pd.MultiIndex.from_frame(frame[list(keys)].astype(str))
+    out, spanners = rows.copy(), []
+    at = pd.MultiIndex.from_frame(rows)
+    for dim in sorted(set(dims)):
+        mine = dims == dim
+        names = []
+        for name, values in cells:
+            found = pd.Series(np.asarray(values, dtype=object)[mine], index=index[mine])
+            out[f"{dim} {name}"] = found[~found.index.duplicated()].reindex(at).fillna("").to_numpy()
+            names.append(f"{dim} {name}")
+        spanners.append((dim, tuple(names)))
+    return out, tuple(spanners)
+
+
+def mode_shift_table(tables: Tables) -> PaperTable | None:
+    """The independent → comparative shift per judge × generator (rows) and dimension (column groups) on
+    the paired instances: n, the win and tie rates before → after, the shifts, and McNemar's q (BH) where
+    the report corrected its p-values, else p."""
+    frames = [t for t in (_read(tables, "mode_shift"), _read(tables, "mode_shift_combined")) if t is not None]
+    if not frames:
+        return None
+    shift = _ordered(pd.concat(frames, ignore_index=True).astype({"judge": str, "source": str}))
+    shift = shift.assign(generator=shift["source"])
+    corrected = "mcnemar_p_q" in shift
+    cells: list[tuple[str, Sequence[str]]] = [("n", [str(int(n)) for n in shift["n"]])]
+    for what in ("win", "tie"):
+        before, after = shift[f"{what}_before"], shift[f"{what}_after"]
+        cells.append(
+            (
+                f"{what} ind.→comp.",
+                [f"{100 * a:.1f}→{100 * b:.1f}" for a, b in zip(before, after, strict=True)],
+            )
+        )
+        cells.append((f"Δ{what}", shift[f"delta_{what}"].map(_points).tolist()))
+    cells.append(
+        ("q" if corrected else "p", shift["mcnemar_p_q" if corrected else "mcnemar_p"].map(p_value).tolist())
+    )
+    frame, spanners = by_dimension(shift, ["judge", "generator"], cells)
+    test = "McNemar's exact test on win / not-win, its BH q over the report's family (significant: q < 0.05)"
+    return PaperTable(
+        "mode_shift",
+        "Independent vs comparative",
+        "win and tie rates in percent, independent → comparative, on the n instances scored in both modes; "
+        f"Δ = comparative − independent, in points; {test if corrected else 'McNemar exact p, uncorrected'}",
+        frame,
+        spanners,
+    )
+
+
+def experts_and_judges(tables: Tables) -> PaperTable | None:
+    """Experts and judges on the same pairs: one row per rater (each expert, each judge, the majority), one
+    column group per dimension (n, reference preferred, generated preferred, tie)."""
+    table = _read(tables, "expert_vs_judge")
+    if table is None or table.empty:
+        return None
+    rows = _rater_rows(table)
+    raters = list(dict.fromkeys(zip(rows["rater"], rows["kind"], strict=True)))
+    out = pd.DataFrame(raters, columns=["rater", "kind"])
+    found = rows.set_index(["rater", "kind", "dimension"])
+    spanners = []
+    for dim in sorted(rows["dimension"].unique()):
+        names = []
+        for col, short in (
+            ("n", "n"),
+            ("GT preferred", "GT"),
+            ("generated preferred", "gen."),
+            ("tie", "tie"),
+        ):
+            name = f"{dim} {short}"
+            out[name] = [found[col].get((r, k, dim), "") for r, k in raters]
+            names.append(name)
+        spanners.append((dim, tuple(names)))
+    return PaperTable(
+        "experts_and_judges",
+        "Experts and judges on the same pairs",
+        "per rater and dimension, over the pairs it rated (a candidate the experts rated vs the instance's "
+        "reference): n pairs, reference (GT) preferred, generated preferred, tie, in percent; each expert and "
+        "judge on every pair, the majority on the pairs with a strict majority",
+        out,
+        tuple(spanners),
     )
 
 
@@ -219,32 +412,43 @@ def _points(delta: float) -> str:
 
 def preference_gap(tables: Tables) -> PaperTable | None:
     """The experts' strict majority and each judge's win rate on the same pairs, the gap with its CI and p,
-    and how many pairs had no strict majority."""
+    and how many pairs had no strict majority; rows judge × mode × generator, one column group per dimension."""
     gap = _read(tables, "preference_gap")
     if gap is None or gap.empty:
         return None
-    out = gap[["judge", "mode", "source", "dimension", "n"]].astype(
-        {c: str for c in ("judge", "mode", "source", "dimension")}
-    )
-    out["experts win"] = gap["human_win"].map(pct).to_numpy()
-    out["judge win"] = gap["judge_win"].map(pct).to_numpy()
-    out["gap [95% CI]"] = [
-        _gap(g, lo, hi)
-        for g, lo, hi in zip(gap["gap_win"], gap["gap_win_lo"], gap["gap_win_hi"], strict=True)
+    gap = _ordered(gap.astype({c: str for c in ("judge", "mode", "source", "dimension")}))
+    gap = gap.assign(generator=gap["source"])
+    cells: list[tuple[str, Sequence[str]]] = [
+        ("n", [str(int(n)) for n in gap["n"]]),
+        ("experts", gap["human_win"].map(pct).tolist()),
+        ("judge", gap["judge_win"].map(pct).tolist()),
+        (
+            "gap [95% CI]",
+            [
+                _gap(g, lo, hi)
+                for g, lo, hi in zip(gap["gap_win"], gap["gap_win_lo"], gap["gap_win_hi"], strict=True)
+            ],
+        ),
+        ("p", gap["mcnemar_p"].map(p_value).tolist()),
     ]
-    out["McNemar p"] = gap["mcnemar_p"].map(p_value).to_numpy()
     majority = _read(tables, "human_majority")
+    note = ""
     if majority is not None and len(majority):
-        excluded = majority[["source", "dimension", "n_excluded"]].astype({"source": str, "dimension": str})
-        out = out.merge(
-            excluded.rename(columns={"n_excluded": "no majority"}), on=["source", "dimension"], how="left"
-        )
+        excluded = majority.astype({"source": str, "dimension": str}).set_index(["source", "dimension"])[
+            "n_excluded"
+        ]
+        excluded = excluded[~excluded.index.duplicated()]
+        at = pd.MultiIndex.from_frame(gap[["source", "dimension"]])
+        cells.append(("no maj.", ["" if pd.isna(v) else str(int(v)) for v in excluded.reindex(at)]))
+        note = "; no maj.: pairs without a strict majority, left out"
+    frame, spanners = by_dimension(gap, ["judge", "mode", "generator"], cells)
     return PaperTable(
         "preference_gap",
         "Judges vs the expert majority on the same pairs",
-        "win rate of the rated candidate over the reference; experts by strict majority (pairs "
-        "without one excluded and counted); gap = judge - experts, in points",
-        _ordered(out.fillna("")),
+        "win rate of the rated candidate over the reference, in percent, by the experts' strict majority and "
+        "by the judge, on the same n pairs; gap = judge − experts, in points [95% CI]; McNemar p" + note,
+        frame,
+        spanners,
     )
 
 
@@ -342,71 +546,109 @@ def _gap(g: float, lo: float, hi: float) -> str:
 def boundedness(
     tables: Tables, dimension: str = "source_boundedness", reference: str = "reference"
 ) -> PaperTable | None:
-    """One dimension's best-of-K mean ± sd per judge × mode × source, with each generator's win and loss
+    """One dimension's best-of-K mean ± sd per judge × mode × generator, with each generator's win and loss
     rates against the reference (the paper's source-boundedness table)."""
     scores = _read(tables, "best_of_k_scores")
     if scores is None or not (scores["dimension"].astype(str) == dimension).any():
         return None
     part = scores.loc[scores["dimension"].astype(str) == dimension]
     out = part[["judge", "mode", "source"]].astype(str)
-    out[f"{dimension} (mean ± sd)"] = [mean_sd(m, s) for m, s in zip(part["mean"], part["sd"], strict=True)]
+    out["mean ± sd"] = [mean_sd(m, s) for m, s in zip(part["mean"], part["sd"], strict=True)]
     out["n"] = part["n"].astype(int).to_numpy()
-    out["n_judges_min"] = part["n_judges_min"].astype(int).to_numpy()
     rates = _rates(tables)
     if len(rates):
         rates = rates.loc[rates["dimension"] == dimension, ["judge", "mode", "source", "n", "win", "loss"]]
         shown = rates.assign(win=rates["win"].map(pct), loss=rates["loss"].map(pct))
-        out = out.merge(
-            shown.rename(columns={"n": "n (win / loss)"}), on=["judge", "mode", "source"], how="left"
-        )
-        n = out["n (win / loss)"].astype("Int64")
-        out["n (win / loss)"] = n.astype(object).where(n.notna().to_numpy(), "")
+        out = out.merge(shown.rename(columns={"n": "n (w/l)"}), on=["judge", "mode", "source"], how="left")
+        n = out["n (w/l)"].astype("Int64")
+        out["n (w/l)"] = n.astype(object).where(n.notna().to_numpy(), "")
+    out = _ordered(out.fillna(""), reference)
+    out = out.rename(columns={"source": "generator"})
     return PaperTable(
         "boundedness",
         f"{dimension}: best-of-K mean ± sd with win / loss",
-        "win / loss of each generator's best-of-K against the reference; n instances and the "
-        "fewest judges (n_judges_min) behind the mean, n (win / loss) instances with a reference "
-        "score",
-        _ordered(out.fillna(""), reference),
+        "mean ± sd over n instances of each generator's best-of-K score (a judges' mean: over the candidates "
+        "all its judges scored); win / loss against the reference on the n (w/l) instances with a reference "
+        "score, a win better in the rubric's direction",
+        out,
     )
 
 
-def alignment(tables: Tables) -> PaperTable | None:
-    """Agreement between a human rater's winner on one dimension and a judge's on another, on the same pairs:
-    one row per (dimension A, judge, dimension B), one column per expert and for the majority (the paper
-    gives the alignment per expert)."""
+#: the pair the RQ-Bench paper reports: the experts' non-obviousness against a judge's source-boundedness
+PAPER_ALIGNMENT: tuple[str, str] = ("non_obviousness", "source_boundedness")
+
+
+def parse_alignment(text: str) -> tuple[str, str]:
+    """``human:A,judge:B`` as (A, B); a ValueError naming the expected form otherwise."""
+    parts = dict(part.strip().split(":", 1) for part in text.split(",") if ":" in part)
+    if set(parts) != {"human", "judge"} or text.count(",") != 1 or not all(parts.values()):
+        raise ValueError(
+            f"--alignment {text!r}: expected human:DIMENSION,judge:DIMENSION "
+            "(e.g. human:non_obviousness,judge:source_boundedness)"
+        )
+    return parts["human"].strip(), parts["judge"].strip()
+
+
+def alignment_pairs(tables: Tables) -> list[tuple[str, str]]:
+    """The (human dimension, judge dimension) pairs the report's `alignment` table holds."""
     table = _read(tables, "alignment")
     if table is None or table.empty:
+        return []
+    pairs = table[["dimension_a", "dimension_b"]].astype(str).drop_duplicates()
+    return sorted(map(tuple, pairs.to_numpy().tolist()))
+
+
+def alignment_note(tables: Tables, pair: tuple[str, str] | None) -> str | None:
+    """Why the paper tables have no alignment table although the report has one (the pair is absent), in
+    one line naming the option and the pairs there are; None when it is shown or there is none."""
+    pairs = alignment_pairs(tables)
+    chosen = pair or PAPER_ALIGNMENT
+    if not pairs or chosen in pairs:
         return None
-    keys = ["dimension_a", "rater_b", "dimension_b"]
-    frame = table.astype({c: str for c in ("rater_a", *keys)})
+    shown = ", ".join(f"human:{a},judge:{b}" for a, b in pairs[:6]) + (", …" if len(pairs) > 6 else "")
+    given = f"the pair human:{chosen[0]},judge:{chosen[1]} is not in the study" if pair else "no pair chosen"
+    return f"note: paper tables: no cross-dimension alignment table ({given}); choose one with --alignment: {shown}"
+
+
+def alignment(tables: Tables, pair: tuple[str, str] | None = None) -> PaperTable | None:
+    """Agreement between a human rater's winner on one dimension and each judge's on another, on the same
+    pairs, for one chosen pair of dimensions (the paper reports one; default `PAPER_ALIGNMENT`): one row per
+    judge, one column per expert and for the majority."""
+    table = _read(tables, "alignment")
+    human, judge = pair or PAPER_ALIGNMENT
+    if table is None or table.empty:
+        return None
+    frame = table.astype({c: str for c in ("rater_a", "dimension_a", "rater_b", "dimension_b")})
+    frame = frame.loc[(frame["dimension_a"] == human).to_numpy() & (frame["dimension_b"] == judge).to_numpy()]
+    if frame.empty:
+        return None
     frame = frame.assign(
         cell=[
-            "" if pd.isna(v) else f"{pct_ci(v, lo, hi)} n={int(n)}"
+            "" if pd.isna(v) else f"{pct_ci(v, lo, hi)} ({int(n)})"
             for v, lo, hi, n in zip(
                 frame["percent"], frame["percent_lo"], frame["percent_hi"], frame["n"], strict=True
             )
         ]
     )
     raters = list(dict.fromkeys(frame["rater_a"]))
-    wide = frame.pivot_table(index=keys, columns="rater_a", values="cell", aggfunc="first", sort=False)
-    wide = wide.reindex(columns=raters).reset_index()
+    wide = frame.pivot_table(index="rater_b", columns="rater_a", values="cell", aggfunc="first", sort=False)
+    wide = wide.reindex(columns=raters).reset_index().rename(columns={"rater_b": "judge"})
     wide.columns.name = None
     return PaperTable(
         "alignment",
-        "Cross-dimension alignment",
-        "share of pairs on which a human rater's winner on dimension A equals the judge's winner on dimension B "
-        "[95% CI], n pairs; one column per expert and for the strict majority",
-        wide.rename(
-            columns={"dimension_a": "human dimension", "rater_b": "judge", "dimension_b": "judge dimension"}
-        ).fillna(""),
+        f"Alignment: experts' {human} vs judges' {judge}",
+        f"share of pairs on which a human rater's winner on {human} equals the judge's winner on {judge} "
+        "[95% CI] (n pairs); one column per expert and for the strict majority",
+        wide.fillna(""),
     )
 
 
 def _estimate(value: float, lo: float, hi: float, quantity: str) -> str:
-    """A win rate as ``27.2% [18.0, 36.4]``, a mean score as ``2.31 [2.10, 2.52]``."""
-    if quantity == "win_rate":
-        return pct_ci(value, lo, hi)
+    """A win rate in percent as ``27.2 [18.0, 36.4]``, a mean score as ``2.31 [2.10, 2.52]``."""
+    if quantity == "win_rate":  # in percent, the unit in the quantity's name
+        if pd.isna(value):
+            return ""
+        return f"{100 * value:.1f}" if pd.isna(lo) else f"{100 * value:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
     if pd.isna(value):
         return ""
     return f"{value:.2f}" if pd.isna(lo) else f"{value:.2f} [{lo:.2f}, {hi:.2f}]"
@@ -426,7 +668,9 @@ def corrected_estimates(tables: Tables) -> PaperTable | None:
     if table is None or table.empty:
         return None
     out = table[["judge", "mode", "source", "dimension"]].astype(str).reset_index(drop=True)
-    out["quantity"] = table["quantity"].map({"win_rate": "win rate", "mean_score": "mean score"}).to_numpy()
+    out["quantity"] = (
+        table["quantity"].map({"win_rate": "win rate (%)", "mean_score": "mean score"}).to_numpy()
+    )
     for col, name in ESTIMATES:
         out[name] = [
             _estimate(r[col], r[f"{col}_lo"], r[f"{col}_hi"], r["quantity"]) for _, r in table.iterrows()
@@ -442,25 +686,81 @@ def corrected_estimates(tables: Tables) -> PaperTable | None:
         "its 95% CI; effective n is the number of expert labels a human-only estimate would need for the "
         "corrected CI's width",
         out,
+        # column groups only so that a table too wide for the page splits between them (`split_wide`)
+        (
+            ("single-source estimates", ("judge only", "experts only")),
+            ("prediction-powered", ("corrected", "labelled", "effective n")),
+        ),
     )
 
 
 BUILDERS: tuple[Callable[[Tables], PaperTable | None], ...] = (
-    best_five,
-    win_tie_loss_by_mode,
-    expert_vs_judge,
+    best_five_pivot,
+    win_tie_pivot,
+    mode_shift_table,
+    experts_and_judges,
     preference_gap,
     agreement_by_kind,
     boundedness,
     boundedness_on_rated_pairs,
-    alignment,
     corrected_estimates,
 )
 
 
-def paper_tables(tables: Tables) -> list[PaperTable]:
-    """Every paper table the report's tables can fill, in the paper's order."""
-    shown = [t for t in (build(tables) for build in BUILDERS) if t is not None]
+def _ci3(frame: pd.DataFrame, col: str) -> list[str]:
+    """``0.412 [0.380, 0.441]`` per row of `frame`'s `col` and its `_lo` / `_hi` bounds."""
+    return [
+        "" if pd.isna(v) else f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+        for v, lo, hi in zip(frame[col], frame[f"{col}_lo"], frame[f"{col}_hi"], strict=True)
+    ]
+
+
+NOVBENCH_METRICS: tuple[str, ...] = ("Rel.", "Cov.", "Clarity", "DistAcc")
+
+
+def novbench_quality(table: pd.DataFrame) -> PaperTable:
+    """NovBench's Table 2 (`analysis.novbench.report`'s novbench_table.csv): mean [95% CI] per metric, per
+    model and strategy; the metrics as one column group, so a page too narrow splits them."""
+    out = table[["model", "strategy"]].astype(str).reset_index(drop=True)
+    out["n"] = table["n"].astype(int).to_numpy()
+    for metric in NOVBENCH_METRICS:
+        out[metric] = _ci3(table.reset_index(drop=True), metric)
+    return PaperTable(
+        "novbench_quality",
+        "NovBench: novelty-assessment quality",
+        "mean [95% CI] per metric over the n papers of each model and strategy (relevance, coverage, "
+        "clarity, distinction accuracy)",
+        out,
+        (("metric", NOVBENCH_METRICS[:2]), ("", NOVBENCH_METRICS[2:])),
+    )
+
+
+def novbench_validation(table: pd.DataFrame) -> PaperTable:
+    """NovBench's App. D validation (novbench_human.csv): agreement with the human majority, Spearman ρ and
+    Fleiss κ per metric and combination, with their 95% CIs."""
+    frame = table.reset_index(drop=True)
+    out = pd.DataFrame(
+        {"metric": frame["metric"].astype(str), "combination": frame["combination"].astype(str)}
+    )
+    out["agreement"] = _ci3(frame, "agreement")
+    out["n"] = frame["n_agreement"].astype(int).to_numpy()
+    out["ρ"] = _ci3(frame, "rho")
+    out["κ"] = _ci3(frame, "kappa")
+    return PaperTable(
+        "novbench_validation",
+        "NovBench: metric validation against human judgements",
+        "agreement with the strict human majority over n pairs (a metric tie counts as a disagreement), "
+        "Spearman ρ and Fleiss κ, each [95% CI]",
+        out,
+    )
+
+
+def paper_tables(tables: Tables, pair: tuple[str, str] | None = None) -> list[PaperTable]:
+    """Every paper table the report's tables can fill, in the paper's order; `pair`: the (human, judge)
+    dimensions of the alignment table (`--alignment`)."""
+    built = [build(tables) for build in BUILDERS]
+    built.insert(len(built) - 1, alignment(tables, pair))
+    shown = [t for t in built if t is not None]
     overview = _read(tables, "overview")
     rubrics = (
         sorted(map(str, overview["rubric"].dropna().unique()))
@@ -468,7 +768,12 @@ def paper_tables(tables: Tables) -> list[PaperTable]:
         else []
     )
     one = f"; rubric {rubrics[0]}" if len(rubrics) == 1 else ""  # several: a column beside the judge
-    return [replace(t, frame=rubric_column(t.frame), note=t.note + one) for t in shown]
+    return [replace(t, frame=_short_judges(rubric_column(t.frame)), note=t.note + one) for t in shown]
+
+
+def _short_judges(frame: pd.DataFrame) -> pd.DataFrame:
+    """A judge column with combinations named short (`short_judge`), after the rubric has its own column."""
+    return frame.assign(judge=frame["judge"].map(short_judge)) if "judge" in frame else frame
 
 
 def to_markdown(shown: Sequence[PaperTable]) -> str:
@@ -488,7 +793,8 @@ def to_markdown(shown: Sequence[PaperTable]) -> str:
     return "\n".join(parts)
 
 
-#: LaTeX for characters the tables' names and notes may hold (pdflatex, default OT1 text fonts)
+#: LaTeX for characters the tables' names and notes may hold (pdflatex, default OT1 text fonts); any other
+#: character outside ASCII is transliterated (é -> e) or written as its code point (`tex`)
 TEX_SPECIAL: dict[str, str] = {
     "\\": r"\textbackslash{}",
     "&": r"\&",
@@ -503,27 +809,47 @@ TEX_SPECIAL: dict[str, str] = {
     "<": r"\ensuremath{<}",
     ">": r"\ensuremath{>}",
     "±": r"\ensuremath{\pm}",
+    "×": r"\ensuremath{\times}",
+    "≤": r"\ensuremath{\le}",
+    "≥": r"\ensuremath{\ge}",
     "−": "--",
     "–": "--",
     "—": "---",
+    "…": r"\ldots{}",
+    "‘": "`",
+    "’": "'",
+    "“": "``",
+    "”": "''",
     "Δ": r"\ensuremath{\Delta}",
     "κ": r"\ensuremath{\kappa}",
     "ρ": r"\ensuremath{\rho}",
     "α": r"\ensuremath{\alpha}",
+    "τ": r"\ensuremath{\tau}",
     "→": r"\ensuremath{\to}",
     "·": r"\ensuremath{\cdot}",
     "|": r"\ensuremath{|}",
 }
-_TEX_SPECIAL = re.compile("|".join(map(re.escape, TEX_SPECIAL)))
-#: the file's preamble: what to load, and `\judgescopefit`, which scales a table down to the column's width
-#: only when it is wider (never up), so every table fits a two-column paper's column without an overfull box
-TEX_PREAMBLE = r"""% judgescope paper tables: \input{paper_tables} after \usepackage{booktabs,graphicx}
-% every table is numbered and labelled (\label{tab:judgescope-<key>}), set in \small, and scaled down to the
-% column's width where it is wider (\judgescopefit)
+_TEX_CHAR = re.compile("|".join(map(re.escape, TEX_SPECIAL)) + r"|[^\x20-\x7e]")
+#: the file's preamble: what to load, and `\judgescopetable`, which sets a tabular in the largest size that
+#: fits (\small, else \footnotesize: 8 pt in a 10 pt paper) in a `table` where it fits the column, else in a
+#: `table*` over the text width; nothing is scaled, so no table is ever set below 8 pt
+TEX_PREAMBLE = r"""% judgescope paper tables: \input{paper_tables} after \usepackage{booktabs}
+% Every table is numbered and labelled (\label{tab:judgescope-<key>}) and never scaled: \judgescopetable sets
+% it in \small, else \footnotesize (8 pt in a 10 pt paper), in a one-column `table` where that fits
+% \columnwidth, else in a `table*` over \textwidth; a table wider than a page was split by its column groups
+% ("part 1 of 2"). Names outside ASCII are transliterated (e with an accent -> e) or written as their code
+% point (U+4E2D), so the file compiles under pdflatex with no font or inputenc package.
 \ifdefined\judgescopebox\else\newsavebox{\judgescopebox}\fi
-\providecommand{\judgescopefit}[1]{\sbox{\judgescopebox}{#1}%
-  \ifdim\wd\judgescopebox>\columnwidth\resizebox{\columnwidth}{!}{\usebox{\judgescopebox}}%
-  \else\usebox{\judgescopebox}\fi}
+\providecommand{\judgescopetable}[3]{%
+  \sbox{\judgescopebox}{\small#3}%
+  \ifdim\wd\judgescopebox>\columnwidth\sbox{\judgescopebox}{\footnotesize#3}\fi
+  \ifdim\wd\judgescopebox>\columnwidth
+    \sbox{\judgescopebox}{\small#3}%
+    \ifdim\wd\judgescopebox>\textwidth\sbox{\judgescopebox}{\footnotesize#3}\fi
+    \begin{table*}[t]\centering\caption{#1}\label{#2}\usebox{\judgescopebox}\end{table*}%
+  \else
+    \begin{table}[t]\centering\caption{#1}\label{#2}\usebox{\judgescopebox}\end{table}%
+  \fi}
 """
 #: columns holding names (left-aligned); every other column holds numbers (right-aligned)
 TEXT_COLUMNS: tuple[str, ...] = (
@@ -531,22 +857,117 @@ TEXT_COLUMNS: tuple[str, ...] = (
     "rubric",
     "mode",
     "source",
+    "generator",
     "dimension",
+    "rater",
+    "kind",
+    "pairs of",
+    "quantity",
+    "model",
+    "strategy",
+    "metric",
+    "combination",
     "rater_a",
     "dimension_a",
     "rater_b",
     "dimension_b",
 )
+#: widths of the default two-column article (10 pt), in pt, and of one character at \footnotesize (cmr8's
+#: digits are 4.25 pt; a little more for wide letters): what a table is split to fit
+TEXT_WIDTH_PT = 469.0
+COLUMN_PAD_PT = 12.0  # 2 \tabcolsep
+#: character widths at \footnotesize (cmr8), in pt: digits, narrow and wide marks; any other 4.8 (a little
+#: over the lower-case mean, so an estimate errs wide)
+CHAR_PT: dict[str, float] = {
+    **dict.fromkeys("0123456789", 4.25),
+    **dict.fromkeys(".,:;'!|()[]", 2.4),
+    " ": 2.9,
+    "%": 7.1,
+    "±": 6.6,
+    "→": 8.5,
+    "Δ": 7.1,
+}
+WIDE_PT = 4.8
+
+
+def text_pt(text: str) -> float:
+    """An estimate of `text`'s width at \\footnotesize, in pt (upper-case letters count wide; a character
+    outside ASCII as the code point `tex` writes for it)."""
+    return sum(
+        CHAR_PT.get(c, 6.5 if c.isupper() else WIDE_PT)
+        if ord(c) <= 0x7E
+        else WIDE_PT * len(f"U+{ord(c):04X}")
+        for c in text
+    )
+
+
+def _tex_char(char: str) -> str:
+    """One character as LaTeX that pdflatex sets with its default fonts."""
+    if char in TEX_SPECIAL:
+        return TEX_SPECIAL[char]
+    if char.isspace() or unicodedata.category(char).startswith("C"):
+        return " "  # a newline, tab or control character in a name: a space
+    plain = "".join(c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c))
+    if plain and all(" " <= c <= "~" for c in plain):
+        return tex(plain)  # é -> e, ﬁ -> fi
+    return rf"\texttt{{U+{ord(char):04X}}}"  # 中, 🔥: its code point, in no font package's way
 
 
 def tex(text: object) -> str:
-    """A cell, caption or header as LaTeX text: every special character escaped."""
-    return _TEX_SPECIAL.sub(lambda m: TEX_SPECIAL[m.group(0)], str(text))
+    """A cell, caption or header as LaTeX text: every special character escaped, every character outside
+    ASCII transliterated or written as its code point, a leading ``[`` or ``*`` protected (after ``\\\\`` or
+    ``\\midrule`` LaTeX would read it as an optional argument)."""
+    out = _TEX_CHAR.sub(lambda m: _tex_char(m.group(0)), str(text))
+    return "{}" + out if out.lstrip().startswith(("[", "*")) else out
+
+
+def _width(t: PaperTable, columns: Sequence[str]) -> float:
+    """An upper estimate of a tabular's width at \\footnotesize, in pt (header names under a spanner lose
+    their prefix)."""
+    prefix = {c: f"{label} " for label, cols in t.spanners for c in cols}
+    total = 0.0
+    for c in columns:
+        cells = [c.removeprefix(prefix.get(c, "")), *map(str, t.frame[c])]
+        total += max(map(text_pt, cells)) + COLUMN_PAD_PT
+    return total
+
+
+def split_wide(t: PaperTable, width: float = TEXT_WIDTH_PT) -> list[PaperTable]:
+    """`t` as it is where it fits `width`, else as parts that each repeat its name columns (those outside
+    every column group; without groups, the leading `TEXT_COLUMNS`) and hold as many whole groups (without
+    groups, columns) as fit ("part 1 of 2")."""
+    cols = [str(c) for c in t.frame.columns]
+    if _width(t, cols) <= width:
+        return [t]
+    units: list[tuple[str, tuple[str, ...]]] = list(t.spanners)
+    if not units:
+        lead = next((i for i, c in enumerate(cols) if c not in TEXT_COLUMNS), len(cols))
+        units = [("", (c,)) for c in cols[lead:]]
+    grouped = {c for _, group in units for c in group}
+    keys = [c for c in cols if c not in grouped]
+    chunks: list[list[tuple[str, tuple[str, ...]]]] = [[]]
+    for unit in units:
+        trial = keys + [c for _, group in [*chunks[-1], unit] for c in group]
+        if chunks[-1] and _width(t, trial) > width:
+            chunks.append([])
+        chunks[-1].append(unit)
+    if len(chunks) == 1:
+        return [t]
+    return [
+        replace(
+            t,
+            key=t.key if i == 0 else f"{t.key}-{i + 1}",
+            title=f"{t.title} (part {i + 1} of {len(chunks)})",
+            frame=t.frame[keys + [c for _, group in chunk for c in group]],
+            spanners=tuple(chunk) if t.spanners else (),
+        )
+        for i, chunk in enumerate(chunks)
+    ]
 
 
 def _tex_table(t: PaperTable) -> str:
-    """One `table` float: \\small, a numbered caption (title: note) and a label, booktabs rules, spanners
-    over their columns with \\cmidrule, the tabular scaled to the column where wider."""
+    """One table through `\\judgescopetable`: a numbered caption (title: note), a label, booktabs rules,
+    spanners over their columns with \\cmidrule."""
     cols = [str(c) for c in t.frame.columns]
     align = "".join("l" if c in TEXT_COLUMNS else "r" for c in cols)
     head, names = [], [tex(c) for c in cols]
@@ -564,10 +985,8 @@ def _tex_table(t: PaperTable) -> str:
     rows = [" & ".join(tex(v) for v in row) + r" \\" for row in t.frame.itertuples(index=False)]
     return "\n".join(
         [
-            r"\begin{table}[t]",
-            r"\centering\small",
-            rf"\caption{{{tex(t.title)}: {tex(t.note)}.}}\label{{tab:judgescope-{t.key}}}",
-            rf"\judgescopefit{{\begin{{tabular}}{{{align}}}",
+            rf"\judgescopetable{{{tex(t.title)}: {tex(t.note)}.}}{{tab:judgescope-{t.key}}}{{%",
+            rf"\begin{{tabular}}{{@{{}}{align}@{{}}}}",
             r"\toprule",
             *head,
             " & ".join(names) + r" \\",
@@ -575,29 +994,34 @@ def _tex_table(t: PaperTable) -> str:
             *rows,
             r"\bottomrule",
             r"\end{tabular}}",
-            r"\end{table}",
         ]
     )
 
 
 def to_latex(shown: Sequence[PaperTable]) -> str:
-    """The tables as LaTeX for a two-column paper (`TEX_PREAMBLE`), one `table` float each."""
-    return TEX_PREAMBLE + "\n" + "\n\n".join(_tex_table(t) for t in shown) + "\n"
+    """The tables as LaTeX for a two-column paper (`TEX_PREAMBLE`), each as wide as its column or the text
+    (`split_wide`)."""
+    parts = [p for t in shown for p in split_wide(t)]
+    return TEX_PREAMBLE + "\n" + "\n\n".join(_tex_table(t) for t in parts) + "\n"
 
 
 def write_paper_tables(
-    tables: Tables, out_dir: str | Path, one_rater: Sequence[tuple[str, str]] = ()
+    tables: Tables,
+    out_dir: str | Path,
+    pair: tuple[str, str] | None = None,
+    one_rater: Sequence[tuple[str, str]] = (),
 ) -> tuple[Path, Path]:
-    """Write paper_tables.md and paper_tables.tex under `out_dir`; return both paths. `one_rater`: pairs of
-    judges that are one rater (`analysis.stats.duplicates`), marked in every table's note: an LLM–LLM
-    agreement of 100% between them is one model agreeing with itself."""
+    """Write paper_tables.md and paper_tables.tex under `out_dir`; return both paths. `pair`: the alignment
+    table's (human, judge) dimensions. `one_rater`: pairs of judges that are one rater
+    (`analysis.stats.duplicates`), marked in every table's note: an LLM–LLM agreement of 100% between them is
+    one model agreeing with itself."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    shown = paper_tables(tables)
+    shown = paper_tables(tables, pair)
     if one_rater:
         mark = "; ".join(f"{a} and {b} are one rater (the same model and answers)" for a, b in one_rater)
         shown = [replace(t, note=f"{t.note}. Note: {mark}") for t in shown]
-    md, tex = out / "paper_tables.md", out / "paper_tables.tex"
+    md, tex_path = out / "paper_tables.md", out / "paper_tables.tex"
     md.write_text(to_markdown(shown), encoding="utf-8")
-    tex.write_text(to_latex(shown), encoding="utf-8")
-    return md, tex
+    tex_path.write_text(to_latex(shown), encoding="utf-8")
+    return md, tex_path

@@ -2,7 +2,9 @@
 
 Each function takes the table the report computed and returns a Figure, or None when there is nothing
 worth drawing (the report then says so in a sentence). Every estimate is drawn with its 95% CI, and
-legends sit outside the axes (above the panels), so they never cover data.
+legends sit outside the axes (above the panels), so they never cover data. A figure is as wide as its
+longest label needs (`_content_width`, measured with matplotlib's own text layout) and never narrower than
+a paper's column; colours are Okabe and Ito's colour-blind-safe palette.
 """
 
 from __future__ import annotations
@@ -14,8 +16,22 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
+from matplotlib.textpath import TextPath
 
-COLOURS = {"win": "#4c9f70", "tie": "#9a9a9a", "loss": "#d1605e"}
+#: Okabe & Ito (2008), the colour-blind-safe palette: blue, vermillion, bluish green, orange, sky blue,
+#: reddish purple, yellow, black
+OKABE_ITO: tuple[str, ...] = (
+    "#0072B2",
+    "#D55E00",
+    "#009E73",
+    "#E69F00",
+    "#56B4E9",
+    "#CC79A7",
+    "#F0E442",
+    "#000000",
+)
+COLOURS = {"win": "#009E73", "tie": "#BBBBBB", "loss": "#D55E00"}
 
 
 #: a two-column paper's column is about 3.4 in wide: one panel per row at that width, every label at FONT pt,
@@ -24,26 +40,62 @@ PANEL_WIDTH = 3.4
 FONT = 9
 
 
-def _grid(n: int, rows_per_panel: int, ncols: int = 1, sharex: bool = False) -> tuple[Figure, list[Axes]]:
+#: the plot area a panel keeps beside its row labels, in inches
+PLOT_WIDTH = 2.4
+
+
+def text_width(text: str, size: float = FONT) -> float:
+    """`text`'s width in inches at `size` pt in the default font (matplotlib's own layout, no renderer)."""
+    if not text:
+        return 0.0
+    lines = str(text).split("\n")
+    path = (TextPath((0, 0), line, size=size, prop=FontProperties()) for line in lines)
+    return max(p.get_extents().width for p in path) / 72
+
+
+def _content_width(
+    row_labels: Sequence[str] = (), titles: Sequence[str] = (), inside: Sequence[str] = ()
+) -> float:
+    """A panel's width in inches: its row labels beside a plot area wide enough for its title and axis label
+    (both centred over the plot area) and the text drawn inside it (`inside`); never narrower than a
+    paper's column (`PANEL_WIDTH`)."""
+    rows = max((text_width(t) for t in row_labels), default=0.0) + 0.5  # + ticks, padding, the y label
+    area = max([PLOT_WIDTH, *(text_width(t) + 0.2 for t in [*titles, *inside])])
+    return max(PANEL_WIDTH, rows + area)
+
+
+def _grid(
+    n: int, rows_per_panel: int, ncols: int = 1, sharex: bool = False, width: float = PANEL_WIDTH
+) -> tuple[Figure, list[Axes]]:
     ncols = min(ncols, n)
     nrows = math.ceil(n / ncols)
     height = max(1.8, 0.2 * rows_per_panel + 1.0) * nrows + 0.4  # + room for the legend above
-    fig = Figure(figsize=(PANEL_WIDTH * ncols, height), layout="constrained")
+    fig = Figure(figsize=(width * ncols, height), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False, sharex=sharex).ravel().tolist()
     for ax in axes[n:]:
         ax.set_visible(False)
     for ax in axes[:n]:
+        ax.set_prop_cycle(color=OKABE_ITO)
         ax.tick_params(labelsize=FONT)
         ax.xaxis.label.set_size(FONT)
         ax.yaxis.label.set_size(FONT)
     return fig, axes[:n]
 
 
+def direction_title(dimension: str, lower: Sequence[str]) -> str:
+    """A panel's title: the dimension, and on a lower-is-better one what a win means there."""
+    return f"{dimension}\n(lower is better: a win is a lower score)" if dimension in lower else dimension
+
+
 def _legend_above(fig: Figure, ax: Axes, ncols: int = 4) -> None:
     """The legend in the figure's top margin, outside every panel."""
     handles, labels = ax.get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, loc="outside upper center", ncols=ncols, fontsize=FONT, frameon=False)
+        entry = max(text_width(t) for t in labels) + 0.6  # the handle and the gap to the next entry
+        fits = max(1, int(fig.get_size_inches()[0] // entry))
+        fig.legend(
+            handles, labels, loc="outside upper center", ncols=min(ncols, fits), fontsize=FONT, frameon=False
+        )
 
 
 def _err(mid: pd.Series, lo: pd.Series, hi: pd.Series) -> np.ndarray:
@@ -55,10 +107,11 @@ def _panels(frame: pd.DataFrame, by: str = "dimension") -> list[str]:
     return sorted(frame[by].astype(str).unique())
 
 
-def winrate_bars(wtl: pd.DataFrame) -> Figure | None:
+def winrate_bars(wtl: pd.DataFrame, lower: Sequence[str] = ()) -> Figure | None:
     """Win, tie and loss stacked in one bar per judge × generator × mode, the modes (independent,
     comparative, …) side by side under each judge · generator, one panel per dimension; whiskers: the
-    bootstrap CI of the win share (at its end) and of the loss share (at its start)."""
+    bootstrap CI of the win share (at its end) and of the loss share (at its start). `lower`: the
+    lower-is-better dimensions, whose titles say that a win there is a lower score."""
     if wtl.empty:
         return None
     frame = wtl.assign(
@@ -67,7 +120,9 @@ def winrate_bars(wtl: pd.DataFrame) -> Figure | None:
     modes = sorted(frame["_mode"].unique(), key=lambda m: (MODE_ORDER.index(m) if m in MODE_ORDER else 9, m))
     dims = _panels(frame)
     groups = int(frame.groupby(frame["dimension"].astype(str))["_group"].nunique().max())
-    fig, axes = _grid(len(dims), groups * (len(modes) + 1), sharex=True)
+    titles = [direction_title(d, lower) for d in dims]
+    width = _content_width(modes, titles, [*frame["_group"].unique(), "share of instances (95% CI)"])
+    fig, axes = _grid(len(dims), groups * (len(modes) + 1), sharex=True, width=width)
     for ax, dim in zip(axes, dims, strict=True):
         part = frame.loc[frame["dimension"].astype(str) == dim]
         names = sorted(part["_group"].unique(), reverse=True)
@@ -106,7 +161,7 @@ def winrate_bars(wtl: pd.DataFrame) -> Figure | None:
             ax.text(0, at + len(modes) - 0.35, group, fontsize=FONT, va="bottom", ha="left")
         ax.set_ylim(-0.6, max(base.values()) + len(modes) + 0.3)
         ax.set_xlim(0, 1)
-        ax.set_title(dim, fontsize=FONT)
+        ax.set_title(direction_title(dim, lower), fontsize=FONT)
         ax.set_xlabel("share of instances (95% CI)")
     _legend_above(fig, axes[0], 3)
     return fig
@@ -116,20 +171,32 @@ MODE_ORDER: tuple[str, ...] = ("independent", "comparative")
 OUTCOMES: tuple[str, ...] = ("win", "tie", "loss")
 
 
-def mode_shift_plot(shift: pd.DataFrame) -> Figure | None:
+def significance_label(shift: pd.DataFrame) -> str:
+    """What a star means, as the tables say it: McNemar's test, by BH q where the report corrected its
+    p-values (`significant` then reads q), else by p."""
+    rule = "BH q < 0.05" if "mcnemar_p_q" in shift else "McNemar p < 0.05, uncorrected"
+    return f"Δwin significant ({rule}) *"
+
+
+def mode_shift_plot(shift: pd.DataFrame, lower: Sequence[str] = ()) -> Figure | None:
     """Δwin and Δtie (comparative − independent) with paired bootstrap CIs per judge × generator; a filled
-    marker and a star where McNemar's test on win / not-win is significant."""
+    marker and a star where McNemar's test on win / not-win is significant (by q, as the tables:
+    `significance_label`). `lower`: the lower-is-better dimensions (a win there is a lower score)."""
     if shift.empty:
         return None
     dims = _panels(shift)
     frame = shift.assign(_label=shift["judge"].astype(str) + " · " + shift["source"].astype(str))
     rows = int(frame.groupby(frame["dimension"].astype(str))["_label"].nunique().max())
-    fig, axes = _grid(len(dims), rows, sharex=True)  # one x scale: shifts compare across dimensions
+    titles = [direction_title(d, lower) for d in dims]
+    width = _content_width(list(frame["_label"].unique()), titles, ["comp. − indep. (95% CI)"])
+    fig, axes = _grid(
+        len(dims), rows, sharex=True, width=width
+    )  # one x scale: shifts compare across dimensions
     for ax, dim in zip(axes, dims, strict=True):
         part = frame.loc[frame["dimension"].astype(str) == dim].sort_values("_label", ascending=False)
         y = np.arange(len(part))
         sig = part["significant"].fillna(False).astype(bool).to_numpy()
-        for name, offset, colour in (("win", 0.14, COLOURS["win"]), ("tie", -0.14, "#555555")):
+        for name, offset, colour in (("win", 0.14, COLOURS["win"]), ("tie", -0.14, "#000000")):
             mid = part[f"delta_{name}"]
             ax.errorbar(
                 mid,
@@ -156,14 +223,15 @@ def mode_shift_plot(shift: pd.DataFrame) -> Figure | None:
                     s=26,
                     color=colour,
                     zorder=3,
-                    label="Δwin, McNemar p < 0.05 (*)",
+                    label=significance_label(shift),
                 )
         for yi, x in zip(y[sig], part["delta_win_hi"].to_numpy()[sig], strict=True):
             ax.annotate("*", (x, yi + 0.14), xytext=(3, -4), textcoords="offset points", fontsize=11)
         ax.axvline(0, color="black", lw=0.6)
         ax.set_yticks(y, part["_label"], fontsize=FONT)
-        ax.set_title(dim, fontsize=FONT)
+        ax.set_title(direction_title(dim, lower), fontsize=FONT)
         ax.set_xlabel("comp. − indep. (95% CI)")
+        ax.margins(x=0.12)  # room for a star beside its whisker
     _legend_above(fig, axes[0], 2)
     return fig
 
@@ -183,7 +251,11 @@ def agreement_heatmap(table: pd.DataFrame, value: str = "kappa_w", title: str = 
         matrix[index[a], index[b]] = matrix[index[b], index[a]] = v
         text[index[a], index[b]] = text[index[b], index[a]] = f"{v:.2f}\n[{lo:.2f}, {hi:.2f}]"
     side = 1.6 + 1.0 * len(raters)  # a cell holds its value and CI at FONT pt
-    fig = Figure(figsize=(side + 1.8, side), layout="constrained")
+    names = max(text_width(str(r)) for r in raters)  # the row labels, and the column labels at 45°
+    fig = Figure(
+        figsize=(max(side + 1.8 + names, text_width(title or value) + 0.5), side + 0.75 * names),
+        layout="constrained",
+    )
     ax = fig.subplots()
     _matrix(fig, ax, matrix, raters, raters, text, value)
     ax.set_title(title or value, fontsize=FONT)
@@ -236,10 +308,18 @@ def human_agreement_matrix(agree: pd.DataFrame) -> Figure | None:
         key = (judges.index(str(j)), dims.index(str(d)))
         matrix[key] = v
         text[key] = f"{v:.2f}\n[{lo:.2f}, {hi:.2f}]"
-    fig = Figure(figsize=(3.0 + 1.2 * len(dims), 1.8 + 0.6 * len(judges)), layout="constrained")
+    rows, cols = max(map(text_width, judges)), max(map(text_width, dims))
+    title = "quadratic-weighted κ, judge vs experts' mean (95% CI)"
+    fig = Figure(
+        figsize=(
+            max(2.4 + rows + 1.2 * len(dims), text_width(title) + 0.5),
+            1.8 + 0.6 * len(judges) + 0.75 * cols,
+        ),
+        layout="constrained",
+    )
     ax = fig.subplots()
     _matrix(fig, ax, matrix, judges, dims, text, "κ_w with the experts")
-    ax.set_title("quadratic-weighted κ, judge vs experts' mean (95% CI)", fontsize=FONT)
+    ax.set_title(title, fontsize=FONT)
     return fig
 
 
@@ -251,7 +331,8 @@ def score_distributions(cands: pd.DataFrame) -> Figure | None:
     frame = cands.assign(_rater=cands["rater"].astype(str), _source=cands["source"].astype(str))
     dims = _panels(frame)
     groups = frame[["_rater", "_source"]].drop_duplicates().sort_values(["_rater", "_source"])
-    fig, axes = _grid(len(dims), len(groups))
+    names = [f"{r} · {s}" for r, s in groups.itertuples(index=False)]
+    fig, axes = _grid(len(dims), len(groups), width=_content_width(names, dims))
     for ax, dim in zip(axes, dims, strict=True):
         part = frame.loc[frame["dimension"].astype(str) == dim]
         data, labels = [], []
@@ -276,7 +357,8 @@ def _forest(
         return None
     frame = table.assign(_label=table[list(label_cols)].astype(str).agg(" · ".join, axis=1))
     dims = _panels(frame)
-    fig, axes = _grid(len(dims), int(frame.groupby(frame["dimension"].astype(str))["_label"].nunique().max()))
+    rows = int(frame.groupby(frame["dimension"].astype(str))["_label"].nunique().max())
+    fig, axes = _grid(len(dims), rows, width=_content_width(list(frame["_label"].unique()), dims, [xlabel]))
     for ax, dim in zip(axes, dims, strict=True):
         part = frame.loc[frame["dimension"].astype(str) == dim].sort_values("_label", ascending=False)
         y = np.arange(len(part))
@@ -288,7 +370,7 @@ def _forest(
             ms=4,
             capsize=2,
             lw=0.8,
-            color="#3b6ea8",
+            color=OKABE_ITO[0],
         )
         if reference is not None:
             ax.axvline(reference, color="black", lw=0.6)
@@ -308,7 +390,7 @@ def position_bias_plot(table: pd.DataFrame) -> Figure | None:
     if table.empty:
         return None
     dims = _panels(table)
-    fig, axes = _grid(len(dims), 8)
+    fig, axes = _grid(len(dims), 8, width=_content_width(["0.00"], dims, ["shown position (0 = first)"]))
     for ax, dim in zip(axes, dims, strict=True):
         part = table.loc[table["dimension"].astype(str) == dim]
         for i, (judge, rows) in enumerate(part.groupby(part["judge"].astype(str), sort=True)):
@@ -341,7 +423,8 @@ def reliability_diagram(bins: pd.DataFrame) -> Figure | None:
         return None
     frame = bins.assign(_panel=bins[["judge", "mode", "dimension"]].astype(str).agg(" · ".join, axis=1))
     panels = sorted(frame["_panel"].unique())
-    fig, axes = _grid(len(panels), 6)
+    xlabel = "predicted probability of an expert win"
+    fig, axes = _grid(len(panels), 6, width=_content_width(["0.0"], panels, [xlabel]))
     for ax, name in zip(axes, panels, strict=True):
         part = frame.loc[frame["_panel"] == name]
         for fit, marker in (("before", "s"), ("after", "o")):
@@ -353,7 +436,7 @@ def reliability_diagram(bins: pd.DataFrame) -> Figure | None:
         ax.set_xlim(-0.02, 1.02)
         ax.set_ylim(-0.02, 1.02)
         ax.set_title(name, fontsize=9)
-        ax.set_xlabel("predicted probability of an expert win", fontsize=9)
+        ax.set_xlabel(xlabel, fontsize=9)
         ax.set_ylabel("observed frequency", fontsize=9)
     _legend_above(fig, axes[0], 2)
     return fig

@@ -82,7 +82,7 @@ def _html_table(name: str, frame: pd.DataFrame) -> str:
         # header text not selectable: DataTables then sorts on a click anywhere in the header cell, its name
         # included (selectable text left only the small arrow icon clickable)
         datatable = to_html_datatable(
-            shown.round(3),
+            summary.leaderboard_display(frame),  # blank, not NaN; the κ_w columns under one group
             connected=False,
             paging=False,
             display_logo_when_loading=False,
@@ -275,7 +275,8 @@ def write_report(
     source: str = "",
     banner: Sequence[str] = (),
 ) -> tuple[Path, Path]:
-    """Write report.md, report.html, tables/*.csv and figures/*.png under `out_dir`; return both reports."""
+    """Write report.md, report.html, tables/*.csv and figures/*.png and *.pdf under `out_dir`; return both
+    reports."""
     out = Path(out_dir)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     (out / "figures").mkdir(exist_ok=True)
@@ -286,6 +287,9 @@ def write_report(
         write_csv(table, out / "tables" / f"{name}.csv")  # opened in spreadsheets: no formulas
     for name, data in pngs.items():
         (out / "figures" / f"{name}.png").write_bytes(data)
+    for name, fig in figures.items():  # the same figures as vector graphics, for a paper
+        if fig is not None:
+            fig.savefig(out / "figures" / f"{name}.pdf")
     parts = [
         summary,
         contents(tables),

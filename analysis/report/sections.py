@@ -46,9 +46,11 @@ class Section:
 SECTIONS: tuple[Section, ...] = (
     Section(
         "Judge leaderboard",
-        "One row per judge, best agreement with the experts first: κ_w with the experts per dimension and mode, "
-        "self-consistency α, position / length / self-preference bias, parse rate, cost per 1,000 judgments "
-        "(unknown when any call's cost is unknown), median latency. Click a column's name to sort by it.",
+        "One row per judge, sorted by agreement (the mean of its κ_w with the experts over the dimension × mode "
+        "columns; by parse rate without experts): alpaca_eval's columns first (agreement, cost and time per "
+        "1,000 judgments, position and length bias), then κ_w per dimension and mode under one group, parse "
+        "rate, self-consistency α and the rest; cost is unknown when any call's cost is, a blank cell has no "
+        "value. Click a column's name to sort by it.",
     ),
     Section(
         "Agreement with the experts",

@@ -77,13 +77,16 @@ def parse_rate(results: pd.DataFrame) -> float | None:
 
 def _per_judge_usage(results: pd.DataFrame) -> pd.DataFrame:
     """Parse rate (of the answered calls), cost per 1,000 paid judgments (costs.per_1k; NaN = unknown),
-    median latency of the calls sent to the provider (cached replays excluded) and the calls the provider
-    failed (`provider_failed`, apart from the parse rate)."""
+    median latency and time per 1,000 judgments (1,000 × the mean latency, alpaca_eval's "time per 1,000") of
+    the calls sent and the cached replays that carry their original call's latency (older results recorded
+    0 s for a replay: not a latency, left out; the judge card counts the same calls), and the calls the
+    provider failed (`provider_failed`, apart from the parse rate)."""
     calls = _calls(results)
     out = []
     for judge, part in calls.groupby("judge", observed=True, sort=True):
-        live = ~part["cached"].fillna(False).astype(bool) if "cached" in part else np.ones(len(part), bool)
-        latency = part.loc[live, "latency_s"].astype(float) if "latency_s" in part else pd.Series(dtype=float)
+        latency = part["latency_s"].astype(float) if "latency_s" in part else pd.Series(dtype=float)
+        cached = part["cached"].fillna(False).astype(bool) if "cached" in part else False
+        latency = latency.loc[(~cached | latency.gt(0)).to_numpy()]
         parsed = _answered_parse_rate(part) if "parse_ok" in part else np.nan
         out.append(
             {
@@ -92,6 +95,7 @@ def _per_judge_usage(results: pd.DataFrame) -> pd.DataFrame:
                 "parse_rate": parsed,
                 "cost_per_1k": per_1k(part),
                 "median_latency_s": latency.median() if len(latency) else np.nan,
+                "time_per_1k_s": 1000 * latency.mean() if len(latency) else np.nan,
             }
         )
     usage = pd.DataFrame(out)
@@ -160,9 +164,54 @@ def leaderboard(
         board = board.merge(part, on="judge", how="left")
     for make in extra:
         board = board.merge(make(tables).astype({"judge": str}), on="judge", how="left")
-    order = [c for c in board.columns if c.startswith("kappa_w:")]
-    sort = board[order].mean(axis=1) if order else board["parse_rate"]
-    return board.assign(_s=sort).sort_values("_s", ascending=False).drop(columns="_s").reset_index(drop=True)
+    kappas = [c for c in board.columns if c.startswith("kappa_w:")]
+    board[AGREEMENT] = board[kappas].mean(axis=1) if kappas else np.nan
+    sort = AGREEMENT if kappas else "parse_rate"
+    board = board.sort_values(sort, ascending=False, na_position="last").reset_index(drop=True)
+    board.attrs["sort_key"] = sort
+    return board[_board_order(list(board.columns))]
+
+
+#: the sort key: the mean of a judge's κ_w columns (every dimension × mode it was compared with the experts on)
+AGREEMENT = "agreement"
+#: alpaca_eval's per-annotator columns, in its order (human agreement, price and time per 1,000, position
+#: and length bias), then the κ_w group, then the rest, provider failures right after the parse rate
+LEADING: tuple[str, ...] = (
+    "judge",
+    AGREEMENT,
+    "cost_per_1k",
+    "time_per_1k_s",
+    "position_bias",
+    "length_rho",
+)
+TRAILING: tuple[str, ...] = ("parse_rate", "provider_failed", "self_alpha", "judgments", "median_latency_s")
+KAPPA_GROUP = "κ_w with the experts"
+
+
+def _board_order(columns: Sequence[str]) -> list[str]:
+    """judge, the alpaca_eval columns, the κ_w columns together, then parse rate and the rest."""
+    kappas = [c for c in columns if c.startswith("kappa_w:")]
+    rest = [c for c in columns if c not in (*LEADING, *TRAILING) and c not in kappas]
+    return [*[c for c in LEADING if c in columns], *kappas, *[c for c in TRAILING if c in columns], *rest]
+
+
+def leaderboard_display(board: pd.DataFrame) -> pd.DataFrame:
+    """The leaderboard as shown: numbers to 3 decimals and blank where there is none (never NaN), cost
+    "unknown" where a call's cost is, and two header rows: the κ_w columns grouped under one `KAPPA_GROUP`
+    (each named by its dimension and mode), every other column under its own name."""
+    shown = board.astype(object).where(board.notna(), "")
+    for col in board.columns:
+        if col != "judge" and pd.api.types.is_numeric_dtype(board[col]):
+            shown[col] = [("" if pd.isna(v) else f"{v:.3f}") for v in board[col]]
+    if "cost_per_1k" in board:
+        shown["cost_per_1k"] = [("unknown" if pd.isna(v) else f"{v:.4f}") for v in board["cost_per_1k"]]
+    shown.columns = pd.MultiIndex.from_tuples(
+        [
+            (KAPPA_GROUP, c.removeprefix("kappa_w:")) if c.startswith("kappa_w:") else ("", c)
+            for c in board.columns
+        ]
+    )
+    return shown
 
 
 def _num(value: float) -> str:

@@ -297,6 +297,16 @@ def _rater_judge(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(judge=table["rater"].astype(str).str.replace(r" \[[^\]]*\]$", "", regex=True))
 
 
+def _lower_is_better(s: StudyInputs) -> list[str]:
+    """The study's lower-is-better dimensions (a figure says what a win means there); none where the results
+    do not say (`scores.dimension_directions` refuses them elsewhere, in one line)."""
+    try:
+        directions = scores.dimension_directions(s.results)
+    except ValueError:
+        return []
+    return sorted(d for d, higher in directions.items() if not higher)
+
+
 def _plot(name: str) -> Callable[..., Figure | None]:
     """`analysis.report.plots.<name>` (matplotlib is imported only when a figure is drawn)."""
 
@@ -354,7 +364,7 @@ BUILTIN: tuple[TableSpec, ...] = (
         lambda s, _: winrate.win_tie_loss(_cands(s), s.reference, n_boot=s.n_boot, seed=s.seed),
         ("judge", "mode", "source", "dimension", "n", "win", "tie", "loss"),
         section=WINRATE,
-        figure=FigureSpec("winrate", lambda t, _: _plot("winrate_bars")(t["winrate"])),
+        figure=FigureSpec("winrate", lambda t, s: _plot("winrate_bars")(t["winrate"], _lower_is_better(s))),
         headline=("win", "max", "highest win rate"),
     ),
     TableSpec(
@@ -371,7 +381,9 @@ BUILTIN: tuple[TableSpec, ...] = (
         ),
         ("judge", "mode", "source", "dimension", "n", "win_before", "win_after", "delta_win", "mcnemar_p"),
         section="Mode shift (the novelty illusion)",
-        figure=FigureSpec("mode_shift", lambda t, _: _plot("mode_shift_plot")(t["mode_shift"])),
+        figure=FigureSpec(
+            "mode_shift", lambda t, s: _plot("mode_shift_plot")(t["mode_shift"], _lower_is_better(s))
+        ),
         headline=("delta_win", "absmax", "largest |Δwin|"),
         card=CardField(
             "Mode shift (one candidate per prompt → several: the win rate; McNemar p and its BH q-value)",
