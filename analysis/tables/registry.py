@@ -11,6 +11,7 @@ folded tables' headlines (`headlines`) are read from them, so a new statistic is
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
+from tqdm import tqdm
 
 from analysis.load import modes
 from analysis.robustness import unperturbed
@@ -158,11 +160,13 @@ def spec(key: str) -> TableSpec:
 
 def compute_tables(inputs: StudyInputs, report_only: bool = True) -> Tables:
     """Every declared table that applies, keyed by name, in declaration order; card-only tables too when
-    `report_only` is False."""
+    `report_only` is False. On a terminal a progress bar on stderr names the table being computed (the cards
+    and a large study's report take minutes); piped or redirected output stays silent (tqdm's disable=None)."""
     tables: Tables = {}
-    for s in REGISTRY:
-        if report_only and not s.report:
-            continue
+    specs = [s for s in REGISTRY if s.report or not report_only]
+    bar = tqdm(specs, desc="tables", unit="table", disable=None, leave=False, file=sys.stderr)
+    for s in bar:
+        bar.set_postfix_str(s.key, refresh=True)
         table = s.compute(inputs, tables)
         if table is not None:
             tables[s.key] = table
