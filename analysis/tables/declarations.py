@@ -4,6 +4,9 @@ these declarations, `analysis.report.render` lays the report out from them and `
 from them; a new statistic is its own module plus one `register(TableSpec(...))` here (or in its module).
 
 The computations shared by several tables (the combined-judge tables, the raters' scores) live here too.
+
+What each table's statistics are, their formulas, assumptions and references: see docs/statistics.md (a new
+table is described there too; tests/test_statistics_doc.py checks it).
 """
 
 from __future__ import annotations
