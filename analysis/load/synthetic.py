@@ -2,7 +2,7 @@
 
 Each candidate has a true quality per dimension; a judge's sample score is the quality plus the judge's
 bias, plus `shift` for generated candidates in comparative mode (the planted novelty illusion), plus noise,
-rounded and clipped to the 1–10 scale. Columns follow the results-table contract (DESIGN.md); string
+rounded and clipped to the 1–10 scale. Columns follow the results-table contract (core/schema.py); string
 columns are categorical, as `analysis.load.collect.load_results` returns them.
 """
 

@@ -1,6 +1,6 @@
 """`python -m analysis.report <run-or-multirun-dir> [--humans FILE] [--out DIR]`
 
-Collects every results table below the folder, computes the study's tables (DESIGN.md "Statistics") and
+Collects every results table below the folder, computes the study's tables (docs/statistics.md) and
 writes report.md, report.html (tables and embedded figures) and one CSV per table. `compute_tables` is
 the whole computation without plotting, which is what benchmarks/analysis_bench.py times.
 """

@@ -1,4 +1,4 @@
-"""Agreement between raters — judges and humans — on winners and on ordinal scores (DESIGN.md).
+"""Agreement between raters — judges and humans — on winners and on ordinal scores (docs/statistics.md).
 
 Point estimates come from statsmodels, scipy and the `krippendorff` package. Their bootstrap CIs resample
 items through the category counts (see core.intervals), using the vectorised formulas in

@@ -1,4 +1,4 @@
-"""How far a judge agrees with itself, and the biases that move its verdicts (DESIGN.md "Statistics").
+"""How far a judge agrees with itself, and the biases that move its verdicts (docs/statistics.md).
 
 - self-consistency over the samples of one prompt: sd, share of prompts whose samples disagree, α;
 - position bias: by shown position in comparative mode, and order effects / flips in pairwise mode;

@@ -1,5 +1,5 @@
 """Corrected estimates: a judge's win rate or mean score, corrected by the items experts rated, valid only for
-the way those items were chosen (DESIGN.md, "Design assumptions").
+the way those items were chosen (docs/statistics.md, "Corrected estimates").
 
 A judge scores every candidate; experts rate a few. The judge-only estimate is precise and biased, the
 human-only estimate unbiased and wide. A corrected estimate uses the judge on every unit and the experts on

@@ -130,7 +130,7 @@ def preference_gap(
 
 
 #: Kinds of a pair of judge raters (``judge [mode]``) other than two different judges in one mode, the
-#: only pairs that are judge–judge agreement (DESIGN.md: a judge across modes is consistency).
+#: only pairs that are judge–judge agreement (docs/statistics.md: a judge across modes is consistency).
 SAME_JUDGE = "judge-self"  # one judge in two modes: its consistency, not agreement
 CROSS_MODE = "judge-other-mode"  # two judges in different modes
 

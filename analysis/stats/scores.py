@@ -1,4 +1,4 @@
-"""Candidate scores, best-of-K and per-judge score summaries (DESIGN.md, "Statistics").
+"""Candidate scores, best-of-K and per-judge score summaries (docs/statistics.md).
 
 A judge's score for a candidate is the mean over its samples; unscored samples (NaN score or parse_ok False)
 are dropped, and a candidate with no scored sample is left out. Best-of-K keeps, per generator and instance,

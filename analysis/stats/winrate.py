@@ -1,4 +1,4 @@
-"""Clear win / tie / loss of each generator against the reference (DESIGN.md, "Statistics").
+"""Clear win / tie / loss of each generator against the reference (docs/statistics.md).
 
 Per instance and dimension, a generator's best-of-K is compared with the reference's score: better is a
 win, equal a tie, worse a loss. Rates are over instances, each with a 95% Wilson interval (statsmodels),
