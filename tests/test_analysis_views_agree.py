@@ -172,8 +172,12 @@ def test_viewer_scores_and_human_distance_are_the_cores(views: Views) -> None:
     assert len(both) == len(core) > 0
     assert both["score_view"].to_numpy() == pytest.approx(both["score"].to_numpy(), abs=1e-12)
     human = consensus_scores(views.humans)
-    paired = both.merge(human, on=["instance_id", "candidate_id", "dimension"])
+    paired = both.merge(human, on=["instance_id", "candidate_id", "dimension"], suffixes=("_view", ""))
     assert len(paired) > 0 and paired["judge_human"].notna().all()
+    if "human_view" in paired:  # the viewer's experts' mean column is the same consensus
+        assert paired["human_view"].to_numpy(dtype=float) == pytest.approx(
+            paired["human"].to_numpy(dtype=float)
+        )
     assert paired["judge_human"].to_numpy() == pytest.approx(
         (paired["score"] - paired["human"]).abs().to_numpy()
     )

@@ -31,24 +31,7 @@ from analysis.view.server import bind, bind_port, create_app, main, split_backgr
 from tests.support.browser import browser_page
 from tests.support.hostile import one_line
 from tests.support.studies import UNPARSEABLE, run_sample_study
-
-
-def write_synthetic(root: Path) -> pd.DataFrame:
-    """Two judges × two modes of synthetic results, one run folder each; one planted outlier sample."""
-    frame = synthetic_results(n_instances=5, seed=3)
-    frame = frame.astype({c: str for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)})
-    outlier = (
-        (frame["judge"] == "judge_b")
-        & (frame["mode"] == "independent")
-        & (frame["sample_idx"] == 1)
-        & (frame["candidate_id"] == "narrow_gen_2")
-        & (frame["instance_id"] == "inst00003")
-    )
-    frame.loc[outlier, "score"] = 30.0
-    for (judge, mode), part in frame.groupby(["judge", "mode"]):
-        (root / f"{judge}-{mode}").mkdir(parents=True)
-        part.to_parquet(root / f"{judge}-{mode}" / "results.parquet", index=False)
-    return frame
+from tests.support.view_study import LOCAL, write_synthetic
 
 
 def test_list_counts_filters_and_sorts_by_planted_disagreement(tmp_path: Path) -> None:
@@ -465,9 +448,6 @@ def test_zero_padded_ids_join_results_csv_and_labels(tmp_path: Path) -> None:
         assert len(study.item_rows("007", cand)) == 1 and len(study.human_rows("007", cand)) == 1
 
 
-LOCAL = "http://127.0.0.1:8765"
-
-
 def test_only_the_bound_host_is_answered(tmp_path: Path) -> None:
     """Issue 25 #18 (DNS rebinding): `Host: evil.example` got 200, so a page the user visits elsewhere could
     point its name at 127.0.0.1 and read the study. Only 127.0.0.1 and localhost (any port) are answered."""
@@ -552,7 +532,6 @@ def viewer(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The viewer's app on a small synthetic study (two runs: parquet and CSV), as a test client."""
     from fastapi.testclient import TestClient
 
-    from analysis.load.synthetic import synthetic_results
     from analysis.view.data import Study
     from analysis.view.server import create_app
 

@@ -16,7 +16,7 @@ from analysis.load.synthetic import synthetic_humans
 from analysis.view.data import Study
 from tests.support.browser import browser_page
 from tests.support.studies import ROOT, cli_env
-from tests.test_view import write_synthetic
+from tests.support.view_study import write_synthetic
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from analysis.view import sql
 from analysis.view.data import Study, ViewError
 from analysis.view.server import create_app
-from tests.test_view import LOCAL, write_synthetic
+from tests.support.view_study import LOCAL, write_synthetic
 
 MESSAGES = '[{"role": "user", "content": "the prompt as sent"}]'
 

@@ -81,10 +81,15 @@ def _html_table(name: str, frame: pd.DataFrame) -> str:
 
         # header text not selectable: DataTables then sorts on a click anywhere in the header cell, its name
         # included (selectable text left only the small arrow icon clickable)
+        board = summary.leaderboard_display(frame)  # blank, not NaN; the κ_w columns under one group
+        # one header row for DataTables (a two-row header with merged cells left its body empty): the group
+        # leads each κ_w column's name
+        board.columns = [f"{group}: {name}" if group else name for group, name in board.columns]
         datatable = to_html_datatable(
-            summary.leaderboard_display(frame),  # blank, not NaN; the κ_w columns under one group
+            board,
             connected=False,
             paging=False,
+            showIndex=False,  # the judge is the first column
             display_logo_when_loading=False,
             text_in_header_can_be_selected=False,
         )

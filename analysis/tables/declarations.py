@@ -184,13 +184,17 @@ def _present(table: pd.DataFrame) -> pd.DataFrame | None:
     return table if len(table) else None
 
 
-def winrate_combined(cands: pd.DataFrame, reference: str, n_boot: int, seed: int) -> pd.DataFrame:
-    """Win / tie / loss of each judge set combined by mean score, unanimous and majority verdicts."""
+def winrate_combined(
+    cands: pd.DataFrame, reference: str, n_boot: int, seed: int, pairs: Sequence[tuple[str, str]] = ()
+) -> pd.DataFrame:
+    """Win / tie / loss of each judge set combined by mean score, unanimous and majority verdicts; with the
+    judges that ran both modes of a mode-shift pair (`pairs`) as a set of their own, whose shift sits beside
+    their rates."""
 
     def compute(part: pd.DataFrame, combine: CombineMethod) -> pd.DataFrame:
         return winrate.win_tie_loss(part, reference, combine=combine, n_boot=n_boot, seed=seed)
 
-    return _combined(cands, compute, ("mean", "unanimous", "majority"))
+    return _combined(cands, compute, ("mean", "unanimous", "majority"), pairs)
 
 
 def mode_shift(
@@ -372,7 +376,7 @@ BUILTIN: tuple[TableSpec, ...] = (
     ),
     TableSpec(
         "winrate_combined",
-        lambda s, _: _present(winrate_combined(_cands(s), s.reference, s.n_boot, s.seed)),
+        lambda s, _: _present(winrate_combined(_cands(s), s.reference, s.n_boot, s.seed, _shift_pairs(s))),
         ("judge", "mode", "source", "dimension", "n", "win", "n_judges_min", "n_excluded", "combine"),
         section="Judges combined",
         headline=("win", "max", "highest combined win rate"),
