@@ -7,13 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import krippendorff
 import numpy as np
 import pandas as pd
 import pytest
+from statsmodels.stats import inter_rater
 from statsmodels.stats.proportion import proportion_confint
 
 from analysis.stats.agreement import pair_agreement
 from analysis.stats.calibration import ece_interval, expected_calibration_error, reliability_bins
+from analysis.stats.reliability import alpha_with_ci, fleiss_with_ci
 from core.intervals import BOOT_MIN_N, exact_interval, trusted_bootstrap, wilson_interval
 from tests.support.studies import cli_env
 from tests.support.study_folders import DIMENSIONS, sample_candidates, write_fake_run
@@ -137,3 +140,29 @@ def test_ece_gets_an_interval_that_covers_and_a_perfect_small_sample_is_not_perf
         lo, hi = ece_interval(p, y)
         covered += lo <= true <= hi
     assert covered / 200 >= 0.95
+
+
+def test_alpha_and_fleiss_cis_need_boot_min_n_units() -> None:
+    """Krippendorff's α and Fleiss' κ keep their point estimates at any n (krippendorff, statsmodels), but
+    their bootstrap CIs are NaN below `BOOT_MIN_N` units (for α: units with ≥ 2 ratings) and shown above."""
+    rng = np.random.default_rng(3)
+    truth = rng.integers(0, 4, size=60)
+    ratings = np.clip(truth[:, None] + rng.integers(-1, 2, size=(60, 3)), 0, 3).astype(
+        float
+    )  # items × raters
+    for n, shown in ((BOOT_MIN_N - 1, False), (BOOT_MIN_N, True), (60, True)):
+        part = ratings[:n]
+        alpha, a_lo, a_hi = alpha_with_ci(part.T, "ordinal", n_boot=200)
+        assert alpha == pytest.approx(krippendorff.alpha(part.T, level_of_measurement="ordinal"), abs=1e-9)
+        kappa, k_lo, k_hi, n_items = fleiss_with_ci(part, n_boot=200)
+        table, _ = inter_rater.aggregate_raters(part)
+        assert n_items == n and kappa == pytest.approx(inter_rater.fleiss_kappa(table), abs=1e-9)
+        if shown:
+            assert a_lo < alpha < a_hi and k_lo < kappa < k_hi
+        else:
+            assert np.isnan([a_lo, a_hi, k_lo, k_hi]).all()
+    # α's n counts units with ≥ 2 ratings: BOOT_MIN_N - 1 such units plus 30 single-rated ones get no CI
+    sparse = ratings[: BOOT_MIN_N - 1 + 30].copy()
+    sparse[BOOT_MIN_N - 1 :, 1:] = np.nan
+    assert np.isfinite(alpha_with_ci(sparse.T, "ordinal", n_boot=200)[0])
+    assert np.isnan(alpha_with_ci(sparse.T, "ordinal", n_boot=200)[1:]).all()

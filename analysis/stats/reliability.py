@@ -14,7 +14,7 @@ import krippendorff
 import numpy as np
 from statsmodels.stats import inter_rater
 
-from core.intervals import percentile_ci, resample_counts
+from core.intervals import percentile_ci, resample_counts, trusted_bootstrap
 
 Level = Literal["nominal", "ordinal", "interval"]
 
@@ -129,7 +129,8 @@ def alpha_from_coincidences(o: np.ndarray, values: np.ndarray, level: Level) -> 
 def alpha_with_ci(
     data: np.ndarray, level: Level = "ordinal", n_boot: int = 1000, seed: int = 0, ci: float = 0.95
 ) -> tuple[float, float, float]:
-    """Krippendorff's α over raters × units (NaN missing) with a bootstrap CI over units."""
+    """Krippendorff's α over raters × units (NaN missing) with a bootstrap CI over units (NaN below
+    `core.intervals.BOOT_MIN_N` units with ≥ 2 ratings, see `alpha_from_counts`)."""
     counts, values = value_counts(data)
     return alpha_from_counts(counts, values, level, n_boot, seed, ci)
 
@@ -146,6 +147,8 @@ def alpha_from_counts(
 
     The estimate is the `krippendorff` package's, unless its dense array would exceed 1M cells; then the
     same formula as the bootstrap's (tested equal to the package to 1e-9) gives it at a fraction of the cost.
+    The CI is shown only where `core.intervals.trusted_bootstrap` trusts it (≥ `BOOT_MIN_N` units with ≥ 2
+    ratings, not degenerate), else NaN: a handful of units' replicates say nothing about sampling error.
     """
     counts = counts[counts.sum(axis=1) >= 2]
     present = counts.sum(axis=0) > 0
@@ -161,6 +164,7 @@ def alpha_from_counts(
         point = float(alpha_from_coincidences(coincidences(patterns, freq.astype(float)), values, level))
     boot = resample_counts(freq, n_boot, seed).astype(float)
     lo, hi = percentile_ci(alpha_from_coincidences(coincidences(patterns, boot), values, level), ci)
+    lo, hi = trusted_bootstrap(lo, hi, len(counts))  # too few units or all replicates equal: no CI
     return point, float(lo), float(hi)
 
 
@@ -181,7 +185,8 @@ def fleiss_with_ci(
 ) -> tuple[float, float, float, int]:
     """Fleiss' κ (statsmodels) over items × raters with a bootstrap CI over items, and n items.
 
-    Items with a missing rating are dropped (Fleiss' κ assumes the same raters per item).
+    Items with a missing rating are dropped (Fleiss' κ assumes the same raters per item). The CI is NaN
+    where `core.intervals.trusted_bootstrap` does not trust it (< `BOOT_MIN_N` items, or degenerate).
     """
     ratings = np.asarray(ratings, dtype=float)
     ratings = ratings[~np.isnan(ratings).any(axis=1)]
@@ -192,4 +197,5 @@ def fleiss_with_ci(
     patterns, freq = _patterns(table)
     boot = resample_counts(freq, n_boot, seed).astype(float)
     lo, hi = percentile_ci(fleiss_from_patterns(patterns, boot), ci)
+    lo, hi = trusted_bootstrap(lo, hi, len(ratings))  # too few items or all replicates equal: no CI
     return point, float(lo), float(hi), len(ratings)
