@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
+import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -60,6 +62,24 @@ def test_any_name_is_escaped_to_plain_ascii_latex(name: str) -> None:
     assert out.isascii(), out
     assert _TEX_OUT.fullmatch(out), f"{name!r} -> {out!r}: an unescaped special character"
     assert not out.lstrip().startswith(("[", "*")), f"{name!r} -> {out!r}: a leading [ or * unprotected"
+
+
+def test_one_hostile_name_compiles_under_pdflatex_after_a_row_break(tmp_path: Path) -> None:
+    """One example (not one per example) set by pdflatex where a leading ``[`` would be read as ``\\\\[..]``."""
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex is not installed: the compile of an escaped name is not checked")
+    name = "[*] \u4e2d\U0001f525 \u00e9 \ufb01 \\ {}%&#_^~$<>| \u00b1\u00d7\u2264 \x00\t\u202e end"
+    doc = f"\\documentclass{{article}}\\begin{{document}}\\begin{{tabular}}{{l}}a\\\\\n{tex(name)}\\\\\n\\end{{tabular}}\\end{{document}}\n"
+    (tmp_path / "t.tex").write_text(doc, encoding="ascii")
+    run = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "t.tex"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert "Missing" not in run.stdout and "Undefined" not in run.stdout, run.stdout[-2000:]
 
 
 # ---- label sheets --------------------------------------------------------------------------------------------
