@@ -8,7 +8,8 @@ launcher, and ends the command with exit code 3, as a single run does.
 A job whose parse rate falls below `min_parse_rate` (exit 4 alone) or whose every call failed at the provider
 (exit 1 alone) writes its outputs and a `failed.json` in its folder, and returns: a `sys.exit` inside a job
 would end the whole sweep at the first such job. The callback names every failed job and exits with the most
-serious code (4 before 1), after the budget's line if there is one.
+serious code (4 before 1), after the budget's line if there is one. Before them it names every pair of the
+sweep's judges that are one rater (experiments.duplicates): same model and endpoint, or identical answers.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ class SweepBudget(Callback):
             path.unlink(missing_ok=True)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        # pandas (via experiments.outputs): see on_multirun_start
+        # pandas (via experiments.outputs), pyarrow (via experiments.duplicates): see on_multirun_start
+        from experiments.duplicates import duplicate_lines  # noqa: PLC0415
         from experiments.outputs import release_sweep_folder  # noqa: PLC0415
 
         sweep_dir = Path(str(config.hydra.sweep.dir))
@@ -104,6 +106,8 @@ class SweepBudget(Callback):
         line = budget_stop(sweep_dir, config.get("budget_usd"))
         if line:
             print(f"stopped: {line}", file=sys.stderr)
+        for warning in duplicate_lines(sweep_dir):  # two judge YAMLs that are one rater (issue 33 item 4)
+            print(warning, file=sys.stderr)
         failed = failed_jobs(sweep_dir)
         for job, _, error in failed:
             print(f"error: job {job}: {error}", file=sys.stderr)

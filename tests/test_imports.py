@@ -38,6 +38,10 @@ LAZY: dict[tuple[str, str], str] = {
     ("experiments/stages/issues.py", "experiments.judges"): _LITELLM_AFTER_CHECKS,
     ("experiments/sweep_budget.py", "experiments.outputs"): "pandas: every run imports this callback early",
     (
+        "experiments/sweep_budget.py",
+        "experiments.duplicates",
+    ): "pyarrow: every run imports this callback early",
+    (
         "analysis/novbench/metrics.py",
         "analysis.novbench.ppl_cache",
     ): "diskcache: only when perplexity is computed",
