@@ -583,9 +583,22 @@ def test_echoreview_tables_compile_in_a_column_or_across_the_page(tmp_path) -> N
     assert r"qwen & gen\_\texttt{U+4E2D} & both orders & 4 (4) & 50 [" in pairwise_tex
     assert "& 1/4 \\\\" in pairwise_tex and "dimension overall\\_quality; vs reference" in pairwise_tex
     assert "resizebox" not in quality_tex + pairwise_tex
+    # a study with long names, two dimensions and two opponents: wider than the page, split into parts
+    wide = pd.read_csv(run / "echoreview_pairwise.csv").assign(judge="Qwen2.5-72B-Instruct/review_pairwise")
+    wide = pd.concat(
+        [
+            wide.assign(dimension=d, opponent=o)
+            for d in ("overall_quality", "specificity")
+            for o in ("a", "bb")
+        ]
+    )
+    parts = pt.split_wide(pt.echoreview_pairwise(wide))
+    assert len(parts) > 1 and all("protocol" in p.frame for p in parts)
+    (tmp_path / "wide.tex").write_text(pt.to_latex([pt.echoreview_pairwise(wide)]))
     (tmp_path / "paper.tex").write_text(
         "\\documentclass[twocolumn]{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
-        f"\\input{{{run / 'echoreview_quality'}}}\n\\input{{{run / 'echoreview_pairwise'}}}\n\\end{{document}}\n"
+        f"\\input{{{run / 'echoreview_quality'}}}\n\\input{{{run / 'echoreview_pairwise'}}}\n\\input{{wide}}\n"
+        "\\end{document}\n"
     )
     tex = subprocess.run(
         ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"],
@@ -598,3 +611,4 @@ def test_echoreview_tables_compile_in_a_column_or_across_the_page(tmp_path) -> N
     assert tex.returncode == 0 and "Overfull" not in log, log[-1500:]
     aux = (tmp_path / "paper.aux").read_text()
     assert "tab:judgescope-echoreview_quality" in aux and "tab:judgescope-echoreview_pairwise" in aux
+    assert "tab:judgescope-echoreview_pairwise-2" in aux  # the wide table's second part
