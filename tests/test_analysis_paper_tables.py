@@ -531,3 +531,84 @@ def test_novbench_tables_compile_in_a_column_or_across_the_page(tmp_path) -> Non
     log = (tmp_path / "paper.log").read_text(errors="replace")
     assert run.returncode == 0 and "Overfull" not in log, log[-1500:]
     assert "tab:judgescope-novbench_quality" in (tmp_path / "paper.aux").read_text()
+
+
+def test_echoreview_tables_compile_in_a_column_or_across_the_page(tmp_path) -> None:
+    """Issue 37 item 1: `python -m analysis.echoreview_report` writes its quality and pairwise win-rate tables as
+    LaTeX through the same writer; both compile in a two-column article with no overfull box."""
+    import shutil
+    import subprocess
+    import sys
+
+    from analysis.echoreview.metrics import QUALITY_DIMENSIONS
+    from tests.support.studies import cli_env
+
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex not found (apt-get install texlive-latex-base texlive-latex-recommended)")
+    base = {"instance_id": "p1", "candidate_id": "p1:gen", "source": "gen_中", "parse_ok": True}
+    quality = [
+        base
+        | {"judge": judge, "mode": "independent", "rubric": "review_quality", "temperature": temp}
+        | {"dimension": d, "sample_idx": k, "score": float(v)}
+        for judge, temp in (("qwen", 0.1), ("gpt-5", 1.0))
+        for k, v in enumerate((6, 7, 8))
+        for d in QUALITY_DIMENSIONS
+    ]
+    planted = [("p1", "a", "a"), ("p2", "a", "b"), ("p3", "b", "b"), ("p4", "a", "a")]  # win, flip, loss, win
+    pairwise = [
+        base
+        | {"instance_id": inst, "candidate_id": f"{inst}:gen", "other_id": f"{inst}:human", "order": order}
+        | {"judge": "qwen", "mode": "pairwise", "rubric": "review_pairwise", "dimension": "overall_quality"}
+        | {"sample_idx": 0, "score": np.nan, "preference": pref}
+        for inst, ab, ba in planted
+        for order, pref in (("ab", ab), ("ba", ba))
+    ]
+    run = tmp_path / "run"
+    run.mkdir()
+    pd.DataFrame(quality + pairwise).assign(higher_is_better=True).to_csv(run / "results.csv", index=False)
+    cli = subprocess.run(
+        [sys.executable, "-m", "analysis.echoreview_report", str(run), "--n-boot", "100"],
+        capture_output=True,
+        text=True,
+        env=cli_env(tmp_path),
+        timeout=300,
+    )
+    assert cli.returncode == 0, cli.stderr[-1500:]
+    quality_tex = (run / "echoreview_quality.tex").read_text()
+    pairwise_tex = (run / "echoreview_pairwise.tex").read_text()
+    assert r"gpt-5 & independent & gen\_\texttt{U+4E2D} & 7.00 [7.00, 7.00] & 1 & 0 & 1* \\" in quality_tex
+    assert r"qwen & independent & gen\_\texttt{U+4E2D} & 7.00 [7.00, 7.00] & 1 & 0 & 0.1 \\" in quality_tex
+    assert "* not recorded at T = 0.1" in quality_tex and r"\toprule" in quality_tex
+    # both orders: win p1, p4, tie p2 (the flip), loss p3 -> 50.0 / 25.0 / 25.0, one flip of 4
+    assert r"qwen & gen\_\texttt{U+4E2D} & both orders & 4 (4) & 50 [" in pairwise_tex
+    assert "& 1/4 \\\\" in pairwise_tex and "dimension overall\\_quality; vs reference" in pairwise_tex
+    assert "resizebox" not in quality_tex + pairwise_tex
+    # a study with long names, two dimensions and two opponents: wider than the page, split into parts
+    wide = pd.read_csv(run / "echoreview_pairwise.csv").assign(judge="Qwen2.5-72B-Instruct/review_pairwise")
+    wide = pd.concat(
+        [
+            wide.assign(dimension=d, opponent=o)
+            for d in ("overall_quality", "specificity")
+            for o in ("a", "bb")
+        ]
+    )
+    parts = pt.split_wide(pt.echoreview_pairwise(wide))
+    assert len(parts) > 1 and all("protocol" in p.frame for p in parts)
+    (tmp_path / "wide.tex").write_text(pt.to_latex([pt.echoreview_pairwise(wide)]))
+    (tmp_path / "paper.tex").write_text(
+        "\\documentclass[twocolumn]{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+        f"\\input{{{run / 'echoreview_quality'}}}\n\\input{{{run / 'echoreview_pairwise'}}}\n\\input{{wide}}\n"
+        "\\end{document}\n"
+    )
+    tex = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    log = (tmp_path / "paper.log").read_text(errors="replace")
+    assert tex.returncode == 0 and "Overfull" not in log, log[-1500:]
+    aux = (tmp_path / "paper.aux").read_text()
+    assert "tab:judgescope-echoreview_quality" in aux and "tab:judgescope-echoreview_pairwise" in aux
+    assert "tab:judgescope-echoreview_pairwise-2" in aux  # the wide table's second part

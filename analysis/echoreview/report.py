@@ -9,7 +9,8 @@
 * Randomized pairwise win rate (pairwise-mode rows, e.g. ``rubric=review_pairwise mode=pairwise``): win /
   tie / loss per generator pair with bootstrap CIs and position-flip counts — ``echoreview_pairwise.csv``.
 
-Both tables also go to ``echoreview.md``.
+Both tables also go to ``echoreview.md``, and each to LaTeX for a two-column paper (``echoreview_quality.tex``,
+``echoreview_pairwise.tex``: booktabs, numbered and labelled, never scaled; `analysis.report.paper_tables`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from analysis.echoreview.metrics import QUALITY_TEMPERATURE, overall_quality, qu
 from analysis.echoreview.pairwise import comparisons, win_rates
 from analysis.load.collect import load_results
 from analysis.load.modes import kinds_by_mode, modes_of
+from analysis.report.paper_tables import echoreview_pairwise, echoreview_quality, to_latex
 from core.cells import md_cell, write_csv
 from core.intervals import positive_int
 from core.modes import ModeKind
@@ -129,10 +131,14 @@ def report(results: pd.DataFrame, out: Path, n_boot: int = 2000) -> str:
         by_source = quality_by_source(per_review, n_boot=n_boot)  # per judge, mode and generator
         write_csv(per_review, out / "echoreview_quality_per_review.csv")
         write_csv(by_source, out / "echoreview_quality.csv")
+        (out / "echoreview_quality.tex").write_text(
+            to_latex([echoreview_quality(by_source)]), encoding="utf-8"
+        )
         lines += quality_markdown(per_review, by_source) + [""]
     if modes_of(kinds_by_mode(results), ModeKind.pair):
         table = win_rates(comparisons(results), n_boot=n_boot)
         write_csv(table, out / "echoreview_pairwise.csv")
+        (out / "echoreview_pairwise.tex").write_text(to_latex([echoreview_pairwise(table)]), encoding="utf-8")
         lines += pairwise_markdown(table)
     if not lines:
         raise ValueError("no review_quality rows and no pairwise rows in these results")
