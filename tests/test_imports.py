@@ -146,27 +146,19 @@ def test_the_library_path_loads_the_bundled_price_map_like_the_commands() -> Non
     )
     env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
     env["LITELLM_MODEL_COST_MAP_URL"] = "http://127.0.0.1:9/model_prices.json"  # refused at once, never slow
-    ran = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        cwd=ROOT,
-        env=env,
-    )
-    assert ran.stdout.strip().splitlines()[-1] == "True False", ran.stdout + ran.stderr
-    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "False"
-    ran = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        cwd=ROOT,
-        env=env,
-    )
-    assert ran.stdout.strip().splitlines()[-1] == "True True", ran.stdout + ran.stderr
+    for shell_setting, expected in ((None, "True False"), ("False", "True True")):
+        if shell_setting is not None:
+            env["LITELLM_LOCAL_MODEL_COST_MAP"] = shell_setting
+        ran = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+            cwd=ROOT,
+            env=env,
+        )
+        assert ran.stdout.strip().splitlines()[-1] == expected, ran.stdout + ran.stderr
 
 
 def project_import_graph(root: Path = ROOT) -> dict[str, set[str]]:
