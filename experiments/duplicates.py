@@ -1,78 +1,122 @@
-"""Two judges of one `-m` sweep that are one rater, named when the sweep ends (issue 33 item 4, run-time half).
+"""Two judges that are one rater (issue 33 item 4): byte-identical raw answers on every call both answered, or
+configs that reach the same model at the same endpoint. Counted as two, they make a tie read as agreement, a
+combination average one model with itself and LLM-LLM agreement read 100%.
 
-Two judge YAMLs that reach the same model at the same endpoint, or that gave byte-identical raw answers to the
-same calls, are one rater counted twice: a tie reads as agreement and a combination averages one model with
-itself. The report finds them (analysis.stats.duplicates); this finds them as soon as the sweep that made
-them ends, from each job's `config.json` (judge.model, judge.api_base) and results (`raw` keyed by
-prompt_id, sample_idx and perturbation). Endpoints are printed without credentials (judge.secrets.endpoint,
-then redact): a key never reaches the line.
+One rule, read twice: the report and the cards (analysis.report, analysis.card) name the pairs and leave the
+combined tables out, and a `-m` sweep names them as soon as it ends (`duplicate_lines`, from each job's
+`config.json` and results). Endpoints are compared and printed without credentials (judge.secrets.endpoint,
+then redact): a key never reaches a line or a table.
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from itertools import combinations
 from pathlib import Path
 
+import pandas as pd
 import pyarrow.parquet as pq
 
 from judge.secrets import endpoint, redact
 
-#: Fewer shared answered calls than this say nothing about two judges being one (as in the report).
+#: Fewer shared answered calls than this say nothing about two judges being one.
 MIN_SHARED = 2
+COLUMNS = ("judge_a", "judge_b", "shared", "identical", "reason")
+#: What identifies one call across judges: the prompt, the sample and the robustness perturbation.
 _CALL = ("prompt_id", "sample_idx", "perturbation")
 
-Call = tuple[str, ...]
+
+def identical_answers(results: pd.DataFrame, min_shared: int = MIN_SHARED) -> pd.DataFrame:
+    """Pairs of judges whose raw answers are byte-identical on every call (prompt and sample) both answered,
+    over at least `min_shared` such calls (`COLUMNS`; `reason` says so)."""
+    need = {"judge", "prompt_id", "sample_idx", "raw"}
+    if not need <= set(results) or results["judge"].nunique() < 2:
+        return pd.DataFrame(columns=list(COLUMNS))
+    call = [c for c in _CALL if c in results]
+    calls = results[["judge", *call, "raw"]].astype({"judge": str, "raw": "string"})
+    calls = calls.loc[calls["raw"].fillna("").str.len() > 0].drop_duplicates(["judge", *call])
+    wide = calls.pivot(index=call, columns="judge", values="raw")
+    rows = []
+    for a, b in combinations(sorted(wide.columns), 2):
+        both = wide[a].notna() & wide[b].notna()
+        shared = int(both.sum())
+        same = int((wide.loc[both, a] == wide.loc[both, b]).sum())
+        if shared >= min_shared and same == shared:
+            rows.append((a, b, shared, same, f"byte-identical answers on all {shared} calls both answered"))
+    return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def _judge_of(job: Path) -> tuple[str, str, str] | None:
-    """(judge name, model, endpoint without credentials) from a job's config.json; None if it has none."""
+def same_endpoint(runs: pd.DataFrame) -> pd.DataFrame:
+    """Pairs of differently named judges whose runs reach the same model at the same endpoint (`runs`: one
+    row per run with judge, model and api_base; a run without an api_base uses the provider's default). The
+    endpoint is compared without credentials, so a rotated key is the same endpoint."""
+    if runs.empty or not {"judge", "model"} <= set(runs):
+        return pd.DataFrame(columns=list(COLUMNS))
+    known = runs.dropna(subset=["judge", "model"])
+    bases = known["api_base"] if "api_base" in known else pd.Series(None, index=known.index, dtype=object)
+    at = [endpoint(b if isinstance(b, str) else None) or "" for b in bases]
+    frame = known.assign(_at=at, judge=known["judge"].astype(str), model=known["model"].astype(str))
+    rows = []
+    for (model, where), part in frame.groupby(["model", "_at"], sort=True):
+        place = redact(str(where)) if where else "the provider default endpoint"
+        for a, b in combinations(sorted(part["judge"].unique()), 2):
+            rows.append((a, b, float("nan"), float("nan"), f"same model {model} at {place}"))
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def duplicate_raters(results: pd.DataFrame, runs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every pair of judges that is one rater, by either test, one row per pair with both reasons joined."""
+    parts = [identical_answers(results), same_endpoint(runs if runs is not None else pd.DataFrame())]
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=list(COLUMNS))
+    found = pd.concat(parts, ignore_index=True)
+    return (
+        found.groupby(["judge_a", "judge_b"], as_index=False, sort=True)
+        .agg(shared=("shared", "max"), identical=("identical", "max"), reason=("reason", "; ".join))
+        .loc[:, list(COLUMNS)]
+    )
+
+
+def _job_run(job: Path) -> dict[str, str | None] | None:
+    """A job's judge name, model and api_base from its config.json; None if it has none."""
     try:
         judge = json.loads((job / "config.json").read_text(encoding="utf-8"))["judge"]
-        return str(judge["name"]), str(judge["model"]), endpoint(judge.get("api_base")) or ""
-    except (OSError, ValueError, KeyError, TypeError):
+        base = judge.get("api_base")
+        return {"judge": str(judge["name"]), "model": str(judge["model"]), "api_base": base and str(base)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def _answers(job: Path) -> dict[Call, str]:
-    """Each answered call's raw answer in a job's results (empty if it has none or they are unreadable)."""
+def _job_answers(job: Path, judge: str) -> pd.DataFrame | None:
+    """A job's answered calls (the call's key and its raw answer); None if it has none or they are unreadable."""
     path = job / "results.parquet"
     try:
         names = set(pq.read_schema(path).names)
         if not {"prompt_id", "sample_idx", "raw"} <= names:
-            return {}
+            return None
         columns = [c for c in _CALL if c in names]
-        table = pq.read_table(path, columns=[*columns, "raw"]).to_pydict()
+        frame = pq.read_table(path, columns=[*columns, "raw"]).to_pandas()
     except (OSError, ValueError):
-        return {}
-    keys = zip(*(table[c] for c in columns), strict=True)
-    return {tuple(map(str, k)): str(r) for k, r in zip(keys, table["raw"], strict=True) if r}
+        return None
+    return frame.astype({c: str for c in columns}).assign(judge=judge)
 
 
 def duplicate_lines(sweep_dir: Path) -> list[str]:
     """One warning line per pair of differently named judges in the sweep's jobs that are one rater."""
-    where: dict[str, set[tuple[str, str]]] = defaultdict(set)
-    answers: dict[str, dict[Call, str]] = defaultdict(dict)
+    runs, answers = [], []
     for config in sorted(sweep_dir.glob("*/config.json")):
-        found = _judge_of(config.parent)
-        if found is None:
+        run = _job_run(config.parent)
+        if run is None:
             continue
-        name, model, at = found
-        where[name].add((model, at))
-        answers[name].update(_answers(config.parent))
-    lines = []
-    for a, b in combinations(sorted(where), 2):
-        reasons = [
-            f"same model {model} at {redact(at) if at else 'the provider default endpoint'}"
-            for model, at in sorted(where[a] & where[b])
-        ]
-        shared = answers[a].keys() & answers[b].keys()
-        if len(shared) >= MIN_SHARED and all(answers[a][k] == answers[b][k] for k in shared):
-            reasons.append(f"byte-identical answers on all {len(shared)} calls both answered")
-        if reasons:
-            lines.append(
-                f"warning: judges {a} and {b} are one rater ({'; '.join(reasons)}): "
-                "count them once in any comparison or combination"
-            )
-    return lines
+        runs.append(run)
+        found = _job_answers(config.parent, str(run["judge"]))
+        if found is not None:
+            answers.append(found)
+    results = pd.concat(answers, ignore_index=True) if answers else pd.DataFrame()
+    pairs = duplicate_raters(results, pd.DataFrame(runs))
+    return [
+        f"warning: judges {p.judge_a} and {p.judge_b} are one rater ({p.reason}): "
+        "count them once in any comparison or combination"
+        for p in pairs.itertuples()
+    ]

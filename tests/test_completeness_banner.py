@@ -211,7 +211,7 @@ def test_two_judges_that_are_one_model_are_named_and_not_combined(
         "judge_one and judge_two are one rater (byte-identical answers on all 11 calls both answered; "
         in screen
     )
-    assert "configs reach the same model (openai/Qwen/Qwen2.5-7B-Instruct) at the same endpoint)" in screen
+    assert "same model openai/Qwen/Qwen2.5-7B-Instruct at " in screen
     assert not list((root / "report" / "tables").glob("*_combined.csv"))
     assert "judge_one and judge_two are one rater" in (root / "report" / "paper_tables.md").read_text()
     for judge in ("judge_one", "judge_two"):
@@ -247,7 +247,7 @@ def test_the_novelty_illusion_answer_has_both_halves_and_their_figures(tmp_path:
 
 def test_one_differing_answer_makes_two_raters_and_each_cause_is_named() -> None:
     from analysis.load.completeness import call_causes
-    from analysis.stats.duplicates import identical_answers
+    from experiments.duplicates import identical_answers
 
     rows = pd.DataFrame(
         {

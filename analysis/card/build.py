@@ -28,13 +28,13 @@ from analysis.load.collect import find_results, load_results, split_rubric
 from analysis.load.completeness import checked_humans, provider_failures, run_status
 from analysis.report.summary import banner_lines, parse_rate
 from analysis.robustness import note_perturbed, unperturbed
-from analysis.stats.duplicates import duplicate_raters
 from analysis.tables import registry
 from analysis.tables.declarations import card_specs
 from analysis.tables.registry import StudyInputs
 from core.cells import unescape_text
 from core.intervals import positive_int
 from core.schema import Manifest, run_manifest
+from experiments.duplicates import duplicate_raters
 
 #: The card's own fields before and after the table fields (`analysis.tables.declarations`: each table's `CardField`).
 HEAD_FIELDS: tuple[str, ...] = (

@@ -22,7 +22,6 @@ from analysis.report.paper_tables import alignment_note, parse_alignment, write_
 from analysis.report.summary import banner_lines
 from analysis.robustness import note_perturbed, unperturbed
 from analysis.stats import corrected, winrate
-from analysis.stats.duplicates import duplicate_raters
 from analysis.tables import registry
 from analysis.tables.declarations import (
     UNKNOWN,
@@ -34,6 +33,7 @@ from analysis.tables.declarations import (
 )
 from analysis.tables.registry import StudyInputs
 from core.intervals import positive_int
+from experiments.duplicates import duplicate_raters
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -73,7 +73,7 @@ def build_figures(
 
 
 def without_combined(tables: Tables, duplicates: pd.DataFrame) -> Tables:
-    """The tables without the combined-judge ones when two judges are one rater (`analysis.stats.duplicates`):
+    """The tables without the combined-judge ones when two judges are one rater (`experiments.duplicates`):
     a mean or a vote of one model with itself counts it twice."""
     if duplicates.empty:
         return tables

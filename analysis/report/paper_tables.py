@@ -1093,7 +1093,7 @@ def write_paper_tables(
 ) -> tuple[Path, Path]:
     """Write paper_tables.md and paper_tables.tex under `out_dir`; return both paths. `pair`: the alignment
     table's (human, judge) dimensions. `one_rater`: pairs of judges that are one rater
-    (`analysis.stats.duplicates`), marked in every table's note: an LLM–LLM agreement of 100% between them is
+    (`experiments.duplicates`), marked in every table's note: an LLM–LLM agreement of 100% between them is
     one model agreeing with itself."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -537,7 +537,7 @@ def coverage_line(coverage: LabelCoverage) -> str:
 
 
 def duplicate_lines(duplicates: pd.DataFrame | None) -> list[str]:
-    """Judges that are one rater (`analysis.stats.duplicates`), named, with what the report does about it."""
+    """Judges that are one rater (`experiments.duplicates`), named, with what the report does about it."""
     if duplicates is None or duplicates.empty:
         return []
     return [
