@@ -94,6 +94,23 @@ def test_position_bias_by_hand() -> None:
     assert low["win_rate"].tolist() == [0.0, 0.5, 0.5]
 
 
+def test_position_bias_win_rate_has_a_wilson_interval() -> None:
+    """A position that wins all 3 samples reads 1.000 [0.439, 1.000] (Wilson, statsmodels), not the t
+    interval's [1, 1] from a standard deviation of 0; ties count half a win."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    out = position_bias(comparative([[9, 1, 1], [9, 1, 1], [9, 1, 1]])).set_index("position")
+    assert out.loc[0.0, "win_rate"] == 1.0
+    assert (out.loc[0.0, "win_lo"], out.loc[0.0, "win_hi"]) == pytest.approx(
+        proportion_confint(3, 3, method="wilson"), abs=1e-12
+    )
+    assert out.loc[0.0, "win_lo"] == pytest.approx(0.4385, abs=1e-4)
+    half = position_bias(comparative([[7, 5, 7], [6, 8, 5]])).set_index("position")
+    assert (half.loc[0.0, "win_lo"], half.loc[0.0, "win_hi"]) == pytest.approx(
+        proportion_confint(0.5, 2, method="wilson"), abs=1e-12
+    )
+
+
 def test_pairwise_bias_by_hand() -> None:
     frame = pd.DataFrame(
         {
@@ -223,3 +240,15 @@ def test_self_preference_by_hand() -> None:
     assert self_preference(frame, families={"judge-x": "gemini"}).iloc[0]["mean_own"] == 4.0
     none = self_preference(frame.assign(model="anthropic/claude-3"))
     assert none.empty and "favours_own" in none.columns
+
+
+def test_position_bias_wilson_interval_covers_an_unbiased_judge() -> None:
+    """Planted truth: scores independent of position (3 shown, 30 prompt samples), so each position wins 1/3;
+    over 200 seeds the first position's interval holds 1/3 about 95% of the time."""
+    rng = np.random.default_rng(7)
+    hits = [
+        position_bias(comparative(rng.normal(size=(30, 3)).tolist())).set_index("position").loc[0.0]
+        for _ in range(200)
+    ]
+    covered = np.mean([r["win_lo"] <= 1 / 3 <= r["win_hi"] for r in hits])
+    assert 0.90 <= covered <= 0.99

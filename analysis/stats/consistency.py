@@ -111,8 +111,10 @@ def _groups(frame: pd.DataFrame, keys: list[str]) -> Iterator[tuple[tuple, np.nd
 def position_bias(results: pd.DataFrame, modes: Sequence[str] | None = None) -> pd.DataFrame:
     """Per judge × mode × dimension × shown position in prompts of several candidates (`modes`: those of
     kind multi, analysis.load.modes; None: every row with a position): mean score and win rate (share of
-    prompt samples in which the candidate shown there scored best, ties split), each with a t CI, and the
-    win rate expected without position bias (mean of 1 / number shown)."""
+    prompt samples in which the candidate shown there scored best, ties split) and the win rate expected
+    without position bias (mean of 1 / number shown). The mean score has a t CI; the win rate, a share of n
+    prompt samples, a Wilson CI on its (tie-split) count of wins, so 3 wins of 3 reads [0.44, 1], not the
+    t interval's [1, 1] from a standard deviation of 0."""
     rows = scored_rows(results)
     chosen = rows["mode"].astype(str).isin(modes).to_numpy() if modes is not None else True
     rows = rows.loc[chosen & rows["position"].notna().to_numpy()]
@@ -133,14 +135,13 @@ def position_bias(results: pd.DataFrame, modes: Sequence[str] | None = None) -> 
             mean_score=("score", "mean"),
             sd_score=("score", "std"),
             win_rate=("_share", "mean"),
-            sd_win=("_share", "std"),
             expected=("_expected", "mean"),
         )
         .reset_index()
     )
     out["score_lo"], out["score_hi"] = t_interval(out["mean_score"], out["sd_score"], out["n"])
-    out["win_lo"], out["win_hi"] = t_interval(out["win_rate"], out["sd_win"], out["n"])
-    return out.drop(columns=["sd_win"])
+    out["win_lo"], out["win_hi"] = wilson_interval(out["win_rate"] * out["n"], out["n"])
+    return out
 
 
 def pairwise_bias(results: pd.DataFrame, modes: Sequence[str] | None = None) -> pd.DataFrame:
