@@ -158,6 +158,7 @@ def test_mace_em_equals_crowdkit() -> None:
     ordered = labels.sort_values(["worker", "label", "task"]).reset_index(drop=True)
     competence, probas = _crowdkit(ordered)
     fit = latent_models.mace(labels)
+    assert fit.parameter is not None
     assert competence.to_numpy() == pytest.approx(
         fit.parameter.reindex(competence.index).to_numpy(), abs=1e-6
     )
@@ -170,8 +171,10 @@ def test_mace_does_not_depend_on_row_order() -> None:
     the rows moved a rater's competence by 0.1–0.26 on the sample study; ours is the same in any order, and
     ranks the spammer last."""
     labels = _mace_labels(1)
-    first = latent_models.mace(labels).parameter
-    again = latent_models.mace(labels.iloc[::-1].reset_index(drop=True)).parameter
+    first = latent_models.fitted(latent_models.mace(labels).parameter, "competence")
+    again = latent_models.fitted(
+        latent_models.mace(labels.iloc[::-1].reset_index(drop=True)).parameter, "competence"
+    )
     assert again.reindex(first.index).to_numpy() == pytest.approx(first.to_numpy(), abs=1e-12)
     assert first.idxmin() == "d"
 
@@ -220,8 +223,8 @@ def test_weighted_mace_is_the_fit_on_repeated_items() -> None:
         + [labels.loc[labels["task"].isin(names[:5])].assign(task=lambda f: f["task"] + "#2")],
         ignore_index=True,
     )
-    direct = latent_models.mace(repeated)
-    assert fit.spamming[0, :, 1] == pytest.approx(direct.parameter.reindex(w_names).to_numpy(), abs=1e-9)
+    direct = latent_models.fitted(latent_models.mace(repeated).parameter, "competence")
+    assert fit.spamming[0, :, 1] == pytest.approx(direct.reindex(w_names).to_numpy(), abs=1e-9)
 
 
 # --- the card's null ranges: the same replicates as the loops they replace ---

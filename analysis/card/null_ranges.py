@@ -181,15 +181,22 @@ def _mode_shift(cands: pd.DataFrame, reference: str, pairs: list[tuple[str, str]
 
     def stat(n_reps: int, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
         observed = illusion.paired_shift(paired, keys, n_boot=1, seed=0)
-        group, groups = pd.factorize(pd.MultiIndex.from_frame(paired[keys].astype(str)))
-        change = (paired["after"].to_numpy() == 1).astype(float) - (paired["before"].to_numpy() == 1)
-        sign = np.where(rng.random((n_reps, len(paired))) < 0.5, -1.0, 1.0)
-        member = np.zeros((len(paired), len(groups)))
-        member[np.arange(len(paired)), group] = 1.0
-        null = (sign * change) @ member / member.sum(axis=0)
-        return observed, pd.DataFrame(null.T, index=groups.set_names(keys))
+        return observed, swap_null(paired, keys, n_reps, rng)
 
     return stat
+
+
+def swap_null(paired: pd.DataFrame, keys: list[str], n_reps: int, rng: np.random.Generator) -> pd.DataFrame:
+    """`delta_win` per `keys` group (rows) and replicate (columns) with each item's `before` and `after`
+    swapped with probability ½: a swap flips the sign of the item's win change, so all replicates are one
+    signed sum (the same draws, in the same order, as a loop calling `illusion.paired_shift` per replicate)."""
+    group, groups = pd.factorize(pd.MultiIndex.from_frame(paired[keys].astype(str)))
+    change = (paired["after"].to_numpy() == 1).astype(float) - (paired["before"].to_numpy() == 1)
+    sign = np.where(rng.random((n_reps, len(paired))) < 0.5, -1.0, 1.0)
+    member = np.zeros((len(paired), len(groups)))
+    member[np.arange(len(paired)), group] = 1.0
+    null = (sign * change) @ member / member.sum(axis=0)
+    return pd.DataFrame(null.T, index=groups.set_names(keys))
 
 
 def _boot_weights(groups: np.ndarray, n_reps: int, rng: np.random.Generator) -> np.ndarray:
