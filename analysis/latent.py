@@ -31,6 +31,7 @@ from analysis.stats.latent_models import (
     fitted,
     glad,
     mace,
+    mace_em,
     majority_fit,
     mode_groups,
     outcome_labels,
@@ -38,6 +39,9 @@ from analysis.stats.latent_models import (
 from analysis.stats.winrate import ITEM_KEYS, check_reference, outcome_rates
 from core.cells import write_csv
 from core.intervals import percentile_ci, positive_int, trusted_bootstrap
+
+#: Replicates × labels × classes per vectorised MACE refit (`_mace_refit_boot`): about 100 MB of float64.
+REFIT_CELLS = 4_000_000
 
 
 def _resample(labels: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
@@ -73,6 +77,34 @@ def _fixed_posterior_boot(
         return (w @ hit) / (w @ rated)
 
 
+def _mace_refit_boot(
+    labels: pd.DataFrame, raters: pd.Index, n_boot: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(accuracy, competence) replicates (n_boot × raters) of MACE refitted on items resampled with
+    replacement, all replicates in one vectorised EM: item weights w ~ Multinomial(n, 1/n) stand for the
+    repeated items (`_resample`), and accuracy_r = Σ w_i P_b(z_i = y_ri) / Σ_{i rated by r} w_i."""
+    workers, names = pd.factorize(labels["worker"], sort=True)
+    codes, label_names = pd.factorize(labels["label"], sort=True)
+    tasks, task_names = pd.factorize(labels["task"], sort=True)
+    n = len(task_names)
+    w = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot).astype(float)
+    shape = (n, len(names), len(label_names))
+    step = max(1, REFIT_CELLS // max(1, len(tasks) * len(label_names)))  # replicates per EM: bounded memory
+    fits = [
+        mace_em(tasks, workers, codes, shape, seed, weights=w[i : i + step]) for i in range(0, n_boot, step)
+    ]
+    post = np.concatenate([f.posteriors for f in fits])
+    p = post[:, tasks, codes] * w[:, tasks]  # B × labels
+    flat = (np.arange(n_boot)[:, None] * len(names) + workers).ravel()
+    hit = np.bincount(flat, p.ravel(), n_boot * len(names)).reshape(n_boot, len(names))
+    rated = np.bincount(flat, w[:, tasks].ravel(), n_boot * len(names)).reshape(n_boot, len(names))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        acc = hit / rated
+    competence = np.where(rated > 0, np.concatenate([f.spamming for f in fits])[:, :, 1], np.nan)
+    order = names.get_indexer(raters)
+    return acc[:, order], competence[:, order]
+
+
 def competence_table(
     labels: pd.DataFrame, fit: LatentFit, fitter: Fitter | None = None, n_boot: int = 1000, seed: int = 0
 ) -> pd.DataFrame:
@@ -83,6 +115,8 @@ def competence_table(
     par = np.full((n_boot if fitter else 0, len(raters)), np.nan)
     if fitter is None:
         acc = _fixed_posterior_boot(labels, fit, raters, n_boot, seed)
+    elif fitter is mace:  # every replicate refitted at once (latent_models.mace_em)
+        acc, par = _mace_refit_boot(labels, raters, n_boot, seed)
     else:
         rng = np.random.default_rng(seed)
         acc = np.full((n_boot, len(raters)), np.nan)
@@ -182,6 +216,7 @@ def _fit_tables(
     competence = [competence_table(labels, f, None, n_boot, seed) for f in fits]
     if refit_boot:
         competence.append(competence_table(labels, ds, dawid_skene, refit_boot, seed))
+        competence.append(competence_table(labels, fits[2], mace, refit_boot, seed))
     confusion = fitted(ds.confusion, "Dawid-Skene confusion")
     return {
         "latent_competence": pd.concat(competence, ignore_index=True),

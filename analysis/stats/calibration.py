@@ -71,13 +71,19 @@ def reliability_bins(
     (Clopper–Pearson) interval at `level` (the reliability diagram, which shows each bin's n)."""
     prob, outcome = np.asarray(prob, dtype=float), np.asarray(outcome, dtype=float)
     ok = np.isfinite(prob) & np.isfinite(outcome)
-    which = np.clip((prob[ok] * bins).astype(int), 0, bins - 1)
-    frame = pd.DataFrame({"bin": which, "p": prob[ok], "o": outcome[ok]})
-    out = frame.groupby("bin").agg(
-        n=("p", "size"), n_wins=("o", "sum"), mean_predicted=("p", "mean"), observed_rate=("o", "mean")
+    which = np.clip((prob[ok] * bins).astype(np.int64), 0, bins - 1)
+    n = np.bincount(which, minlength=bins)
+    wins = np.bincount(which, weights=outcome[ok], minlength=bins)
+    present = np.flatnonzero(n)  # counted with numpy: called per judge × fit, a pandas group-by cost 0.1 s
+    out = pd.DataFrame(
+        {
+            "bin": present,
+            "n": n[present],
+            "n_wins": np.round(wins[present]).astype(np.int64),
+            "mean_predicted": np.bincount(which, weights=prob[ok], minlength=bins)[present] / n[present],
+            "observed_rate": wins[present] / n[present],
+        }
     )
-    out = out.reset_index()
-    out["n_wins"] = out["n_wins"].round().astype(np.int64)
     out["observed_lo"], out["observed_hi"] = exact_interval(out["n_wins"], out["n"], level)
     return out
 
@@ -121,6 +127,9 @@ def calibration_table(
     scores, verdicts = labels_and_predictions(cands, humans, reference)
     scores, verdicts = shared_items(scores), shared_items(verdicts)
     rows, bins = [], []
+    by_key = dict(
+        iter(verdicts.dropna(subset=["y"]).astype({k: str for k in KEYS}).groupby(KEYS, sort=False))
+    )
     for key, part in scores.groupby(KEYS, sort=True):
         x, y = part["yhat"].to_numpy(float), part["y"].to_numpy(float)
         after = cross_fitted(x, y, seed=seed)
@@ -131,7 +140,7 @@ def calibration_table(
             "n_verdicts": 0,
             **{c: np.nan for c in COLUMNS if c.startswith("ece_")},
         }
-        v = verdicts.loc[(verdicts[KEYS].astype(str) == list(map(str, key))).all(axis=1)].dropna(subset=["y"])
+        v = by_key.get(tuple(map(str, key)), verdicts.iloc[:0])
         if len(v) >= 2:
             won, diff, truth = v["yhat"].to_numpy(float), v["diff"].to_numpy(float), v["y"].to_numpy(float)
             prob = cross_fitted(diff, truth, seed=seed)

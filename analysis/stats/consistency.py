@@ -108,13 +108,11 @@ def _groups(frame: pd.DataFrame, keys: list[str]) -> Iterator[tuple[tuple, np.nd
         yield key, idx, frame.iloc[idx]
 
 
-def position_bias(results: pd.DataFrame, modes: Sequence[str] | None = None) -> pd.DataFrame:
-    """Per judge × mode × dimension × shown position in prompts of several candidates (`modes`: those of
-    kind multi, analysis.load.modes; None: every row with a position): mean score and win rate (share of
-    prompt samples in which the candidate shown there scored best, ties split) and the win rate expected
-    without position bias (mean of 1 / number shown). The mean score has a t CI; the win rate, a share of n
-    prompt samples, a Wilson CI on its (tie-split) count of wins, so 3 wins of 3 reads [0.44, 1], not the
-    t interval's [1, 1] from a standard deviation of 0."""
+def position_shares(results: pd.DataFrame, modes: Sequence[str] | None = None) -> pd.DataFrame:
+    """The scored rows with a shown position (`position_bias`'s `modes`), each with its `_share` of its
+    prompt sample's win (1 / number tied for best, else 0) and `_expected` share without position bias
+    (1 / number shown). Neither depends on where the candidate was shown, so the card's position null
+    (`analysis.card.null_ranges`) permutes positions against these fixed shares."""
     rows = scored_rows(results)
     chosen = rows["mode"].astype(str).isin(modes).to_numpy() if modes is not None else True
     rows = rows.loc[chosen & rows["position"].notna().to_numpy()]
@@ -125,9 +123,19 @@ def position_bias(results: pd.DataFrame, modes: Sequence[str] | None = None) -> 
     np.maximum.at(best, codes, signed)
     top = (signed >= best[codes] - 1e-9).astype(float)
     shown = np.bincount(codes)[codes]
-    frame = rows[["judge", "mode", "dimension", "position", "score"]].assign(
+    return rows[["judge", "mode", "dimension", "position", "score"]].assign(
         _share=top / np.bincount(codes, weights=top)[codes], _expected=1.0 / shown
     )
+
+
+def position_bias(results: pd.DataFrame, modes: Sequence[str] | None = None) -> pd.DataFrame:
+    """Per judge × mode × dimension × shown position in prompts of several candidates (`modes`: those of
+    kind multi, analysis.load.modes; None: every row with a position): mean score and win rate (share of
+    prompt samples in which the candidate shown there scored best, ties split) and the win rate expected
+    without position bias (mean of 1 / number shown). The mean score has a t CI; the win rate, a share of n
+    prompt samples, a Wilson CI on its (tie-split) count of wins, so 3 wins of 3 reads [0.44, 1], not the
+    t interval's [1, 1] from a standard deviation of 0."""
+    frame = position_shares(results, modes)
     out = (
         frame.groupby(["judge", "mode", "dimension", "position"], observed=True)
         .agg(

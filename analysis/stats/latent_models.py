@@ -28,7 +28,8 @@ from typing import TypeVar
 
 import numpy as np
 import pandas as pd
-from crowdkit.aggregation import GLAD, MACE, DawidSkene, MajorityVote
+from crowdkit.aggregation import GLAD, DawidSkene, MajorityVote
+from scipy import special, stats
 
 from analysis.stats import humans as human_mod
 from analysis.stats.scores import candidate_scores, dimension_directions
@@ -194,13 +195,96 @@ def dawid_skene(labels: pd.DataFrame, n_iter: int = 100) -> LatentFit:
     return LatentFit("Dawid-Skene", ds.probas_, expected_accuracy(labels, ds.probas_), model_acc, errors)
 
 
+#: crowd-kit MACE's defaults, which `mace_em` reproduces: variational M-step with Beta(α, β) priors on the
+#: knowing probability and a symmetric Dirichlet(10) on the spamming strategy, uniform(1, 1.5) initial values.
+MACE_ALPHA, MACE_BETA, MACE_STRATEGY_PRIOR, MACE_NOISE = 0.5, 0.5, 10.0, 0.5
+
+
+@dataclass(frozen=True)
+class MaceParams:
+    """MACE's parameters, with a leading replicate axis (B): P(spamming, knowing) per rater (B × W × 2), the
+    spamming strategy (B × W × L) and the item posteriors (B × T × L)."""
+
+    spamming: np.ndarray
+    thetas: np.ndarray
+    posteriors: np.ndarray
+
+
+def mace_em(
+    task: np.ndarray,
+    worker: np.ndarray,
+    label: np.ndarray,
+    shape: tuple[int, int, int],
+    seed: int = 0,
+    n_iter: int = 50,
+    weights: np.ndarray | None = None,
+) -> MaceParams:
+    """MACE's variational EM (Hovy et al. 2013, as crowd-kit 1.4 runs it) on integer codes, vectorised over
+    observations and over bootstrap replicates: `weights` (B × T, how often each item is drawn) give B fits
+    at once, each as if the item were repeated that often (no weights: one fit). `shape` is (T, W, L).
+
+    crowd-kit loops in pandas group-bys (0.1 s per E-step on 1,600 labels) and indexes its strategy counts in
+    sorted-name order against factorised codes, which swaps raters' strategies when the two orders differ;
+    here codes are used throughout. With the same codes in both orders the fits agree to 1e-9 (tested). Its
+    restarts all start from the same values (an integer `random_state` reseeds each), so one run is the fit."""
+    n_tasks, n_workers, n_labels = shape
+    w_item = np.ones((1, n_tasks)) if weights is None else np.asarray(weights, dtype=float)
+    n_rep = w_item.shape[0]
+    uniform = stats.uniform(1, 1 + MACE_NOISE)
+    spam = uniform.rvs(size=(n_workers, 2), random_state=seed)
+    theta = uniform.rvs(size=(n_workers, n_labels), random_state=seed)
+    spam = np.broadcast_to(spam / spam.sum(axis=1, keepdims=True), (n_rep, n_workers, 2)).copy()
+    theta = np.broadcast_to(theta / theta.sum(axis=1, keepdims=True), (n_rep, n_workers, n_labels)).copy()
+    w_obs = w_item[:, task]  # B × n
+    rep = np.arange(n_rep)[:, None]
+    onehot = label[None, :, None] == np.arange(n_labels)  # 1 × n × L
+    flat_t = (rep * n_tasks + task).ravel()
+    flat_wl = ((rep * n_workers + worker) * n_labels + label).ravel()
+    flat_w = (rep * n_workers + worker).ravel()
+
+    def e_step() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        known = spam[rep, worker, 0] * theta[rep, worker, label]  # B × n: P(spam and this label)
+        knows = spam[rep, worker, 1]
+        g = known[..., None] + knows[..., None] * onehot  # B × n × L: P(label | truth = k)
+        logs = np.stack(
+            [np.bincount(flat_t, np.log(g[..., k]).ravel(), n_rep * n_tasks) for k in range(n_labels)], -1
+        )
+        gold = np.exp(logs).reshape(n_rep, n_tasks, n_labels) / n_labels
+        inst = gold.sum(axis=2)
+        per_task = gold[rep, task] / g  # B × n × L
+        strategy = per_task.sum(axis=2) * known / inst[rep, task] * w_obs
+        knowing = gold[rep, task, label] * knows / (known + knows) / inst[rep, task] * w_obs
+        counts_s = np.bincount(flat_wl, strategy.ravel(), n_rep * n_workers * n_labels)
+        counts_k0 = np.bincount(flat_w, strategy.ravel(), n_rep * n_workers)
+        counts_k1 = np.bincount(flat_w, knowing.ravel(), n_rep * n_workers)
+        k = np.stack([counts_k0, counts_k1], -1).reshape(n_rep, n_workers, 2)
+        return gold, k, counts_s.reshape(n_rep, n_workers, n_labels)
+
+    def normalise(x: np.ndarray, prior: np.ndarray) -> np.ndarray:
+        norm = np.exp(special.digamma((x + prior).sum(axis=-1, keepdims=True)))
+        return np.exp(special.digamma(x + prior)) / norm
+
+    gold, knowing, strategy = e_step()
+    priors = np.array([MACE_ALPHA, MACE_BETA])
+    for _ in range(n_iter):
+        spam = normalise(knowing, priors)
+        theta = normalise(strategy, np.full(n_labels, MACE_STRATEGY_PRIOR))
+        gold, knowing, strategy = e_step()
+    return MaceParams(spam, theta, gold / gold.sum(axis=2, keepdims=True))
+
+
 def mace(labels: pd.DataFrame, seed: int = 0, restarts: int = 2) -> LatentFit:
-    """MACE (crowd-kit): per rater, the probability of answering from knowledge rather than spamming."""
-    with _quiet():
-        model = MACE(n_restarts=restarts, n_iter=50, random_state=seed).fit(_crowd(labels))
-    names = pd.factorize(labels["worker"])[1]
-    competence = pd.Series(model.spamming_[:, 1], index=names, name="competence")
-    return LatentFit("MACE", model.probas_, expected_accuracy(labels, model.probas_), competence)
+    """MACE: per rater, the probability of answering from knowledge rather than spamming. Fitted by
+    `mace_em` (crowd-kit's model and defaults, vectorised; `restarts` is kept for the callers and changes
+    nothing: crowd-kit's restarts all start from the same values)."""
+    workers, names = pd.factorize(labels["worker"], sort=True)  # sorted: the fit does not depend on row order
+    codes, label_names = pd.factorize(labels["label"], sort=True)
+    tasks, task_names = pd.factorize(labels["task"], sort=True)
+    shape = (len(task_names), len(names), len(label_names))
+    fit = mace_em(tasks, workers, codes, shape, seed)
+    probas = pd.DataFrame(fit.posteriors[0], index=task_names, columns=label_names)
+    competence = pd.Series(fit.spamming[0, :, 1], index=names, name="competence")
+    return LatentFit("MACE", probas, expected_accuracy(labels, probas), competence)
 
 
 def glad(labels: pd.DataFrame) -> LatentFit:
