@@ -15,11 +15,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from matplotlib import cbook
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.path import Path
-from matplotlib.text import Text
 from matplotlib.textpath import TextPath, text_to_path
 
 #: Okabe & Ito (2008), the colour-blind-safe palette: blue, vermillion, bluish green, orange, sky blue,
@@ -64,11 +64,10 @@ def _line_extent(line: str, prop: FontProperties) -> float:
     """A line's outline width at matplotlib's path size (`FONT_SCALE` pt): the union of its glyphs' outline
     extents placed where the layout puts them, each glyph's measured once (`_glyph_extent`); the same number
     as `TextPath.get_extents` (whose curve-by-curve walk made 107 labels take seconds); mathtext measured whole."""
-    _, ismath = Text()._preprocess_math(line)
-    if ismath:  # mathtext: positions and rules of its own
+    if cbook.is_math_text(line):  # mathtext: positions and rules of its own
         path = TextPath((0, 0), line, size=text_to_path.FONT_SCALE, prop=prop)
         return float(path.get_extents().width)
-    font = text_to_path._get_font(prop)  # noqa: SLF001 (the font TextPath lays out with)
+    font = text_to_path._get_font(prop)  # type: ignore[attr-defined]  # noqa: SLF001 (TextPath's own font)
     glyphs, paths, _ = text_to_path.get_glyphs_with_font(font, line)
     spans = [
         (x + lo, x + hi)
@@ -82,7 +81,7 @@ def _line_extent(line: str, prop: FontProperties) -> float:
 _GLYPHS: dict[str, tuple[float, float] | None] = {}
 
 
-def _glyph_extent(glyph: str, outline: tuple[np.ndarray, list[int]]) -> tuple[float, float] | None:
+def _glyph_extent(glyph: str, outline: tuple[np.ndarray, np.ndarray]) -> tuple[float, float] | None:
     """A glyph's outline x extent (None: nothing drawn, e.g. a space), measured once per glyph."""
     if glyph not in _GLYPHS:
         vertices, codes = outline
