@@ -111,6 +111,11 @@ def main() -> None:
             for code in codes:
                 for name, step in named[code].items():
                     times[code][name].append(run_once(step, code, envs[code]))
+                    print(
+                        f"  {code.name or code}: {name} {times[code][name][-1]:.2f} s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
         record = {}
         for code in codes:
             medians = {name: statistics.median(t) for name, t in times[code].items()}
