@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -50,14 +51,17 @@ def env_for(code: Path, tmp: Path) -> dict[str, str]:
     return env
 
 
-def run_once(args: list[str], code: Path, env: dict[str, str]) -> float:
-    """Wall seconds of one fresh process; a failure stops the benchmark with its stderr."""
+def run_once(args: list[str], code: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one fresh process (CPU: user + system, less disturbed by other load on a
+    shared machine than the wall time); a failure stops the benchmark with its stderr."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, *args], cwd=code, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"python {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    return wall
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def slowest_imports(module: str, code: Path, env: dict[str, str], top: int = 8) -> list[tuple[str, float]]:
@@ -91,6 +95,7 @@ def main() -> None:
     parser.add_argument("--code", type=Path, nargs="*", default=[], help="other checkouts to time as well")
     parser.add_argument("--importtime", action="store_true", help="print each --help's slowest imports")
     parser.add_argument("--json", type=Path, help="write the medians here")
+    parser.add_argument("--only", nargs="*", help="time only these steps (the baseline always)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -104,28 +109,35 @@ def main() -> None:
             code: steps(study, args.humans, tmp / f"out{i}", args.n_boot) for i, code in enumerate(codes)
         }
         envs = {code: env_for(code, tmp) for code in codes}
-        times: dict[Path, dict[str, list[float]]] = {
+        if args.only:
+            named = {
+                c: {n: a for n, a in s.items() if n in {"baseline", *args.only}} for c, s in named.items()
+            }
+        times: dict[Path, dict[str, list[tuple[float, float]]]] = {
             code: {name: [] for name in named[code]} for code in codes
         }
         for _ in range(args.repeat):  # interleaved: every step of every checkout once per round
             for code in codes:
                 for name, step in named[code].items():
                     times[code][name].append(run_once(step, code, envs[code]))
+                    wall, cpu = times[code][name][-1]
                     print(
-                        f"  {code.name or code}: {name} {times[code][name][-1]:.2f} s",
+                        f"  {code.name}: {name} {wall:.2f} s wall, {cpu:.2f} s CPU",
                         file=sys.stderr,
                         flush=True,
                     )
         record = {}
         for code in codes:
-            medians = {name: statistics.median(t) for name, t in times[code].items()}
-            base = medians["baseline"]
+            medians = {n: statistics.median(w for w, _ in t) for n, t in times[code].items()}
+            cpus = {n: statistics.median(c for _, c in t) for n, t in times[code].items()}
+            base, base_cpu = medians["baseline"], cpus["baseline"]
             print(f'\n{code} (median of {args.repeat}; baseline `python -c "{BASELINE}"`: {base:.2f} s)')
-            print(f"{'step':<26}{'wall s':>8}{'× baseline':>12}{'target':>9}")
+            print(f"{'step':<26}{'wall s':>8}{'× baseline':>12}{'CPU s':>8}{'× baseline':>12}{'target':>9}")
             for name, wall in medians.items():
                 target = f"≤ {TARGETS[name]:.0f}×" if name in TARGETS else ""
-                print(f"{name:<26}{wall:>8.2f}{wall / base:>12.2f}{target:>9}")
-            record[str(code)] = {"median_s": medians, "runs_s": times[code]}
+                ratio, cpu_ratio = wall / base, cpus[name] / base_cpu
+                print(f"{name:<26}{wall:>8.2f}{ratio:>12.2f}{cpus[name]:>8.2f}{cpu_ratio:>12.2f}{target:>9}")
+            record[str(code)] = {"median_wall_s": medians, "median_cpu_s": cpus, "runs": times[code]}
             if args.importtime:
                 for module in HELP:
                     slow = slowest_imports(module, code, envs[code])
