@@ -9,7 +9,6 @@ N-long index vector: the same bootstrap distribution, at a cost independent of N
 
 from __future__ import annotations
 
-import argparse
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,24 +20,14 @@ import pandas as pd
 from scipy import special
 from statsmodels.stats.proportion import proportion_confint
 
+from core.choices import positive_int as positive_int  # re-exported: the commands' --n-boot type
+
 LEVEL = 0.95
 #: The fewest units a percentile bootstrap CI is shown on. Below it, or when every replicate gives the same
 #: value (all wins, one category), the replicates' spread says nothing about the sampling error (n = 3 all
 #: wins gave [1.000, 1.000]); such a CI is left out (NaN) and the table's n says why. Rates never need it:
 #: they get Wilson or exact intervals at any n (issue 32 item 6).
 BOOT_MIN_N = 20
-
-
-def positive_int(text: str) -> int:
-    """argparse `type` for --n-boot: 0 replicates would leave every CI empty without a word, and a negative
-    count surfaced as numpy's "negative dimensions are not allowed" without naming the option."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
-    return value
 
 
 def resample_counts(

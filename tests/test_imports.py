@@ -46,6 +46,8 @@ LAZY: dict[tuple[str, str], str] = {
         "analysis.novbench.ppl_cache",
     ): "diskcache: only when perplexity is computed",
     ("analysis/report/build.py", "analysis.report.render"): "matplotlib: only when the report is written",
+    ("analysis/report/__main__.py", "analysis.report.build"): "after the arguments parse (--help)",
+    ("analysis/card/__main__.py", "analysis.card.build"): "after the arguments parse (--help)",
     ("analysis/tables/declarations.py", "analysis.report.plots"): "matplotlib: only when a figure is drawn",
     # no heavy library: left while a concurrent change to the card is merged; move to module level after
 }

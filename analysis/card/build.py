@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from analysis import latent
-from analysis.card import null_ranges
+from analysis.card import cli, null_ranges
 from analysis.card.markdown import card_markdown
 from analysis.load.checks import LabelCoverage
 from analysis.load.collect import find_results, load_results, split_rubric
@@ -32,7 +32,6 @@ from analysis.tables import registry
 from analysis.tables.declarations import card_specs
 from analysis.tables.registry import StudyInputs
 from core.cells import unescape_text
-from core.intervals import positive_int
 from core.schema import Manifest, run_manifest
 from experiments.duplicates import duplicate_raters
 
@@ -287,25 +286,17 @@ def _file_name(name: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point."""
+    """CLI entry point: the arguments (`analysis.card.cli`), then `run`."""
+    return run(cli.parser().parse_args(argv))
 
-    parser = argparse.ArgumentParser(prog="python -m analysis.card", description=__doc__.split("\n")[0])
-    parser.add_argument("root", help="a run or multirun folder (searched recursively)")
-    parser.add_argument("--humans", help="human labels CSV")
-    parser.add_argument("--out", help="output folder (default: <root>/cards)")
-    parser.add_argument("--n-boot", type=positive_int, default=1000)
-    parser.add_argument(
-        "--n-null",
-        type=positive_int,
-        default=null_ranges.N_REPS,
-        help="replicates of the unbiased judge behind each flag's range",
-    )
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+
+def run(args: argparse.Namespace) -> int:
+    """The command on parsed arguments: one card per judge; a bad input is one line and exit 2."""
+    n_null = null_ranges.N_REPS if args.n_null is None else args.n_null
     try:
         out = Path(args.out) if args.out else Path(args.root) / "cards"
         cards = write_cards(
-            args.root, out, None, args.n_boot, args.seed, n_null=args.n_null, humans_file=args.humans
+            args.root, out, None, args.n_boot, args.seed, n_null=n_null, humans_file=args.humans
         )
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -18,6 +18,7 @@ import pandas as pd
 from analysis import latent
 from analysis.load.collect import expected_as_score, expected_missing_note, load_results
 from analysis.load.completeness import checked_humans, run_status
+from analysis.report import cli
 from analysis.report.paper_tables import alignment_note, parse_alignment, write_paper_tables
 from analysis.report.summary import banner_lines
 from analysis.robustness import note_perturbed, unperturbed
@@ -32,7 +33,6 @@ from analysis.tables.declarations import (
     winrate_tables,
 )
 from analysis.tables.registry import StudyInputs
-from core.intervals import positive_int
 from experiments.duplicates import duplicate_raters
 
 if TYPE_CHECKING:
@@ -82,44 +82,12 @@ def without_combined(tables: Tables, duplicates: pd.DataFrame) -> Tables:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point."""
-    parser = argparse.ArgumentParser(
-        prog="python -m analysis.report",
-        description="Collect every results table below a run or multirun folder and write report.md, report.html, "
-        "figures and one CSV per table.",
-    )
-    parser.add_argument("root", help="a run folder or a multirun folder (searched recursively)")
-    parser.add_argument(
-        "--humans", help="human labels CSV: annotator, instance_id, candidate_id, source, dimension, score"
-    )
-    parser.add_argument(
-        "--humans-design",
-        choices=[corrected.RANDOM],
-        help="how the --humans items were chosen, for a labels file that records no design (one collected "
-        "elsewhere): random (a simple random sample of the judged units); without it, no corrected estimate",
-    )
-    parser.add_argument("--out", help="output folder (default: <root>/report)")
-    parser.add_argument(
-        "--reference",
-        help="source name of the reference candidate (default: reference; a name given must occur)",
-    )
-    parser.add_argument(
-        "--n-boot", type=positive_int, default=1000, help="bootstrap replicates (default 1000)"
-    )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--expected", action="store_true", help="analyse score_expected (G-Eval) for score")
-    parser.add_argument(
-        "--latest",
-        action="store_true",
-        help="of two results files holding the same run (a sweep and its continuation in one folder), keep the newer",
-    )
-    parser.add_argument(
-        "--alignment",
-        metavar="human:DIM,judge:DIM",
-        help="the cross-dimension pair of the paper tables' alignment table (default "
-        "human:non_obviousness,judge:source_boundedness, the RQ-Bench paper's)",
-    )
-    args = parser.parse_args(argv)
+    """CLI entry point: the arguments (`analysis.report.cli`), then `run`."""
+    return run(cli.parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """The command on parsed arguments: load, compute, draw and write; a bad input is one line and exit 2."""
     from analysis.report.render import write_report  # matplotlib output only when writing
 
     try:  # none, shards that cannot be merged, a damaged or hand-edited file: one line (analysis.load.checks)

@@ -44,10 +44,30 @@ def markdown_table(frame: pd.DataFrame, max_rows: int = MD_ROWS) -> str:
     return "\n".join(lines)
 
 
-def _png(fig: Figure) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    return buffer.getvalue()
+PNG_DPI = 110  # the report's raster figures (report.html embeds the same bytes as figures/*.png)
+
+
+def rendered(fig: Figure) -> tuple[bytes, bytes]:
+    """(PNG, PDF) of one figure, laid out once: the constrained layout runs here at the PNG's resolution (as
+    `savefig` would before its own draw), then both saves draw with the engine off (restored after), so each
+    format costs one draw; a save with the engine on draws twice (a layout pass, then the drawing)."""
+    engine = fig.get_layout_engine()
+    if engine is not None:
+        dpi = fig.get_dpi()
+        fig.set_dpi(PNG_DPI)
+        try:
+            engine.execute(fig)
+        finally:
+            fig.set_dpi(dpi)
+        fig.set_layout_engine(None)
+    png, pdf = io.BytesIO(), io.BytesIO()
+    try:
+        fig.savefig(png, format="png", dpi=PNG_DPI)
+        fig.savefig(pdf, format="pdf")  # the same positions, as vector graphics
+    finally:
+        if engine is not None:
+            fig.set_layout_engine(engine)
+    return png.getvalue(), pdf.getvalue()
 
 
 def slug(title: str) -> str:
@@ -285,16 +305,18 @@ def write_report(
     out = Path(out_dir)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     (out / "figures").mkdir(exist_ok=True)
-    pngs = {name: _png(fig) for name, fig in figures.items() if fig is not None}
+    drawn = {name: rendered(fig) for name, fig in figures.items() if fig is not None}
+    pngs = {name: png for name, (png, _) in drawn.items()}
     summary = summary_block(tables, banner, pngs)  # sentences name raters by their labels
     tables = {name: rubric_column(table) for name, table in tables.items()}  # judge and rubric: two columns
     for name, table in tables.items():
         write_csv(table, out / "tables" / f"{name}.csv")  # opened in spreadsheets: no formulas
-    for name, data in pngs.items():
-        (out / "figures" / f"{name}.png").write_bytes(data)
-    for name, fig in figures.items():  # the same figures as vector graphics, for a paper
-        if fig is not None:
-            fig.savefig(out / "figures" / f"{name}.pdf")
+    for name, (
+        png,
+        pdf,
+    ) in drawn.items():  # the PNG as embedded; the same figure as vector graphics, for a paper
+        (out / "figures" / f"{name}.png").write_bytes(png)
+        (out / "figures" / f"{name}.pdf").write_bytes(pdf)
     parts = [
         summary,
         contents(tables),
