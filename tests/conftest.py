@@ -44,3 +44,39 @@ def _restore_litellm_callbacks():  # type: ignore[no-untyped-def]
     for name, value in saved.items():
         if hasattr(litellm, name):
             setattr(litellm, name, value)
+
+
+#: The test files that take longest (a whole-suite run with --durations, issue 36 item 6), longest first. Under
+#: `--dist loadfile` a worker takes a whole file; these go out first, so that the last files handed out are
+#: short ones and no worker idles while the other finishes a long file at the end (xdist's own order, by number
+#: of tests, sent test_benchmarks_smoke.py's 2 tests last). A stale entry only changes the order.
+SLOWEST_FILES = (
+    "test_null_ranges.py",
+    "test_analysis_report.py",
+    "test_analysis_views_agree.py",
+    "test_analysis_paper_tables.py",
+    "test_cli.py",
+    "test_benchmarks_smoke.py",
+    "test_view.py",
+    "test_mode_kinds.py",
+    "test_sweep_budget.py",
+    "test_multiplicity.py",
+    "test_drift.py",
+    "test_record.py",
+    "test_local_model.py",
+    "test_completeness_banner.py",
+    "test_user_config_folder.py",
+    "test_robustness.py",
+    "test_received_files.py",
+    "test_corrected_design.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files in SLOWEST_FILES order, then the others by number of tests (most first, as xdist orders them);
+    tests keep their order within a file. pyproject's `--no-loadscope-reorder` makes xdist keep this order."""
+    sizes: dict[str, int] = {}
+    for item in items:
+        sizes[item.path.name] = sizes.get(item.path.name, 0) + 1
+    rank = {name: k for k, name in enumerate(SLOWEST_FILES)}
+    items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), -sizes[item.path.name]))

@@ -459,14 +459,16 @@ def test_markdown_tables_show_hostile_names_as_text(hostile_report: Path) -> Non
             assert len(widths) <= 1, (name, table[:200])  # every row has as many cells as the header
 
 
-@pytest.mark.slow  # runs the 2 × 2 sample study through the scripted provider (about a minute)
-def test_the_shipped_sample_with_humans_has_a_row_per_expert_and_judge(tmp_path: Path) -> None:
+@pytest.mark.slow  # the 2 × 2 sample study through the scripted provider (run once a session) and its report
+def test_the_shipped_sample_with_humans_has_a_row_per_expert_and_judge(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """Issue 24 item 1 on the shipped sample: 2 judges × 2 modes (scripted fake provider) with
     data/sample/humans.csv; tables/expert_vs_judge.csv has every expert, every judge [mode] and the majority
     on every dimension both scored."""
-    from tests.support.studies import ROOT, run_sample_study
+    from tests.support.studies import ROOT, shared_sample_study
 
-    root = run_sample_study(tmp_path)
+    root = shared_sample_study(tmp_path_factory, tmp_path)
     out = tmp_path / "report"
     humans = ROOT / "data" / "sample" / "humans.csv"
     assert main([str(root), "--humans", str(humans), "--out", str(out), "--n-boot", "20"]) == 0

@@ -30,7 +30,7 @@ from analysis.view.data import Study, ViewError
 from analysis.view.server import bind, bind_port, create_app, main, split_background
 from tests.support.browser import browser_page
 from tests.support.hostile import one_line
-from tests.support.studies import UNPARSEABLE, run_sample_study
+from tests.support.studies import UNPARSEABLE, shared_sample_study
 from tests.support.view_study import LOCAL, write_synthetic
 
 
@@ -83,7 +83,7 @@ def test_split_background_folds_only_the_papers() -> None:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """The viewer on a real 2-judge × 2-mode study (fake provider), on a free port of 127.0.0.1."""
-    root = run_sample_study(tmp_path_factory.mktemp("view"))
+    root = shared_sample_study(tmp_path_factory, tmp_path_factory.mktemp("view"))
     humans = pd.read_csv(Path(__file__).resolve().parent.parent / "data" / "sample" / "humans.csv")
     sock = bind(0)
     study = Study(root, humans)

@@ -11,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from filelock import FileLock
 
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 
@@ -106,6 +108,25 @@ def run_sample_study(root: Path, limit: int = 2, n_samples: int = 2) -> Path:
                     server.api_base, root, out, judge, mode, f"limit={limit}", f"n_samples={n_samples}"
                 )
     return root / "multirun"
+
+
+def shared_sample_study(
+    factory: pytest.TempPathFactory, dest: Path, limit: int = 2, n_samples: int = 2
+) -> Path:
+    """`run_sample_study(dest, limit, n_samples)`, run once per test session: the first caller (of any xdist
+    worker: the cache sits in the session's shared temporary root, behind a file lock) runs it, every caller
+    gets its own copy in `dest` (run folders and their cache), so a test may change its copy. The study is
+    deterministic (the scripted server answers from the prompt), so a copy holds what a fresh run would."""
+    base = factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    built = shared / f"sample-study-limit{limit}-n{n_samples}"
+    with FileLock(str(built) + ".lock"):
+        if not (built / "done").is_file():
+            shutil.rmtree(built, ignore_errors=True)
+            run_sample_study(built, limit=limit, n_samples=n_samples)
+            (built / "done").touch()
+    shutil.copytree(built, dest, ignore=shutil.ignore_patterns("done"), dirs_exist_ok=True)
+    return dest / "multirun"
 
 
 def run_robustness_sweep(
