@@ -10,13 +10,13 @@ then redact): a key never reaches the line.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from itertools import combinations
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from core.run_config import RUN_CONFIG, RunConfigError, read_run_config
 from judge.secrets import endpoint, redact
 
 #: Fewer shared answered calls than this say nothing about two judges being one (as in the report).
@@ -29,10 +29,11 @@ Call = tuple[str, ...]
 def _judge_of(job: Path) -> tuple[str, str, str] | None:
     """(judge name, model, endpoint without credentials) from a job's config.json; None if it has none."""
     try:
-        judge = json.loads((job / "config.json").read_text(encoding="utf-8"))["judge"]
-        return str(judge["name"]), str(judge["model"]), endpoint(judge.get("api_base")) or ""
-    except (OSError, ValueError, KeyError, TypeError):
+        config = read_run_config(job)
+    except RunConfigError:
         return None
+    judge = config.judge if config is not None else None
+    return None if judge is None else (judge.name, judge.model, endpoint(judge.api_base) or "")
 
 
 def _answers(job: Path) -> dict[Call, str]:
@@ -54,7 +55,7 @@ def duplicate_lines(sweep_dir: Path) -> list[str]:
     """One warning line per pair of differently named judges in the sweep's jobs that are one rater."""
     where: dict[str, set[tuple[str, str]]] = defaultdict(set)
     answers: dict[str, dict[Call, str]] = defaultdict(dict)
-    for config in sorted(sweep_dir.glob("*/config.json")):
+    for config in sorted(sweep_dir.glob(f"*/{RUN_CONFIG}")):
         found = _judge_of(config.parent)
         if found is None:
             continue
