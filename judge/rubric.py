@@ -1,8 +1,9 @@
-"""Rubrics: a declared spec (dimensions, ranges, direction, output JSON) plus a Jinja2 template.
+"""Rubrics: a declared spec (dimensions, ranges, direction, wording, output JSON) plus a Jinja2 template.
 
-The spec lives in `conf/rubric/<name>.yaml` and is the one place both the prompt's output format and the
-parser read from. Templates render with StrictUndefined, so a missing variable raises instead of silently
-producing a prompt with a hole in it.
+The spec lives in `conf/rubric/<name>.yaml` (core.rubric.RubricSpec) and is the one place the prompt's prose,
+its output format and the parser read from. A template renders in two passes: `[[ ]]` / `[% %]` write the
+spec's prose in once per rubric (in the order of its dimensions), `{{ }}` / `{% %}` render each prompt. Both
+render with StrictUndefined, so a missing variable raises instead of silently producing a prompt with a hole.
 """
 
 from __future__ import annotations
