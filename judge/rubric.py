@@ -76,11 +76,21 @@ class Rubric(RubricSpec):
         hashed here."""
         kept, extra = [], []
         for i, d in enumerate(self.dimensions):
-            written = self._written_without(i, description="")
-            kept.append(replace(d, description="") if d.description and written else d)
+            kept.append(replace(d, description="") if d.name in self.written_descriptions else d)
             if d.anchors and not self._written_without(i, anchors={}):
                 extra.append(f"{d.name}.anchors={d.anchors!r}")
         return repr(tuple(kept)) + "".join(extra)
+
+    @functools.cached_property
+    def written_descriptions(self) -> frozenset[str]:
+        """The dimensions whose description pass 1 writes into the template (the template's own text, as it
+        was before the prose moved into the YAML; experiments.shard.study_id leaves them out as it leaves out
+        template text)."""
+        return frozenset(
+            d.name
+            for i, d in enumerate(self.dimensions)
+            if d.description and self._written_without(i, description="")
+        )
 
     def _written_without(self, i: int, **blank: Any) -> bool:
         """Whether pass 1 writes dimension `i`'s field(s) `blank` (the text changes when they are left out)."""
