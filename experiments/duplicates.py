@@ -10,13 +10,13 @@ then redact): a key never reaches a line or a table.
 
 from __future__ import annotations
 
-import json
 from itertools import combinations
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 
+from core.run_config import RUN_CONFIG, RunConfigError, read_run_config
 from judge.secrets import endpoint, redact
 
 #: Fewer shared answered calls than this say nothing about two judges being one.
@@ -79,13 +79,15 @@ def duplicate_raters(results: pd.DataFrame, runs: pd.DataFrame | None = None) ->
 
 
 def _job_run(job: Path) -> dict[str, str | None] | None:
-    """A job's judge name, model and api_base from its config.json; None if it has none."""
+    """A job's judge name, model and api_base from its config.json (core.run_config); None if it has none."""
     try:
-        judge = json.loads((job / "config.json").read_text(encoding="utf-8"))["judge"]
-        base = judge.get("api_base")
-        return {"judge": str(judge["name"]), "model": str(judge["model"]), "api_base": base and str(base)}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        config = read_run_config(job)
+    except RunConfigError:
         return None
+    judge = config.judge if config is not None else None
+    if judge is None:
+        return None
+    return {"judge": judge.name, "model": judge.model, "api_base": judge.api_base}
 
 
 def _job_answers(job: Path, judge: str) -> pd.DataFrame | None:
@@ -105,7 +107,7 @@ def _job_answers(job: Path, judge: str) -> pd.DataFrame | None:
 def duplicate_lines(sweep_dir: Path) -> list[str]:
     """One warning line per pair of differently named judges in the sweep's jobs that are one rater."""
     runs, answers = [], []
-    for config in sorted(sweep_dir.glob("*/config.json")):
+    for config in sorted(sweep_dir.glob(f"*/{RUN_CONFIG}")):
         run = _job_run(config.parent)
         if run is None:
             continue

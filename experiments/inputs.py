@@ -121,9 +121,10 @@ def check_api_key_env(judge: JudgeConfig, *, plan: bool = False) -> None:
 
 
 @dataclass(frozen=True)
-class StudyInputs:
-    """A study's checked inputs: the rubric, the (limited, then sharded) instances, the dataset path, and the
-    mode, built once here (None for a study without modes, e.g. experiments.stages.issues)."""
+class JudgingInputs:
+    """What a study gives its judge, checked: the rubric, the (limited, then sharded) instances, the dataset
+    path, and the mode, built once here (None for a study without modes, e.g. experiments.stages.issues).
+    Not the analysis's inputs (analysis.tables.registry.StudyInputs: the frames the tables read)."""
 
     rubric: Rubric
     instances: list[Instance]
@@ -131,7 +132,7 @@ class StudyInputs:
     mode: Mode | None = None
 
 
-def load_study_inputs(cfg: StudyConfig | IssuesConfig, *, with_mode: bool = True) -> StudyInputs:
+def load_study_inputs(cfg: StudyConfig | IssuesConfig, *, with_mode: bool = True) -> JudgingInputs:
     """The rubric, instances, dataset path and mode, or a StudyError naming the problem (`with_mode=False`: a
     study without modes). Checked in this order: the shard, the rubric, mode/rubric pairing, the API key."""
     study = cfg if isinstance(cfg, StudyConfig) else None
@@ -151,4 +152,4 @@ def load_study_inputs(cfg: StudyConfig | IssuesConfig, *, with_mode: bool = True
     except DatasetError as exc:
         raise StudyError(str(exc)) from None
     limited = instances[: cfg.limit] if cfg.limit is not None else instances
-    return StudyInputs(rubric, select(limited, shard), path, mode)
+    return JudgingInputs(rubric, select(limited, shard), path, mode)

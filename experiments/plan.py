@@ -18,7 +18,7 @@ from typing import Any
 
 from experiments.config import StudyConfig
 from experiments.datasets.instances import Instance
-from experiments.inputs import StudyError, StudyInputs
+from experiments.inputs import JudgingInputs, StudyError
 from experiments.judges import make_judge, max_tokens_of
 from experiments.modes import build_prompts
 from experiments.outputs import write_atomic
@@ -56,7 +56,7 @@ def _costs(
     }
 
 
-def plan_study(cfg: StudyConfig, inputs: StudyInputs) -> dict[str, Any]:
+def plan_study(cfg: StudyConfig, inputs: JudgingInputs) -> dict[str, Any]:
     """The plan of one run: counts, tokens and cost of the calls not yet in the cache. No provider call."""
     rubric, instances, mode = inputs.rubric, inputs.instances, inputs.mode
     assert mode is not None  # a study's inputs carry its mode
@@ -257,7 +257,9 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
     write_atomic(path, lambda p: p.write_text(json.dumps(data, indent=2)))
 
 
-def run_plan(cfg: StudyConfig, inputs: StudyInputs, out_dir: Path, sweep_dir: Path | None) -> dict[str, Any]:
+def run_plan(
+    cfg: StudyConfig, inputs: JudgingInputs, out_dir: Path, sweep_dir: Path | None
+) -> dict[str, Any]:
     """Plan one run: write `out_dir/plan.json` (and the sweep's summed `plan.json`) and print it."""
     plan = plan_study(cfg, inputs)
     write_json(out_dir / "plan.json", plan)

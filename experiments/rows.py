@@ -53,26 +53,6 @@ def expected_by_key(prompt: Prompt, rubric: Rubric, result: CallResult) -> dict[
     return {k: one for k in keys}
 
 
-def directions(rubric: Rubric) -> dict[str, bool]:
-    """Dimension -> higher_is_better, from the rubric spec ("overall", the mean, points the same way)."""
-    out = {d.name: d.higher_is_better for d in rubric.dimensions}
-    if rubric.add_overall:
-        out["overall"] = True
-    return out
-
-
-def bounds(rubric: Rubric) -> dict[str, tuple[float, float]]:
-    """Dimension -> (low, high) of its scores, from the rubric spec (NaN for a preference); "overall", the
-    mean, spans the dimensions' ranges."""
-    out = {
-        d.name: (math.nan, math.nan) if d.low is None or d.high is None else (float(d.low), float(d.high))
-        for d in rubric.dimensions
-    }
-    if rubric.add_overall:
-        out["overall"] = (min(low for low, _ in out.values()), max(high for _, high in out.values()))
-    return out
-
-
 def _values(rubric: Rubric, parsed: Parsed) -> dict[str, Any]:
     """Dimension -> value; "overall" (mean of the dimensions) added where the rubric asks for it."""
     values: dict[str, Any] = {
@@ -117,8 +97,8 @@ def rows_for(
         "retries": result.retries,
     }
     rows = []
-    higher = directions(rubric)
-    ranges = bounds(rubric)
+    higher = rubric.directions()
+    ranges = rubric.bounds()
     is_pref = prompt.asks_preference
     for judged in prompt.judged:
         shown, other = judged.shown, judged.against

@@ -83,10 +83,25 @@ def study_id(cfg: StudyConfig) -> str:
     """A hash of the settings that decide the study's rows: shards with equal ids merge into one study."""
     kept = {k: v for k, v in as_dict(cfg).items() if k not in EXECUTION_ONLY}
     kept["judge"] = {k: v for k, v in kept["judge"].items() if k not in JUDGE_EXECUTION_ONLY}
+    kept["rubric"] = _without_template_prose(kept["rubric"], cfg.rubric.written_descriptions)
     if cfg.cache.refresh:  # re-asked answers: another measurement (drift)
         kept["cache_refresh"] = refresh_date(cfg.cache)
     text = json.dumps(kept, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _without_template_prose(rubric: dict[str, Any], written: frozenset[str]) -> dict[str, Any]:
+    """The rubric entry without the prose its template writes in (anchors, written descriptions): template
+    text was never part of the id, and the prose's move from the templates into the YAML kept every id."""
+    dims = [
+        {
+            k: ("" if k == "description" and d.get("name") in written else v)
+            for k, v in d.items()
+            if k != "anchors"
+        }
+        for d in rubric.get("dimensions") or []
+    ]
+    return {**rubric, "dimensions": dims}
 
 
 def refresh_date(cache: CacheConfig) -> str | None:

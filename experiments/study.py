@@ -27,7 +27,7 @@ from core.modes import ModeKind
 from core.schema import MANIFEST_NAME, write_manifest
 from experiments.batching import run_batches
 from experiments.config import StudyConfig, as_dict
-from experiments.inputs import BudgetStop, ParseRateError, StudyError, StudyInputs, load_study_inputs
+from experiments.inputs import BudgetStop, JudgingInputs, ParseRateError, StudyError, load_study_inputs
 from experiments.judges import make_judge, max_tokens_of, sampling_params, sent_request
 from experiments.manifest import Tally, build_manifest, check_parse_rate, manifest_extras
 from experiments.modes import build_prompts
@@ -227,7 +227,7 @@ class NothingSent(AllCallsFailed):
 
 def run_study(
     cfg: StudyConfig,
-    inputs: StudyInputs | None,
+    inputs: JudgingInputs | None,
     out_dir: Path,
     run_id: str,
     sweep_dir: Path | None = None,

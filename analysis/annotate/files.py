@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -22,9 +21,10 @@ from analysis.load.checks import off_scale
 from analysis.load.collect import find_results
 from analysis.stats.humans import first_duplicate
 from core.cells import csv_unescape, write_csv
+from core.rubric import RubricSpec
+from core.run_config import RUN_CONFIG, RunConfigError, read_run_config
 from core.schema import MANIFEST_NAME, ManifestError, read_manifest
 from experiments.datasets.loader import DatasetError, load_dataset
-from judge.rubric import template_text
 
 SCORE_FIELD = "score"  # the Label Studio control whose choice is the score
 
@@ -33,36 +33,25 @@ class AnnotationError(ValueError):
     """A problem in an annotation file, reported as one line naming the file and row."""
 
 
-@dataclass(frozen=True)
-class RubricInfo:
-    """What annotators are told about each dimension: the template's own wording and the scale."""
-
-    name: str
-    template_text: str
-    ranges: dict[str, tuple[int, int]]
-
-    def wording(self, dimension: str) -> str:
-        """The template's block for `dimension` (its line ``<name> - ...`` and the indented anchors below)."""
-        lines = self.template_text.splitlines()
-        for i, line in enumerate(lines):
-            if re.match(rf"^{re.escape(dimension)}\s+-\s+", line):
-                block = [line]
-                block += [ln.strip() for ln in _indented_after(lines, i)]
-                return "\n".join(block)
-        return dimension
-
-    def scale(self, dimension: str) -> str:
-        low, high = self.ranges[dimension]
-        return f"integer {low}-{high}"
+def score_ranges(rubric: RubricSpec) -> dict[str, tuple[int, int]]:
+    """The scored dimensions' whole-number scales, as annotators choose on them."""
+    return {
+        d.name: (int(d.low), int(d.high))
+        for d in rubric.dimensions
+        if d.low is not None and d.high is not None
+    }
 
 
-def _indented_after(lines: list[str], i: int) -> list[str]:
-    out = []
-    for line in lines[i + 1 :]:
-        if not line[:1].isspace() or not line.strip():
-            break
-        out.append(line)
-    return out
+def wording(rubric: RubricSpec, dimension: str) -> str:
+    """What annotators are told about `dimension`: its description and anchors, as the rubric's YAML gives
+    them to the judge (core.rubric.Dimension.wording)."""
+    found = next((d for d in rubric.dimensions if d.name == dimension), None)
+    return found.wording() if found is not None else dimension
+
+
+def scale(rubric: RubricSpec, dimension: str) -> str:
+    low, high = score_ranges(rubric)[dimension]
+    return f"integer {low}-{high}"
 
 
 @dataclass(frozen=True)
@@ -73,17 +62,6 @@ class ItemText:
 
 def _run_folders(root: str | Path) -> list[Path]:
     return [p.parent for p in find_results(root)]
-
-
-def _json_entry(path: Path, name: str) -> Any:
-    """Entry `name` of a run's JSON file; a damaged file or a missing entry is one line naming the file."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        raise AnnotationError(f"{path}: not readable JSON ({exc})") from None
-    if not isinstance(data, dict) or name not in data:
-        raise AnnotationError(f"{path}: no {name!r} entry (was it written by experiments.run?)")
-    return data[name]
 
 
 def _dataset_path(path: Path) -> Path:
@@ -97,29 +75,27 @@ def _dataset_path(path: Path) -> Path:
     return Path(dataset)
 
 
-def study_inputs(root: str | Path, choose: str | None = None) -> tuple[dict[str, RubricInfo], Path]:
+def study_inputs(root: str | Path, choose: str | None = None) -> tuple[dict[str, RubricSpec], Path]:
     """The rubric (from each run's config.json; `choose` names it when the runs used several) and the dataset
     path (from the manifest.json of a run of that rubric)."""
-    rubrics: dict[str, RubricInfo] = {}
+    rubrics: dict[str, RubricSpec] = {}
     paths: dict[str, Path] = {}
     for folder in _run_folders(root):
-        config_file, manifest_file = folder / "config.json", folder / MANIFEST_NAME
-        if not config_file.exists() or not manifest_file.exists():
+        manifest_file = folder / MANIFEST_NAME
+        try:
+            config = read_run_config(folder)
+        except RunConfigError as exc:
+            raise AnnotationError(str(exc)) from None
+        if config is None or not manifest_file.exists():
             raise AnnotationError(
-                f"{folder}: no config.json / manifest.json (was it written by experiments.run?)"
+                f"{folder}: no {RUN_CONFIG} / {MANIFEST_NAME} (was it written by experiments.run?)"
             )
-        rubric = _json_entry(config_file, "rubric")
-        try:  # a packaged template by name, or the absolute path of a user's own (a hydra.searchpath rubric)
-            text = template_text(str(rubric["template"]))
-        except OSError as exc:
-            raise AnnotationError(f"{config_file}: the rubric's template cannot be read ({exc})") from None
-        ranges = {
-            str(d["name"]): (int(d["low"]), int(d["high"]))
-            for d in rubric["dimensions"]
-            if d.get("low") is not None and d.get("high") is not None
-        }
-        rubrics[str(rubric["name"])] = RubricInfo(str(rubric["name"]), text, ranges)
-        paths.setdefault(str(rubric["name"]), _dataset_path(manifest_file))
+        if config.rubric is None:
+            raise AnnotationError(
+                f"{folder / RUN_CONFIG}: no 'rubric' entry (was it written by experiments.run?)"
+            )
+        rubrics[config.rubric.name] = config.rubric
+        paths.setdefault(config.rubric.name, _dataset_path(manifest_file))
     if not rubrics:
         raise AnnotationError(f"{root}: no run folder found")
     names = ", ".join(sorted(rubrics))
@@ -163,9 +139,9 @@ def labelstudio_tasks(sheet: pd.DataFrame) -> list[dict[str, Any]]:
     ]
 
 
-def labelstudio_config(rubric: RubricInfo) -> str:
+def labelstudio_config(rubric: RubricSpec) -> str:
     """Labelling config: background, text, the dimension's wording, one choice per score on the scale."""
-    lows, highs = zip(*rubric.ranges.values(), strict=True)
+    lows, highs = zip(*score_ranges(rubric).values(), strict=True)
     choices = "\n".join(f'    <Choice value="{v}"/>' for v in range(min(lows), max(highs) + 1))
     return f"""<View>
   <Header value="Background"/>

@@ -46,6 +46,7 @@ from analysis.stats.humans import (
 from analysis.stats.scores import candidate_scores
 from core.cells import write_csv
 from core.intervals import positive_int
+from core.rubric import RubricSpec
 
 UNCERTAINTY = ("entropy", "disagreement", "flip")
 #: Designs with known inclusion probabilities (`sample`): their labels can give corrected estimates.
@@ -175,7 +176,7 @@ def sample(
 
 def blind(
     chosen: pd.DataFrame,
-    rubrics: dict[str, io.RubricInfo],
+    rubrics: dict[str, RubricSpec],
     texts: dict[tuple[str, str], io.ItemText],
     seed: int = 0,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -186,8 +187,9 @@ def blind(
     key.insert(0, "item", [f"item-{p:03d}" for p in key["position"]])
     rubric = next(iter(rubrics.values()))
     key["rubric"] = rubric.name
-    key["low"] = [rubric.ranges[d][0] for d in key["dimension"]]
-    key["high"] = [rubric.ranges[d][1] for d in key["dimension"]]
+    ranges = io.score_ranges(rubric)
+    key["low"] = [ranges[d][0] for d in key["dimension"]]
+    key["high"] = [ranges[d][1] for d in key["dimension"]]
     key["text_sha"] = [
         io.text_digest(texts[(str(i), str(c))].text)
         for i, c in zip(key["instance_id"], key["candidate_id"], strict=True)
@@ -202,8 +204,8 @@ def blind(
                 "background": text.background,
                 "text": text.text,
                 "dimension": r.dimension,
-                "question": rubric.wording(r.dimension),
-                "scale": rubric.scale(r.dimension),
+                "question": io.wording(rubric, r.dimension),
+                "scale": io.scale(rubric, r.dimension),
                 "annotator": "",
                 "score": "",
                 "comment": "",

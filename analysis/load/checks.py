@@ -11,10 +11,8 @@ is never read from conf/: a rubric added through `hydra.searchpath` is known onl
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.stats.scores import FALSE_TEXT, TRUE_TEXT
+from core.rubric import RubricSpec
+from core.run_config import RunConfigError, read_run_config
 
 # the columns that identify one judgment: two rows agreeing on all of them are one judgment counted twice
 IDENTITY: tuple[str, ...] = (
@@ -70,67 +70,23 @@ class ResultsError(ValueError):
     """A results or labels file the analysis refuses; the message is one line naming the file."""
 
 
-RUN_CONFIG = "config.json"  # what experiments.run writes beside each run's results (the resolved config)
-
-
-@dataclass(frozen=True)
-class RunRubric:
-    """The rubric one run used, as its config.json records it: each dimension's score range, its choices (a
-    preference) and its direction; `overall` (the mean of the dimensions) where the rubric adds it."""
-
-    name: str
-    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
-    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    directions: Mapping[str, bool] = field(default_factory=dict)
-
-    @property
-    def dimensions(self) -> list[str]:
-        return list(dict.fromkeys([*self.ranges, *self.choices, *self.directions]))
-
-
-def run_rubric(results_file: Path) -> RunRubric | None:
-    """The rubric in the config.json beside `results_file` (None when the folder has none, or a config without
-    a rubric); a damaged one is one line naming it."""
-    config = Path(results_file).parent / RUN_CONFIG
+def run_rubric(results_file: Path) -> RubricSpec | None:
+    """The rubric in the config.json beside `results_file` (core.run_config; None when the folder has none, or
+    a config without a rubric); a damaged one is one line naming it."""
     try:
-        stat = config.stat()
-    except OSError:
-        return None
-    return _read_run_rubric(str(config), stat.st_mtime_ns, stat.st_size)
+        config = read_run_config(Path(results_file).parent)
+    except RunConfigError as exc:
+        raise ResultsError(str(exc)) from None
+    return config.rubric if config is not None else None
 
 
-@lru_cache(maxsize=256)
-def _read_run_rubric(config: str, _mtime_ns: int, _size: int) -> RunRubric | None:
-    """`run_rubric`, once per version of the file (a multirun's folders are read by every loader)."""
-    try:
-        data = json.loads(Path(config).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise ResultsError(f"{config}: not readable JSON ({str(exc).splitlines()[0][:120]})") from None
-    rubric = data.get("rubric") if isinstance(data, dict) else None
-    if rubric is None:
-        return None
-    try:
-        return _rubric_entry(rubric)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ResultsError(
-            f"{config}: its 'rubric' entry is not a rubric spec ({type(exc).__name__}: {exc})"
-        ) from None
-
-
-def _rubric_entry(rubric: Mapping[str, Any]) -> RunRubric:
-    """A RunRubric from a config's `rubric` entry (name, dimensions with low / high / choices / direction)."""
-    dims = [d for d in rubric["dimensions"] if isinstance(d, Mapping)]
-    ranges = {
-        str(d["name"]): (float(d["low"]), float(d["high"]))
-        for d in dims
-        if d.get("low") is not None and d.get("high") is not None
-    }
-    choices = {str(d["name"]): tuple(str(c) for c in d["choices"]) for d in dims if d.get("choices")}
-    directions = {str(d["name"]): bool(d.get("higher_is_better", True)) for d in dims}
-    if ranges:  # "overall", the mean of the dimensions (add_overall), spans their ranges and points up
+def _known_ranges(spec: RubricSpec) -> dict[str, tuple[float, float]]:
+    """The spec's score ranges; "overall" (the mean of the dimensions) spans them also where a config written
+    before `add_overall` does not say the rubric adds it."""
+    ranges = spec.ranges()
+    if ranges:
         ranges.setdefault("overall", (min(r[0] for r in ranges.values()), max(r[1] for r in ranges.values())))
-        directions.setdefault("overall", True)
-    return RunRubric(str(rubric["name"]), ranges, choices, directions)
+    return ranges
 
 
 def read_table(path: Path, read: Callable[[Path], Any], kind: str) -> Any:
@@ -246,15 +202,20 @@ def check_results(frame: pd.DataFrame, path: Path) -> None:
             ["rubric", "dimension"], observed=True, sort=False
         ).indices.items():
             known = spec if spec is not None and spec.name == str(rubric) else None
-            if known is not None and str(dim) not in known.dimensions:
+            names = (
+                list(dict.fromkeys([*(d.name for d in known.dimensions), *_known_ranges(known)]))
+                if known
+                else []
+            )
+            if known is not None and str(dim) not in names:
                 raise ResultsError(
                     f"{_where(path, frame, int(rows[0]))}: {str(dim)[:40]!r} is not a dimension of the "
-                    f"{rubric} rubric ({', '.join(known.dimensions)})"
+                    f"{rubric} rubric ({', '.join(names)})"
                 )
             if scores is not None:
                 values = scores.to_numpy()[rows]
                 _check_range(frame, path, rows, values, lows[rows], highs[rows], known, str(dim))
-            choices = known.choices.get(str(dim)) if known is not None else None
+            choices = known.choices().get(str(dim)) if known is not None else None
             if "preference" in frame and choices:
                 prefs = frame["preference"].to_numpy()[rows]
                 wrong = pd.notna(prefs) & ~pd.Series(prefs).astype(str).isin(choices).to_numpy()
@@ -274,13 +235,14 @@ def _check_range(
     values: np.ndarray,
     lows: np.ndarray,
     highs: np.ndarray,
-    known: RunRubric | None,
+    known: RubricSpec | None,
     dim: str,
 ) -> None:
     """Refuse the first score of one rubric dimension outside its range: the row's own bounds, and the run's
     config.json rubric's where it has one (the narrower of the two: a hand-edited bound widens nothing)."""
-    if known is not None and dim in known.ranges:
-        low, high = known.ranges[dim]
+    ranges = _known_ranges(known) if known is not None else {}
+    if dim in ranges:
+        low, high = ranges[dim]
         lows, highs = np.fmax(lows, low), np.fmin(highs, high)  # fmax / fmin: a NaN bound takes the other
     with np.errstate(invalid="ignore"):
         outside = ~np.isnan(values) & ((values < lows) | (values > highs))

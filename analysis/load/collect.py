@@ -99,15 +99,17 @@ def _add_directions(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
             f"{path}: no {DIRECTION!r} column and no 'rubric' column to read the directions from"
         )
     spec = run_rubric(path)
+    # "overall" (the mean of scores) points up, also in a config written before `add_overall`
+    known_directions = (({"overall": True} if spec.ranges() else {}) | spec.directions()) if spec else {}
     pairs = frame[["rubric", "dimension"]].dropna().drop_duplicates().astype(str)
     known: dict[tuple[str, str], bool] = {}
     for rubric, dim in pairs.itertuples(index=False, name=None):
-        if spec is None or spec.name != rubric or dim not in spec.directions:
+        if spec is None or spec.name != rubric or dim not in known_directions:
             raise ValueError(
                 f"{path}: no {DIRECTION!r} column, and rubric {rubric!r} of the run folder {path.parent} "
                 f"has no config.json that gives dimension {dim!r} a direction; add the column"
             )
-        known[(rubric, dim)] = spec.directions[dim]
+        known[(rubric, dim)] = known_directions[dim]
     keys = zip(frame["rubric"].astype(str), frame["dimension"].astype(str), strict=True)
     return frame.assign(**{DIRECTION: [known.get(k, True) for k in keys]})
 

@@ -11,7 +11,6 @@ valid value). `salvaged` counts scored calls whose value came from a cut-off ans
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -20,7 +19,6 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from analysis.load.checks import (
-    RUN_CONFIG,
     LabelCoverage,
     ResultsError,
     check_label_coverage,
@@ -33,6 +31,7 @@ from analysis.load.collect import RESULTS_FILES, find_results, load_humans
 from analysis.report.costs import no_completion
 from analysis.stats.humans import check_dimensions
 from core.cells import unescape_text
+from core.run_config import RunConfig, RunConfigError, read_run_config
 from core.schema import MANIFEST_NAME, Manifest, ManifestError, run_manifest
 from experiments.outputs import CLAIM
 
@@ -178,17 +177,16 @@ def _one_run(path: Path) -> dict[str, object]:
     except ManifestError:
         manifest = None  # the loader names a damaged manifest where it matters; here: unknown
     config = _config(folder)
-    entry = config.get("judge")
-    judge_cfg: dict[str, object] = entry if isinstance(entry, dict) else {}
+    judge = config.judge
     rows = _rows(path)
     calls = call_causes(rows)
     causes = calls["cause"].value_counts() if len(calls) else pd.Series(dtype=int)
     scored = rows.loc[_flag(rows["parse_ok"])] if "parse_ok" in rows else rows
     out: dict[str, object] = {
         "run": str(folder),
-        "judge": (manifest.judge if manifest else None) or judge_cfg.get("name"),
-        "model": (manifest.model if manifest else None) or judge_cfg.get("model"),
-        "api_base": judge_cfg.get("api_base"),
+        "judge": (manifest.judge if manifest else None) or (judge.name if judge else None),
+        "model": (manifest.model if manifest else None) or (judge.model if judge else None),
+        "api_base": judge.api_base if judge else None,
         "mode": manifest.mode if manifest else None,
         "stopped": _stopped(manifest, config),
         "calls_total": manifest.calls_total if manifest else len(calls),
@@ -203,7 +201,7 @@ def _one_run(path: Path) -> dict[str, object]:
     return out
 
 
-def _stopped(manifest: Manifest | None, config: dict[str, object]) -> str | None:
+def _stopped(manifest: Manifest | None, config: RunConfig) -> str | None:
     """Why the run stopped short: its budget, or a parse rate under its `min_parse_rate` (the run wrote its
     outputs, then failed)."""
     if not isinstance(manifest, Manifest):
@@ -216,19 +214,18 @@ def _stopped(manifest: Manifest | None, config: dict[str, object]) -> str | None
             if budget.stopped == "budget"
             else budget.stopped
         )
-    minimum = config.get("min_parse_rate")
-    rate = manifest.parse_rate
-    if isinstance(minimum, int | float) and rate is not None and rate < float(minimum):
-        return f"parse rate {rate:.3f} below min_parse_rate={float(minimum):g}"
+    minimum, rate = config.min_parse_rate, manifest.parse_rate
+    if minimum is not None and rate is not None and rate < minimum:
+        return f"parse rate {rate:.3f} below min_parse_rate={minimum:g}"
     return None
 
 
-def _config(folder: Path) -> dict[str, object]:
+def _config(folder: Path) -> RunConfig:
+    """The run's config.json; none or a damaged one says nothing here (the loader names a damaged one)."""
     try:
-        data = json.loads((folder / RUN_CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        return read_run_config(folder) or RunConfig()
+    except RunConfigError:
+        return RunConfig()
 
 
 def _rows(path: Path) -> pd.DataFrame:
