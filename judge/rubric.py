@@ -22,6 +22,7 @@ import jinja2
 import jinja2.meta
 
 from judge.parse import Field
+from judge.shapes import Probe
 
 BEGIN, END = "<<<", ">>>"
 # the output budget: never below the old fixed default; a short rationale adds this much per judged item
@@ -172,7 +173,10 @@ def rubric_from_config(cfg: Mapping[str, Any]) -> Rubric:
 def neutralise(text: str) -> str:
     """Break any delimiter inside untrusted text, so a paper cannot close its block and address the judge.
 
-    The `in` tests skip the regex for the usual text without a delimiter (the regex costs ~50 us per paper)."""
+    The `in` tests skip the regex for the usual text without a delimiter (the regex costs ~50 us per paper).
+    A stand-in for a text (judge.shapes: a prompt shape's skeleton) gives its marker."""
+    if isinstance(text, Probe):
+        return text.neutral_marker()
     text = str(text)
     if BEGIN not in text and END not in text:
         return text
