@@ -93,7 +93,12 @@ def answer_tokens(rubric: Rubric, labels: Sequence[str] | None) -> int:
 
 
 def render_shown(
-    rubric: Rubric, background: Sequence[Paper], shown: tuple[Shown, ...], comparative: bool, *, full: bool = False
+    rubric: Rubric,
+    background: Sequence[Paper],
+    shown: tuple[Shown, ...],
+    comparative: bool,
+    *,
+    full: bool = False,
 ) -> list[dict[str, str]]:
     """`rubric.render(background=..., items=items(shown), comparative=...)`, from the skeleton of its shape
     (the labels, the number of papers, comparative or not) unless `full`: the texts are the papers' titles and
@@ -103,7 +108,9 @@ def render_shown(
 
     def build(texts: Sequence[str]) -> dict[str, Any]:
         papers = tuple(Paper(texts[2 * i], texts[2 * i + 1]) for i in range(n_papers))
-        shown_items = [{"label": label, "text": t} for label, t in zip(labels, texts[2 * n_papers :], strict=True)]
+        shown_items = [
+            {"label": label, "text": t} for label, t in zip(labels, texts[2 * n_papers :], strict=True)
+        ]
         return {"background": papers, "items": shown_items, "comparative": comparative}
 
     texts = [t for p in background for t in (p.title, p.text)] + [s.candidate.text for s in shown]

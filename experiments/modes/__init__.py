@@ -79,6 +79,8 @@ def build_prompts(
     in full again if a shape's skeleton ever gave another prompt than the full render."""
     was_broken = shapes_of(rubric).broken
     prompts = [prompt for inst in instances for prompt in mode.prompts(inst, rubric, seed, labels)]
-    if shapes_of(rubric).broken and not was_broken:  # every later prompt renders in full: render the earlier ones again too
+    if (
+        shapes_of(rubric).broken and not was_broken
+    ):  # every later prompt renders in full: render the earlier ones again too
         prompts = [prompt for inst in instances for prompt in mode.prompts(inst, rubric, seed, labels)]
     return prompts

@@ -401,11 +401,16 @@ class CallCache:
                     self._store_value(key, _value(key, completion, parsed))
                 return len(entries)
             for start in range(0, len(entries), KEEP_PER_TRANSACTION):
-                with transact():  # one commit per chunk, not per entry; other processes wait one chunk at most
+                with (
+                    transact()
+                ):  # one commit per chunk, not per entry; other processes wait one chunk at most
                     for key, completion, parsed in entries[start : start + KEEP_PER_TRANSACTION]:
                         self._cache.set(key, _value(key, completion, parsed))
         except (CacheError, sqlite3.DatabaseError, OSError, diskcache.Timeout) as exc:
-            print(f"note: {self.location}: parsed scores not kept ({exc}); a replay parses again", file=sys.stderr)
+            print(
+                f"note: {self.location}: parsed scores not kept ({exc}); a replay parses again",
+                file=sys.stderr,
+            )
             return 0
         return len(entries)
 

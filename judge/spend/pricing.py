@@ -104,7 +104,9 @@ def prompt_tokens(model: str, messages: Sequence[Message]) -> int:
     return int(litellm.token_counter(model=model, messages=[dict(m) for m in messages]))
 
 
-_PIECES: dict[tuple[int, str], int] = {}  # (encoding, piece of text) -> its tokens, while `pieces_counted_once`
+_PIECES: dict[
+    tuple[int, str], int
+] = {}  # (encoding, piece of text) -> its tokens, while `pieces_counted_once`
 
 
 @contextlib.contextmanager
