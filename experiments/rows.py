@@ -160,11 +160,11 @@ def rows_for(
     result: CallResult,
     rubric: Rubric,
     meta: Mapping[str, Any],
-    parsed: Mapping[str, Parsed] | None = None,
+    answer: Mapping[str, Parsed] | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows for one sample of one prompt; `meta` holds the run-level columns; `parsed`: the answer's
+    """Rows for one sample of one prompt; `meta` holds the run-level columns; `answer`: the answer's
     `parse_answer` when the caller has it."""
-    parsed_by_key = parse_answer(prompt, rubric, result) if parsed is None else parsed
+    parsed_by_key = parse_answer(prompt, rubric, result) if answer is None else answer
     expected_by = expected_by_key(prompt, rubric, result)
     comp = result.completion
     account = {

@@ -156,7 +156,7 @@ class PromptShapes:
 
     def _skeleton(self, n_texts: int, build: Callable[[Sequence[str]], dict[str, Any]]) -> Skeleton | None:
         """The shape's skeleton, or None where the template uses a text other than through `neutral`."""
-        nonce, log = secrets.token_hex(8), []
+        nonce, log = secrets.token_hex(8), list[str]()
         probes = [Probe(i, nonce, log) for i in range(n_texts)]
         try:
             rendered = self._render(**build(probes))

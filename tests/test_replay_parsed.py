@@ -16,7 +16,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from experiments import rows
-from experiments.config import load
+from experiments.config import StudyConfig, load
 from experiments.inputs import load_study_inputs
 from experiments.modes import build_prompts
 from experiments.study import run_study
@@ -78,8 +78,7 @@ def test_a_replay_reads_the_stored_scores_and_writes_what_a_fresh_parse_writes(
     assert all(s is not None and s[1]["v"] == rows.PARSER_VERSION for s in stored)  # kept beside each answer
 
     parsed: list[int] = []
-    real = rows.parse_object
-    monkeypatch.setattr(rows, "parse_object", lambda *a: parsed.append(1) or real(*a))
+    monkeypatch.setattr(rows, "parse_object", _counting(rows.parse_object, parsed))
     monkeypatch.setattr(rows, "parse_labelled", _counting(rows.parse_labelled, parsed))
     replay = run(tmp_path, server.api_base, "replay", mode, monkeypatch)
     assert parsed == []  # nothing parsed again
@@ -125,7 +124,7 @@ def test_stored_scores_for_other_labels_or_fields_are_not_used() -> None:
 def test_prompts_from_shapes_are_the_full_renders(
     rubric: str, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cfg = load(OmegaConf.create(compose(f"rubric={rubric}", f"mode={mode}", "judge=qwen")))
+    cfg: StudyConfig = load(OmegaConf.create(compose(f"rubric={rubric}", f"mode={mode}", "judge=qwen")))
     inputs = load_study_inputs(cfg)
     assert inputs.mode is not None
     fast = build_prompts(inputs.instances, inputs.rubric, inputs.mode, seed=0)
@@ -185,7 +184,7 @@ def test_a_skeleton_is_used_where_the_template_only_writes_the_text_out() -> Non
 
 
 def test_pieces_counted_once_give_litellms_counts() -> None:
-    cfg = load(OmegaConf.create(compose("rubric=novelty", "mode=independent", "judge=qwen")))
+    cfg: StudyConfig = load(OmegaConf.create(compose("rubric=novelty", "mode=independent", "judge=qwen")))
     inputs = load_study_inputs(cfg)
     assert inputs.mode is not None
     prompts = build_prompts(inputs.instances, inputs.rubric, inputs.mode, seed=0)
