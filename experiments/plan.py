@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,8 @@ from experiments.spend import judge_prices
 from experiments.study import jobs_of, sampler
 from judge.cache.store import CacheError
 from judge.rubric import Rubric
-from judge.spend.pricing import Prices, price_record, prompt_tokens
+from judge.spend.pricing import Prices, pieces_counted_once, price_record, prompt_tokens
+from judge.types import Message
 
 COUNTS = (
     "calls_total",
@@ -105,8 +106,21 @@ def mode_shift_family(instances: Sequence[Instance], rubric: Rubric) -> int:
 
 def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: StudyConfig) -> dict[str, Any]:
     """Walk the run's calls as `execute_calls` does (a key repeated within the run is asked for once)."""
+    model = judge.completer.model
+    with pieces_counted_once():  # an instance's papers and the instructions: counted once, not per prompt
+        return _walk(judge, prompts, rubric, cfg, lambda messages: prompt_tokens(model, messages))
+
+
+def _walk(
+    judge: Any,
+    prompts: Sequence[Prompt],
+    rubric: Rubric,
+    cfg: StudyConfig,
+    count_tokens: Callable[[Sequence[Message]], int],
+) -> dict[str, Any]:
+    """`_count` with a given prompt-token counter."""
     sample_of = sampler(judge, rubric, cfg)
-    model, max_tokens = judge.completer.model, _largest_budget(cfg, prompts)
+    max_tokens = _largest_budget(cfg, prompts)
     seen: set[str] = set()
     tokens_of: dict[str, int] = {}
     calls: dict[str, int] = {}  # cache key -> prompt tokens of each call to make (a sweep counts a key once)
@@ -125,7 +139,7 @@ def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: StudyConf
             continue
         seen.add(key)
         if prompt.prompt_id not in tokens_of:
-            tokens_of[prompt.prompt_id] = prompt_tokens(model, prompt.messages)
+            tokens_of[prompt.prompt_id] = count_tokens(prompt.messages)
         prompt_total += tokens_of[prompt.prompt_id]
         calls[key] = tokens_of[prompt.prompt_id]
     to_make = len(seen)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from experiments.datasets.instances import Candidate
-from judge.rubric import RubricKind
+from experiments.datasets.instances import Candidate, Paper
+from judge.rubric import Rubric, RubricKind, neutralise
+from judge.shapes import PromptShapes
 
 
 @dataclass(frozen=True)
@@ -57,3 +60,60 @@ class Prompt:
 def items(shown: tuple[Shown, ...]) -> list[dict[str, str]]:
     """What a template's `items` variable holds: each shown text under its label."""
     return [{"label": s.label or "", "text": s.candidate.text} for s in shown]
+
+
+# per rubric (by identity): its prompt shapes' skeletons, for the study being built (build_prompts resets them)
+_SHAPES: dict[int, tuple[Rubric, PromptShapes]] = {}
+
+
+def shapes_of(rubric: Rubric) -> PromptShapes:
+    """The rubric's prompt-shape renderer (judge.shapes), made on first use."""
+    known = _SHAPES.get(id(rubric))
+    if known is None or known[0] is not rubric:
+        known = _SHAPES[id(rubric)] = (rubric, PromptShapes(rubric.render, neutralise))
+    return known[1]
+
+
+def forget_shapes() -> None:
+    """Drop every rubric's skeletons (a new study; or, after a broken one, render in full)."""
+    _SHAPES.clear()
+    _BUDGETS.clear()
+
+
+_BUDGETS: dict[tuple[int, tuple[str, ...] | None], tuple[Rubric, int]] = {}
+
+
+def answer_tokens(rubric: Rubric, labels: Sequence[str] | None) -> int:
+    """`rubric.answer_tokens(labels)`, once per rubric and labels (it serialises an example answer)."""
+    key = (id(rubric), None if labels is None else tuple(labels))
+    known = _BUDGETS.get(key)
+    if known is None or known[0] is not rubric:
+        known = _BUDGETS[key] = (rubric, rubric.answer_tokens(labels))
+    return known[1]
+
+
+def render_shown(
+    rubric: Rubric,
+    background: Sequence[Paper],
+    shown: tuple[Shown, ...],
+    comparative: bool,
+    *,
+    full: bool = False,
+) -> list[dict[str, str]]:
+    """`rubric.render(background=..., items=items(shown), comparative=...)`, from the skeleton of its shape
+    (the labels, the number of papers, comparative or not) unless `full`: the texts are the papers' titles and
+    texts and the shown candidates' texts."""
+    labels = tuple(s.label or "" for s in shown)
+    n_papers = len(background)
+
+    def build(texts: Sequence[str]) -> dict[str, Any]:
+        papers = tuple(Paper(texts[2 * i], texts[2 * i + 1]) for i in range(n_papers))
+        shown_items = [
+            {"label": label, "text": t} for label, t in zip(labels, texts[2 * n_papers :], strict=True)
+        ]
+        return {"background": papers, "items": shown_items, "comparative": comparative}
+
+    texts = [t for p in background for t in (p.title, p.text)] + [s.candidate.text for s in shown]
+    if full:
+        return rubric.render(**build(texts))
+    return shapes_of(rubric).render((comparative, labels, n_papers), texts, build)

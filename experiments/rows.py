@@ -1,10 +1,14 @@
 """From one judge answer to rows of the results table (one row per candidate x dimension).
 
-Parsing happens here, from the raw text, so a stored table can always be re-derived offline.
+Parsing happens here, from the raw text, so a stored table can always be re-derived offline. What an answer
+parsed to is kept in the call cache beside it (`keep`), tagged with the parser's version, this prompt's
+labels and the rubric's fields, so a replay reads it back instead of parsing again; anything else (an older
+parser, other labels) is parsed again from the raw text.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -15,29 +19,81 @@ from core.schema import COLUMNS
 from experiments.prompt import Prompt
 from judge.client import CallResult
 from judge.expected import expected_scores
-from judge.parse import Parsed, parse_labelled, parse_object
+from judge.parse import PARSER_VERSION, Field, Parsed, parse_labelled, parse_object
 from judge.rubric import Rubric
 
 
 def parse_answer(prompt: Prompt, rubric: Rubric, result: CallResult) -> dict[str, Parsed]:
     """Parsed values per shown label (or per candidate id when there are no labels)."""
+    return parsed_answer(prompt, rubric, result)[0]
+
+
+def parsed_answer(prompt: Prompt, rubric: Rubric, result: CallResult) -> tuple[dict[str, Parsed], Any]:
+    """`parse_answer`, read from the parsed scores the cache keeps beside the answer when they fit, and what
+    to keep there (None: nothing new, they were read from there or there is no answer)."""
     keys = [s.label or s.candidate.candidate_id for s in prompt.shown]
-    if result.completion is None:
-        return {k: Parsed(False, error=result.error or "no completion") for k in keys}
-    raw = result.completion.text
-    if prompt.labels is not None:
-        parsed = parse_labelled(raw, prompt.labels, rubric.fields)
-    else:
-        one = parse_object(raw, rubric.fields)
-        parsed = {k: one for k in keys}
-    if result.completion.finish_reason == "length":
-        parsed = {
-            k: p
-            if p.ok
-            else Parsed(False, error=f"truncated (finish_reason=length): {p.error}", salvaged=p.salvaged)
-            for k, p in parsed.items()
+    comp = result.completion
+    if comp is None:
+        return {k: Parsed(False, error=result.error or "no completion") for k in keys}, None
+    labels = prompt.labels
+    tag = _fields_tag(rubric.fields)
+    stored = _stored(result.stored_parse, labels, tag)
+    keep = None
+    if stored is None:
+        if labels is not None:
+            stored = list(parse_labelled(comp.text, labels, rubric.fields).values())
+        else:
+            stored = [parse_object(comp.text, rubric.fields)]
+        if comp.finish_reason == "length":
+            stored = [
+                p
+                if p.ok
+                else Parsed(False, error=f"truncated (finish_reason=length): {p.error}", salvaged=p.salvaged)
+                for p in stored
+            ]
+        keep = {
+            "v": PARSER_VERSION,
+            "fields": tag,
+            "labels": None if labels is None else list(labels),
+            "items": [[p.ok, dict(p.values), p.error, p.salvaged, p.rationale] for p in stored],
         }
-    return parsed
+    if labels is not None:
+        return dict(zip(labels, stored, strict=True)), keep
+    return {k: stored[0] for k in keys}, keep
+
+
+_FIELD_TAGS: dict[int, tuple[tuple[Field, ...], str]] = {}
+
+
+def _fields_tag(fields: tuple[Field, ...]) -> str:
+    """A short digest of the fields an answer was parsed against (memoised per fields tuple: a rubric's)."""
+    known = _FIELD_TAGS.get(id(fields))
+    if known is None or known[0] is not fields:
+        digest = hashlib.sha256(repr(fields).encode()).hexdigest()[:12]
+        known = _FIELD_TAGS[id(fields)] = (fields, digest)
+    return known[1]
+
+
+def _stored(value: Any, labels: tuple[str, ...] | None, tag: str) -> list[Parsed] | None:
+    """The parsed scores kept in the cache, when they are this parser version's for these labels and fields
+    (anything else, or a malformed record, is None: parse the raw answer again)."""
+    if type(value) is not dict or value.get("v") != PARSER_VERSION or value.get("fields") != tag:
+        return None
+    items = value.get("items")
+    want = 1 if labels is None else len(labels)
+    if value.get("labels") != (None if labels is None else list(labels)) or type(items) is not list:
+        return None
+    if len(items) != want:
+        return None
+    out = []
+    for item in items:
+        if type(item) is not list or len(item) != 5:
+            return None
+        ok, values, error, salvaged, rationale = item
+        if type(ok) is not bool or type(values) is not dict or type(salvaged) is not bool:
+            return None
+        out.append(Parsed(ok, values, error, salvaged, rationale))
+    return out
 
 
 def expected_by_key(prompt: Prompt, rubric: Rubric, result: CallResult) -> dict[str, dict[str, float]]:
@@ -79,10 +135,16 @@ def call_cost(result: CallResult) -> float | None:
 
 
 def rows_for(
-    prompt: Prompt, sample_idx: int, result: CallResult, rubric: Rubric, meta: Mapping[str, Any]
+    prompt: Prompt,
+    sample_idx: int,
+    result: CallResult,
+    rubric: Rubric,
+    meta: Mapping[str, Any],
+    answer: Mapping[str, Parsed] | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows for one sample of one prompt; `meta` holds the run-level columns."""
-    parsed_by_key = parse_answer(prompt, rubric, result)
+    """Rows for one sample of one prompt; `meta` holds the run-level columns; `answer`: the answer's
+    `parse_answer` when the caller has it."""
+    parsed_by_key = parse_answer(prompt, rubric, result) if answer is None else answer
     expected_by = expected_by_key(prompt, rubric, result)
     comp = result.completion
     account = {

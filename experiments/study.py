@@ -33,7 +33,7 @@ from experiments.manifest import Tally, build_manifest, check_parse_rate, manife
 from experiments.modes import build_prompts
 from experiments.outputs import claim_folder, release_folder, write_outputs
 from experiments.prompt import Prompt
-from experiments.rows import rows_for, to_frame
+from experiments.rows import parsed_answer, rows_for, to_frame
 from experiments.spend import budget_message
 from experiments.stages import robustness
 from experiments.workers import fork_available, in_process_provider, run_in_workers
@@ -43,6 +43,7 @@ from judge.batch.run import NOT_SUBMITTED
 from judge.cache.store import CacheError
 from judge.calls import Call, call_all
 from judge.client import CallResult, Judge, Sample
+from judge.completer import Completion
 from judge.quirks import RequestShape
 from judge.retry import FatalProviderError
 from judge.rubric import Rubric, response_format
@@ -94,11 +95,20 @@ def execute_calls(
     jobs = jobs_of(prompts, cfg)
     done: list[list[dict[str, Any]] | None] = [None] * len(jobs)
     sample_of = sampler(judge, rubric, cfg)
+    call_keys: list[str] = []
+    # answers parsed in this run, kept in the cache beside the answer so that a replay reads them back
+    to_keep: dict[str, tuple[str, Completion, Any]] = {}
 
     bar = tqdm(total=len(jobs), disable=not cfg.progress, file=sys.stderr, unit="call")
 
     def finish(index: int, prompt: Prompt, sample_idx: int, result: CallResult) -> None:
-        rows = [] if result.not_started else rows_for(prompt, sample_idx, result, rubric, meta)
+        if result.not_started:
+            rows: list[dict[str, Any]] = []
+        else:
+            parsed, keep = parsed_answer(prompt, rubric, result)
+            rows = rows_for(prompt, sample_idx, result, rubric, meta, parsed)
+            if keep is not None and result.completion is not None:
+                to_keep[call_keys[index]] = (call_keys[index], result.completion, keep)
         tally.add(result, scored=all(r["parse_ok"] for r in rows))
         done[index] = rows
         bar.update(1)
@@ -111,8 +121,7 @@ def execute_calls(
         for index, (prompt, sample_idx) in enumerate(jobs):
             sample = sample_of(prompt, sample_idx)
             key, hit = judge.lookup(prompt.messages, sample, rubric.version)
-            if keys is not None:
-                keys.append(key)
+            call_keys.append(key)
             if hit is not None:
                 finish(index, prompt, sample_idx, hit)
             elif key in followers:
@@ -131,8 +140,11 @@ def execute_calls(
         elif misses:
             with frozen_heap():  # see judge.speedups: the collector skips what exists before the calls
                 provider_calls(cfg, judge, misses, settle)
+        judge.cache.keep_parsed(list(to_keep.values()))
     finally:
         bar.close()
+        if keys is not None:
+            keys.extend(call_keys)
     return [row for rows in done for row in rows or ()]
 
 

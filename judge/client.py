@@ -63,6 +63,9 @@ class CallResult:
     # a copy of another call's answer or error: the same request came twice in one run and was sent once
     # (no provider request, retry or cost of its own; not "cached", since it was not read from the cache)
     shared: bool = False
+    # the parsed scores the cache keeps beside a cached answer (as stored: experiments.rows reads them only
+    # when they are of the current parser version and this prompt's labels), None when there are none
+    stored_parse: Any = None
 
 
 SPENT_ON_TIMEOUT = (
@@ -136,8 +139,10 @@ class Judge:
             self.api_base,
             params_json=sample.params_json,
         )
-        hit = self.cache.get(key)
-        return key, (CallResult(hit, cached=True, retries=0) if hit is not None else None)
+        entry = self.cache.read(key)
+        if entry is None:
+            return key, None
+        return key, CallResult(entry[0], cached=True, retries=0, stored_parse=entry[1])
 
     async def call_provider(
         self, messages: Sequence[Message], sample_params: Mapping[str, Any], key: str

@@ -22,6 +22,11 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _MAX_DIGITS = 64  # a longer integer is no score; reading it would cost (or, past 4,300 digits, raise)
 RATIONALE = "rationale"
+# The parser's version: a study keeps each answer's parsed scores in the call cache under it, and a replay
+# reuses them only when they carry this version (experiments.rows). Bump it with ANY change to what
+# parse_object / parse_labelled (or experiments.rows.parse_answer around them) return for some answer, so that
+# every cached answer is parsed again by the new code.
+PARSER_VERSION = 1
 
 
 class LongNumber(str):

@@ -25,6 +25,7 @@ from core.rubric import Dimension as Dimension  # the spec's parts, re-exported 
 from core.rubric import RubricKind as RubricKind
 from core.rubric import RubricSpec, spec_from_mapping
 from judge.parse import Field
+from judge.shapes import Probe
 
 BEGIN, END = "<<<", ">>>"
 # the output budget: never below the old fixed default; a short rationale adds this much per judged item
@@ -178,7 +179,10 @@ def rubric_from_config(cfg: Mapping[str, Any]) -> Rubric:
 def neutralise(text: str) -> str:
     """Break any delimiter inside untrusted text, so a paper cannot close its block and address the judge.
 
-    The `in` tests skip the regex for the usual text without a delimiter (the regex costs ~50 us per paper)."""
+    The `in` tests skip the regex for the usual text without a delimiter (the regex costs ~50 us per paper).
+    A stand-in for a text (judge.shapes: a prompt shape's skeleton) gives its marker."""
+    if isinstance(text, Probe):
+        return text.neutral_marker()
     text = str(text)
     if BEGIN not in text and END not in text:
         return text

@@ -15,7 +15,7 @@ from typing import ClassVar, Protocol
 from core.modes import ModeKind
 from experiments.config import ModeConfig
 from experiments.datasets.instances import Candidate, Instance
-from experiments.prompt import Prompt
+from experiments.prompt import Prompt, shapes_of
 from judge.rubric import Rubric, RubricKind
 
 # names a multi-item prompt's positions: labels(position, n) (default Q1..Qn; experiment=robustness permutes them)
@@ -75,5 +75,12 @@ def select_candidates(instance: Instance, k_per_source: int | None) -> list[Cand
 def build_prompts(
     instances: Sequence[Instance], rubric: Rubric, mode: Mode, *, seed: int, labels: Labels | None = None
 ) -> list[Prompt]:
-    """All prompts of a study, in dataset order."""
-    return [prompt for inst in instances for prompt in mode.prompts(inst, rubric, seed, labels)]
+    """All prompts of a study, in dataset order; rendered once per prompt shape (experiments.prompt), or all
+    in full again if a shape's skeleton ever gave another prompt than the full render."""
+    was_broken = shapes_of(rubric).broken
+    prompts = [prompt for inst in instances for prompt in mode.prompts(inst, rubric, seed, labels)]
+    if (
+        shapes_of(rubric).broken and not was_broken
+    ):  # every later prompt renders in full: render the earlier ones again too
+        prompts = [prompt for inst in instances for prompt in mode.prompts(inst, rubric, seed, labels)]
+    return prompts

@@ -15,7 +15,7 @@ from typing import ClassVar
 from core.modes import ModeKind
 from experiments.datasets.instances import Candidate, Instance
 from experiments.modes import RENDERS, Labels, select_candidates
-from experiments.prompt import Judged, Prompt, Shown, items
+from experiments.prompt import Judged, Prompt, Shown, answer_tokens, render_shown
 from judge.rubric import Rubric, RubricKind
 
 
@@ -50,7 +50,7 @@ class Comparative:
                 order
             )
             shown = tuple(Shown(c, pos, name(pos, len(order))) for pos, c in enumerate(order))
-            messages = rubric.render(background=instance.background, items=items(shown), comparative=True)
+            messages = render_shown(rubric, instance.background, shown, comparative=True)
             shown_labels = [s.label or "" for s in shown]
             out.append(
                 Prompt(
@@ -62,7 +62,7 @@ class Comparative:
                     self.asks,
                     tuple(Judged(s) for s in shown),
                     labelled=True,
-                    answer_tokens=rubric.answer_tokens(shown_labels),
+                    answer_tokens=answer_tokens(rubric, shown_labels),
                 )
             )
         return out

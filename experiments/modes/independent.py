@@ -8,7 +8,7 @@ from typing import ClassVar
 from core.modes import ModeKind
 from experiments.datasets.instances import Instance
 from experiments.modes import RENDERS, Labels, select_candidates
-from experiments.prompt import Judged, Prompt, Shown, items
+from experiments.prompt import Judged, Prompt, Shown, answer_tokens, render_shown
 from judge.rubric import Rubric, RubricKind
 
 
@@ -26,7 +26,7 @@ class Independent:
         out = []
         for cand in select_candidates(instance, self.k_per_source):
             shown = (Shown(cand, None, None),)
-            messages = rubric.render(background=instance.background, items=items(shown), comparative=False)
+            messages = render_shown(rubric, instance.background, shown, comparative=False)
             out.append(
                 Prompt(
                     f"{instance.instance_id}|{cand.candidate_id}",
@@ -37,7 +37,7 @@ class Independent:
                     self.asks,
                     (Judged(shown[0]),),
                     labelled=False,
-                    answer_tokens=rubric.answer_tokens(None),
+                    answer_tokens=answer_tokens(rubric, None),
                 )
             )
         return out

@@ -8,7 +8,7 @@ from typing import ClassVar
 from core.modes import ModeKind
 from experiments.datasets.instances import Instance
 from experiments.modes import RENDERS, Labels, select_candidates
-from experiments.prompt import Judged, Prompt, Shown, items
+from experiments.prompt import Judged, Prompt, Shown, answer_tokens, render_shown
 from judge.rubric import Rubric, RubricKind
 
 
@@ -31,9 +31,7 @@ class Pairwise:
         for cand in select_candidates(instance, self.k_per_source)[1:]:
             for order, pair in (("ab", (cand, ref)), ("ba", (ref, cand))):
                 shown = tuple(Shown(c, pos, "AB"[pos]) for pos, c in enumerate(pair))
-                messages = rubric.render(
-                    background=instance.background, items=items(shown), comparative=False
-                )
+                messages = render_shown(rubric, instance.background, shown, comparative=False)
                 judged = Judged(shown[0], shown[1]) if order == "ab" else Judged(shown[1], shown[0])
                 out.append(
                     Prompt(
@@ -45,7 +43,7 @@ class Pairwise:
                         self.asks,
                         (judged,),
                         labelled=False,
-                        answer_tokens=rubric.answer_tokens(None),
+                        answer_tokens=answer_tokens(rubric, None),
                         order=order,
                     )
                 )

@@ -37,6 +37,8 @@ from judge.expected import TokenLogprob
 from judge.secrets import endpoint
 from judge.types import Message, TextStore
 
+# the entry's member holding the parsed scores beside the answer (older readers ignore it: entry_completion)
+PARSED = "parsed"
 SECRET_PARAMS = frozenset({"api_key", "api_token", "azure_ad_token", "aws_secret_access_key"})
 
 
@@ -48,6 +50,7 @@ class EntryError(ValueError):
     """A cache entry that is not a valid completion; the message names the field and what is wrong."""
 
 
+KEEP_PER_TRANSACTION = 2000  # entries written back per SQLite transaction (CallCache.keep_parsed)
 MAX_TOKENS = 2**53  # a token count at or above this is no count (as judge.completer.token_count)
 
 
@@ -121,6 +124,12 @@ def parse_entry(key: str, value: Any, *, checksummed: bool = False) -> Completio
     """A stored value (`<checksum>\n<completion JSON>`) as a Completion, verified against `key`; an
     EntryError says why not. `checksummed`: a value without its checksum line is refused (every Redis
     value and export line has one; only folders written before checksums existed hold bare JSON)."""
+    return read_entry(key, value, checksummed=checksummed)[0]
+
+
+def read_entry(key: str, value: Any, *, checksummed: bool = False) -> tuple[Completion, Any]:
+    """`parse_entry`, with the parsed scores stored beside the answer (the entry's `parsed` member, None when
+    absent): what a study keeps so that a replay does not parse the same answer again (experiments.rows)."""
     if not isinstance(value, str):
         raise EntryError(f"not text but {type(value).__name__}")
     checksum, sep, payload = value.partition("\n")
@@ -132,7 +141,7 @@ def parse_entry(key: str, value: Any, *, checksummed: bool = False) -> Completio
         data = json.loads(payload if sep else value)
     except ValueError as exc:
         raise EntryError(f"not JSON ({exc})") from None
-    return entry_completion(data)
+    return entry_completion(data), data.get(PARSED) if isinstance(data, Mapping) else None
 
 
 def default_cache_dir() -> Path:
@@ -221,6 +230,17 @@ def cache_key(
     tail = f'{params_part},"rubric_version":{_dumps(rubric_version)},"sample_idx":{index}}}'
     digest.update(tail.encode())
     return digest.hexdigest()
+
+
+def _value(key: str, completion: Completion, parsed: Any = None) -> str:
+    """The stored text of an entry: checksum line, then the completion's JSON (and its parsed scores)."""
+    data = completion.to_dict()
+    if parsed is not None:
+        data[PARSED] = parsed
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    if not payload.isascii() and not _is_utf8(payload):  # a lone surrogate ("\ud800"): stored escaped
+        payload = json.dumps(data, separators=(",", ":"))
+    return f"{_checksum(key, payload)}\n{payload}"
 
 
 def _checksum(key: str, payload: str) -> str:
@@ -337,6 +357,12 @@ class CallCache:
 
     def get(self, key: str) -> Completion | None:
         """The stored completion, or None; a damaged entry is dropped and treated as a miss."""
+        entry = self.read(key)
+        return None if entry is None else entry[0]
+
+    def read(self, key: str) -> tuple[Completion, Any] | None:
+        """The stored completion and the parsed scores kept beside it (None when none are), or None; a
+        damaged entry is dropped and treated as a miss."""
         try:
             value = self._cache.get(key)
         except sqlite3.DatabaseError as exc:
@@ -349,21 +375,44 @@ class CallCache:
         if value is None:
             return None
         try:
-            return parse_entry(key, value, checksummed=self.store is not None)
+            return read_entry(key, value, checksummed=self.store is not None)
         except EntryError as exc:
             self._drop(key, str(exc))
             return None
 
     def set(self, key: str, completion: Completion) -> None:
         """Store a completion as checksummed JSON text (no pickles: readable and safe to load)."""
-        payload = json.dumps(completion.to_dict(), ensure_ascii=False, separators=(",", ":"))
-        if not payload.isascii() and not _is_utf8(payload):  # a lone surrogate ("\ud800"): stored escaped
-            payload = json.dumps(completion.to_dict(), separators=(",", ":"))
-        value = f"{_checksum(key, payload)}\n{payload}"
+        value = _value(key, completion)
         try:
             self._store_value(key, value)
         except CacheError as exc:  # an answer already paid for: kept locally before the run stops
             raise CacheError(f"{exc}{self._to_journal(key, value)}") from None
+
+    def keep_parsed(self, entries: Sequence[tuple[str, Completion, Any]]) -> int:
+        """Store each (key, completion, parsed scores) again with its parsed scores beside the answer, all in
+        one transaction where the store has them: how many. Only a shortcut for later replays (the answers are
+        already stored), so a store that refuses them costs nothing but the parsing next time: one note line."""
+        if not entries:
+            return 0
+        transact = getattr(self._cache, "transact", None)
+        try:
+            if transact is None:
+                for key, completion, parsed in entries:
+                    self._store_value(key, _value(key, completion, parsed))
+                return len(entries)
+            for start in range(0, len(entries), KEEP_PER_TRANSACTION):
+                with (
+                    transact()
+                ):  # one commit per chunk, not per entry; other processes wait one chunk at most
+                    for key, completion, parsed in entries[start : start + KEEP_PER_TRANSACTION]:
+                        self._cache.set(key, _value(key, completion, parsed))
+        except (CacheError, sqlite3.DatabaseError, OSError, diskcache.Timeout) as exc:
+            print(
+                f"note: {self.location}: parsed scores not kept ({exc}); a replay parses again",
+                file=sys.stderr,
+            )
+            return 0
+        return len(entries)
 
     def _store_value(self, key: str, value: str) -> None:
         try:

@@ -7,9 +7,11 @@ names. A price nobody knows stays None - a cost computed from it is unknown, nev
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
@@ -100,6 +102,40 @@ def prices_for(model: str, overrides: Mapping[str, Any] | None = None) -> Prices
 def prompt_tokens(model: str, messages: Sequence[Message]) -> int:
     """Prompt tokens of `messages` with litellm's tokenizer support for `model` (tiktoken as its fallback)."""
     return int(litellm.token_counter(model=model, messages=[dict(m) for m in messages]))
+
+
+_PIECES: dict[
+    tuple[int, str], int
+] = {}  # (encoding, piece of text) -> its tokens, while `pieces_counted_once`
+
+
+@contextlib.contextmanager
+def pieces_counted_once() -> Iterator[None]:
+    """Within: litellm's token counts of the same piece of text are computed once.
+
+    `litellm.token_counter` counts a message's text with tiktoken in fixed-size pieces (1,024 characters); a
+    study's prompts repeat most of theirs (the template's instructions, an instance's papers come before the
+    texts judged), so the plan of a study counted the same pieces tens of times. The memo wraps litellm's own
+    per-piece count (same function, same input: the same counts); a litellm without it is left as it is."""
+    module = sys.modules.get("litellm.litellm_core_utils.token_counter")
+    original = getattr(module, "_encoding_count", None)
+    if module is None or original is None:
+        yield
+        return
+
+    def count(encoding: Any, text: str) -> int:
+        key = (id(encoding), text)
+        found = _PIECES.get(key)
+        if found is None:
+            found = _PIECES[key] = original(encoding, text)
+        return found
+
+    module._encoding_count = count  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        module._encoding_count = original  # type: ignore[attr-defined]
+        _PIECES.clear()
 
 
 def price_record(model: str, prices: Prices) -> dict[str, Any]:
