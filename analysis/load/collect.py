@@ -11,7 +11,6 @@ it; results.csv is read only for a run without one (an old or hand-made run).
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import Callable, Collection, Mapping
@@ -38,6 +37,7 @@ from analysis.load.checks import (
     row_groups,
     run_rubric,
 )
+from analysis.load.files import find_results, symlinked_runs
 from analysis.load.shards import merged_run_ids
 from analysis.stats.humans import LABEL_TEXT, check_humans, first_duplicate
 from analysis.stats.scores import DIRECTION, as_bool, map_distinct, perturbation_names
@@ -81,38 +81,6 @@ REPORT_COLUMNS: tuple[str, ...] = tuple(c for c in ANALYSIS_COLUMNS if c not in 
 # a CSV cell that is missing: in a number or flag column every spelling pandas knows (NA, nan, None, ...), in a
 # text column (ids, names) only the empty cell, so an id `NA` stays `NA` as in the parquet copy and the labels
 CSV_MISSING: dict[str, list[str]] = {c: [""] if c in TEXT_COLUMNS else list(MISSING_TEXT) for c in COLUMNS}
-
-
-RESULTS_FILES = ("results.parquet", "results.csv")  # a run's table, in the order of preference
-
-
-def find_results(root: str | Path) -> list[Path]:
-    """Every run's results file below `root` (or `root` itself): results.parquet, else results.csv. Symlinked
-    folders and results files below `root` are not followed (`symlinked_runs` names them): a link to a run
-    that is also there, such as a `latest` link to a sweep, would count every judgment twice."""
-    root = Path(root)
-    if root.is_file():
-        return [root]
-    found = []
-    for folder, _, files in os.walk(root):  # os.walk follows no symlinked folder
-        here = Path(folder)
-        real = [name for name in RESULTS_FILES if name in files and not (here / name).is_symlink()]
-        if real:
-            found.append(here / real[0])
-    return sorted(found, key=lambda path: path.parent)
-
-
-def symlinked_runs(root: str | Path) -> list[Path]:
-    """The symlinked folders and results files below `root` that `find_results` leaves out."""
-    root = Path(root)
-    if root.is_file():
-        return []
-    links = []
-    for folder, dirs, files in os.walk(root):
-        here = Path(folder)
-        links += [here / d for d in dirs if (here / d).is_symlink()]
-        links += [here / f for f in files if f in RESULTS_FILES and (here / f).is_symlink()]
-    return sorted(links)
 
 
 def _add_directions(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
