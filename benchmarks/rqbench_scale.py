@@ -237,7 +237,8 @@ def analysis_steps(instances: int, work: Path, env: dict[str, str]) -> list[Step
     rows = write_small_study(small, max(1, round(instances * SMALL_INSTANCES_PER_INSTANCE)))
     for name, module in (("report_small", "analysis.report"), ("cards_small", "analysis.card")):
         step = run_step(name, [py, "-m", module, str(small), "--out", str(work / name)], env, work, instances)
-        step.note = f"{rows} rows, {step.wall_s / steps[0].wall_s:.1f}x imports on wall"
+        wall, cpu = step.wall_s / steps[0].wall_s, step.cpu_s / steps[0].cpu_s
+        step.note = f"{rows} rows, {wall:.1f}x imports on wall, {cpu:.1f}x on CPU"
         steps.append(_log(step))
     bench = ROOT / "benchmarks" / "analysis_bench.py"
     n = max(1, round(instances * ANALYSIS_INSTANCES_PER_INSTANCE))

@@ -120,7 +120,7 @@ def test_row_groups_agree_with_pandas_duplicated() -> None:
     rng = np.random.default_rng(0)
     frame = pd.DataFrame(
         {
-            "a": pd.Categorical(rng.choice(["x", "y", None], 5000)),
+            "a": pd.Categorical(rng.choice(np.array(["x", "y", None], dtype=object), 5000)),
             "b": rng.integers(0, 7, 5000),
             "c": pd.Categorical(rng.choice([f"p{i}" for i in range(300)], 5000)),
         }
