@@ -290,7 +290,7 @@ def prepare(results: pd.DataFrame, studies: Mapping[str, str] | None = None) -> 
     for col in KEY_COLUMNS:
         if col in out and not isinstance(out[col].dtype, pd.CategoricalDtype):
             out[col] = out[col].astype("category")
-    if not pd.api.types.is_float_dtype(out["score"].dtype):
+    if out["score"].dtype != np.float64:
         out["score"] = pd.to_numeric(out["score"], errors="coerce").astype(float)
     if DIRECTION in out:  # true/false whatever a CSV made of it; a row without one fails when it is used
         known = out[DIRECTION].notna().to_numpy()
