@@ -17,6 +17,11 @@ of the largest of them):
 3. replay: the same command again, every call answered from the cache (no request reaches the server)
 4. report: `python -m analysis.report <sweep>` (tables, figures, report.md/html)
 5. viewer: `python -m analysis.view <sweep> --port 0 --no-browser` until `GET /` has answered
+6. imports: `python -c "import pandas, numpy, scipy, pyarrow"`, the baseline of the next two (issue 35)
+7. report_small, cards_small: `python -m analysis.report` and `python -m analysis.card` on a small study
+   (`write_small_study`: 60 rows at 1/10 of RQ-Bench, 600 at its size)
+8. analysis: `benchmarks/analysis_bench.py --parquet` (load + every report table, no plotting) on its synthetic
+   table at 11,110 / 1,434 instances per RQ-Bench instance: 10M rows at RQ-Bench's size, 1M at 1/10
 
 Every step runs at `--fraction` of RQ-Bench (the "size") and at 1/10 of that in the same run; the growth
 ratio (size / tenth) of every step should stay <= 12x (linear growth). The issue's targets (for the full
@@ -45,12 +50,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # the project, and plan_rq
 
 from plan_rqbench import write_dataset  # noqa: E402
 
+from analysis.load.synthetic import synthetic_results  # noqa: E402
 from judge.batch.provider import MB  # noqa: E402
 from tests.support.batch_server import BatchServer  # noqa: E402
 
 RQBENCH_INSTANCES = 1434
 GENERATORS = 3  # RQ-Bench: a reference + 5 questions from each of 3 generators (163,476 calls per judge)
-STEPS = ("plan", "batch", "replay", "report", "viewer")
+STEPS = ("plan", "batch", "replay", "report", "viewer", "imports", "report_small", "cards_small", "analysis")
 # issue 26's targets for the full size on the 2-core machine (the growth target applies to every step)
 TARGETS = {
     "plan": "< 60 s",
@@ -58,7 +64,15 @@ TARGETS = {
     "replay": "> 3,000 judgments/s",
     "report": "< 120 s, < 4 GB",
     "viewer": "first page < 2 s",
+    "imports": "(baseline of the next two)",
+    "report_small": "<= 3x imports",
+    "cards_small": "<= 5x imports",
+    "analysis": "< 60 s, < 8 GB (10M rows)",
 }
+# issue 35: the analysis step's table is analysis_bench's 10M rows (11,110 instances) at RQ-Bench's size, scaled
+# with the study; the small study (`write_small_study`) has 60 rows at 1/10 of RQ-Bench and 600 at its size
+ANALYSIS_INSTANCES_PER_INSTANCE = 11110 / RQBENCH_INSTANCES
+SMALL_INSTANCES_PER_INSTANCE = 10 / RQBENCH_INSTANCES
 MAX_GROWTH = 12.0
 
 
@@ -188,7 +202,56 @@ def run_size(instances: int, work: Path, max_enqueued: int | None) -> tuple[list
     report = [sys.executable, "-m", "analysis.report", str(sweep), "--out", str(work / "report")]
     steps.append(_log(run_step("report", report, env, work, instances)))
     steps.append(_log(viewer_step(sweep, env, work, instances)))
+    steps += analysis_steps(instances, work, env)
     return steps, calls
+
+
+def write_small_study(folder: Path, instances: int) -> int:
+    """A researcher's small study as a run folder (results.parquet, strings as a run writes them): two judges
+    x two modes, a reference and one question from each of two generators, five dimensions, one sample
+    (60 rows per instance); returns the rows."""
+    frame = synthetic_results(
+        n_instances=instances,
+        generators=("narrow_gen", "broad_gen"),
+        k=1,
+        dimensions=("originality", "gap_addressing", "non_obviousness", "source_boundedness", "specificity"),
+        judges=("judge_a", "judge_b"),
+        n_samples=1,
+        seed=0,
+    )
+    frame = frame.astype({c: str for c in frame.columns if str(frame[c].dtype) == "category"})
+    folder.mkdir(parents=True)
+    frame.to_parquet(folder / "results.parquet", index=False)
+    return len(frame)
+
+
+def analysis_steps(instances: int, work: Path, env: dict[str, str]) -> list[Step]:
+    """Issue 35's steps: the import baseline (pandas, numpy, scipy, pyarrow in a fresh process), the report
+    and the reliability cards of a small study (their ratio to that baseline), and every report table on
+    analysis_bench's synthetic table (10M rows at RQ-Bench's size) read from parquet as a study is."""
+    py = sys.executable
+    steps = [
+        _log(run_step("imports", [py, "-c", "import pandas, numpy, scipy, pyarrow"], env, work, instances))
+    ]
+    small = work / "small"
+    rows = write_small_study(small, max(1, round(instances * SMALL_INSTANCES_PER_INSTANCE)))
+    for name, module in (("report_small", "analysis.report"), ("cards_small", "analysis.card")):
+        step = run_step(name, [py, "-m", module, str(small), "--out", str(work / name)], env, work, instances)
+        wall, cpu = step.wall_s / steps[0].wall_s, step.cpu_s / steps[0].cpu_s
+        step.note = f"{rows} rows, {wall:.1f}x imports on wall, {cpu:.1f}x on CPU"
+        steps.append(_log(step))
+    bench = ROOT / "benchmarks" / "analysis_bench.py"
+    n = max(1, round(instances * ANALYSIS_INSTANCES_PER_INSTANCE))
+    folder = work / "analysis_parquet"
+    write = [py, str(bench), "--instances", str(n), "--write", str(folder)]
+    subprocess.run(write, env=env, cwd=work, check=True, stdout=subprocess.DEVNULL)  # not timed
+    step = run_step(
+        "analysis", [py, str(bench), "--instances", str(n), "--parquet", str(folder)], env, work, n
+    )
+    step.note = f"{n * 900:,} rows (analysis_bench --instances {n} --parquet)"
+    shutil.rmtree(folder, ignore_errors=True)  # ~1 GB at 10M rows
+    steps.append(_log(step))
+    return steps
 
 
 def table(size: list[Step], tenth: list[Step]) -> str:

@@ -38,7 +38,12 @@ def test_rqbench_scale_runs_every_step_at_a_tiny_fraction(tmp_path: Path) -> Non
         assert rows[step].split()[1] == "3" and rows[step].split()[5] == "1"
     assert "0 live calls" in rows["batch"] and "GET / " in rows["viewer"]
     record = json.loads((out / "rqbench_scale.json").read_text())
-    assert [s["name"] for s in record["size"]] == ["plan", "batch", "replay", "report", "viewer"]
+    assert [s["name"] for s in record["size"]] == [
+        *("plan", "batch", "replay", "report", "viewer"),
+        *("imports", "report_small", "cards_small", "analysis"),  # issue 35
+    ]
+    assert "60 rows" in rows["report_small"] and "x imports" in rows["cards_small"]
+    assert "20,700 rows" in rows["analysis"]  # analysis_bench at 23 instances (3 x 11,110 / 1,434)
     assert all(
         s["wall_s"] > 0 and s["cpu_s"] > 0 and s["peak_mib"] > 0 for s in record["size"] + record["tenth"]
     )

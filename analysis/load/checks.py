@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.stats.scores import FALSE_TEXT, TRUE_TEXT
 from core.rubric import RubricSpec
 from core.run_config import RunConfigError, read_run_config
+from core.spellings import FALSE_TEXT, TRUE_TEXT
 
 # the columns that identify one judgment: two rows agreeing on all of them are one judgment counted twice
 IDENTITY: tuple[str, ...] = (
@@ -144,11 +144,20 @@ def require_columns(frame: pd.DataFrame, path: Path, required: Sequence[str]) ->
 NAMING = ("judge", "mode", "instance_id", "candidate_id", "dimension")
 
 
+def _blank(values: pd.Series) -> np.ndarray:
+    """Rows whose cell is missing or only spaces ("NA" is an id, not empty); a categorical's categories are
+    read once each, not a string per row."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        blank = np.append(_blank(pd.Series(values.cat.categories, dtype=object)), True)  # last: code -1
+        return blank[values.cat.codes.to_numpy()]
+    text = values.astype("string").str.strip()
+    return (text.isna() | (text == "")).fillna(True).to_numpy(dtype=bool)
+
+
 def require_values(frame: pd.DataFrame, path: Path) -> None:
     """Refuse the first row with an empty naming cell (e.g. the last line of a truncated file)."""
     for column in (c for c in NAMING if c in frame):
-        text = frame[column].astype("string").str.strip()
-        empty = (text.isna() | (text == "")).fillna(True).to_numpy(dtype=bool)  # "NA" is an id, not empty
+        empty = _blank(frame[column])
         if empty.any():
             at = int(np.flatnonzero(empty)[0])
             raise ResultsError(f"{_where(path, frame, at)}: no {column} (is the line cut short?)")
@@ -158,7 +167,11 @@ def check_numbers(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
     """The column as floats; a value that is not a number (e.g. "abc") is refused with its row."""
     values = pd.to_numeric(frame[column], errors="coerce")
     bad = values.isna().to_numpy() & frame[column].notna().to_numpy()
-    bad &= ~frame[column].astype(str).str.strip().str.lower().isin(MISSING_LOWER).to_numpy()
+    if (
+        bad.any()
+    ):  # a missing spelling (NA, None, ...) is missing, not a bad value: read where it matters only
+        text = frame[column].iloc[np.flatnonzero(bad)].astype(str).str.strip().str.lower()
+        bad[bad] = ~text.isin(MISSING_LOWER).to_numpy()
     if bad.any():
         position = int(np.flatnonzero(bad)[0])
         raise ResultsError(
@@ -217,8 +230,9 @@ def check_results(frame: pd.DataFrame, path: Path) -> None:
                 _check_range(frame, path, rows, values, lows[rows], highs[rows], known, str(dim))
             choices = known.choices().get(str(dim)) if known is not None else None
             if "preference" in frame and choices:
-                prefs = frame["preference"].to_numpy()[rows]
-                wrong = pd.notna(prefs) & ~pd.Series(prefs).astype(str).isin(choices).to_numpy()
+                prefs = frame["preference"].iloc[rows]
+                wrong = prefs.notna().to_numpy() & ~prefs.astype(str).isin(choices).to_numpy()
+                prefs = prefs.to_numpy()
                 if wrong.any():
                     at = int(rows[np.flatnonzero(wrong)[0]])
                     raise ResultsError(
@@ -255,12 +269,42 @@ def _check_range(
         )
 
 
+def row_groups(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Group number of every row by `keys` (a missing value is a value of its own) and each group's first
+    row. The keys' category codes are packed into one integer, numbered densely or hashed (`pd.factorize`):
+    no string per row, and no sort of 10M rows."""
+    packed, size = np.zeros(len(frame), dtype=np.int64), 1
+    for key in keys:
+        col = frame[key]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            codes, n = col.cat.codes.to_numpy().astype(np.int64), len(col.cat.categories)
+        else:
+            codes, uniques = pd.factorize(col)
+            n = len(uniques)
+        if size * (n + 1) >= 2**62:  # re-number the packed key before it overflows
+            packed = pd.factorize(packed)[0].astype(np.int64)
+            size = int(packed.max()) + 1 if len(packed) else 1
+        packed, size = packed * (n + 1) + np.where(codes < 0, n, codes), size * (n + 1)
+    if size <= 8 * len(packed) + 1_000_000:  # few possible keys: a dense re-numbering, cheaper than hashing
+        seen = np.zeros(size, dtype=bool)
+        seen[packed] = True
+        ids = (np.cumsum(seen) - 1)[packed]
+    else:
+        ids = pd.factorize(packed)[0]
+    first = np.empty(int(ids.max()) + 1 if len(ids) else 0, dtype=np.int64)
+    first[ids[::-1]] = np.arange(len(ids))[::-1]  # reversed, so the first occurrence is written last
+    return ids, first
+
+
 def check_duplicates(frame: pd.DataFrame, path: Path) -> None:
     """Refuse a table in which one judgment appears twice (it would be counted twice)."""
     keys = [c for c in IDENTITY if c in frame]
     if not keys or "dimension" not in keys:
         return
-    twice = frame.duplicated(subset=keys, keep="first").to_numpy()
+    ids, first = row_groups(frame, keys)
+    if len(first) == len(frame):
+        return
+    twice = first[ids] != np.arange(len(frame))
     if twice.any():
         at = int(np.flatnonzero(twice)[0])
         raise ResultsError(

@@ -1,16 +1,19 @@
 """Find and load every results table below a run or multirun folder, and the human labels file.
 
-Only the columns the analysis uses are read, and string columns arrive as pandas categoricals, so a
-million-row multirun stays small and groups quickly. `raw` (the judge's answer) is kept, as a categorical:
-one copy per distinct answer, however many candidate × dimension rows share it.
+Only the columns the caller needs are read (`REPORT_COLUMNS` by default: what the report's and the cards'
+tables read; never the rationales, which no table reads), and the key columns are read from the parquet file
+as dictionaries, so they arrive as pandas categoricals without ever being Python strings: a 10M-row multirun
+stays small and groups quickly. `raw` (the judge's answer) is kept, as a categorical: one copy per distinct
+answer, however many candidate × dimension rows share it. Every check and relabelling below works on the
+categories (a few thousand values), never on a string per row. A run folder with results.parquet is read from
+it; results.csv is read only for a run without one (an old or hand-made run).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -31,11 +34,13 @@ from analysis.load.checks import (
     read_table,
     require_columns,
     require_values,
+    row_groups,
     run_rubric,
 )
+from analysis.load.files import find_results, symlinked_runs
 from analysis.load.shards import merged_run_ids
 from analysis.stats.humans import LABEL_TEXT, check_humans, first_duplicate
-from analysis.stats.scores import DIRECTION, as_bool, perturbation_names
+from analysis.stats.scores import DIRECTION, as_bool, map_distinct, perturbation_names
 from core.cells import unescape_text
 from core.schema import (
     ANALYSIS_COLUMNS,
@@ -53,41 +58,29 @@ from core.schema import (
 COLUMNS = ANALYSIS_COLUMNS
 # what analysis.load.checks reads
 CHECKED = frozenset({*IDENTITY, *REQUIRED, "preference", "score_min", "score_max"})
+# what the loader itself reads besides the caller's columns: the checks, the relabelling of runs and rubrics
+# (`prepare`), the repeated-judgment keys and the mode kinds
+LOADER_COLUMNS = frozenset(
+    {
+        *CHECKED,
+        DIRECTION,
+        "parse_ok",
+        "perturbation",
+        "rubric_version",
+        "candidate_text",
+        "mode_kind",
+        "position",
+    }
+)
+# the text columns no report or card table reads: the judge's rationale (shown by the viewer, which reads the
+# parquet files itself), the neutral label a text was shown under, the error text (analysis.load.completeness
+# reads its own columns)
+UNREAD_TEXT = frozenset({"rationale", "label", "error"})
+# the union of the columns the report's and the cards' tables read (the default of `load_results`)
+REPORT_COLUMNS: tuple[str, ...] = tuple(c for c in ANALYSIS_COLUMNS if c not in UNREAD_TEXT)
 # a CSV cell that is missing: in a number or flag column every spelling pandas knows (NA, nan, None, ...), in a
 # text column (ids, names) only the empty cell, so an id `NA` stays `NA` as in the parquet copy and the labels
 CSV_MISSING: dict[str, list[str]] = {c: [""] if c in TEXT_COLUMNS else list(MISSING_TEXT) for c in COLUMNS}
-
-
-RESULTS_FILES = ("results.parquet", "results.csv")  # a run's table, in the order of preference
-
-
-def find_results(root: str | Path) -> list[Path]:
-    """Every run's results file below `root` (or `root` itself): results.parquet, else results.csv. Symlinked
-    folders and results files below `root` are not followed (`symlinked_runs` names them): a link to a run
-    that is also there, such as a `latest` link to a sweep, would count every judgment twice."""
-    root = Path(root)
-    if root.is_file():
-        return [root]
-    found = []
-    for folder, _, files in os.walk(root):  # os.walk follows no symlinked folder
-        here = Path(folder)
-        real = [name for name in RESULTS_FILES if name in files and not (here / name).is_symlink()]
-        if real:
-            found.append(here / real[0])
-    return sorted(found, key=lambda path: path.parent)
-
-
-def symlinked_runs(root: str | Path) -> list[Path]:
-    """The symlinked folders and results files below `root` that `find_results` leaves out."""
-    root = Path(root)
-    if root.is_file():
-        return []
-    links = []
-    for folder, dirs, files in os.walk(root):
-        here = Path(folder)
-        links += [here / d for d in dirs if (here / d).is_symlink()]
-        links += [here / f for f in files if f in RESULTS_FILES and (here / f).is_symlink()]
-    return sorted(links)
 
 
 def _add_directions(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
@@ -114,14 +107,33 @@ def _add_directions(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     return frame.assign(**{DIRECTION: [known.get(k, True) for k in keys]})
 
 
-def _read_one(path: Path) -> pa.Table:
-    """One results file, checked (analysis.load.checks): a file that is not what it claims, lacks a column, holds
-    a non-number or out-of-range score or a judgment twice is a ResultsError naming it."""
+def _wanted(columns: Collection[str] | None) -> list[str]:
+    """The columns to read, in the schema's order: the caller's (default `REPORT_COLUMNS`) and the loader's."""
+    asked = set(REPORT_COLUMNS if columns is None else columns) | LOADER_COLUMNS
+    return [c for c in COLUMNS if c in asked]
+
+
+def _read_parquet(path: Path, columns: list[str]) -> pa.Table:
+    """The `columns` a parquet file has, the string key columns decoded straight into dictionaries (one copy
+    of each distinct value; no Python string per row)."""
+    schema = read_table(path, pq.read_schema, "parquet")
+    present = [c for c in columns if c in schema.names]
+    strings = [
+        c
+        for c in present
+        if c in KEY_COLUMNS
+        and (pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type))
+    ]
+    return read_table(path, lambda p: pq.read_table(p, columns=present, read_dictionary=strings), "parquet")
+
+
+def _read_one(path: Path, columns: Collection[str] | None = None) -> pa.Table:
+    """One results file (its `columns`, see `_wanted`), checked (analysis.load.checks): a file that is not
+    what it claims, lacks a column, holds a non-number or out-of-range score or a judgment twice is a
+    ResultsError naming it."""
+    wanted = _wanted(columns)
     if path.suffix == ".parquet":
-        names = set(read_table(path, pq.read_schema, "parquet").names)
-        table = read_table(
-            path, lambda p: pq.read_table(p, columns=[c for c in COLUMNS if c in names]), "parquet"
-        )
+        table = _read_parquet(path, wanted)
         checked = table.select([c for c in table.column_names if c in CHECKED]).to_pandas()
     else:  # the float columns as text first, so a non-number is reported with its line; ids as text (007)
         types = dict.fromkeys([*FLOAT_COLUMNS, *COUNT_COLUMNS, *FLAG_COLUMNS, *TEXT_COLUMNS], str)
@@ -129,7 +141,7 @@ def _read_one(path: Path) -> pa.Table:
             path,
             lambda p: pd.read_csv(
                 p,
-                usecols=lambda c: c in COLUMNS,
+                usecols=lambda c: c in wanted,
                 low_memory=False,
                 dtype=types,
                 keep_default_na=False,
@@ -206,9 +218,13 @@ def check_copies(paths: list[Path], tables: list[pa.Table], *, latest: bool = Fa
     )
 
 
-def load_results(root: str | Path, *, latest: bool = False) -> pd.DataFrame:
-    """All results tables below `root` as one frame (analysis columns only, strings as categoricals);
-    `latest`: of two files holding the same run, the newer (see `check_copies`)."""
+def load_results(
+    root: str | Path, *, latest: bool = False, columns: Collection[str] | None = None
+) -> pd.DataFrame:
+    """All results tables below `root` as one frame (key columns as categoricals): `columns` (default
+    `REPORT_COLUMNS`, the union the report's and the cards' tables read; the loader's own checks read a few
+    more, `LOADER_COLUMNS`, which the frame keeps) where a file has them; `latest`: of two files holding the
+    same run, the newer (see `check_copies`)."""
     if not Path(root).exists():
         raise FileNotFoundError(f"{root}: no such folder")
     for link in symlinked_runs(root):
@@ -221,13 +237,13 @@ def load_results(root: str | Path, *, latest: bool = False) -> pd.DataFrame:
         raise FileNotFoundError(f"{root}: no results.parquet or results.csv below this folder")
     if not latest:  # a shard given twice is named as such (ShardMergeError), before it reads as a copy
         merged_run_ids(paths)
-    read = [_read_one(p) for p in paths]
+    read = [_read_one(p, columns) for p in paths]
     kept = check_copies(paths, read, latest=latest)
     paths, read = [paths[i] for i in kept], [read[i] for i in kept]
     merged = merged_run_ids(paths)  # the shards of one study become one run (ShardMergeError if they cannot)
     tables = [_as_run(table, merged.get(p)) for p, table in zip(paths, read, strict=True)]
     try:
-        frame = pa.concat_tables(tables, promote_options="permissive").to_pandas()
+        frame = pa.concat_tables(tables, promote_options="permissive").to_pandas(split_blocks=True)
     except (
         pa.ArrowInvalid,
         pa.ArrowTypeError,
@@ -260,24 +276,65 @@ def prepare(results: pd.DataFrame, studies: Mapping[str, str] | None = None) -> 
     """Key columns as categoricals and a float score; in a study of several rubrics every judge is labelled
     ``judge/rubric``, so that different rubrics are never averaged together and labels stay consistent; runs
     of different studies over the same items are separate raters (`label_overlapping_runs`)."""
-    out = results.copy()
+    out = results.copy(deep=False)  # copy-on-write: the columns replaced below leave `results` as it was
+    for col in KEY_COLUMNS:  # first, so that every relabelling below maps categories, not rows
+        if col in out and not isinstance(out[col].dtype, pd.CategoricalDtype):
+            out[col] = out[col].astype("category")
     if "rubric" in out and out["rubric"].nunique() > 1:  # every judge labelled alike, whatever it ran
-        out["judge"] = out["judge"].astype(str) + "/" + out["rubric"].astype(str)
+        out["judge"] = combine_categories(out["judge"], out["rubric"], lambda j, r: f"{j}/{r}")
     if "perturbation" in out:  # one spelling before runs are told apart: a run without the column is `none`
-        out["perturbation"] = perturbation_names(out["perturbation"])
+        out["perturbation"] = map_categories(
+            out["perturbation"], lambda p: str(perturbation_names(pd.Series([p], dtype=object))[0])
+        )
     out = label_overlapping_runs(out, studies or {})
     if "mode" in out:  # the analysis picks its tables by kind (analysis.load.modes), whatever wrote the rows
         out[modes.COLUMN] = modes.fill_mode_kinds(out)
     for col in KEY_COLUMNS:
         if col in out and not isinstance(out[col].dtype, pd.CategoricalDtype):
             out[col] = out[col].astype("category")
-    out["score"] = pd.to_numeric(out["score"], errors="coerce").astype(float)
+    if out["score"].dtype != np.float64:
+        out["score"] = pd.to_numeric(out["score"], errors="coerce").astype(float)
     if DIRECTION in out:  # true/false whatever a CSV made of it; a row without one fails when it is used
         known = out[DIRECTION].notna().to_numpy()
         flags = pd.Series(pd.NA, index=out.index, dtype="boolean")
-        flags[known] = as_bool(out.loc[known, DIRECTION])
+        if known.all():
+            flags[:] = as_bool(out[DIRECTION])
+        else:
+            flags[known] = as_bool(out.loc[known, DIRECTION])
         out[DIRECTION] = flags
     return out
+
+
+def map_categories(values: pd.Series, fn: Callable[[object], object]) -> pd.Series:
+    """`fn` of each row's value, applied once per category (a missing value is `fn(NaN)`), as a categorical:
+    a relabelling of a 10M-row column costs what its few distinct values cost."""
+    col = values if isinstance(values.dtype, pd.CategoricalDtype) else values.astype("category")
+    codes = col.cat.codes.to_numpy()
+    missing = [fn(np.nan)] if (codes < 0).any() else [np.nan]  # fn of NaN only where a value is missing
+    mapped = pd.Series([*(fn(v) for v in col.cat.categories), *missing], dtype=object)
+    new, labels = pd.factorize(mapped)  # a missing result: code -1
+    return pd.Series(
+        pd.Categorical.from_codes(new[np.where(codes < 0, len(mapped) - 1, codes)], categories=labels),
+        index=values.index,
+        name=values.name,
+    )
+
+
+def combine_categories(
+    left: pd.Series, right: pd.Series, fn: Callable[[object, object], object]
+) -> pd.Series:
+    """`fn(left, right)` of each row, applied once per distinct pair (missing values passed as NaN), as a
+    categorical."""
+    pairs = pd.DataFrame({"a": left, "b": right})
+    ids, first = row_groups(pairs, ["a", "b"])
+    a, b = left.to_numpy(dtype=object)[first], right.to_numpy(dtype=object)[first]
+    mapped = pd.Series([fn(x, y) for x, y in zip(a, b, strict=True)], dtype=object)
+    codes, labels = pd.factorize(mapped)
+    return pd.Series(
+        pd.Categorical.from_codes(codes[ids], categories=pd.Index(labels, dtype=object)),
+        index=left.index,
+        name=left.name,
+    )
 
 
 # `prepare`'s labels, taken apart again for display: ``judge/rubric`` (with a ``@run`` suffix when runs were
@@ -327,16 +384,22 @@ def label_overlapping_runs(results: pd.DataFrame, studies: Mapping[str, str]) ->
     """
     if "run_id" not in results or results["run_id"].nunique() < 2:
         return results
-    run = results["run_id"].astype(str)
-    study_of = {r: studies.get(r, f"run:{r}") for r in run.unique()}  # once per run, not per row
-    out = results.assign(_study=run.map(study_of))
+    study = map_categories(results["run_id"], lambda r: studies.get(str(r), f"run:{r}"))  # once per run
+    out = results.assign(_study=study)
     rater = [c for c in ("judge", "mode", "rubric") if c in out]
     item = [c for c in ITEM if c in out]
-    groups = out.groupby(rater + item, observed=True, dropna=False, sort=False)["_study"]
-    overlapping = out.loc[groups.transform("nunique").to_numpy() > 1, rater].astype(str).drop_duplicates()
+    # an item of one rater judged in two studies: a row whose study is not its group's first row's (only a
+    # rater of several studies can have one: the rows of the others are not grouped)
+    several = np.flatnonzero(_raters_of_several(out, rater, "_study"))
+    ids, first = row_groups(out.iloc[several], rater + item)
+    codes = study.cat.codes.to_numpy()[several]
+    mixed = np.zeros(len(first), dtype=bool)
+    mixed[ids[codes != codes[first][ids]]] = True
+    overlapping = out.iloc[several[mixed[ids]]][rater].astype(str).drop_duplicates()
     if not overlapping.empty:
-        first = out.assign(_run=run).groupby(["_study", *rater], observed=True)["_run"].transform("min")
-        out["judge"] = relabel_judges(out, rater, overlapping, first)
+        run = results["run_id"].astype(str)
+        first_run = out.assign(_run=run).groupby(["_study", *rater], observed=True)["_run"].transform("min")
+        out["judge"] = relabel_judges(out, rater, overlapping, first_run)
     return _drop_repeated_judgments(out.drop(columns="_study"), rater, item)
 
 
@@ -355,19 +418,42 @@ def _drop_repeated_judgments(results: pd.DataFrame, rater: list[str], item: list
     # the settings, not the dataset's or the template's contents)
     same = ("prompt_id", "sample_idx", "model", "rubric_version", "candidate_text")
     keys = [*rater, *item, *(c for c in same if c in results)]
-    ok = (
-        results["parse_ok"].astype(str).str.lower().isin(["true", "1", "1.0"])
-        if "parse_ok" in results
-        else None
-    )
-    order = None if ok is None else ok.to_numpy(dtype=bool)
-    ranked = results if order is None else results.iloc[np.argsort(~order, kind="stable")]
-    repeated = ranked.duplicated(subset=keys, keep="first")
-    if not repeated.any():
+    # a judgment is repeated by another run (one run's judgments are unique: `check_duplicates` refused
+    # its file otherwise), so only the rows of raters of several runs are grouped
+    several = np.flatnonzero(_raters_of_several(results, rater, "run_id"))
+    ids, first = row_groups(results.iloc[several], keys)
+    if len(first) == len(several):  # no judgment twice (the usual case): nothing to rank
         return results
-    out = ranked.loc[~repeated].sort_index()
-    out.attrs["duplicate_judgments"] = int(repeated.sum())
+    ok = _parsed(results["parse_ok"]) if "parse_ok" in results else np.zeros(len(results), dtype=bool)
+    order = np.argsort(~ok[several], kind="stable")  # the scored copies first, each in its row order
+    kept = np.empty(len(first), dtype=np.int64)
+    kept[ids[order][::-1]] = order[::-1]  # each judgment's first row in that order
+    keep = np.ones(len(results), dtype=bool)
+    keep[several] = False
+    keep[several[kept]] = True
+    out = results.loc[keep]
+    out = out if out.index.is_monotonic_increasing else out.sort_index()
+    out.attrs["duplicate_judgments"] = int(len(several) - len(first))
     return out
+
+
+def _raters_of_several(frame: pd.DataFrame, rater: list[str], column: str) -> np.ndarray:
+    """Rows whose rater (its `rater` columns) has rows of more than one `column` value (run or study)."""
+    if column not in frame:
+        return np.ones(len(frame), dtype=bool)
+    rater_ids, rater_first = row_groups(frame, rater)
+    _, pair_first = row_groups(frame, [*rater, column])
+    per_rater = np.bincount(rater_ids[pair_first], minlength=len(rater_first))
+    return (per_rater > 1)[rater_ids]
+
+
+def _parsed(values: pd.Series) -> np.ndarray:
+    """parse_ok as bools: true, 1 or 1.0 in any spelling is parsed; anything else, missing included, is not
+    (read once per distinct value, not per row)."""
+    if pd.api.types.is_bool_dtype(values.dtype):
+        return values.fillna(False).to_numpy(dtype=bool)
+    parsed = map_distinct(values, lambda v: str(v).lower() in ("true", "1", "1.0"))
+    return np.asarray(pd.Series(parsed).fillna(False), dtype=bool)
 
 
 def load_humans(path: str | Path) -> pd.DataFrame:

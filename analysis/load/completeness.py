@@ -27,7 +27,8 @@ from analysis.load.checks import (
     label_ranges,
     read_table,
 )
-from analysis.load.collect import RESULTS_FILES, find_results, load_humans
+from analysis.load.collect import load_humans
+from analysis.load.files import RESULTS_FILES, find_results
 from analysis.report.costs import no_completion
 from analysis.stats.humans import check_dimensions
 from core.cells import unescape_text

@@ -7,6 +7,7 @@ gets the kind its rows show: `order` set -> pair, `position` set -> multi, else 
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from core.modes import ModeKind
@@ -16,27 +17,45 @@ _KINDS = frozenset(k.value for k in ModeKind)
 
 
 def fill_mode_kinds(results: pd.DataFrame) -> pd.Series:
-    """Each row's mode kind: the recorded one, else what its (judge, mode)'s rows carry."""
-    recorded = (
-        results[COLUMN].astype("string") if COLUMN in results else pd.Series(pd.NA, index=results.index)
-    )
-    if not recorded.isna().any() or "mode" not in results:
-        return recorded.astype("string")
-    mode = results["mode"].astype(str)
+    """Each row's mode kind (a categorical): the recorded one, else what its (judge, mode)'s rows carry.
+    Worked out per mode (category codes and one group-by), never from a string per row."""
+    if COLUMN in results:
+        recorded = results[COLUMN]
+        if not isinstance(recorded.dtype, pd.CategoricalDtype):
+            recorded = recorded.astype("category")
+        if not recorded.isna().any() or "mode" not in results:
+            return recorded
+    else:
+        recorded = pd.Series(pd.Categorical.from_codes(np.full(len(results), -1), categories=[]))
+        recorded.index = results.index
+        if "mode" not in results:
+            return recorded
+    mode = results["mode"]
+    if not isinstance(mode.dtype, pd.CategoricalDtype):
+        mode = mode.astype("category")
     has_order = results["order"].notna() if "order" in results else pd.Series(False, index=results.index)
     has_position = (
         results["position"].notna() if "position" in results else pd.Series(False, index=results.index)
     )
-    by_mode = pd.DataFrame({"mode": mode, "order": has_order, "position": has_position}).groupby("mode").any()
+    codes = mode.cat.codes.to_numpy()
+    shows = pd.DataFrame({"order": has_order.to_numpy(), "position": has_position.to_numpy()})
+    by_mode = shows.groupby(codes).any()
     shown = {
-        m: ModeKind.pair.value
+        int(code): ModeKind.pair.value
         if row.order
         else ModeKind.multi.value
         if row.position
         else ModeKind.single.value
-        for m, row in by_mode.iterrows()
+        for code, row in by_mode.iterrows()
     }
-    return recorded.fillna(mode.map(shown)).astype("string")
+    # the recorded kinds and the shown ones as one categorical: a row's recorded kind, else its mode's
+    kinds = list(dict.fromkeys([*map(str, recorded.cat.categories), *shown.values()]))
+    at = {kind: i for i, kind in enumerate(kinds)}
+    recoded = np.array([at[str(k)] for k in recorded.cat.categories] + [-1], dtype=np.int64)
+    by_code = np.array([at[shown[c]] if c in shown else -1 for c in range(len(mode.cat.categories))] + [-1])
+    rec = recoded[recorded.cat.codes.to_numpy()]  # code -1 (missing) picks the trailing -1
+    out = np.where(rec >= 0, rec, by_code[codes])
+    return pd.Series(pd.Categorical.from_codes(out, categories=kinds), index=results.index, name=COLUMN)
 
 
 def kinds_by_mode(results: pd.DataFrame) -> dict[str, ModeKind]:
@@ -44,8 +63,13 @@ def kinds_by_mode(results: pd.DataFrame) -> dict[str, ModeKind]:
     if "mode" not in results or results.empty:
         return {}
     kinds = results[COLUMN] if COLUMN in results else fill_mode_kinds(results)
-    pairs = pd.DataFrame({"mode": results["mode"].astype(str), "kind": kinds.astype(str)}).drop_duplicates()
-    return {str(m): ModeKind(k) for m, k in zip(pairs["mode"], pairs["kind"], strict=True) if k in _KINDS}
+    pairs = pd.DataFrame({"mode": results["mode"].array, "kind": pd.Series(kinds).array})
+    pairs = pairs.drop_duplicates()  # on category codes when both are categoricals: no string per row
+    return {
+        str(m): ModeKind(str(k))
+        for m, k in zip(pairs["mode"], pairs["kind"], strict=True)
+        if not pd.isna(m) and str(k) in _KINDS
+    }
 
 
 def modes_of(kinds: dict[str, ModeKind], kind: ModeKind) -> list[str]:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from core.intervals import t_interval
+from core.spellings import FALSE_TEXT, ORIGINAL, TRUE_TEXT
 
 #: The results-table column that says, per row, whether a higher score is better on its dimension.
 DIRECTION = "higher_is_better"
@@ -88,7 +89,6 @@ def direction(frame: pd.DataFrame) -> np.ndarray:
 
 
 # how a CSV may spell true and false (any case, spaces around): here, analysis.load.checks.check_flags, the viewer
-TRUE_TEXT, FALSE_TEXT = frozenset({"true", "1", "1.0", "yes"}), frozenset({"false", "0", "0.0", "no"})
 
 
 def _parse_bool(value: Any) -> bool:
@@ -370,7 +370,6 @@ def score_summary(cands: pd.DataFrame, by: Sequence[str] = SUMMARY_KEYS, level: 
     return out
 
 
-ORIGINAL = "none"  # the perturbation of an unperturbed row (experiment=robustness)
 
 
 def perturbation_names(values: pd.Series) -> np.ndarray:

@@ -3,8 +3,11 @@ RUN OUT/` writes it as static files (analysis.view.bundle)."""
 
 import sys
 
-from analysis.view.bundle import main as bundle_main
 from analysis.view.server import main
 
 if __name__ == "__main__":
-    raise SystemExit(bundle_main(sys.argv[2:]) if sys.argv[1:2] == ["bundle"] else main())
+    if sys.argv[1:2] == ["bundle"]:  # the static writer (and the human labels loader) only for `bundle`
+        from analysis.view.bundle import main as bundle_main
+
+        raise SystemExit(bundle_main(sys.argv[2:]))
+    raise SystemExit(main())

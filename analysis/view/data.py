@@ -23,12 +23,12 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from analysis.load.collect import find_results
-from analysis.stats.humans import check_humans, consensus_scores, first_duplicate
+from analysis.load.files import find_results
 from analysis.view.sql import (
     DISAGREEMENT_SQL,
     DISAGREEMENTS,
     ITEM_SQL,
+    NO_HUMANS_SQL,
     OPEN_SQL,
     error_line,
     results_sql,
@@ -86,18 +86,27 @@ class Study:
         self.root = Path(root)
         self.con = duckdb.connect()
         self.con.execute("SET preserve_insertion_order = false")  # tables are built faster; pages ORDER BY
-        self.humans = check_humans(humans) if humans is not None else None
-        repeated = first_duplicate(self.humans) if self.humans is not None else None
-        if repeated:
-            raise ViewError(
-                f"human labels: row {repeated[0] + 1} is a duplicate label ({repeated[2]}) of row "
-                f"{repeated[1] + 1}; keep one label per annotator, item and dimension"
-            )
+        self.humans = None
+        consensus = None
+        if humans is not None:  # the statistics libraries only for a study opened with human labels
+            from analysis.stats.humans import check_humans, consensus_scores, first_duplicate
+
+            self.humans = check_humans(humans)
+            repeated = first_duplicate(self.humans)
+            if repeated:
+                raise ViewError(
+                    f"human labels: row {repeated[0] + 1} is a duplicate label ({repeated[2]}) of row "
+                    f"{repeated[1] + 1}; keep one label per annotator, item and dimension"
+                )
+            consensus = consensus_scores(self.humans)
         try:
             self.con.execute(f"CREATE VIEW results AS {results_sql(self.con, paths)}")
             # the human consensus (analysis.stats.humans, as the report and the card read it); this cursor only
-            self.con.register("human_means_frame", consensus_scores(self.humans))
-            self.con.execute("CREATE TABLE human_means AS SELECT * FROM human_means_frame")
+            if consensus is None:  # no labels: the empty table consensus_scores gives, typed alike
+                self.con.execute(NO_HUMANS_SQL)
+            else:
+                self.con.register("human_means_frame", consensus)
+                self.con.execute("CREATE TABLE human_means AS SELECT * FROM human_means_frame")
             for sql in OPEN_SQL:
                 self.con.execute(sql)
         except duckdb.Error as exc:

@@ -30,9 +30,8 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from analysis.load.collect import load_humans
-from analysis.stats.scores import ORIGINAL, perturbation_names
 from analysis.view.data import DEFAULT_SORT, FILTERS, PAGE_SIZE, SORTS, Study, ViewError
+from core.spellings import ORIGINAL
 
 # the hosts a page of the viewer may be asked for: a web page the user visits elsewhere can point its own name
 # at 127.0.0.1 (DNS rebinding) and read the study unless other Host headers are refused
@@ -77,6 +76,8 @@ def _value_cell(part: pd.DataFrame) -> str:
 def perturbed(values: pd.Series) -> np.ndarray:
     """Each row's robustness perturbation (`robustness.perturbation_names`, the analysis's one spelling), ""
     when unperturbed."""
+    from analysis.stats.scores import perturbation_names  # scipy: only once an item page is drawn
+
     names = perturbation_names(values)
     return np.where(names == ORIGINAL, "", names)
 
@@ -292,7 +293,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
     args = parser.parse_args(argv)
     try:
-        humans = load_humans(args.humans) if args.humans else None  # errors name the file (and line)
+        humans = None
+        if args.humans:  # errors name the file (and line); the analysis's loader only for --humans
+            from analysis.load.collect import load_humans
+
+            humans = load_humans(args.humans)
         study = Study(args.root, humans)
         sock = bind_port(args.port)
     except (ViewError, ValueError, OSError) as exc:

@@ -13,9 +13,9 @@ from pathlib import Path
 import duckdb
 
 from analysis.load.checks import MISSING_LOWER
-from analysis.stats.scores import FALSE_TEXT, ORIGINAL, TRUE_TEXT
 from core.cells import CSV_TEXT_MACRO
 from core.schema import view_types
+from core.spellings import FALSE_TEXT, ORIGINAL, TRUE_TEXT
 
 TRUE_SQL, FALSE_SQL = (
     ", ".join(f"'{t}'" for t in sorted(spellings)) for spellings in (TRUE_TEXT, FALSE_TEXT)
@@ -56,6 +56,12 @@ OPEN_SQL = (
          any_value(source) AS source, max(spread) AS spread, bool_and(parsed) AS parsed,
          CAST(sum(perturbed) AS INTEGER) AS perturbed
        FROM base GROUP BY ALL""",
+)
+# a study opened without human labels: analysis.stats.humans.consensus_scores's empty table, typed alike, without
+# importing the statistics libraries to make it
+NO_HUMANS_SQL = (
+    "CREATE TABLE human_means (instance_id VARCHAR, candidate_id VARCHAR, dimension VARCHAR, human DOUBLE, "
+    "n_annotators BIGINT)"
 )
 # The other disagreements of each item × dimension: range over judges (same candidate, mode and dimension),
 # range over the independent and comparative modes only (same judge; comparative_all, pairwise and other modes
