@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,7 @@ from analysis.stats.latent_models import (
     mode_groups,
     outcome_labels,
 )
+from analysis.stats.spec import CardField, Headline, Inputs, Section, Tables, TableSpec
 from analysis.stats.winrate import ITEM_KEYS, check_reference, outcome_rates
 from core.cells import write_csv
 from core.intervals import percentile_ci, positive_int, trusted_bootstrap
@@ -233,7 +234,7 @@ def note_duplicates(tables: dict[str, pd.DataFrame]) -> None:
         print(f"warning: {line}", file=sys.stderr)
 
 
-SECTION_TITLE = "Latent truth (Dawid–Skene, MACE, majority vote)"
+SECTION_TITLE: str = Section.latent
 SECTION_TEXT = (
     "One fit per judge mode: its raters are that mode's judges (each judge once) and the human annotators; "
     "an item is (instance, generator, dimension) with the rater's win / tie / loss vs the reference. "
@@ -320,3 +321,57 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _latent(key: str) -> Callable[[Inputs, Tables], pd.DataFrame | None]:
+    """One table of the latent fits (`latent_tables`: one fit per study, shared by the latent tables)."""
+
+    def compute(s: Inputs, _: Tables) -> pd.DataFrame | None:
+        fits: dict[str, pd.DataFrame] = s.shared(
+            "latent", lambda: latent_tables(s.cands, s.humans, s.reference, s.n_boot, s.seed)
+        )
+        return fits.get(key)
+
+    return compute
+
+
+def _rater_judge(table: pd.DataFrame) -> pd.DataFrame:
+    """A latent table with the judge of each rater label ``judge [mode]`` (a ``human:`` name stays)."""
+    if "rater" not in table:
+        return table
+    return table.assign(judge=table["rater"].astype(str).str.replace(r" \[[^\]]*\]$", "", regex=True))
+
+
+LATENT_COMPETENCE: TableSpec = TableSpec(
+    "latent_competence",
+    _latent("latent_competence"),
+    ("method", "mode", "rater", "accuracy", "accuracy_lo", "accuracy_hi"),
+    section=Section.latent,
+    headline=Headline("accuracy", "max", "highest accuracy"),
+    card=CardField(
+        "Latent-model competence (accuracy vs the latent label)",
+        ("method", "mode", "rater", "accuracy", "accuracy_lo", "accuracy_hi"),
+        "fewer than 3 raters (judges of one mode and annotators)",
+        order=80,
+        read=_rater_judge,
+    ),
+)
+LATENT_CONFUSION: TableSpec = TableSpec(
+    "latent_confusion", _latent("latent_confusion"), ("mode", "rater", "observed"), section=Section.latent
+)
+LATENT_POSTERIORS: TableSpec = TableSpec(
+    "latent_posteriors",
+    _latent("latent_posteriors"),
+    ("mode", "latent", "entropy_bits"),
+    section=Section.latent,
+)
+LATENT_WINRATE: TableSpec = TableSpec(
+    "latent_winrate",
+    _latent("latent_winrate"),
+    ("method", "mode", "rater", "source", "dimension", "n", "win", "delta_win"),
+    section=Section.latent,
+    headline=Headline("win", "max", "highest win rate"),
+)
+LATENT_DUPLICATES: TableSpec = TableSpec(
+    "latent_duplicates", _latent("latent_duplicates"), ("rater_a", "rater_b", "mode"), section=Section.latent
+)

@@ -29,11 +29,10 @@ import pandas as pd
 
 from analysis import latent
 from analysis.annotate import files as io
-from analysis.load import modes
 from analysis.load.checks import csv_line
 from analysis.load.collect import load_humans, load_results
 from analysis.robustness import note_perturbed, unperturbed
-from analysis.stats import latent_models
+from analysis.stats import latent_models, modes
 from analysis.stats.corrected import RULE
 from analysis.stats.humans import (
     DESIGN,

@@ -21,13 +21,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from analysis import latent
-from analysis.card import null_ranges
 from analysis.card.markdown import card_markdown
 from analysis.load.checks import LabelCoverage
 from analysis.load.collect import find_results, load_results, split_rubric
 from analysis.load.completeness import checked_humans, provider_failures, run_status
 from analysis.report.summary import banner_lines, parse_rate
 from analysis.robustness import note_perturbed, unperturbed
+from analysis.stats import null_ranges
 from analysis.stats.duplicates import duplicate_raters
 from analysis.tables import registry
 from analysis.tables.declarations import card_specs
@@ -133,7 +133,7 @@ def study_tables(
 ) -> dict[str, pd.DataFrame]:
     """Every table a card draws from, keyed by field: the report's own tables (`registry.compute_tables`, so a
     card and the report show one value) and the card-only ones (`robustness`, the `flags` of
-    `analysis.card.null_ranges`), each as its declaration's `CardField.read` reads it; and `latent_duplicates`,
+    `analysis.stats.null_ranges`), each as its declaration's `CardField.read` reads it; and `latent_duplicates`,
     one row per rater of a pair, for the cards' notes."""
     inputs = StudyInputs(results, humans, reference, n_boot, seed, n_null=n_null)
     computed = registry.compute_tables(inputs, report_only=False)

@@ -18,7 +18,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.load import modes
 from analysis.load.checks import (
     IDENTITY,
     MISSING_TEXT,
@@ -34,6 +33,7 @@ from analysis.load.checks import (
     run_rubric,
 )
 from analysis.load.shards import merged_run_ids
+from analysis.stats import modes
 from analysis.stats.humans import LABEL_TEXT, check_humans, first_duplicate
 from analysis.stats.scores import DIRECTION, as_bool, perturbation_names
 from core.cells import unescape_text
@@ -264,7 +264,7 @@ def prepare(results: pd.DataFrame, studies: Mapping[str, str] | None = None) -> 
     if "perturbation" in out:  # one spelling before runs are told apart: a run without the column is `none`
         out["perturbation"] = perturbation_names(out["perturbation"])
     out = label_overlapping_runs(out, studies or {})
-    if "mode" in out:  # the analysis picks its tables by kind (analysis.load.modes), whatever wrote the rows
+    if "mode" in out:  # the analysis picks its tables by kind (analysis.stats.modes), whatever wrote the rows
         out[modes.COLUMN] = modes.fill_mode_kinds(out)
     for col in KEY_COLUMNS:
         if col in out and not isinstance(out[col].dtype, pd.CategoricalDtype):

@@ -30,7 +30,7 @@ from analysis.load.checks import (
     read_table,
 )
 from analysis.load.collect import RESULTS_FILES, find_results, load_humans
-from analysis.report.costs import no_completion
+from analysis.stats.costs import no_completion
 from analysis.stats.humans import check_dimensions
 from core.cells import unescape_text
 from core.schema import MANIFEST_NAME, Manifest, ManifestError, run_manifest
