@@ -355,15 +355,36 @@ LATENT_COMPETENCE: TableSpec = TableSpec(
         order=80,
         read=_rater_judge,
     ),
+    meanings={
+        "method": "latent-truth model (Dawid-Skene, MACE, GLAD, majority vote)",
+        "ci": "95% CI",
+        "accuracy": "share matching the latent label",
+        "competence": "latent-model competence of the rater",
+        "model_accuracy": "accuracy from the model's confusion",
+        "mv_agreement": "agreement with the majority vote",
+    },
 )
 LATENT_CONFUSION: TableSpec = TableSpec(
-    "latent_confusion", _latent("latent_confusion"), ("mode", "rater", "observed"), section=Section.latent
+    "latent_confusion",
+    _latent("latent_confusion"),
+    ("mode", "rater", "observed"),
+    section=Section.latent,
+    meanings={
+        "observed": "rater's label (row) vs the latent label (columns)",
+    },
 )
 LATENT_POSTERIORS: TableSpec = TableSpec(
     "latent_posteriors",
     _latent("latent_posteriors"),
     ("mode", "latent", "entropy_bits"),
     section=Section.latent,
+    meanings={
+        "instance_id": "dataset instance",
+        "task": "item of the latent model",
+        "latent": "the latent model's most probable label",
+        "votes": "the raters' labels",
+        "entropy_bits": "posterior entropy (bits)",
+    },
 )
 LATENT_WINRATE: TableSpec = TableSpec(
     "latent_winrate",
@@ -373,5 +394,11 @@ LATENT_WINRATE: TableSpec = TableSpec(
     headline=Headline("win", "max", "highest win rate"),
 )
 LATENT_DUPLICATES: TableSpec = TableSpec(
-    "latent_duplicates", _latent("latent_duplicates"), ("rater_a", "rater_b", "mode"), section=Section.latent
+    "latent_duplicates",
+    _latent("latent_duplicates"),
+    ("rater_a", "rater_b", "mode"),
+    section=Section.latent,
+    meanings={
+        "share_equal": "share of the items both raters labelled on which they give the same label (≥ 0.95: the latent models count one answer twice)",
+    },
 )

@@ -59,4 +59,10 @@ REQUEST_CHANGES: TableSpec = TableSpec(
     _request_changes,
     ("run_id", "judge", "model", "parameter", "asked", "sent", "note"),
     section=Section.runs,
+    meanings={
+        "parameter": "a request parameter the provider did not get as asked",
+        "asked": "the value the study asked for",
+        "sent": "what the provider received (`not sent` = dropped)",
+        "note": "why it was dropped or changed",
+    },
 )

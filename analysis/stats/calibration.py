@@ -193,9 +193,23 @@ CALIBRATION: TableSpec = TableSpec(
         NO_HUMANS_CARD,
         order=100,
     ),
+    meanings={
+        "mae_before": "mean |judge score − experts' mean| on the expert-rated candidates",
+        "mae_after": "the same after the cross-fitted isotonic calibration",
+        "n_verdicts": "expert-rated pairs with a strict majority",
+        "ece_before": "expected calibration error (10 bins) of the judge's 0/1 win verdict against the experts' majority",
+        "ece_after": "the same for the cross-fitted calibrated probability of an expert win",
+    },
 )
 CALIBRATION_BINS: TableSpec = TableSpec(
     "calibration_bins",
     lambda s, _: _calibration(s)[1] if s.has_humans else None,
     ("bin", "n", "mean_predicted", "observed_rate"),
+    meanings={
+        "bin": "probability bin (tenths)",
+        "mean_predicted": "mean predicted probability in the bin",
+        "observed_rate": "share of expert wins in the bin",
+        "n_wins": "expert wins in the bin",
+        "fit": "before or after calibration",
+    },
 )

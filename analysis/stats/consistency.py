@@ -385,6 +385,13 @@ SELF_CONSISTENCY: TableSpec = TableSpec(
         order=20,
     ),
     leaderboard=lambda t: mean_by_judge(SELF_CONSISTENCY.of(t), "alpha", "self_alpha"),
+    meanings={
+        "n_prompts": "prompt × candidate units with ≥ 2 scored samples",
+        "n_disagree": "units whose samples differ",
+        "self_alpha": "self-consistency: Krippendorff's α across a prompt's samples (mean over modes × dimensions)",
+        "mean_sd": "mean sd of a prompt's samples",
+        "disagree": "share of units whose samples differ",
+    },
 )
 POSITION_BIAS: TableSpec = TableSpec(
     "position_bias",
@@ -401,6 +408,14 @@ POSITION_BIAS: TableSpec = TableSpec(
         read=furthest_position,
     ),
     leaderboard=position_by_judge,
+    meanings={
+        "position": "0-based place in the comparative prompt",
+        "mean_score": "mean score at this position",
+        "sd_score": "sd of those scores",
+        "win_rate": "share of prompts where the candidate at this position scored best",
+        "expected": "that share without position bias",
+        "position_bias": "comparative: largest |win rate − expected| over positions; pairwise: first_rate − 0.5 (ties left out; < 0 favours the second-shown text)",
+    },
 )
 PAIRWISE_BIAS: TableSpec = TableSpec(
     "pairwise_bias",
@@ -411,6 +426,17 @@ PAIRWISE_BIAS: TableSpec = TableSpec(
     leaderboard=_pairwise_by_judge,
     p_column="first_p",
     p_family="bias",
+    meanings={
+        "n_first": "verdicts preferring the first-shown text",
+        "n_decided": "verdicts that are not a tie",
+        "n_flip": "verdicts that change with the order",
+        "n_known": "verdicts whose swapped order was scored",
+        "first_rate": "n_first / n_decided: share of decided (not tie) verdicts preferring the first-shown text (0.5 = no order preference; empty when all are ties)",
+        "tie_rate": "share of tie verdicts",
+        "flip_rate": "share of verdicts that change when the order is swapped",
+        "first_p": "exact binomial p of first_rate = 0.5 (no order preference)",
+        "first_p_q": "Benjamini–Hochberg q-value of first_p (within its test family, fixed by the design)",
+    },
 )
 LENGTH_BIAS: TableSpec = TableSpec(
     "length_bias",
@@ -425,6 +451,11 @@ LENGTH_BIAS: TableSpec = TableSpec(
         order=40,
     ),
     leaderboard=lambda t: mean_by_judge(LENGTH_BIAS.of(t), "rho_better", "length_rho"),
+    meanings={
+        "rho_better": "Spearman ρ of score vs length, signed so > 0 means longer is judged better",
+        "length_rho": "mean rho_better",
+        "mean_length": "mean length in words",
+    },
 )
 SELF_PREFERENCE: TableSpec = TableSpec(
     "self_preference",
@@ -441,4 +472,16 @@ SELF_PREFERENCE: TableSpec = TableSpec(
     leaderboard=lambda t: mean_by_judge(SELF_PREFERENCE.of(t), "favours_own", "self_preference"),
     p_column="p",
     p_family="bias",
+    meanings={
+        "family": "the judge's model family",
+        "n_own": "own-family candidates",
+        "n_other": "other candidates",
+        "mean_own": "mean score of own-family generations",
+        "mean_other": "mean score of other generations",
+        "diff": "own − other",
+        "p": "Welch t-test p",
+        "favours_own": "own − other signed so > 0 means the judge favours its own family",
+        "self_preference": "mean favours_own",
+        "p_q": "Benjamini–Hochberg q-value of p (within its test family, fixed by the design)",
+    },
 )

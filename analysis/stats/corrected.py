@@ -417,7 +417,11 @@ CORRECTED_DESIGN: TableSpec = TableSpec(
     lambda s, _: design_table(s.cands, s.humans, s.reference) if s.has_humans else None,
     tuple(DESIGN_TABLE_COLUMNS),
     section=Section.corrected,
-    meanings=MEANINGS,
+    meanings={
+        **MEANINGS,
+        "n_labels": "human labels on this dimension, which no judge scored (compared with nothing)",
+        "corrected": "prediction-powered (PPI++) estimate: the judge on every item, its bias measured on the expert-rated ones",
+    },
 )
 CORRECTED_ESTIMATES: TableSpec = TableSpec(
     "corrected_estimates",
@@ -432,5 +436,13 @@ CORRECTED_ESTIMATES: TableSpec = TableSpec(
         "corrected_design table says why)",
         order=90,
     ),
-    meanings=MEANINGS,
+    meanings={
+        **MEANINGS,
+        "quantity": "what is estimated: win_rate (generated preferred over the reference) or mean_score",
+        "n_labeled": "items the experts also rated",
+        "n_unlabeled": "items only the judge scored",
+        "judge_only": "the judge's estimate on every item (biased if the judge is)",
+        "human_only": "the experts' estimate on the items they rated",
+        "n_effective": "expert labels a human-only estimate would need for the corrected CI's width",
+    },
 )

@@ -372,6 +372,10 @@ HUMAN_MAJORITY: TableSpec = TableSpec(
     "human_majority",
     lambda s, _: majority_coverage(s.outcomes.loc[s.outcomes["kind"] == "expert"]) if s.has_humans else None,
     ("source", "dimension", "n_pairs", "n_majority", "n_excluded"),
+    meanings={
+        "n_pairs": "(instance, generator, dimension) pairs",
+        "n_majority": "pairs with a strict human majority",
+    },
 )
 HUMAN_RELIABILITY: TableSpec = TableSpec(
     "human_reliability",
@@ -381,6 +385,14 @@ HUMAN_RELIABILITY: TableSpec = TableSpec(
     ("dimension", "n_annotators", "fleiss_kappa", "alpha_ordinal"),
     section=Section.human_reliability,
     headline=Headline("alpha_ordinal", "min", "lowest α among annotators"),
+    meanings={
+        "n_items": "items rated by ≥ 2 raters",
+        "n_items_all": "items every annotator rated",
+        "n_annotators": "annotators",
+        "alpha_ordinal": "Krippendorff's α (ordinal) among annotators",
+        "fleiss_kappa": "Fleiss' κ among annotators",
+        "fleiss": "Fleiss' κ",
+    },
 )
 HUMAN_AGREEMENT: TableSpec = TableSpec(
     "human_agreement",
@@ -396,5 +408,9 @@ HUMAN_AGREEMENT: TableSpec = TableSpec(
         order=10,
     ),
     leaderboard=_kappa_columns,
+    meanings={
+        "human_consensus": "the annotators' mean score on an item (instance × candidate × dimension), each annotator once; compared with a judge after rounding both half up to the rubric's scale",
+        "human": "the human consensus on the item (human_consensus)",
+    },
 )
 HUMAN_UNMATCHED: TableSpec = TableSpec("human_unmatched", _human_unmatched, ("dimension", "n_labels"))

@@ -272,6 +272,9 @@ WINNER_AGREEMENT: TableSpec = TableSpec(
         lambda t, _: (WINNER_AGREEMENT.need(t), "kappa", "Cohen's κ on win / tie / loss (95% CI)"),
     ),
     headline=Headline("kappa", "max", "highest κ"),
+    meanings={
+        "kind": "rater kind (expert, judge, majority) or pair kind (expert-expert, expert-judge, judge-judge: two different judges in one mode, judge-self: one judge across modes, i.e. consistency, judge-other-mode: two judges in different modes, all)",
+    },
 )
 WINNER_AGREEMENT_BY_KIND: TableSpec = TableSpec(
     "winner_agreement_by_kind",
@@ -279,12 +282,21 @@ WINNER_AGREEMENT_BY_KIND: TableSpec = TableSpec(
     ("kind", "pairs", "items", "kappa"),
     section=Section.winners,
     headline=Headline("kappa", "max", "highest κ"),
+    meanings={
+        "pairs": "rater pairs of this kind",
+        "items": "items over all pairs of this kind",
+    },
 )
 EXPERT_VS_JUDGE: TableSpec = TableSpec(
     "expert_vs_judge",
     lambda s, _: rater_rates(s.outcomes) if s.has_humans else None,
     ("rater", "kind", "dimension", "n", "gt_win", "gen_win", "tie"),
     section=Section.experts,
+    meanings={
+        "rater": "a judge [mode] or an annotator (human:<name>)",
+        "gt_win": "share of pairs where the reference (ground truth) is preferred",
+        "gen_win": "share of pairs where the generated candidate is preferred",
+    },
 )
 PREFERENCE_GAP: TableSpec = TableSpec(
     "preference_gap",
@@ -295,6 +307,14 @@ PREFERENCE_GAP: TableSpec = TableSpec(
     figure=FigureSpec("preference_gap", "preference_gap_plot", lambda t, _: (PREFERENCE_GAP.need(t),)),
     p_column="mcnemar_p",
     p_family="human_agreement",
+    meanings={
+        "human_win": "human majority's win rate",
+        "human_tie": "human majority's tie rate",
+        "judge_win": "judge's win rate on the same pairs",
+        "judge_tie": "judge's tie rate",
+        "gap_win": "judge win − human win",
+        "gap_tie": "judge tie − human tie",
+    },
 )
 ALIGNMENT: TableSpec = TableSpec(
     "alignment",
@@ -302,4 +322,8 @@ ALIGNMENT: TableSpec = TableSpec(
     ("rater_a", "dimension_a", "rater_b", "dimension_b", "n", "percent"),
     section=Section.alignment,
     headline=Headline("percent", "max", "highest agreement"),
+    meanings={
+        "dimension_a": "rater A's dimension",
+        "dimension_b": "rater B's dimension",
+    },
 )

@@ -45,6 +45,13 @@ SCORE_SUMMARY: TableSpec = TableSpec(
         "score_distributions", "score_distributions", lambda _, s: (score_raters(s.study, s.humans),)
     ),
     headline=Headline("mean", "max", "highest mean score"),
+    meanings={
+        "source": "generator of the candidate (the reference's source is `reference`)",
+        "dimension": "rubric dimension scored",
+        "n": "number of items the statistic is computed on",
+        "mean": "mean",
+        "sd": "standard deviation",
+    },
 )
 SCORE_AGREEMENT: TableSpec = TableSpec(
     "score_agreement",
@@ -61,4 +68,15 @@ SCORE_AGREEMENT: TableSpec = TableSpec(
         ),
     ),
     headline=Headline("kappa_w", "max", "highest κ_w"),
+    meanings={
+        "rater_a": "first rater of the pair",
+        "rater_b": "second rater of the pair",
+        "n_raters": "raters in the comparison",
+        "percent": "share of items with the same value",
+        "kappa": "Cohen's κ",
+        "kappa_w": "quadratic-weighted Cohen's κ (ordinal scores)",
+        "rho": "Spearman ρ",
+        "tau": "Kendall τ",
+        "alpha": "Krippendorff's α (ordinal)",
+    },
 )

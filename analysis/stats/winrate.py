@@ -220,4 +220,12 @@ WINRATE: TableSpec = TableSpec(
     section=Section.winrate,
     figure=FigureSpec("winrate", "winrate_bars", lambda t, s: (WINRATE.need(t), lower_is_better(s))),
     headline=Headline("win", "max", "highest win rate"),
+    meanings={
+        "n_win": "instances won",
+        "n_tie": "instances tied",
+        "n_loss": "instances lost",
+        "win": "share of instances where the generator's best-of-K beats the reference",
+        "tie": "share tied",
+        "loss": "share lost",
+    },
 )

@@ -205,12 +205,27 @@ OVERVIEW: TableSpec = TableSpec(
     ("judge", "mode", "rows", "scored", "cost_usd", "cached"),
     section=Section.runs,
     headline=Headline("rows", "max", "most rows"),
+    meanings={
+        "run_id": "the run (one judge × mode × rubric folder)",
+        "judge": "judge name (judge/rubric when the study ran several rubrics)",
+        "model": "the judge's litellm model",
+        "mode": "independent, comparative or pairwise",
+        "rubric": "rubric name",
+        "rows": "results rows",
+        "prompts": "distinct prompts",
+        "scored": "share of rows with a verdict",
+        "cost_usd": "provider cost in USD (empty: unknown); a failed call and a twin (a duplicate request answered once in the run) cost 0, a cached replay the price of the answer it replays, as the manifest counts it",
+        "cached": "share of calls replayed from the cache",
+    },
 )
 BEST_OF_K_SCORES: TableSpec = TableSpec(
     "best_of_k_scores",
     lambda s, _: _best_of_k_scores(s.cands, s.reference),
     ("judge", "mode", "source", "dimension", "n", "n_judges_min", "mean", "sd"),
     headline=Headline("mean", "max", "highest best-of-K mean"),
+    meanings={
+        "n_judges_min": "the fewest judges behind any item of the row (a `mean` combination keeps only candidates every judge of it scored)",
+    },
 )
 WINRATE_COMBINED: TableSpec = TableSpec(
     "winrate_combined",
@@ -218,6 +233,10 @@ WINRATE_COMBINED: TableSpec = TableSpec(
     ("judge", "mode", "source", "dimension", "n", "win", "n_judges_min", "n_excluded", "combine"),
     section=Section.combined,
     headline=Headline("win", "max", "highest combined win rate"),
+    meanings={
+        "combine": "how judges are combined: mean score, unanimous or majority verdict",
+        "n_excluded": "items left out: pairs without a strict human majority (human_majority), instances some judge left unscored (unanimous / majority combinations)",
+    },
 )
 MODE_SHIFT: TableSpec = TableSpec(
     "mode_shift",
@@ -248,6 +267,18 @@ MODE_SHIFT: TableSpec = TableSpec(
     ),
     p_column="mcnemar_p",
     p_family="mode_shift",
+    meanings={
+        "win_before": "win rate in the first setting (independent), on the n paired items",
+        "win_after": "win rate in the second (comparative), on the same n items",
+        "tie_before": "tie rate in the first setting",
+        "tie_after": "tie rate in the second",
+        "delta_win": "Δwin = after − before (paired)",
+        "delta_tie": "Δtie = after − before",
+        "mcnemar_p": "McNemar's exact p on win / not-win",
+        "significant": "Benjamini–Hochberg q < 0.05 (p < 0.05 where no q is beside it)",
+        "mcnemar_p_q": "Benjamini–Hochberg q-value of mcnemar_p (within its test family, fixed by the design)",
+        "discordance": "share of instances whose win / not-win verdict differs between the two settings (the power computation's ψ)",
+    },
 )
 MODE_SHIFT_COMBINED: TableSpec = TableSpec(
     "mode_shift_combined",

@@ -57,6 +57,7 @@ from analysis.tables.leaderboard import LEADERBOARD, MULTIPLE_TESTING
 from analysis.tables.registry import (
     card_specs,
     headlines,
+    meanings,
     register,
     section_figure,
     section_tables,
@@ -71,6 +72,7 @@ __all__ = [
     "card_specs",
     "combined_label",
     "headlines",
+    "meanings",
     "overview",
     "score_raters",
     "section_figure",

@@ -143,6 +143,15 @@ LEADERBOARD: TableSpec = TableSpec(
     ("judge", "judgments", "parse_rate", "cost_per_1k", "median_latency_s"),
     section=Section.leaderboard,
     reads_all=True,
+    meanings={
+        "judgments": "judge calls (prompt × sample)",
+        "parse_rate": "share of the answered judgments whose answer parsed (a call the provider failed is not counted: see provider_failed; a row of unknown parse status counts as parsed, as the analysis uses it)",
+        "provider_failed": "calls the provider failed after their retries (rate limit, timeout, error): no answer to parse, so not in the parse rate",
+        "cost_per_1k": "USD per 1,000 paid judgments: the spend over the calls that got a completion with a price of their own (failed calls and twins left out, cached replays in; unknown when any call's cost is unknown)",
+        "median_latency_s": "median seconds per call (a cache replay counts with its original call's latency)",
+        "time_per_1k_s": "seconds per 1,000 judgments: 1,000 × the mean latency of a call (alpaca_eval's time per 1,000)",
+        "agreement": "the mean of the judge's κ_w with the experts over its dimension × mode columns: the leaderboard's sort key",
+    },
 )
 MULTIPLE_TESTING: TableSpec = TableSpec(
     "multiple_testing",  # last of the computed tables: every p-value is in by now
@@ -150,4 +159,10 @@ MULTIPLE_TESTING: TableSpec = TableSpec(
     ("table", "test_family", "p_column", "n_tests", "method"),
     section=Section.multiple_testing,
     reads_all=True,
+    meanings={
+        "table": "report table",
+        "p_column": "the table's p-value column",
+        "n_tests": "p-values of that table in the corrected family",
+        "test_family": "the family its p-values are corrected within (fixed by the design)",
+    },
 )
