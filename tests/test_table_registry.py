@@ -3,6 +3,7 @@ appears in the written report (its CSV and its section), in the leaderboard and 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -14,7 +15,9 @@ from analysis.card.markdown import card_markdown
 from analysis.load.collect import load_results
 from analysis.report import build as report
 from analysis.report import paper_tables
+from analysis.report import sections as sections_mod
 from analysis.report.sections import SECTIONS
+from analysis.stats.spec import Section
 from analysis.tables import registry
 from analysis.tables.registry import CardField, StudyInputs, Tables, TableSpec
 from tests.support.study_folders import DIMENSIONS, sample_candidates, write_fake_run
@@ -60,11 +63,11 @@ TOY = TableSpec(
     "rows_per_judge",
     rows_per_judge,
     ("judge", "n_rows", "p_toy"),
-    section="Runs",
+    section=Section.runs,
     p_column="p_toy",
     meanings={"n_rows": "toy: results rows of the judge", "p_toy": "toy: a planted p-value"},
     card=CardField("Rows per judge (toy)", ("n_rows",), "no rows", order=15),
-    leaderboard=lambda tables: tables["rows_per_judge"].rename(columns={"n_rows": "toy_rows"}),
+    leaderboard=lambda tables: TOY.need(tables).rename(columns={"n_rows": "toy_rows"}),
 )
 
 
@@ -120,10 +123,34 @@ def test_a_table_is_declared_once() -> None:
 
 
 def test_every_declared_section_exists() -> None:
-    """A misspelt section title would hide its table from the report: each names a section of the report."""
-    titles = {s.title for s in SECTIONS}
-    assert {s.section for s in registry.REGISTRY if s.section} <= titles
-    assert all(s.tables for s in SECTIONS)  # and every section shows some declared table
+    """Sections are typed (`Section`), in the report's order, each with its words once; every section shows
+    some declared table."""
+    assert [s.part for s in SECTIONS] == list(Section)
+    assert {s.section for s in registry.REGISTRY if s.section} <= set(Section)
+    assert all(s.tables for s in SECTIONS)
+
+
+def test_an_unknown_section_or_a_taken_card_order_is_refused_in_one_line() -> None:
+    """A section the report does not have (a misspelt title) or a card order another field holds: refused
+    when the table is declared, in one line naming the table."""
+    misspelt = dataclasses.replace(TOY, section="Run")
+    with pytest.raises(
+        ValueError, match=r"^table 'rows_per_judge': unknown report section 'Run' \(the sections: "
+    ):
+        registry.register(misspelt)
+    taken = dataclasses.replace(TOY, card=dataclasses.replace(TOY.card, order=10))
+    with pytest.raises(
+        ValueError, match="^table 'rows_per_judge': card order 10 is already the place of 'human_agreement'"
+    ):
+        registry.register(taken)
+    assert "rows_per_judge" not in [s.key for s in registry.REGISTRY]
+    assert "\n" not in str(pytest.raises(ValueError, registry.register, misspelt).value)
+
+
+def test_the_report_s_sections_are_checked_at_import() -> None:
+    """A section without its words (or with two) stops `analysis.report.sections` at import, in one line."""
+    with pytest.raises(ValueError, match=r"^report sections: no words for \['Runs'\], words twice for \[\]"):
+        sections_mod._in_order(tuple(s for s in SECTIONS if s.part is not Section.runs))
 
 
 def test_declared_columns_are_in_the_computed_tables(study) -> None:
