@@ -4,11 +4,14 @@ appears in the written report (its CSV and its section), in the leaderboard and 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from fastapi.testclient import TestClient
 
 from analysis.card import build as card
 from analysis.card.markdown import card_markdown
@@ -20,6 +23,8 @@ from analysis.report.sections import SECTIONS
 from analysis.stats.spec import Section
 from analysis.tables import registry
 from analysis.tables.registry import CardField, StudyInputs, Tables, TableSpec
+from analysis.view.data import Study
+from analysis.view.server import create_app
 from tests.support.study_folders import DIMENSIONS, sample_candidates, write_fake_run
 
 
@@ -78,17 +83,61 @@ def _section(md: str, title: str) -> str:
     return md[start : end if end >= 0 else len(md)]
 
 
-def test_one_declaration_puts_a_new_statistic_in_the_report_and_the_card(tmp_path: Path) -> None:
-    root, out = tmp_path / "multirun", tmp_path / "rep"
+#: A new statistic the way CONTRIBUTING.md says ("A statistic: 1 or 2 files"): one module, its computation and,
+#: at its bottom, its declaration registered through the public hook. Written outside the package (a plug-in).
+TOY_MODULE = '''"""A toy statistic: the number of results rows per judge, and a planted p-value (0.001 for judge-a)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.stats.spec import CardField, Section, TableSpec
+from analysis.tables.registry import register
+
+
+def rows_per_judge(results: pd.DataFrame) -> pd.DataFrame:
+    counts = results.groupby(results["judge"].astype(str)).size()
+    table = counts.rename("n_rows").rename_axis("judge").reset_index()
+    return table.assign(p_toy=[0.001 if j == "judge-a" else 0.9 for j in table["judge"]])
+
+
+ROWS_PER_JUDGE: TableSpec = register(
+    TableSpec(
+        "rows_per_judge",
+        lambda s, _: rows_per_judge(s.results),
+        ("judge", "n_rows", "p_toy"),
+        section=Section.runs,
+        card=CardField("Rows per judge (toy)", ("n_rows",), "no rows", order=15),
+        leaderboard=lambda t: ROWS_PER_JUDGE.need(t)[["judge", "n_rows"]].rename(columns={"n_rows": "toy_rows"}),
+        p_column="p_toy",
+        meanings={"n_rows": "toy: results rows of the judge", "p_toy": "toy: a planted p-value"},
+    )
+)
+'''
+
+
+def test_a_statistic_added_in_one_file_reaches_every_view(tmp_path: Path, monkeypatch) -> None:
+    """The module above, imported from outside the package, puts its table in tables/, the report's section
+    and glossary, the leaderboard, the multiple-testing family, every judge's card (in its declared place)
+    and the viewer's report page; unregistered, it is gone again."""
+    root, out = tmp_path / "multirun", tmp_path / "multirun" / "report"
     _write_study(root, ("independent",))
     per_sample = len(sample_candidates()) * len(DIMENSIONS)
     expected = {"judge-a": per_sample, "judge-b": 2 * per_sample}
-    with registry.registered(TOY):
+    (tmp_path / "plugin").mkdir()
+    (tmp_path / "plugin" / "toy_statistic.py").write_text(TOY_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path / "plugin"))
+    toy = importlib.import_module("toy_statistic")
+    try:
         assert report.main([str(root), "--n-boot", "20", "--out", str(out)]) == 0
         cards = {
             c["judge"]: c for c in card.write_cards(root, tmp_path / "cards", None, n_boot=20, n_null=10)
         }
         card_md = card_markdown(cards["judge-a"])
+        viewer = TestClient(create_app(Study(root)), base_url="http://127.0.0.1").get("/report")
+    finally:
+        registry.unregister(toy.ROWS_PER_JUDGE)
+        sys.modules.pop("toy_statistic", None)
     written = pd.read_csv(out / "tables" / "rows_per_judge.csv")
     assert dict(zip(written["judge"], written["n_rows"], strict=True)) == expected
     assert list(written.columns) == ["judge", "n_rows", "p_toy", "p_toy_q"]  # in the multiple-testing family
@@ -110,6 +159,9 @@ def test_one_declaration_puts_a_new_statistic_in_the_report_and_the_card(tmp_pat
     saved = json.loads((tmp_path / "cards" / "judge-a.json").read_text())
     assert saved["rows_per_judge"] == [{"n_rows": expected["judge-a"]}]
     assert "## Rows per judge (toy)\n\n| n_rows |" in card_md
+    assert (
+        viewer.status_code == 200 and "tables/rows_per_judge.csv" in viewer.text
+    )  # the viewer's report page
     # undeclared again: gone from the report, the card and the leaderboard
     assert "rows_per_judge" not in card.card_fields()
     tables = report.compute_tables(load_results(root), n_boot=20)
