@@ -169,8 +169,8 @@ def latent_tables(
         for name, table in _fit_tables(group, n_boot, seed, refit_boot, with_glad).items():
             parts.setdefault(name, []).append(table.assign(mode=mode))
     tables = {name: _mode_first(pd.concat(frames, ignore_index=True)) for name, frames in parts.items()}
-    if tables and tables["latent_duplicates"].empty:
-        del tables["latent_duplicates"]
+    if tables and LATENT_DUPLICATES.need(tables).empty:
+        del tables[LATENT_DUPLICATES.key]
     return tables
 
 
@@ -216,7 +216,7 @@ def unknown_raters(workers: pd.Series, names: Sequence[str]) -> list[str]:
 
 def duplicate_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     """One warning per pair of raters that answer (nearly) alike, saying what it does to the latent model."""
-    dup = tables.get("latent_duplicates")
+    dup = LATENT_DUPLICATES.of(tables)
     if dup is None or dup.empty:
         return []
     return [
@@ -313,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():
         write_csv(table, out / f"{name}.csv")
-    for _, part in tables["latent_competence"].groupby("method", sort=False):
+    for _, part in LATENT_COMPETENCE.need(tables).groupby("method", sort=False):
         print(part.dropna(axis=1, how="all").round(3).to_string(index=False), end="\n\n")
     print(f"{len(tables)} tables -> {out}", file=sys.stderr)
     return 0

@@ -14,8 +14,8 @@ from statsmodels.stats.multitest import multipletests
 
 from analysis.load.synthetic import synthetic_humans, synthetic_results
 from analysis.report.build import compute_tables
-from analysis.tables import declarations
 from analysis.stats import multiplicity
+from analysis.tables import declarations
 from tests.support.studies import cli_env
 
 

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from analysis import latent
 from analysis.card.markdown import card_markdown
+from analysis.latent import LATENT_DUPLICATES
 from analysis.load.checks import LabelCoverage
 from analysis.load.collect import find_results, load_results, split_rubric
 from analysis.load.completeness import checked_humans, provider_failures, run_status
@@ -142,11 +143,11 @@ def study_tables(
         assert spec.card is not None
         table = computed.get(spec.key, pd.DataFrame())
         tables[spec.key] = spec.card.read(table) if spec.card.read else table
-    tables["latent_duplicates"] = computed.get("latent_duplicates", pd.DataFrame())
-    if "latent_duplicates" in computed:  # one row per rater of a pair, so each judge's card can say so
-        dup = computed["latent_duplicates"]
+    dup = LATENT_DUPLICATES.of(computed)
+    tables[LATENT_DUPLICATES.key] = pd.DataFrame() if dup is None else dup
+    if dup is not None:  # one row per rater of a pair, so each judge's card can say so
         each = [dup.assign(judge=_rater_judge(dup[a]), rater=dup[a]) for a in ("rater_a", "rater_b")]
-        tables["latent_duplicates"] = pd.concat(each, ignore_index=True)
+        tables[LATENT_DUPLICATES.key] = pd.concat(each, ignore_index=True)
     return tables
 
 
@@ -205,7 +206,7 @@ def make_card(
         card[spec.key] = _records(part, spec.card.columns)
         if not card[spec.key]:
             notes.append(f"{spec.key}: {spec.card.why_empty}")
-    notes += _duplicate_notes(judge, tables.get("latent_duplicates", pd.DataFrame()))
+    notes += _duplicate_notes(judge, tables.get(LATENT_DUPLICATES.key, pd.DataFrame()))
     card["notes"] = notes
     return {k: card[k] for k in card_fields()}
 
@@ -255,7 +256,7 @@ def write_cards(
     else:
         tables = study_tables(results, humans, n_boot, seed, n_null=n_null) | (extra or {})
         note_perturbed(results, unperturbed(results))
-        latent.note_duplicates({"latent_duplicates": _pairs(tables.get("latent_duplicates"))})
+        latent.note_duplicates({LATENT_DUPLICATES.key: _pairs(LATENT_DUPLICATES.of(tables))})
         duplicates = duplicate_raters(results, status)
         judges = sorted(map(str, results["judge"].dropna().unique()))
     cards = []

@@ -13,7 +13,18 @@ import pandas as pd
 
 from analysis.load.checks import LabelCoverage
 from analysis.stats import multiplicity
-from analysis.tables.leaderboard import AGREEMENT, CALL_KEYS, judge_names, leaderboard, parse_rate
+from analysis.stats.humans import HUMAN_AGREEMENT, HUMAN_UNMATCHED
+from analysis.stats.illusion import PREFERENCE_GAP
+from analysis.tables.combined import MODE_SHIFT
+from analysis.tables.leaderboard import (
+    AGREEMENT,
+    CALL_KEYS,
+    LEADERBOARD,
+    MULTIPLE_TESTING,
+    judge_names,
+    leaderboard,
+    parse_rate,
+)
 from core.intervals import BOOT_MIN_N
 from experiments import power
 
@@ -254,15 +265,15 @@ def summary_lines(tables: dict[str, pd.DataFrame]) -> dict[str, list[str]]:
     """The report's opening: sentences per question, from the tables."""
     shift = [
         "Independent → comparative: " + line if i == 0 else line
-        for i, line in enumerate(shift_lines(tables.get("mode_shift"), tables.get("multiple_testing")))
+        for i, line in enumerate(shift_lines(MODE_SHIFT.of(tables), MULTIPLE_TESTING.of(tables)))
     ]
     return {
         "Which judge agrees with the experts?": agreement_lines(
-            tables.get("human_agreement"), tables.get("human_unmatched")
+            HUMAN_AGREEMENT.of(tables), HUMAN_UNMATCHED.of(tables)
         ),
-        ILLUSION: shift + gap_lines(tables.get("preference_gap")),
+        ILLUSION: shift + gap_lines(PREFERENCE_GAP.of(tables)),
         "How consistent and how biased is each judge?": judge_lines(
-            tables.get("leaderboard", pd.DataFrame())
+            tables.get(LEADERBOARD.key, pd.DataFrame())
         ),
     }
 
