@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
+from analysis import stats as stats_package
 from analysis.card import build as card
 from analysis.card.markdown import card_markdown
 from analysis.load.collect import load_results
@@ -21,7 +22,7 @@ from analysis.report import paper_tables
 from analysis.report import sections as sections_mod
 from analysis.report.sections import SECTIONS
 from analysis.stats.spec import Section
-from analysis.tables import registry
+from analysis.tables import declarations, registry
 from analysis.tables.registry import CardField, StudyInputs, Tables, TableSpec
 from analysis.view.data import Study
 from analysis.view.server import create_app
@@ -222,3 +223,28 @@ def test_paper_tables_read_declared_tables_only() -> None:
     """The paper tables read the tables through their handles (`TableSpec.of`), so a renamed or removed
     declaration fails at import instead of emptying its paper table; on no tables each has nothing to show."""
     assert paper_tables.paper_tables({}) == []
+
+
+def test_a_new_module_of_the_statistics_is_collected_without_editing_the_collector(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A built-in statistic's module (its computation and, at its bottom, its `TableSpec` constant) is found
+    by the collector (`declarations.declared_in`), so adding one touches that module and docs/statistics.md
+    only; the handles it imports from other modules are not counted again."""
+    package = tmp_path / "toystats"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "rows.py").write_text(
+        "from analysis.stats.spec import Section, TableSpec\n"
+        "from analysis.stats.winrate import WINRATE\n\n\n"
+        "def count(results):\n    return results.groupby('judge', as_index=False).size()\n\n\n"
+        "ROWS = TableSpec('toy_rows', lambda s, _: count(s.results), ('judge', 'size'), section=Section.runs)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        found = declarations.declared_in(importlib.import_module("toystats"))
+    finally:
+        for name in ("toystats", "toystats.rows"):
+            sys.modules.pop(name, None)
+    assert [s.key for s in found] == ["toy_rows"] and found[0].section is Section.runs
+    assert declarations.declared_in(stats_package) == []  # every shipped one is listed in BUILTIN

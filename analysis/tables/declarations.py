@@ -12,6 +12,11 @@ table is described there too; tests/test_statistics_doc.py checks it).
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from types import ModuleType
+
+from analysis import stats
 from analysis.latent import (
     LATENT_COMPETENCE,
     LATENT_CONFUSION,
@@ -55,6 +60,7 @@ from analysis.tables.combined import (
 )
 from analysis.tables.leaderboard import LEADERBOARD, MULTIPLE_TESTING
 from analysis.tables.registry import (
+    REGISTRY,
     card_specs,
     headlines,
     meanings,
@@ -85,7 +91,8 @@ __all__ = [
     "winrate_tables",
 ]
 
-#: The study's tables in the order they are computed (the leaderboard and the multiple-testing family read
+#: The study's tables in the order they are computed (a module of analysis/stats/ that declares a table not
+#: listed here is collected too, after these: `declared_in`) (the leaderboard and the multiple-testing family read
 #: the tables before them; `register` puts a new table before them).
 BUILTIN: tuple[TableSpec, ...] = (
     OVERVIEW,
@@ -126,5 +133,22 @@ BUILTIN: tuple[TableSpec, ...] = (
     FLAGS,
 )
 
+
+def declared_in(package: ModuleType, known: tuple[TableSpec, ...] = BUILTIN) -> list[TableSpec]:
+    """The `TableSpec` constants of `package`'s modules that `known` does not list (a new statistic's module:
+    its computation and its declaration, nothing to edit here), by module name, each once."""
+    found: dict[str, TableSpec] = {}
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, TableSpec) and all(value is not k for k in known):
+                found.setdefault(value.key, value)
+    return list(found.values())
+
+
+_plugins = list(REGISTRY)  # tables a plug-in registered before this module was imported
+REGISTRY.clear()
 for _spec in BUILTIN:
     register(_spec, last=True)
+for _spec in [*declared_in(stats), *_plugins]:  # before the tables that read every other one
+    register(_spec)
