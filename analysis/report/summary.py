@@ -16,13 +16,13 @@ from analysis.stats import multiplicity
 from analysis.stats.humans import HUMAN_AGREEMENT, HUMAN_UNMATCHED
 from analysis.stats.illusion import PREFERENCE_GAP
 from analysis.tables.combined import MODE_SHIFT
+from analysis.tables.declarations import leaderboard  # with every declared table's leaderboard columns
 from analysis.tables.leaderboard import (
     AGREEMENT,
     CALL_KEYS,
     LEADERBOARD,
     MULTIPLE_TESTING,
     judge_names,
-    leaderboard,
     parse_rate,
 )
 from core.intervals import BOOT_MIN_N

@@ -58,7 +58,7 @@ from analysis.tables.combined import (
     overview,
     winrate_tables,
 )
-from analysis.tables.leaderboard import LEADERBOARD, MULTIPLE_TESTING
+from analysis.tables.leaderboard import LEADERBOARD, MULTIPLE_TESTING, leaderboard
 from analysis.tables.registry import (
     REGISTRY,
     card_specs,
@@ -80,6 +80,7 @@ __all__ = [
     "card_specs",
     "combined_label",
     "headlines",
+    "leaderboard",
     "meanings",
     "overview",
     "p_columns",
