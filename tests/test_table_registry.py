@@ -8,6 +8,7 @@ import importlib
 import json
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 import pytest
@@ -21,7 +22,7 @@ from analysis.report import build as report
 from analysis.report import paper_tables
 from analysis.report import sections as sections_mod
 from analysis.report.sections import SECTIONS
-from analysis.stats.spec import Section
+from analysis.stats.spec import Inputs, Section
 from analysis.tables import declarations, registry
 from analysis.tables.registry import CardField, StudyInputs, Tables, TableSpec
 from analysis.view.data import Study
@@ -58,14 +59,14 @@ def study(tmp_path: Path) -> tuple[Path, Path]:
     return root, humans
 
 
-def rows_per_judge(inputs: StudyInputs, _: Tables) -> pd.DataFrame:
+def rows_per_judge(inputs: Inputs, _: Tables) -> pd.DataFrame:
     """The toy statistic: the number of results rows per judge, and a planted p-value (0.001 for judge-a)."""
     counts = inputs.results.groupby(inputs.results["judge"].astype(str)).size()
     table = counts.rename("n_rows").rename_axis("judge").reset_index()
     return table.assign(p_toy=[0.001 if j == "judge-a" else 0.9 for j in table["judge"]])
 
 
-TOY = TableSpec(
+TOY: TableSpec = TableSpec(
     "rows_per_judge",
     rows_per_judge,
     ("judge", "n_rows", "p_toy"),
@@ -186,11 +187,12 @@ def test_every_declared_section_exists() -> None:
 def test_an_unknown_section_or_a_taken_card_order_is_refused_in_one_line() -> None:
     """A section the report does not have (a misspelt title) or a card order another field holds: refused
     when the table is declared, in one line naming the table."""
-    misspelt = dataclasses.replace(TOY, section="Run")
+    misspelt = dataclasses.replace(TOY, section=cast(Any, "Run"))  # a plug-in passing a string
     with pytest.raises(
         ValueError, match=r"^table 'rows_per_judge': unknown report section 'Run' \(the sections: "
     ):
         registry.register(misspelt)
+    assert TOY.card is not None
     taken = dataclasses.replace(TOY, card=dataclasses.replace(TOY.card, order=10))
     with pytest.raises(
         ValueError, match="^table 'rows_per_judge': card order 10 is already the place of 'human_agreement'"
