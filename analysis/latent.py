@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +36,7 @@ from analysis.stats.latent_models import (
     mode_groups,
     outcome_labels,
 )
+from analysis.stats.spec import CardField, Headline, Inputs, Section, Tables, TableSpec
 from analysis.stats.winrate import ITEM_KEYS, check_reference, outcome_rates
 from core.cells import write_csv
 from core.intervals import percentile_ci, positive_int, trusted_bootstrap
@@ -202,8 +203,8 @@ def latent_tables(
         for name, table in _fit_tables(group, n_boot, seed, refit_boot, with_glad).items():
             parts.setdefault(name, []).append(table.assign(mode=mode))
     tables = {name: _mode_first(pd.concat(frames, ignore_index=True)) for name, frames in parts.items()}
-    if tables and tables["latent_duplicates"].empty:
-        del tables["latent_duplicates"]
+    if tables and LATENT_DUPLICATES.need(tables).empty:
+        del tables[LATENT_DUPLICATES.key]
     return tables
 
 
@@ -250,7 +251,7 @@ def unknown_raters(workers: pd.Series, names: Sequence[str]) -> list[str]:
 
 def duplicate_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     """One warning per pair of raters that answer (nearly) alike, saying what it does to the latent model."""
-    dup = tables.get("latent_duplicates")
+    dup = LATENT_DUPLICATES.of(tables)
     if dup is None or dup.empty:
         return []
     return [
@@ -268,7 +269,7 @@ def note_duplicates(tables: dict[str, pd.DataFrame]) -> None:
         print(f"warning: {line}", file=sys.stderr)
 
 
-SECTION_TITLE = "Latent truth (Dawid–Skene, MACE, majority vote)"
+SECTION_TITLE: str = Section.latent
 SECTION_TEXT = (
     "One fit per judge mode: its raters are that mode's judges (each judge once) and the human annotators; "
     "an item is (instance, generator, dimension) with the rater's win / tie / loss vs the reference. "
@@ -347,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():
         write_csv(table, out / f"{name}.csv")
-    for _, part in tables["latent_competence"].groupby("method", sort=False):
+    for _, part in LATENT_COMPETENCE.need(tables).groupby("method", sort=False):
         print(part.dropna(axis=1, how="all").round(3).to_string(index=False), end="\n\n")
     print(f"{len(tables)} tables -> {out}", file=sys.stderr)
     return 0
@@ -355,3 +356,84 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _latent(key: str) -> Callable[[Inputs, Tables], pd.DataFrame | None]:
+    """One table of the latent fits (`latent_tables`: one fit per study, shared by the latent tables)."""
+
+    def compute(s: Inputs, _: Tables) -> pd.DataFrame | None:
+        fits: dict[str, pd.DataFrame] = s.shared(
+            "latent", lambda: latent_tables(s.cands, s.humans, s.reference, s.n_boot, s.seed)
+        )
+        return fits.get(key)
+
+    return compute
+
+
+def _rater_judge(table: pd.DataFrame) -> pd.DataFrame:
+    """A latent table with the judge of each rater label ``judge [mode]`` (a ``human:`` name stays)."""
+    if "rater" not in table:
+        return table
+    return table.assign(judge=table["rater"].astype(str).str.replace(r" \[[^\]]*\]$", "", regex=True))
+
+
+LATENT_COMPETENCE: TableSpec = TableSpec(
+    "latent_competence",
+    _latent("latent_competence"),
+    ("method", "mode", "rater", "accuracy", "accuracy_lo", "accuracy_hi"),
+    section=Section.latent,
+    headline=Headline("accuracy", "max", "highest accuracy"),
+    card=CardField(
+        "Latent-model competence (accuracy vs the latent label)",
+        ("method", "mode", "rater", "accuracy", "accuracy_lo", "accuracy_hi"),
+        "fewer than 3 raters (judges of one mode and annotators)",
+        order=80,
+        read=_rater_judge,
+    ),
+    meanings={
+        "method": "latent-truth model (Dawid-Skene, MACE, GLAD, majority vote)",
+        "ci": "95% CI",
+        "accuracy": "share matching the latent label",
+        "competence": "latent-model competence of the rater",
+        "model_accuracy": "accuracy from the model's confusion",
+        "mv_agreement": "agreement with the majority vote",
+    },
+)
+LATENT_CONFUSION: TableSpec = TableSpec(
+    "latent_confusion",
+    _latent("latent_confusion"),
+    ("mode", "rater", "observed"),
+    section=Section.latent,
+    meanings={
+        "observed": "rater's label (row) vs the latent label (columns)",
+    },
+)
+LATENT_POSTERIORS: TableSpec = TableSpec(
+    "latent_posteriors",
+    _latent("latent_posteriors"),
+    ("mode", "latent", "entropy_bits"),
+    section=Section.latent,
+    meanings={
+        "instance_id": "dataset instance",
+        "task": "item of the latent model",
+        "latent": "the latent model's most probable label",
+        "votes": "the raters' labels",
+        "entropy_bits": "posterior entropy (bits)",
+    },
+)
+LATENT_WINRATE: TableSpec = TableSpec(
+    "latent_winrate",
+    _latent("latent_winrate"),
+    ("method", "mode", "rater", "source", "dimension", "n", "win", "delta_win"),
+    section=Section.latent,
+    headline=Headline("win", "max", "highest win rate"),
+)
+LATENT_DUPLICATES: TableSpec = TableSpec(
+    "latent_duplicates",
+    _latent("latent_duplicates"),
+    ("rater_a", "rater_b", "mode"),
+    section=Section.latent,
+    meanings={
+        "share_equal": "share of the items both raters labelled on which they give the same label (≥ 0.95: the latent models count one answer twice)",
+    },
+)

@@ -28,10 +28,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.load import modes
 from analysis.load.collect import load_results
+from analysis.stats import modes
 from analysis.stats.humans import pair_outcomes
 from analysis.stats.scores import CONTEXT_KEYS, ORIGINAL, candidate_scores, perturbation_names
+from analysis.stats.spec import CardField, TableSpec
+from analysis.stats.study import unperturbed as unperturbed  # its home; the commands read it from here
 from analysis.stats.winrate import check_reference
 from core.cells import write_csv
 from core.intervals import grouped_mean_ci, positive_int, wilson_interval
@@ -41,17 +43,6 @@ PROMPT_ONLY = frozenset(
     {"order", "labels"}
 )  # perturbations of how a several-candidates prompt shows the texts
 PAIR = ["judge", "mode", "instance_id", "candidate_id", "source", "dimension"]
-
-
-def unperturbed(results: pd.DataFrame) -> pd.DataFrame:
-    """The rows of no robustness perturbation (`none`, or empty in a run without the column; the viewer's
-    rule): the study's tables score these only, since a candidate's perturbed copies pooled with it moved its
-    score (3 unperturbed and 1 padded made 2). `robustness_table` reads the perturbed rows. No-op without the
-    column."""
-    if "perturbation" not in results:
-        return results
-    keep = perturbation_names(results["perturbation"]) == ORIGINAL
-    return results if keep.all() else results.loc[keep]
 
 
 def note_perturbed(results: pd.DataFrame, kept: pd.DataFrame) -> None:
@@ -207,3 +198,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+ROBUSTNESS: TableSpec = TableSpec(  # card-only: the perturbed rows (experiment=robustness)
+    "robustness",
+    lambda s, _: robustness_table(s.results, n_boot=s.n_boot, seed=s.seed),
+    ("judge", "mode", "perturbation", "dimension", "n", "shift", "flip_rate"),
+    card=CardField(
+        "Robustness (score shift under perturbation, flip rate)",
+        ("mode", "perturbation", "dimension", "n", "shift", "shift_lo", "shift_hi", "flip_rate"),
+        "no experiment=robustness run",
+        order=70,
+    ),
+    report=False,
+)

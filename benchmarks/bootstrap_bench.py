@@ -24,8 +24,7 @@ from crowdkit.aggregation import MACE
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project, when run as a script
 
 from analysis import latent  # noqa: E402
-from analysis.card import null_ranges  # noqa: E402
-from analysis.stats import consistency, illusion, latent_models  # noqa: E402
+from analysis.stats import consistency, illusion, latent_models, null_ranges  # noqa: E402
 from analysis.stats.agreement import cohen_kappa, pair_agreement  # noqa: E402
 from analysis.stats.reliability import alpha_with_ci  # noqa: E402
 from core.intervals import positive_int  # noqa: E402
@@ -94,7 +93,7 @@ def baseline_position_null(results: pd.DataFrame, n_reps: int) -> np.ndarray:
         for idx in groups:
             pos[idx] = pos[rng.permutation(idx)]
         shown = others.merge(slots.assign(position=pos), on=[*prompt, "candidate_id"], how="left")
-        out.append(null_ranges.furthest_position(consistency.position_bias(shown))["excess"].to_numpy())
+        out.append(consistency.furthest_position(consistency.position_bias(shown))["excess"].to_numpy())
     return np.array(out)
 
 

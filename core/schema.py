@@ -191,7 +191,7 @@ FLOAT_COLUMNS: dict[str, str] = {c.name: "float64" for c in SCHEMA if c.dtype ==
 TEXT_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.dtype == "string" and c.analysis)
 # true/false columns: a CSV holds their text ("False"), which must be parsed, never read by truthiness
 FLAG_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.dtype in ("bool", "boolean") and c.analysis)
-# whole-number columns the analysis reads as numbers (the token counts behind analysis.report.costs, retries)
+# whole-number columns the analysis reads as numbers (the token counts behind analysis.stats.costs, retries)
 COUNT_COLUMNS: tuple[str, ...] = ("prompt_tokens", "completion_tokens", "retries")
 # what the analysis cannot do without
 REQUIRED: tuple[str, ...] = ("judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score")

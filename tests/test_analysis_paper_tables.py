@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.echoreview import paper as echoreview_paper
 from analysis.load.synthetic import synthetic_humans, synthetic_results
 from analysis.report import paper_tables as pt
 from analysis.report.build import compute_tables
@@ -592,9 +593,9 @@ def test_echoreview_tables_compile_in_a_column_or_across_the_page(tmp_path) -> N
             for o in ("a", "bb")
         ]
     )
-    parts = pt.split_wide(pt.echoreview_pairwise(wide))
+    parts = pt.split_wide(echoreview_paper.echoreview_pairwise(wide))
     assert len(parts) > 1 and all("protocol" in p.frame for p in parts)
-    (tmp_path / "wide.tex").write_text(pt.to_latex([pt.echoreview_pairwise(wide)]))
+    (tmp_path / "wide.tex").write_text(pt.to_latex([echoreview_paper.echoreview_pairwise(wide)]))
     (tmp_path / "paper.tex").write_text(
         "\\documentclass[twocolumn]{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
         f"\\input{{{run / 'echoreview_quality'}}}\n\\input{{{run / 'echoreview_pairwise'}}}\n\\input{{wide}}\n"

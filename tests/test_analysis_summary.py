@@ -255,7 +255,9 @@ def test_every_column_of_the_report_is_in_the_glossary() -> None:
 
     tables = compute_tables(study, synthetic_humans(study, seed=2), n_boot=20)
     unknown = {f"{name}.{col}" for name, t in tables.items() for col in t.columns if describe(col) is None}
-    assert not unknown, f"add these columns to analysis.report.glossary.GLOSSARY: {sorted(unknown)}"
+    assert not unknown, (
+        f"declare these columns' meanings beside their tables (TableSpec.meanings): {sorted(unknown)}"
+    )
 
 
 def test_leaderboard_parse_rate_is_the_manifests_a_call_with_any_unscored_row_is_unscored() -> None:

@@ -18,8 +18,7 @@ from statsmodels.stats import inter_rater
 from statsmodels.stats.multitest import multipletests
 
 from analysis import latent
-from analysis.card import null_ranges
-from analysis.stats import consistency, illusion, latent_models
+from analysis.stats import consistency, illusion, latent_models, null_ranges
 from analysis.stats.agreement import cohen_kappa, pair_agreement
 from analysis.stats.reliability import alpha_with_ci, fleiss_with_ci
 from analysis.stats.study import study_candidates
@@ -242,7 +241,7 @@ def reference_position_null(results: pd.DataFrame, perms: np.ndarray) -> np.ndar
     for perm in perms:
         new = slots.assign(position=slots["position"].to_numpy()[perm])
         shown = others.merge(new, on=[*prompt, "candidate_id"], how="left")
-        out.append(null_ranges.furthest_position(consistency.position_bias(shown))["excess"].to_numpy())
+        out.append(consistency.furthest_position(consistency.position_bias(shown))["excess"].to_numpy())
     return np.array(out)
 
 

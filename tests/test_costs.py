@@ -12,8 +12,8 @@ import yaml
 
 from analysis.load.collect import load_results
 from analysis.report.build import UNKNOWN, overview
-from analysis.report.costs import call_costs
 from analysis.report.summary import leaderboard
+from analysis.stats.costs import call_costs
 from experiments.datasets.loader import Candidate, Instance, Paper
 from experiments.modes import build_prompts
 from experiments.modes.independent import Independent

@@ -13,13 +13,12 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.textpath import TextPath
 
 from analysis.card import cli as card_cli
-from analysis.card import null_ranges
 from analysis.load.synthetic import synthetic_results
 from analysis.report import cli as report_cli
 from analysis.report import plots
 from analysis.report.build import compute_tables
 from analysis.report.render import PNG_DPI, rendered
-from analysis.stats import corrected
+from analysis.stats import corrected, null_ranges
 from tests.support.studies import ROOT, cli_env
 
 #: never needed to print a command's usage

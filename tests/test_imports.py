@@ -48,11 +48,11 @@ LAZY: dict[tuple[str, str], str] = {
     ("analysis/report/build.py", "analysis.report.render"): "matplotlib: only when the report is written",
     ("analysis/report/__main__.py", "analysis.report.build"): "after the arguments parse (--help)",
     ("analysis/card/__main__.py", "analysis.card.build"): "after the arguments parse (--help)",
-    ("analysis/tables/declarations.py", "analysis.report.plots"): "matplotlib: only when a figure is drawn",
     # the viewer's start (issue 35): scipy and statsmodels only when a page or a --humans file needs them
     ("analysis/view/data.py", "analysis.stats.humans"): "scipy, statsmodels: only for --humans",
     ("analysis/view/server.py", "analysis.load.collect"): "scipy, statsmodels: only for --humans",
     ("analysis/view/server.py", "analysis.stats.scores"): "scipy: only once an item page is drawn",
+    ("analysis/report/build.py", "analysis.report.plots"): "matplotlib: only when a figure is drawn",
     # no heavy library: left while a concurrent change to the card is merged; move to module level after
 }
 
@@ -228,3 +228,52 @@ def test_no_import_cycle_between_files_counting_type_only_imports() -> None:
 
 def test_the_cycle_finder_sees_a_type_only_cycle() -> None:
     assert import_cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+
+
+def analysis_folder(module: str, root: Path = ROOT) -> str | None:
+    """The folder of an analysis/ module (``analysis.stats`` for analysis.stats.scores), or the module itself
+    for a top-level command module (``analysis.robustness``); None outside analysis/."""
+    parts = module.split(".")
+    if parts[0] != "analysis":
+        return None
+    if len(parts) >= 2 and (root / parts[0] / parts[1]).is_dir():
+        return ".".join(parts[:2])
+    return module
+
+
+def analysis_folder_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """folder -> the analysis/ folders its modules import (every import, type-only and function-level ones
+    too), from `project_import_graph`."""
+    folders: dict[str, set[str]] = {}
+    for module, imported in project_import_graph(root).items():
+        here = analysis_folder(module, root)
+        if here is None:
+            continue
+        edges = folders.setdefault(here, set())
+        edges |= {f for f in (analysis_folder(m, root) for m in imported) if f is not None and f != here}
+    return folders
+
+
+def test_no_import_cycle_between_analysis_folders() -> None:
+    """Imports inside analysis/ run one way (issue 36, item 1): stats (with the declaration types,
+    analysis.stats.spec) <- tables (which collects) <- report, card and view (which render)."""
+    graph = analysis_folder_graph()
+    assert import_cycles(graph) == []
+    assert (
+        "analysis.tables" not in graph["analysis.stats"] and "analysis.report" not in graph["analysis.tables"]
+    )
+    assert {"analysis.card", "analysis.view"}.isdisjoint(graph["analysis.tables"] | graph["analysis.stats"])
+
+
+def test_the_folder_graph_sees_a_cycle_between_folders(tmp_path: Path) -> None:
+    """The folder check can fail: two folders whose modules import each other (one only for type checking)."""
+    for folder in ("stats", "tables"):
+        (tmp_path / "analysis" / folder).mkdir(parents=True)
+        (tmp_path / "analysis" / folder / "__init__.py").write_text("")
+    (tmp_path / "analysis" / "__init__.py").write_text("")
+    (tmp_path / "analysis" / "stats" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from analysis.tables import b\n"
+    )
+    (tmp_path / "analysis" / "tables" / "b.py").write_text("from analysis.stats import a\n")
+    graph = analysis_folder_graph(tmp_path)
+    assert import_cycles(graph) == [["analysis.stats", "analysis.tables"]]

@@ -14,8 +14,8 @@ import pytest
 
 from analysis.load.checks import ResultsError, row_groups
 from analysis.load.collect import REPORT_COLUMNS, combine_categories, load_results, map_categories, prepare
-from analysis.load.modes import fill_mode_kinds, kinds_by_mode
 from analysis.load.synthetic import synthetic_results
+from analysis.stats.modes import fill_mode_kinds, kinds_by_mode
 from core.modes import ModeKind
 from tests.support.studies import cli_env
 

@@ -15,6 +15,7 @@ from statsmodels.stats.multitest import multipletests
 from analysis.load.synthetic import synthetic_humans, synthetic_results
 from analysis.report.build import compute_tables
 from analysis.stats import multiplicity
+from analysis.tables import declarations
 from tests.support.studies import cli_env
 
 
@@ -38,8 +39,9 @@ def test_families_are_fixed_by_the_design_and_significance_on_q() -> None:
         "pairwise_bias": pd.DataFrame({"first_p": [0.01]}),
         "other": pd.DataFrame({"p": [0.0001]}),  # not a declared test: left alone
     }
-    family = multiplicity.add_q_values(tables)
-    assert list(family["table"]) == ["mode_shift", "mode_shift_combined", "self_preference", "pairwise_bias"]
+    family = multiplicity.add_q_values(tables, declarations.p_columns(), families=declarations.p_families())
+    # in the order the tables are declared (`TableSpec.p_column`, `p_family` beside each statistic)
+    assert list(family["table"]) == ["mode_shift", "mode_shift_combined", "pairwise_bias", "self_preference"]
     assert list(family["test_family"]) == ["mode_shift", "mode_shift_combined", "bias", "bias"]
     assert (
         multiplicity.family_size(family, "bias") == 3 and multiplicity.family_size(family, "mode_shift") == 2
@@ -47,9 +49,9 @@ def test_families_are_fixed_by_the_design_and_significance_on_q() -> None:
     q = multipletests([0.01, 0.04], method="fdr_bh")[1]
     assert tables["mode_shift"]["mcnemar_p_q"].tolist() == pytest.approx(q)  # [0.02, 0.04]: its own family
     assert tables["mode_shift_combined"]["mcnemar_p_q"].tolist() == pytest.approx([0.02])
-    bias = multipletests([0.03, 0.2, 0.01], method="fdr_bh")[1]
-    assert tables["self_preference"]["p_q"].tolist() == pytest.approx(bias[:2])
-    assert tables["pairwise_bias"]["first_p_q"].tolist() == pytest.approx(bias[2:])
+    bias = multipletests([0.01, 0.03, 0.2], method="fdr_bh")[1]
+    assert tables["self_preference"]["p_q"].tolist() == pytest.approx(bias[1:])
+    assert tables["pairwise_bias"]["first_p_q"].tolist() == pytest.approx(bias[:1])
     assert list(tables["mode_shift"].columns) == ["mcnemar_p", "mcnemar_p_q", "significant"]
     assert tables["mode_shift"]["significant"].tolist() == [True, True]
     assert "p_q" not in tables["other"]
@@ -60,8 +62,9 @@ def test_families_are_fixed_by_the_design_and_significance_on_q() -> None:
 def test_a_family_s_q_values_ignore_another_family_s_inputs() -> None:
     base = {"mode_shift": pd.DataFrame({"mcnemar_p": [0.01, 0.04, 0.3]})}
     more = {**base, "preference_gap": pd.DataFrame({"mcnemar_p": np.linspace(0.2, 0.9, 30)})}
-    multiplicity.add_q_values(base)
-    multiplicity.add_q_values(more)
+    p_columns, families = declarations.p_columns(), declarations.p_families()
+    multiplicity.add_q_values(base, p_columns, families=families)
+    multiplicity.add_q_values(more, p_columns, families=families)
     assert base["mode_shift"]["mcnemar_p_q"].tolist() == more["mode_shift"]["mcnemar_p_q"].tolist()
 
 

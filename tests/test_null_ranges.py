@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from analysis.card import null_ranges
+from analysis.stats import null_ranges
 from analysis.stats.agreement import cohen_kappa
 from analysis.stats.study import study_candidates
 

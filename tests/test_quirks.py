@@ -122,7 +122,7 @@ def test_dropped_temperature_is_recorded_truthfully(tmp_path: Path) -> None:
         and manifest["request"]["sent"]["max_completion_tokens"] == 160
     )
 
-    from analysis.report.provider_params import request_changes
+    from analysis.load.provider_params import request_changes
 
     flagged = request_changes(tmp_path)
     assert isinstance(flagged, pd.DataFrame) and list(flagged["parameter"]) == ["temperature"]

@@ -16,7 +16,7 @@ from analysis import drift
 from analysis.annotate import files as annotate_io
 from analysis.card import build as card
 from analysis.load import collect, shards
-from analysis.report import provider_params as requests
+from analysis.load import provider_params as requests
 from analysis.view import sql as viewsql
 from core import schema
 from core.schema import (

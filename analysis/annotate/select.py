@@ -29,11 +29,11 @@ import pandas as pd
 
 from analysis import latent
 from analysis.annotate import files as io
-from analysis.load import modes
+from analysis.latent import LATENT_COMPETENCE
 from analysis.load.checks import csv_line
 from analysis.load.collect import load_humans, load_results
 from analysis.robustness import note_perturbed, unperturbed
-from analysis.stats import latent_models
+from analysis.stats import latent_models, modes
 from analysis.stats.corrected import RULE
 from analysis.stats.humans import (
     DESIGN,
@@ -292,7 +292,7 @@ def _recompute(root: str, labels: pd.DataFrame) -> None:
     note_perturbed(results, unperturbed(results))
     tables = latent.latent_tables(results, labels, n_boot=200)  # unperturbed rows only
     if tables:
-        comp = tables["latent_competence"]
+        comp = LATENT_COMPETENCE.need(tables)
         print(comp.loc[comp["method"] == "Dawid-Skene"].round(3).to_string(index=False))
 
 

@@ -21,13 +21,15 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from analysis import latent
-from analysis.card import cli, null_ranges
+from analysis.card import cli
 from analysis.card.markdown import card_markdown
+from analysis.latent import LATENT_DUPLICATES
 from analysis.load.checks import LabelCoverage
 from analysis.load.collect import find_results, load_results, split_rubric
 from analysis.load.completeness import checked_humans, provider_failures, run_status
 from analysis.report.summary import banner_lines, parse_rate
 from analysis.robustness import note_perturbed, unperturbed
+from analysis.stats import null_ranges
 from analysis.tables import registry
 from analysis.tables.declarations import card_specs
 from analysis.tables.registry import StudyInputs
@@ -132,7 +134,7 @@ def study_tables(
 ) -> dict[str, pd.DataFrame]:
     """Every table a card draws from, keyed by field: the report's own tables (`registry.compute_tables`, so a
     card and the report show one value) and the card-only ones (`robustness`, the `flags` of
-    `analysis.card.null_ranges`), each as its declaration's `CardField.read` reads it; and `latent_duplicates`,
+    `analysis.stats.null_ranges`), each as its declaration's `CardField.read` reads it; and `latent_duplicates`,
     one row per rater of a pair, for the cards' notes."""
     inputs = StudyInputs(results, humans, reference, n_boot, seed, n_null=n_null)
     computed = registry.compute_tables(inputs, report_only=False)
@@ -141,11 +143,11 @@ def study_tables(
         assert spec.card is not None
         table = computed.get(spec.key, pd.DataFrame())
         tables[spec.key] = spec.card.read(table) if spec.card.read else table
-    tables["latent_duplicates"] = computed.get("latent_duplicates", pd.DataFrame())
-    if "latent_duplicates" in computed:  # one row per rater of a pair, so each judge's card can say so
-        dup = computed["latent_duplicates"]
+    dup = LATENT_DUPLICATES.of(computed)
+    tables[LATENT_DUPLICATES.key] = pd.DataFrame() if dup is None else dup
+    if dup is not None:  # one row per rater of a pair, so each judge's card can say so
         each = [dup.assign(judge=_rater_judge(dup[a]), rater=dup[a]) for a in ("rater_a", "rater_b")]
-        tables["latent_duplicates"] = pd.concat(each, ignore_index=True)
+        tables[LATENT_DUPLICATES.key] = pd.concat(each, ignore_index=True)
     return tables
 
 
@@ -204,7 +206,7 @@ def make_card(
         card[spec.key] = _records(part, spec.card.columns)
         if not card[spec.key]:
             notes.append(f"{spec.key}: {spec.card.why_empty}")
-    notes += _duplicate_notes(judge, tables.get("latent_duplicates", pd.DataFrame()))
+    notes += _duplicate_notes(judge, tables.get(LATENT_DUPLICATES.key, pd.DataFrame()))
     card["notes"] = notes
     return {k: card[k] for k in card_fields()}
 
@@ -254,7 +256,7 @@ def write_cards(
     else:
         tables = study_tables(results, humans, n_boot, seed, n_null=n_null) | (extra or {})
         note_perturbed(results, unperturbed(results))
-        latent.note_duplicates({"latent_duplicates": _pairs(tables.get("latent_duplicates"))})
+        latent.note_duplicates({LATENT_DUPLICATES.key: _pairs(LATENT_DUPLICATES.of(tables))})
         duplicates = duplicate_raters(results, status)
         judges = sorted(map(str, results["judge"].dropna().unique()))
     cards = []

@@ -11,7 +11,7 @@ DESCRIPTION = "`python -m analysis.card <run-or-multirun-dir> [--humans FILE] [-
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command's argument parser; --n-null left unset means `analysis.card.null_ranges.N_REPS`."""
+    """The command's argument parser; --n-null left unset means `analysis.stats.null_ranges.N_REPS`."""
     parser = argparse.ArgumentParser(prog="python -m analysis.card", description=DESCRIPTION)
     parser.add_argument("root", help="a run or multirun folder (searched recursively)")
     parser.add_argument("--humans", help="human labels CSV")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from analysis.stats.null_ranges import FLAGS
 from analysis.tables.declarations import card_specs  # the declared card fields
 
 
@@ -49,9 +50,11 @@ def card_markdown(card: dict[str, Any]) -> str:
         f"- latency: {latency}",
     ]
     flagged = [
-        f"{f['field']} {f['mode']} {f['dimension']} {f['group']}".strip() for f in card["flags"] if f["flag"]
+        f"{f['field']} {f['mode']} {f['dimension']} {f['group']}".strip()
+        for f in card[FLAGS.key]
+        if f["flag"]
     ]
-    tested = sum(1 for f in card["flags"] if f.get("p") is not None)
+    tested = sum(1 for f in card[FLAGS.key] if f.get("p") is not None)
     family = f" (Holm across this card's {tested} tests, family-wise error 5%)" if tested else ""
     head.append(f"- flags: {'; '.join(flagged) if flagged else 'none'}{family}")
     body = []

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.echoreview.rows import present, refuse_duplicates, split_runs
-from analysis.load.modes import kinds_by_mode, modes_of
+from analysis.stats.modes import kinds_by_mode, modes_of
 from core.intervals import percentile_ci
 from core.modes import ModeKind
 

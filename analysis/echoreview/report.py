@@ -24,9 +24,10 @@ import pandas as pd
 
 from analysis.echoreview.metrics import QUALITY_TEMPERATURE, overall_quality, quality_by_source
 from analysis.echoreview.pairwise import comparisons, win_rates
+from analysis.echoreview.paper import echoreview_pairwise, echoreview_quality
 from analysis.load.collect import load_results
-from analysis.load.modes import kinds_by_mode, modes_of
-from analysis.report.paper_tables import echoreview_pairwise, echoreview_quality, to_latex
+from analysis.report.paper_tables import to_latex
+from analysis.stats.modes import kinds_by_mode, modes_of
 from core.cells import md_cell, write_csv
 from core.intervals import positive_int
 from core.modes import ModeKind

@@ -21,7 +21,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.load import modes
 from analysis.load.checks import (
     IDENTITY,
     MISSING_TEXT,
@@ -39,6 +38,7 @@ from analysis.load.checks import (
 )
 from analysis.load.files import find_results, symlinked_runs
 from analysis.load.shards import merged_run_ids
+from analysis.stats import modes
 from analysis.stats.humans import LABEL_TEXT, check_humans, first_duplicate
 from analysis.stats.scores import DIRECTION, as_bool, map_distinct, perturbation_names
 from core.cells import unescape_text
@@ -287,7 +287,7 @@ def prepare(results: pd.DataFrame, studies: Mapping[str, str] | None = None) -> 
             out["perturbation"], lambda p: str(perturbation_names(pd.Series([p], dtype=object))[0])
         )
     out = label_overlapping_runs(out, studies or {})
-    if "mode" in out:  # the analysis picks its tables by kind (analysis.load.modes), whatever wrote the rows
+    if "mode" in out:  # the analysis picks its tables by kind (analysis.stats.modes), whatever wrote the rows
         out[modes.COLUMN] = modes.fill_mode_kinds(out)
     for col in KEY_COLUMNS:
         if col in out and not isinstance(out[col].dtype, pd.CategoricalDtype):

@@ -29,7 +29,7 @@ from analysis.load.checks import (
 )
 from analysis.load.collect import load_humans
 from analysis.load.files import RESULTS_FILES, find_results
-from analysis.report.costs import no_completion
+from analysis.stats.costs import no_completion
 from analysis.stats.humans import check_dimensions
 from core.cells import unescape_text
 from core.run_config import RunConfig, RunConfigError, read_run_config

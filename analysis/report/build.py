@@ -23,6 +23,7 @@ from analysis.report.paper_tables import alignment_note, parse_alignment, write_
 from analysis.report.summary import banner_lines
 from analysis.robustness import note_perturbed, unperturbed
 from analysis.stats import corrected, winrate
+from analysis.stats.spec import Section
 from analysis.tables import registry
 from analysis.tables.declarations import (
     UNKNOWN,
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 Tables = dict[str, pd.DataFrame]
 __all__ = ["UNKNOWN", "build_figures", "combined_label", "compute_tables", "main", "overview", "score_raters"]
 _winrate_tables = winrate_tables  # the win-rate and mode-shift tables of a candidate table, on their own
-COMBINED = "Judges combined"  # the report section of the combined-judge tables
+COMBINED = Section.combined  # the report section of the combined-judge tables
 
 
 def compute_tables(
@@ -69,7 +70,9 @@ def build_figures(
     results: pd.DataFrame, tables: Tables, humans: pd.DataFrame | None = None, reference: str = "reference"
 ) -> dict[str, Figure | None]:
     """Figures keyed by name (None where there is nothing to draw): each declared table's figure."""
-    return registry.draw_figures(tables, StudyInputs(results, humans, reference))
+    from analysis.report import plots  # matplotlib: only when a figure is drawn
+
+    return registry.draw_figures(tables, StudyInputs(results, humans, reference), plots)
 
 
 def without_combined(tables: Tables, duplicates: pd.DataFrame) -> Tables:

@@ -23,9 +23,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.echoreview.metrics import QUALITY_TEMPERATURE
 from analysis.load.collect import rubric_column, split_rubric
-from analysis.tables.declarations import spec
+from analysis.stats.corrected import CORRECTED_ESTIMATES
+from analysis.stats.humans import HUMAN_MAJORITY
+from analysis.stats.illusion import ALIGNMENT, EXPERT_VS_JUDGE, PREFERENCE_GAP, WINNER_AGREEMENT_BY_KIND
+from analysis.stats.winrate import WINRATE
+from analysis.tables.combined import (
+    BEST_OF_K_SCORES,
+    MODE_SHIFT,
+    MODE_SHIFT_COMBINED,
+    OVERVIEW,
+    WINRATE_COMBINED,
+)
 from core.cells import md_cell
 
 Tables = dict[str, pd.DataFrame]
@@ -42,13 +51,6 @@ class PaperTable:
     note: str
     frame: pd.DataFrame
     spanners: tuple[tuple[str, tuple[str, ...]], ...] = ()
-
-
-def _read(tables: Tables, key: str) -> pd.DataFrame | None:
-    """The report's table `key` (None when absent); `key` must be a declared table (`analysis.tables.declarations`), so a
-    renamed declaration fails here instead of silently leaving its paper table out."""
-    spec(key)
-    return tables.get(key)
 
 
 def mean_sd(mean: float, sd: float, digits: int = 2) -> str:
@@ -92,7 +94,7 @@ def _ordered(frame: pd.DataFrame, reference: str = "reference") -> pd.DataFrame:
 
 def best_five(tables: Tables, reference: str = "reference") -> PaperTable | None:
     """Best-of-K mean ± sd per judge × mode × source (rows) and dimension (columns)."""
-    scores = _read(tables, "best_of_k_scores")
+    scores = BEST_OF_K_SCORES.of(tables)
     if scores is None or scores.empty:
         return None
     cells = scores.assign(
@@ -163,7 +165,7 @@ def _pivot(
 def best_five_pivot(tables: Tables, reference: str = "reference") -> PaperTable | None:
     """RQ-Bench's best-of-K table: mean ± sd (n instances) per generator (rows) and dimension (columns), the
     judges (and their means) as column groups."""
-    scores = _read(tables, "best_of_k_scores")
+    scores = BEST_OF_K_SCORES.of(tables)
     if scores is None or scores.empty:
         return None
     cell = pd.Series(
@@ -241,7 +243,7 @@ def mode_shift_table(tables: Tables) -> PaperTable | None:
     """The independent → comparative shift per judge × generator (rows) and dimension (column groups) on
     the paired instances: n, the win and tie rates before → after, the shifts, and McNemar's q (BH) where
     the report corrected its p-values, else p."""
-    frames = [t for t in (_read(tables, "mode_shift"), _read(tables, "mode_shift_combined")) if t is not None]
+    frames = [t for t in (MODE_SHIFT.of(tables), MODE_SHIFT_COMBINED.of(tables)) if t is not None]
     if not frames:
         return None
     shift = _ordered(pd.concat(frames, ignore_index=True).astype({"judge": str, "source": str}))
@@ -275,7 +277,7 @@ def mode_shift_table(tables: Tables) -> PaperTable | None:
 def experts_and_judges(tables: Tables) -> PaperTable | None:
     """Experts and judges on the same pairs: one row per rater (each expert, each judge, the majority), one
     column group per dimension (n, reference preferred, generated preferred, tie)."""
-    table = _read(tables, "expert_vs_judge")
+    table = EXPERT_VS_JUDGE.of(tables)
     if table is None or table.empty:
         return None
     rows = _rater_rows(table)
@@ -313,8 +315,8 @@ def _n_judges(n: int, judges: int) -> str:
 
 def _rates(tables: Tables) -> pd.DataFrame:
     """Per-judge and `mean`-combined win/tie/loss rows (judge, mode, source, dimension, n, win, tie, loss)."""
-    frames = [t for t in (_read(tables, "winrate"),) if t is not None]
-    combined = _read(tables, "winrate_combined")
+    frames = [t for t in (WINRATE.of(tables),) if t is not None]
+    combined = WINRATE_COMBINED.of(tables)
     if combined is not None:
         frames.append(combined.loc[combined["combine"] == "mean"])
     if not frames:
@@ -324,7 +326,7 @@ def _rates(tables: Tables) -> pd.DataFrame:
 
 
 def _shifts(tables: Tables) -> pd.DataFrame:
-    frames = [t for t in (_read(tables, "mode_shift"), _read(tables, "mode_shift_combined")) if t is not None]
+    frames = [t for t in (MODE_SHIFT.of(tables), MODE_SHIFT_COMBINED.of(tables)) if t is not None]
     if not frames:
         return pd.DataFrame(columns=["judge", "source", "dimension"])
     cols = ["judge", "source", "dimension", "n", *PAIRED, "delta_win", "delta_tie", "mcnemar_p"]
@@ -414,7 +416,7 @@ def _points(delta: float) -> str:
 def preference_gap(tables: Tables) -> PaperTable | None:
     """The experts' strict majority and each judge's win rate on the same pairs, the gap with its CI and p,
     and how many pairs had no strict majority; rows judge × mode × generator, one column group per dimension."""
-    gap = _read(tables, "preference_gap")
+    gap = PREFERENCE_GAP.of(tables)
     if gap is None or gap.empty:
         return None
     gap = _ordered(gap.astype({c: str for c in ("judge", "mode", "source", "dimension")}))
@@ -432,7 +434,7 @@ def preference_gap(tables: Tables) -> PaperTable | None:
         ),
         ("p", gap["mcnemar_p"].map(p_value).tolist()),
     ]
-    majority = _read(tables, "human_majority")
+    majority = HUMAN_MAJORITY.of(tables)
     note = ""
     if majority is not None and len(majority):
         excluded = majority.astype({"source": str, "dimension": str}).set_index(["source", "dimension"])[
@@ -472,7 +474,7 @@ def _rater_rows(table: pd.DataFrame) -> pd.DataFrame:
 def expert_vs_judge(tables: Tables) -> PaperTable | None:
     """The paper's experts-vs-judges layout: each expert's rates on every pair they rated, each judge's on
     the same candidates, and the strict majority as an extra row (`illusion.rater_rates`)."""
-    table = _read(tables, "expert_vs_judge")
+    table = EXPERT_VS_JUDGE.of(tables)
     if table is None or table.empty:
         return None
     return PaperTable(
@@ -496,7 +498,7 @@ PAPER_KINDS: tuple[tuple[str, str], ...] = (
 def agreement_by_kind(tables: Tables) -> PaperTable | None:
     """Mean agreement on winners over the expert–expert, LLM–LLM (two different judges in one mode) and
     expert–LLM rater pairs (`winner_agreement_by_kind`)."""
-    table = _read(tables, "winner_agreement_by_kind")
+    table = WINNER_AGREEMENT_BY_KIND.of(tables)
     if table is None or table.empty:
         return None
     by_kind = table.assign(kind=table["kind"].astype(str)).set_index("kind")
@@ -523,7 +525,7 @@ def agreement_by_kind(tables: Tables) -> PaperTable | None:
 
 def boundedness_on_rated_pairs(tables: Tables, dimension: str = "source_boundedness") -> PaperTable | None:
     """Each judge's rates on one dimension over the pairs the experts rated (`expert_vs_judge` rows)."""
-    table = _read(tables, "expert_vs_judge")
+    table = EXPERT_VS_JUDGE.of(tables)
     if table is None or table.empty:
         return None
     part = table.loc[
@@ -549,7 +551,7 @@ def boundedness(
 ) -> PaperTable | None:
     """One dimension's best-of-K mean ± sd per judge × mode × generator, with each generator's win and loss
     rates against the reference (the paper's source-boundedness table)."""
-    scores = _read(tables, "best_of_k_scores")
+    scores = BEST_OF_K_SCORES.of(tables)
     if scores is None or not (scores["dimension"].astype(str) == dimension).any():
         return None
     part = scores.loc[scores["dimension"].astype(str) == dimension]
@@ -592,7 +594,7 @@ def parse_alignment(text: str) -> tuple[str, str]:
 
 def alignment_pairs(tables: Tables) -> list[tuple[str, str]]:
     """The (human dimension, judge dimension) pairs the report's `alignment` table holds."""
-    table = _read(tables, "alignment")
+    table = ALIGNMENT.of(tables)
     if table is None or table.empty:
         return []
     pairs = table[["dimension_a", "dimension_b"]].astype(str).drop_duplicates()
@@ -615,7 +617,7 @@ def alignment(tables: Tables, pair: tuple[str, str] | None = None) -> PaperTable
     """Agreement between a human rater's winner on one dimension and each judge's on another, on the same
     pairs, for one chosen pair of dimensions (the paper reports one; default `PAPER_ALIGNMENT`): one row per
     judge, one column per expert and for the majority."""
-    table = _read(tables, "alignment")
+    table = ALIGNMENT.of(tables)
     human, judge = pair or PAPER_ALIGNMENT
     if table is None or table.empty:
         return None
@@ -665,7 +667,7 @@ ESTIMATES: tuple[tuple[str, str], ...] = (
 def corrected_estimates(tables: Tables) -> PaperTable | None:
     """The report's `corrected_estimates` (analysis.stats.corrected, PPI++): judge-only, expert-only and
     prediction-powered estimates with 95% CIs, and the expert labels' effective sample size."""
-    table = _read(tables, "corrected_estimates")
+    table = CORRECTED_ESTIMATES.of(tables)
     if table is None or table.empty:
         return None
     out = table[["judge", "mode", "source", "dimension"]].astype(str).reset_index(drop=True)
@@ -765,81 +767,13 @@ def _one_rubric(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return frame, ""
 
 
-def echoreview_quality(by_source: pd.DataFrame) -> PaperTable:
-    """EchoReview's Overall Quality (`analysis.echoreview.report`'s echoreview_quality.csv): mean [95% CI] per
-    rater (judge, mode) and generator; a rater not recorded at the defined T = 0.1 is starred and named so."""
-    frame, rubric = _one_rubric(by_source)
-    keys = [c for c in ("judge", "rubric", "mode") if c in frame]
-    out = frame[keys].astype(str).assign(generator=frame["source"].astype(str).to_numpy())
-    out["Overall"] = [
-        "" if pd.isna(v) else f"{v:.2f} [{lo:.2f}, {hi:.2f}]"
-        for v, lo, hi in zip(frame["overall"], frame["ci_lo"], frame["ci_hi"], strict=True)
-    ]
-    out["n"] = frame["n"].astype(int).to_numpy()
-    out["unscored"] = frame["n_unscored"].astype(int).to_numpy()
-    temps = frame["temperature"] if "temperature" in frame else pd.Series(np.nan, index=frame.index)
-    ok = (
-        frame["temperature_ok"].astype(bool)
-        if "temperature_ok" in frame
-        else pd.Series(False, index=frame.index)
-    )
-    out["T"] = [
-        ("unknown" if pd.isna(t) else f"{t:g}") + ("" if good else "*")
-        for t, good in zip(temps, ok, strict=True)
-    ]
-    off = (
-        f"; * not recorded at T = {QUALITY_TEMPERATURE:g}, where Overall Quality is defined (three runs): "
-        "not comparable with the others"
-        if not ok.all()
-        else ""
-    )
-    return PaperTable(
-        "echoreview_quality",
-        "EchoReview: Overall Quality",
-        "mean [95% CI over reviews] of each review's mean of the four quality dimensions, averaged over runs, "
-        f"over the n reviews of each generator; unscored reviews left out; T: the judge's temperature{off}{rubric}",
-        out,
-    )
-
-
-def echoreview_pairwise(table: pd.DataFrame) -> PaperTable:
-    """EchoReview's randomized pairwise win rate (echoreview_pairwise.csv): win / tie / loss in percent with
-    95% CIs per judge, dimension, generator pair and order protocol, with the position flips."""
-    frame, rubric = _one_rubric(table)
-    out = frame[[c for c in ("judge", "rubric", "dimension", "generator") if c in frame]].astype(str)
-    out["vs"] = frame["opponent"].astype(str).to_numpy()
-    out["protocol"] = frame["protocol"].astype(str).to_numpy()
-    out["n (pairs)"] = [f"{int(n)} ({int(p)})" for n, p in zip(frame["n"], frame["n_pairs"], strict=True)]
-    for k in OUTCOMES:
-        out[f"{k} %"] = [
-            "" if pd.isna(v) else f"{100 * v:.0f} [{100 * lo:.0f}, {100 * hi:.0f}]"
-            for v, lo, hi in zip(frame[k], frame[f"{k}_lo"], frame[f"{k}_hi"], strict=True)
-        ]
-    out["flips"] = [
-        f"{int(f)}/{int(b)}" for f, b in zip(frame["n_flip"], frame["n_both_orders"], strict=True)
-    ]
-    single = [c for c in ("dimension", "vs") if out[c].nunique() == 1]  # named once in the note, not per row
-    named = "".join(f"; {c} {out[c].iloc[0]}" for c in single)
-    return PaperTable(
-        "echoreview_pairwise",
-        "EchoReview: randomized pairwise win rate",
-        "win / tie / loss of the generator against vs, in percent [95% CI resampling review pairs] over n "
-        "comparisons (review pair × sample; the review pairs in brackets); random order: one presentation "
-        "order per comparison, drawn with a fixed seed; both orders: the verdict where both orders agree, a "
-        "flip counted as a tie; flips: comparisons whose two orders disagree / comparisons with both orders"
-        + named
-        + rubric,
-        out.drop(columns=single),
-    )
-
-
 def paper_tables(tables: Tables, pair: tuple[str, str] | None = None) -> list[PaperTable]:
     """Every paper table the report's tables can fill, in the paper's order; `pair`: the (human, judge)
     dimensions of the alignment table (`--alignment`)."""
     built = [build(tables) for build in BUILDERS]
     built.insert(len(built) - 1, alignment(tables, pair))
     shown = [t for t in built if t is not None]
-    overview = _read(tables, "overview")
+    overview = OVERVIEW.of(tables)
     rubrics = (
         sorted(map(str, overview["rubric"].dropna().unique()))
         if overview is not None and "rubric" in overview

@@ -22,7 +22,9 @@ from analysis.load.collect import rubric_column
 from analysis.report import summary
 from analysis.report.glossary import describe
 from analysis.report.sections import FOLD_ROWS, HUMANS_UNPAIRED, NO_HUMANS, SECTIONS, Section
+from analysis.stats.humans import HUMAN_AGREEMENT
 from analysis.tables.declarations import headlines
+from analysis.tables.leaderboard import LEADERBOARD
 from core.cells import md_cell, write_csv
 
 MD_ROWS = 60  # longer tables are cut in report.md (never in the CSV or the HTML)
@@ -127,7 +129,9 @@ def _section(section: Section, tables: dict[str, pd.DataFrame], pngs: dict[str, 
         f"<p>{html.escape(section.text)}</p>",
     ]
     if not present:
-        given = section.missing == NO_HUMANS and "human_agreement" in tables  # labels given, none usable here
+        given = (
+            section.missing == NO_HUMANS and HUMAN_AGREEMENT.key in tables
+        )  # labels given, none usable here
         missing = HUMANS_UNPAIRED if given else section.missing
         md.append(missing)
         out.append(f"<p><em>{html.escape(missing)}</em></p></section>")
@@ -326,7 +330,7 @@ def write_report(
     title = f"judgescope report — {source}" if source else "judgescope report"
     md_path, html_path = out / "report.md", out / "report.html"
     md_path.write_text(f"# {title}\n\n" + "\n".join(p[0] for p in parts), encoding="utf-8")
-    head = _itables_head() if "leaderboard" in tables and len(tables["leaderboard"]) else ""
+    head = _itables_head() if len(tables.get(LEADERBOARD.key, ())) else ""
     body = "\n".join(p[1] for p in parts)
     html_path.write_text(
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"

@@ -7,24 +7,32 @@ results rows), so a sentence can never disagree with the table it summarises.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from analysis.load.checks import LabelCoverage
-from analysis.load.completeness import provider_failures
-from analysis.report.costs import NO_COMPLETION, call_costs, no_completion, per_1k
 from analysis.stats import multiplicity
-from analysis.stats.scores import usable_mask
+from analysis.stats.humans import HUMAN_AGREEMENT, HUMAN_UNMATCHED
+from analysis.stats.illusion import PREFERENCE_GAP
+from analysis.tables.combined import MODE_SHIFT
+from analysis.tables.declarations import leaderboard  # with every declared table's leaderboard columns
+from analysis.tables.leaderboard import (
+    AGREEMENT,
+    CALL_KEYS,
+    LEADERBOARD,
+    MULTIPLE_TESTING,
+    judge_names,
+    parse_rate,
+)
 from core.intervals import BOOT_MIN_N
 from experiments import power
 
 ALPHA = 0.05
 #: κ_w values closer than this are equal (a tie, not a best judge).
 TIE_TOL = 1e-9
-CALL_KEYS = ["run_id", "prompt_id", "sample_idx"]  # one judgment = one call (a prompt's sample)
+#: the leaderboard and its columns are the tables' (`analysis.tables.leaderboard`); read here by their views
+__all__ = ["AGREEMENT", "CALL_KEYS", "judge_names", "leaderboard", "parse_rate"]
 
 
 def power_sentence(n: int, family: int = 1) -> str:
@@ -35,164 +43,7 @@ def power_sentence(n: int, family: int = 1) -> str:
     return f" Power by design: {note.sentence()}."
 
 
-def _calls(results: pd.DataFrame) -> pd.DataFrame:
-    """One row per judgment (call) with its judge, parse status, cost, latency, cached flag and `answered`
-    (a completion came back: `costs.no_completion`). A call is parsed only when every one of its rows is
-    (experiments.manifest counts it so); a row of unknown status (NaN parse_ok: a run whose table lacks the
-    column) counts as parsed, as scores.usable_mask uses it. Cost, latency and the cached flag are the call's."""
-    keys = [c for c in CALL_KEYS if c in results]
-    results = results.assign(cost_usd=call_costs(results), answered=~no_completion(results))
-    cols = [
-        c
-        for c in ("judge", "parse_ok", "answered", "cost_usd", "latency_s", "cached", *NO_COMPLETION, "raw")
-        if c in results
-    ]  # raw: part of the no-completion evidence (costs.no_completion)
-    if not keys:
-        return results[cols]
-    call = ["judge", *keys]
-    if "parse_ok" in results:
-        parsed = pd.Series(usable_mask(results), index=results.index)
-        every = parsed.groupby([results[k] for k in call], observed=True, dropna=False).transform("all")
-        results = results.assign(parse_ok=every)
-    return results.drop_duplicates(call)[cols]
-
-
-def _answered_parse_rate(calls: pd.DataFrame) -> float:
-    """Share of the answered calls (a completion came back) whose every row parsed; NaN when none was
-    answered. A call the provider failed (rate limit, timeout, error) has no answer to parse: it is counted
-    as a provider failure (`analysis.load.completeness.provider_failures`), never as a parse failure."""
-    answered = calls.loc[calls["answered"].to_numpy(dtype=bool)] if "answered" in calls else calls
-    return float(usable_mask(answered).mean()) if len(answered) else float("nan")
-
-
-def parse_rate(results: pd.DataFrame) -> float | None:
-    """Share of the answered calls whose every row parsed (`_calls`: the manifest's rule, without the calls
-    the provider failed); None without a parse_ok column or without an answered call. The leaderboard and the
-    judge card both report this number."""
-    if "parse_ok" not in results or not len(results):
-        return None
-    rate = _answered_parse_rate(_calls(results))
-    return None if np.isnan(rate) else rate
-
-
-def _per_judge_usage(results: pd.DataFrame) -> pd.DataFrame:
-    """Parse rate (of the answered calls), cost per 1,000 paid judgments (costs.per_1k; NaN = unknown),
-    median latency and time per 1,000 judgments (1,000 × the mean latency, alpaca_eval's "time per 1,000") of
-    the calls sent and the cached replays that carry their original call's latency (older results recorded
-    0 s for a replay: not a latency, left out; the judge card counts the same calls), and the calls the
-    provider failed (`provider_failed`, apart from the parse rate)."""
-    calls = _calls(results)
-    out = []
-    for judge, part in calls.groupby("judge", observed=True, sort=True):
-        latency = part["latency_s"].astype(float) if "latency_s" in part else pd.Series(dtype=float)
-        cached = part["cached"].fillna(False).astype(bool) if "cached" in part else False
-        latency = latency.loc[(~cached | latency.gt(0)).to_numpy()]
-        parsed = _answered_parse_rate(part) if "parse_ok" in part else np.nan
-        out.append(
-            {
-                "judge": str(judge),
-                "judgments": len(part),
-                "parse_rate": parsed,
-                "cost_per_1k": per_1k(part),
-                "median_latency_s": latency.median() if len(latency) else np.nan,
-                "time_per_1k_s": 1000 * latency.mean() if len(latency) else np.nan,
-            }
-        )
-    usage = pd.DataFrame(out)
-    failed = provider_failures(results)[["judge", "provider_failed"]]
-    return usage.merge(failed, on="judge", how="left") if len(usage) else usage
-
-
-def _mean_by_judge(table: pd.DataFrame | None, value: str, name: str) -> pd.DataFrame:
-    if table is None or table.empty or value not in table:
-        return pd.DataFrame(columns=["judge", name])
-    frame = table.assign(judge=table["judge"].astype(str))
-    return frame.groupby("judge", as_index=False)[value].mean().rename(columns={value: name})
-
-
-def _position_by_judge(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Position bias per judge: comparative mode, the largest |win rate − expected| over shown positions
-    (averaged over dimensions); pairwise mode, first_rate − 0.5, first_rate being the share of decided (not
-    tie) verdicts that prefer the first-shown text (consistency.pairwise_bias; averaged over dimensions, NaN
-    when every verdict is a tie); a judge that ran both shows the one further from 0 (a max would hide a
-    pairwise preference for the second-shown text)."""
-    frames = []
-    pos = tables.get("position_bias")
-    if pos is not None and len(pos):
-        gap = pos.assign(judge=pos["judge"].astype(str), _gap=(pos["win_rate"] - pos["expected"]).abs())
-        per_dim = gap.groupby(["judge", "dimension"], observed=True)["_gap"].max().reset_index()
-        frames.append(per_dim.groupby("judge", as_index=False)["_gap"].mean())
-    pair = tables.get("pairwise_bias")
-    if pair is not None and len(pair):
-        first = pair.assign(judge=pair["judge"].astype(str), _gap=pair["first_rate"] - 0.5)
-        frames.append(first.groupby("judge", as_index=False)["_gap"].mean())
-    if not frames:
-        return pd.DataFrame(columns=["judge", "position_bias"])
-    both = pd.concat(frames, ignore_index=True).dropna(subset=["_gap"])  # all ties: no pairwise gap
-    largest = both.loc[both["_gap"].abs().groupby(both["judge"]).idxmax()]  # signed: < 0 favours the second
-    return largest.rename(columns={"_gap": "position_bias"})[["judge", "position_bias"]]
-
-
-def leaderboard(
-    results: pd.DataFrame,
-    tables: dict[str, pd.DataFrame],
-    extra: Sequence[Callable[[dict[str, pd.DataFrame]], pd.DataFrame]] = (),
-) -> pd.DataFrame:
-    """One row per judge: κ_w with the experts per dimension, self-consistency α, position bias (pairwise:
-    also the first-shown preference among decided verdicts, tie and flip rates, from consistency.pairwise_bias), length / self-preference
-    bias, parse rate, cost per 1,000 judgments (NaN: unknown), median latency, then the `extra` columns (a
-    frame of judge and columns per part: the leaderboard columns tables declare, `analysis.tables.registry`). κ_w is
-    per dimension and mode (``kappa_w:<dimension> [<mode>]``); the rows are sorted by its mean over the
-    columns."""
-    board = _per_judge_usage(results)
-    agree = tables.get("human_agreement")
-    if agree is not None and len(agree):
-        wide = agree.pivot_table(
-            index="judge", columns=["dimension", "mode"], values="kappa_w", aggfunc="first"
-        )
-        wide.columns = [f"kappa_w:{d} [{m}]" for d, m in wide.columns]  # each mode its own: never averaged
-        board = wide.reset_index().merge(board, on="judge", how="outer")
-    for part in (
-        _mean_by_judge(tables.get("self_consistency"), "alpha", "self_alpha"),
-        _position_by_judge(tables),
-        _mean_by_judge(tables.get("pairwise_bias"), "first_rate", "first_rate"),
-        _mean_by_judge(tables.get("pairwise_bias"), "tie_rate", "tie_rate"),
-        _mean_by_judge(tables.get("pairwise_bias"), "flip_rate", "flip_rate"),
-        _mean_by_judge(tables.get("length_bias"), "rho_better", "length_rho"),
-        _mean_by_judge(tables.get("self_preference"), "favours_own", "self_preference"),
-    ):
-        board = board.merge(part, on="judge", how="left")
-    for make in extra:
-        board = board.merge(make(tables).astype({"judge": str}), on="judge", how="left")
-    kappas = [c for c in board.columns if c.startswith("kappa_w:")]
-    board[AGREEMENT] = board[kappas].mean(axis=1) if kappas else np.nan
-    sort = AGREEMENT if kappas else "parse_rate"
-    board = board.sort_values(sort, ascending=False, na_position="last").reset_index(drop=True)
-    board.attrs["sort_key"] = sort
-    return board[_board_order(list(board.columns))]
-
-
-#: the sort key: the mean of a judge's κ_w columns (every dimension × mode it was compared with the experts on)
-AGREEMENT = "agreement"
-#: alpaca_eval's per-annotator columns, in its order (human agreement, price and time per 1,000, position
-#: and length bias), then the κ_w group, then the rest, provider failures right after the parse rate
-LEADING: tuple[str, ...] = (
-    "judge",
-    AGREEMENT,
-    "cost_per_1k",
-    "time_per_1k_s",
-    "position_bias",
-    "length_rho",
-)
-TRAILING: tuple[str, ...] = ("parse_rate", "provider_failed", "self_alpha", "judgments", "median_latency_s")
 KAPPA_GROUP = "κ_w with the experts"
-
-
-def _board_order(columns: Sequence[str]) -> list[str]:
-    """judge, the alpaca_eval columns, the κ_w columns together, then parse rate and the rest."""
-    kappas = [c for c in columns if c.startswith("kappa_w:")]
-    rest = [c for c in columns if c not in (*LEADING, *TRAILING) and c not in kappas]
-    return [*[c for c in LEADING if c in columns], *kappas, *[c for c in TRAILING if c in columns], *rest]
 
 
 def leaderboard_display(board: pd.DataFrame) -> pd.DataFrame:
@@ -414,22 +265,17 @@ def summary_lines(tables: dict[str, pd.DataFrame]) -> dict[str, list[str]]:
     """The report's opening: sentences per question, from the tables."""
     shift = [
         "Independent → comparative: " + line if i == 0 else line
-        for i, line in enumerate(shift_lines(tables.get("mode_shift"), tables.get("multiple_testing")))
+        for i, line in enumerate(shift_lines(MODE_SHIFT.of(tables), MULTIPLE_TESTING.of(tables)))
     ]
     return {
         "Which judge agrees with the experts?": agreement_lines(
-            tables.get("human_agreement"), tables.get("human_unmatched")
+            HUMAN_AGREEMENT.of(tables), HUMAN_UNMATCHED.of(tables)
         ),
-        ILLUSION: shift + gap_lines(tables.get("preference_gap")),
+        ILLUSION: shift + gap_lines(PREFERENCE_GAP.of(tables)),
         "How consistent and how biased is each judge?": judge_lines(
-            tables.get("leaderboard", pd.DataFrame())
+            tables.get(LEADERBOARD.key, pd.DataFrame())
         ),
     }
-
-
-def judge_names(labels: Iterable[str]) -> list[str]:
-    """Distinct judges behind rater labels: ``judge/rubric`` and ``judge [mode]`` count once."""
-    return sorted({str(x).split(" [", 1)[0].split("/", 1)[0] for x in labels})
 
 
 #: The banner's heading, first in the summary.

@@ -22,6 +22,8 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.model_selection import KFold
 
 from analysis.stats.corrected import ITEM, labels_and_predictions
+from analysis.stats.humans import NO_HUMANS_CARD
+from analysis.stats.spec import CardField, FigureSpec, Inputs, Section, Tables, TableSpec
 from core.intervals import LEVEL, exact_interval
 
 FOLDS = 5
@@ -173,3 +175,50 @@ def calibrated_scores(
             out["score_calibrated"] = np.nan
         frames.append(out)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _calibration(s: Inputs) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The calibration table and its reliability bins, computed once per study."""
+    both: tuple[pd.DataFrame, pd.DataFrame] = s.shared(
+        "calibration", lambda: calibration_table(s.cands, s.humans, s.reference)
+    )
+    return both
+
+
+def _diagram(t: Tables, _: Inputs) -> tuple[pd.DataFrame] | None:
+    bins = CALIBRATION_BINS.of(t)
+    return (bins,) if bins is not None and len(bins) else None
+
+
+CALIBRATION: TableSpec = TableSpec(
+    "calibration",
+    lambda s, _: _calibration(s)[0] if s.has_humans else None,
+    tuple(COLUMNS),
+    section=Section.calibration,
+    figure=FigureSpec("calibration", "reliability_diagram", _diagram),
+    card=CardField(
+        "Calibration to the human scale (error before / after a cross-fitted isotonic map)",
+        tuple(COLUMNS[1:]),
+        NO_HUMANS_CARD,
+        order=100,
+    ),
+    meanings={
+        "mae_before": "mean |judge score − experts' mean| on the expert-rated candidates",
+        "mae_after": "the same after the cross-fitted isotonic calibration",
+        "n_verdicts": "expert-rated pairs with a strict majority",
+        "ece_before": "expected calibration error (10 bins) of the judge's 0/1 win verdict against the experts' majority",
+        "ece_after": "the same for the cross-fitted calibrated probability of an expert win",
+    },
+)
+CALIBRATION_BINS: TableSpec = TableSpec(
+    "calibration_bins",
+    lambda s, _: _calibration(s)[1] if s.has_humans else None,
+    ("bin", "n", "mean_predicted", "observed_rate"),
+    meanings={
+        "bin": "probability bin (tenths)",
+        "mean_predicted": "mean predicted probability in the bin",
+        "observed_rate": "share of expert wins in the bin",
+        "n_wins": "expert wins in the bin",
+        "fit": "before or after calibration",
+    },
+)

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from analysis.stats.modes import modes_of
 from analysis.stats.reliability import Level, alpha_from_counts
 from analysis.stats.scores import (
     candidate_scores,
@@ -26,7 +27,9 @@ from analysis.stats.scores import (
     split_groups,
     usable_mask,
 )
+from analysis.stats.spec import CardField, FigureSpec, Headline, Inputs, Section, Tables, TableSpec
 from core.intervals import fisher_z_interval, t_interval, wilson_interval
+from core.modes import ModeKind
 
 GROUP = ["judge", "mode", "dimension"]
 PREFERENCE_VALUE = {"a": 1.0, "tie": 0.0, "b": -1.0}
@@ -112,7 +115,7 @@ def position_shares(results: pd.DataFrame, modes: Sequence[str] | None = None) -
     """The scored rows with a shown position (`position_bias`'s `modes`), each with its `_share` of its
     prompt sample's win (1 / number tied for best, else 0) and `_expected` share without position bias
     (1 / number shown). Neither depends on where the candidate was shown, so the card's position null
-    (`analysis.card.null_ranges`) permutes positions against these fixed shares."""
+    (`analysis.stats.null_ranges`) permutes positions against these fixed shares."""
     rows = scored_rows(results)
     chosen = rows["mode"].astype(str).isin(modes).to_numpy() if modes is not None else True
     rows = rows.loc[chosen & rows["position"].notna().to_numpy()]
@@ -130,7 +133,7 @@ def position_shares(results: pd.DataFrame, modes: Sequence[str] | None = None) -
 
 def position_bias(results: pd.DataFrame, modes: Sequence[str] | None = None) -> pd.DataFrame:
     """Per judge × mode × dimension × shown position in prompts of several candidates (`modes`: those of
-    kind multi, analysis.load.modes; None: every row with a position): mean score and win rate (share of
+    kind multi, analysis.stats.modes; None: every row with a position): mean score and win rate (share of
     prompt samples in which the candidate shown there scored best, ties split) and the win rate expected
     without position bias (mean of 1 / number shown). The mean score has a t CI; the win rate, a share of n
     prompt samples, a Wilson CI on its (tie-split) count of wins, so 3 wins of 3 reads [0.44, 1], not the
@@ -160,7 +163,7 @@ def pairwise_bias(results: pd.DataFrame, modes: Sequence[str] | None = None) -> 
     `tie_rate` = n_tie / n; and the flip rate — the share of verdicts whose preference changes when the
     order is swapped (verdicts whose other order is unscored are not counted)."""
     rows = _usable(results)
-    # `modes`: those of kind pair (analysis.load.modes); None: every row with a preference and an order
+    # `modes`: those of kind pair (analysis.stats.modes); None: every row with a preference and an order
     chosen = rows["mode"].astype(str).isin(modes).to_numpy() if modes is not None else True
     rows = rows.loc[chosen & rows["preference"].notna().to_numpy() & rows["order"].notna().to_numpy()]
     rows = rows.drop_duplicates(["judge", *_prompt_keys(rows), "sample_idx", "dimension"])
@@ -318,3 +321,176 @@ def self_preference(
                 }
             )
     return pd.DataFrame(rows, columns=list(SELF_PREFERENCE_COLUMNS))
+
+
+def furthest_position(pos: pd.DataFrame) -> pd.DataFrame:
+    """Per judge × mode × dimension: the shown position whose win rate is furthest from the unbiased rate (the
+    card's position-bias row), with its `excess` = win rate − expected."""
+    if pos is None or pos.empty:
+        return pd.DataFrame()
+    pos = pos.assign(excess=pos["win_rate"] - pos["expected"])
+    by = ["judge", "mode", "dimension"] if "mode" in pos else ["judge", "dimension"]
+    idx = pos.groupby(by, observed=True)["excess"].apply(lambda s: s.abs().idxmax())
+    return pos.loc[idx.to_numpy()]
+
+
+def mean_by_judge(table: pd.DataFrame | None, value: str, name: str) -> pd.DataFrame:
+    """A leaderboard column: `value`'s mean per judge, named `name` (no row where the table is absent)."""
+    if table is None or table.empty or value not in table:
+        return pd.DataFrame(columns=["judge", name])
+    frame = table.assign(judge=table["judge"].astype(str))
+    return frame.groupby("judge", as_index=False)[value].mean().rename(columns={value: name})
+
+
+def position_by_judge(tables: Tables) -> pd.DataFrame:
+    """Position bias per judge: comparative mode, the largest |win rate − expected| over shown positions
+    (averaged over dimensions); pairwise mode, first_rate − 0.5, first_rate being the share of decided (not
+    tie) verdicts that prefer the first-shown text (`pairwise_bias`; averaged over dimensions, NaN when every
+    verdict is a tie); a judge that ran both shows the one further from 0 (a max would hide a pairwise
+    preference for the second-shown text)."""
+    frames = []
+    pos = POSITION_BIAS.of(tables)
+    if pos is not None and len(pos):
+        gap = pos.assign(judge=pos["judge"].astype(str), _gap=(pos["win_rate"] - pos["expected"]).abs())
+        per_dim = gap.groupby(["judge", "dimension"], observed=True)["_gap"].max().reset_index()
+        frames.append(per_dim.groupby("judge", as_index=False)["_gap"].mean())
+    pair = PAIRWISE_BIAS.of(tables)
+    if pair is not None and len(pair):
+        first = pair.assign(judge=pair["judge"].astype(str), _gap=pair["first_rate"] - 0.5)
+        frames.append(first.groupby("judge", as_index=False)["_gap"].mean())
+    if not frames:
+        return pd.DataFrame(columns=["judge", "position_bias"])
+    both = pd.concat(frames, ignore_index=True).dropna(subset=["_gap"])  # all ties: no pairwise gap
+    largest = both.loc[both["_gap"].abs().groupby(both["judge"]).idxmax()]  # signed: < 0 favours the second
+    return largest.rename(columns={"_gap": "position_bias"})[["judge", "position_bias"]]
+
+
+def _pairwise_by_judge(tables: Tables) -> pd.DataFrame:
+    """The leaderboard's pairwise columns: first-shown preference, tie and flip rates, means per judge."""
+    pair = PAIRWISE_BIAS.of(tables)
+    parts = [mean_by_judge(pair, c, c) for c in ("first_rate", "tie_rate", "flip_rate")]
+    return parts[0].merge(parts[1], on="judge", how="outer").merge(parts[2], on="judge", how="outer")
+
+
+def _multi(s: Inputs) -> list[str]:
+    return modes_of(s.mode_kinds, ModeKind.multi)
+
+
+def _pair(s: Inputs) -> list[str]:
+    return modes_of(s.mode_kinds, ModeKind.pair)
+
+
+SELF_CONSISTENCY: TableSpec = TableSpec(
+    "self_consistency",
+    lambda s, _: self_consistency(s.study, n_boot=s.n_boot, seed=s.seed),
+    ("judge", "mode", "dimension", "n_prompts", "mean_sd", "disagree", "alpha"),
+    section=Section.self_consistency,
+    figure=FigureSpec("self_consistency", "self_consistency_plot", lambda t, _: (SELF_CONSISTENCY.need(t),)),
+    headline=Headline("alpha", "min", "lowest α across samples"),
+    card=CardField(
+        "Self-consistency across samples",
+        ("mode", "dimension", "n_prompts", "mean_sd", "disagree", "alpha", "alpha_lo", "alpha_hi"),
+        "fewer than 2 scored samples per prompt",
+        order=20,
+    ),
+    leaderboard=lambda t: mean_by_judge(SELF_CONSISTENCY.of(t), "alpha", "self_alpha"),
+    meanings={
+        "n_prompts": "prompt × candidate units with ≥ 2 scored samples",
+        "n_disagree": "units whose samples differ",
+        "self_alpha": "self-consistency: Krippendorff's α across a prompt's samples (mean over modes × dimensions)",
+        "mean_sd": "mean sd of a prompt's samples",
+        "disagree": "share of units whose samples differ",
+    },
+)
+POSITION_BIAS: TableSpec = TableSpec(
+    "position_bias",
+    lambda s, _: position_bias(s.study, _multi(s)) if _multi(s) and "position" in s.study else None,
+    ("judge", "mode", "dimension", "position", "n", "win_rate", "expected"),
+    section=Section.position,
+    figure=FigureSpec("position_bias", "position_bias_plot", lambda t, _: (POSITION_BIAS.need(t),)),
+    headline=Headline("win_rate", "max", "highest win rate by position"),
+    card=CardField(
+        "Position bias (several candidates per prompt: the position furthest from the unbiased win rate)",
+        ("mode", "dimension", "position", "n", "win_rate", "expected", "win_lo", "win_hi"),
+        "no run of a several-candidates mode (comparative)",
+        order=30,
+        read=furthest_position,
+    ),
+    leaderboard=position_by_judge,
+    meanings={
+        "position": "0-based place in the comparative prompt",
+        "mean_score": "mean score at this position",
+        "sd_score": "sd of those scores",
+        "win_rate": "share of prompts where the candidate at this position scored best",
+        "expected": "that share without position bias",
+        "position_bias": "comparative: largest |win rate − expected| over positions; pairwise: first_rate − 0.5 (ties left out; < 0 favours the second-shown text)",
+    },
+)
+PAIRWISE_BIAS: TableSpec = TableSpec(
+    "pairwise_bias",
+    lambda s, _: pairwise_bias(s.study, _pair(s)) if _pair(s) and "order" in s.study else None,
+    ("judge", "dimension", "first_rate", "tie_rate", "flip_rate", "first_p"),
+    section=Section.position,
+    headline=Headline("first_rate", "absmax", "largest first-shown preference"),
+    leaderboard=_pairwise_by_judge,
+    p_column="first_p",
+    p_family="bias",
+    meanings={
+        "n_first": "verdicts preferring the first-shown text",
+        "n_decided": "verdicts that are not a tie",
+        "n_flip": "verdicts that change with the order",
+        "n_known": "verdicts whose swapped order was scored",
+        "first_rate": "n_first / n_decided: share of decided (not tie) verdicts preferring the first-shown text (0.5 = no order preference; empty when all are ties)",
+        "tie_rate": "share of tie verdicts",
+        "flip_rate": "share of verdicts that change when the order is swapped",
+        "first_p": "exact binomial p of first_rate = 0.5 (no order preference)",
+        "first_p_q": "Benjamini–Hochberg q-value of first_p (within its test family, fixed by the design)",
+    },
+)
+LENGTH_BIAS: TableSpec = TableSpec(
+    "length_bias",
+    lambda s, _: length_bias(s.study) if "candidate_text" in s.study else None,
+    ("judge", "mode", "dimension", "n", "rho", "rho_better"),
+    section=Section.length,
+    headline=Headline("rho_better", "absmax", "largest |ρ| of score vs length"),
+    card=CardField(
+        "Length bias (Spearman ρ of score vs length in words)",
+        ("mode", "dimension", "n", "rho", "rho_lo", "rho_hi", "rho_better"),
+        "results carry no candidate_text",
+        order=40,
+    ),
+    leaderboard=lambda t: mean_by_judge(LENGTH_BIAS.of(t), "rho_better", "length_rho"),
+    meanings={
+        "rho_better": "Spearman ρ of score vs length, signed so > 0 means longer is judged better",
+        "length_rho": "mean rho_better",
+        "mean_length": "mean length in words",
+    },
+)
+SELF_PREFERENCE: TableSpec = TableSpec(
+    "self_preference",
+    lambda s, _: self_preference(s.study, s.families, s.reference),
+    ("judge", "mode", "dimension", "family", "diff", "p", "favours_own"),
+    section=Section.self_preference,
+    headline=Headline("diff", "absmax", "largest own-family difference"),
+    card=CardField(
+        "Self-preference (own model family vs others; p Welch, p_q its BH q-value)",
+        ("mode", "dimension", "family", "diff", "diff_lo", "diff_hi", "p", "p_q", "favours_own"),
+        "no generator of the judge's own model family",
+        order=50,
+    ),
+    leaderboard=lambda t: mean_by_judge(SELF_PREFERENCE.of(t), "favours_own", "self_preference"),
+    p_column="p",
+    p_family="bias",
+    meanings={
+        "family": "the judge's model family",
+        "n_own": "own-family candidates",
+        "n_other": "other candidates",
+        "mean_own": "mean score of own-family generations",
+        "mean_other": "mean score of other generations",
+        "diff": "own − other",
+        "p": "Welch t-test p",
+        "favours_own": "own − other signed so > 0 means the judge favours its own family",
+        "self_preference": "mean favours_own",
+        "p_q": "Benjamini–Hochberg q-value of p (within its test family, fixed by the design)",
+    },
+)

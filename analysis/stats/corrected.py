@@ -48,6 +48,7 @@ from analysis.stats.humans import (
     pair_outcomes,
 )
 from analysis.stats.scores import candidate_scores, dimension_directions, direction
+from analysis.stats.spec import CardField, Section, TableSpec
 from analysis.stats.winrate import instance_outcomes
 
 ALPHA = 0.05
@@ -409,3 +410,39 @@ def design_table(
 
 def _triple(name: str, value: tuple[float, ...]) -> dict[str, float]:
     return {name: float(value[0]), f"{name}_lo": float(value[1]), f"{name}_hi": float(value[2])}
+
+
+CORRECTED_DESIGN: TableSpec = TableSpec(
+    "corrected_design",
+    lambda s, _: design_table(s.cands, s.humans, s.reference) if s.has_humans else None,
+    tuple(DESIGN_TABLE_COLUMNS),
+    section=Section.corrected,
+    meanings={
+        **MEANINGS,
+        "n_labels": "human labels on this dimension, which no judge scored (compared with nothing)",
+        "corrected": "prediction-powered (PPI++) estimate: the judge on every item, its bias measured on the expert-rated ones",
+    },
+)
+CORRECTED_ESTIMATES: TableSpec = TableSpec(
+    "corrected_estimates",
+    lambda s, _: corrected_estimates(s.cands, s.humans, s.reference) if s.has_humans else None,
+    tuple(COLUMNS),
+    section=Section.corrected,
+    place=1,
+    card=CardField(
+        "Corrected estimates (judge-only, human-only and corrected under the labels' design, 95% CIs)",
+        tuple(COLUMNS[1:]),
+        "no human labels (--humans), or labels whose design allows no corrected estimate (the report's "
+        "corrected_design table says why)",
+        order=90,
+    ),
+    meanings={
+        **MEANINGS,
+        "quantity": "what is estimated: win_rate (generated preferred over the reference) or mean_score",
+        "n_labeled": "items the experts also rated",
+        "n_unlabeled": "items only the judge scored",
+        "judge_only": "the judge's estimate on every item (biased if the judge is)",
+        "human_only": "the experts' estimate on the items they rated",
+        "n_effective": "expert labels a human-only estimate would need for the corrected CI's width",
+    },
+)

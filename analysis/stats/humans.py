@@ -38,6 +38,7 @@ from analysis.stats.scores import (
     join_reference,
     with_directions,
 )
+from analysis.stats.spec import CardField, FigureSpec, Headline, Inputs, Section, Tables, TableSpec
 from analysis.stats.winrate import ITEM_KEYS, TIE_TOL, instance_outcomes
 
 HUMAN_COLUMNS: tuple[str, ...] = ("annotator", "instance_id", "candidate_id", "source", "dimension", "score")
@@ -343,3 +344,73 @@ def human_reliability(humans: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -
             }
         )
     return pd.DataFrame(rows)
+
+
+NO_HUMANS_CARD = "no human labels (--humans)"
+
+
+def _human_unmatched(s: Inputs, _: Tables) -> pd.DataFrame | None:
+    if not s.has_humans:
+        return None
+    assert s.humans is not None
+    table = unmatched_labels(s.humans, s.cands["dimension"].dropna().unique())
+    return table if len(table) else None
+
+
+def _kappa_columns(tables: Tables) -> pd.DataFrame:
+    """The leaderboard's κ_w with the experts, one column per dimension and mode (``kappa_w:<dimension>
+    [<mode>]``: each mode its own, never averaged)."""
+    agree = HUMAN_AGREEMENT.of(tables)
+    if agree is None or not len(agree):
+        return pd.DataFrame(columns=["judge"])
+    wide = agree.pivot_table(index="judge", columns=["dimension", "mode"], values="kappa_w", aggfunc="first")
+    wide.columns = [f"kappa_w:{d} [{m}]" for d, m in wide.columns]
+    return wide.reset_index()
+
+
+HUMAN_MAJORITY: TableSpec = TableSpec(
+    "human_majority",
+    lambda s, _: majority_coverage(s.outcomes.loc[s.outcomes["kind"] == "expert"]) if s.has_humans else None,
+    ("source", "dimension", "n_pairs", "n_majority", "n_excluded"),
+    meanings={
+        "n_pairs": "(instance, generator, dimension) pairs",
+        "n_majority": "pairs with a strict human majority",
+    },
+)
+HUMAN_RELIABILITY: TableSpec = TableSpec(
+    "human_reliability",
+    lambda s, _: (
+        human_reliability(s.humans, s.n_boot, s.seed) if s.has_humans and s.humans is not None else None
+    ),
+    ("dimension", "n_annotators", "fleiss_kappa", "alpha_ordinal"),
+    section=Section.human_reliability,
+    headline=Headline("alpha_ordinal", "min", "lowest α among annotators"),
+    meanings={
+        "n_items": "items rated by ≥ 2 raters",
+        "n_items_all": "items every annotator rated",
+        "n_annotators": "annotators",
+        "alpha_ordinal": "Krippendorff's α (ordinal) among annotators",
+        "fleiss_kappa": "Fleiss' κ among annotators",
+        "fleiss": "Fleiss' κ",
+    },
+)
+HUMAN_AGREEMENT: TableSpec = TableSpec(
+    "human_agreement",
+    lambda s, _: human_agreement(s.cands, s.humans, s.n_boot, s.seed) if s.has_humans else None,
+    ("judge", "mode", "dimension", "n", "kappa_w", "rho", "percent"),
+    section=Section.humans,
+    figure=FigureSpec("human_agreement", "human_agreement_matrix", lambda t, _: (HUMAN_AGREEMENT.need(t),)),
+    headline=Headline("kappa_w", "max", "highest κ_w with the experts"),
+    card=CardField(
+        "Agreement with the human consensus (quadratic-weighted κ, Spearman ρ)",
+        ("mode", "dimension", "n", "kappa_w", "kappa_w_lo", "kappa_w_hi", "rho", "percent"),
+        NO_HUMANS_CARD,
+        order=10,
+    ),
+    leaderboard=_kappa_columns,
+    meanings={
+        "human_consensus": "the annotators' mean score on an item (instance × candidate × dimension), each annotator once; compared with a judge after rounding both half up to the rubric's scale",
+        "human": "the human consensus on the item (human_consensus)",
+    },
+)
+HUMAN_UNMATCHED: TableSpec = TableSpec("human_unmatched", _human_unmatched, ("dimension", "n_labels"))

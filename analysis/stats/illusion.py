@@ -19,6 +19,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 
 from analysis.stats.agreement import agreement_table, pair_agreement
 from analysis.stats.humans import MAJORITY, PAIR_KEYS
+from analysis.stats.spec import FigureSpec, Headline, Inputs, Section, Tables, TableSpec
 from analysis.stats.winrate import ITEM_KEYS, Combine, instance_outcomes
 from core.intervals import BOOT_MIN_N, percentile_ci, resample_counts
 
@@ -96,7 +97,7 @@ def mode_pairs(
     combine: Combine = None,
 ) -> pd.DataFrame:
     """Each item's outcome in both modes (`before` in modes[0], `after` in modes[1]): what `mode_shift`
-    tests, and what `analysis.card.null_ranges` swaps to simulate a judge without a mode shift."""
+    tests, and what `analysis.stats.null_ranges` swaps to simulate a judge without a mode shift."""
     out = instance_outcomes(results, reference, combine)
     keys = ["judge", *ITEM_KEYS]
     before = out.loc[out["mode"] == modes[0], [*keys, "outcome"]].rename(columns={"outcome": "before"})
@@ -245,3 +246,84 @@ def rater_rates(outcomes: pd.DataFrame) -> pd.DataFrame:
     order = out["kind"].map({k: i for i, k in enumerate(RATER_KINDS)}).to_numpy()
     out = out.iloc[np.lexsort([out["dimension"].to_numpy(), out["rater"].to_numpy(), order])]
     return out.reset_index(drop=True)
+
+
+def _alignment(s: Inputs, _: Tables) -> pd.DataFrame | None:
+    pairs = default_alignment_pairs(s.outcomes) if s.has_humans else None
+    return cross_dimension_alignment(s.outcomes, pairs, s.n_boot, s.seed) if pairs else None
+
+
+def _by_kind(_: Inputs, t: Tables) -> pd.DataFrame | None:
+    matrix = WINNER_AGREEMENT.of(t)
+    return agreement_by_kind(matrix) if matrix is not None else None
+
+
+WINNER_AGREEMENT: TableSpec = TableSpec(
+    "winner_agreement",
+    lambda s, _: (
+        agreement_matrix(s.outcomes, s.n_boot, s.seed) if s.outcomes["rater"].nunique() > 1 else None
+    ),
+    ("rater_a", "rater_b", "kind", "n", "kappa"),
+    section=Section.winners,
+    place=1,
+    figure=FigureSpec(
+        "winner_agreement",
+        "agreement_heatmap",
+        lambda t, _: (WINNER_AGREEMENT.need(t), "kappa", "Cohen's κ on win / tie / loss (95% CI)"),
+    ),
+    headline=Headline("kappa", "max", "highest κ"),
+    meanings={
+        "kind": "rater kind (expert, judge, majority) or pair kind (expert-expert, expert-judge, judge-judge: two different judges in one mode, judge-self: one judge across modes, i.e. consistency, judge-other-mode: two judges in different modes, all)",
+    },
+)
+WINNER_AGREEMENT_BY_KIND: TableSpec = TableSpec(
+    "winner_agreement_by_kind",
+    _by_kind,
+    ("kind", "pairs", "items", "kappa"),
+    section=Section.winners,
+    headline=Headline("kappa", "max", "highest κ"),
+    meanings={
+        "pairs": "rater pairs of this kind",
+        "items": "items over all pairs of this kind",
+    },
+)
+EXPERT_VS_JUDGE: TableSpec = TableSpec(
+    "expert_vs_judge",
+    lambda s, _: rater_rates(s.outcomes) if s.has_humans else None,
+    ("rater", "kind", "dimension", "n", "gt_win", "gen_win", "tie"),
+    section=Section.experts,
+    meanings={
+        "rater": "a judge [mode] or an annotator (human:<name>)",
+        "gt_win": "share of pairs where the reference (ground truth) is preferred",
+        "gen_win": "share of pairs where the generated candidate is preferred",
+    },
+)
+PREFERENCE_GAP: TableSpec = TableSpec(
+    "preference_gap",
+    lambda s, _: preference_gap(s.outcomes, s.n_boot, s.seed) if s.has_humans else None,
+    ("judge", "mode", "source", "dimension", "n", "gap_win", "mcnemar_p"),
+    section=Section.experts,
+    headline=Headline("gap_win", "absmax", "largest |judge − experts| win-rate gap"),
+    figure=FigureSpec("preference_gap", "preference_gap_plot", lambda t, _: (PREFERENCE_GAP.need(t),)),
+    p_column="mcnemar_p",
+    p_family="human_agreement",
+    meanings={
+        "human_win": "human majority's win rate",
+        "human_tie": "human majority's tie rate",
+        "judge_win": "judge's win rate on the same pairs",
+        "judge_tie": "judge's tie rate",
+        "gap_win": "judge win − human win",
+        "gap_tie": "judge tie − human tie",
+    },
+)
+ALIGNMENT: TableSpec = TableSpec(
+    "alignment",
+    _alignment,
+    ("rater_a", "dimension_a", "rater_b", "dimension_b", "n", "percent"),
+    section=Section.alignment,
+    headline=Headline("percent", "max", "highest agreement"),
+    meanings={
+        "dimension_a": "rater A's dimension",
+        "dimension_b": "rater B's dimension",
+    },
+)

@@ -4,7 +4,7 @@ study's design fixes before any data are seen.
 A study's report runs dozens of tests (a McNemar test per judge × generator × dimension mode shift, the same
 for each combination of judges, one per judge-vs-human preference gap, a self-preference test per judge, a
 position test per pairwise judge). Read one by one at α = 0.05, some will be "significant" by chance. Each
-table with a p-value belongs to one declared family (`FAMILIES`): the per-judge mode shifts; the
+table with a p-value declares its family beside it (`TableSpec.p_family`): the per-judge mode shifts; the
 combined-judge mode shifts, a family of their own (they reuse the per-judge verdicts, so pooling them with
 those would count each shift twice); the bias tests; the tests against human labels. BH runs within each
 family (statsmodels' `multipletests(method="fdr_bh")`), so a family's q-values do not change when another
@@ -20,23 +20,6 @@ import numpy as np
 import pandas as pd
 from statsmodels.stats.multitest import multipletests
 
-#: Where the report's p-values are: table name -> its p-value column. One declaration; a new test adds a line.
-P_COLUMNS: Mapping[str, str] = {
-    "mode_shift": "mcnemar_p",
-    "mode_shift_combined": "mcnemar_p",
-    "preference_gap": "mcnemar_p",
-    "self_preference": "p",
-    "pairwise_bias": "first_p",
-}
-#: The test families, fixed by the design: table -> family. A table not listed (one a plug-in registers) is a
-#: family of its own.
-FAMILIES: Mapping[str, str] = {
-    "mode_shift": "mode_shift",
-    "mode_shift_combined": "mode_shift_combined",
-    "self_preference": "bias",
-    "pairwise_bias": "bias",
-    "preference_gap": "human_agreement",
-}
 #: What each family tests, for the report's sentence.
 FAMILY_WORDS: Mapping[str, str] = {
     "mode_shift": "mode shift per judge × generator × dimension",
@@ -46,9 +29,9 @@ FAMILY_WORDS: Mapping[str, str] = {
 }
 
 
-def family_of(table: str) -> str:
-    """The family a table's tests belong to (`FAMILIES`; else the table alone)."""
-    return FAMILIES.get(table, table)
+def family_of(table: str, families: Mapping[str, str] | None = None) -> str:
+    """The family a table's tests belong to (`families`, as the tables declare them; else the table alone)."""
+    return (families or {}).get(table, table)
 
 
 METHOD = "fdr_bh"
@@ -70,17 +53,20 @@ def bh_q_values(p: np.ndarray) -> np.ndarray:
 
 
 def add_q_values(
-    tables: MutableMapping[str, pd.DataFrame], p_columns: Mapping[str, str] = P_COLUMNS, alpha: float = ALPHA
+    tables: MutableMapping[str, pd.DataFrame],
+    p_columns: Mapping[str, str],
+    alpha: float = ALPHA,
+    families: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
-    """Adjust the p-values of `tables` (the `p_columns` present: `P_COLUMNS` and those the table registry
-    declares, `analysis.tables.registry.TableSpec.p_column`) within each declared family (`family_of`), in
-    place: a `<p>_q` column right after each p column, and a table's `significant` column (if any) read on
+    """Adjust the p-values of `tables` (the `p_columns` present: table -> p column, as the table registry
+    declares them, `analysis.tables.registry.p_columns`) within each family (`families`: table -> family,
+    `analysis.tables.registry.p_families`; a table not in it is a family of its own), in place: a `<p>_q` column right after each p column, and a table's `significant` column (if any) read on
     q < `alpha`. Returns the families: one row per table with its family, p column and number of tests."""
     found = [(name, col) for name, col in p_columns.items() if name in tables and col in tables[name]]
     p = {name: pd.to_numeric(tables[name][col], errors="coerce").to_numpy(dtype=float) for name, col in found}
     q: dict[str, np.ndarray] = {}
-    for fam in dict.fromkeys(family_of(name) for name, _ in found):
-        members = [name for name, _ in found if family_of(name) == fam]
+    for fam in dict.fromkeys(family_of(name, families) for name, _ in found):
+        members = [name for name, _ in found if family_of(name, families) == fam]
         adjusted = bh_q_values(np.concatenate([p[name] for name in members]))
         start = 0
         for name in members:
@@ -93,7 +79,9 @@ def add_q_values(
             table["significant"] = q[name] < alpha
         tables[name] = table
         n_tests = int(np.isfinite(p[name]).sum())
-        rows.append({"table": name, "test_family": family_of(name), "p_column": col, "n_tests": n_tests})
+        rows.append(
+            {"table": name, "test_family": family_of(name, families), "p_column": col, "n_tests": n_tests}
+        )
     family = pd.DataFrame(rows, columns=["table", "test_family", "p_column", "n_tests"])
     family["method"] = METHOD
     return family

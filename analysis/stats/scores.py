@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.stats.spec import Inputs
 from core.intervals import t_interval
 from core.spellings import FALSE_TEXT, ORIGINAL, TRUE_TEXT
 
@@ -370,10 +371,18 @@ def score_summary(cands: pd.DataFrame, by: Sequence[str] = SUMMARY_KEYS, level: 
     return out
 
 
-
-
 def perturbation_names(values: pd.Series) -> np.ndarray:
     """Each row's perturbation as one spelling for every reader: spaces trimmed, and `none`, empty or missing
     (a run without the column) all `none` (" none " was unperturbed to the report but no baseline here)."""
     names = map_distinct(values, lambda p: str(p).strip() or ORIGINAL)
     return np.where(pd.isna(names), ORIGINAL, names).astype(str)
+
+
+def lower_is_better(s: Inputs) -> list[str]:
+    """The study's lower-is-better dimensions (a figure says what a win means there); none where the results
+    do not say (`dimension_directions` refuses them elsewhere, in one line)."""
+    try:
+        directions = dimension_directions(s.results)
+    except ValueError:
+        return []
+    return sorted(d for d, higher in directions.items() if not higher)

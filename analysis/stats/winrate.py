@@ -24,7 +24,9 @@ from analysis.stats.scores import (
     combined_pairs,
     direction,
     join_reference,
+    lower_is_better,
 )
+from analysis.stats.spec import FigureSpec, Headline, Section, TableSpec
 from core.intervals import LEVEL, wilson_interval
 
 #: How several judges' scores are combined into one (`combine`); None = each judge on its own.
@@ -209,3 +211,21 @@ def _with_judges_min(rates: pd.DataFrame, outcomes: pd.DataFrame, by: Sequence[s
     """`rates` with `n_judges_min`: the fewest judges behind any item of each group."""
     least = outcomes.groupby(list(by), observed=True)["n_judges"].min().rename("n_judges_min").reset_index()
     return rates.merge(least, on=list(by), how="left")
+
+
+WINRATE: TableSpec = TableSpec(
+    "winrate",
+    lambda s, _: win_tie_loss(s.cands, s.reference, n_boot=s.n_boot, seed=s.seed),
+    ("judge", "mode", "source", "dimension", "n", "win", "tie", "loss"),
+    section=Section.winrate,
+    figure=FigureSpec("winrate", "winrate_bars", lambda t, s: (WINRATE.need(t), lower_is_better(s))),
+    headline=Headline("win", "max", "highest win rate"),
+    meanings={
+        "n_win": "instances won",
+        "n_tie": "instances tied",
+        "n_loss": "instances lost",
+        "win": "share of instances where the generator's best-of-K beats the reference",
+        "tie": "share tied",
+        "loss": "share lost",
+    },
+)

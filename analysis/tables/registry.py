@@ -1,12 +1,12 @@
-"""The table registry: every table of the report and the card declared once (`TableSpec`).
+"""The table registry: every declared table (`analysis.stats.spec.TableSpec`) collected, checked and computed.
 
-A declaration names the table's key (its `tables/<key>.csv`), its computation from the study's inputs, the
-columns it always has (and the meaning of any the glossary lacks), the report section it appears in, an
-optional figure, the headline of its folded summary line, an optional judge-card field, an optional
-leaderboard column and its p-value column (joining the report's multiple-testing family). `compute_tables` runs the
-declarations in order; the report's sections (`section_tables`), the card's fields (`card_specs`) and the
-folded tables' headlines (`headlines`) are read from them, so a new statistic is its own module plus one
-`register(TableSpec(...))` (the study's own tables are declared in `analysis.tables.declarations`).
+Each statistic's module declares its tables beside the functions that compute them (the spec is the table's
+handle); `analysis.tables.declarations` collects the study's own in compute order, and a plug-in calls
+`register` with its own. `compute_tables` runs the declarations in order; the report's sections
+(`section_tables`), the card's fields (`card_specs`), the leaderboard's columns (`leaderboard_parts`), the
+multiple-testing families (`p_columns`, `p_families`), the glossary (`meanings`) and the folded tables'
+headlines (`headlines`) are read from them. A declaration is checked when it is registered: a second table of
+one key, an unknown report section or a card order already taken is refused in one line.
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pandas as pd
 from tqdm import tqdm
 
-from analysis.load import modes
-from analysis.robustness import unperturbed
 from analysis.stats import humans as human_mod
-from analysis.stats.study import study_candidates
+from analysis.stats import modes
+from analysis.stats.spec import CardField, FigureSpec, Headline, Section, Tables, TableSpec
+from analysis.stats.study import study_candidates, unperturbed
 from core.modes import ModeKind
 
 if TYPE_CHECKING:  # matplotlib only when drawing
     from matplotlib.figure import Figure
 
-Tables = dict[str, pd.DataFrame]
+__all__ = ["CardField", "FigureSpec", "Headline", "Section", "StudyInputs", "TableSpec", "Tables", "register"]
 T = TypeVar("T")
 
 
@@ -56,12 +56,14 @@ class StudyInputs:
 
     @cached_property
     def cands(self) -> pd.DataFrame:
-        """Candidate scores per prompt context, with the same-prompt reference (`study.study_candidates`)."""
-        return study_candidates(self.results, self.reference)
+        """Candidate scores per prompt context, with the same-prompt reference (`study.study_candidates`), or
+        the candidate table given as `shared("cands")` (`analysis.tables.combined.winrate_tables`)."""
+        given: pd.DataFrame | None = self._shared.get("cands")
+        return given if given is not None else study_candidates(self.results, self.reference)
 
     @cached_property
     def mode_kinds(self) -> dict[str, ModeKind]:
-        """mode -> what it shows (analysis.load.modes): the tables of a mode are chosen by its kind."""
+        """mode -> what it shows (analysis.stats.modes): the tables of a mode are chosen by its kind."""
         return modes.kinds_by_mode(self.results)
 
     @property
@@ -81,77 +83,55 @@ class StudyInputs:
         return value
 
 
-@dataclass(frozen=True)
-class FigureSpec:
-    """A figure shown in its table's section, saved as figures/<name>.png; `draw` may return None."""
-
-    name: str
-    draw: Callable[[Tables, StudyInputs], Figure | None]
-
-
-@dataclass(frozen=True)
-class CardField:
-    """How a judge's card reads a table: its rows of that judge (`read` may reshape the table first), these
-    columns, under `title`; `why_empty` goes to the card's notes when the judge has no row. `order` places
-    the field among the card's fields."""
-
-    title: str
-    columns: tuple[str, ...]
-    why_empty: str
-    order: int
-    read: Callable[[pd.DataFrame], pd.DataFrame] | None = None
-
-
-@dataclass(frozen=True)
-class TableSpec:
-    """One table: `compute(inputs, tables so far)` returns it, or None where it does not apply (one judge,
-    no humans, ...). `report=False`: a card-only table, computed for the cards and not written by the
-    report. `place` orders the tables of one section (ties: declaration order)."""
-
-    key: str
-    compute: Callable[[StudyInputs, Tables], pd.DataFrame | None]
-    columns: tuple[str, ...] = ()
-    section: str | None = None
-    place: int = 0
-    figure: FigureSpec | None = None
-    headline: tuple[str, str, str] | None = None  # (column, "max" / "min" / "absmax", what the number is)
-    card: CardField | None = None
-    leaderboard: Callable[[Tables], pd.DataFrame] | None = None  # judge + columns added to the leaderboard
-    p_column: str | None = None  # its p-values join the report's multiple-testing family
-    meanings: Mapping[str, str] | None = None  # glossary entries for columns `analysis.report.glossary` lacks
-    report: bool = True
-
-
 REGISTRY: list[TableSpec] = []
 
 
-def register(spec: TableSpec, before: str | None = "leaderboard") -> TableSpec:
-    """Declare a table, computed before `before` (default: before the leaderboard and the multiple-testing
-    family, which read the others), or last when `before` is None or not declared."""
+def _checked(spec: TableSpec) -> TableSpec:
+    """`spec`, or one line saying what is wrong with it: a key declared twice, a section the report does not
+    have, a card order another field holds."""
     if any(s.key == spec.key for s in REGISTRY):
         raise ValueError(f"table {spec.key!r} is declared twice")
-    at = next((i for i, s in enumerate(REGISTRY) if s.key == before), len(REGISTRY))
+    if spec.section is not None and not isinstance(spec.section, Section):
+        known = "; ".join(s.value for s in Section)
+        raise ValueError(
+            f"table {spec.key!r}: unknown report section {spec.section!r} (the sections: {known})"
+        )
+    if spec.card is not None:
+        taken = next((s.key for s in REGISTRY if s.card and s.card.order == spec.card.order), None)
+        if taken is not None:
+            raise ValueError(
+                f"table {spec.key!r}: card order {spec.card.order} is already the place of {taken!r}'s field"
+            )
+    return spec
+
+
+def register(spec: TableSpec, last: bool = False) -> TableSpec:
+    """Declare a table, computed before the tables that read every other one (the leaderboard and the
+    multiple-testing family, `TableSpec.reads_all`), or after every declared table when `last`."""
+    _checked(spec)
+    at = len(REGISTRY) if last else next((i for i, s in enumerate(REGISTRY) if s.reads_all), len(REGISTRY))
     REGISTRY.insert(at, spec)
     return spec
 
 
-def unregister(key: str) -> None:
+def unregister(spec: TableSpec) -> None:
     """Remove a declaration (for a plug-in or a test that declared one)."""
-    REGISTRY[:] = [s for s in REGISTRY if s.key != key]
+    REGISTRY[:] = [s for s in REGISTRY if s.key != spec.key]
 
 
 @contextmanager
-def registered(spec: TableSpec, before: str | None = "leaderboard") -> Iterator[TableSpec]:
+def registered(spec: TableSpec) -> Iterator[TableSpec]:
     """`register` for the duration of a block."""
-    register(spec, before)
+    register(spec)
     try:
         yield spec
     finally:
-        unregister(spec.key)
+        unregister(spec)
 
 
 def spec(key: str) -> TableSpec:
-    """The declaration of `key`."""
+    """The declaration of the table written as `tables/<key>.csv` (a reader of the written files, which knows
+    only its name)."""
     for s in REGISTRY:
         if s.key == key:
             return s
@@ -173,25 +153,31 @@ def compute_tables(inputs: StudyInputs, report_only: bool = True) -> Tables:
     return tables
 
 
-def draw_figures(tables: Tables, inputs: StudyInputs) -> dict[str, Figure | None]:
-    """The figures of the tables present, keyed by figure name."""
-    return {s.figure.name: s.figure.draw(tables, inputs) for s in REGISTRY if s.figure and s.key in tables}
+def draw_figures(tables: Tables, inputs: StudyInputs, plots: object) -> dict[str, Figure | None]:
+    """The figures of the tables present, keyed by figure name: each `FigureSpec.plot` of the module `plots`
+    (`analysis.report.plots`, passed by the report so that the registry stays below it)."""
+    out: dict[str, Figure | None] = {}
+    for s in REGISTRY:
+        if s.figure and s.key in tables:
+            args = s.figure.args(tables, inputs)
+            out[s.figure.name] = None if args is None else getattr(plots, s.figure.plot)(*args)
+    return out
 
 
-def section_tables(title: str) -> tuple[str, ...]:
-    """The tables shown in the report section `title`, in their order."""
-    mine = [(s.place, i, s.key) for i, s in enumerate(REGISTRY) if s.section == title]
+def section_tables(section: Section) -> tuple[str, ...]:
+    """The tables shown in the report section `section`, in their order."""
+    mine = [(s.place, i, s.key) for i, s in enumerate(REGISTRY) if s.section is section]
     return tuple(key for _, _, key in sorted(mine))
 
 
-def section_figure(title: str) -> str | None:
-    """The figure shown in the report section `title` (the first of its tables that has one)."""
-    mine = sorted((s.place, i, s) for i, s in enumerate(REGISTRY) if s.section == title and s.figure)
+def section_figure(section: Section) -> str | None:
+    """The figure shown in the report section `section` (the first of its tables that has one)."""
+    mine = sorted((s.place, i, s) for i, s in enumerate(REGISTRY) if s.section is section and s.figure)
     figure = mine[0][2].figure if mine else None
     return figure.name if figure else None
 
 
-def headlines() -> dict[str, tuple[str, str, str]]:
+def headlines() -> dict[str, Headline]:
     """table -> its folded summary line's headline (`TableSpec.headline`)."""
     return {s.key: s.headline for s in REGISTRY if s.headline}
 
@@ -206,11 +192,21 @@ def p_columns() -> dict[str, str]:
     return {s.key: s.p_column for s in REGISTRY if s.p_column}
 
 
+def p_families() -> dict[str, str]:
+    """table -> the multiple-testing family of its p-values, where declared (`TableSpec.p_family`)."""
+    return {s.key: s.p_family for s in REGISTRY if s.p_column and s.p_family}
+
+
 def meanings() -> dict[str, str]:
-    """column -> its meaning, as the declarations give it (`TableSpec.meanings`)."""
-    return {col: text for s in REGISTRY for col, text in (s.meanings or {}).items()}
+    """column -> its meaning, as the declarations give it (`TableSpec.meanings`; the first declaration of a
+    column gives its meaning)."""
+    out: dict[str, str] = {}
+    for s in REGISTRY:
+        for col, text in (s.meanings or {}).items():
+            out.setdefault(col, text)
+    return out
 
 
 def leaderboard_parts() -> list[Callable[[Tables], pd.DataFrame]]:
-    """The leaderboard columns declared by tables (beside the leaderboard's own)."""
+    """The leaderboard columns declared by tables, in declaration order."""
     return [s.leaderboard for s in REGISTRY if s.leaderboard]

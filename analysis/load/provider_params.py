@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.load.collect import find_results
+from analysis.stats.spec import Inputs, Section, Tables, TableSpec
 from core.schema import ManifestError, run_manifest
 
 COLUMNS = ["run_id", "judge", "model", "parameter", "asked", "sent", "note"]
@@ -43,3 +44,25 @@ def request_changes(root: str | Path) -> pd.DataFrame:
 
 def _text(value: object) -> str:
     return "not sent" if value is None else str(value)
+
+
+def _request_changes(s: Inputs, _: Tables) -> pd.DataFrame | None:
+    """Parameters a provider did not get as asked (judge.quirks), read from the run folder's files."""
+    if s.root is None:
+        return None
+    table = request_changes(s.root)
+    return table if len(table) else None
+
+
+REQUEST_CHANGES: TableSpec = TableSpec(
+    "request_changes",
+    _request_changes,
+    ("run_id", "judge", "model", "parameter", "asked", "sent", "note"),
+    section=Section.runs,
+    meanings={
+        "parameter": "a request parameter the provider did not get as asked",
+        "asked": "the value the study asked for",
+        "sent": "what the provider received (`not sent` = dropped)",
+        "note": "why it was dropped or changed",
+    },
+)

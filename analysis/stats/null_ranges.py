@@ -32,10 +32,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.load.modes import kinds_by_mode, modes_of, shift_pairs
 from analysis.stats import consistency, illusion
+from analysis.stats.consistency import furthest_position
 from analysis.stats.humans import CONSENSUS_KEYS, check_humans
+from analysis.stats.modes import kinds_by_mode, modes_of, shift_pairs
 from analysis.stats.scores import candidate_scores, direction, half_up
+from analysis.stats.spec import CardField, TableSpec
 from core.modes import ModeKind
 
 N_REPS = 200
@@ -74,17 +76,6 @@ COMPARED = ("self_preference", "human_agreement")
 Statistic = Callable[[int, np.random.Generator], tuple[pd.DataFrame, pd.DataFrame]]
 
 
-def furthest_position(pos: pd.DataFrame) -> pd.DataFrame:
-    """Per judge × mode × dimension: the shown position whose win rate is furthest from the unbiased rate (the
-    card's position-bias row), with its `excess` = win rate − expected."""
-    if pos is None or pos.empty:
-        return pd.DataFrame()
-    pos = pos.assign(excess=pos["win_rate"] - pos["expected"])
-    by = ["judge", "mode", "dimension"] if "mode" in pos else ["judge", "dimension"]
-    idx = pos.groupby(by, observed=True)["excess"].apply(lambda s: s.abs().idxmax())
-    return pos.loc[idx.to_numpy()]
-
-
 def permute_within(groups: np.ndarray, n_reps: int, rng: np.random.Generator) -> np.ndarray:
     """`n_reps` random permutations within groups at once (`n_reps` × items): row b takes item j's value from
     item `out[b, j]` of the same group (`groups`, integer codes). Sorting group + U(0, 1) keys per row
@@ -99,7 +90,7 @@ def permute_within(groups: np.ndarray, n_reps: int, rng: np.random.Generator) ->
 def _position(results: pd.DataFrame, multi: list[str]) -> Statistic:
     """Positions permuted among a prompt's candidates, the same way in each of its samples (a candidate keeps
     one place across the samples of a prompt, so its samples stay as correlated as the judge's); over the
-    modes that show several candidates (`multi`, analysis.load.modes). Each row's share of its prompt
+    modes that show several candidates (`multi`, analysis.stats.modes). Each row's share of its prompt
     sample's win does not depend on where it was shown (`consistency.position_shares`), so every replicate's
     win rate per position is a weighted count of the permuted positions (one bincount for all replicates)."""
     shown = results["mode"].astype(str).isin(multi).to_numpy()
@@ -460,3 +451,18 @@ def null_ranges(
         rows += human_ceiling_rows(cands, humans, n_reps, seed)
     table = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("q", "flag")])
     return card_family(table)[COLUMNS]
+
+
+FLAGS: TableSpec = TableSpec(  # card-only: the null ranges of an unbiased judge
+    "flags",
+    lambda s, _: null_ranges(s.study, s.cands, s.humans, s.reference, s.n_null, s.seed),
+    tuple(COLUMNS),
+    card=CardField(
+        "Flags (against a judge without the effect: permutations, the other judges on the same items, the "
+        "human ceiling; Holm across the card, q < 0.05)",
+        tuple(c for c in COLUMNS if c != "judge"),
+        "no field with a null range (position, length, self-preference, mode shift, human agreement)",
+        order=110,
+    ),
+    report=False,
+)
