@@ -354,10 +354,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 def _latent(key: str) -> Callable[[Inputs, Tables], pd.DataFrame | None]:
     """One table of the latent fits (`latent_tables`: one fit per study, shared by the latent tables)."""
 
@@ -437,3 +433,7 @@ LATENT_DUPLICATES: TableSpec = TableSpec(
         "share_equal": "share of the items both raters labelled on which they give the same label (≥ 0.95: the latent models count one answer twice)",
     },
 )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

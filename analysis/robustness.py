@@ -196,10 +196,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 ROBUSTNESS: TableSpec = TableSpec(  # card-only: the perturbed rows (experiment=robustness)
     "robustness",
     lambda s, _: robustness_table(s.results, n_boot=s.n_boot, seed=s.seed),
@@ -212,3 +208,7 @@ ROBUSTNESS: TableSpec = TableSpec(  # card-only: the perturbed rows (experiment=
     ),
     report=False,
 )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -22,7 +22,7 @@ from analysis.stats import consistency, illusion, latent_models, null_ranges
 from analysis.stats.agreement import cohen_kappa, pair_agreement
 from analysis.stats.reliability import alpha_with_ci, fleiss_with_ci
 from analysis.stats.study import study_candidates
-from tests.test_null_ranges import _comparative
+from tests.support.planted import planted_comparative
 
 N_BOOT = 2000
 #: Two percentile endpoints at 2,000 replicates differ by about 0.01 between seeds on these data.
@@ -248,7 +248,7 @@ def reference_position_null(results: pd.DataFrame, perms: np.ndarray) -> np.ndar
 def test_position_null_equals_the_loop_on_the_same_permutations() -> None:
     """The same permutations through the old merge-and-recompute loop and the new weighted counts give the
     same replicates to 1e-12."""
-    results = _comparative(bias=0.3, seed=4, n_prompts=25)
+    results = planted_comparative(bias=0.3, seed=4, n_prompts=25)
     stat = null_ranges._position(results, ["comparative"])
     _, new = stat(20, np.random.default_rng(0))
     # the permutations the new code drew, in the old code's slot order
@@ -323,6 +323,6 @@ def test_holm_is_statsmodels_holm() -> None:
 
 
 def test_the_card_null_ranges_still_flag_a_planted_position_bias() -> None:
-    results = _comparative(bias=0.8, seed=1)
+    results = planted_comparative(bias=0.8, seed=1)
     table = null_ranges.null_ranges(results, study_candidates(results), n_reps=200, fields=("position_bias",))
     assert bool(table["flag"].iloc[0]) and table["value"].iloc[0] > table["null_hi"].iloc[0]

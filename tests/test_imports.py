@@ -277,3 +277,23 @@ def test_the_folder_graph_sees_a_cycle_between_folders(tmp_path: Path) -> None:
     (tmp_path / "analysis" / "tables" / "b.py").write_text("from analysis.stats import a\n")
     graph = analysis_folder_graph(tmp_path)
     assert import_cycles(graph) == [["analysis.stats", "analysis.tables"]]
+
+
+def test_a_modules_main_guard_is_its_last_statement() -> None:
+    """`python -m module` runs the `if __name__ == "__main__":` block where it stands: a declaration after it
+    (a table spec appended at a statistic module's bottom) is not yet defined when the command runs
+    (analysis.latent's NameError)."""
+    late = []
+    for path in sorted(ROOT.glob("*/**/*.py")):
+        if any(part in {"tests", ".git", "outputs", "multirun"} for part in path.parts):
+            continue
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        for i, node in enumerate(body):
+            test = node.test if isinstance(node, ast.If) else None
+            if (
+                isinstance(test, ast.Compare)
+                and ast.unparse(test) == "__name__ == '__main__'"
+                and i < len(body) - 1
+            ):
+                late.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not late, late

@@ -20,9 +20,9 @@ from analysis.load.collect import load_results
 from analysis.stats.winrate import win_tie_loss
 from experiments.datasets.loader import load_dataset
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
+from tests.support.rubrics import CONF, check_golden, discover, golden_cases, render_text
 from tests.support.runners import run_env
 from tests.support.studies import cli_env
-from tests.test_rubrics import CONF, check_golden, discover, golden_cases, render_text
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = """{% import "_common.jinja" as c %}

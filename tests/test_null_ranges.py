@@ -12,38 +12,7 @@ from statsmodels.stats.multitest import multipletests
 from analysis.stats import null_ranges
 from analysis.stats.agreement import cohen_kappa
 from analysis.stats.study import study_candidates
-
-
-def _comparative(bias: float, seed: int, n_prompts: int = 60, n_samples: int = 3) -> pd.DataFrame:
-    """Comparative prompts of 3 candidates, each shown in a random order; the judge scores a candidate's
-    quality plus noise (sd 0.7), plus `bias` when it is shown first."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for p in range(n_prompts):
-        quality = rng.normal(2.0, 0.5, 3)
-        order = rng.permutation(3)
-        for k in range(n_samples):
-            for c in range(3):
-                pos = int(order[c]) + 1
-                score = quality[c] + rng.normal(0, 0.7) + (bias if pos == 1 else 0.0)
-                rows.append(
-                    {
-                        "judge": "j",
-                        "model": "m",
-                        "mode": "comparative",
-                        "prompt_id": f"p{p}",
-                        "instance_id": f"i{p}",
-                        "candidate_id": f"c{c}",
-                        "source": f"gen{c}",
-                        "dimension": "originality",
-                        "higher_is_better": True,
-                        "sample_idx": k,
-                        "position": pos,
-                        "score": round(score * 2) / 2,
-                        "parse_ok": True,
-                    }
-                )
-    return pd.DataFrame(rows)
+from tests.support.planted import planted_comparative
 
 
 def _position_row(results: pd.DataFrame, seed: int = 0, n_reps: int = 100) -> pd.Series:
@@ -57,7 +26,7 @@ def _position_row(results: pd.DataFrame, seed: int = 0, n_reps: int = 100) -> pd
 def test_a_planted_position_bias_is_flagged() -> None:
     """+0.8 to the first-shown candidate: the first position wins far more than 1/3 of prompts, outside
     the range of the same judge with the positions shuffled."""
-    row = _position_row(_comparative(bias=0.8, seed=1))
+    row = _position_row(planted_comparative(bias=0.8, seed=1))
     assert row["group"] == "1" and row["value"] > row["null_hi"] and bool(row["flag"])
 
 
@@ -186,7 +155,7 @@ def test_human_agreement_is_compared_with_the_human_ceiling() -> None:
 def test_a_degenerate_null_is_said_not_flagged() -> None:
     """A judge that gives every candidate the same score (T = 0.1, identical samples): the position null has
     no spread (0.000–0.000 before, with any value outside flagged); now the row says so."""
-    results = _comparative(bias=0.0, seed=2, n_prompts=10).assign(score=3.0)
+    results = planted_comparative(bias=0.0, seed=2, n_prompts=10).assign(score=3.0)
     table = null_ranges.null_ranges(results, study_candidates(results), n_reps=20, fields=("position_bias",))
     assert len(table) == 1
     row = table.iloc[0]
