@@ -1,18 +1,26 @@
 """The study viewer's data: DuckDB over the runs' parquet / CSV files, never the whole table in memory (the SQL
 itself is in analysis.view.sql).
 
-Opening a study builds two tables: `item_dim`, one row per judged item and dimension (instance × candidate
-× judge × mode × rubric × dimension: mean score over samples and the disagreement measures), and `items`,
-one row per item (the largest disagreement over its dimensions). A list page is one filtered, sorted
-LIMIT/OFFSET query on one of them; an item page reads only its own rows (filter push-down on the parquet
-files).
+Opening a study reads only the files' columns and types: the first page must not wait for the whole table.
+Sorting the list needs two tables over every row, built on a background thread after the first page is out:
+`item_dim`, one row per judged item and dimension (instance × candidate × judge × mode × rubric × dimension:
+mean score over samples and the disagreement measures), and `items`, one row per item (the largest
+disagreement over its dimensions). Until they are built a page asked in a disagreement order comes in
+instance, candidate order, marked `pending` (never a partial order shown as the asked one). Once built they
+are kept beside the study (`.judgescope-view/`, named by a fingerprint of the results files, the SQL and the
+human labels), so the next open of an unchanged study sorts at once and a changed one is built again. A list
+page is one filtered, sorted LIMIT/OFFSET query; an item page reads only its own rows (filter push-down on the
+parquet files).
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
+import os
 import threading
+import time
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +33,7 @@ import pandas as pd
 
 from analysis.load.files import find_results
 from analysis.view.sql import (
+    BUILD_SQL,
     DISAGREEMENT_SQL,
     DISAGREEMENTS,
     ITEM_SQL,
@@ -48,6 +57,13 @@ SORTS: dict[str, str] = {
 DEFAULT_SORT = "judge_judge"
 ITEM = ("instance_id", "candidate_id", "judge", "mode", "rubric")
 PAGE_SIZE = 50
+#: the sidecar folder beside a study's results (a run or multirun folder) holding its built disagreement tables
+INDEX_DIR = ".judgescope-view"
+INDEX_TABLES = ("item_dim", "items")
+INDEX_VERSION = 1  # raised when what the sidecar files hold changes without the SQL changing
+#: the filters a page can answer from the results files' key columns alone, before the tables are built (a
+#: `source` filter reads the item's source as the tables hold it)
+KEY_FILTERS = frozenset(("judge", "mode", "rubric", "dimension", "instance_id"))
 
 
 class ViewError(Exception):
@@ -61,6 +77,8 @@ class Page:
     rows: list[dict[str, Any]]
     total: int
     offset: int
+    #: the order asked for while it is still being built: the rows are then in instance, candidate order
+    pending: str | None = None
 
 
 _OPEN: weakref.WeakSet[Study] = weakref.WeakSet()  # studies not closed yet: closed at interpreter exit
@@ -74,12 +92,38 @@ def _close_open_studies() -> None:
         study.close()
 
 
+def index_files(
+    root: Path, paths: Sequence[Path], results: str, humans: pd.DataFrame | None
+) -> dict[str, Path]:
+    """Where the built tables of this study are kept: `.judgescope-view/<fingerprint>-<table>.parquet` beside
+    the results, the fingerprint a hash of every results file's path, size, mtime, ctime and inode (ctime moves
+    on any write, also one that sets the mtime back), the SQL that builds the tables, DuckDB's version and the
+    human labels. A changed study has another fingerprint, so its old tables are never read."""
+    stats = []
+    for path in paths:
+        st = path.stat()
+        stats.append([str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino])
+    labels = ""
+    if humans is not None:
+        labels = hashlib.sha256(pd.util.hash_pandas_object(humans, index=False).to_numpy().tobytes()).hexdigest()
+        labels += ",".join(map(str, humans.columns))
+    key = json.dumps([INDEX_VERSION, duckdb.__version__, OPEN_SQL, BUILD_SQL, results, labels, stats])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+    folder = (root if root.is_dir() else root.parent) / INDEX_DIR
+    return {table: folder / f"{digest}-{table}.parquet" for table in INDEX_TABLES}
+
+
+def _sql_path(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
 class Study:
     """A run or multirun folder opened for viewing (one in-memory DuckDB connection). `close()` (or a `with`
     block) interrupts and joins the background build and closes the connection; a study left open is closed
-    at interpreter exit."""
+    at interpreter exit. `index`: read and keep the built tables beside the study (INDEX_DIR); without it
+    nothing is written."""
 
-    def __init__(self, root: str | Path, humans: pd.DataFrame | None = None) -> None:
+    def __init__(self, root: str | Path, humans: pd.DataFrame | None = None, index: bool = True) -> None:
         paths = find_results(root)
         if not paths:
             raise ViewError(f"{root}: no results.parquet or results.csv below this folder")
@@ -100,7 +144,8 @@ class Study:
                 )
             consensus = consensus_scores(self.humans)
         try:
-            self.con.execute(f"CREATE VIEW results AS {results_sql(self.con, paths)}")
+            results = results_sql(self.con, paths)
+            self.con.execute(f"CREATE VIEW results AS {results}")
             # the human consensus (analysis.stats.humans, as the report and the card read it); this cursor only
             if consensus is None:  # no labels: the empty table consensus_scores gives, typed alike
                 self.con.execute(NO_HUMANS_SQL)
@@ -117,14 +162,38 @@ class Study:
         self.has_prompts = bool(prompts)
         if prompts:
             self.con.execute(f"CREATE VIEW prompts AS {scan(prompts, 'read_parquet')}")
-        # sorting the whole list by a disagreement needs it for every item: built in the background once the
-        # first page is out (so it does not slow that page down), or at once when a sort needs it
+        # sorting the whole list by a disagreement needs it for every item: read from the sidecar kept by an
+        # earlier open of the same files, else built in the background once the first page is out (so it does
+        # not slow that page down), or at once when a page must wait for it
         self._build_error: str | None = None
         self._build_cursor = self.con.cursor()
         self._builder = threading.Thread(target=self._build_disagreements, daemon=True)
         self._start_lock = threading.Lock()
         self._closed = False
+        self._built = False
+        self.index = index_files(self.root, paths, results, consensus) if index else None
+        self.from_index = self._open_index()
         _OPEN.add(self)
+
+    def _open_index(self) -> bool:
+        """The tables kept by an earlier open of these very files, if there are (views over the sidecar)."""
+        if self.index is None or not all(path.is_file() for path in self.index.values()):
+            return False
+        try:
+            for table, path in self.index.items():
+                self.con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({_sql_path(path)})")
+        except duckdb.Error:  # unreadable (damaged, removed): built again, and kept anew
+            for table in INDEX_TABLES:
+                self.con.execute(f"DROP VIEW IF EXISTS {table}")
+            return False
+        self._built = True
+        return True
+
+    @property
+    def ready(self) -> bool:
+        """Whether every item's disagreements are there (built or read from the sidecar): a sorted page needs
+        them all."""
+        return self._built
 
     def __enter__(self) -> Study:
         return self
@@ -149,23 +218,53 @@ class Study:
         _OPEN.discard(self)
 
     def start_build(self) -> None:
-        """Start building every item's disagreements (once, and never after close; later calls do nothing)."""
+        """Start building every item's disagreements (once, and never after close or when the sidecar had
+        them; later calls do nothing)."""
         with self._start_lock:
-            if self._builder.ident is None and not self._closed:
+            if self._builder.ident is None and not self._closed and not self._built:
                 self._builder.start()
 
+    def _before_build(self) -> None:
+        """Nothing: the seam where a test's fake study makes the build slow, to see the pages meanwhile."""
+
     def _build_disagreements(self) -> None:
-        statements = (
-            f"CREATE TABLE item_dim AS {DISAGREEMENT_SQL.format(where='')}",
-            f"CREATE TABLE items AS {ITEM_SQL.format(dims='SELECT * FROM item_dim')}",
-        )
         try:
-            for sql in statements:
+            self._before_build()
+            for sql in BUILD_SQL:
                 if self._closed:
                     return
                 self._build_cursor.execute(sql)
         except duckdb.Error as exc:
             self._build_error = str(exc).splitlines()[0]
+            return
+        self._built = True
+        self._keep_index()
+
+    def _keep_index(self) -> None:
+        """Write the built tables to the sidecar (each to a temporary name, then renamed: a reader never sees
+        half a file) and remove the sidecars of earlier versions of the study a day old. A folder that cannot be written
+        keeps none: the next open builds again."""
+        if self.index is None:
+            return
+        written: list[Path] = []
+        try:
+            folder = next(iter(self.index.values())).parent
+            folder.mkdir(exist_ok=True)
+            for table, path in self.index.items():
+                temporary = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+                written.append(temporary)
+                if self._closed:
+                    raise OSError("closed")
+                self._build_cursor.execute(f"COPY {table} TO {_sql_path(temporary)} (FORMAT parquet)")
+                os.replace(temporary, path)
+            # another viewer of the same folder (other files or labels) may still read its own: kept a day
+            kept, stale = {path.name for path in self.index.values()}, time.time() - 86_400
+            for old in folder.glob("*.parquet"):
+                if old.name not in kept and old.stat().st_mtime < stale:
+                    old.unlink(missing_ok=True)
+        except (OSError, duckdb.Error):
+            for temporary in written:
+                temporary.unlink(missing_ok=True)
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor of its own for each query: the web server answers requests on several threads, and one
@@ -186,10 +285,15 @@ class Study:
 
     def wait(self) -> None:
         """Block until every item's disagreements are built (sorting by them needs all)."""
+        if self._built:
+            return
         self.start_build()
-        self._builder.join()
+        if self._builder.ident is not None:
+            self._builder.join()
         if self._build_error:
             raise ViewError(f"{self.root}: the disagreement tables could not be built: {self._build_error}")
+        if not self._built:  # closed before the build ended
+            raise ViewError(f"{self.root}: the viewer was closed before the disagreement tables were built")
 
     def choices(self) -> dict[str, list[str]]:
         """Distinct values of every filter column (for the filter menus)."""
@@ -197,7 +301,7 @@ class Study:
         for col in FILTERS:
             rows = (
                 self._cursor()
-                .execute(f'SELECT DISTINCT "{col}" FROM base WHERE "{col}" IS NOT NULL ORDER BY 1 LIMIT 5000')
+                .execute(f'SELECT DISTINCT "{col}" FROM results WHERE "{col}" IS NOT NULL ORDER BY 1 LIMIT 5000')
                 .fetchall()
             )
             out[col] = [str(r[0]) for r in rows]
@@ -209,18 +313,32 @@ class Study:
         return ("WHERE " + sql if sql else ""), [v for _, v in used]
 
     def page(
-        self, filters: Mapping[str, str], sort: str = "item", offset: int = 0, size: int = PAGE_SIZE
+        self,
+        filters: Mapping[str, str],
+        sort: str = "item",
+        offset: int = 0,
+        size: int = PAGE_SIZE,
+        wait: bool = True,
     ) -> Page:
         """One page of items (instance × candidate × judge × mode × rubric) sorted by one of SORTS, largest
-        disagreement first; without a dimension filter an item's disagreement is its largest over dimensions."""
+        disagreement first; without a dimension filter an item's disagreement is its largest over dimensions.
+        A sort needs every item's disagreements: `wait=False` does not wait for them while they are built, but
+        gives the page in instance, candidate order with `pending` naming the sort asked for."""
         where, params = self._where(filters)
         keys = ", ".join(ITEM)
-        order = keys if sort not in SORTS or sort == "item" else f"{sort} DESC NULLS LAST, {keys}"
-        if sort in DISAGREEMENTS:
-            self.wait()
+        used = {c for c in FILTERS if filters.get(c)}
+        ranked = sort in SORTS and sort != "item"
+        pending = None
+        if not self._built and (ranked or not used <= KEY_FILTERS):
+            if wait or not used <= KEY_FILTERS:
+                self.wait()
+            else:
+                pending, ranked = sort, False
+        order = f"{sort} DESC NULLS LAST, {keys}" if ranked else keys
+        if self._built:
             table = "item_dim" if filters.get("dimension") else "items"
-        else:
-            table = "base" if filters.get("dimension") else "base_items"
+        else:  # the items themselves, from the key columns: one row per item as the tables will hold them
+            table = f"(SELECT DISTINCT {keys}{', dimension' if filters.get('dimension') else ''} FROM results)"
         sql = (
             f"SELECT {keys}, count(*) OVER () AS total FROM {table} {where} ORDER BY {order} LIMIT ? OFFSET ?"
         )
@@ -229,7 +347,7 @@ class Study:
         frame = frame.drop(columns="total").merge(self._details(frame, filters.get("dimension")), how="left")
         frame = frame.merge(self._first_lines(frame), on=["instance_id", "candidate_id"], how="left")
         self.start_build()
-        return Page(frame.astype(object).where(frame.notna(), None).to_dict("records"), total, offset)
+        return Page(frame.astype(object).where(frame.notna(), None).to_dict("records"), total, offset, pending)
 
     def _details(self, page: pd.DataFrame, dimension: str | None) -> pd.DataFrame:
         """Scores ("dimension score · …") and disagreements of the items on one page, from their rows only."""
@@ -250,7 +368,10 @@ class Study:
             return pd.DataFrame(columns=columns)
         where = f"WHERE instance_id IN ({', '.join('?' for _ in instances)})"
         where += " AND dimension = ?" if dimension else ""
-        sql = ITEM_SQL.format(dims=DISAGREEMENT_SQL.format(where=where))
+        # the built table's rows, or the same computed from these instances' rows (each window partition is
+        # one instance, so the figures are exact)
+        dims = f"SELECT * FROM item_dim {where}" if self._built else DISAGREEMENT_SQL.format(where=where)
+        sql = ITEM_SQL.format(dims=dims)
         return self._read(sql, [*instances, *([dimension] if dimension else [])]).fetchdf()
 
     def _first_lines(self, page: pd.DataFrame) -> pd.DataFrame:

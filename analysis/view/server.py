@@ -215,7 +215,8 @@ def create_app(study: Study, hosts: Sequence[str] = HOSTS) -> FastAPI:
     @app.get("/", response_class=HTMLResponse)
     def items(request: Request, sort: str = DEFAULT_SORT, offset: int = 0) -> HTMLResponse:
         filters = {c: request.query_params.get(c, "") for c in FILTERS}
-        page = study.page(filters, sort, min(max(offset, 0), MAX_OFFSET))
+        # never waits for the disagreement tables: until they are built the page says so and reloads
+        page = study.page(filters, sort, min(max(offset, 0), MAX_OFFSET), wait=False)
         params = {**filters, "sort": sort}
         return templates.TemplateResponse(
             request,

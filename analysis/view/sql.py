@@ -28,13 +28,13 @@ MISSING_SQL = ", ".join(sorted("'" + m.replace("'", "''") + "'" for m in MISSING
 # unparsed answer's score (2 parsed, 4 unparsed) made the viewer's mean 3.0 where the analysis has 2.0.
 USABLE = "CASE WHEN coalesce(parse_ok, true) THEN score END"
 PERTURBED_SQL = f"coalesce(nullif(trim(perturbation), ''), '{ORIGINAL}') <> '{ORIGINAL}'"
-# Built when a study opens: one row per item × dimension over its unperturbed rows (mean over samples, spread
+# Views (computed when read, never at open): one row per item × dimension over its unperturbed rows (mean over samples, spread
 # across the samples of one prompt: the largest over its prompts, so a candidate shown in two prompts is not
 # read as an unstable judge; a pairwise item's verdicts counted, "a 3 / b 1", as the item page lists each;
 # `perturbed`: how many perturbed rows it has) and one per item (largest spread over its dimensions). An item
 # judged under perturbations only is listed with no score.
 OPEN_SQL = (
-    f"""CREATE TABLE base AS WITH per_prompt AS (
+    f"""CREATE VIEW base AS WITH per_prompt AS (
          SELECT instance_id, candidate_id, judge, mode, rubric, dimension, prompt_id, perturbation, preference,
            {PERTURBED_SQL} AS perturbed, any_value(source) AS source, sum({USABLE}) AS total,
            count({USABLE}) AS n, max({USABLE}) - min({USABLE}) AS spread,
@@ -52,7 +52,7 @@ OPEN_SQL = (
          sum(total) / nullif(sum(n), 0) AS score, max(spread) AS spread, bool_and(parsed) AS parsed,
          string_agg(verdicts, ' / ' ORDER BY verdicts) AS preference, CAST(sum(perturbed) AS INTEGER) AS perturbed
        FROM per_verdict GROUP BY instance_id, candidate_id, judge, mode, rubric, dimension""",
-    """CREATE TABLE base_items AS SELECT instance_id, candidate_id, judge, mode, rubric,
+    """CREATE VIEW base_items AS SELECT instance_id, candidate_id, judge, mode, rubric,
          any_value(source) AS source, max(spread) AS spread, bool_and(parsed) AS parsed,
          CAST(sum(perturbed) AS INTEGER) AS perturbed
        FROM base GROUP BY ALL""",
@@ -87,11 +87,23 @@ ITEM_SQL = """SELECT instance_id, candidate_id, judge, mode, rubric, any_value(s
   max(mode_shift) AS mode_shift, bool_and(parsed) AS parsed, CAST(sum(perturbed) AS INTEGER) AS perturbed,
   string_agg(dimension || ' ' || coalesce(CAST(round(score, 2) AS VARCHAR), preference, '–'), ' · '
              ORDER BY dimension) AS scores,
-  arg_max(dimension, spread) AS spread_dim, arg_max(dimension, judge_judge) AS judge_judge_dim,
-  arg_max(dimension, judge_human) AS judge_human_dim, arg_max(dimension, mode_shift) AS mode_shift_dim,
+  {largest},
   string_agg(dimension || ' ' || CAST(round(human, 2) AS VARCHAR), ' · ' ORDER BY dimension)
     FILTER (human IS NOT NULL) AS experts
 FROM ({dims}) GROUP BY ALL"""
+# the dimension a figure is largest on; on a tie the first dimension by name (arg_max's pick among equal
+# values followed the rows' order, so the sidecar's table and the one built in memory named different ones)
+_LARGEST = ", ".join(
+    f"arg_min(dimension, CASE WHEN {c} IS NOT NULL THEN {{{{'v': -{c}, 'd': dimension}}}} END) AS {c}_dim"
+    for c in ("spread", "judge_judge", "judge_human", "mode_shift")
+)
+ITEM_SQL = ITEM_SQL.replace("{largest}", _LARGEST)
+# What sorting the whole list needs, built on a background thread (analysis.view.data.Study) and kept beside
+# the study (its sidecar index) for the next open: every item × dimension's disagreements, then every item's.
+BUILD_SQL = (
+    f"CREATE TABLE item_dim AS {DISAGREEMENT_SQL.format(where='')}",
+    f"CREATE TABLE items AS {ITEM_SQL.format(dims='SELECT * FROM item_dim')}",
+)
 # each disagreement of the list comes with the dimension it was largest on (`<figure>_dim`), and `experts` is
 # the human consensus per dimension of the item's candidate
 DISAGREEMENTS = ("judge_judge", "judge_human", "mode_shift")
