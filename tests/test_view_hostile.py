@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from fastapi.testclient import TestClient
+from starlette.testclient import TestClient
 
 from analysis.view import sql
 from analysis.view.data import Study, ViewError

@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from fastapi.testclient import TestClient
+from starlette.testclient import TestClient
 
 from analysis.load.collect import load_results
 from analysis.view.data import Study

@@ -105,7 +105,9 @@ def index_files(
         stats.append([str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino])
     labels = ""
     if humans is not None:
-        labels = hashlib.sha256(pd.util.hash_pandas_object(humans, index=False).to_numpy().tobytes()).hexdigest()
+        labels = hashlib.sha256(
+            pd.util.hash_pandas_object(humans, index=False).to_numpy().tobytes()
+        ).hexdigest()
         labels += ",".join(map(str, humans.columns))
     key = json.dumps([INDEX_VERSION, duckdb.__version__, OPEN_SQL, BUILD_SQL, results, labels, stats])
     digest = hashlib.sha256(key.encode()).hexdigest()[:32]
@@ -301,7 +303,9 @@ class Study:
         for col in FILTERS:
             rows = (
                 self._cursor()
-                .execute(f'SELECT DISTINCT "{col}" FROM results WHERE "{col}" IS NOT NULL ORDER BY 1 LIMIT 5000')
+                .execute(
+                    f'SELECT DISTINCT "{col}" FROM results WHERE "{col}" IS NOT NULL ORDER BY 1 LIMIT 5000'
+                )
                 .fetchall()
             )
             out[col] = [str(r[0]) for r in rows]
@@ -338,7 +342,9 @@ class Study:
         if self._built:
             table = "item_dim" if filters.get("dimension") else "items"
         else:  # the items themselves, from the key columns: one row per item as the tables will hold them
-            table = f"(SELECT DISTINCT {keys}{', dimension' if filters.get('dimension') else ''} FROM results)"
+            table = (
+                f"(SELECT DISTINCT {keys}{', dimension' if filters.get('dimension') else ''} FROM results)"
+            )
         sql = (
             f"SELECT {keys}, count(*) OVER () AS total FROM {table} {where} ORDER BY {order} LIMIT ? OFFSET ?"
         )
@@ -347,7 +353,9 @@ class Study:
         frame = frame.drop(columns="total").merge(self._details(frame, filters.get("dimension")), how="left")
         frame = frame.merge(self._first_lines(frame), on=["instance_id", "candidate_id"], how="left")
         self.start_build()
-        return Page(frame.astype(object).where(frame.notna(), None).to_dict("records"), total, offset, pending)
+        return Page(
+            frame.astype(object).where(frame.notna(), None).to_dict("records"), total, offset, pending
+        )
 
     def _details(self, page: pd.DataFrame, dimension: str | None) -> pd.DataFrame:
         """Scores ("dimension score · …") and disagreements of the items on one page, from their rows only."""
@@ -370,8 +378,8 @@ class Study:
         where += " AND dimension = ?" if dimension else ""
         # the built table's rows, or the same computed from these instances' rows (each window partition is
         # one instance, so the figures are exact)
-        dims = f"SELECT * FROM item_dim {where}" if self._built else DISAGREEMENT_SQL.format(where=where)
-        sql = ITEM_SQL.format(dims=dims)
+        rows = f"SELECT * FROM item_dim {where}" if self._built else DISAGREEMENT_SQL.format(where=where)
+        sql = ITEM_SQL.format(dims=rows)
         return self._read(sql, [*instances, *([dimension] if dimension else [])]).fetchdf()
 
     def _first_lines(self, page: pd.DataFrame) -> pd.DataFrame:
