@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import duckdb
 import pandas as pd
@@ -197,7 +197,7 @@ class Study:
         them all."""
         return self._built
 
-    def __enter__(self) -> Study:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
