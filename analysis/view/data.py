@@ -388,11 +388,13 @@ class Study:
         if keys.empty:
             return pd.DataFrame(columns=["instance_id", "candidate_id", "first_line"])
         marks = " OR ".join("(instance_id = ? AND candidate_id = ?)" for _ in range(len(keys)))
-        sql = (
+        instances = sorted(set(keys["instance_id"]))
+        sql = (  # the instances first: a filter DuckDB pushes down to the files (the ORs it does not)
             f"SELECT instance_id, candidate_id, any_value(candidate_text) AS text FROM results "
-            f"WHERE {marks} GROUP BY ALL"
+            f"WHERE instance_id IN ({', '.join('?' for _ in instances)}) AND ({marks}) GROUP BY ALL"
         )
-        texts = self._read(sql, [v for row in keys.itertuples(index=False) for v in row]).fetchdf()
+        pairs = [v for row in keys.itertuples(index=False) for v in row]
+        texts = self._read(sql, [*instances, *pairs]).fetchdf()
         lines = [
             next((ln.strip() for ln in str(t).splitlines() if ln.strip()), None)
             if isinstance(t, str)
