@@ -10,10 +10,12 @@ import sys
 import threading
 from pathlib import Path
 
+import duckdb
 import pandas as pd
+import pytest
 from starlette.testclient import TestClient
 
-from analysis.view.data import INDEX_DIR, SORTS, Study
+from analysis.view.data import INDEX_DIR, SORTS, Study, ViewError
 from analysis.view.server import create_app
 from tests.support.studies import cli_env
 from tests.support.view_study import LOCAL, write_synthetic
@@ -31,6 +33,13 @@ class FakeSlowBuildStudy(Study):
 
     def _before_build(self) -> None:
         self.gate.wait(60)
+
+
+class FakeFailingBuildStudy(Study):
+    """A fake for these tests: its disagreement build fails."""
+
+    def _before_build(self) -> None:
+        raise duckdb.OutOfMemoryException("planted: out of memory")
 
 
 def keys(rows: list[dict[str, object]]) -> list[tuple[object, ...]]:
@@ -147,3 +156,16 @@ def test_the_viewer_starts_without_fastapi_or_pydantic(tmp_path: Path) -> None:
         [sys.executable, "-c", code], env=cli_env(tmp_path), capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_a_failed_build_is_one_line_not_a_page_pending_for_ever(tmp_path: Path) -> None:
+    write_synthetic(tmp_path)
+    with FakeFailingBuildStudy(tmp_path, index=False) as study:
+        study.start_build()
+        study._builder.join()
+        with pytest.raises(ViewError, match="could not be built: planted: out of memory"):
+            study.page({}, "judge_judge", wait=False)
+        response = TestClient(create_app(study), base_url=LOCAL).get("/")
+        assert response.status_code == 409 and len(response.text.splitlines()) == 1
+        assert study.page({}, "item", wait=False).total == 140  # the item order needs no build
+    assert not (tmp_path / INDEX_DIR).exists()

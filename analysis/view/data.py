@@ -334,8 +334,9 @@ class Study:
         ranked = sort in SORTS and sort != "item"
         pending = None
         if not self._built and (ranked or not used <= KEY_FILTERS):
-            if wait or not used <= KEY_FILTERS:
-                self.wait()
+            ended = self._builder.ident is not None and not self._builder.is_alive()  # failed, or closed
+            if wait or ended or not used <= KEY_FILTERS:
+                self.wait()  # a failed build: its one line (a page never stays pending for ever)
             else:
                 pending, ranked = sort, False
         order = f"{sort} DESC NULLS LAST, {keys}" if ranked else keys
