@@ -51,6 +51,32 @@ def test_help_imports_no_heavy_library(command: str, tmp_path: Path) -> None:
     assert out.stdout.strip().splitlines()[-1] == "LOADED []", out.stdout + out.stderr
 
 
+#: loaded by the statistic that uses them, not with the report's or the card's modules: crowd-kit (and nltk) for a
+#: latent fit, ppi-python (and numba) for a corrected estimate, scikit-learn for calibration, matplotlib for
+#: a figure
+ON_USE = ("crowdkit", "nltk", "ppi_py", "numba", "sklearn", "matplotlib")
+
+
+def test_the_commands_modules_load_no_library_before_a_table_uses_it(tmp_path: Path) -> None:
+    """Importing the report's and the card's code (every table declaration) leaves the libraries of single
+    statistics unloaded (sys.modules, not a timing): a study without expert labels, or with fewer than three
+    raters per mode, never pays for them."""
+    code = (
+        "import sys, analysis.report.build, analysis.card.build\n"
+        f"print('LOADED', sorted(m for m in {ON_USE!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=ROOT,
+        env=cli_env(tmp_path),
+    )
+    assert out.stdout.strip().splitlines()[-1] == "LOADED []", out.stdout + out.stderr
+
+
 def test_a_bad_option_is_one_line_before_the_statistics(tmp_path: Path) -> None:
     """A bad --n-boot is argparse's one line (exit 2) from the light parser, as before the split."""
     out = subprocess.run(

@@ -30,8 +30,9 @@ from analysis.load.completeness import checked_humans, provider_failures, run_st
 from analysis.report.summary import banner_lines, parse_rate
 from analysis.robustness import note_perturbed, unperturbed
 from analysis.stats import null_ranges
+from analysis.stats.multiplicity import family_of
 from analysis.tables import registry
-from analysis.tables.declarations import card_specs
+from analysis.tables.declarations import card_specs, p_columns, p_families
 from analysis.tables.registry import StudyInputs
 from core.cells import unescape_text
 from core.schema import Manifest, run_manifest
@@ -124,6 +125,20 @@ def run_facts(root: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def card_tables() -> set[str]:
+    """The declared tables a card reads, and only those: its fields' (`card_specs`), the latent model's duplicate
+    pairs (the notes), every table whose p-values are corrected in one family with a field's (`p_families`: a
+    q-value depends on the whole family) and the tables that read all the others (the multiple-testing family
+    that adds the q-values). Each table is computed from the study alone (only the `reads_all` ones read other
+    tables), so a card shows the report's value without the report-only tables (the cross-dimension alignment,
+    the combined judges, the score agreement, …), about half of what the cards computed before."""
+    fields = {s.key for s in card_specs()} | {LATENT_DUPLICATES.key}
+    columns, families = p_columns(), p_families()
+    tested = {family_of(key, families) for key in fields if key in columns}
+    together = {key for key in columns if family_of(key, families) in tested}
+    return fields | together | {s.key for s in registry.REGISTRY if s.reads_all}
+
+
 def study_tables(
     results: pd.DataFrame,
     humans: pd.DataFrame | None,
@@ -137,7 +152,7 @@ def study_tables(
     `analysis.stats.null_ranges`), each as its declaration's `CardField.read` reads it; and `latent_duplicates`,
     one row per rater of a pair, for the cards' notes."""
     inputs = StudyInputs(results, humans, reference, n_boot, seed, n_null=n_null)
-    computed = registry.compute_tables(inputs, report_only=False)
+    computed = registry.compute_tables(inputs, report_only=False, keys=card_tables())
     tables = {}
     for spec in card_specs():
         assert spec.card is not None

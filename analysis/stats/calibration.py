@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from sklearn.isotonic import IsotonicRegression
-from sklearn.model_selection import KFold
 
 from analysis.stats.corrected import ITEM, labels_and_predictions
 from analysis.stats.humans import NO_HUMANS_CARD
@@ -46,6 +44,9 @@ COLUMNS = [
 
 def cross_fitted(x: np.ndarray, y: np.ndarray, folds: int = FOLDS, seed: int = 0) -> np.ndarray:
     """Each item's isotonic prediction from a map fitted on the other folds (`folds` capped by n)."""
+    from sklearn.isotonic import IsotonicRegression  # noqa: PLC0415 (scikit-learn: only with expert labels)
+    from sklearn.model_selection import KFold  # noqa: PLC0415
+
     out = np.full(len(x), np.nan)
     k = min(folds, len(x))
     if k < 2:
@@ -163,6 +164,8 @@ def calibrated_scores(
 ) -> pd.DataFrame:
     """Every generated candidate's judge score with `score_calibrated`: the isotonic map fitted on all the
     expert-rated candidates of its judge × mode × dimension (for downstream use; the report never reads it)."""
+    from sklearn.isotonic import IsotonicRegression  # noqa: PLC0415 (scikit-learn: only with expert labels)
+
     scores, _ = labels_and_predictions(cands, humans, reference)
     frames = []
     for _, part in scores.groupby(KEYS, sort=True):

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from ppi_py import classical_mean_ci, ppi_mean_ci, ppi_mean_pointestimate
 from scipy.stats import norm
 
 from analysis.stats.humans import (
@@ -95,6 +94,15 @@ MEANINGS = {
 }
 
 
+def _classical_mean_ci(y: np.ndarray, alpha: float) -> tuple[float, float]:
+    """ppi-python's `classical_mean_ci`, imported when an estimate is made: ppi-python loads numba, about a
+    second of a report that has no design to correct (issue 35, item 4)."""
+    from ppi_py import classical_mean_ci  # noqa: PLC0415
+
+    lo, hi = classical_mean_ci(y, alpha=alpha)
+    return float(np.ravel(lo)[0]), float(np.ravel(hi)[0])
+
+
 @dataclass(frozen=True)
 class Estimates:
     """Judge-only, human-only and corrected estimates of one mean, each with its CI."""
@@ -108,10 +116,12 @@ class Estimates:
 def estimate(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray, alpha: float = ALPHA) -> Estimates:
     """The three estimates of E[y] under a random design: `y` and `yhat` on the labelled items (a random
     sample), `yhat_unlabeled` on the rest (PPI++; with no unlabelled item, the labelled mean itself)."""
+    from ppi_py import ppi_mean_ci, ppi_mean_pointestimate  # noqa: PLC0415 (numba: only for an estimate)
+
     y, yhat, rest = (np.asarray(a, dtype=float) for a in (y, yhat, yhat_unlabeled))
     every = np.concatenate([yhat, rest])
-    j_lo, j_hi = classical_mean_ci(every, alpha=alpha)
-    h_lo, h_hi = classical_mean_ci(y, alpha=alpha)
+    j_lo, j_hi = _classical_mean_ci(every, alpha=alpha)
+    h_lo, h_hi = _classical_mean_ci(y, alpha=alpha)
     if len(rest):
         c_lo, c_hi = ppi_mean_ci(y, yhat, rest, alpha=alpha)
         point = ppi_mean_pointestimate(y, yhat, rest)
@@ -361,7 +371,7 @@ def _group(part: pd.DataFrame, design: str, rate: bool, alpha: float) -> dict[st
         got = estimate(y[labelled], yhat[labelled], yhat[~labelled], alpha)
     else:
         pi = part["pi"].to_numpy(dtype=float)
-        j_lo, j_hi = classical_mean_ci(yhat, alpha=alpha)
+        j_lo, j_hi = _classical_mean_ci(yhat, alpha=alpha)
         human = active_estimate(y, yhat, labelled, pi, alpha, lam=0.0)
         corrected = active_estimate(y, yhat, labelled, pi, alpha)
         got = Estimates(

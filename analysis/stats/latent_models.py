@@ -16,6 +16,9 @@ The models assume raters err independently, so a judge enters each fit once: one
 experts at 80% plus a judge that turns every tie into a win, entered twice, put the latent win rate at 41%
 where the truth is 29%). Two raters that answer (nearly) alike break the same assumption:
 `duplicate_raters` finds them so the tables can warn.
+
+crowd-kit is imported by the fits that use it: its `aggregation` package loads nltk (about a second), which a
+study with fewer than three raters per mode (no fit) never needs (issue 35, item 4).
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ from typing import TypeVar
 
 import numpy as np
 import pandas as pd
-from crowdkit.aggregation import GLAD, DawidSkene, MajorityVote
 from scipy import special, stats
 
 from analysis.stats import humans as human_mod
@@ -176,6 +178,8 @@ def majority_fit(labels: pd.DataFrame) -> LatentFit:
     the item's votes. The strict human majority of the report is `analysis.stats.humans.majority_vote`."""
     share = labels.groupby(["task", "label"]).size().unstack("label", fill_value=0)
     post = share.div(share.sum(axis=1), axis=0)
+    from crowdkit.aggregation import MajorityVote  # noqa: PLC0415 (crowd-kit loads nltk: only for a fit)
+
     with _quiet():
         mv = MajorityVote().fit(_crowd(labels))
     skills = fitted(mv.skills_, "MajorityVote.skills_")  # agreement with the (tie-broken) majority
@@ -184,6 +188,8 @@ def majority_fit(labels: pd.DataFrame) -> LatentFit:
 
 def dawid_skene(labels: pd.DataFrame, n_iter: int = 100) -> LatentFit:
     """Dawid–Skene EM (crowd-kit): a full confusion matrix per rater and a label prior."""
+    from crowdkit.aggregation import DawidSkene  # noqa: PLC0415 (crowd-kit loads nltk: only for a fit)
+
     with _quiet():
         ds = DawidSkene(n_iter=n_iter).fit(_crowd(labels))
     prior, raw_errors = fitted(ds.priors_, "DawidSkene.priors_"), fitted(ds.errors_, "DawidSkene.errors_")
@@ -289,6 +295,8 @@ def mace(labels: pd.DataFrame, seed: int = 0, restarts: int = 2) -> LatentFit:
 
 def glad(labels: pd.DataFrame) -> LatentFit:
     """GLAD (crowd-kit): per rater an ability α (higher is better, negative is adversarial)."""
+    from crowdkit.aggregation import GLAD  # noqa: PLC0415 (crowd-kit loads nltk: only for a fit)
+
     with _quiet():
         model = GLAD(n_iter=50).fit(_crowd(labels))
     probas = fitted(model.probas_, "GLAD.probas_").rename_axis(columns=None)

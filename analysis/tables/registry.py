@@ -12,7 +12,7 @@ one key, an unknown report section or a card order already taken is refused in o
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -138,12 +138,15 @@ def spec(key: str) -> TableSpec:
     raise KeyError(f"no table {key!r} is declared")
 
 
-def compute_tables(inputs: StudyInputs, report_only: bool = True) -> Tables:
+def compute_tables(
+    inputs: StudyInputs, report_only: bool = True, keys: Collection[str] | None = None
+) -> Tables:
     """Every declared table that applies, keyed by name, in declaration order; card-only tables too when
-    `report_only` is False. On a terminal a progress bar on stderr names the table being computed (the cards
+    `report_only` is False; only the declarations named in `keys` when given (the cards: the tables they read,
+    `analysis.card.build.card_tables`). On a terminal a progress bar on stderr names the table being computed (the cards
     and a large study's report take minutes); piped or redirected output stays silent (tqdm's disable=None)."""
     tables: Tables = {}
-    specs = [s for s in REGISTRY if s.report or not report_only]
+    specs = [s for s in REGISTRY if (s.report or not report_only) and (keys is None or s.key in keys)]
     bar = tqdm(specs, desc="tables", unit="table", disable=None, leave=False, file=sys.stderr)
     for s in bar:
         bar.set_postfix_str(s.key, refresh=True)
