@@ -14,6 +14,7 @@ from analysis.report import paper_tables as pt
 from analysis.report.build import compute_tables
 from analysis.report.summary import shift_lines
 from analysis.stats.corrected import declare_design
+from tests.support.cli import run as run_cli
 
 
 @pytest.fixture(scope="module")
@@ -434,7 +435,7 @@ def test_paper_tables_compile_in_a_two_column_article_through_the_command_line(t
         "--alignment",
         "human:originality,judge:source_boundedness",
     ]
-    report = subprocess.run(command, capture_output=True, text=True, env=cli_env(tmp_path), timeout=600)
+    report = run_cli(command, capture_output=True, text=True, env=cli_env(tmp_path), timeout=600)
     assert report.returncode == 0, report.stderr
     pngs = sorted(p.stem for p in (out / "figures").glob("*.png"))  # issue 37 item 2: PDF beside each PNG
     assert "mode_shift" in pngs and pngs == sorted(p.stem for p in (out / "figures").glob("*.pdf"))
@@ -478,13 +479,12 @@ def test_a_single_rubric_is_named_in_every_caption(shown: dict) -> None:
 
 
 def test_a_malformed_alignment_pair_is_one_line(tmp_path) -> None:
-    import subprocess
     import sys
 
     from tests.support.studies import cli_env
 
     command = [sys.executable, "-m", "analysis.report", str(tmp_path), "--alignment", "originality"]
-    done = subprocess.run(command, capture_output=True, text=True, env=cli_env(tmp_path))
+    done = run_cli(command, capture_output=True, text=True, env=cli_env(tmp_path))
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "--alignment 'originality': expected human:DIMENSION,judge:DIMENSION" in done.stderr
     assert pt.parse_alignment("human:a, judge:b") == ("a", "b")
@@ -567,7 +567,7 @@ def test_echoreview_tables_compile_in_a_column_or_across_the_page(tmp_path) -> N
     run = tmp_path / "run"
     run.mkdir()
     pd.DataFrame(quality + pairwise).assign(higher_is_better=True).to_csv(run / "results.csv", index=False)
-    cli = subprocess.run(
+    cli = run_cli(
         [sys.executable, "-m", "analysis.echoreview_report", str(run), "--n-boot", "100"],
         capture_output=True,
         text=True,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,7 @@ from judge.batch.run import BatchRunner
 from judge.cache.store import CallCache
 from judge.spend.pricing import Prices
 from tests.support.batch_server import BatchServer
+from tests.support.cli import run as run_cli
 from tests.support.configs import study_cfg
 from tests.support.studies import cli_env, typed
 
@@ -263,7 +263,7 @@ def test_a_key_on_the_command_line_is_in_no_file_of_a_batch_study(tmp_path: Path
             "progress=false",
             "hydra.run.dir=run",
         ]
-        out = subprocess.run(
+        out = run_cli(
             [sys.executable, "-m", "experiments.run", *args],
             cwd=tmp_path,
             env=cli_env(tmp_path),

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from experiments.inputs import BudgetStop, StudyError
 from judge.completer import Completion
 from judge.spend.budget import Budget, BudgetError
 from judge.spend.pricing import Prices, prompt_tokens
+from tests.support.cli import run as run_cli
 from tests.support.configs import compose
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.studies import typed
@@ -150,7 +150,7 @@ def test_budget_stop_exit_code(server: ScriptedServer, tmp_path: Path) -> None:
         "progress=false",
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
-    done = subprocess.run(
+    done = run_cli(
         [sys.executable, "-m", "experiments.run", *args],
         cwd=tmp_path,
         env=env,

@@ -7,7 +7,6 @@ every request, so "0 provider calls" is what the server saw.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import zipfile
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from judge.cache.backends import open_cache
 from judge.cache.bundle import BundleError, export_runs, import_bundle, main
 from judge.cache.store import CacheError, CallCache
 from judge.completer import Completion
+from tests.support.cli import run as run_cli
 from tests.support.configs import config
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.redis_server import RedisServer, redis_server
@@ -187,7 +187,7 @@ def test_export_import_replays_with_zero_calls(
     assert sorted(r["calls"] for r in manifest["runs"]) == [8, 44]
 
     # the published file, loaded into a fresh folder through the CLI (one line), replays the study: 0 calls
-    out = subprocess.run(
+    out = run_cli(
         [
             sys.executable,
             "-m",
@@ -267,6 +267,6 @@ def test_the_cache_command_chooses_the_bundled_price_map_before_litellm(tmp_path
     env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
     env["PYTHONPATH"] = str(root)
     command = [sys.executable, "-m", "judge.cache", "--help"]
-    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = run_cli(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "cost map" not in done.stderr, done.stderr[-2000:]

@@ -8,7 +8,6 @@ that the local chat server kills while answering; requests are counted at that s
 from __future__ import annotations
 
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 from judge.cache.backends import open_cache
 from judge.cache.store import CacheError, CallCache
 from judge.completer import Completion
+from tests.support.cli import run as run_cli
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.redis_server import REDIS_SERVER, RedisServer
 from tests.support.runners import run_env
@@ -55,7 +55,7 @@ def test_answers_in_flight_when_redis_dies_are_not_paid_again(tmp_path: Path) ->
                 f"cache.url={redis.url}",
                 "progress=false",
             ]
-            stopped = subprocess.run(
+            stopped = run_cli(
                 command, cwd=tmp_path, env=run_env(tmp_path), capture_output=True, text=True, timeout=300
             )
             err = stopped.stderr.strip()
@@ -64,7 +64,7 @@ def test_answers_in_flight_when_redis_dies_are_not_paid_again(tmp_path: Path) ->
             paid_first = len(server.requests)
             assert 5 <= paid_first <= 5 + 4
             redis = RedisServer(tmp_path / "redis-data", port=port, persist=True)  # restarted: what it held
-            again = subprocess.run(
+            again = run_cli(
                 command, cwd=tmp_path, env=run_env(tmp_path), capture_output=True, text=True, timeout=300
             )
             assert again.returncode == 0, again.stderr[-2000:]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import zlib
 from collections.abc import Callable
@@ -15,6 +14,7 @@ import pytest
 
 from analysis.card import build as card
 from analysis.stats.humans import human_agreement
+from tests.support.cli import run as run_cli
 from tests.support.studies import cli_env
 from tests.support.study_folders import DIMENSIONS, sample_candidates, write_fake_run
 
@@ -298,7 +298,7 @@ def test_card_cli_does_not_flag_a_judge_inside_the_human_ceiling(tmp_path: Path)
     ]
     cols = ["annotator", "instance_id", "candidate_id", "source", "dimension", "score"]
     pd.DataFrame(rows, columns=cols).to_csv(tmp_path / "humans.csv", index=False)
-    done = subprocess.run(
+    done = run_cli(
         [sys.executable, "-m", "analysis.card", str(root), "--humans", str(tmp_path / "humans.csv")]
         + ["--out", str(tmp_path / "cards"), "--n-boot", "20", "--n-null", "100"],
         env=cli_env(tmp_path),

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run as run_cli
 from tests.support.fault_server import FaultServer
 from tests.support.openai_server import ScriptedServer, Step
 from tests.support.runners import run
@@ -246,7 +247,7 @@ def test_every_stage_hides_keys_and_answers_a_refused_key_in_one_line(module: st
     body = {"error": {"message": f"Incorrect API key provided: {KEY}", "type": "invalid_request_error"}}
     srv = ScriptedServer(lambda _: Step(401, body=body))
     with srv.running():
-        out = subprocess.run(
+        out = run_cli(
             [
                 sys.executable,
                 "-m",
@@ -365,7 +366,7 @@ def test_a_hidden_map_override_still_merges(tmp_path: Path) -> None:
         tmp_path,
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    out = subprocess.run(
+    out = run_cli(
         [
             sys.executable,
             "-m",

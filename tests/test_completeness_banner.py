@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from experiments.inputs import BudgetStop
+from tests.support.cli import run as run_cli
 from tests.support.configs import compose
 from tests.support.fault_server import FaultServer
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
@@ -53,7 +54,7 @@ def _study(tmp: Path, api_base: str, out: str, *overrides: str, budget: float | 
 
 
 def _cli(tmp: Path, module: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return run_cli(
         [sys.executable, "-m", module, *args],
         env=cli_env(tmp),
         capture_output=True,

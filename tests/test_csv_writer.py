@@ -6,13 +6,13 @@ quotes a cell a spreadsheet would run as a formula. The package sources are scan
 from __future__ import annotations
 
 import ast
-import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 
 from analysis.load.synthetic import synthetic_results
+from tests.support.cli import run as run_cli
 from tests.support.studies import ROOT, cli_env
 
 PACKAGES = ("core", "judge", "rubrics", "experiments", "analysis", "conf")  # pyproject's packages
@@ -75,7 +75,7 @@ def test_drift_csvs_quote_formulas(tmp_path: Path) -> None:
         (tmp_path / name).mkdir()
         frame.to_parquet(tmp_path / name / "results.parquet", index=False)
         runs.append(str(tmp_path / name))
-    run = subprocess.run(
+    run = run_cli(
         [sys.executable, "-m", "analysis.drift", *runs, "--out", str(tmp_path / "drift")],
         cwd=ROOT,
         env=cli_env(tmp_path),

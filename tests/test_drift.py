@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from analysis import drift
+from tests.support.cli import run as run_cli
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.studies import cli_env, typed
 from tests.support.study_folders import Scorer, write_fake_run
@@ -130,7 +131,7 @@ def test_shift_ci_and_kappa_are_scipy_s_and_scikit_learn_s() -> None:
 
 
 def drift_cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return run_cli(
         [sys.executable, "-m", "analysis.drift", *args, "--n-boot", "20"],
         env=cli_env(tmp),
         capture_output=True,

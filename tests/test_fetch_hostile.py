@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from experiments.datasets.fetch import DATASETS
+from tests.support.cli import run as run_cli
 from tests.support.studies import ROOT, cli_env, public_data
 
 HUMAN = DATASETS["novbench_human"][0]  # 420,608 bytes
@@ -84,7 +85,7 @@ def fetch_cli(tmp: Path, *args: str, limit: int | None = None) -> subprocess.Com
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    return subprocess.run(
+    return run_cli(
         [sys.executable, "-m", "experiments.data", "fetch", *args],
         cwd=ROOT,
         env=cli_env(tmp, {"PYTHONDONTWRITEBYTECODE": "1"}),

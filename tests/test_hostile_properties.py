@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
-import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from analysis.annotate import files as io
 from analysis.annotate import select as annotate
 from analysis.report.paper_tables import TEX_SPECIAL, tex
 from experiments.datasets.fetch import DataError, download
+from tests.support.cli import run as run_cli
 from tests.support.study_folders import write_fake_run
 
 FAST = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -71,7 +71,7 @@ def test_one_hostile_name_compiles_under_pdflatex_after_a_row_break(tmp_path: Pa
     name = "[*] \u4e2d\U0001f525 \u00e9 \ufb01 \\ {}%&#_^~$<>| \u00b1\u00d7\u2264 \x00\t\u202e end"
     doc = f"\\documentclass{{article}}\\begin{{document}}\\begin{{tabular}}{{l}}a\\\\\n{tex(name)}\\\\\n\\end{{tabular}}\\end{{document}}\n"
     (tmp_path / "t.tex").write_text(doc, encoding="ascii")
-    run = subprocess.run(
+    run = run_cli(
         ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "t.tex"],
         cwd=tmp_path,
         capture_output=True,

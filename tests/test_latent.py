@@ -8,6 +8,7 @@ import pytest
 
 from analysis import latent
 from analysis.stats import latent_models
+from tests.support.cli import run as run_cli
 
 LABELS = np.array([-1, 0, 1])
 
@@ -301,7 +302,7 @@ def test_drop_rater_leaves_a_duplicate_out_through_the_command_line(tmp_path) ->
 
     def cli(*extra: str) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "analysis.latent", str(run), "--humans", str(tmp_path / "h.csv")]
-        return subprocess.run(
+        return run_cli(
             [*command, "--n-boot", "5", *extra], capture_output=True, text=True, env=cli_env(tmp_path)
         )
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pandas as pd
 
 from analysis.load.synthetic import synthetic_humans, synthetic_results
 from analysis.report import summary
+from tests.support.cli import run as run_cli
 from tests.support.studies import cli_env
 
 
@@ -29,7 +29,7 @@ def test_the_leaderboard_is_one_row_per_judge_with_alpaca_evals_columns_and_no_n
     synthetic_humans(results, seed=3).to_csv(tmp_path / "humans.csv", index=False)
     out = tmp_path / "report"
     command = [sys.executable, "-m", "analysis.report", str(run), "--humans", str(tmp_path / "humans.csv")]
-    done = subprocess.run(
+    done = run_cli(
         [*command, "--out", str(out), "--n-boot", "20"], capture_output=True, text=True, env=cli_env(tmp_path)
     )
     assert done.returncode == 0, done.stderr

@@ -4,7 +4,6 @@ they gave on strings."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from analysis.load.collect import REPORT_COLUMNS, combine_categories, load_resul
 from analysis.load.synthetic import synthetic_results
 from analysis.stats.modes import fill_mode_kinds, kinds_by_mode
 from core.modes import ModeKind
+from tests.support.cli import run as run_cli
 from tests.support.studies import cli_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,7 +133,7 @@ def test_row_groups_agree_with_pandas_duplicated() -> None:
 def test_the_viewer_starts_without_the_statistics_libraries(tmp_path: Path) -> None:
     """`python -m analysis.view` serves its first page without scipy or statsmodels (issue 35: start < 2 s)."""
     code = "import sys, analysis.view.server; print(sorted({'scipy', 'statsmodels'} & set(sys.modules)))"
-    out = subprocess.run(
+    out = run_cli(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,

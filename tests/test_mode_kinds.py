@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.support.cli import run as run_cli
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.studies import cli_env
 
@@ -76,9 +77,7 @@ class PairUp:
 def _run(args: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
     env = cli_env(tmp, {"OPENAI_API_KEY": "sk-local-test-server"})
     env["PYTHONPATH"] = f"{env['PYTHONPATH']}:{tmp / 'code'}"
-    return subprocess.run(
-        [sys.executable, *args], cwd=tmp, env=env, capture_output=True, text=True, timeout=300
-    )
+    return run_cli([sys.executable, *args], cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")

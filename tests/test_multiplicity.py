@@ -3,7 +3,6 @@ the family spanning every table with a p-value."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from analysis.load.synthetic import synthetic_humans, synthetic_results
 from analysis.report.build import compute_tables
 from analysis.stats import multiplicity
 from analysis.tables import declarations
+from tests.support.cli import run as run_cli
 from tests.support.studies import cli_env
 
 
@@ -107,7 +107,7 @@ def test_mode_shift_q_values_are_the_same_with_and_without_humans(tmp_path: Path
     q = {}
     for name, extra in (("plain", []), ("humans", ["--humans", str(tmp_path / "humans.csv")])):
         out = tmp_path / name
-        done = subprocess.run(
+        done = run_cli(
             [sys.executable, "-m", "analysis.report", str(tmp_path / "multirun"), "--out", str(out)]
             + ["--n-boot", "20", *extra],
             env=cli_env(tmp_path),

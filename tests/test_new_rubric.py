@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pandas as pd
 from analysis.load.collect import load_results
 from analysis.stats.winrate import win_tie_loss
 from experiments.datasets.loader import load_dataset
+from tests.support.cli import run as run_cli
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.rubrics import CONF, check_golden, discover, golden_cases, render_text
 from tests.support.runners import run_env
@@ -71,7 +71,7 @@ def test_a_lower_is_better_rubric_in_two_files(tmp_path: Path) -> None:
             "progress=false",
             f"hydra.run.dir={tmp_path / 'run'}",
         ]
-        done = subprocess.run(
+        done = run_cli(
             [sys.executable, "-m", "experiments.run", *args],
             cwd=tmp_path,
             env={**run_env(tmp_path), "PYTHONPATH": str(ROOT)},
@@ -144,7 +144,7 @@ def test_a_rubric_in_one_yaml_is_golden_rendered_scored_and_reported(tmp_path: P
             "progress=false",
             f"hydra.run.dir={tmp_path / 'run'}",
         ]
-        done = subprocess.run(
+        done = run_cli(
             [sys.executable, "-m", "experiments.run", *args],
             cwd=tmp_path,
             env=cli_env(tmp_path),
@@ -159,7 +159,7 @@ def test_a_rubric_in_one_yaml_is_golden_rendered_scored_and_reported(tmp_path: P
     assert (
         set(results["dimension"].astype(str)) == {"clarity", "wordiness"} and results["score"].notna().all()
     )
-    report = subprocess.run(
+    report = run_cli(
         [sys.executable, "-m", "analysis.report", str(tmp_path / "run"), "--n-boot", "20"],
         cwd=tmp_path,
         env=cli_env(tmp_path),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 from experiments.inputs import load_study_inputs
 from experiments.plan import plan_study, run_plan, sum_plans
 from judge.spend.pricing import prices_for
+from tests.support.cli import run as run_cli
 from tests.support.configs import compose
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.studies import cli_env, typed
@@ -121,7 +121,7 @@ def test_plan_cli_sweep_without_key_and_without_calls(server: ScriptedServer, tm
         "progress=false",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     ]
-    done = subprocess.run(
+    done = run_cli(
         [sys.executable, "-m", "experiments.run", *args],
         cwd=tmp_path,
         env=env,
@@ -144,7 +144,7 @@ def test_plan_prints_each_power_line_once_and_answers_a_tiny_effect(tmp_path: Pa
     """Issue 37 (friction) and 34.12: a two-job sweep printed the power line four times (each job's and each
     summed plan's); `plan_effect=0.002` gave no answer in 55 s. Now one power line, with the instances."""
     args = ["-m", "judge=qwen", "mode=independent,comparative", "limit=2", "plan=true", "plan_effect=0.002"]
-    done = subprocess.run(
+    done = run_cli(
         [
             sys.executable,
             "-m",
@@ -263,7 +263,7 @@ def test_default_run_uses_the_bundled_price_map_and_records_it(
     ).hexdigest()
     records = []
     for extra, name, folder in ((["plan=true"], "plan.json", "plan"), ([], "manifest.json", "run")):
-        done = subprocess.run(
+        done = run_cli(
             [sys.executable, *args, *extra, f"hydra.run.dir={tmp_path / folder}"],
             env=env,
             capture_output=True,
@@ -281,10 +281,10 @@ def test_default_run_uses_the_bundled_price_map_and_records_it(
     choose = "from judge.spend.price_map import choose; import os, sys; choose(sys.argv[1]); print(os.environ[{!r}])"
     code = choose.format("LITELLM_LOCAL_MODEL_COST_MAP")
     for source, value in (("remote", "False"), ("bundled", "True")):
-        out = subprocess.run([sys.executable, "-c", code, source], env=env, capture_output=True, text=True)
+        out = run_cli([sys.executable, "-c", code, source], env=env, capture_output=True, text=True)
         assert out.stdout.strip() == value, out.stderr
     assert compose("prices=remote")["prices"] == "remote" and compose()["prices"] == "bundled"
-    bad = subprocess.run(
+    bad = run_cli(
         [sys.executable, *args, "prices=cheap"],
         env=env,
         capture_output=True,

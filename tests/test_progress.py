@@ -16,6 +16,7 @@ import sys
 import termios
 from pathlib import Path
 
+from tests.support.cli import run as run_cli
 from tests.support.studies import cli_env
 from tests.support.study_folders import write_fake_run
 
@@ -33,7 +34,7 @@ def _study(tmp: Path) -> Path:
 
 def _card(root: Path, out: Path, tmp: Path, stderr: int) -> subprocess.CompletedProcess[bytes]:
     args = [sys.executable, "-m", "analysis.card", str(root), "--n-boot", "20", "--n-null", "5"]
-    return subprocess.run(
+    return run_cli(
         [*args, "--out", str(out)],
         cwd=tmp,
         env=cli_env(tmp),

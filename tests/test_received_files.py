@@ -26,6 +26,7 @@ from core.schema import MANIFEST_VERSION, Manifest, ManifestError, read_manifest
 from judge.cache.bundle import FORMAT, BundleError, _entry_line, import_bundle, main
 from judge.cache.store import CallCache
 from judge.completer import Completion
+from tests.support.cli import run as run_cli
 from tests.support.studies import cli_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +36,7 @@ ANSWER = Completion("3", "stop", 12, 7, 0.001, 0.5)
 
 def cache_cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`python -m judge.cache ...` in a subprocess (this checkout's code)."""
-    return subprocess.run(
+    return run_cli(
         [sys.executable, "-m", "judge.cache", *args],
         capture_output=True,
         text=True,
@@ -227,12 +228,12 @@ def test_import_refuses_a_zip_bomb_before_expanding_it(tmp_path: Path) -> None:
     # the command's own peak memory: measured by a parent process that has no other child (this test
     # process's RUSAGE_CHILDREN also holds every earlier test's subprocesses, the embedded model's included)
     watch = (
-        "import resource, subprocess, sys; done = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+        "import resource, subprocess, sys; done = run_cli(sys.argv[1:], capture_output=True, text=True); "
         "sys.stderr.write(done.stderr); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
         "sys.exit(done.returncode)"
     )
     args = [sys.executable, "-m", "judge.cache", "import", str(path), "--cache-dir", str(tmp_path / "cache")]
-    done = subprocess.run(
+    done = run_cli(
         [sys.executable, "-c", watch, *args],
         capture_output=True,
         text=True,

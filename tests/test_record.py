@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from tests.support.batch_server import BatchServer
+from tests.support.cli import run as run_cli
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.runners import run
 from tests.support.studies import cli_env
@@ -81,7 +81,7 @@ def test_echoreview_temperature_check_reads_the_recorded_temperature(tmp_path: P
         _review_run(tmp_path, srv, 0.1, "low")
         _review_run(tmp_path, srv, 1.0, "high")
     for name, ok in (("low", True), ("high", False)):
-        out = subprocess.run(
+        out = run_cli(
             [sys.executable, "-m", "analysis.echoreview_report", name, "--n-boot", "50"],
             cwd=tmp_path,
             env=cli_env(tmp_path),
@@ -191,7 +191,7 @@ def test_a_failed_perturbation_is_recorded_and_the_sweep_goes_on(tmp_path: Path)
     assert len(named) == 1, out.stderr[-3000:]
     assert "robustness.generator=" in named[0] and "drop paraphrase from the sweep" in named[0]
     assert "robustness.perturbation=none,sentence_deletion,padding,injection,order,labels" in named[0]
-    table = subprocess.run(
+    table = run_cli(
         [sys.executable, "-m", "analysis.robustness", "m", "--n-boot", "50"],
         cwd=tmp_path,
         env=cli_env(tmp_path),

@@ -30,6 +30,7 @@ from experiments.inputs import StudyError
 from judge.cache.store import CacheError, CallCache
 from judge.completer import Completion
 from judge.retry import is_transient
+from tests.support.cli import run as run_cli
 from tests.support.configs import config
 from tests.support.fault_server import ANSWERS, OFF_RUBRIC, TRANSIENT, FaultServer
 from tests.support.openai_server import ScriptedServer, Step
@@ -85,7 +86,7 @@ def runner(args: list[str]) -> list[str]:
 def run(
     args: list[str], tmp: Path, env_extra: dict[str, str] | None = None, timeout: float = 240
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return run_cli(
         runner(args), cwd=tmp, env=run_env(tmp, env_extra), capture_output=True, text=True, timeout=timeout
     )
 
@@ -112,15 +113,17 @@ def judgments(table: pd.DataFrame) -> pd.DataFrame:
 @pytest.mark.slow
 def test_faults_every_call_accounted_for(tmp_path: Path) -> None:
     """45 instances x 8 candidates x 3 samples = 1,080 calls through every kind of fault, on 2 workers."""
+    # judge.timeout_s leaves a healthy answer 5 s on a loaded machine (at 3 s, load 11 timed out 3 healthy answers,
+    # which the retry count then counted as injected faults); the injected slow answer takes 10 s
     data = write_dataset(tmp_path / "data.jsonl", 45)
-    server = FaultServer(seed=7, dead_rate=0.01, max_faults=MAX_ATTEMPTS - 2, slow_s=6.0)
+    server = FaultServer(seed=7, dead_rate=0.01, max_faults=MAX_ATTEMPTS - 2, slow_s=10.0)
     with server.running():
         args = study_args(
             server,
             data,
             tmp_path / "run",
             "n_samples=3",
-            "judge.timeout_s=3",
+            "judge.timeout_s=5",
             "judge.concurrency=16",
             "workers=2",
         )

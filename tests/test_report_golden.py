@@ -15,7 +15,6 @@ Refresh the golden tables only for a change that is meant to move a number, and 
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import pandas as pd
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
+from tests.support.cli import run as run_cli
 from tests.support.studies import ROOT, cli_env, shared_sample_study
 
 GOLDEN = ROOT / "tests" / "golden" / "sample_report_tables"
@@ -65,7 +65,7 @@ def test_report_tables_equal_the_tables_before_the_speed_ups(
     root = shared_sample_study(tmp_path_factory, tmp_path)
     out = tmp_path / "report"
     humans = ROOT / "data" / "sample" / "humans.csv"
-    done = subprocess.run(
+    done = run_cli(
         [sys.executable, "-m", "analysis.report", str(root), "--humans", str(humans)]
         + ["--humans-design", "random", "--out", str(out), "--n-boot", "20"],
         capture_output=True,

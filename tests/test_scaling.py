@@ -24,6 +24,7 @@ from analysis.report.build import main as report_main
 from experiments.inputs import StudyError
 from experiments.shard import Shard, ShardError, parse_shard, select, study_id
 from judge.cache.store import CallCache
+from tests.support.cli import run as run_cli
 from tests.support.configs import config
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.runners import run_in_process
@@ -74,7 +75,7 @@ def sweep(args: list[str], tmp: Path, cache: Path) -> subprocess.CompletedProces
     env.update(
         {"JUDGESCOPE_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "sk-local-test"}
     )
-    return subprocess.run(
+    return run_cli(
         [sys.executable, "-m", "experiments.run", "-m", *args, "progress=false"],
         cwd=tmp,
         env=env,

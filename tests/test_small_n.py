@@ -3,7 +3,6 @@ compared raters scored, with n per rater, and rates keep honest intervals at sma
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from analysis.stats.agreement import pair_agreement
 from analysis.stats.calibration import ece_interval, expected_calibration_error, reliability_bins
 from analysis.stats.reliability import alpha_with_ci, fleiss_with_ci
 from core.intervals import BOOT_MIN_N, exact_interval, trusted_bootstrap, wilson_interval
+from tests.support.cli import run as run_cli
 from tests.support.studies import cli_env
 from tests.support.study_folders import DIMENSIONS, sample_candidates, write_fake_run
 
@@ -63,7 +63,7 @@ def planted_study(tmp: Path) -> tuple[Path, Path]:
 
 def report(tmp: Path, root: Path, humans: Path) -> Path:
     out = tmp / "report"
-    done = subprocess.run(
+    done = run_cli(
         [sys.executable, "-m", "analysis.report", str(root), "--humans", str(humans), "--out", str(out)]
         + ["--n-boot", "50"],
         env=cli_env(tmp),

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from experiments.inputs import StudyError, load_study_inputs
+from tests.support.cli import run as run_cli
 from tests.support.configs import compose
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.studies import ROOT, cli_env, typed
@@ -88,7 +89,7 @@ def _cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "retry.max_attempts=1",
         *args,
     ]
-    return subprocess.run(cmd, cwd=ROOT, env=cli_env(tmp), capture_output=True, text=True, timeout=300)
+    return run_cli(cmd, cwd=ROOT, env=cli_env(tmp), capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize(
@@ -174,6 +175,6 @@ def test_the_cli_plans_with_a_mixed_case_variable_that_is_set(tmp_path: Path) ->
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
     env = cli_env(tmp_path, {"AzureOpenAIKey": "abc123abc123abc"})
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = run_cli(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "error:" not in done.stderr

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from experiments.sweep_budget import budget_stop
 from judge.spend.ledger import Fit, LedgerError, SharedSpend, read_ledger
+from tests.support.cli import run as run_cli
 from tests.support.hostile import JSON, one_line
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 
@@ -93,7 +94,7 @@ def _sweep(
         "progress=false",
         f"hydra.sweep.dir={tmp_path / sweep}",
     ]
-    return subprocess.run(
+    return run_cli(
         [sys.executable, "-m", "experiments.run", *args],
         cwd=tmp_path,
         env=env,

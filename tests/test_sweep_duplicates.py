@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from experiments.duplicates import duplicate_lines
+from tests.support.cli import run as run_cli
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.studies import cli_env
 
@@ -38,7 +39,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Complete
                 f"name: {name}\nmodel: openai/{model}\napi_base: {server.api_base}\napi_key_env: null\n"
                 "concurrency: 4\n"
             )
-        done = subprocess.run(
+        done = run_cli(
             [
                 sys.executable,
                 "-m",

@@ -9,7 +9,6 @@ of 2 generators) is judged in full.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ import pandas as pd
 import pytest
 
 from experiments.inputs import ParseRateError
+from tests.support.cli import run as run_cli
 from tests.support.configs import config
 from tests.support.openai_server import ScriptedServer, provider_answer
 from tests.support.runners import run_env, run_in_process
@@ -103,7 +103,7 @@ def test_the_command_exits_non_zero_below_min_parse_rate(server: ScriptedServer,
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
     env = {**run_env(tmp_path), "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
+    done = run_cli(
         [sys.executable, "-m", "experiments.run", *args],
         cwd=tmp_path,
         env=env,

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from core.choices import did_you_mean
+from tests.support.cli import run as run_cli
 from tests.support.studies import ROOT, cli_env
 
 
@@ -29,7 +29,7 @@ from tests.support.studies import ROOT, cli_env
     ],
 )
 def test_a_typo_names_the_closest_choice(tmp_path: Path, override: str, line: str) -> None:
-    run = subprocess.run(
+    run = run_cli(
         [sys.executable, "-m", "experiments.run", override, f"hydra.run.dir={tmp_path / 'out'}"],
         cwd=ROOT,
         env=cli_env(tmp_path),

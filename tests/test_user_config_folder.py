@@ -28,6 +28,7 @@ from analysis.load.checks import ResultsError
 from analysis.load.collect import load_results
 from analysis.report import build as report
 from experiments.datasets.loader import load_dataset
+from tests.support.cli import run as run_cli
 from tests.support.openai_server import ScriptedServer, Step
 from tests.support.studies import cli_env
 
@@ -106,7 +107,7 @@ def _answer(references: set[str]) -> Any:
 
 def run(args: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
     env = cli_env(tmp, {"OPENAI_API_KEY": "sk-local-test-server"})
-    return subprocess.run(
+    return run_cli(
         [sys.executable, "-m", "experiments.run", *args],
         cwd=tmp,
         env=env,

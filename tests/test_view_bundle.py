@@ -5,7 +5,6 @@ candidate's), with the served viewer's numbers."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from analysis.load.synthetic import synthetic_humans
 from analysis.view.data import Study
 from tests.support.browser import browser_page
+from tests.support.cli import run as run_cli
 from tests.support.studies import ROOT, cli_env
 from tests.support.view_study import write_synthetic
 
@@ -26,7 +26,7 @@ def bundled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, pd.Da
     frame = write_synthetic(tmp / "study")
     humans = synthetic_humans(frame.astype({"judge": "category", "mode": "category"}), seed=1)
     humans.to_csv(tmp / "humans.csv", index=False)
-    run = subprocess.run(
+    run = run_cli(
         [sys.executable, "-m", "analysis.view", "bundle", str(tmp / "study"), str(tmp / "out")]
         + ["--humans", str(tmp / "humans.csv")],
         cwd=ROOT,

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from tests.support.cli import run as run_cli
 from tests.support.studies import cli_env
 
 
@@ -19,7 +20,7 @@ def run(
     args: list[str], tmp: Path, env_extra: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`python -m experiments.run <args> progress=false` in `tmp`, with `cli_env`."""
-    return subprocess.run(
+    return run_cli(
         [sys.executable, "-m", "experiments.run", *args, "progress=false"],
         cwd=tmp,
         env=cli_env(tmp, env_extra),

@@ -1,0 +1,221 @@
+"""`run`: `subprocess.run` for the tests' command lines, with `python -m <module>` commands forked from a
+process that has already imported the project (tests.support.forkserver) instead of a fresh interpreter.
+
+Why: the suite runs a few hundred CLI commands, and a fresh interpreter spends 3-8 s of CPU importing litellm,
+pandas and Hydra before each one does anything (issue 36, item 6). A forked command is still its own process
+with its own argv, environment, working folder, output, exit status and signals; what it shares is the imports.
+
+What cannot be shared runs in a fresh interpreter, as before: any command that is not `[sys.executable, "-m",
+module, ...]`, a command whose environment differs from the server's in a variable a library reads at import
+time (only the variables in RUNTIME_VARIABLES, and secrets, may differ), one that chooses litellm's price map
+(`prices=`: chosen before litellm is imported), and every command when JUDGESCOPE_TEST_FRESH=1 (the whole suite
+as fresh interpreters: `JUDGESCOPE_TEST_FRESH=1 python -m pytest ...`). Tests of start-up itself (what an
+entry point imports, how fast `--help` is) call `subprocess` directly.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tests.support.studies import ROOT
+
+# read by the project when a command runs, never at import (judge/, experiments/, analysis/, core/)
+RUNTIME_VARIABLES = frozenset(
+    {
+        "JUDGESCOPE_CACHE_DIR",
+        "JUDGESCOPE_JOURNAL_DIR",
+        "JUDGESCOPE_DATA_DIR",
+        "JUDGESCOPE_DATA_URL",
+        "JUDGESCOPE_MODEL_DIR",
+        "JUDGESCOPE_MODEL_CACHE",
+        "JUDGESCOPE_PPL_CACHE",
+        "XDG_CACHE_HOME",
+        "PYTHONPATH",
+        "PWD",
+        "JUDGESCOPE_FORK_DEBUG",
+        "PYTEST_CURRENT_TEST",  # pytest sets it per test phase
+        "OLDPWD",
+    }
+)
+# a provider key is read when a call is made; judge.secrets learns secrets from the environment at run time
+_SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
+_IMPORT_TIME_ARGS = re.compile(r"^\+*prices=")
+
+
+def _server_env() -> dict[str, str]:
+    """The environment the server imports under: this worker's, as tests.support.studies.cli_env gives it."""
+    env = {k: v for k, v in os.environ.items() if not _SECRET.search(k)}
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    return env
+
+
+class _Server:
+    """This pytest process's fork server, started on first use and stopped at exit."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen[str] | None = None
+        self.path = ""
+        self.env: dict[str, str] = {}
+
+    def address(self) -> str:
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None:
+                folder = tempfile.mkdtemp(prefix="judgescope-forkserver-")
+                self.path = os.path.join(folder, "socket")
+                self.env = _server_env()
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "tests.support.forkserver", self.path],
+                    cwd=ROOT,
+                    env=self.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                assert self.proc.stdout is not None
+                if self.proc.stdout.readline().strip() != "ready":
+                    raise RuntimeError("tests.support.forkserver did not start")
+            return self.path
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+
+SERVER = _Server()
+atexit.register(SERVER.stop)
+
+
+def forkable(cmd: Sequence[str], env: Mapping[str, str] | None) -> bool:
+    """Whether `cmd` may run forked from the server (see the module doc)."""
+    if os.environ.get("JUDGESCOPE_TEST_FRESH") == "1" or sys.platform != "linux":
+        return False
+    if len(cmd) < 3 or cmd[0] != sys.executable or cmd[1] != "-m" or cmd[2].startswith("-"):
+        return False
+    if any(_IMPORT_TIME_ARGS.match(arg) for arg in cmd[3:]):
+        return False
+    if env is None:
+        return True
+    base = SERVER.env or _server_env()
+    differing = {k for k in set(env) | set(base) if env.get(k) != base.get(k)}
+    return all(k in RUNTIME_VARIABLES or _SECRET.search(k) for k in differing)
+
+
+class Forked:
+    """A forked command, like `subprocess.Popen` for what the tests use: pid, poll, wait, send_signal, kill."""
+
+    def __init__(
+        self, cmd: Sequence[str], cwd: str | Path | None, env: Mapping[str, str] | None, stdin: int | None
+    ) -> None:
+        self.args = list(cmd)
+        self.returncode: int | None = None
+        self.cpu_s = 0.0  # the command's user + system CPU, once it has ended
+        self.conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.conn.connect(SERVER.address())
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        in_fd = os.open(os.devnull, os.O_RDONLY) if stdin is None else stdin
+        request = {
+            "module": cmd[2],
+            "args": list(cmd[3:]),
+            "cwd": str(Path(cwd) if cwd is not None else Path.cwd()),
+            "env": dict(env if env is not None else os.environ),
+        }
+        socket.send_fds(self.conn, [json.dumps(request).encode() + b"\n"], [in_fd, out_w, err_w])
+        for fd in (out_w, err_w, *((in_fd,) if stdin is None else ())):
+            os.close(fd)
+        self.stdout_fd, self.stderr_fd = out_r, err_r
+        self.replies = self.conn.makefile("r")
+        self.pid = int(json.loads(self.replies.readline())["pid"])
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            ready, _, _ = select.select([self.conn], [], [], 0)
+            if ready:
+                self._status()
+        return self.returncode
+
+    def _status(self) -> None:
+        line = self.replies.readline()
+        reply = json.loads(line) if line else {"status": -9, "cpu_s": 0.0}
+        self.returncode, self.cpu_s = int(reply["status"]), float(reply["cpu_s"])
+        self.conn.close()
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            ready, _, _ = select.select([self.conn], [], [], timeout)
+            if not ready:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            self._status()
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, timeout: float | None) -> tuple[str, str]:
+        """Both outputs to their ends (then the status), or TimeoutExpired after killing the command."""
+        chunks: dict[int, list[bytes]] = {self.stdout_fd: [], self.stderr_fd: []}
+        open_fds = set(chunks)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while open_fds:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select(list(open_fds), [], [], left)
+            if not ready:
+                self.kill()
+                self.wait(30)
+                for fd in open_fds:
+                    os.close(fd)
+                out, err = (b"".join(chunks[fd]).decode(errors="replace") for fd in chunks)
+                raise subprocess.TimeoutExpired(self.args, timeout or 0, out, err)
+            for fd in ready:
+                data = os.read(fd, 1 << 16)
+                if data:
+                    chunks[fd].append(data)
+                else:
+                    open_fds.discard(fd)
+                    os.close(fd)
+        self.wait(None if deadline is None else max(1.0, deadline - time.monotonic()))
+        return tuple(  # type: ignore[return-value]
+            b"".join(chunks[fd]).decode("utf-8", errors="replace") for fd in (self.stdout_fd, self.stderr_fd)
+        )
+
+
+def run(cmd: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
+    """`subprocess.run(cmd, **kwargs)`; forked from the server when `cmd` is `[sys.executable, "-m", module,
+    ...]` run with `capture_output=True, text=True` (and any of cwd, env, timeout, check) and `forkable`."""
+    options = set(kwargs) - {"cwd", "env", "timeout", "check"}
+    captured = (
+        options == {"capture_output", "text"} and kwargs["capture_output"] is True and kwargs["text"] is True
+    )
+    if not captured or not forkable(cmd, kwargs.get("env")):
+        return subprocess.run(list(cmd), **kwargs)
+    forked = Forked(cmd, kwargs.get("cwd"), kwargs.get("env"), None)
+    out, err = forked.communicate(kwargs.get("timeout"))
+    assert forked.returncode is not None
+    if kwargs.get("check") and forked.returncode:
+        raise subprocess.CalledProcessError(forked.returncode, list(cmd), out, err)
+    return subprocess.CompletedProcess(list(cmd), forked.returncode, out, err)

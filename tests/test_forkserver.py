@@ -1,0 +1,106 @@
+"""The tests' fork server (tests.support.forkserver, tests.support.cli) runs a command as a fresh interpreter
+would: the same output, exit status and signals, its own environment and folder; and whatever depends on
+import-time state still gets a fresh interpreter."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support import cli
+from tests.support.studies import cli_env
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the fork server needs Linux (fork, SCM_RIGHTS)")
+
+PROBE = """
+import os, sys
+print("argv", sys.argv[1:])
+print("cwd", os.getcwd())
+print("cache", os.environ.get("JUDGESCOPE_CACHE_DIR"))
+print("pid", os.getpid())
+print("first on path", sys.path[0])
+sys.stderr.write("to stderr\\n")
+sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.fixture
+def probe(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A module `probe` on PYTHONPATH that prints what a process sees, and the environment to run it with."""
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "probe.py").write_text(PROBE)
+    (mods / "sleeper.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(600)\n")
+    env = cli_env(tmp_path, {"PYTHONPATH": os.pathsep.join([str(mods), str(cli.ROOT)])})
+    return tmp_path, env
+
+
+def test_a_forked_command_sees_its_own_argv_folder_environment_and_exit_status(probe) -> None:
+    tmp, env = probe
+    work = tmp / "work"
+    work.mkdir()
+    command = [sys.executable, "-m", "probe", "3", "a b"]
+    assert cli.forkable(command, env)
+    forked = cli.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    fresh = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert forked.returncode == fresh.returncode == 3
+    assert forked.stderr == fresh.stderr == "to stderr\n"
+
+    def lines(out: str) -> list[str]:
+        return [line for line in out.splitlines() if not line.startswith("pid ")]
+
+    assert lines(forked.stdout) == lines(fresh.stdout)
+    assert f"cwd {work}" in forked.stdout and f"cache {tmp / 'cache'}" in forked.stdout
+    assert f"first on path {work}" in forked.stdout  # `python -m` puts the working folder first
+    assert f"pid {os.getpid()}" not in forked.stdout
+    with pytest.raises(subprocess.CalledProcessError):
+        cli.run(command, cwd=work, env=env, capture_output=True, text=True, check=True)
+
+
+def test_a_cli_answers_the_same_forked_or_fresh(tmp_path: Path) -> None:
+    env = cli_env(tmp_path)
+    for command in (
+        [sys.executable, "-m", "experiments.run", "judge=nope", "progress=false"],
+        [sys.executable, "-m", "analysis.report", str(tmp_path / "missing")],
+    ):
+        forked = cli.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        fresh = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert (forked.returncode, forked.stdout, forked.stderr) == (
+            fresh.returncode,
+            fresh.stdout,
+            fresh.stderr,
+        ), command
+        assert forked.returncode == 2 and forked.stderr.count("\n") == 1
+
+
+def test_a_forked_command_can_be_interrupted_and_timed_out(probe) -> None:
+    tmp, env = probe
+    forked = cli.Forked([sys.executable, "-m", "sleeper"], tmp, env, None)
+    deadline = time.monotonic() + 60
+    while os.read(forked.stdout_fd, 100) != b"started\n" and time.monotonic() < deadline:
+        pass
+    forked.send_signal(signal.SIGINT)
+    assert forked.wait(60) == -signal.SIGINT  # an unhandled KeyboardInterrupt, as an interpreter ends on it
+    os.close(forked.stdout_fd)
+    os.close(forked.stderr_fd)
+    with pytest.raises(subprocess.TimeoutExpired):
+        cli.run([sys.executable, "-m", "sleeper"], env=env, capture_output=True, text=True, timeout=3)
+
+
+def test_what_depends_on_import_time_state_runs_fresh(tmp_path: Path, monkeypatch) -> None:
+    env = cli_env(tmp_path)
+    module = [sys.executable, "-m", "experiments.run"]
+    assert cli.forkable(module, env)
+    assert cli.forkable(module, {**env, "QWEN_API_KEY": "sk-test", "JUDGESCOPE_CACHE_DIR": "/x"})
+    assert not cli.forkable(module, {**env, "LITELLM_LOG": "DEBUG"})  # litellm reads it at import
+    assert not cli.forkable([*module, "prices=remote"], env)  # the price map is chosen before litellm loads
+    assert not cli.forkable([sys.executable, "-X", "importtime", "-m", "experiments.run"], env)
+    assert not cli.forkable([sys.executable, "-c", "pass"], env)
+    monkeypatch.setenv("JUDGESCOPE_TEST_FRESH", "1")
+    assert not cli.forkable(module, env)
