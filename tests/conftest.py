@@ -7,6 +7,10 @@ import tempfile
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("JUDGESCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="judgescope-test-cache-"))
+# what judge.local loading the embedded model sets in-process: set from the start, so that a test's later CLI
+# commands see the environment tests.support.forkserver imported under (one that differs runs fresh)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # parallel workers (pytest-xdist) share the cores: each gets its share of torch/OpenMP threads (itself and the
 # CLI processes it starts), instead of every worker spinning one thread per core
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))

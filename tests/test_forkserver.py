@@ -16,7 +16,9 @@ import pytest
 from tests.support import cli
 from tests.support.studies import cli_env
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the fork server needs Linux (fork, SCM_RIGHTS)")
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux", reason="the fork server needs Linux (fork, SCM_RIGHTS)"
+)
 
 PROBE = """
 import os, sys

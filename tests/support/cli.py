@@ -48,6 +48,7 @@ RUNTIME_VARIABLES = frozenset(
         "PWD",
         "JUDGESCOPE_FORK_DEBUG",
         "PYTEST_CURRENT_TEST",  # pytest sets it per test phase
+        "JUDGESCOPE_TEST_FORK_LOG",
         "OLDPWD",
     }
 )
@@ -102,19 +103,33 @@ SERVER = _Server()
 atexit.register(SERVER.stop)
 
 
-def forkable(cmd: Sequence[str], env: Mapping[str, str] | None) -> bool:
-    """Whether `cmd` may run forked from the server (see the module doc)."""
+def fresh_reason(cmd: Sequence[str], env: Mapping[str, str] | None) -> str | None:
+    """Why `cmd` needs a fresh interpreter, or None when it may run forked from the server (the module doc)."""
     if os.environ.get("JUDGESCOPE_TEST_FRESH") == "1" or sys.platform != "linux":
-        return False
+        return "JUDGESCOPE_TEST_FRESH=1" if sys.platform == "linux" else sys.platform
     if len(cmd) < 3 or cmd[0] != sys.executable or cmd[1] != "-m" or cmd[2].startswith("-"):
-        return False
+        return "not python -m"
     if any(_IMPORT_TIME_ARGS.match(arg) for arg in cmd[3:]):
-        return False
+        return "prices="
     if env is None:
-        return True
+        return None
     base = SERVER.env or _server_env()
     differing = {k for k in set(env) | set(base) if env.get(k) != base.get(k)}
-    return all(k in RUNTIME_VARIABLES or _SECRET.search(k) for k in differing)
+    read_at_import = sorted(k for k in differing if k not in RUNTIME_VARIABLES and not _SECRET.search(k))
+    return f"environment: {', '.join(read_at_import)}" if read_at_import else None
+
+
+def forkable(cmd: Sequence[str], env: Mapping[str, str] | None) -> bool:
+    """Whether `cmd` may run forked from the server."""
+    return fresh_reason(cmd, env) is None
+
+
+def _log(cmd: Sequence[str], how: str) -> None:
+    """One line per command in JUDGESCOPE_TEST_FORK_LOG, when set: which commands ran fresh, and why."""
+    path = os.environ.get("JUDGESCOPE_TEST_FORK_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(f"{how}\t{' '.join(cmd[1:4])}\n")
 
 
 class Forked:
@@ -211,7 +226,9 @@ def run(cmd: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
     captured = (
         options == {"capture_output", "text"} and kwargs["capture_output"] is True and kwargs["text"] is True
     )
-    if not captured or not forkable(cmd, kwargs.get("env")):
+    reason = "not captured as text" if not captured else fresh_reason(cmd, kwargs.get("env"))
+    _log(cmd, f"fresh ({reason})" if reason else "forked")
+    if reason:
         return subprocess.run(list(cmd), **kwargs)
     forked = Forked(cmd, kwargs.get("cwd"), kwargs.get("env"), None)
     out, err = forked.communicate(kwargs.get("timeout"))
