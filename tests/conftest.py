@@ -84,3 +84,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         sizes[item.path.name] = sizes.get(item.path.name, 0) + 1
     rank = {name: k for k, name in enumerate(SLOWEST_FILES)}
     items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), -sizes[item.path.name]))
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU, the children it has reaped, and the commands forked for it (tests.support.cli)."""
+    import resource
+
+    from tests.support import cli
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + cli.FORKED_CPU[0]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
+    """With JUDGESCOPE_TEST_CPU_LOG=FILE, one line per test: its CPU seconds (set-up, call and tear-down, with
+    the commands it ran), to see where the suite's time goes (issue 36, item 6); wall time is --durations'."""
+    path = os.environ.get("JUDGESCOPE_TEST_CPU_LOG")
+    before = _cpu_seconds() if path else 0.0
+    yield
+    if path:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(f"{_cpu_seconds() - before:.2f}\t{item.nodeid}\n")

@@ -80,6 +80,7 @@ PLACEHOLDER = re.compile(
 FILLED_LATER = {
     ("analysis/view/sql.py", "{where}"),
     ("analysis/view/sql.py", "{dims}"),
+    ("analysis/view/sql.py", "{largest}"),  # ITEM_SQL.replace("{largest}", _LARGEST), at import
     ("analysis/report/render.py", "{columns:2}"),
     ("analysis/report/render.py", "{margin:.2rem 0}"),
     ("analysis/report/render.py", "{margin:0}"),

@@ -228,7 +228,7 @@ def test_import_refuses_a_zip_bomb_before_expanding_it(tmp_path: Path) -> None:
     # the command's own peak memory: measured by a parent process that has no other child (this test
     # process's RUSAGE_CHILDREN also holds every earlier test's subprocesses, the embedded model's included)
     watch = (
-        "import resource, subprocess, sys; done = run_cli(sys.argv[1:], capture_output=True, text=True); "
+        "import resource, subprocess, sys; done = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
         "sys.stderr.write(done.stderr); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
         "sys.exit(done.returncode)"
     )

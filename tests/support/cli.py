@@ -49,6 +49,10 @@ RUNTIME_VARIABLES = frozenset(
         "JUDGESCOPE_FORK_DEBUG",
         "PYTEST_CURRENT_TEST",  # pytest sets it per test phase
         "JUDGESCOPE_TEST_FORK_LOG",
+        # set by the libraries themselves in a process that used them, to what a command's would set
+        "TIKTOKEN_CACHE_DIR",  # litellm: its bundled encodings, when it first counts tokens
+        "TORCHINDUCTOR_CACHE_DIR",  # torch
+        "JUDGESCOPE_TEST_CPU_LOG",
         "OLDPWD",
     }
 )
@@ -101,6 +105,7 @@ class _Server:
 
 SERVER = _Server()
 atexit.register(SERVER.stop)
+FORKED_CPU = [0.0]  # the CPU seconds of every command forked for this process so far (tests/conftest.py)
 
 
 def fresh_reason(cmd: Sequence[str], env: Mapping[str, str] | None) -> str | None:
@@ -170,6 +175,7 @@ class Forked:
         line = self.replies.readline()
         reply = json.loads(line) if line else {"status": -9, "cpu_s": 0.0}
         self.returncode, self.cpu_s = int(reply["status"]), float(reply["cpu_s"])
+        FORKED_CPU[0] += self.cpu_s
         self.conn.close()
 
     def wait(self, timeout: float | None = None) -> int:
