@@ -41,6 +41,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "openai/bench-judge"
 ANSWER = '{"originality": 2, "gap_addressing": 1, "non_obviousness": 3}'
@@ -179,6 +181,12 @@ def study_config(data: Path, api_base: str, concurrency: int, cache_dir: Path) -
     return plain
 
 
+def dump_config(cfg: dict[str, Any]) -> str:
+    """The resolved config as YAML text for a worker: JSON would turn a rubric's integer anchor keys
+    (`anchors: {0: ...}`) into strings, which the typed config refuses."""
+    return yaml.safe_dump(cfg, allow_unicode=True, sort_keys=False)
+
+
 def dump_messages(cfg: dict[str, Any], path: Path) -> None:
     """The rendered messages of every call (prompt x sample), for the raw loops."""
     from experiments.config import load  # noqa: PLC0415
@@ -256,7 +264,7 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         ok = asyncio.run(_loop(call, calls, args.concurrency))
         return {"calls": len(calls), "ok": ok, "wall_s": time.perf_counter() - t0, "cpu_s": _cpu() - cpu}
     if kind in ("framework", "replay"):
-        cfg = json.loads(Path(args.config).read_text())
+        cfg = yaml.safe_load(Path(args.config).read_text())
         os.environ["OPENAI_API_KEY"] = "sk-bench"
         import litellm  # noqa: F401, PLC0415  (imported before timing, as in any run)
 
@@ -305,7 +313,7 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def overhead(config: Path) -> dict[str, Any]:
     """Microseconds per call for render, cache key, parse and rows (single thread, no I/O)."""
-    cfg = json.loads(config.read_text())
+    cfg = yaml.safe_load(config.read_text())
     from experiments.config import load  # noqa: PLC0415
     from experiments.inputs import load_study_inputs  # noqa: PLC0415
     from experiments.modes import build_prompts  # noqa: PLC0415
@@ -387,9 +395,9 @@ def live(latency: float, concurrency: int, n_calls: int, tmp: Path, rows: list[l
     server = Server(latency)
     try:
         cfg = study_config(data, server.api_base, concurrency, tmp / f"cache-live-{latency}")
-        (tmp / "cfg.json").write_text(json.dumps(cfg))
+        (tmp / "cfg.json").write_text(dump_config(cfg))
         one = {**cfg, "workers": 1, "cache_dir": str(tmp / f"cache-live1-{latency}")}
-        (tmp / "cfg1.json").write_text(json.dumps(one))
+        (tmp / "cfg1.json").write_text(dump_config(one))
         dump_messages(cfg, tmp / "messages.json")
         common = {"api_base": server.api_base, "concurrency": concurrency}
         res = {
@@ -431,7 +439,7 @@ def replay(n_calls: int, tmp: Path, rows: list[list[str]]) -> None:
     server = Server(0.0)
     try:
         cfg = study_config(data, server.api_base, 64, cache)
-        (tmp / "cfg.json").write_text(json.dumps(cfg))
+        (tmp / "cfg.json").write_text(dump_config(cfg))
         warm = run_worker("framework", config=tmp / "cfg.json")
     finally:
         server.stop()
@@ -517,7 +525,7 @@ def main() -> None:
             data = tmp / "overhead.jsonl"
             make_dataset(data, 4000)
             cfg = study_config(data, "http://127.0.0.1:1/v1", 8, tmp / "cache-overhead")
-            (tmp / "cfg.json").write_text(json.dumps(cfg))
+            (tmp / "cfg.json").write_text(dump_config(cfg))
             r = run_worker("overhead", config=tmp / "cfg.json")
             total = r["render_us"] + r["key_us"] + r["parse_us"]
             print(

@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from core.schema import COLUMNS
@@ -198,9 +199,164 @@ def rows_for(
     return rows
 
 
+# the columns a prompt fixes (the same for each of its samples), in the order RowColumns keeps them
+_PROMPT_COLUMNS = (
+    "prompt_id",
+    "instance_id",
+    "candidate_id",
+    "source",
+    "other_id",
+    "order",
+    "dimension",
+    "higher_is_better",
+    "score_min",
+    "score_max",
+    "position",
+    "label",
+    "candidate_text",
+)
+# the columns one answer fills, per row or per call (`account`)
+_ANSWER_COLUMNS = ("score", "score_expected", "preference", "parse_ok", "salvaged", "error", "rationale")
+_ACCOUNT_COLUMNS = (
+    "raw",
+    "finish_reason",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "latency_s",
+    "cached",
+    "retries",
+)
+
+
+class RowColumns:
+    """The results table built column by column: what `rows_for` + `to_frame` give for the same calls, without
+    a 35-key dict per row (a replay's largest cost outside cache reads and table writes once answers are
+    not parsed again). A prompt's fixed columns are worked out once for all its samples; rows may arrive in
+    any call order (`index`: the call's place in the run) and come out in call order."""
+
+    def __init__(self, rubric: Rubric, meta: Mapping[str, Any]) -> None:
+        self.rubric = rubric
+        self.meta = dict(meta)
+        self.columns: dict[str, list[Any]] = {
+            c: [] for c in (*_PROMPT_COLUMNS, "sample_idx", *_ANSWER_COLUMNS, *_ACCOUNT_COLUMNS)
+        }
+        self.calls: list[tuple[int, int]] = []  # (call index, rows of the call), in arrival order
+        self._prompts: dict[int, tuple[Prompt, dict[str, list[Any]], list[str]]] = {}
+        self._dims = [d.name for d in rubric.dimensions]
+        self._all_dims = [*self._dims, "overall"] if rubric.add_overall else self._dims
+        self._higher, self._ranges = rubric.directions(), rubric.bounds()
+
+    def _fixed(self, prompt: Prompt) -> tuple[dict[str, list[Any]], list[str]]:
+        """A prompt's fixed columns, and the answer key of each judged text (its rows: one per dimension)."""
+        known = self._prompts.get(id(prompt))
+        if known is not None and known[0] is prompt:
+            return known[1], known[2]
+        dims = self._all_dims
+        n = len(dims)
+        fixed: dict[str, list[Any]] = {c: [] for c in _PROMPT_COLUMNS}
+        keys: list[str] = []
+        for judged in prompt.judged:
+            shown, other = judged.shown, judged.against
+            keys.append(shown.label or shown.candidate.candidate_id)
+            for col, value in (
+                ("prompt_id", prompt.prompt_id),
+                ("instance_id", prompt.instance_id),
+                ("candidate_id", shown.candidate.candidate_id),
+                ("source", shown.candidate.source),
+                ("other_id", other.candidate.candidate_id if other else None),
+                ("order", prompt.order),
+                ("position", shown.position),
+                ("label", shown.label),
+                ("candidate_text", shown.candidate.text),
+            ):
+                fixed[col].extend([value] * n)
+            fixed["dimension"].extend(dims)
+            fixed["higher_is_better"].extend([self._higher[d] for d in dims])
+            fixed["score_min"].extend([self._ranges[d][0] for d in dims])
+            fixed["score_max"].extend([self._ranges[d][1] for d in dims])
+        self._prompts[id(prompt)] = (prompt, fixed, keys)
+        return fixed, keys
+
+    def add(
+        self,
+        index: int,
+        prompt: Prompt,
+        sample_idx: int,
+        result: CallResult,
+        answer: Mapping[str, Parsed] | None = None,
+    ) -> bool:
+        """The rows of one call (`rows_for`'s); whether every one of them parsed."""
+        fixed, keys = self._fixed(prompt)
+        cols = self.columns
+        dims = self._all_dims
+        k = len(dims)
+        n = k * len(keys)
+        for col, values in fixed.items():
+            cols[col].extend(values)
+        cols["sample_idx"].extend([sample_idx] * n)
+        parsed_by_key = parse_answer(prompt, self.rubric, result) if answer is None else answer
+        expected_by = expected_by_key(prompt, self.rubric, result)
+        is_pref = prompt.asks_preference
+        all_ok = True
+        for key in keys:
+            parsed = parsed_by_key[key]
+            values = _values(self.rubric, parsed)
+            if is_pref:
+                cols["score"].extend([math.nan] * k)
+                cols["preference"].extend([_flip(values[d], prompt.order) for d in dims])
+            else:
+                cols["score"].extend([math.nan if values[d] is None else float(values[d]) for d in dims])
+                cols["preference"].extend([None] * k)
+            if parsed.ok:
+                expected = expected_by.get(key, {})
+                cols["score_expected"].extend([expected.get(d, math.nan) for d in dims])
+            else:
+                all_ok = False
+                cols["score_expected"].extend([math.nan] * k)
+            cols["parse_ok"].extend([parsed.ok] * k)
+            cols["salvaged"].extend([parsed.salvaged] * k)
+            cols["error"].extend([parsed.error] * k)
+            cols["rationale"].extend([parsed.rationale] * k)
+        comp = result.completion
+        for col, value in (
+            ("raw", comp.text if comp else ""),
+            ("finish_reason", comp.finish_reason if comp else None),
+            ("prompt_tokens", comp.prompt_tokens if comp else 0),
+            ("completion_tokens", comp.completion_tokens if comp else 0),
+            ("cost_usd", call_cost(result)),
+            ("latency_s", 0.0 if result.shared or not comp else comp.latency_s),
+            ("cached", result.cached),
+            ("retries", result.retries),
+        ):
+            cols[col].extend([value] * n)
+        self.calls.append((index, n))
+        return all_ok
+
+    def frame(self) -> pd.DataFrame:
+        """`to_frame` of the rows, in call order."""
+        n = sum(k for _, k in self.calls)
+        if n == 0:
+            return to_frame([])
+        order = [i for i, _ in self.calls]
+        data: dict[str, Any] = self.columns
+        if any(a > b for a, b in zip(order, order[1:], strict=False)):  # some calls answered out of order
+            starts = np.cumsum([0] + [k for _, k in self.calls])[:-1]
+            take = np.concatenate(
+                [np.arange(starts[j], starts[j] + self.calls[j][1]) for j in np.argsort(order, kind="stable")]
+            )
+            data = {c: [values[t] for t in take.tolist()] for c, values in self.columns.items()}
+        columns = {**{c: [v] * n for c, v in self.meta.items()}, "inconsistent": [None] * n, **data}
+        return _typed(pd.DataFrame(columns, columns=COLUMNS))
+
+
 def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The results table with its columns in contract order and pairwise flips marked."""
-    frame = pd.DataFrame(rows, columns=COLUMNS)
+    return _typed(pd.DataFrame(rows, columns=COLUMNS))
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The contract's column types, then `mark_inconsistent`."""
     frame["position"] = frame["position"].astype("Int64")
     frame["higher_is_better"] = frame["higher_is_better"].astype("boolean")
     frame["salvaged"] = frame["salvaged"].astype(bool)
