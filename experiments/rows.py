@@ -9,8 +9,9 @@ parser, other labels) is parsed again from the raw text.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -199,24 +200,20 @@ def rows_for(
     return rows
 
 
-# the columns a prompt fixes (the same for each of its samples), in the order RowColumns keeps them
-_PROMPT_COLUMNS = (
+# the columns a judged text fixes, the same on each of its rows (one per dimension) and in each sample
+_TEXT_COLUMNS = (
     "prompt_id",
     "instance_id",
     "candidate_id",
     "source",
     "other_id",
     "order",
-    "dimension",
-    "higher_is_better",
-    "score_min",
-    "score_max",
     "position",
     "label",
     "candidate_text",
 )
-# the columns one answer fills, per row or per call (`account`)
-_ANSWER_COLUMNS = ("score", "score_expected", "preference", "parse_ok", "salvaged", "error", "rationale")
+# the columns an answer fixes per judged text, and per call (`rows_for`'s `account`)
+_VERDICT_COLUMNS = ("sample_idx", "parse_ok", "salvaged", "error", "rationale")
 _ACCOUNT_COLUMNS = (
     "raw",
     "finish_reason",
@@ -232,51 +229,50 @@ _ACCOUNT_COLUMNS = (
 class RowColumns:
     """The results table built column by column: what `rows_for` + `to_frame` give for the same calls, without
     a 35-key dict per row (a replay's largest cost outside cache reads and table writes once answers are
-    not parsed again). A prompt's fixed columns are worked out once for all its samples; rows may arrive in
-    any call order (`index`: the call's place in the run) and come out in call order."""
+    not parsed again). A call adds one entry per judged text and one per call; the rows (one per judged text
+    and dimension) are spread out once, in `frame`. Calls may arrive in any order (`index`: the call's place
+    in the run); the rows come out in call order."""
 
     def __init__(self, rubric: Rubric, meta: Mapping[str, Any]) -> None:
         self.rubric = rubric
         self.meta = dict(meta)
-        self.columns: dict[str, list[Any]] = {
-            c: [] for c in (*_PROMPT_COLUMNS, "sample_idx", *_ANSWER_COLUMNS, *_ACCOUNT_COLUMNS)
-        }
-        self.calls: list[tuple[int, int]] = []  # (call index, rows of the call), in arrival order
-        self._prompts: dict[int, tuple[Prompt, dict[str, list[Any]], list[str]]] = {}
-        self._dims = [d.name for d in rubric.dimensions]
-        self._all_dims = [*self._dims, "overall"] if rubric.add_overall else self._dims
-        self._higher, self._ranges = rubric.directions(), rubric.bounds()
+        self.calls: list[int] = []  # call index, in arrival order
+        self.texts_per_call: list[int] = []
+        self.account: dict[str, list[Any]] = {c: [] for c in _ACCOUNT_COLUMNS}  # per call
+        self.texts: list[tuple[Any, ...]] = []  # per judged text: its _TEXT_COLUMNS
+        self.verdicts: dict[str, list[Any]] = {c: [] for c in _VERDICT_COLUMNS}  # per judged text
+        self.scores: list[list[float]] = []  # per judged text: one per dimension
+        self.expected: list[list[float]] = []
+        self.preferences: list[list[str | None]] = []
+        self._dims = [*(d.name for d in rubric.dimensions), *(["overall"] if rubric.add_overall else [])]
+        self._nans = [math.nan] * len(self._dims)
+        self._nones: list[str | None] = [None] * len(self._dims)
+        self._prompts: dict[int, tuple[Prompt, list[tuple[Any, ...]], list[str]]] = {}
 
-    def _fixed(self, prompt: Prompt) -> tuple[dict[str, list[Any]], list[str]]:
-        """A prompt's fixed columns, and the answer key of each judged text (its rows: one per dimension)."""
+    def _fixed(self, prompt: Prompt) -> tuple[list[tuple[Any, ...]], list[str]]:
+        """A prompt's judged texts: their fixed columns and answer keys (worked out once for all samples)."""
         known = self._prompts.get(id(prompt))
         if known is not None and known[0] is prompt:
             return known[1], known[2]
-        dims = self._all_dims
-        n = len(dims)
-        fixed: dict[str, list[Any]] = {c: [] for c in _PROMPT_COLUMNS}
-        keys: list[str] = []
+        texts, keys = [], []
         for judged in prompt.judged:
             shown, other = judged.shown, judged.against
             keys.append(shown.label or shown.candidate.candidate_id)
-            for col, value in (
-                ("prompt_id", prompt.prompt_id),
-                ("instance_id", prompt.instance_id),
-                ("candidate_id", shown.candidate.candidate_id),
-                ("source", shown.candidate.source),
-                ("other_id", other.candidate.candidate_id if other else None),
-                ("order", prompt.order),
-                ("position", shown.position),
-                ("label", shown.label),
-                ("candidate_text", shown.candidate.text),
-            ):
-                fixed[col].extend([value] * n)
-            fixed["dimension"].extend(dims)
-            fixed["higher_is_better"].extend([self._higher[d] for d in dims])
-            fixed["score_min"].extend([self._ranges[d][0] for d in dims])
-            fixed["score_max"].extend([self._ranges[d][1] for d in dims])
-        self._prompts[id(prompt)] = (prompt, fixed, keys)
-        return fixed, keys
+            texts.append(
+                (
+                    prompt.prompt_id,
+                    prompt.instance_id,
+                    shown.candidate.candidate_id,
+                    shown.candidate.source,
+                    other.candidate.candidate_id if other else None,
+                    prompt.order,
+                    shown.position,
+                    shown.label,
+                    shown.candidate.text,
+                )
+            )
+        self._prompts[id(prompt)] = (prompt, texts, keys)
+        return texts, keys
 
     def add(
         self,
@@ -287,67 +283,87 @@ class RowColumns:
         answer: Mapping[str, Parsed] | None = None,
     ) -> bool:
         """The rows of one call (`rows_for`'s); whether every one of them parsed."""
-        fixed, keys = self._fixed(prompt)
-        cols = self.columns
-        dims = self._all_dims
-        k = len(dims)
-        n = k * len(keys)
-        for col, values in fixed.items():
-            cols[col].extend(values)
-        cols["sample_idx"].extend([sample_idx] * n)
+        texts, keys = self._fixed(prompt)
         parsed_by_key = parse_answer(prompt, self.rubric, result) if answer is None else answer
         expected_by = expected_by_key(prompt, self.rubric, result)
-        is_pref = prompt.asks_preference
+        is_pref, dims, rubric = prompt.asks_preference, self._dims, self.rubric
+        verdicts = self.verdicts
         all_ok = True
         for key in keys:
             parsed = parsed_by_key[key]
-            values = _values(self.rubric, parsed)
-            if is_pref:
-                cols["score"].extend([math.nan] * k)
-                cols["preference"].extend([_flip(values[d], prompt.order) for d in dims])
-            else:
-                cols["score"].extend([math.nan if values[d] is None else float(values[d]) for d in dims])
-                cols["preference"].extend([None] * k)
             if parsed.ok:
-                expected = expected_by.get(key, {})
-                cols["score_expected"].extend([expected.get(d, math.nan) for d in dims])
+                values = _values(rubric, parsed)
+                if is_pref:
+                    self.scores.append(self._nans)
+                    self.preferences.append([_flip(values[d], prompt.order) for d in dims])
+                else:
+                    self.scores.append([math.nan if values[d] is None else float(values[d]) for d in dims])
+                    self.preferences.append(self._nones)
+                expected = expected_by.get(key)
+                self.expected.append([expected.get(d, math.nan) for d in dims] if expected else self._nans)
             else:
                 all_ok = False
-                cols["score_expected"].extend([math.nan] * k)
-            cols["parse_ok"].extend([parsed.ok] * k)
-            cols["salvaged"].extend([parsed.salvaged] * k)
-            cols["error"].extend([parsed.error] * k)
-            cols["rationale"].extend([parsed.rationale] * k)
-        comp = result.completion
-        for col, value in (
-            ("raw", comp.text if comp else ""),
-            ("finish_reason", comp.finish_reason if comp else None),
-            ("prompt_tokens", comp.prompt_tokens if comp else 0),
-            ("completion_tokens", comp.completion_tokens if comp else 0),
-            ("cost_usd", call_cost(result)),
-            ("latency_s", 0.0 if result.shared or not comp else comp.latency_s),
-            ("cached", result.cached),
-            ("retries", result.retries),
-        ):
-            cols[col].extend([value] * n)
-        self.calls.append((index, n))
+                self.scores.append(self._nans)
+                self.preferences.append(self._nones)
+                self.expected.append(self._nans)
+            verdicts["sample_idx"].append(sample_idx)
+            verdicts["parse_ok"].append(parsed.ok)
+            verdicts["salvaged"].append(parsed.salvaged)
+            verdicts["error"].append(parsed.error)
+            verdicts["rationale"].append(parsed.rationale)
+        self.texts.extend(texts)
+        comp, account = result.completion, self.account
+        account["raw"].append(comp.text if comp else "")
+        account["finish_reason"].append(comp.finish_reason if comp else None)
+        account["prompt_tokens"].append(comp.prompt_tokens if comp else 0)
+        account["completion_tokens"].append(comp.completion_tokens if comp else 0)
+        account["cost_usd"].append(call_cost(result))
+        account["latency_s"].append(0.0 if result.shared or not comp else comp.latency_s)
+        account["cached"].append(result.cached)
+        account["retries"].append(result.retries)
+        self.calls.append(index)
+        self.texts_per_call.append(len(keys))
         return all_ok
 
     def frame(self) -> pd.DataFrame:
         """`to_frame` of the rows, in call order."""
-        n = sum(k for _, k in self.calls)
+        k = len(self._dims)
+        n = len(self.texts) * k
         if n == 0:
             return to_frame([])
-        order = [i for i, _ in self.calls]
-        data: dict[str, Any] = self.columns
+        chain = itertools.chain.from_iterable
+        per_call = [t * k for t in self.texts_per_call]  # rows of each call
+        data: dict[str, list[Any]] = {}
+        for name, values in zip(_TEXT_COLUMNS, zip(*self.texts, strict=True), strict=True):
+            data[name] = _spread(values, k)
+        for name, values in self.verdicts.items():
+            data[name] = _spread(values, k)
+        for name, values in self.account.items():
+            data[name] = _spread(values, per_call)
+        data["dimension"] = self._dims * len(self.texts)
+        higher, ranges = self.rubric.directions(), self.rubric.bounds()
+        data["higher_is_better"] = [higher[d] for d in self._dims] * len(self.texts)
+        data["score_min"] = [ranges[d][0] for d in self._dims] * len(self.texts)
+        data["score_max"] = [ranges[d][1] for d in self._dims] * len(self.texts)
+        data["score"] = list(chain(self.scores))
+        data["score_expected"] = list(chain(self.expected))
+        data["preference"] = list(chain(self.preferences))
+        order = self.calls
         if any(a > b for a, b in zip(order, order[1:], strict=False)):  # some calls answered out of order
-            starts = np.cumsum([0] + [k for _, k in self.calls])[:-1]
+            starts = np.cumsum([0, *per_call])[:-1]
             take = np.concatenate(
-                [np.arange(starts[j], starts[j] + self.calls[j][1]) for j in np.argsort(order, kind="stable")]
-            )
-            data = {c: [values[t] for t in take.tolist()] for c, values in self.columns.items()}
+                [np.arange(starts[j], starts[j] + per_call[j]) for j in np.argsort(order, kind="stable")]
+            ).tolist()
+            data = {c: [values[t] for t in take] for c, values in data.items()}
         columns = {**{c: [v] * n for c, v in self.meta.items()}, "inconsistent": [None] * n, **data}
         return _typed(pd.DataFrame(columns, columns=COLUMNS))
+
+
+def _spread(values: Sequence[Any], times: int | list[int]) -> list[Any]:
+    """Each value repeated `times` (one count, or one per value), as a list of the same objects
+    (`np.fromiter` keeps every value an object, whatever it holds)."""
+    held = np.fromiter(values, dtype=object, count=len(values))
+    return list(np.repeat(held, times).tolist())
 
 
 def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
