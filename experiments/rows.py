@@ -334,12 +334,12 @@ class RowColumns:
         chain = itertools.chain.from_iterable
         per_call = [t * k for t in self.texts_per_call]  # rows of each call
         data: dict[str, list[Any]] = {}
-        for name, values in zip(_TEXT_COLUMNS, zip(*self.texts, strict=True), strict=True):
-            data[name] = _spread(values, k)
-        for name, values in self.verdicts.items():
-            data[name] = _spread(values, k)
-        for name, values in self.account.items():
-            data[name] = _spread(values, per_call)
+        for name, column in zip(_TEXT_COLUMNS, zip(*self.texts, strict=True), strict=True):
+            data[name] = _spread(column, k)
+        for name, per_text in self.verdicts.items():
+            data[name] = _spread(per_text, k)
+        for name, per_call_values in self.account.items():
+            data[name] = _spread(per_call_values, per_call)
         data["dimension"] = self._dims * len(self.texts)
         higher, ranges = self.rubric.directions(), self.rubric.bounds()
         data["higher_is_better"] = [higher[d] for d in self._dims] * len(self.texts)

@@ -20,7 +20,6 @@ import pytest
 
 from experiments import study
 from experiments.datasets.loader import Candidate, Instance, Paper
-from experiments.modes import build_prompts
 from experiments.modes.comparative import Comparative
 from experiments.modes.independent import Independent
 from experiments.modes.pairwise import Pairwise
@@ -154,11 +153,17 @@ def _valid(rubric: Rubric, prompt: Prompt, j: int) -> str:
 @pytest.mark.parametrize("rubric_name", ["novelty", "review_quality", "pairwise"])
 def test_row_columns_equal_rows_for_in_any_mode_and_arrival_order(rubric_name: str, tmp_path: Path) -> None:
     rubric = load_rubric(rubric_name)
-    meta = {"run_id": "r", "judge": "j", "model": "m", "mode": "x", "mode_kind": "independent"}
+    meta: dict[str, Any] = {
+        "run_id": "r",
+        "judge": "j",
+        "model": "m",
+        "mode": "x",
+        "mode_kind": "independent",
+    }
     meta |= {"rubric": rubric.name, "rubric_version": "v", "temperature": 0.1, "perturbation": "none"}
     inst = _instance()
     prompts = [
-        *build_prompts([inst], rubric, Independent(), seed=0),
+        *Independent().prompts(inst, rubric, 0),
         *Comparative().prompts(inst, rubric, 0),
         *Pairwise().prompts(inst, rubric, 0),
     ]
