@@ -34,6 +34,7 @@ import datetime as dt
 import json
 import os
 import platform
+import pstats
 import random
 import resource
 import shutil
@@ -418,8 +419,6 @@ PROFILE_PARTS = {
 
 def profile_shares(profile: Any) -> dict[str, float]:
     """Seconds of `run_study` (profiled, CPU clock) per part, with `run_study` itself and the rest."""
-    import pstats  # noqa: PLC0415
-
     stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
 
     def cum(where: list[tuple[str, str]]) -> float:
