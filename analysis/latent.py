@@ -58,24 +58,56 @@ def _resample(labels: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     return out
 
 
+#: Replicates × items of item weights held at once by `_fixed_posterior_boots` (about 200 MB as float64): the
+#: replicates are drawn in chunks of rows from one generator, the same stream as one draw of all of them.
+FIXED_CELLS = 25_000_000
+
+
 def _fixed_posterior_boot(
     labels: pd.DataFrame, fit: LatentFit, raters: pd.Index, n_boot: int, seed: int
 ) -> np.ndarray:
     """Accuracy replicates with items resampled and the posteriors held at the full-data fit: per replicate,
     item weights w ~ Multinomial(n, 1/n) and accuracy_r = Σ w_i P(z_i = y_ri) / Σ_{i rated by r} w_i."""
+    return _fixed_posterior_boots(labels, [(fit, raters)], n_boot, seed)[0]
+
+
+def _fixed_posterior_boots(
+    labels: pd.DataFrame, fits: Sequence[tuple[LatentFit, pd.Index]], n_boot: int, seed: int
+) -> list[np.ndarray]:
+    """`_fixed_posterior_boot` for several fits of the same labels (n_boot × raters each) from one draw of
+    the item weights: the weights of a seed are the same for every fit, so drawing them once (the draw is
+    most of the cost: n binomials per replicate) gives each fit the replicates it would get alone. The
+    weights come in chunks of replicates (`FIXED_CELLS`), so memory stays bounded at 10^5–10^6 items."""
     tasks, task_idx = np.unique(labels["task"].to_numpy(), return_inverse=True)
-    rater_idx = raters.get_indexer(labels["worker"])
-    post = fit.posteriors.reindex(
-        index=tasks, columns=sorted(set(fit.posteriors.columns) | set(labels["label"]))
+    columns, blocks = [], []
+    for fit, raters in fits:
+        rater_idx = raters.get_indexer(labels["worker"])
+        post = fit.posteriors.reindex(
+            index=tasks, columns=sorted(set(fit.posteriors.columns) | set(labels["label"]))
+        )
+        p = post.fillna(0.0).to_numpy()[task_idx, post.columns.get_indexer(labels["label"])]
+        hit = np.zeros((len(tasks), len(raters)))
+        rated = np.zeros_like(hit)
+        np.add.at(hit, (task_idx, rater_idx), p)
+        np.add.at(rated, (task_idx, rater_idx), 1.0)
+        blocks += [hit, rated]
+        columns.append(len(raters))
+    sums = np.hstack(blocks)  # items × (hit, rated per fit)
+    rng = np.random.default_rng(seed)
+    share = np.full(len(tasks), 1 / len(tasks))
+    step = max(1, FIXED_CELLS // max(1, len(tasks)))
+    totals = np.concatenate(
+        [
+            rng.multinomial(len(tasks), share, size=min(step, n_boot - start)).astype(float) @ sums
+            for start in range(0, n_boot, step)
+        ]
     )
-    p = post.fillna(0.0).to_numpy()[task_idx, post.columns.get_indexer(labels["label"])]
-    hit = np.zeros((len(tasks), len(raters)))
-    rated = np.zeros_like(hit)
-    np.add.at(hit, (task_idx, rater_idx), p)
-    np.add.at(rated, (task_idx, rater_idx), 1.0)
-    w = np.random.default_rng(seed).multinomial(len(tasks), np.full(len(tasks), 1 / len(tasks)), size=n_boot)
+    out, at = [], 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (w @ hit) / (w @ rated)
+        for r in columns:
+            out.append(totals[:, at : at + r] / totals[:, at + r : at + 2 * r])
+            at += 2 * r
+    return out
 
 
 def _mace_refit_boot(
@@ -107,15 +139,21 @@ def _mace_refit_boot(
 
 
 def competence_table(
-    labels: pd.DataFrame, fit: LatentFit, fitter: Fitter | None = None, n_boot: int = 1000, seed: int = 0
+    labels: pd.DataFrame,
+    fit: LatentFit,
+    fitter: Fitter | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    replicates: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Per rater: n items, accuracy vs the latent label (and the model's parameter), with bootstrap CIs
     over items. With a `fitter` every replicate refits the model (the parameter gets a CI too); without,
-    the posteriors are held at the full-data fit (fast; ignores the model's own estimation error)."""
+    the posteriors are held at the full-data fit (fast; ignores the model's own estimation error), or
+    `replicates` gives those replicates already drawn (`_fixed_posterior_boots`, several fits at once)."""
     raters = pd.Index(fit.accuracy.index)
     par = np.full((n_boot if fitter else 0, len(raters)), np.nan)
     if fitter is None:
-        acc = _fixed_posterior_boot(labels, fit, raters, n_boot, seed)
+        acc = _fixed_posterior_boot(labels, fit, raters, n_boot, seed) if replicates is None else replicates
     elif fitter is mace:  # every replicate refitted at once (latent_models.mace_em)
         acc, par = _mace_refit_boot(labels, raters, n_boot, seed)
     else:
@@ -214,7 +252,10 @@ def _fit_tables(
     """The latent tables of one fit group (one rater per judge)."""
     ds = dawid_skene(labels)
     fits = [ds, majority_fit(labels), mace(labels, seed, restarts=1)] + ([glad(labels)] if with_glad else [])
-    competence = [competence_table(labels, f, None, n_boot, seed) for f in fits]
+    fixed = _fixed_posterior_boots(labels, [(f, pd.Index(f.accuracy.index)) for f in fits], n_boot, seed)
+    competence = [
+        competence_table(labels, f, None, n_boot, seed, acc) for f, acc in zip(fits, fixed, strict=True)
+    ]
     if refit_boot:
         competence.append(competence_table(labels, ds, dawid_skene, refit_boot, seed))
         competence.append(competence_table(labels, fits[2], mace, refit_boot, seed))

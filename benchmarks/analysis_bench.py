@@ -19,8 +19,10 @@ Goal (issue 4): all tables for 1M rows in < 20 s and < 3 GB.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
 import platform
+import pstats
 import random
 import resource
 import subprocess
@@ -36,6 +38,7 @@ from analysis.load.collect import load_results
 from analysis.load.synthetic import synthetic_humans, synthetic_results
 from analysis.report.build import compute_tables
 from analysis.stats.winrate import win_tie_loss
+from analysis.tables.registry import REGISTRY, StudyInputs
 from core.intervals import positive_int
 
 DIMENSIONS = ("originality", "gap_addressing", "non_obviousness", "source_boundedness", "specificity")
@@ -115,9 +118,10 @@ def write_parquet(root: Path, instances: int) -> int:
     return rows
 
 
-def from_parquet(root: Path, instances: int, n_boot: int) -> None:
+def from_parquet(root: Path, instances: int, n_boot: int, per_table: bool = False, profile: int = 0) -> None:
     """Write the study (child process, so its build does not count in this process's peak RSS), then load it
-    as the report does and compute every table."""
+    as the report does and compute every table; `per_table`: each table's wall and CPU time (a quantity several
+    tables share counts in the first that asks for it); `profile`: cProfile's top functions by own time."""
     if not any(root.rglob("results.parquet")):
         t0 = time.perf_counter()
         script = [sys.executable, __file__, "--instances", str(instances), "--write", str(root)]
@@ -128,8 +132,17 @@ def from_parquet(root: Path, instances: int, n_boot: int) -> None:
     results = load_results(root)
     load_s, load_cpu, rss_loaded = time.perf_counter() - t0, time.process_time() - c0, _peak_mb()
     humans = synthetic_humans(results.loc[results["instance_id"].cat.codes.to_numpy() < 300])
+    profiler = cProfile.Profile() if profile else None
     t0, c0 = time.perf_counter(), time.process_time()
-    tables = compute_tables(results, humans, n_boot=n_boot)
+    if profiler:
+        profiler.enable()
+    tables, times = (
+        timed_tables(results, humans, n_boot)
+        if per_table
+        else (compute_tables(results, humans, n_boot=n_boot), [])
+    )
+    if profiler:
+        profiler.disable()
     report_s, report_cpu, rss_peak = time.perf_counter() - t0, time.process_time() - c0, _peak_mb()
     n = len(results)
     print(
@@ -154,6 +167,28 @@ def from_parquet(root: Path, instances: int, n_boot: int) -> None:
         f"| load + all tables | {n:,} | {total:.2f} | {load_cpu + report_cpu:.2f} | {n / total:,.0f} "
         f"| {rss_peak:,.0f} |"
     )
+    if times:
+        print("\n| table | wall s | CPU s | share of tables' CPU |\n|---|---|---|---|")
+        for key, wall, cpu in sorted(times, key=lambda t: -t[2]):
+            print(f"| {key} | {wall:.2f} | {cpu:.2f} | {cpu / report_cpu:.0%} |")
+    if profiler:
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(profile)
+
+
+def timed_tables(
+    results: pd.DataFrame, humans: pd.DataFrame, n_boot: int
+) -> tuple[dict, list[tuple[str, float, float]]]:
+    """`compute_tables`' loop (`analysis.tables.registry.compute_tables`) with each table's wall and CPU time."""
+    inputs = StudyInputs(results, humans, n_boot=n_boot)
+    tables: dict = {}
+    times = []
+    for spec in [s for s in REGISTRY if s.report]:
+        t0, c0 = time.perf_counter(), time.process_time()
+        table = spec.compute(inputs, tables)
+        times.append((spec.key, time.perf_counter() - t0, time.process_time() - c0))
+        if table is not None:
+            tables[spec.key] = table
+    return tables, times
 
 
 def _peak_mb() -> float:
@@ -166,13 +201,17 @@ def main() -> None:
     parser.add_argument("--n-boot", type=positive_int, default=1000)
     parser.add_argument("--naive-instances", type=int, default=None, help="baseline on the first N instances")
     parser.add_argument("--parquet", type=Path, help="write the study here as parquet files and read it back")
+    parser.add_argument(
+        "--per-table", action="store_true", help="with --parquet: each table's wall and CPU time"
+    )
+    parser.add_argument("--profile", type=int, default=0, help="with --parquet: cProfile's top N functions")
     parser.add_argument("--write", type=Path, help=argparse.SUPPRESS)  # the child of --parquet
     args = parser.parse_args()
     if args.write:
         print(f"{write_parquet(args.write, args.instances):,} rows written to {args.write}")
         return
     if args.parquet:
-        from_parquet(args.parquet, args.instances, args.n_boot)
+        from_parquet(args.parquet, args.instances, args.n_boot, args.per_table, args.profile)
         return
     load = os.getloadavg()[0]
 

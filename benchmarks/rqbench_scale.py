@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -156,14 +157,18 @@ def _log(step: Step) -> Step:
     return step
 
 
-def run_size(instances: int, work: Path, max_enqueued: int | None) -> tuple[list[Step], int]:
-    """Every step at one size in its own folder and cache; returns the steps and the calls made."""
+def run_size(
+    instances: int, work: Path, max_enqueued: int | None, only: Collection[str] = STEPS
+) -> tuple[list[Step], int]:
+    """Every step (of `only`) at one size in its own folder and cache; returns the steps and the calls made
+    (0 without the plan step)."""
     work.mkdir(parents=True)
     data = work / "rqbench_sized.jsonl"
     write_dataset(data, instances, GENERATORS, refs=3)
     env = _env(work / "cache")
     server = BatchServer(polls=1, max_file_bytes=200 * MB, max_enqueued_tokens=max_enqueued)
     steps: list[Step] = []
+    calls = 0
     with server.running():
         base = [
             sys.executable,
@@ -176,13 +181,15 @@ def run_size(instances: int, work: Path, max_enqueued: int | None) -> tuple[list
             "progress=false",
             f"dataset.path={data}",
         ]
-        steps.append(
-            run_step("plan", [*base, "plan=true", f"hydra.sweep.dir={work / 'plan'}"], env, work, instances)
-        )
-        calls = json.loads((work / "plan" / "plan.json").read_text())["calls_to_make"]
-        steps[-1].note = f"{calls:,} calls"
-        _log(steps[-1])
+        if "plan" in only:
+            plan = [*base, "plan=true", f"hydra.sweep.dir={work / 'plan'}"]
+            steps.append(run_step("plan", plan, env, work, instances))
+            calls = json.loads((work / "plan" / "plan.json").read_text())["calls_to_make"]
+            steps[-1].note = f"{calls:,} calls"
+            _log(steps[-1])
         sweep = work / "sweep"
+        if "batch" not in only:
+            return steps + analysis_steps(instances, work, env, only), calls
         batch = [*base, "batch=true", "batch_settings.poll_s=0.02", f"hydra.sweep.dir={sweep}"]
         if max_enqueued:
             batch.append(f"batch_settings.max_enqueued_tokens={max_enqueued}")
@@ -193,16 +200,19 @@ def run_size(instances: int, work: Path, max_enqueued: int | None) -> tuple[list
             )
         steps[-1].note = f"{server.created} batches, {server.chat_requests} live calls"
         _log(steps[-1])
-        before = (server.created, server.chat_requests)
-        replay = run_step("replay", [*base, f"hydra.sweep.dir={work / 'replay'}"], env, work, instances)
-        if (server.created, server.chat_requests) != before:
-            raise StepFailed("replay: calls reached the server; the cache did not answer them all")
-        replay.note = f"{calls / replay.wall_s:,.0f} judgments/s"
-        steps.append(_log(replay))
+        if "replay" in only:
+            before = (server.created, server.chat_requests)
+            replay = run_step("replay", [*base, f"hydra.sweep.dir={work / 'replay'}"], env, work, instances)
+            if (server.created, server.chat_requests) != before:
+                raise StepFailed("replay: calls reached the server; the cache did not answer them all")
+            replay.note = f"{calls / replay.wall_s:,.0f} judgments/s"
+            steps.append(_log(replay))
     report = [sys.executable, "-m", "analysis.report", str(sweep), "--out", str(work / "report")]
-    steps.append(_log(run_step("report", report, env, work, instances)))
-    steps.append(_log(viewer_step(sweep, env, work, instances)))
-    steps += analysis_steps(instances, work, env)
+    if "report" in only:
+        steps.append(_log(run_step("report", report, env, work, instances)))
+    if "viewer" in only:
+        steps.append(_log(viewer_step(sweep, env, work, instances)))
+    steps += analysis_steps(instances, work, env, only)
     return steps, calls
 
 
@@ -225,21 +235,45 @@ def write_small_study(folder: Path, instances: int) -> int:
     return len(frame)
 
 
-def analysis_steps(instances: int, work: Path, env: dict[str, str]) -> list[Step]:
+def analysis_steps(
+    instances: int, work: Path, env: dict[str, str], only: Collection[str] = STEPS
+) -> list[Step]:
     """Issue 35's steps: the import baseline (pandas, numpy, scipy, pyarrow in a fresh process), the report
     and the reliability cards of a small study (their ratio to that baseline), and every report table on
     analysis_bench's synthetic table (10M rows at RQ-Bench's size) read from parquet as a study is."""
     py = sys.executable
-    steps = [
-        _log(run_step("imports", [py, "-c", "import pandas, numpy, scipy, pyarrow"], env, work, instances))
-    ]
+    steps = []
+    if "imports" in only:
+        imports = [py, "-c", "import pandas, numpy, scipy, pyarrow"]
+        steps.append(_log(run_step("imports", imports, env, work, instances)))
+    if "report_small" in only or "cards_small" in only:
+        steps += small_steps(instances, work, env, only, steps[0])
+    if "analysis" in only:
+        steps.append(_log(analysis_step(instances, work, env)))
+    return steps
+
+
+def small_steps(
+    instances: int, work: Path, env: dict[str, str], only: Collection[str], imports: Step
+) -> list[Step]:
+    """The report and the cards of a small study, each with its ratio to the import baseline."""
+    py = sys.executable
+    steps: list[Step] = []
     small = work / "small"
     rows = write_small_study(small, max(1, round(instances * SMALL_INSTANCES_PER_INSTANCE)))
     for name, module in (("report_small", "analysis.report"), ("cards_small", "analysis.card")):
+        if name not in only:
+            continue
         step = run_step(name, [py, "-m", module, str(small), "--out", str(work / name)], env, work, instances)
-        wall, cpu = step.wall_s / steps[0].wall_s, step.cpu_s / steps[0].cpu_s
+        wall, cpu = step.wall_s / imports.wall_s, step.cpu_s / imports.cpu_s
         step.note = f"{rows} rows, {wall:.1f}x imports on wall, {cpu:.1f}x on CPU"
         steps.append(_log(step))
+    return steps
+
+
+def analysis_step(instances: int, work: Path, env: dict[str, str]) -> Step:
+    """Every report table on analysis_bench's synthetic table, loaded from parquet."""
+    py = sys.executable
     bench = ROOT / "benchmarks" / "analysis_bench.py"
     n = max(1, round(instances * ANALYSIS_INSTANCES_PER_INSTANCE))
     folder = work / "analysis_parquet"
@@ -250,8 +284,7 @@ def analysis_steps(instances: int, work: Path, env: dict[str, str]) -> list[Step
     )
     step.note = f"{n * 900:,} rows (analysis_bench --instances {n} --parquet)"
     shutil.rmtree(folder, ignore_errors=True)  # ~1 GB at 10M rows
-    steps.append(_log(step))
-    return steps
+    return step
 
 
 def table(size: list[Step], tenth: list[Step]) -> str:
@@ -273,6 +306,20 @@ def table(size: list[Step], tenth: list[Step]) -> str:
     return "\n".join(rows)
 
 
+def steps_arg(value: str) -> tuple[str, ...]:
+    """`--steps`: known names, in the benchmark's order, with the steps each one needs."""
+    names = {v.strip() for v in value.split(",") if v.strip()}
+    if unknown := names - set(STEPS):
+        raise argparse.ArgumentTypeError(
+            f"unknown step(s) {', '.join(sorted(unknown))}; known: {', '.join(STEPS)}"
+        )
+    needs = {"replay": ("batch", "plan"), "report": ("batch",), "viewer": ("batch",)}
+    needs |= {"report_small": ("imports",), "cards_small": ("imports",)}
+    if missing := sorted({f"{n} needs {m}" for n in names for m in needs.get(n, ()) if m not in names}):
+        raise argparse.ArgumentTypeError("; ".join(missing))
+    return tuple(s for s in STEPS if s in names)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -288,6 +335,13 @@ def main(argv: list[str] | None = None) -> int:
         "--max-enqueued-tokens",
         type=int,
         help="the batch server's enqueued-token cap, also given to the study",
+    )
+    parser.add_argument(
+        "--steps",
+        type=steps_arg,
+        default=STEPS,
+        help=f"comma-separated subset of {','.join(STEPS)} (default: all); replay, report and viewer need batch, "
+        "replay needs plan, report_small and cards_small need imports",
     )
     args = parser.parse_args(argv)
     if not 0 < args.fraction <= 1:
@@ -306,8 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     try:
-        small, small_calls = run_size(tenth, work / f"n{tenth}", args.max_enqueued_tokens)
-        big, big_calls = run_size(instances, work / f"n{instances}", args.max_enqueued_tokens)
+        small, small_calls = run_size(tenth, work / f"n{tenth}", args.max_enqueued_tokens, args.steps)
+        big, big_calls = run_size(instances, work / f"n{instances}", args.max_enqueued_tokens, args.steps)
     except StepFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -319,8 +373,10 @@ def main(argv: list[str] | None = None) -> int:
         f"load average {os.getloadavg()[0]:.1f} at the end"
     )
     print(table(big, small))
-    replay = [s.wall_s for s in (big, small) for s in s if s.name == "replay"]
-    if big_calls > small_calls and replay[0] > replay[1]:  # start-up (imports, 4 jobs) cancels out
+    replay = [step.wall_s for steps in (big, small) for step in steps if step.name == "replay"]
+    if (
+        len(replay) == 2 and big_calls > small_calls and replay[0] > replay[1]
+    ):  # start-up (imports, 4 jobs) cancels out
         print(
             f"replay, marginal: {(big_calls - small_calls) / (replay[0] - replay[1]):,.0f} judgments/s "
             f"(the extra calls over the extra wall time of the larger run)"

@@ -2,6 +2,8 @@
 
     python benchmarks/throughput.py                 # both live settings + cached replay + per-call overhead
     python benchmarks/throughput.py --quick         # a smaller, faster pass (for a smoke check)
+    python benchmarks/throughput.py --only replay --against /tmp/base --repeat 5 --profile-replay
+                                                    # replay: this checkout vs another, alternated, profiled
 
 Run by hand; it prints a table and ratios and asserts nothing. Every variant runs in its own fresh Python
 process (so one variant's imports and global switches never speed up or slow down another), against one
@@ -27,10 +29,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import datetime as dt
 import json
 import os
 import platform
+import pstats
 import random
 import resource
 import shutil
@@ -40,6 +44,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "openai/bench-judge"
@@ -179,6 +185,12 @@ def study_config(data: Path, api_base: str, concurrency: int, cache_dir: Path) -
     return plain
 
 
+def dump_config(cfg: dict[str, Any]) -> str:
+    """The resolved config as YAML text for a worker: JSON would turn a rubric's integer anchor keys
+    (`anchors: {0: ...}`) into strings, which the typed config refuses."""
+    return yaml.safe_dump(cfg, allow_unicode=True, sort_keys=False)
+
+
 def dump_messages(cfg: dict[str, Any], path: Path) -> None:
     """The rendered messages of every call (prompt x sample), for the raw loops."""
     from experiments.config import load  # noqa: PLC0415
@@ -256,7 +268,7 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         ok = asyncio.run(_loop(call, calls, args.concurrency))
         return {"calls": len(calls), "ok": ok, "wall_s": time.perf_counter() - t0, "cpu_s": _cpu() - cpu}
     if kind in ("framework", "replay"):
-        cfg = json.loads(Path(args.config).read_text())
+        cfg = yaml.safe_load(Path(args.config).read_text())
         os.environ["OPENAI_API_KEY"] = "sk-bench"
         import litellm  # noqa: F401, PLC0415  (imported before timing, as in any run)
 
@@ -269,8 +281,13 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         from experiments.study import run_study  # noqa: PLC0415
 
         out = Path(tempfile.mkdtemp(prefix="judgescope-bench-out-"))
+        profiler = cProfile.Profile(time.process_time) if args.profile else None
         cpu, t0 = _cpu(), time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
         frame = run_study(load(cfg), load_study_inputs(load(cfg)), out, run_id=kind)
+        if profiler is not None:
+            profiler.disable()
         wall, cpu = time.perf_counter() - t0, _cpu() - cpu
         manifest = read_manifest(out / MANIFEST_NAME)
         from experiments.judges import make_judge  # noqa: PLC0415
@@ -289,6 +306,7 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
             "cached": manifest.calls_cached,
             "rows": len(frame),
             "workers": workers,
+            **({"profile": profile_shares(profiler)} if profiler is not None else {}),
         }
     if kind == "diskcache":
         import diskcache  # noqa: PLC0415
@@ -305,7 +323,7 @@ def worker(kind: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def overhead(config: Path) -> dict[str, Any]:
     """Microseconds per call for render, cache key, parse and rows (single thread, no I/O)."""
-    cfg = json.loads(config.read_text())
+    cfg = yaml.safe_load(config.read_text())
     from experiments.config import load  # noqa: PLC0415
     from experiments.inputs import load_study_inputs  # noqa: PLC0415
     from experiments.modes import build_prompts  # noqa: PLC0415
@@ -366,16 +384,53 @@ def overhead(config: Path) -> dict[str, Any]:
     }
 
 
-def run_worker(kind: str, **kw: Any) -> dict[str, Any]:
+def run_worker(kind: str, tree: Path = ROOT, **kw: Any) -> dict[str, Any]:
+    """One worker in a fresh process, importing the code of `tree` (this checkout, or `--against`'s):
+    without PYTHONPATH a script under benchmarks/ imports whatever checkout is installed, not its own."""
     argv = [sys.executable, __file__, "--worker", kind]
     for k, v in kw.items():
         argv += [f"--{k.replace('_', '-')}", str(v)]
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": path}
     load = os.getloadavg()[0]
-    out = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=env, timeout=1800)
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=tree, env=env, timeout=1800)
     if out.returncode != 0:
         raise SystemExit(f"worker {kind} failed:\n{out.stderr[-3000:]}")
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "load": load}
+
+
+# the parts of a replay's `run_study` in its profile, by the functions (file, name) whose cumulative time they
+# are (disjoint: `as_dict`, the config as a dict, is inside make_judge and, before it was kept, build_manifest
+# and the rest); both the per-call code (lookup, to_frame) and the bulk code (lookup_many, RowColumns.frame) are named,
+# so the same table reads a checkout from before the change (--against)
+PROFILE_PARTS = {
+    "cache reads (key + entry)": [("client.py", "lookup"), ("client.py", "lookup_many")],
+    "table writes (DataFrame + files)": [
+        ("rows.py", "to_frame"),
+        ("rows.py", "frame"),
+        ("outputs.py", "write_outputs"),
+    ],
+    "rows (parse or stored scores, row building, tally)": [("study.py", "finish")],
+    "prompts (build_prompts)": [("__init__.py", "build_prompts")],
+    "judge set-up (make_judge, with the config's dict)": [("judges.py", "make_judge")],
+    "manifest (build_manifest)": [("manifest.py", "build_manifest")],
+}
+
+
+def profile_shares(profile: Any) -> dict[str, float]:
+    """Seconds of `run_study` (profiled, CPU clock) per part, with `run_study` itself and the rest."""
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+
+    def cum(where: list[tuple[str, str]]) -> float:
+        return sum(
+            row[3]
+            for (path, _, name), row in stats.items()
+            if any(path.endswith(f) and name == n for f, n in where)
+        )
+
+    total = cum([("study.py", "run_study")])
+    parts = {name: cum(where) for name, where in PROFILE_PARTS.items()}
+    return {"run_study": total, **parts, "rest": total - sum(parts.values())}
 
 
 # --- orchestration ---------------------------------------------------------------------------------------
@@ -387,11 +442,11 @@ def live(latency: float, concurrency: int, n_calls: int, tmp: Path, rows: list[l
     server = Server(latency)
     try:
         cfg = study_config(data, server.api_base, concurrency, tmp / f"cache-live-{latency}")
-        (tmp / "cfg.json").write_text(json.dumps(cfg))
+        (tmp / "cfg.json").write_text(dump_config(cfg))
         one = {**cfg, "workers": 1, "cache_dir": str(tmp / f"cache-live1-{latency}")}
-        (tmp / "cfg1.json").write_text(json.dumps(one))
+        (tmp / "cfg1.json").write_text(dump_config(one))
         dump_messages(cfg, tmp / "messages.json")
-        common = {"api_base": server.api_base, "concurrency": concurrency}
+        common: dict[str, Any] = {"api_base": server.api_base, "concurrency": concurrency}
         res = {
             "raw openai": run_worker("raw", messages=tmp / "messages.json", **common),
             "bare litellm": run_worker("litellm", messages=tmp / "messages.json", **common),
@@ -424,36 +479,62 @@ def live(latency: float, concurrency: int, n_calls: int, tmp: Path, rows: list[l
     print(f"  [{label}] server saw {requests} requests (expected {expected})", file=sys.stderr)
 
 
-def replay(n_calls: int, tmp: Path, rows: list[list[str]]) -> None:
+def replay(
+    n_calls: int,
+    tmp: Path,
+    rows: list[list[str]],
+    against: Path | None = None,
+    repeats: int = 1,
+    profiles: dict[str, dict[str, float]] | None = None,
+) -> None:
+    """The cache warmed by one live run, then the replay `repeats` times (with `against`: alternately in this
+    checkout and that one, on the same cache, the order switched each round), a raw diskcache loop, and with
+    `profiles` one profiled replay per checkout."""
     data = tmp / f"replay-{n_calls}.jsonl"
     n = make_dataset(data, n_calls)
     cache = tmp / f"cache-replay-{n_calls}"
     server = Server(0.0)
     try:
         cfg = study_config(data, server.api_base, 64, cache)
-        (tmp / "cfg.json").write_text(json.dumps(cfg))
+        (tmp / "cfg.json").write_text(dump_config(cfg))
         warm = run_worker("framework", config=tmp / "cfg.json")
     finally:
         server.stop()
-    res = {
-        "framework replay": run_worker("replay", config=tmp / "cfg.json"),
-        "raw diskcache get": run_worker("diskcache", cache_dir=cache),
-    }
     assert warm["made"] == n, warm
-    base = res["raw diskcache get"]["calls"] / res["raw diskcache get"]["wall_s"]
-    for name, r in res.items():
-        rate = r["calls"] / r["wall_s"]
+    # the first replay after a live run reads the parsed scores the live run kept: a steady-state replay
+    run_worker("replay", config=tmp / "cfg.json")
+    trees = {"this checkout": ROOT, **({f"{against}": against} if against else {})}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
+    for r in range(repeats):
+        for name in list(trees) if r % 2 == 0 else list(trees)[::-1]:
+            runs[name].append(run_worker("replay", tree=trees[name], config=tmp / "cfg.json"))
+    raw = run_worker("diskcache", cache_dir=cache)
+    base = raw["calls"] / raw["wall_s"]
+    for name, results in [
+        *((f"framework replay ({k})", v) for k, v in runs.items()),
+        ("raw diskcache get", [raw]),
+    ]:
+        rates = sorted(r["calls"] / r["wall_s"] for r in results)
+        cpus = sorted(1000 * r["cpu_s"] / r["calls"] for r in results)
+        rate, cpu = rates[len(rates) // 2], cpus[len(cpus) // 2]
+        spread = f" ({rates[0]:.0f}-{rates[-1]:.0f})" if len(rates) > 1 else ""
         rows.append(
             [
                 f"replay / {n} calls",
                 name,
-                f"{rate:.0f}",
+                f"{rate:.0f}{spread}",
                 f"{rate / base:.3f}",
-                f"{1000 * r['cpu_s'] / r['calls']:.3f}",
-                f"{r['ok']}/{r['calls']}",
-                f"{r['load']:.2f}",
+                f"{cpu:.3f}",
+                f"{1000 / cpu:.0f}",
+                f"{results[0]['ok']}/{results[0]['calls']}",
+                " ".join(f"{r['load']:.1f}" for r in results),
             ]
         )
+    if profiles is not None:
+        for name, tree in trees.items():
+            profiles[f"{name}, {n} calls"] = run_worker(
+                "replay", tree=tree, config=tmp / "cfg.json", profile=1
+            )["profile"]
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -471,6 +552,18 @@ def main() -> None:
     for name in ("api-base", "messages", "config", "cache-dir"):
         ap.add_argument(f"--{name}", help=argparse.SUPPRESS)
     ap.add_argument("--concurrency", type=int, default=32, help=argparse.SUPPRESS)
+    ap.add_argument("--profile", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--against",
+        type=Path,
+        help="replay: also time this copy of the code (`git archive main | tar -x -C DIR`), alternated on one cache",
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="replay: timed replays per checkout (median reported)"
+    )
+    ap.add_argument(
+        "--profile-replay", action="store_true", help="replay: one cProfile run per checkout, time per part"
+    )
     args = ap.parse_args()
     if args.serve is not None:
         serve(args.serve)
@@ -505,19 +598,47 @@ def main() -> None:
             )
         if "replay" in only:
             rows = []
+            profiles: dict[str, dict[str, float]] | None = {} if args.profile_replay else None
             for n in replays:
-                replay(n, tmp, rows)
+                replay(n, tmp, rows, args.against, args.repeat, profiles)
             print(
-                "\nCached replay (judgments = calls per second; the framework's run includes parquet/csv writing)"
+                "\nCached replay (judgments = calls per second, wall, median of the repeats (min-max); the "
+                "framework's run includes parquet/csv writing; /s on CPU = 1000 / CPU ms per call)"
             )
-            print(
-                table(["setting", "variant", "calls/s", "x raw diskcache", "CPU ms/call", "ok", "load"], rows)
-            )
+            header = [
+                "setting",
+                "variant",
+                "calls/s",
+                "x raw diskcache",
+                "CPU ms/call",
+                "/s on CPU",
+                "ok",
+                "load",
+            ]
+            print(table(header, rows))
+            if profiles:
+                print("\nWhere a replay's `run_study` goes (cProfile, CPU clock; s and share of run_study)")
+                names = list(next(iter(profiles.values())))
+                print(
+                    table(
+                        ["part", *profiles],
+                        [
+                            [
+                                name,
+                                *(
+                                    f"{p[name]:.2f} ({100 * p[name] / p['run_study']:.0f}%)"
+                                    for p in profiles.values()
+                                ),
+                            ]
+                            for name in names
+                        ],
+                    )
+                )
         if "overhead" in only:
             data = tmp / "overhead.jsonl"
             make_dataset(data, 4000)
             cfg = study_config(data, "http://127.0.0.1:1/v1", 8, tmp / "cache-overhead")
-            (tmp / "cfg.json").write_text(json.dumps(cfg))
+            (tmp / "cfg.json").write_text(dump_config(cfg))
             r = run_worker("overhead", config=tmp / "cfg.json")
             total = r["render_us"] + r["key_us"] + r["parse_us"]
             print(

@@ -10,6 +10,7 @@ Add a setting by adding a field here (with its default) and, where a shipped YAM
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import itertools
@@ -438,10 +439,21 @@ def _extra_settings(obj: T) -> T:
 
 def as_dict(cfg: Any) -> dict[str, Any]:
     """A loaded config as plain data (enums by their names), as Hydra's resolved config reads: the one place a
-    typed config becomes a dict (a run's config.json, its study_id, the secrets to scrub)."""
-    data = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True, enum_to_str=True)
-    assert isinstance(data, dict)
-    return {str(k): v for k, v in data.items()}
+    typed config becomes a dict (a run's config.json, its study_id, the secrets to scrub). OmegaConf's
+    conversion is slow (~0.1-0.4 s), and a run asks three times for the same frozen config: it is converted
+    once per config object and each caller gets its own copy."""
+    known = _AS_DICT.get(id(cfg))
+    if known is None or known[0] is not cfg:
+        data = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True, enum_to_str=True)
+        assert isinstance(data, dict)
+        if len(_AS_DICT) >= 16:
+            _AS_DICT.clear()
+        known = _AS_DICT[id(cfg)] = (cfg, {str(k): v for k, v in data.items()})
+    return copy.deepcopy(known[1])
+
+
+# as_dict's conversions, by config object (kept alive here, so an id is not reused while it is a key)
+_AS_DICT: dict[int, tuple[Any, dict[str, Any]]] = {}
 
 
 def command_line_problem(argv: list[str], config_name: str) -> str | None:

@@ -9,10 +9,12 @@ parser, other labels) is parsed again from the raw text.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from core.schema import COLUMNS
@@ -198,9 +200,179 @@ def rows_for(
     return rows
 
 
+# the columns a judged text fixes, the same on each of its rows (one per dimension) and in each sample
+_TEXT_COLUMNS = (
+    "prompt_id",
+    "instance_id",
+    "candidate_id",
+    "source",
+    "other_id",
+    "order",
+    "position",
+    "label",
+    "candidate_text",
+)
+# the columns an answer fixes per judged text, and per call (`rows_for`'s `account`)
+_VERDICT_COLUMNS = ("sample_idx", "parse_ok", "salvaged", "error", "rationale")
+_ACCOUNT_COLUMNS = (
+    "raw",
+    "finish_reason",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "latency_s",
+    "cached",
+    "retries",
+)
+
+
+class RowColumns:
+    """The results table built column by column: what `rows_for` + `to_frame` give for the same calls, without
+    a 35-key dict per row (a replay's largest cost outside cache reads and table writes once answers are
+    not parsed again). A call adds one entry per judged text and one per call; the rows (one per judged text
+    and dimension) are spread out once, in `frame`. Calls may arrive in any order (`index`: the call's place
+    in the run); the rows come out in call order."""
+
+    def __init__(self, rubric: Rubric, meta: Mapping[str, Any]) -> None:
+        self.rubric = rubric
+        self.meta = dict(meta)
+        self.calls: list[int] = []  # call index, in arrival order
+        self.texts_per_call: list[int] = []
+        self.account: dict[str, list[Any]] = {c: [] for c in _ACCOUNT_COLUMNS}  # per call
+        self.texts: list[tuple[Any, ...]] = []  # per judged text: its _TEXT_COLUMNS
+        self.verdicts: dict[str, list[Any]] = {c: [] for c in _VERDICT_COLUMNS}  # per judged text
+        self.scores: list[list[float]] = []  # per judged text: one per dimension
+        self.expected: list[list[float]] = []
+        self.preferences: list[list[str | None]] = []
+        self._dims = [*(d.name for d in rubric.dimensions), *(["overall"] if rubric.add_overall else [])]
+        self._nans = [math.nan] * len(self._dims)
+        self._nones: list[str | None] = [None] * len(self._dims)
+        self._prompts: dict[int, tuple[Prompt, list[tuple[Any, ...]], list[str]]] = {}
+
+    def _fixed(self, prompt: Prompt) -> tuple[list[tuple[Any, ...]], list[str]]:
+        """A prompt's judged texts: their fixed columns and answer keys (worked out once for all samples)."""
+        known = self._prompts.get(id(prompt))
+        if known is not None and known[0] is prompt:
+            return known[1], known[2]
+        texts, keys = [], []
+        for judged in prompt.judged:
+            shown, other = judged.shown, judged.against
+            keys.append(shown.label or shown.candidate.candidate_id)
+            texts.append(
+                (
+                    prompt.prompt_id,
+                    prompt.instance_id,
+                    shown.candidate.candidate_id,
+                    shown.candidate.source,
+                    other.candidate.candidate_id if other else None,
+                    prompt.order,
+                    shown.position,
+                    shown.label,
+                    shown.candidate.text,
+                )
+            )
+        self._prompts[id(prompt)] = (prompt, texts, keys)
+        return texts, keys
+
+    def add(
+        self,
+        index: int,
+        prompt: Prompt,
+        sample_idx: int,
+        result: CallResult,
+        answer: Mapping[str, Parsed] | None = None,
+    ) -> bool:
+        """The rows of one call (`rows_for`'s); whether every one of them parsed."""
+        texts, keys = self._fixed(prompt)
+        parsed_by_key = parse_answer(prompt, self.rubric, result) if answer is None else answer
+        expected_by = expected_by_key(prompt, self.rubric, result)
+        is_pref, dims, rubric = prompt.asks_preference, self._dims, self.rubric
+        verdicts = self.verdicts
+        all_ok = True
+        for key in keys:
+            parsed = parsed_by_key[key]
+            if parsed.ok:
+                values = _values(rubric, parsed)
+                if is_pref:
+                    self.scores.append(self._nans)
+                    self.preferences.append([_flip(values[d], prompt.order) for d in dims])
+                else:
+                    self.scores.append([math.nan if values[d] is None else float(values[d]) for d in dims])
+                    self.preferences.append(self._nones)
+                expected = expected_by.get(key)
+                self.expected.append([expected.get(d, math.nan) for d in dims] if expected else self._nans)
+            else:
+                all_ok = False
+                self.scores.append(self._nans)
+                self.preferences.append(self._nones)
+                self.expected.append(self._nans)
+            verdicts["sample_idx"].append(sample_idx)
+            verdicts["parse_ok"].append(parsed.ok)
+            verdicts["salvaged"].append(parsed.salvaged)
+            verdicts["error"].append(parsed.error)
+            verdicts["rationale"].append(parsed.rationale)
+        self.texts.extend(texts)
+        comp, account = result.completion, self.account
+        account["raw"].append(comp.text if comp else "")
+        account["finish_reason"].append(comp.finish_reason if comp else None)
+        account["prompt_tokens"].append(comp.prompt_tokens if comp else 0)
+        account["completion_tokens"].append(comp.completion_tokens if comp else 0)
+        account["cost_usd"].append(call_cost(result))
+        account["latency_s"].append(0.0 if result.shared or not comp else comp.latency_s)
+        account["cached"].append(result.cached)
+        account["retries"].append(result.retries)
+        self.calls.append(index)
+        self.texts_per_call.append(len(keys))
+        return all_ok
+
+    def frame(self) -> pd.DataFrame:
+        """`to_frame` of the rows, in call order."""
+        k = len(self._dims)
+        n = len(self.texts) * k
+        if n == 0:
+            return to_frame([])
+        chain = itertools.chain.from_iterable
+        per_call = [t * k for t in self.texts_per_call]  # rows of each call
+        data: dict[str, list[Any]] = {}
+        for name, column in zip(_TEXT_COLUMNS, zip(*self.texts, strict=True), strict=True):
+            data[name] = _spread(column, k)
+        for name, per_text in self.verdicts.items():
+            data[name] = _spread(per_text, k)
+        for name, per_call_values in self.account.items():
+            data[name] = _spread(per_call_values, per_call)
+        data["dimension"] = self._dims * len(self.texts)
+        higher, ranges = self.rubric.directions(), self.rubric.bounds()
+        data["higher_is_better"] = [higher[d] for d in self._dims] * len(self.texts)
+        data["score_min"] = [ranges[d][0] for d in self._dims] * len(self.texts)
+        data["score_max"] = [ranges[d][1] for d in self._dims] * len(self.texts)
+        data["score"] = list(chain(self.scores))
+        data["score_expected"] = list(chain(self.expected))
+        data["preference"] = list(chain(self.preferences))
+        order = self.calls
+        if any(a > b for a, b in zip(order, order[1:], strict=False)):  # some calls answered out of order
+            starts = np.cumsum([0, *per_call])[:-1]
+            take = np.concatenate(
+                [np.arange(starts[j], starts[j] + per_call[j]) for j in np.argsort(order, kind="stable")]
+            ).tolist()
+            data = {c: [values[t] for t in take] for c, values in data.items()}
+        columns = {**{c: [v] * n for c, v in self.meta.items()}, "inconsistent": [None] * n, **data}
+        return _typed(pd.DataFrame(columns, columns=COLUMNS))
+
+
+def _spread(values: Sequence[Any], times: int | list[int]) -> list[Any]:
+    """Each value repeated `times` (one count, or one per value), as a list of the same objects
+    (`np.fromiter` keeps every value an object, whatever it holds)."""
+    held = np.fromiter(values, dtype=object, count=len(values))
+    return list(np.repeat(held, times).tolist())
+
+
 def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The results table with its columns in contract order and pairwise flips marked."""
-    frame = pd.DataFrame(rows, columns=COLUMNS)
+    return _typed(pd.DataFrame(rows, columns=COLUMNS))
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The contract's column types, then `mark_inconsistent`."""
     frame["position"] = frame["position"].astype("Int64")
     frame["higher_is_better"] = frame["higher_is_better"].astype("boolean")
     frame["salvaged"] = frame["salvaged"].astype(bool)

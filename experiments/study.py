@@ -33,7 +33,7 @@ from experiments.manifest import Tally, build_manifest, check_parse_rate, manife
 from experiments.modes import build_prompts
 from experiments.outputs import claim_folder, release_folder, write_outputs
 from experiments.prompt import Prompt
-from experiments.rows import parsed_answer, rows_for, to_frame
+from experiments.rows import RowColumns, parsed_answer
 from experiments.spend import budget_message
 from experiments.stages import robustness
 from experiments.workers import fork_available, in_process_provider, run_in_workers
@@ -84,8 +84,8 @@ def execute_calls(
     meta: Mapping[str, Any],
     tally: Tally,
     keys: list[str] | None = None,
-) -> list[dict[str, Any]]:
-    """Every (prompt, sample) call; rows come back in a stable (prompt, sample) order (and each call's cache
+) -> RowColumns:
+    """Every (prompt, sample) call; its rows (`RowColumns`) come out in a stable (prompt, sample) order (and each call's cache
     key is appended to `keys`, in the same order, when given).
 
     Cached calls are replayed first, in this process. The others go to the provider: concurrently on one
@@ -93,7 +93,7 @@ def execute_calls(
     otherwise be the bottleneck. A call whose key repeats within the run is asked for once.
     """
     jobs = jobs_of(prompts, cfg)
-    done: list[list[dict[str, Any]] | None] = [None] * len(jobs)
+    table = RowColumns(rubric, meta)
     sample_of = sampler(judge, rubric, cfg)
     call_keys: list[str] = []
     # answers parsed in this run, kept in the cache beside the answer so that a replay reads them back
@@ -103,14 +103,13 @@ def execute_calls(
 
     def finish(index: int, prompt: Prompt, sample_idx: int, result: CallResult) -> None:
         if result.not_started:
-            rows: list[dict[str, Any]] = []
+            scored = True  # no rows
         else:
             parsed, keep = parsed_answer(prompt, rubric, result)
-            rows = rows_for(prompt, sample_idx, result, rubric, meta, parsed)
+            scored = table.add(index, prompt, sample_idx, result, parsed)
             if keep is not None and result.completion is not None:
                 to_keep[call_keys[index]] = (call_keys[index], result.completion, keep)
-        tally.add(result, scored=all(r["parse_ok"] for r in rows))
-        done[index] = rows
+        tally.add(result, scored=scored)
         bar.update(1)
         if not bar.disable:
             bar.set_postfix(made=tally.calls, cached=tally.cached, unscored=tally.unscored, refresh=False)
@@ -118,34 +117,56 @@ def execute_calls(
     try:
         misses: list[Call] = []
         followers: dict[str, list[Call]] = {}
-        for index, (prompt, sample_idx) in enumerate(jobs):
-            sample = sample_of(prompt, sample_idx)
-            key, hit = judge.lookup(prompt.messages, sample, rubric.version)
-            call_keys.append(key)
-            if hit is not None:
-                finish(index, prompt, sample_idx, hit)
-            elif key in followers:
-                followers[key].append(Call(index, prompt.messages, sample.params, key))
-            else:
-                followers[key] = []
-                misses.append(Call(index, prompt.messages, sample.params, key))
+        with frozen_heap():  # the blocks below nest in it: it unfreezes everything once the calls are done
+            # the cache first, read in bulk (`Judge.lookup_many`); a hit is finished here, with no task,
+            # semaphore or retry wrapper. What each chunk leaves (entries, parsed scores, rows) stays alive to the
+            # end: frozen before the next chunk (judge.speedups), the collector's passes do not scan it again and
+            # again (they were ~70% of a replay's entry reading and row building)
+            for start in range(0, len(jobs), LOOKUP_CHUNK):
+                with frozen_heap():
+                    chunk = jobs[start : start + LOOKUP_CHUNK]
+                    samples = [sample_of(prompt, sample_idx) for prompt, sample_idx in chunk]
+                    found = judge.lookup_many(
+                        [
+                            (prompt.messages, sample)
+                            for (prompt, _), sample in zip(chunk, samples, strict=True)
+                        ],
+                        rubric.version,
+                    )
+                    for index, (prompt, sample_idx), sample, (key, hit) in zip(
+                        range(start, start + len(chunk)), chunk, samples, found, strict=True
+                    ):
+                        call_keys.append(key)
+                        if hit is not None:
+                            finish(index, prompt, sample_idx, hit)
+                        elif key in followers:
+                            followers[key].append(Call(index, prompt.messages, sample.params, key))
+                        else:
+                            followers[key] = []
+                            misses.append(Call(index, prompt.messages, sample.params, key))
 
-        def settle(call: Call, result: CallResult) -> None:
-            finish(call.index, *jobs[call.index], result)
-            for twin in followers.get(call.key, ()):
-                finish(twin.index, *jobs[twin.index], replace(result, cached=False, retries=0, shared=True))
+            def settle(call: Call, result: CallResult) -> None:
+                finish(call.index, *jobs[call.index], result)
+                for twin in followers.get(call.key, ()):
+                    finish(
+                        twin.index, *jobs[twin.index], replace(result, cached=False, retries=0, shared=True)
+                    )
 
-        if misses and cfg.batch:
-            tally.batch = batch_calls(judge, misses, cfg, settle)
-        elif misses:
-            with frozen_heap():  # see judge.speedups: the collector skips what exists before the calls
-                provider_calls(cfg, judge, misses, settle)
+            if misses and cfg.batch:
+                tally.batch = batch_calls(judge, misses, cfg, settle)
+            elif misses:
+                with frozen_heap():  # see judge.speedups: the collector skips what exists before the calls
+                    provider_calls(cfg, judge, misses, settle)
         judge.cache.keep_parsed(list(to_keep.values()))
     finally:
         bar.close()
         if keys is not None:
             keys.extend(call_keys)
-    return [row for rows in done for row in rows or ()]
+    return table
+
+
+# calls whose cache entries are read in one go (`Judge.lookup_many`)
+LOOKUP_CHUNK = 2000
 
 
 def provider_calls(
@@ -347,10 +368,10 @@ def _judge_all(
     tally = Tally()
     keys: list[str] = []
     try:
-        rows = execute_calls(judge, prompts, rubric, cfg, meta, tally, keys)
+        table = execute_calls(judge, prompts, rubric, cfg, meta, tally, keys)
     except (FatalProviderError, CacheError, LedgerError) as exc:
         raise StudyError(str(exc)) from None
     finally:
         tally.cache_damaged += judge.cache.damaged
         judge.cache.close()
-    return to_frame(rows), tally, judge, shape, keys
+    return table.frame(), tally, judge, shape, keys

@@ -128,21 +128,36 @@ class Judge:
         self, messages: Sequence[Message], sample: Sample, rubric_version: str
     ) -> tuple[str, CallResult | None]:
         """(cache key, the cached result or None) - no provider call."""
+        return self.lookup_many([(messages, sample)], rubric_version)[0]
+
+    def lookup_many(
+        self, calls: Sequence[tuple[Sequence[Message], Sample]], rubric_version: str
+    ) -> list[tuple[str, CallResult | None]]:
+        """`lookup` of many (messages, sample) calls, the cache read in bulk (`CallCache.read_many`)."""
         if self.refresh_tag is not None:
             rubric_version = f"{rubric_version}+refresh:{self.refresh_tag}"
-        key = cache_key(
-            self.completer.model,
-            messages,
-            sample.params,
-            sample.index,
-            rubric_version,
-            self.api_base,
-            params_json=sample.params_json,
-        )
-        entry = self.cache.read(key)
-        if entry is None:
-            return key, None
-        return key, CallResult(entry[0], cached=True, retries=0, stored_parse=entry[1])
+        model, api_base = self.completer.model, self.api_base
+        keys = [
+            cache_key(
+                model,
+                messages,
+                sample.params,
+                sample.index,
+                rubric_version,
+                api_base,
+                params_json=sample.params_json,
+            )
+            for messages, sample in calls
+        ]
+        return [
+            (
+                key,
+                None
+                if entry is None
+                else CallResult(entry[0], cached=True, retries=0, stored_parse=entry[1]),
+            )
+            for key, entry in zip(keys, self.cache.read_many(keys), strict=True)
+        ]
 
     async def call_provider(
         self, messages: Sequence[Message], sample_params: Mapping[str, Any], key: str

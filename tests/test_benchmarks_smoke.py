@@ -65,3 +65,24 @@ def test_rqbench_scale_refuses_a_bad_fraction(tmp_path: Path) -> None:
         timeout=120,
     )
     assert proc.returncode == 2 and proc.stderr.strip() == "error: --fraction 2.0: must be in (0, 1]"
+
+
+@pytest.mark.parametrize(
+    ("steps", "message"),
+    [("replay", "replay needs batch; replay needs plan"), ("plan,foo", "unknown step(s) foo")],
+)
+def test_rqbench_scale_refuses_steps_without_what_they_need(tmp_path: Path, steps: str, message: str) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "rqbench_scale.py"),
+            "--steps",
+            steps,
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and message in proc.stderr.strip().splitlines()[-1]

@@ -125,6 +125,26 @@ def test_fixed_posterior_bootstrap_known_value() -> None:
     assert np.mean(boot == 0.5) == pytest.approx(0.5, abs=0.03)
 
 
+def test_fixed_posterior_boots_share_one_weight_draw(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several fits from one draw of the item weights, drawn in chunks of replicates, give each fit the
+    replicates of the one-draw formula (weights w ~ Multinomial(n, 1/n), Σ w P / Σ w) it had alone."""
+    labels, _ = _simulate({"a": _confusion(0.9), "b": _confusion(0.7), "c": _confusion(0.6)}, 80, seed=2)
+    fits = [latent_models.dawid_skene(labels), latent_models.majority_fit(labels)]
+    monkeypatch.setattr(latent, "FIXED_CELLS", 80 * 7)  # chunks of 7 replicates
+    got = latent._fixed_posterior_boots(labels, [(f, pd.Index(f.accuracy.index)) for f in fits], 50, 4)
+    tasks, task_idx = np.unique(labels["task"].to_numpy(), return_inverse=True)
+    w = np.random.default_rng(4).multinomial(len(tasks), np.full(len(tasks), 1 / len(tasks)), size=50)
+    for fit, boot in zip(fits, got, strict=True):
+        post = fit.posteriors.reindex(index=tasks)
+        p = post.fillna(0.0).to_numpy()[task_idx, post.columns.get_indexer(labels["label"])]
+        for j, rater in enumerate(fit.accuracy.index):
+            mine = (labels["worker"] == rater).to_numpy()
+            hit = np.bincount(task_idx[mine], p[mine], len(tasks))
+            rated = np.bincount(task_idx[mine], minlength=len(tasks))
+            np.testing.assert_allclose(boot[:, j], (w @ hit) / (w @ rated), rtol=1e-12)
+    assert not np.allclose(got[0], got[1])  # the fits' posteriors differ, so do their replicates
+
+
 def test_refit_bootstrap_resamples_items() -> None:
     confusions = {"a": _confusion(0.9), "b": _confusion(0.7), "c": _confusion(0.6)}
     labels, _ = _simulate(confusions, 60, seed=5)

@@ -25,6 +25,7 @@ import math
 import os
 import sqlite3
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,10 @@ from judge.completer import Completion
 from judge.expected import TokenLogprob
 from judge.secrets import endpoint
 from judge.types import Message, TextStore
+
+# keys per bulk read (SQLite's default limit on a query's parameters is 32,766; older builds 999)
+READ_PER_QUERY = 900
+_UNREAD = object()  # read_many: an entry the bulk query leaves to `read`
 
 # the entry's member holding the parsed scores beside the answer (older readers ignore it: entry_completion)
 PARSED = "parsed"
@@ -379,6 +384,59 @@ class CallCache:
         except EntryError as exc:
             self._drop(key, str(exc))
             return None
+
+    def read_many(self, keys: Sequence[str]) -> list[tuple[Completion, Any] | None]:
+        """`read` of each key, in order: a folder's entries fetched with one SQLite query per
+        READ_PER_QUERY keys instead of one per key (a replay reads every call of a study). Any entry the
+        bulk query cannot hand over as stored (a value in a file, a store without SQLite, expiry or
+        statistics switched on) is read by `read`, so the checks, drops and errors are `read`'s."""
+        found = self._fetch_many(keys)
+        out: list[tuple[Completion, Any] | None] = []
+        seen: dict[str, tuple[Completion, Any] | None] = {}
+        for key in keys:
+            if key in seen:  # the same call twice in one run: read (and a damaged entry dropped) once
+                out.append(seen[key])
+                continue
+            value = found.get(key, _UNREAD) if found is not None else _UNREAD
+            if value is _UNREAD:
+                entry = self.read(key)
+            elif value is None:
+                entry = None
+            else:
+                try:
+                    entry = read_entry(key, value, checksummed=self.store is not None)
+                except EntryError as exc:
+                    self._drop(key, str(exc))
+                    entry = None
+            seen[key] = entry
+            out.append(entry)
+        return out
+
+    def _fetch_many(self, keys: Sequence[str]) -> dict[str, Any] | None:
+        """Stored text per key (None: no entry; absent: let `read` fetch it), or None where a bulk query does
+        not apply. diskcache has no multi-get; this is its own `get` query (`Cache.get`'s fast path: no
+        statistics, no eviction bookkeeping, str keys stored raw) for many keys at once."""
+        cache = self._cache
+        if self.store is not None or not isinstance(cache, diskcache.Cache):
+            return None
+        if cache.statistics or diskcache.core.EVICTION_POLICY[cache.eviction_policy]["get"] is not None:
+            return None
+        distinct = list(dict.fromkeys(keys))
+        found: dict[str, Any] = dict.fromkeys(distinct)
+        try:
+            for start in range(0, len(distinct), READ_PER_QUERY):
+                chunk = distinct[start : start + READ_PER_QUERY]
+                rows = cache._sql(  # noqa: SLF001 (see above)
+                    "SELECT key, mode, value FROM Cache WHERE raw = 1 AND key IN "
+                    f"({','.join('?' * len(chunk))}) AND (expire_time IS NULL OR expire_time > ?)",
+                    (*chunk, time.time()),
+                ).fetchall()
+                for key, mode, value in rows:
+                    # a text kept inline; anything else (a value in a file, a pickle) is left to `read`
+                    found[key] = value if mode == diskcache.core.MODE_RAW and type(value) is str else _UNREAD
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged("read", exc) from exc
+        return found
 
     def set(self, key: str, completion: Completion) -> None:
         """Store a completion as checksummed JSON text (no pickles: readable and safe to load)."""
