@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
+
+# a suite started in the background by a non-interactive shell (`bash -c '... &'`) inherits SIGINT ignored, and
+# so would every command it starts: the Ctrl-C tests' commands would never see their Ctrl-C. A terminal's default.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("JUDGESCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="judgescope-test-cache-"))
