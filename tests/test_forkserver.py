@@ -48,7 +48,7 @@ def test_a_forked_command_sees_its_own_argv_folder_environment_and_exit_status(p
     work = tmp / "work"
     work.mkdir()
     command = [sys.executable, "-m", "probe", "3", "a b"]
-    assert cli.forkable(command, env)
+    assert cli.fresh_reason(command, env) is None, cli.fresh_reason(command, env)
     forked = cli.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=120)
     fresh = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert forked.returncode == fresh.returncode == 3
@@ -98,7 +98,7 @@ def test_a_forked_command_can_be_interrupted_and_timed_out(probe) -> None:
 def test_what_depends_on_import_time_state_runs_fresh(tmp_path: Path, monkeypatch) -> None:
     env = cli_env(tmp_path)
     module = [sys.executable, "-m", "experiments.run"]
-    assert cli.forkable(module, env)
+    assert cli.fresh_reason(module, env) is None, cli.fresh_reason(module, env)
     assert cli.forkable(module, {**env, "QWEN_API_KEY": "sk-test", "JUDGESCOPE_CACHE_DIR": "/x"})
     assert not cli.forkable(module, {**env, "LITELLM_LOG": "DEBUG"})  # litellm reads it at import
     assert not cli.forkable([*module, "prices=remote"], env)  # the price map is chosen before litellm loads

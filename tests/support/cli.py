@@ -52,6 +52,8 @@ RUNTIME_VARIABLES = frozenset(
         # set by the libraries themselves in a process that used them, to what a command's would set
         "TIKTOKEN_CACHE_DIR",  # litellm: its bundled encodings, when it first counts tokens
         "TORCHINDUCTOR_CACHE_DIR",  # torch
+        "KMP_DUPLICATE_LIB_OK",  # set by a library loading Intel's OpenMP (before it loads)
+        "KMP_INIT_AT_FORK",
         "JUDGESCOPE_TEST_CPU_LOG",
         "OLDPWD",
     }
@@ -77,9 +79,12 @@ class _Server:
         self.proc: subprocess.Popen[str] | None = None
         self.path = ""
         self.env: dict[str, str] = {}
+        self.failed = ""
 
     def address(self) -> str:
         with self.lock:
+            if self.failed:  # tried once in this process: every command runs fresh, no second wait
+                raise RuntimeError(self.failed)
             if self.proc is None or self.proc.poll() is not None:
                 folder = tempfile.mkdtemp(prefix="judgescope-forkserver-")
                 self.path = os.path.join(folder, "socket")
@@ -94,7 +99,8 @@ class _Server:
                 )
                 assert self.proc.stdout is not None
                 if self.proc.stdout.readline().strip() != "ready":
-                    raise RuntimeError("tests.support.forkserver did not start")
+                    self.failed = "tests.support.forkserver did not start (its error is on stderr above)"
+                    raise RuntimeError(self.failed)
             return self.path
 
     def stop(self) -> None:
@@ -233,10 +239,15 @@ def run(cmd: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
         options == {"capture_output", "text"} and kwargs["capture_output"] is True and kwargs["text"] is True
     )
     reason = "not captured as text" if not captured else fresh_reason(cmd, kwargs.get("env"))
+    forked = None
+    if reason is None:
+        try:
+            forked = Forked(cmd, kwargs.get("cwd"), kwargs.get("env"), None)
+        except (OSError, RuntimeError, ValueError) as exc:  # no server: the command still runs, fresh
+            reason = f"fork server unavailable: {exc}"
     _log(cmd, f"fresh ({reason})" if reason else "forked")
-    if reason:
+    if forked is None:
         return subprocess.run(list(cmd), **kwargs)
-    forked = Forked(cmd, kwargs.get("cwd"), kwargs.get("env"), None)
     out, err = forked.communicate(kwargs.get("timeout"))
     assert forked.returncode is not None
     if kwargs.get("check") and forked.returncode:
