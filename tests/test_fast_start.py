@@ -38,7 +38,14 @@ def test_help_imports_no_heavy_library(command: str, tmp_path: Path) -> None:
         "    pass\n"
         f"print('LOADED', sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
     )
-    out = subprocess.run(
+    out = _fresh_python(code, tmp_path)
+    assert f"usage: python -m {command}" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "LOADED []", out.stdout + out.stderr
+
+
+def _fresh_python(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`python -c code` in a fresh interpreter (what it imports is the point), from the checkout."""
+    return subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
@@ -47,8 +54,6 @@ def test_help_imports_no_heavy_library(command: str, tmp_path: Path) -> None:
         cwd=ROOT,
         env=cli_env(tmp_path),
     )
-    assert f"usage: python -m {command}" in out.stdout
-    assert out.stdout.strip().splitlines()[-1] == "LOADED []", out.stdout + out.stderr
 
 
 #: loaded by the statistic that uses them, not with the report's or the card's modules: crowd-kit (and nltk) for a
@@ -65,15 +70,7 @@ def test_the_commands_modules_load_no_library_before_a_table_uses_it(tmp_path: P
         "import sys, analysis.report.build, analysis.card.build\n"
         f"print('LOADED', sorted(m for m in {ON_USE!r} if m in sys.modules))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        cwd=ROOT,
-        env=cli_env(tmp_path),
-    )
+    out = _fresh_python(code, tmp_path)
     assert out.stdout.strip().splitlines()[-1] == "LOADED []", out.stdout + out.stderr
 
 
