@@ -157,19 +157,49 @@ def _log(step: Step) -> Step:
     return step
 
 
+def reused_port(work: Path) -> int:
+    """The batch server's port in an earlier run's folder (`server.json`, or the sweep's overrides of runs made
+    before it was written): the cache keys of that run's answers include its api_base."""
+    if (record := work / "server.json").exists():
+        return int(json.loads(record.read_text())["port"])
+    for overrides in (work / "sweep" / "multirun.yaml", work / "plan" / "multirun.yaml"):
+        if overrides.exists() and (
+            found := re.search(r"judge\.api_base=http://127\.0\.0\.1:(\d+)/", overrides.read_text())
+        ):
+            return int(found.group(1))
+    raise StepFailed(
+        f"--reuse: {work} has no server.json and no sweep/multirun.yaml naming the server's port"
+    )
+
+
 def run_size(
-    instances: int, work: Path, max_enqueued: int | None, only: Collection[str] = STEPS
+    instances: int,
+    work: Path,
+    max_enqueued: int | None,
+    only: Collection[str] = STEPS,
+    reuse: bool = False,
 ) -> tuple[list[Step], int]:
     """Every step (of `only`) at one size in its own folder and cache; returns the steps and the calls made
-    (0 without the plan step)."""
-    work.mkdir(parents=True)
+    (0 without the plan step). With `reuse`, `work` is an earlier run's folder whose batch step filled the
+    cache and wrote the sweep: the server takes that run's port (so the cache keys match), and every step rerun
+    replaces its own output folder."""
     data = work / "rqbench_sized.jsonl"
-    write_dataset(data, instances, GENERATORS, refs=3)
+    if reuse:
+        if not (work / "cache").is_dir() or not (work / "sweep").is_dir():
+            raise StepFailed(f"--reuse: {work} has no cache/ and sweep/ from an earlier batch step")
+        port = reused_port(work)
+        for folder in ("plan", "replay", "report", "small", "report_small", "cards_small"):
+            shutil.rmtree(work / folder, ignore_errors=True)
+    else:
+        work.mkdir(parents=True)
+        write_dataset(data, instances, GENERATORS, refs=3)
+        port = 0
     env = _env(work / "cache")
-    server = BatchServer(polls=1, max_file_bytes=200 * MB, max_enqueued_tokens=max_enqueued)
+    server = BatchServer(polls=1, max_file_bytes=200 * MB, max_enqueued_tokens=max_enqueued, port=port)
     steps: list[Step] = []
     calls = 0
     with server.running():
+        (work / "server.json").write_text(json.dumps({"port": int(server.root.rpartition(":")[2])}))
         base = [
             sys.executable,
             "-m",
@@ -188,18 +218,19 @@ def run_size(
             steps[-1].note = f"{calls:,} calls"
             _log(steps[-1])
         sweep = work / "sweep"
-        if "batch" not in only:
+        if "batch" not in only and not reuse:
             return steps + analysis_steps(instances, work, env, only), calls
-        batch = [*base, "batch=true", "batch_settings.poll_s=0.02", f"hydra.sweep.dir={sweep}"]
-        if max_enqueued:
-            batch.append(f"batch_settings.max_enqueued_tokens={max_enqueued}")
-        steps.append(run_step("batch", batch, env, work, instances))
-        if server.refused_uploads or server.token_refusals:
-            raise StepFailed(
-                f"batch: {server.refused_uploads} uploads and {server.token_refusals} batches refused"
-            )
-        steps[-1].note = f"{server.created} batches, {server.chat_requests} live calls"
-        _log(steps[-1])
+        if "batch" in only:
+            batch = [*base, "batch=true", "batch_settings.poll_s=0.02", f"hydra.sweep.dir={sweep}"]
+            if max_enqueued:
+                batch.append(f"batch_settings.max_enqueued_tokens={max_enqueued}")
+            steps.append(run_step("batch", batch, env, work, instances))
+            if server.refused_uploads or server.token_refusals:
+                raise StepFailed(
+                    f"batch: {server.refused_uploads} uploads and {server.token_refusals} batches refused"
+                )
+            steps[-1].note = f"{server.created} batches, {server.chat_requests} live calls"
+            _log(steps[-1])
         if "replay" in only:
             before = (server.created, server.chat_requests)
             replay = run_step("replay", [*base, f"hydra.sweep.dir={work / 'replay'}"], env, work, instances)
@@ -294,30 +325,38 @@ def table(size: list[Step], tenth: list[Step]) -> str:
         f"{'peak MiB':>10}  {'x wall':>7}{'x CPU':>7}{'x RSS':>7}  {'target (full size)':<26}note"
     )
     rows = [head, "-" * len(head)]
-    for big, small in zip(size, tenth, strict=True):
-        ratio = [big.wall_s / small.wall_s, big.cpu_s / small.cpu_s, big.peak_mib / small.peak_mib]
-        flag = "" if max(ratio[:2]) <= MAX_GROWTH else f"  (> {MAX_GROWTH:.0f}x)"
+    pairs: list[Step | None] = [*tenth] if tenth else [None] * len(size)
+    for big, small in zip(size, pairs, strict=True):
+        if small is None:  # --no-tenth
+            other, ratios, flag = f"{'-':>5}{'-':>9}{'-':>9}{'-':>10}  ", f"{'-':>7}" * 3, ""
+        else:
+            ratio = [big.wall_s / small.wall_s, big.cpu_s / small.cpu_s, big.peak_mib / small.peak_mib]
+            flag = "" if max(ratio[:2]) <= MAX_GROWTH else f"  (> {MAX_GROWTH:.0f}x)"
+            other = f"{small.instances:>5}{small.wall_s:>9.2f}{small.cpu_s:>9.2f}{small.peak_mib:>10.0f}  "
+            ratios = f"{ratio[0]:>7.2f}{ratio[1]:>7.2f}{ratio[2]:>7.2f}"
         rows.append(
             f"{big.name:<8}{big.instances:>6}{big.wall_s:>9.2f}{big.cpu_s:>9.2f}{big.peak_mib:>10.0f}  "
-            f"{small.instances:>5}{small.wall_s:>9.2f}{small.cpu_s:>9.2f}{small.peak_mib:>10.0f}  "
-            f"{ratio[0]:>7.2f}{ratio[1]:>7.2f}{ratio[2]:>7.2f}  {TARGETS[big.name]:<26}"
-            f"{big.note}{flag}"
+            f"{other}{ratios}  {TARGETS[big.name]:<26}{big.note}{flag}"
         )
     return "\n".join(rows)
 
 
 def steps_arg(value: str) -> tuple[str, ...]:
-    """`--steps`: known names, in the benchmark's order, with the steps each one needs."""
+    """`--steps`: known names, in the benchmark's order (what each one needs is checked in `missing_steps`)."""
     names = {v.strip() for v in value.split(",") if v.strip()}
     if unknown := names - set(STEPS):
         raise argparse.ArgumentTypeError(
             f"unknown step(s) {', '.join(sorted(unknown))}; known: {', '.join(STEPS)}"
         )
+    return tuple(s for s in STEPS if s in names)
+
+
+def missing_steps(names: Collection[str], reuse: bool) -> str:
+    """The steps `names` needs and lacks, as one line ('' if none); `--reuse` stands in for the batch step."""
     needs = {"replay": ("batch", "plan"), "report": ("batch",), "viewer": ("batch",)}
     needs |= {"report_small": ("imports",), "cards_small": ("imports",)}
-    if missing := sorted({f"{n} needs {m}" for n in names for m in needs.get(n, ()) if m not in names}):
-        raise argparse.ArgumentTypeError("; ".join(missing))
-    return tuple(s for s in STEPS if s in names)
+    have = {*names, "batch"} if reuse else set(names)
+    return "; ".join(sorted({f"{n} needs {m}" for n in names for m in needs.get(n, ()) if m not in have}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -340,33 +379,59 @@ def main(argv: list[str] | None = None) -> int:
         "--steps",
         type=steps_arg,
         default=STEPS,
-        help=f"comma-separated subset of {','.join(STEPS)} (default: all); replay, report and viewer need batch, "
-        "replay needs plan, report_small and cards_small need imports",
+        help=f"comma-separated subset of {','.join(STEPS)} (default: all); replay, report and viewer need batch "
+        "(or --reuse), replay needs plan, report_small and cards_small need imports",
+    )
+    parser.add_argument(
+        "--reuse",
+        type=Path,
+        help="an earlier run's --out folder whose batch step filled the caches: rerun the other steps on them "
+        "(each replaces its own output folder; the record goes to rqbench_scale-<UTC time>.json)",
+    )
+    parser.add_argument(
+        "--no-tenth", action="store_true", help="only the size, not its 1/10 (no growth ratios)"
     )
     args = parser.parse_args(argv)
     if not 0 < args.fraction <= 1:
         print(f"error: --fraction {args.fraction}: must be in (0, 1]", file=sys.stderr)
+        return 2
+    if missing := missing_steps(args.steps, reuse=args.reuse is not None):
+        print(f"error: --steps: {missing}", file=sys.stderr)
+        return 2
+    if args.reuse and args.out:
+        print("error: --reuse and --out: give one (a reused folder keeps its outputs)", file=sys.stderr)
+        return 2
+    if args.reuse and not args.reuse.is_dir():
+        print(f"error: --reuse {args.reuse}: not a folder", file=sys.stderr)
         return 2
     if args.out and args.out.exists() and any(args.out.iterdir()):
         print(f"error: --out {args.out}: not empty; give a new or empty folder", file=sys.stderr)
         return 2
     instances = max(1, round(RQBENCH_INSTANCES * args.fraction))
     tenth = max(1, round(instances / 10))
-    work = args.out or Path(tempfile.mkdtemp(prefix="rqbench_scale_"))
+    keep = args.out or args.reuse
+    work = keep or Path(tempfile.mkdtemp(prefix="rqbench_scale_"))
     print(
         f"RQ-Bench-sized study at {instances} instances ({args.fraction:g} of {RQBENCH_INSTANCES:,}) and "
         f"{tenth} (1/10); {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
         f"Python {platform.python_version()}",
         flush=True,
     )
+    reuse = args.reuse is not None
     try:
-        small, small_calls = run_size(tenth, work / f"n{tenth}", args.max_enqueued_tokens, args.steps)
-        big, big_calls = run_size(instances, work / f"n{instances}", args.max_enqueued_tokens, args.steps)
+        small, small_calls = (
+            ([], 0)
+            if args.no_tenth
+            else run_size(tenth, work / f"n{tenth}", args.max_enqueued_tokens, args.steps, reuse)
+        )
+        big, big_calls = run_size(
+            instances, work / f"n{instances}", args.max_enqueued_tokens, args.steps, reuse
+        )
     except StepFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
-        if not args.out:
+        if not keep:
             shutil.rmtree(work, ignore_errors=True)
     print(
         f"calls: {big_calls:,} at n={instances}, {small_calls:,} at n={tenth}; "
@@ -381,14 +446,19 @@ def main(argv: list[str] | None = None) -> int:
             f"replay, marginal: {(big_calls - small_calls) / (replay[0] - replay[1]):,.0f} judgments/s "
             f"(the extra calls over the extra wall time of the larger run)"
         )
-    if args.out:
+    if keep:
         record = {
             "fraction": args.fraction,
             "size": [asdict(s) for s in big],
             "tenth": [asdict(s) for s in small],
             "calls": {"size": big_calls, "tenth": small_calls},
         }
-        (args.out / "rqbench_scale.json").write_text(json.dumps(record, indent=1))
+        name = (
+            f"rqbench_scale-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+            if reuse
+            else "rqbench_scale.json"
+        )
+        (keep / name).write_text(json.dumps(record, indent=1))
     return 0
 
 

@@ -3,6 +3,7 @@ plan, batch against the local batch server, replay from the cache, report and th
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -13,41 +14,64 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.slow
-def test_rqbench_scale_runs_every_step_at_a_tiny_fraction(tmp_path: Path) -> None:
-    out = tmp_path / "scale"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "rqbench_scale.py"),
-            "--fraction",
-            str(3 / 1434),
-            "--out",
-            str(out),
-        ],
+def _scale(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "rqbench_scale.py"), *args],
         capture_output=True,
         text=True,
         timeout=1200,
     )
+
+
+@pytest.mark.slow
+def test_rqbench_scale_runs_every_step_at_a_tiny_fraction_and_reuses_its_cache(tmp_path: Path) -> None:
+    """Every step once at 3 instances (the 1/10 run is the same code at 1 instance: `table` below covers the
+    ratios), then `--reuse` replays that run's cache with a server on the same port, no call reaching it."""
+    out = tmp_path / "scale"
+    proc = _scale("--fraction", str(3 / 1434), "--out", str(out), "--no-tenth")
     assert proc.returncode == 0, proc.stderr[-3000:]
     # 3 instances x (16 candidates judged alone + 3 comparative prompts, one per generator) x 3 samples x 2 rubrics
-    assert "calls: 342 at n=3, 114 at n=1" in proc.stdout
+    assert "calls: 342 at n=3, 0 at n=1" in proc.stdout
     rows = {line.split()[0]: line for line in proc.stdout.splitlines() if line.split()}
     for step in ("plan", "batch", "replay", "report", "viewer"):
         assert step in rows, proc.stdout
-        assert rows[step].split()[1] == "3" and rows[step].split()[5] == "1"
+        assert rows[step].split()[1] == "3" and rows[step].split()[5] == "-"
     assert "0 live calls" in rows["batch"] and "GET / " in rows["viewer"]
     record = json.loads((out / "rqbench_scale.json").read_text())
     assert [s["name"] for s in record["size"]] == [
         *("plan", "batch", "replay", "report", "viewer"),
         *("imports", "report_small", "cards_small", "analysis"),  # issue 35
     ]
+    assert record["tenth"] == []
     assert "60 rows" in rows["report_small"] and "x imports" in rows["cards_small"]
     assert "20,700 rows" in rows["analysis"]  # analysis_bench at 23 instances (3 x 11,110 / 1,434)
-    assert all(
-        s["wall_s"] > 0 and s["cpu_s"] > 0 and s["peak_mib"] > 0 for s in record["size"] + record["tenth"]
-    )
+    assert all(s["wall_s"] > 0 and s["cpu_s"] > 0 and s["peak_mib"] > 0 for s in record["size"])
     assert (out / "n3" / "report" / "report.md").exists()
+
+    again = _scale("--fraction", str(3 / 1434), "--reuse", str(out), "--no-tenth", "--steps", "plan,replay")
+    assert again.returncode == 0, again.stderr[
+        -3000:
+    ]  # the script fails if any replayed call reaches the server
+    replayed = {line.split()[0]: line for line in again.stdout.splitlines() if line.split()}
+    assert "judgments/s" in replayed["replay"] and "batch" not in replayed
+    assert len(list(out.glob("rqbench_scale-*.json"))) == 1 and (out / "rqbench_scale.json").exists()
+
+
+def test_the_scale_table_gives_growth_ratios_and_flags_more_than_12x() -> None:
+    spec = importlib.util.spec_from_file_location("rqbench_scale", ROOT / "benchmarks" / "rqbench_scale.py")
+    assert spec and spec.loader
+    scale = sys.modules["rqbench_scale"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scale)
+    Step, table = scale.Step, scale.table
+    size = [Step("plan", 30, 24.0, 12.0, 400.0, "3,420 calls"), Step("replay", 30, 130.0, 10.0, 300.0)]
+    tenth = [Step("plan", 3, 12.0, 6.0, 200.0), Step("replay", 3, 10.0, 5.0, 150.0)]
+    lines = table(size, tenth).splitlines()
+    assert lines[2].split()[1:] == [
+        *("30", "24.00", "12.00", "400", "3", "12.00", "6.00", "200", "2.00", "2.00", "2.00"),
+        *("<", "60", "s", "3,420", "calls"),
+    ]
+    assert lines[3].endswith("(> 12x)") and not lines[2].endswith("x)")
+    assert table(size, []).splitlines()[2].split()[5:12] == ["-"] * 7
 
 
 def test_rqbench_scale_refuses_a_bad_fraction(tmp_path: Path) -> None:
@@ -86,3 +110,14 @@ def test_rqbench_scale_refuses_steps_without_what_they_need(tmp_path: Path, step
         timeout=120,
     )
     assert proc.returncode == 2 and message in proc.stderr.strip().splitlines()[-1]
+
+
+def test_rqbench_scale_refuses_a_reuse_folder_without_a_batch_run(tmp_path: Path) -> None:
+    proc = _scale(
+        "--fraction", str(3 / 1434), "--reuse", str(tmp_path), "--no-tenth", "--steps", "plan,replay"
+    )
+    assert proc.returncode == 1
+    assert (
+        proc.stderr.strip()
+        == f"error: --reuse: {tmp_path / 'n3'} has no cache/ and sweep/ from an earlier batch step"
+    )

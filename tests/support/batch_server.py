@@ -61,6 +61,7 @@ class BatchServer:
     peak_enqueued: int = 0
     api_base: str = ""
     root: str = ""  # http://127.0.0.1:<port>: Azure's api_base (litellm adds /openai/...)
+    port: int = 0  # 0: any free port; a fixed one lets a later run answer to cache keys made with it
     _ids: Any = field(default_factory=lambda: itertools.count(1))
 
     def _file(self, content: bytes, purpose: str) -> dict[str, Any]:
@@ -317,7 +318,7 @@ class BatchServer:
         loop = asyncio.new_event_loop()
         runner = web.AppRunner(self.app(), access_log=None)
         loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
+        site = web.TCPSite(runner, "127.0.0.1", self.port)
         loop.run_until_complete(site.start())
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self.root = f"http://127.0.0.1:{port}"
