@@ -166,14 +166,31 @@ def check_shared_cache(cache_dir: Path, expected: int) -> None:
         cache.close()
 
 
+KEY = "sk-launcher-planted-0123456789abcdef"
+HEADER_KEY = "sk-header-planted-fedcba9876543210"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["joblib", "submitit_local"])
 def test_sharded_sweep_on_a_launcher(launcher: str, server: ScriptedServer, tmp_path: Path) -> None:
     """`-m shard=0/2,1/2` on a parallel launcher: two jobs at once, own folders, one shared cache, and the
-    merged shards equal the unsharded study (run here, in-process, with a cache of its own)."""
+    merged shards equal the unsharded study (run here, in-process, with a cache of its own). The sweep carries
+    keys in its api_base and a header: the job processes, submitit's pickled jobs and logs hold none (the
+    override carries `${oc.env:...}`, the value travels in the environment)."""
+    keyed = [
+        f"judge.api_base='{server.api_base}?key={KEY}'",
+        "judge.api_key_env=null",
+        f"+judge.extra.headers={{X-Api-Key:{HEADER_KEY}}}",
+    ]
     before = len(server.requests)
     out = sweep(
-        [f"hydra/launcher={launcher}", *study(server), "shard=0/2,1/2", f"hydra.sweep.dir={tmp_path / 'sw'}"],
+        [
+            f"hydra/launcher={launcher}",
+            *study(server),
+            *keyed,
+            "shard=0/2,1/2",
+            f"hydra.sweep.dir={tmp_path / 'sw'}",
+        ],
         tmp_path,
         tmp_path / "shared",
     )
@@ -182,10 +199,16 @@ def test_sharded_sweep_on_a_launcher(launcher: str, server: ScriptedServer, tmp_
     assert folders == ["0_qwen_comparative_novelty", "1_qwen_comparative_novelty"]
     manifests = [json.loads((tmp_path / "sw" / f / "manifest.json").read_text()) for f in folders]
     assert sum(m["calls_made"] for m in manifests) == len(server.requests) - before == 24
+    assert launcher == "joblib" or any((tmp_path / "sw" / ".submitit").rglob("*_submitted.pkl"))
+    assert KEY not in out.stdout + out.stderr and HEADER_KEY not in out.stdout + out.stderr
     check_shared_cache(tmp_path / "shared", 24)
-    whole, _ = run_in_process(config([*study(server), f"cache_dir={tmp_path / 'shared'}"]), tmp_path / "w")
+    whole, _ = run_in_process(
+        config([*study(server), *keyed, f"cache_dir={tmp_path / 'shared'}"]), tmp_path / "w"
+    )
     assert len(server.requests) - before == 24  # the unsharded study is all in the shards' shared cache
     pd.testing.assert_frame_equal(rows(load_results(tmp_path / "sw")), rows(load_results(tmp_path / "w")))
+    for path in (p for p in tmp_path.rglob("*") if p.is_file()):  # the sweep's and the in-process run's files
+        assert KEY.encode() not in path.read_bytes() and HEADER_KEY.encode() not in path.read_bytes(), path
 
 
 @pytest.mark.slow
