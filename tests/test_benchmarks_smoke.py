@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -57,67 +58,67 @@ def test_rqbench_scale_runs_every_step_at_a_tiny_fraction_and_reuses_its_cache(t
     assert len(list(out.glob("rqbench_scale-*.json"))) == 1 and (out / "rqbench_scale.json").exists()
 
 
-def test_the_scale_table_gives_growth_ratios_and_flags_more_than_12x() -> None:
+@pytest.fixture(scope="module")
+def scale() -> ModuleType:
+    """benchmarks/rqbench_scale.py as a module: its argument checks and table run in-process (the script's own
+    start-up imports pandas, aiohttp and the project: seconds per refusal in a fresh interpreter)."""
     spec = importlib.util.spec_from_file_location("rqbench_scale", ROOT / "benchmarks" / "rqbench_scale.py")
     assert spec and spec.loader
-    scale = sys.modules["rqbench_scale"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(scale)
-    Step, table = scale.Step, scale.table
-    size = [Step("plan", 30, 24.0, 12.0, 400.0, "3,420 calls"), Step("replay", 30, 130.0, 10.0, 300.0)]
-    tenth = [Step("plan", 3, 12.0, 6.0, 200.0), Step("replay", 3, 10.0, 5.0, 150.0)]
-    lines = table(size, tenth).splitlines()
+    module = sys.modules["rqbench_scale"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_scale_table_gives_growth_ratios_and_flags_more_than_12x(scale: ModuleType) -> None:
+    size = [
+        scale.Step("plan", 30, 24.0, 12.0, 400.0, "3,420 calls"),
+        scale.Step("replay", 30, 130.0, 10.0, 300.0),
+    ]
+    tenth = [scale.Step("plan", 3, 12.0, 6.0, 200.0), scale.Step("replay", 3, 10.0, 5.0, 150.0)]
+    lines = scale.table(size, tenth).splitlines()
     assert lines[2].split()[1:] == [
         *("30", "24.00", "12.00", "400", "3", "12.00", "6.00", "200", "2.00", "2.00", "2.00"),
         *("<", "60", "s", "3,420", "calls"),
     ]
     assert lines[3].endswith("(> 12x)") and not lines[2].endswith("x)")
-    assert table(size, []).splitlines()[2].split()[5:12] == ["-"] * 7
+    assert scale.table(size, []).splitlines()[2].split()[5:12] == ["-"] * 7
 
 
-def test_rqbench_scale_refuses_a_bad_fraction(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "rqbench_scale.py"),
-            "--fraction",
-            "2",
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2 and proc.stderr.strip() == "error: --fraction 2.0: must be in (0, 1]"
+def _refused(scale: ModuleType, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    try:
+        status = scale.main(list(args))
+    except SystemExit as exc:  # argparse's own refusals
+        status = int(exc.code or 0)
+    return status, capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_rqbench_scale_refuses_a_bad_fraction(
+    scale: ModuleType, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    refused = _refused(scale, capsys, "--fraction", "2", "--out", str(tmp_path))
+    assert refused == (2, "error: --fraction 2.0: must be in (0, 1]")
 
 
 @pytest.mark.parametrize(
     ("steps", "message"),
     [("replay", "replay needs batch; replay needs plan"), ("plan,foo", "unknown step(s) foo")],
 )
-def test_rqbench_scale_refuses_steps_without_what_they_need(tmp_path: Path, steps: str, message: str) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "rqbench_scale.py"),
-            "--steps",
-            steps,
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2 and message in proc.stderr.strip().splitlines()[-1]
+def test_rqbench_scale_refuses_steps_without_what_they_need(
+    scale: ModuleType, capsys: pytest.CaptureFixture[str], tmp_path: Path, steps: str, message: str
+) -> None:
+    status, line = _refused(scale, capsys, "--steps", steps, "--out", str(tmp_path))
+    assert status == 2 and message in line
 
 
-def test_rqbench_scale_refuses_a_reuse_folder_without_a_batch_run(tmp_path: Path) -> None:
-    proc = _scale(
-        "--fraction", str(3 / 1434), "--reuse", str(tmp_path), "--no-tenth", "--steps", "plan,replay"
+def test_rqbench_scale_refuses_a_reuse_folder_without_a_batch_run(
+    scale: ModuleType, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    args = ("--fraction", str(3 / 1434), "--reuse", str(tmp_path), "--no-tenth", "--steps", "plan,replay")
+    assert _refused(scale, capsys, *args) == (
+        1,
+        f"error: --reuse: {tmp_path / 'n3'} has no cache/ and sweep/ from an earlier batch step",
     )
-    assert proc.returncode == 1
-    assert (
-        proc.stderr.strip()
-        == f"error: --reuse: {tmp_path / 'n3'} has no cache/ and sweep/ from an earlier batch step"
+    assert _refused(scale, capsys, "--reuse", str(tmp_path), "--out", str(tmp_path)) == (
+        2,
+        "error: --reuse and --out: give one (a reused folder keeps its outputs)",
     )
