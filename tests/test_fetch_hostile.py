@@ -85,14 +85,17 @@ def fetch_cli(tmp: Path, *args: str, limit: int | None = None) -> subprocess.Com
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    return run_cli(
-        [sys.executable, "-m", "experiments.data", "fetch", *args],
+    cmd = [sys.executable, "-m", "experiments.data", "fetch", *args]
+    if limit is None:  # forked from the test server (tests/support/cli.py)
+        return run_cli(cmd, cwd=ROOT, env=cli_env(tmp), capture_output=True, text=True, timeout=120)
+    return subprocess.run(  # a fresh interpreter: the limit is set before it starts, and it writes no .pyc
+        cmd,
         cwd=ROOT,
         env=cli_env(tmp, {"PYTHONDONTWRITEBYTECODE": "1"}),
         capture_output=True,
         text=True,
         timeout=120,
-        preexec_fn=small_disk if limit else None,  # noqa: PLW1509 (no threads in the child yet)
+        preexec_fn=small_disk,  # noqa: PLW1509 (no threads in the child yet)
     )
 
 
