@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import tempfile
 
@@ -12,7 +14,11 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("JUDGESCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="judgescope-test-cache-"))
+if (
+    "JUDGESCOPE_CACHE_DIR" not in os.environ
+):  # made by the process that starts the suite (xdist workers inherit it)
+    os.environ["JUDGESCOPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="judgescope-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["JUDGESCOPE_CACHE_DIR"], ignore_errors=True)
 # what judge.local loading the embedded model sets in-process: set from the start, so that a test's later CLI
 # commands see the environment tests.support.forkserver imported under (one that differs runs fresh)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -107,6 +108,8 @@ class _Server:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=30)
+        if self.path:  # the socket's folder
+            shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
 
 
 SERVER = _Server()
