@@ -65,6 +65,34 @@ def test_a_forked_command_sees_its_own_argv_folder_environment_and_exit_status(p
         cli.run(command, cwd=work, env=env, capture_output=True, text=True, check=True)
 
 
+def test_outputs_go_where_subprocess_would_send_them(probe, tmp_path: Path) -> None:
+    """Bytes as bytes, DEVNULL, a file's descriptor, and a pseudo-terminal the command sees as one."""
+    tmp, env = probe
+    command = [sys.executable, "-m", "probe", "0"]
+    as_bytes = cli.run(command, cwd=tmp, env=env, capture_output=True, timeout=120)
+    assert as_bytes.stderr == b"to stderr\n" and b"argv ['0']" in as_bytes.stdout
+    with (tmp_path / "out.txt").open("wb") as out:
+        to_file = cli.run(
+            command, cwd=tmp, env=env, stdout=out.fileno(), stderr=subprocess.DEVNULL, timeout=120
+        )
+    assert (to_file.stdout, to_file.stderr) == (None, None) and "argv ['0']" in (
+        tmp_path / "out.txt"
+    ).read_text()
+    master, slave = os.openpty()
+    (tmp / "mods" / "ttyprobe.py").write_text(
+        "import sys\nsys.stderr.write(f'tty={sys.stderr.isatty()}\\n')\n"
+    )
+    try:
+        on_tty = cli.run(
+            [sys.executable, "-m", "ttyprobe"], cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=slave
+        )
+    finally:
+        os.close(slave)
+    assert on_tty.returncode == 0 and on_tty.stderr is None and b"tty=True" in os.read(master, 1024)
+    os.close(master)
+    assert cli.fresh_reason(command, env) is None  # forked, not fresh (the fork log would say so too)
+
+
 def test_a_cli_answers_the_same_forked_or_fresh(tmp_path: Path) -> None:
     env = cli_env(tmp_path)
     for command in (

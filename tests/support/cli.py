@@ -6,7 +6,8 @@ pandas and Hydra before each one does anything (issue 36, item 6). A forked comm
 with its own argv, environment, working folder, output, exit status and signals; what it shares is the imports.
 
 What cannot be shared runs in a fresh interpreter, as before: any command that is not `[sys.executable, "-m",
-module, ...]`, a command whose environment differs from the server's in a variable a library reads at import
+module, ...]`, one given stdin data, a preexec_fn or any other option beyond captured (text or bytes) or
+redirected outputs (DEVNULL, a descriptor such as a pseudo-terminal's), a command whose environment differs from the server's in a variable a library reads at import
 time (only the variables in RUNTIME_VARIABLES, and secrets, may differ), one that chooses litellm's price map
 (`prices=`: chosen before litellm is imported), and every command when JUDGESCOPE_TEST_FRESH=1 (the whole suite
 as fresh interpreters: `JUDGESCOPE_TEST_FRESH=1 python -m pytest ...`). Tests of start-up itself (what an
@@ -150,26 +151,52 @@ class Forked:
     """A forked command, like `subprocess.Popen` for what the tests use: pid, poll, wait, send_signal, kill."""
 
     def __init__(
-        self, cmd: Sequence[str], cwd: str | Path | None, env: Mapping[str, str] | None, stdin: int | None
+        self,
+        cmd: Sequence[str],
+        cwd: str | Path | None,
+        env: Mapping[str, str] | None,
+        stdin: int | None,
+        stdout: int = subprocess.PIPE,
+        stderr: int = subprocess.PIPE,
     ) -> None:
+        """`stdout` / `stderr`: PIPE (read by `communicate`), DEVNULL, or a descriptor the command writes to (a
+        pseudo-terminal's end, a file), as `subprocess.Popen` takes them."""
         self.args = list(cmd)
         self.returncode: int | None = None
         self.cpu_s = 0.0  # the command's user + system CPU, once it has ended
         self.conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.conn.connect(SERVER.address())
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
+        ours: list[int] = []  # descriptors opened here for the command, closed once it has them
+        readers: list[int | None] = []
+        writers: list[int] = []
+        for where in (stdout, stderr):
+            if where == subprocess.PIPE:
+                read_end, write_end = os.pipe()
+                readers.append(read_end)
+                ours.append(write_end)
+            elif where == subprocess.DEVNULL:
+                readers.append(None)
+                write_end = os.open(os.devnull, os.O_WRONLY)
+                ours.append(write_end)
+            elif isinstance(where, int) and where >= 0:
+                readers.append(None)
+                write_end = where
+            else:
+                raise ValueError(f"stdout/stderr={where!r}: PIPE, DEVNULL or a descriptor")
+            writers.append(write_end)
         in_fd = os.open(os.devnull, os.O_RDONLY) if stdin is None else stdin
+        if stdin is None:
+            ours.append(in_fd)
         request = {
             "module": cmd[2],
             "args": list(cmd[3:]),
             "cwd": str(Path(cwd) if cwd is not None else Path.cwd()),
             "env": dict(env if env is not None else os.environ),
         }
-        socket.send_fds(self.conn, [json.dumps(request).encode() + b"\n"], [in_fd, out_w, err_w])
-        for fd in (out_w, err_w, *((in_fd,) if stdin is None else ())):
+        socket.send_fds(self.conn, [json.dumps(request).encode() + b"\n"], [in_fd, *writers])
+        for fd in ours:
             os.close(fd)
-        self.stdout_fd, self.stderr_fd = out_r, err_r
+        self.stdout_fd, self.stderr_fd = readers
         self.replies = self.conn.makefile("r")
         self.pid = int(json.loads(self.replies.readline())["pid"])
 
@@ -206,9 +233,10 @@ class Forked:
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
-    def communicate(self, timeout: float | None) -> tuple[str, str]:
-        """Both outputs to their ends (then the status), or TimeoutExpired after killing the command."""
-        chunks: dict[int, list[bytes]] = {self.stdout_fd: [], self.stderr_fd: []}
+    def communicate(self, timeout: float | None, text: bool = True) -> tuple[Any, Any]:
+        """The piped outputs to their ends (None for one not piped), then the status; or TimeoutExpired after
+        killing the command."""
+        chunks: dict[int, list[bytes]] = {fd: [] for fd in (self.stdout_fd, self.stderr_fd) if fd is not None}
         open_fds = set(chunks)
         deadline = None if timeout is None else time.monotonic() + timeout
         while open_fds:
@@ -219,7 +247,7 @@ class Forked:
                 self.wait(30)
                 for fd in open_fds:
                     os.close(fd)
-                out, err = (b"".join(chunks[fd]).decode(errors="replace") for fd in chunks)
+                out, err = self._outputs(chunks, text)
                 raise subprocess.TimeoutExpired(self.args, timeout or 0, out, err)
             for fd in ready:
                 data = os.read(fd, 1 << 16)
@@ -229,29 +257,52 @@ class Forked:
                     open_fds.discard(fd)
                     os.close(fd)
         self.wait(None if deadline is None else max(1.0, deadline - time.monotonic()))
-        return tuple(  # type: ignore[return-value]
-            b"".join(chunks[fd]).decode("utf-8", errors="replace") for fd in (self.stdout_fd, self.stderr_fd)
-        )
+        return self._outputs(chunks, text)
+
+    def _outputs(self, chunks: dict[int, list[bytes]], text: bool) -> tuple[Any, Any]:
+        def one(fd: int | None) -> str | bytes | None:
+            if fd is None:
+                return None
+            data = b"".join(chunks[fd])
+            return data.decode("utf-8", errors="replace") if text else data
+
+        return one(self.stdout_fd), one(self.stderr_fd)
+
+
+def _streams(kwargs: Mapping[str, Any]) -> tuple[int, int] | None:
+    """Where a forked command's stdout and stderr go, from `subprocess.run`'s arguments; None if the arguments
+    ask for something a forked command does not do (stdin data, preexec_fn, shell, ...)."""
+    options = {k for k, v in kwargs.items() if v is not None} - {"cwd", "env", "timeout", "check", "text"}
+    if kwargs.get("capture_output"):
+        return (subprocess.PIPE, subprocess.PIPE) if options == {"capture_output"} else None
+    if not options <= {"stdout", "stderr"}:
+        return None
+    out, err = kwargs.get("stdout"), kwargs.get("stderr")
+    if (
+        out is None or err is None or err == subprocess.STDOUT
+    ):  # the test's own stdout: not a case the tests use
+        return None
+    return int(out), int(err)
 
 
 def run(cmd: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
     """`subprocess.run(cmd, **kwargs)`; forked from the server when `cmd` is `[sys.executable, "-m", module,
-    ...]` run with `capture_output=True, text=True` (and any of cwd, env, timeout, check) and `forkable`."""
-    options = set(kwargs) - {"cwd", "env", "timeout", "check"}
-    captured = (
-        options == {"capture_output", "text"} and kwargs["capture_output"] is True and kwargs["text"] is True
+    ...]`, its outputs are captured (text or bytes) or sent to DEVNULL or a descriptor (and any of cwd, env,
+    timeout, check), and `forkable`."""
+    streams = _streams(kwargs)
+    reason = (
+        "outputs not captured nor redirected" if streams is None else fresh_reason(cmd, kwargs.get("env"))
     )
-    reason = "not captured as text" if not captured else fresh_reason(cmd, kwargs.get("env"))
     forked = None
-    if reason is None:
+    if reason is None and streams is not None:
         try:
-            forked = Forked(cmd, kwargs.get("cwd"), kwargs.get("env"), None)
+            forked = Forked(cmd, kwargs.get("cwd"), kwargs.get("env"), None, *streams)
         except (OSError, RuntimeError, ValueError) as exc:  # no server: the command still runs, fresh
             reason = f"fork server unavailable: {exc}"
     _log(cmd, f"fresh ({reason})" if reason else "forked")
     if forked is None:
         return subprocess.run(list(cmd), **kwargs)
-    out, err = forked.communicate(kwargs.get("timeout"))
+    out, err = forked.communicate(kwargs.get("timeout"), text=bool(kwargs.get("text")))
     assert forked.returncode is not None
     if kwargs.get("check") and forked.returncode:
         raise subprocess.CalledProcessError(forked.returncode, list(cmd), out, err)
