@@ -68,6 +68,10 @@ INDEX_VERSION = 1  # raised when what the sidecar files hold changes without the
 #: the filters a page can answer from the results files' key columns alone, before the tables are built (a
 #: `source` filter reads the item's source as the tables hold it)
 KEY_FILTERS = frozenset(("judge", "mode", "rubric", "dimension", "instance_id"))
+#: a study whose results files are smaller than this builds its tables before the first page (they are done by
+#: then, so it opens sorted); a larger one's build starts once its first page is out, which it would slow down
+#: (DuckDB's build takes every core: at 729,900 rows, 6 MB of parquet, it made the first page 0.3 -> 0.9 s)
+SMALL_STUDY_BYTES = 4 * 2**20
 
 
 class ViewError(Exception):
@@ -179,6 +183,7 @@ class Study:
         self._start_lock = threading.Lock()
         self._closed = False
         self._built = False
+        self.small = sum(path.stat().st_size for path in paths) < SMALL_STUDY_BYTES
         self.index = index_files(self.root, paths, results, consensus) if index else None
         self.from_index = self._open_index()
         _OPEN.add(self)

@@ -195,9 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ViewError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    # the disagreement tables start building now: a small study's are there by the first page; a large
-    # one's first page comes meanwhile, in item order, and says so
-    study.start_build()
+    # the disagreement tables: a small study's are built now and there by the first page; a large one's start
+    # once its first page (in item order, saying so) is out, so that they do not slow it down
+    if study.small:
+        study.start_build()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
     server = uvicorn.Server(uvicorn.Config(create_app(study), log_level="warning"))
     threading.Thread(
