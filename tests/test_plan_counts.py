@@ -48,10 +48,14 @@ def test_counts_from_texts_are_litellms_whole_counts(
         counted = [counter(p.messages) for p in prompts]
     assert counter.exact and counted == whole and len(set(whole)) > 1
     # a system message, a name and several layouts in one plan: each layout's fixed count of its own
-    layouts: list[list[Message]] = [
+    system: list[list[Message]] = [
         [{"role": "system", "content": "Grade it."}, {"role": "user", "content": p.messages[-1]["content"]}]
         for p in prompts[:3]
-    ] + [[{"role": "user", "content": f"text {i}", "name": "grader"}] for i in range(3)]  # type: ignore[typeddict-unknown-key]
+    ]
+    named: list[list[Message]] = [
+        [{"role": "user", "content": f"text {i}", "name": "grader"}] for i in range(3)
+    ]
+    layouts = system + named
     with prompts_counted(model) as counter:
         assert [counter(m) for m in layouts] == [prompt_tokens(model, m) for m in layouts]
 
