@@ -74,6 +74,13 @@ KEY_FILTERS = frozenset(("judge", "mode", "rubric", "dimension", "instance_id"))
 SMALL_STUDY_BYTES = 4 * 2**20
 
 
+#: a study file that a query (a page, or the background build) could not read: one line saying what to do
+UNREADABLE = (
+    "a file of this study could not be read now ({}); was it removed or changed since the viewer opened it? "
+    "restart the viewer"
+)
+
+
 class ViewError(Exception):
     """A study folder or file the viewer cannot read (one line for the user)."""
 
@@ -247,8 +254,12 @@ class Study:
                 if self._closed:
                     return
                 self._build_cursor.execute(sql)
+        except duckdb.IOException as exc:  # a results file removed or changed since the study was opened
+            self._build_error = f"{self.root}: {UNREADABLE.format(error_line(exc))}"
+            return
         except duckdb.Error as exc:
-            self._build_error = str(exc).splitlines()[0]
+            first = str(exc).splitlines()[0]
+            self._build_error = f"{self.root}: the disagreement tables could not be built: {first}"
             return
         self._built = True
         self._keep_index()
@@ -290,11 +301,7 @@ class Study:
         try:
             return self._cursor().execute(sql, list(params))
         except duckdb.Error as exc:
-            first = error_line(exc)
-            raise ViewError(
-                f"{self.root}: a file of this study could not be read now ({first}); was it removed or changed "
-                "since the viewer opened it? restart the viewer"
-            ) from None
+            raise ViewError(f"{self.root}: {UNREADABLE.format(error_line(exc))}") from None
 
     def wait(self) -> None:
         """Block until every item's disagreements are built (sorting by them needs all)."""
@@ -304,7 +311,7 @@ class Study:
         if self._builder.ident is not None:
             self._builder.join()
         if self._build_error:
-            raise ViewError(f"{self.root}: the disagreement tables could not be built: {self._build_error}")
+            raise ViewError(self._build_error)
         if not self._built:  # closed before the build ended
             raise ViewError(f"{self.root}: the viewer was closed before the disagreement tables were built")
 
