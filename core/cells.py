@@ -17,10 +17,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
+from core.spellings import NUMBER_PATTERN
+
 #: OWASP "CSV injection": a cell starting with one of these is run as a formula by spreadsheet programs.
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _FORMULA_CELL = r"'*[=+\-@\t\r]"  # a text that `_csv_cell` may quote: FORMULA_START after any quotes
-_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+_NUMBER = re.compile(NUMBER_PATTERN)
 
 
 def _csv_cell(value: object) -> object:
@@ -108,15 +110,6 @@ def unescape_text(frame: pd.DataFrame) -> pd.DataFrame:
             if text.any():
                 out.loc[text, col] = csv_unescape(values[text]).to_numpy()
     return out
-
-
-# DuckDB: `csv_safe` undone on a text cell (the viewer reads results.csv as text); the same rule as
-# `csv_unescape`: a leading quote is dropped when the rest is not a number and would run as a formula
-CSV_TEXT_MACRO = (
-    "CREATE OR REPLACE MACRO csv_text(v) AS CASE WHEN starts_with(v, '''') "
-    "AND regexp_matches(ltrim(substr(v, 2), ''''), '^[=+\\-@\\t\\r]') "
-    f"AND NOT regexp_full_match(substr(v, 2), '{_NUMBER.pattern}') THEN substr(v, 2) ELSE v END"
-)
 
 
 def md_cell(value: object) -> str:

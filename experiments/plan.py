@@ -28,7 +28,7 @@ from experiments.spend import judge_prices
 from experiments.study import jobs_of, sampler
 from judge.cache.store import CacheError
 from judge.rubric import Rubric
-from judge.spend.pricing import Prices, pieces_counted_once, price_record, prompt_tokens
+from judge.spend.pricing import Prices, price_record, prompt_tokens, prompts_counted
 from judge.types import Message
 
 COUNTS = (
@@ -107,8 +107,17 @@ def mode_shift_family(instances: Sequence[Instance], rubric: Rubric) -> int:
 def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: StudyConfig) -> dict[str, Any]:
     """Walk the run's calls as `execute_calls` does (a key repeated within the run is asked for once)."""
     model = judge.completer.model
-    with pieces_counted_once():  # an instance's papers and the instructions: counted once, not per prompt
-        return _walk(judge, prompts, rubric, cfg, lambda messages: prompt_tokens(model, messages))
+    # each prompt's tokens from its texts' counts (an instance's papers and the instructions counted once);
+    # checked against litellm's whole count as it goes, and counted whole again if a check differs
+    with prompts_counted(model) as counter:
+        counts = _walk(judge, prompts, rubric, cfg, counter)
+        if counter.exact:
+            return counts
+    return _walk(judge, prompts, rubric, cfg, lambda messages: prompt_tokens(model, messages))
+
+
+#: calls looked up in the cache at once (`Judge.lookup_many`: one SQLite query per batch of keys)
+LOOKUP_CHUNK = 4096
 
 
 def _walk(
@@ -126,22 +135,25 @@ def _walk(
     calls: dict[str, int] = {}  # cache key -> prompt tokens of each call to make (a sweep counts a key once)
     total = cached = shared = prompt_total = 0
     answered: list[int] = []
-    for prompt, sample_idx in jobs_of(prompts, cfg):
-        total += 1
-        key, hit = judge.lookup(prompt.messages, sample_of(prompt, sample_idx), rubric.version)
-        if hit is not None:
-            cached += 1
-            if hit.completion is not None:
-                answered.append(hit.completion.completion_tokens)
-            continue
-        if key in seen:  # the same request again within the run: answered by the one call
-            shared += 1
-            continue
-        seen.add(key)
-        if prompt.prompt_id not in tokens_of:
-            tokens_of[prompt.prompt_id] = count_tokens(prompt.messages)
-        prompt_total += tokens_of[prompt.prompt_id]
-        calls[key] = tokens_of[prompt.prompt_id]
+    jobs = list(jobs_of(prompts, cfg))
+    for start in range(0, len(jobs), LOOKUP_CHUNK):
+        chunk = jobs[start : start + LOOKUP_CHUNK]
+        asked = [(prompt.messages, sample_of(prompt, sample_idx)) for prompt, sample_idx in chunk]
+        for (prompt, _), (key, hit) in zip(chunk, judge.lookup_many(asked, rubric.version), strict=True):
+            total += 1
+            if hit is not None:
+                cached += 1
+                if hit.completion is not None:
+                    answered.append(hit.completion.completion_tokens)
+                continue
+            if key in seen:  # the same request again within the run: answered by the one call
+                shared += 1
+                continue
+            seen.add(key)
+            if prompt.prompt_id not in tokens_of:
+                tokens_of[prompt.prompt_id] = count_tokens(prompt.messages)
+            prompt_total += tokens_of[prompt.prompt_id]
+            calls[key] = tokens_of[prompt.prompt_id]
     to_make = len(seen)
     # answers already in the cache say how long this judge's answers run; the output budget caps them
     per_call = min(max_tokens, round(sum(answered) / len(answered))) if answered else max_tokens

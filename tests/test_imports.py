@@ -51,7 +51,10 @@ LAZY: dict[tuple[str, str], str] = {
     # the viewer's start (issue 35): scipy and statsmodels only when a page or a --humans file needs them
     ("analysis/view/data.py", "analysis.stats.humans"): "scipy, statsmodels: only for --humans",
     ("analysis/view/server.py", "analysis.load.collect"): "scipy, statsmodels: only for --humans",
-    ("analysis/view/server.py", "analysis.stats.scores"): "scipy: only once an item page is drawn",
+    (
+        "analysis/view/server.py",
+        "analysis.view.item",
+    ): "pandas, numpy, scipy: only once an item page is drawn",
     ("analysis/report/build.py", "analysis.report.plots"): "matplotlib: only when a figure is drawn",
     # no heavy library: left while a concurrent change to the card is merged; move to module level after
 }

@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 
 from analysis.load.synthetic import synthetic_humans, synthetic_results
 from analysis.view.data import Study, ViewError
-from analysis.view.server import bind, bind_port, create_app, main, split_background
+from analysis.view.item import split_background
+from analysis.view.server import bind, bind_port, create_app, main
 from tests.support.browser import browser_page
 from tests.support.hostile import one_line
 from tests.support.studies import UNPARSEABLE, shared_sample_study
@@ -309,7 +310,7 @@ def test_humans_file_errors_name_the_file(
 def test_item_page_never_500s_on_duplicate_labels(tmp_path: Path) -> None:
     from starlette.testclient import TestClient
 
-    from analysis.view.server import score_grid
+    from analysis.view.item import score_grid
 
     write_synthetic(tmp_path / "study")
     labels = pd.read_csv(write_humans(tmp_path / "labels.csv", duplicate=True))
@@ -381,7 +382,7 @@ def test_mode_shift_is_independent_vs_comparative_only_never_comparative_all(tmp
 
 
 def test_grid_shows_pairwise_preferences_beside_scores() -> None:
-    from analysis.view.server import score_grid
+    from analysis.view.item import score_grid
 
     base = {"judge": "j", "rubric": "r", "dimension": "d"}
     rows = pd.DataFrame(

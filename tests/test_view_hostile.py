@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -54,6 +55,34 @@ def test_the_sorted_list_is_one_line_when_a_results_file_disappears(tmp_path: Pa
             response = client.get(query)
             assert response.status_code == 409, (query, response.text)
             assert len(response.text.splitlines()) == 1 and "could not be read now" in response.text
+
+
+class FakeHeldBuildStudy(Study):
+    """A fake for this test: its disagreement build waits for `go` before reading the files."""
+
+    def __init__(self, root: Path) -> None:
+        self.go = threading.Event()
+        super().__init__(root, index=False)
+
+    def _before_build(self) -> None:
+        self.go.wait(60)
+
+
+def test_a_file_removed_during_the_build_is_the_same_one_line(tmp_path: Path) -> None:
+    """The build the first page starts, reading a file removed meanwhile: the sorted list said "the
+    disagreement tables could not be built: IO Error ..." (the suite saw it when the build lost that race);
+    now the line a page gives for a file it cannot read, with what to do."""
+    write_synthetic(tmp_path)
+    with FakeHeldBuildStudy(tmp_path) as study:
+        client = TestClient(create_app(study), base_url=LOCAL, raise_server_exceptions=False)
+        assert client.get("/?sort=judge_judge").status_code == 200  # pending: the build is held
+        shutil.rmtree(tmp_path / "judge_a-independent")
+        study.go.set()
+        study._builder.join()
+        response = client.get("/?sort=judge_judge")
+        assert response.status_code == 409, response.text
+        assert len(response.text.splitlines()) == 1 and "could not be read now" in response.text
+        assert "restart the viewer" in response.text
 
 
 def csv_with_a_long_cell(root: Path, size: int) -> Path:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from core.rubric import RubricSpec
 from core.run_config import RunConfigError, read_run_config
-from core.spellings import FALSE_TEXT, TRUE_TEXT
+from core.spellings import FALSE_TEXT, MISSING_LOWER, TRUE_TEXT
 
 # the columns that identify one judgment: two rows agreeing on all of them are one judgment counted twice
 IDENTITY: tuple[str, ...] = (
@@ -38,32 +38,6 @@ IDENTITY: tuple[str, ...] = (
     "dimension",
     "sample_idx",
 )
-
-
-# the cell texts pandas reads as missing by default: a file read with keep_default_na=False (ids are text, so a
-# candidate or annotator "NA" stays "NA") uses them for its number and flag columns only
-MISSING_TEXT: tuple[str, ...] = (
-    "",
-    "#N/A",
-    "#N/A N/A",
-    "#NA",
-    "-1.#IND",
-    "-1.#QNAN",
-    "-NaN",
-    "-nan",
-    "1.#IND",
-    "1.#QNAN",
-    "<NA>",
-    "N/A",
-    "NA",
-    "NULL",
-    "NaN",
-    "None",
-    "n/a",
-    "nan",
-    "null",
-)
-MISSING_LOWER: frozenset[str] = frozenset(m.lower() for m in MISSING_TEXT)  # as compared, any case
 
 
 class ResultsError(ValueError):

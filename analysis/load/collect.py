@@ -23,7 +23,6 @@ import pyarrow.parquet as pq
 
 from analysis.load.checks import (
     IDENTITY,
-    MISSING_TEXT,
     ResultsError,
     check_flags,
     check_label_text,
@@ -53,6 +52,7 @@ from core.schema import (
     ManifestError,
     run_manifest,
 )
+from core.spellings import MISSING_TEXT
 
 # the analysis columns, their types and the key columns (loaded as categoricals) come from the one schema
 COLUMNS = ANALYSIS_COLUMNS

@@ -23,8 +23,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.load.collect import load_humans
-from analysis.view.data import DEFAULT_SORT, DISAGREEMENTS, FILTERS, ITEM, PAGE_SIZE, SORTS, Study, ViewError
-from analysis.view.server import item_context
+from analysis.view.data import DEFAULT_SORT, FILTERS, ITEM, PAGE_SIZE, SORTS, Study, ViewError
+from analysis.view.item import item_context
+from analysis.view.sql import DISAGREEMENTS
 
 DATA_SCRIPT = "data.js"
 

@@ -12,10 +12,8 @@ from pathlib import Path
 
 import duckdb
 
-from analysis.load.checks import MISSING_LOWER
-from core.cells import CSV_TEXT_MACRO
 from core.schema import view_types
-from core.spellings import FALSE_TEXT, ORIGINAL, TRUE_TEXT
+from core.spellings import CSV_TEXT_MACRO, FALSE_TEXT, MISSING_LOWER, ORIGINAL, TRUE_TEXT
 
 TRUE_SQL, FALSE_SQL = (
     ", ".join(f"'{t}'" for t in sorted(spellings)) for spellings in (TRUE_TEXT, FALSE_TEXT)

@@ -138,6 +138,69 @@ def pieces_counted_once() -> Iterator[None]:
         _PIECES.clear()
 
 
+#: a prompt counted from its texts is also counted by litellm whole every this many prompts (and the first of
+#: each message layout): a difference means this litellm counts otherwise, and the caller counts all again
+CHECK_EVERY = 32
+#: the message keys whose text litellm counts on its own (with a fixed count per message and per `name`)
+_TEXT_KEYS = frozenset(("role", "content", "name"))
+
+
+class PromptCounter:
+    """`prompt_tokens` of many prompts of one model, without litellm's per-call set-up.
+
+    `litellm.token_counter` counts a list of text messages as a fixed number per message (and per `name`) plus
+    its text count function over each text (role, content, name), plus a fixed number for the whole prompt;
+    building that function and the fixed numbers anew for each prompt (the tokenizer's choice, the model's
+    accounting) was half of a full-size plan's counting. Here the function is taken from litellm once, and the
+    fixed part is litellm's own count of the first prompt of each message layout minus its texts' counts.
+    That prompt, and every CHECK_EVERY-th, is counted by litellm whole and compared: on any difference
+    `exact` turns false (and every later prompt is counted by litellm); the caller then counts all its
+    prompts again with `prompt_tokens`. A litellm without the function, or a message with other keys or
+    non-text parts, is counted by `prompt_tokens`."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.exact = True
+        module = sys.modules.get("litellm.litellm_core_utils.token_counter")
+        factory = getattr(module, "_get_count_function", None)
+        self._text: Any = None
+        if factory is not None:
+            try:
+                self._text = factory(model, None)
+            except Exception:  # noqa: BLE001  (a model litellm cannot choose a tokenizer for: counted whole)
+                self._text = None
+        self._fixed: dict[
+            tuple[tuple[str, ...], ...], int
+        ] = {}  # message layout -> the count beside the texts
+        self._counted = 0
+
+    def __call__(self, messages: Sequence[Message]) -> int:
+        if self._text is None or not all(
+            set(m) <= _TEXT_KEYS and all(isinstance(v, str) for v in m.values()) for m in messages
+        ):
+            return prompt_tokens(self.model, messages)
+        self._counted += 1
+        layout = tuple((str(m.get("role")), *sorted(m)) for m in messages)
+        texts = sum(self._text(v) for m in messages for v in m.values())
+        fixed = self._fixed.get(layout)
+        if fixed is not None and self._counted % CHECK_EVERY:
+            return texts + fixed
+        whole = prompt_tokens(self.model, messages)
+        if fixed is None:
+            self._fixed[layout] = whole - texts
+        elif whole != texts + fixed:
+            self.exact, self._text = False, None
+        return whole
+
+
+@contextlib.contextmanager
+def prompts_counted(model: str) -> Iterator[PromptCounter]:
+    """A `PromptCounter` for `model`, with litellm's counts of repeated pieces of text computed once
+    (`pieces_counted_once`): the plan of a whole study."""
+    with pieces_counted_once():
+        yield PromptCounter(model)
+
+
 def price_record(model: str, prices: Prices) -> dict[str, Any]:
     """Which price map priced a run, for plan.json and manifest.json (judge.spend.price_map): `map` as chosen
     (bundled / remote), where litellm says it loaded it from (a failed download falls back to the bundled
