@@ -43,6 +43,7 @@ from analysis.view.sql import (
     results_sql,
     scan,
 )
+from core.cells import CSV_TEXT_MACRO
 
 FILTERS: tuple[str, ...] = ("judge", "mode", "rubric", "dimension", "source", "instance_id")
 SORTS: dict[str, str] = {
@@ -98,7 +99,8 @@ def index_files(
     """Where the built tables of this study are kept: `.judgescope-view/<fingerprint>-<table>.parquet` beside
     the results, the fingerprint a hash of every results file's path, size, mtime, ctime and inode (ctime moves
     on any write, also one that sets the mtime back), the SQL that builds the tables, DuckDB's version and the
-    human labels. A changed study has another fingerprint, so its old tables are never read."""
+    human labels (and the macro the SQL calls to read results.csv cells). A changed study has another fingerprint,
+    so its old tables are never read."""
     stats = []
     for path in paths:
         st = path.stat()
@@ -109,7 +111,9 @@ def index_files(
             pd.util.hash_pandas_object(humans, index=False).to_numpy().tobytes()
         ).hexdigest()
         labels += ",".join(map(str, humans.columns))
-    key = json.dumps([INDEX_VERSION, duckdb.__version__, OPEN_SQL, BUILD_SQL, results, labels, stats])
+    key = json.dumps(
+        [INDEX_VERSION, duckdb.__version__, CSV_TEXT_MACRO, OPEN_SQL, BUILD_SQL, results, labels, stats]
+    )
     digest = hashlib.sha256(key.encode()).hexdigest()[:32]
     folder = (root if root.is_dir() else root.parent) / INDEX_DIR
     return {table: folder / f"{digest}-{table}.parquet" for table in INDEX_TABLES}
@@ -179,7 +183,12 @@ class Study:
 
     def _open_index(self) -> bool:
         """The tables kept by an earlier open of these very files, if there are (views over the sidecar)."""
-        if self.index is None or not all(path.is_file() for path in self.index.values()):
+        if self.index is None:
+            return False
+        try:
+            if not all(path.is_file() for path in self.index.values()):
+                return False
+        except OSError:  # a sidecar folder this user may not enter (another user's, umask 077): built here
             return False
         try:
             for table, path in self.index.items():
@@ -188,6 +197,11 @@ class Study:
             for table in INDEX_TABLES:
                 self.con.execute(f"DROP VIEW IF EXISTS {table}")
             return False
+        for path in self.index.values():  # in use: another viewer's clean-up keeps what was read within a day
+            try:
+                os.utime(path)
+            except OSError:  # a sidecar this user may read but not touch
+                pass
         self._built = True
         return True
 
@@ -244,8 +258,9 @@ class Study:
 
     def _keep_index(self) -> None:
         """Write the built tables to the sidecar (each to a temporary name, then renamed: a reader never sees
-        half a file) and remove the sidecars of earlier versions of the study a day old. A folder that cannot be written
-        keeps none: the next open builds again."""
+        half a file) and remove the sidecars of earlier versions of the study not opened for a day (and the
+        temporary files a killed viewer left). A folder that cannot be written keeps none: the next open builds
+        again."""
         if self.index is None:
             return
         written: list[Path] = []
@@ -261,7 +276,8 @@ class Study:
                 os.replace(temporary, path)
             # another viewer of the same folder (other files or labels) may still read its own: kept a day
             kept, stale = {path.name for path in self.index.values()}, time.time() - 86_400
-            for old in folder.glob("*.parquet"):
+            # a day unused (each open touches its files); a temporary file a killed viewer left, a day old
+            for old in [*folder.glob("*.parquet"), *folder.glob("*.tmp")]:
                 if old.name not in kept and old.stat().st_mtime < stale:
                     old.unlink(missing_ok=True)
         except (OSError, duckdb.Error):
