@@ -1,0 +1,28 @@
+"""rqbench_scale --reuse: a replay of an earlier run's cache counts the calls it replays (the plan made on the
+filled cache has every call cached and none to make), in process: no benchmark run."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _scale() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("rqbench_scale", ROOT / "benchmarks" / "rqbench_scale.py")
+    assert spec and spec.loader
+    module = sys.modules["rqbench_scale"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_replay_on_a_reused_cache_counts_the_cached_calls() -> None:
+    planned_calls = _scale().planned_calls
+    fresh = {"calls_total": 342, "calls_cached": 0, "calls_shared": 0, "calls_to_make": 342}
+    reused = {"calls_total": 342, "calls_cached": 342, "calls_shared": 0, "calls_to_make": 0}
+    assert planned_calls(fresh) == (342, "342 calls")
+    # before: 0 calls, and the replay's rate 0 / wall = '0 judgments/s' in the record
+    assert planned_calls(reused) == (342, "342 calls (342 already cached)")
