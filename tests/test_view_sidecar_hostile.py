@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.view.data import INDEX_DIR, Study
+from analysis.view.data import INDEX_DIR, Study, ViewError
 from tests.support.view_study import write_synthetic
 
 DAYS_AGO = 3 * 86_400
@@ -67,3 +67,36 @@ def test_a_sidecar_in_use_is_not_removed_by_another_fingerprints_clean_up(tmp_pa
         assert reader.page({}, "judge_judge", size=1).rows
     assert not leftover.exists()
     assert len(list((tmp_path / INDEX_DIR).glob("*.parquet"))) == 4
+
+
+def test_a_sidecar_with_other_columns_is_built_again(tmp_path: Path) -> None:
+    """A valid parquet file under the sidecar's name but not the build's columns (a bit flip in the footer
+    renamed a column: the views opened and every page failed): built again, not read."""
+    write_synthetic(tmp_path)
+    with Study(tmp_path) as first:
+        first.wait()
+    items = next((tmp_path / INDEX_DIR).glob("*-items.parquet"))
+    frame = pd.read_parquet(items).rename(columns={"spread": "spreae"})
+    frame.to_parquet(items, index=False)
+    with Study(tmp_path) as again:
+        assert not again.from_index
+        assert again.page({}, "spread", size=1).rows
+
+
+def test_a_sidecar_that_fails_a_page_is_removed_and_named(tmp_path: Path) -> None:
+    """A sidecar that opened but cannot be read (damaged pages): the page's one line names the saved tables and
+    they are removed, so the restart it asks for builds them again (before: 'restart the viewer', and every
+    restart read the same damaged file)."""
+    write_synthetic(tmp_path)
+    with Study(tmp_path) as first:
+        first.wait()
+    kept = sorted((tmp_path / INDEX_DIR).glob("*.parquet"))
+    with Study(tmp_path) as damaged:
+        assert damaged.from_index
+        for path in kept:
+            path.write_bytes(b"PAR1" + b"\0" * 64 + b"PAR1")
+        with pytest.raises(ViewError, match=r"the tables the viewer saved in .*\.judgescope-view.*restart"):
+            damaged.page({}, "judge_judge", size=1)
+    assert not any(path.exists() for path in kept)
+    with Study(tmp_path) as restarted:
+        assert not restarted.from_index and restarted.page({}, "judge_judge", size=1).rows

@@ -119,6 +119,17 @@ def index_files(
     return {table: folder / f"{digest}-{table}.parquet" for table in INDEX_TABLES}
 
 
+# what the built tables hold, as SELECTs a sidecar's columns are checked against (DESCRIBE: bound, not run)
+_INDEX_SELECT = {
+    "item_dim": DISAGREEMENT_SQL.format(where=""),
+    "items": ITEM_SQL.format(dims=DISAGREEMENT_SQL.format(where="")),
+}
+
+
+def _columns(con: duckdb.DuckDBPyConnection, select: str) -> list[tuple[str, str]]:
+    return [(str(row[0]), str(row[1])) for row in con.execute(f"DESCRIBE {select}").fetchall()]
+
+
 def _sql_path(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
@@ -193,6 +204,9 @@ class Study:
         try:
             for table, path in self.index.items():
                 self.con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({_sql_path(path)})")
+                # the columns and types the build makes (a damaged footer renamed a column: read as valid)
+                if _columns(self.con, f"SELECT * FROM {table}") != _columns(self.con, _INDEX_SELECT[table]):
+                    raise duckdb.InvalidInputException(f"{path}: not the columns the build makes")
         except duckdb.Error:  # unreadable (damaged, removed): built again, and kept anew
             for table in INDEX_TABLES:
                 self.con.execute(f"DROP VIEW IF EXISTS {table}")
@@ -296,6 +310,17 @@ class Study:
             return self._cursor().execute(sql, list(params))
         except duckdb.Error as exc:
             first = error_line(exc)
+            if self.from_index and self.index is not None:  # the saved tables may be the damaged file
+                for path in self.index.values():
+                    try:
+                        path.unlink(missing_ok=True)
+                    except OSError:
+                        pass
+                folder = next(iter(self.index.values())).parent
+                raise ViewError(
+                    f"{self.root}: a file of this study or the tables the viewer saved in {folder} could not be "
+                    f"read now ({first}); the saved tables were removed: restart the viewer (it builds them again)"
+                ) from None
             raise ViewError(
                 f"{self.root}: a file of this study could not be read now ({first}); was it removed or changed "
                 "since the viewer opened it? restart the viewer"
