@@ -414,6 +414,17 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.fraction <= 1:
         print(f"error: --fraction {args.fraction}: must be in (0, 1]", file=sys.stderr)
         return 2
+    if args.reuse is not None and "batch" in args.steps:
+        # a second batch step would write its runs beside the first's in the reused sweep (claimed folders get a
+        # `-2` sibling), and the report and viewer would read both runs' folders as one study
+        if args.steps is not STEPS:
+            print(
+                "error: --steps batch with --reuse: the reused run's sweep already holds its batch runs; "
+                "leave batch out",
+                file=sys.stderr,
+            )
+            return 2
+        args.steps = tuple(s for s in STEPS if s != "batch")  # --reuse's default: every step after it
     if missing := missing_steps(args.steps, reuse=args.reuse is not None):
         print(f"error: --steps: {missing}", file=sys.stderr)
         return 2
