@@ -45,6 +45,7 @@ import urllib.request
 from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # the project, and plan_rqbench beside this script
@@ -52,6 +53,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # the project, and plan_rq
 from plan_rqbench import write_dataset  # noqa: E402
 
 from analysis.load.synthetic import synthetic_results  # noqa: E402
+from analysis.view.data import INDEX_DIR  # noqa: E402
 from judge.batch.provider import MB  # noqa: E402
 from tests.support.batch_server import BatchServer  # noqa: E402
 
@@ -172,6 +174,14 @@ def reused_port(work: Path) -> int:
     )
 
 
+def planned_calls(plan: dict[str, Any]) -> tuple[int, str]:
+    """The calls a replay of the plan's study answers from the cache, and the plan step's note. A fresh run
+    plans before the batch step (every call to make); a `--reuse` run plans on the filled cache, where the
+    calls are cached and none is to make: counting only those to make gave 0 calls and '0 judgments/s'."""
+    calls, cached = int(plan["calls_to_make"]), int(plan["calls_cached"])
+    return calls + cached, f"{calls + cached:,} calls" + (f" ({cached:,} already cached)" if cached else "")
+
+
 def run_size(
     instances: int,
     work: Path,
@@ -188,7 +198,17 @@ def run_size(
         if not (work / "cache").is_dir() or not (work / "sweep").is_dir():
             raise StepFailed(f"--reuse: {work} has no cache/ and sweep/ from an earlier batch step")
         port = reused_port(work)
-        for folder in ("plan", "replay", "report", "small", "report_small", "cards_small"):
+        # the viewer's sidecar too: an earlier viewer step's built tables would make this one's first open a
+        # sidecar read, not the first open the fresh run timed
+        for folder in (
+            "plan",
+            "replay",
+            "report",
+            "small",
+            "report_small",
+            "cards_small",
+            f"sweep/{INDEX_DIR}",
+        ):
             shutil.rmtree(work / folder, ignore_errors=True)
     else:
         work.mkdir(parents=True)
@@ -214,8 +234,7 @@ def run_size(
         if "plan" in only:
             plan = [*base, "plan=true", f"hydra.sweep.dir={work / 'plan'}"]
             steps.append(run_step("plan", plan, env, work, instances))
-            calls = json.loads((work / "plan" / "plan.json").read_text())["calls_to_make"]
-            steps[-1].note = f"{calls:,} calls"
+            calls, steps[-1].note = planned_calls(json.loads((work / "plan" / "plan.json").read_text()))
             _log(steps[-1])
         sweep = work / "sweep"
         if "batch" not in only and not reuse:
@@ -395,6 +414,17 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.fraction <= 1:
         print(f"error: --fraction {args.fraction}: must be in (0, 1]", file=sys.stderr)
         return 2
+    if args.reuse is not None and "batch" in args.steps:
+        # a second batch step would write its runs beside the first's in the reused sweep (claimed folders get a
+        # `-2` sibling), and the report and viewer would read both runs' folders as one study
+        if args.steps is not STEPS:
+            print(
+                "error: --steps batch with --reuse: the reused run's sweep already holds its batch runs; "
+                "leave batch out",
+                file=sys.stderr,
+            )
+            return 2
+        args.steps = tuple(s for s in STEPS if s != "batch")  # --reuse's default: every step after it
     if missing := missing_steps(args.steps, reuse=args.reuse is not None):
         print(f"error: --steps: {missing}", file=sys.stderr)
         return 2

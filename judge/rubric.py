@@ -25,7 +25,7 @@ from core.rubric import Dimension as Dimension  # the spec's parts, re-exported 
 from core.rubric import RubricKind as RubricKind
 from core.rubric import RubricSpec, spec_from_mapping
 from judge.parse import Field
-from judge.shapes import Probe
+from judge.shapes import Probe, captured, written
 
 BEGIN, END = "<<<", ">>>"
 # the output budget: never below the old fixed default; a short rationale adds this much per judged item
@@ -123,7 +123,8 @@ class Rubric(RubricSpec):
 
     def render(self, **variables: Any) -> list[dict[str, str]]:
         """The chat messages for one prompt."""
-        text = self._compiled.render(rubric=self, **variables).strip() + "\n"
+        # plain text first: a skeleton's render (judge.shapes) gives a logged `Captured`, `strip` is ours
+        text = str.__str__(self._compiled.render(rubric=self, **variables)).strip() + "\n"
         if self.rationale:
             text += RATIONALE_INSTRUCTION + "\n"
         return [{"role": "system", "content": self.system}, {"role": "user", "content": text}]
@@ -223,9 +224,11 @@ def _make_environment(loader: jinja2.BaseLoader, *, auto_reload: bool = True) ->
         lstrip_blocks=True,
         autoescape=False,
         auto_reload=auto_reload,
+        finalize=written,  # a text neutralised for a prompt shape's skeleton: written out, nothing else
     )
     env.filters["neutral"] = neutralise
     env.globals["example_json"] = example_json
+    env.concat = captured  # type: ignore[method-assign]  # a captured text holding one: logged (judge.shapes)
     return env
 
 

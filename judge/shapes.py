@@ -7,16 +7,19 @@ where it is exact: the stand-ins (`Probe`) record any use a template makes of th
 through the `neutral` filter and writing the result out (a length, a comparison, a slice, a string method,
 writing one out raw ...), the filter's result is such a stand-in too, and a skeleton whose output holds a
 stand-in in any other form (escaped, cut, transformed) or at either end of a message (where `strip` could
-reach into the text) is not used. The first prompt of every shape, and every `CHECK_EVERY`-th after it, is
-also rendered in full and compared; a difference marks the renderer `broken` and the caller renders every
-prompt in full (experiments.modes.build_prompts).
+reach into the text) is not used. The filter's result is written out by the environment's `finalize`
+(`written`), the one use not logged: a filter that turns it into text to change it (`| neutral | replace(...)`)
+is logged, and so is any use of a captured text holding one (`captured`, the environment's `concat`: a
+`{% filter %}` or `{% set %}` block, a macro's output). The first prompt of every shape, and every
+`CHECK_EVERY`-th after it, is also rendered in full and compared; a difference marks the renderer `broken` and
+the caller renders every prompt in full (experiments.modes.build_prompts).
 """
 
 from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -49,15 +52,45 @@ class Probe(str):
 
 
 class Marker(Probe):
-    """The `neutral` filter's result for a Probe: it may be written out (`str`), nothing else."""
+    """The `neutral` filter's result for a Probe: it may be written out (`written`), nothing else. `str()` of it
+    is logged: the `replace` filter turns its value into text that way before changing it, and a skeleton
+    that wrote the marker out unchanged sent the text unreplaced (a prompt other than the template's)."""
 
     def __new__(cls, index: int, nonce: str, log: list[str]) -> Marker:
         self = str.__new__(cls, f"\x01{nonce}:{index}\x01")
         self.__dict__.update(_log=log, _index=index, _nonce=nonce)
         return self
 
-    def __str__(self) -> str:  # how Jinja writes a value out
-        return str.__str__(self)
+
+class Captured(Probe):
+    """Text a template captured (a block's or a macro's output) holding a marker: written out it stays exact,
+    any other use (a `{% filter %}` block's replace, a slice, a comparison) is logged."""
+
+    def __new__(cls, text: str, nonce: str, log: list[str]) -> Captured:
+        self = str.__new__(cls, text)
+        self.__dict__.update(_log=log, _index=-1, _nonce=nonce)
+        return self
+
+
+# the skeleton renders under way: nonce -> their log (`captured` finds a captured text's render by its marker)
+_ACTIVE: dict[str, list[str]] = {}
+
+
+def written(value: Any) -> Any:
+    """The environment's `finalize` (judge.rubric): a marker or captured text written out, as plain text and not
+    logged; any other value as it is."""
+    return str.__str__(value) if isinstance(value, (Marker, Captured)) else value
+
+
+def captured(parts: Iterable[str]) -> str:
+    """The environment's `concat` (judge.rubric): the joined text, a `Captured` where it holds a marker of a
+    skeleton render under way (plain text otherwise, and always outside one)."""
+    text = "".join(parts)
+    if _ACTIVE and "\x01" in text:
+        for nonce, log in list(_ACTIVE.items()):
+            if f"\x01{nonce}:" in text:
+                return Captured(text, nonce, log)
+    return text
 
 
 def _logged(name: str) -> Callable[..., Any]:
@@ -158,10 +191,13 @@ class PromptShapes:
         """The shape's skeleton, or None where the template uses a text other than through `neutral`."""
         nonce, log = secrets.token_hex(8), list[str]()
         probes = [Probe(i, nonce, log) for i in range(n_texts)]
+        _ACTIVE[nonce] = log
         try:
             rendered = self._render(**build(probes))
         except Exception:  # noqa: BLE001  (a template that trips over a stand-in: render in full)
             return None
+        finally:
+            del _ACTIVE[nonce]
         if log:
             return None
         marker = re.compile(f"\x01{nonce}:(\\d+)\x01")

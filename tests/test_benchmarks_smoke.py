@@ -55,6 +55,7 @@ def test_rqbench_scale_runs_every_step_at_a_tiny_fraction_and_reuses_its_cache(t
     ]  # the script fails if any replayed call reaches the server
     replayed = {line.split()[0]: line for line in again.stdout.splitlines() if line.split()}
     assert "judgments/s" in replayed["replay"] and "batch" not in replayed
+    assert "calls: 342 at n=3" in again.stdout and "342 already cached" in replayed["plan"]  # was 0 calls
     assert len(list(out.glob("rqbench_scale-*.json"))) == 1 and (out / "rqbench_scale.json").exists()
 
 

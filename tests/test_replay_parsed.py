@@ -22,7 +22,7 @@ from experiments.modes import build_prompts
 from experiments.study import run_study
 from judge.cache.store import CallCache
 from judge.rubric import neutralise
-from judge.shapes import PromptShapes
+from judge.shapes import PromptShapes, captured, written
 from judge.spend.pricing import pieces_counted_once, prompt_tokens
 from tests.support.configs import KEY, compose, study_cfg
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
@@ -163,8 +163,10 @@ def test_a_template_that_looks_at_a_text_is_rendered_in_full(use: str) -> None:
 
 
 def test_a_skeleton_is_used_where_the_template_only_writes_the_text_out() -> None:
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    # the rubrics' environment writes a neutralised text out through `written` (judge.rubric)
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, finalize=written)
     env.filters["neutral"] = neutralise
+    env.concat = captured  # type: ignore[method-assign]
     template = env.from_string("Rate this: <<<{{ text | neutral }}>>> and {{ text | neutral }} now.")
     renders: list[int] = []
 

@@ -44,6 +44,7 @@ from analysis.view.sql import (
     results_sql,
     scan,
 )
+from core.spellings import CSV_TEXT_MACRO
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -113,7 +114,8 @@ def index_files(
     """Where the built tables of this study are kept: `.judgescope-view/<fingerprint>-<table>.parquet` beside
     the results, the fingerprint a hash of every results file's path, size, mtime, ctime and inode (ctime moves
     on any write, also one that sets the mtime back), the SQL that builds the tables, DuckDB's version and the
-    human labels. A changed study has another fingerprint, so its old tables are never read."""
+    human labels (and the macro the SQL calls to read results.csv cells). A changed study has another fingerprint,
+    so its old tables are never read."""
     stats = []
     for path in paths:
         st = path.stat()
@@ -126,10 +128,23 @@ def index_files(
             pd.util.hash_pandas_object(humans, index=False).to_numpy().tobytes()
         ).hexdigest()
         labels += ",".join(map(str, humans.columns))
-    key = json.dumps([INDEX_VERSION, duckdb.__version__, OPEN_SQL, BUILD_SQL, results, labels, stats])
+    key = json.dumps(
+        [INDEX_VERSION, duckdb.__version__, CSV_TEXT_MACRO, OPEN_SQL, BUILD_SQL, results, labels, stats]
+    )
     digest = hashlib.sha256(key.encode()).hexdigest()[:32]
     folder = (root if root.is_dir() else root.parent) / INDEX_DIR
     return {table: folder / f"{digest}-{table}.parquet" for table in INDEX_TABLES}
+
+
+# what the built tables hold, as SELECTs a sidecar's columns are checked against (DESCRIBE: bound, not run)
+_INDEX_SELECT = {
+    "item_dim": DISAGREEMENT_SQL.format(where=""),
+    "items": ITEM_SQL.format(dims=DISAGREEMENT_SQL.format(where="")),
+}
+
+
+def _columns(con: duckdb.DuckDBPyConnection, select: str) -> list[tuple[str, str]]:
+    return [(str(row[0]), str(row[1])) for row in con.execute(f"DESCRIBE {select}").fetchall()]
 
 
 def _sql_path(path: Path) -> str:
@@ -197,15 +212,28 @@ class Study:
 
     def _open_index(self) -> bool:
         """The tables kept by an earlier open of these very files, if there are (views over the sidecar)."""
-        if self.index is None or not all(path.is_file() for path in self.index.values()):
+        if self.index is None:
+            return False
+        try:
+            if not all(path.is_file() for path in self.index.values()):
+                return False
+        except OSError:  # a sidecar folder this user may not enter (another user's, umask 077): built here
             return False
         try:
             for table, path in self.index.items():
                 self.con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({_sql_path(path)})")
+                # the columns and types the build makes (a damaged footer renamed a column: read as valid)
+                if _columns(self.con, f"SELECT * FROM {table}") != _columns(self.con, _INDEX_SELECT[table]):
+                    raise duckdb.InvalidInputException(f"{path}: not the columns the build makes")
         except duckdb.Error:  # unreadable (damaged, removed): built again, and kept anew
             for table in INDEX_TABLES:
                 self.con.execute(f"DROP VIEW IF EXISTS {table}")
             return False
+        for path in self.index.values():  # in use: another viewer's clean-up keeps what was read within a day
+            try:
+                os.utime(path)
+            except OSError:  # a sidecar this user may read but not touch
+                pass
         self._built = True
         return True
 
@@ -266,8 +294,9 @@ class Study:
 
     def _keep_index(self) -> None:
         """Write the built tables to the sidecar (each to a temporary name, then renamed: a reader never sees
-        half a file) and remove the sidecars of earlier versions of the study a day old. A folder that cannot be written
-        keeps none: the next open builds again."""
+        half a file) and remove the sidecars of earlier versions of the study not opened for a day (and the
+        temporary files a killed viewer left). A folder that cannot be written keeps none: the next open builds
+        again."""
         if self.index is None:
             return
         written: list[Path] = []
@@ -283,7 +312,8 @@ class Study:
                 os.replace(temporary, path)
             # another viewer of the same folder (other files or labels) may still read its own: kept a day
             kept, stale = {path.name for path in self.index.values()}, time.time() - 86_400
-            for old in folder.glob("*.parquet"):
+            # a day unused (each open touches its files); a temporary file a killed viewer left, a day old
+            for old in [*folder.glob("*.parquet"), *folder.glob("*.tmp")]:
                 if old.name not in kept and old.stat().st_mtime < stale:
                     old.unlink(missing_ok=True)
         except (OSError, duckdb.Error):
@@ -301,7 +331,19 @@ class Study:
         try:
             return self._cursor().execute(sql, list(params))
         except duckdb.Error as exc:
-            raise ViewError(f"{self.root}: {UNREADABLE.format(error_line(exc))}") from None
+            first = error_line(exc)
+            if self.from_index and self.index is not None:  # the saved tables may be the damaged file
+                for path in self.index.values():
+                    try:
+                        path.unlink(missing_ok=True)
+                    except OSError:
+                        pass
+                folder = next(iter(self.index.values())).parent
+                raise ViewError(
+                    f"{self.root}: a file of this study or the tables the viewer saved in {folder} could not be "
+                    f"read now ({first}); the saved tables were removed: restart the viewer (it builds them again)"
+                ) from None
+            raise ViewError(f"{self.root}: {UNREADABLE.format(first)}") from None
 
     def wait(self) -> None:
         """Block until every item's disagreements are built (sorting by them needs all)."""
