@@ -85,6 +85,48 @@ def test_latent_models_beat_majority_vote_with_an_adversarial_rater() -> None:
     assert m.parameter["good"] > max(m.parameter["adversary"], m.parameter["adversary2"])
 
 
+def _crowdkit_fits(labels: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series, pd.Series]:
+    """crowd-kit 1.4's own Dawid–Skene (posteriors, errors on every rater × label, model accuracy) and
+    majority-vote skills: the reference `latent_models` reproduces without importing crowd-kit."""
+    from crowdkit.aggregation import DawidSkene, MajorityVote
+
+    data = labels[["task", "worker", "label"]]
+    with latent_models._quiet():
+        ds, mv = DawidSkene(n_iter=100).fit(data), MajorityVote().fit(data)
+    prior, raw = ds.priors_, ds.errors_
+    workers = raw.index.get_level_values("worker").unique()
+    full = pd.MultiIndex.from_product([workers, prior.index], names=["worker", "label"])
+    errors = raw.reindex(index=full, columns=prior.index, fill_value=0.0)
+    accuracy = pd.Series({w: sum(prior[c] * errors.loc[(w, c), c] for c in prior.index) for w in workers})
+    return ds.probas_, errors, accuracy, mv.skills_
+
+
+@pytest.mark.parametrize("case", ["planted", "missing labels", "repeated answers", "two labels"])
+def test_dawid_skene_and_majority_are_crowdkit_s(case: str) -> None:
+    """Known value: the array EM gives crowd-kit's fit (same posteriors, confusion matrices, model accuracy,
+    row and column orders, to 1e-12) and majority vote its agreement, ties broken alike."""
+    confusions = {"a": _confusion(0.8), "b": _confusion(0.6), "c": _adversary(0.7), "d": _confusion(0.45)}
+    labels, _ = _simulate(confusions, 60, seed=7)
+    if case == "missing labels":
+        labels = labels.sample(frac=0.7, random_state=1).reset_index(drop=True)
+    elif case == "repeated answers":
+        labels = pd.concat([labels, labels.iloc[::5]], ignore_index=True)
+    elif case == "two labels":
+        labels = labels.assign(label=labels["label"].clip(lower=0))
+    probas, errors, accuracy, skills = _crowdkit_fits(labels)
+    ds, mv = latent_models.dawid_skene(labels), latent_models.majority_fit(labels)
+    assert list(ds.posteriors.index) == list(probas.index)
+    assert list(ds.posteriors.columns) == list(probas.columns)
+    np.testing.assert_allclose(ds.posteriors.to_numpy(), probas.to_numpy(), rtol=0, atol=1e-12)
+    assert ds.confusion is not None and list(ds.confusion.index) == list(errors.index)
+    assert list(ds.confusion.columns) == list(errors.columns)
+    np.testing.assert_allclose(ds.confusion.to_numpy(), errors.to_numpy(), rtol=0, atol=1e-12)
+    assert ds.parameter is not None
+    np.testing.assert_allclose(ds.parameter.to_numpy(), accuracy.reindex(ds.parameter.index), atol=1e-12)
+    assert mv.parameter is not None
+    np.testing.assert_allclose(mv.parameter.to_numpy(), skills.reindex(mv.parameter.index), atol=1e-12)
+
+
 def test_expected_accuracy_known_value() -> None:
     labels = pd.DataFrame({"task": ["t1", "t1", "t2"], "worker": ["a", "b", "a"], "label": [1, 0, 0]})
     post = pd.DataFrame({1: [0.8, 0.5], 0: [0.2, 0.5]}, index=["t1", "t2"])
