@@ -85,7 +85,11 @@ def cross_fitted(x: np.ndarray, y: np.ndarray, folds: int = FOLDS, seed: int = 0
 
 def expected_calibration_error(prob: np.ndarray, outcome: np.ndarray, bins: int = BINS) -> float:
     """ECE: Σ_b (n_b / n) |mean outcome_b − mean prob_b| over equal-width probability bins."""
-    table = reliability_bins(prob, outcome, bins)
+    return ece_of_bins(reliability_bins(prob, outcome, bins))
+
+
+def ece_of_bins(table: pd.DataFrame) -> float:
+    """`expected_calibration_error` from the bins `reliability_bins` made (NaN without a bin)."""
     if table.empty:
         return float("nan")
     return float(
@@ -125,7 +129,11 @@ def ece_interval(
     (Bonferroni over the B bins, so all hold together with probability ≥ level), and the bounds are the
     smallest and largest error over θ_b in them. Conservative, valid at any n; the predictions are held
     fixed (after calibration: the cross-fitted map). NaN without a verdict."""
-    table = reliability_bins(prob, outcome, bins)
+    return ece_interval_of_bins(reliability_bins(prob, outcome, bins), level)
+
+
+def ece_interval_of_bins(table: pd.DataFrame, level: float = LEVEL) -> tuple[float, float]:
+    """`ece_interval` from the bins `reliability_bins` made."""
     if table.empty:
         return float("nan"), float("nan")
     lo, hi = exact_interval(table["n_wins"], table["n"], 1.0 - (1.0 - level) / len(table))
@@ -174,11 +182,11 @@ def calibration_table(
             won, diff, truth = v["yhat"].to_numpy(float), v["diff"].to_numpy(float), v["y"].to_numpy(float)
             prob = cross_fitted(diff, truth, seed=seed)
             row |= {"n_verdicts": len(v)}
-            for name, p in (("ece_before", won), ("ece_after", prob)):
-                lo, hi = ece_interval(p, truth)
-                row |= {name: expected_calibration_error(p, truth), f"{name}_lo": lo, f"{name}_hi": hi}
-            for name, p in (("before", won), ("after", prob)):
-                bins.append(reliability_bins(p, truth).assign(**dict(zip(KEYS, key, strict=True)), fit=name))
+            for name, p in (("before", won), ("after", prob)):  # the bins once: ECE, its bounds, the diagram
+                table = reliability_bins(p, truth)
+                lo, hi = ece_interval_of_bins(table)
+                row |= {f"ece_{name}": ece_of_bins(table), f"ece_{name}_lo": lo, f"ece_{name}_hi": hi}
+                bins.append(table.assign(**dict(zip(KEYS, key, strict=True)), fit=name))
         rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS), (
         pd.concat(bins, ignore_index=True) if bins else pd.DataFrame()
