@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 
 from analysis import latent
+from analysis.load.synthetic import synthetic_humans, synthetic_results
 from analysis.stats import latent_models
+from analysis.tables.registry import StudyInputs
 from tests.support.cli import run as run_cli
 
 LABELS = np.array([-1, 0, 1])
@@ -386,3 +388,15 @@ def test_drop_rater_leaves_a_duplicate_out_through_the_command_line(tmp_path) ->
     assert "--drop-rater j3: no such rater; the raters are human:x, human:y, human:z, j1 [independent]" in (
         typo.stderr
     )
+
+
+def test_latent_tables_reuse_the_registry_s_rater_outcomes() -> None:
+    """The report passes the outcomes it already made (`StudyInputs.outcomes`); the latent tables are those
+    computed from the candidates themselves."""
+    study = synthetic_results(n_instances=6, seed=4)
+    inputs = StudyInputs(study, synthetic_humans(study, seed=5), n_boot=5)
+    own = latent.latent_tables(inputs.cands, inputs.humans, n_boot=5)
+    given = latent.latent_tables(inputs.cands, inputs.humans, n_boot=5, outcomes=inputs.outcomes)
+    assert own and own.keys() == given.keys()
+    for name, table in own.items():
+        pd.testing.assert_frame_equal(table, given[name])

@@ -77,11 +77,14 @@ def outcome_labels(
     results: pd.DataFrame,
     humans: pd.DataFrame | None = None,
     reference: str = "reference",
+    outcomes: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Win / tie / loss labels (1 / 0 / -1) per rater and item, as crowd-kit's task / worker / label frame
     (plus the item's instance_id, source, dimension, the rater's kind and mode: a judge's, or ``human``).
-    The human majority is left out: it is an aggregate, not a rater. Fit one `mode_groups` group at a time."""
-    out = human_mod.rater_outcomes(results, humans, reference)
+    The human majority is left out: it is an aggregate, not a rater. Fit one `mode_groups` group at a time.
+    `outcomes`: `rater_outcomes(results, humans, reference)` when the caller has it (the registry's
+    `StudyInputs.outcomes`), so it is not computed twice."""
+    out = human_mod.rater_outcomes(results, humans, reference) if outcomes is None else outcomes
     out = out.loc[out["kind"] != "majority"]
     pair = ["candidate_id"] if "candidate_id" in out else []  # with humans: the pairs they rated
     task = out["instance_id"].str.cat([*(out[k] for k in pair), out["source"], out["dimension"]], sep=SEP)
