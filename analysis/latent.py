@@ -224,6 +224,7 @@ def latent_tables(
     refit_boot: int = 0,
     with_glad: bool = False,
     drop: Sequence[str] = (),
+    outcomes: pd.DataFrame | None = None,
 ) -> dict[str, pd.DataFrame]:
     """The report's latent-model tables on win / tie / loss outcomes, one fit per judge mode (every judge of
     that mode and every annotator; `latent_models.mode_groups`), each table with its `mode`; a mode with
@@ -231,8 +232,9 @@ def latent_tables(
     answer (nearly) alike (`note_duplicates` warns). `refit_boot` > 0 adds Dawid–Skene CIs from that many
     refits (slow: a full EM per replicate); GLAD is opt-in (`with_glad`: minutes on 10^4 items, where
     Dawid–Skene takes a second and MACE tens). `drop`: raters left out of every fit (`dropped`), e.g. one of a
-    duplicate pair."""
-    labels = outcome_labels(unperturbed(results), humans, reference)  # perturbed rows: analysis.robustness
+    duplicate pair. `outcomes`: the `rater_outcomes` of these (unperturbed) results, when already made."""
+    # perturbed rows: analysis.robustness
+    labels = outcome_labels(unperturbed(results), humans, reference, outcomes)
     labels = labels.loc[~dropped(labels["worker"], drop)].reset_index(drop=True)
     parts: dict[str, list[pd.DataFrame]] = {}
     for mode, group in mode_groups(labels):
@@ -400,7 +402,8 @@ def _latent(key: str) -> Callable[[Inputs, Tables], pd.DataFrame | None]:
 
     def compute(s: Inputs, _: Tables) -> pd.DataFrame | None:
         fits: dict[str, pd.DataFrame] = s.shared(
-            "latent", lambda: latent_tables(s.cands, s.humans, s.reference, s.n_boot, s.seed)
+            "latent",
+            lambda: latent_tables(s.cands, s.humans, s.reference, s.n_boot, s.seed, outcomes=s.outcomes),
         )
         return fits.get(key)
 

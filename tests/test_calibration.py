@@ -15,6 +15,8 @@ from analysis.stats.calibration import (
     calibration_table,
     cross_fitted,
     expected_calibration_error,
+    isotonic_predict,
+    kfold_splits,
 )
 
 
@@ -77,6 +79,26 @@ def test_ece_by_hand_and_isotonic_is_sklearn_s() -> None:
     for train, test in KFold(2, shuffle=True, random_state=0).split(x):
         iso = IsotonicRegression(out_of_bounds="clip").fit(x[train], y[train])
         assert got[test] == pytest.approx(iso.predict(x[test]))
+
+
+def test_isotonic_and_folds_are_sklearn_s_on_ties_and_any_n() -> None:
+    """The scipy-based fit (no scikit-learn import at start-up) predicts what scikit-learn's does, on scores
+    with many ties, points outside the fitted range and one distinct x; the folds are KFold's."""
+    from sklearn.model_selection import KFold
+
+    rng = np.random.default_rng(3)
+    for n in (2, 3, 7, 40, 101):
+        x = rng.integers(0, 6, n).astype(float) / 2  # judge scores: many ties
+        y = np.clip(x + rng.normal(0, 1.5, n), 0, 3)
+        at = np.linspace(-1.0, 4.0, 23)
+        want = IsotonicRegression(out_of_bounds="clip").fit(x, y).predict(at)
+        np.testing.assert_allclose(isotonic_predict(x, y, at), want, rtol=0, atol=1e-12)
+        for k in {2, min(5, n)}:
+            ours = kfold_splits(n, k, seed=n)
+            theirs = list(KFold(k, shuffle=True, random_state=n).split(x))
+            assert [(list(a), list(b)) for a, b in ours] == [(list(a), list(b)) for a, b in theirs]
+    flat = np.full(4, 2.0)
+    assert (isotonic_predict(flat, np.array([0.0, 1, 2, 3]), np.array([0.0, 5])) == 1.5).all()
 
 
 def test_report_has_calibration_and_its_reliability_diagram() -> None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from matplotlib import image as mpimg
 from matplotlib.font_manager import FontProperties
 from matplotlib.textpath import TextPath
 
@@ -17,7 +18,7 @@ from analysis.load.synthetic import synthetic_results
 from analysis.report import cli as report_cli
 from analysis.report import plots
 from analysis.report.build import compute_tables
-from analysis.report.render import PNG_DPI, rendered
+from analysis.report.render import PNG_DPI, PNG_SAVE, rendered
 from analysis.stats import corrected, null_ranges
 from tests.support.studies import ROOT, cli_env
 
@@ -57,8 +58,8 @@ def _fresh_python(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]
 
 
 #: loaded by the statistic that uses them, not with the report's or the card's modules: crowd-kit (and nltk) for a
-#: latent fit, ppi-python (and numba) for a corrected estimate, scikit-learn for calibration, matplotlib for
-#: a figure
+#: GLAD fit (opt-in), ppi-python (and numba) for a corrected estimate, matplotlib for a figure; scikit-learn
+#: by no table (the calibration's isotonic fit is scipy's)
 ON_USE = ("crowdkit", "nltk", "ppi_py", "numba", "sklearn", "matplotlib")
 
 
@@ -72,6 +73,23 @@ def test_the_commands_modules_load_no_library_before_a_table_uses_it(tmp_path: P
     )
     out = _fresh_python(code, tmp_path)
     assert out.stdout.strip().splitlines()[-1] == "LOADED []", out.stdout + out.stderr
+
+
+def test_the_latent_and_calibration_tables_load_neither_crowdkit_nor_sklearn(tmp_path: Path) -> None:
+    """Dawid–Skene, majority vote and MACE run on arrays, the isotonic calibration on scipy: a study with
+    expert labels and three raters per mode gets its latent and calibration tables without crowd-kit (and
+    nltk) or scikit-learn loaded (sys.modules, not a timing)."""
+    code = (
+        "import sys\n"
+        "from analysis.load.synthetic import synthetic_humans, synthetic_results\n"
+        "from analysis.report.build import compute_tables\n"
+        "study = synthetic_results(n_instances=6, seed=4)\n"
+        "tables = compute_tables(study, synthetic_humans(study, seed=5), n_boot=5)\n"
+        "print('TABLES', sorted(k for k in tables if k in ('latent_competence', 'calibration')))\n"
+        "print('LOADED', sorted(m for m in ('crowdkit', 'nltk', 'sklearn') if m in sys.modules))\n"
+    )
+    out = _fresh_python(code, tmp_path).stdout.strip().splitlines()
+    assert out[-2:] == ["TABLES ['calibration', 'latent_competence']", "LOADED []"], out
 
 
 def test_a_bad_option_is_one_line_before_the_statistics(tmp_path: Path) -> None:
@@ -132,6 +150,9 @@ def test_rendered_png_is_the_plain_savefig_png() -> None:
     engine = fig.get_layout_engine()
     png, pdf = rendered(fig)
     plain = io.BytesIO()
-    twin.savefig(plain, format="png", dpi=PNG_DPI)
+    twin.savefig(plain, format="png", dpi=PNG_DPI, pil_kwargs=PNG_SAVE)
     assert png == plain.getvalue()
+    default = io.BytesIO()  # zlib's default level: other bytes, the same pixels
+    twin.savefig(default, format="png", dpi=PNG_DPI)
+    assert (mpimg.imread(io.BytesIO(png)) == mpimg.imread(io.BytesIO(default.getvalue()))).all()
     assert pdf.startswith(b"%PDF") and fig.get_layout_engine() is engine

@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 
 from analysis import latent
+from analysis.load.synthetic import synthetic_humans, synthetic_results
 from analysis.stats import latent_models
+from analysis.tables.registry import StudyInputs
 from tests.support.cli import run as run_cli
 
 LABELS = np.array([-1, 0, 1])
@@ -83,6 +85,48 @@ def test_latent_models_beat_majority_vote_with_an_adversarial_rater() -> None:
     # MACE ranks the good rater above the adversaries (competence = P(not spamming))
     m = latent_models.mace(labels)
     assert m.parameter["good"] > max(m.parameter["adversary"], m.parameter["adversary2"])
+
+
+def _crowdkit_fits(labels: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series, pd.Series]:
+    """crowd-kit 1.4's own Dawid–Skene (posteriors, errors on every rater × label, model accuracy) and
+    majority-vote skills: the reference `latent_models` reproduces without importing crowd-kit."""
+    from crowdkit.aggregation import DawidSkene, MajorityVote
+
+    data = labels[["task", "worker", "label"]]
+    with latent_models._quiet():
+        ds, mv = DawidSkene(n_iter=100).fit(data), MajorityVote().fit(data)
+    prior, raw = ds.priors_, ds.errors_
+    workers = raw.index.get_level_values("worker").unique()
+    full = pd.MultiIndex.from_product([workers, prior.index], names=["worker", "label"])
+    errors = raw.reindex(index=full, columns=prior.index, fill_value=0.0)
+    accuracy = pd.Series({w: sum(prior[c] * errors.loc[(w, c), c] for c in prior.index) for w in workers})
+    return ds.probas_, errors, accuracy, mv.skills_
+
+
+@pytest.mark.parametrize("case", ["planted", "missing labels", "repeated answers", "two labels"])
+def test_dawid_skene_and_majority_are_crowdkit_s(case: str) -> None:
+    """Known value: the array EM gives crowd-kit's fit (same posteriors, confusion matrices, model accuracy,
+    row and column orders, to 1e-12) and majority vote its agreement, ties broken alike."""
+    confusions = {"a": _confusion(0.8), "b": _confusion(0.6), "c": _adversary(0.7), "d": _confusion(0.45)}
+    labels, _ = _simulate(confusions, 60, seed=7)
+    if case == "missing labels":
+        labels = labels.sample(frac=0.7, random_state=1).reset_index(drop=True)
+    elif case == "repeated answers":
+        labels = pd.concat([labels, labels.iloc[::5]], ignore_index=True)
+    elif case == "two labels":
+        labels = labels.assign(label=labels["label"].clip(lower=0))
+    probas, errors, accuracy, skills = _crowdkit_fits(labels)
+    ds, mv = latent_models.dawid_skene(labels), latent_models.majority_fit(labels)
+    assert list(ds.posteriors.index) == list(probas.index)
+    assert list(ds.posteriors.columns) == list(probas.columns)
+    np.testing.assert_allclose(ds.posteriors.to_numpy(), probas.to_numpy(), rtol=0, atol=1e-12)
+    assert ds.confusion is not None and list(ds.confusion.index) == list(errors.index)
+    assert list(ds.confusion.columns) == list(errors.columns)
+    np.testing.assert_allclose(ds.confusion.to_numpy(), errors.to_numpy(), rtol=0, atol=1e-12)
+    assert ds.parameter is not None
+    np.testing.assert_allclose(ds.parameter.to_numpy(), accuracy.reindex(ds.parameter.index), atol=1e-12)
+    assert mv.parameter is not None
+    np.testing.assert_allclose(mv.parameter.to_numpy(), skills.reindex(mv.parameter.index), atol=1e-12)
 
 
 def test_expected_accuracy_known_value() -> None:
@@ -344,3 +388,15 @@ def test_drop_rater_leaves_a_duplicate_out_through_the_command_line(tmp_path) ->
     assert "--drop-rater j3: no such rater; the raters are human:x, human:y, human:z, j1 [independent]" in (
         typo.stderr
     )
+
+
+def test_latent_tables_reuse_the_registry_s_rater_outcomes() -> None:
+    """The report passes the outcomes it already made (`StudyInputs.outcomes`); the latent tables are those
+    computed from the candidates themselves."""
+    study = synthetic_results(n_instances=6, seed=4)
+    inputs = StudyInputs(study, synthetic_humans(study, seed=5), n_boot=5)
+    own = latent.latent_tables(inputs.cands, inputs.humans, n_boot=5)
+    given = latent.latent_tables(inputs.cands, inputs.humans, n_boot=5, outcomes=inputs.outcomes)
+    assert own and own.keys() == given.keys()
+    for name, table in own.items():
+        pd.testing.assert_frame_equal(table, given[name])

@@ -47,6 +47,9 @@ def markdown_table(frame: pd.DataFrame, max_rows: int = MD_ROWS) -> str:
 
 
 PNG_DPI = 110  # the report's raster figures (report.html embeds the same bytes as figures/*.png)
+#: zlib level of the PNGs: the same pixels and within 1% of level 6's bytes on the report's flat-colour
+#: figures, at about half the encoding time (0.56 -> 0.32 s of CPU for the sample study's 10 figures)
+PNG_SAVE = {"compress_level": 1}
 
 
 def rendered(fig: Figure) -> tuple[bytes, bytes]:
@@ -64,7 +67,7 @@ def rendered(fig: Figure) -> tuple[bytes, bytes]:
         fig.set_layout_engine(None)
     png, pdf = io.BytesIO(), io.BytesIO()
     try:
-        fig.savefig(png, format="png", dpi=PNG_DPI)
+        fig.savefig(png, format="png", dpi=PNG_DPI, pil_kwargs=PNG_SAVE)
         fig.savefig(pdf, format="pdf")  # the same positions, as vector graphics
     finally:
         if engine is not None:

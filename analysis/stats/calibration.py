@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy import optimize
 
 from analysis.stats.corrected import ITEM, labels_and_predictions
 from analysis.stats.humans import NO_HUMANS_CARD
@@ -42,24 +43,53 @@ COLUMNS = [
 ]
 
 
+def isotonic_predict(x: np.ndarray, y: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """scikit-learn's `IsotonicRegression(out_of_bounds="clip").fit(x, y).predict(at)` without importing
+    scikit-learn (0.5-1 s of a report's start): y averaged over equal x (scikit-learn merges x within float
+    resolution), the weighted pool-adjacent-violators fit of scipy (`scipy.optimize.isotonic_regression`, which
+    scikit-learn itself calls), interpolated linearly between the fitted x and flat beyond them."""
+    order = np.lexsort((y, x))
+    xs, ys = np.asarray(x, dtype=float)[order], np.asarray(y, dtype=float)[order]
+    starts = np.flatnonzero(np.r_[True, np.diff(xs) >= np.finfo(float).resolution])
+    counts = np.diff(np.r_[starts, len(xs)]).astype(float)
+    means = np.add.reduceat(ys, starts) / counts
+    fitted = optimize.isotonic_regression(means, weights=counts, increasing=True).x
+    return np.interp(np.asarray(at, dtype=float), xs[starts], fitted)
+
+
+def kfold_splits(n: int, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, test) index pairs of scikit-learn's `KFold(k, shuffle=True, random_state=seed).split` on n items:
+    one shuffle of 0..n-1 by `RandomState(seed)`, cut into k consecutive folds, the first n % k one longer (each fold's indices sorted)."""
+    shuffled = np.arange(n)
+    np.random.RandomState(seed).shuffle(shuffled)  # noqa: NPY002 (KFold's own generator, for the same folds)
+    sizes = np.full(k, n // k)
+    sizes[: n % k] += 1
+    out = []
+    for stop, size in zip(np.cumsum(sizes), sizes, strict=True):
+        test = np.sort(shuffled[stop - size : stop])
+        train = np.setdiff1d(np.arange(n), test)
+        out.append((train, test))
+    return out
+
+
 def cross_fitted(x: np.ndarray, y: np.ndarray, folds: int = FOLDS, seed: int = 0) -> np.ndarray:
     """Each item's isotonic prediction from a map fitted on the other folds (`folds` capped by n)."""
-    from sklearn.isotonic import IsotonicRegression  # noqa: PLC0415 (scikit-learn: only with expert labels)
-    from sklearn.model_selection import KFold  # noqa: PLC0415
-
     out = np.full(len(x), np.nan)
     k = min(folds, len(x))
     if k < 2:
         return out
-    for train, test in KFold(k, shuffle=True, random_state=seed).split(x):
-        iso = IsotonicRegression(out_of_bounds="clip").fit(x[train], y[train])
-        out[test] = iso.predict(x[test])
+    for train, test in kfold_splits(len(x), k, seed):
+        out[test] = isotonic_predict(x[train], y[train], x[test])
     return out
 
 
 def expected_calibration_error(prob: np.ndarray, outcome: np.ndarray, bins: int = BINS) -> float:
     """ECE: Σ_b (n_b / n) |mean outcome_b − mean prob_b| over equal-width probability bins."""
-    table = reliability_bins(prob, outcome, bins)
+    return ece_of_bins(reliability_bins(prob, outcome, bins))
+
+
+def ece_of_bins(table: pd.DataFrame) -> float:
+    """`expected_calibration_error` from the bins `reliability_bins` made (NaN without a bin)."""
     if table.empty:
         return float("nan")
     return float(
@@ -99,7 +129,11 @@ def ece_interval(
     (Bonferroni over the B bins, so all hold together with probability ≥ level), and the bounds are the
     smallest and largest error over θ_b in them. Conservative, valid at any n; the predictions are held
     fixed (after calibration: the cross-fitted map). NaN without a verdict."""
-    table = reliability_bins(prob, outcome, bins)
+    return ece_interval_of_bins(reliability_bins(prob, outcome, bins), level)
+
+
+def ece_interval_of_bins(table: pd.DataFrame, level: float = LEVEL) -> tuple[float, float]:
+    """`ece_interval` from the bins `reliability_bins` made."""
     if table.empty:
         return float("nan"), float("nan")
     lo, hi = exact_interval(table["n_wins"], table["n"], 1.0 - (1.0 - level) / len(table))
@@ -148,11 +182,11 @@ def calibration_table(
             won, diff, truth = v["yhat"].to_numpy(float), v["diff"].to_numpy(float), v["y"].to_numpy(float)
             prob = cross_fitted(diff, truth, seed=seed)
             row |= {"n_verdicts": len(v)}
-            for name, p in (("ece_before", won), ("ece_after", prob)):
-                lo, hi = ece_interval(p, truth)
-                row |= {name: expected_calibration_error(p, truth), f"{name}_lo": lo, f"{name}_hi": hi}
-            for name, p in (("before", won), ("after", prob)):
-                bins.append(reliability_bins(p, truth).assign(**dict(zip(KEYS, key, strict=True)), fit=name))
+            for name, p in (("before", won), ("after", prob)):  # the bins once: ECE, its bounds, the diagram
+                table = reliability_bins(p, truth)
+                lo, hi = ece_interval_of_bins(table)
+                row |= {f"ece_{name}": ece_of_bins(table), f"ece_{name}_lo": lo, f"ece_{name}_hi": hi}
+                bins.append(table.assign(**dict(zip(KEYS, key, strict=True)), fit=name))
         rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS), (
         pd.concat(bins, ignore_index=True) if bins else pd.DataFrame()
@@ -164,16 +198,14 @@ def calibrated_scores(
 ) -> pd.DataFrame:
     """Every generated candidate's judge score with `score_calibrated`: the isotonic map fitted on all the
     expert-rated candidates of its judge × mode × dimension (for downstream use; the report never reads it)."""
-    from sklearn.isotonic import IsotonicRegression  # noqa: PLC0415 (scikit-learn: only with expert labels)
-
     scores, _ = labels_and_predictions(cands, humans, reference)
     frames = []
     for _, part in scores.groupby(KEYS, sort=True):
         rated = part["y"].notna().to_numpy()
         out = part.drop(columns="y").rename(columns={"yhat": "score"})
         if rated.sum() >= 2:
-            iso = IsotonicRegression(out_of_bounds="clip").fit(part.loc[rated, "yhat"], part.loc[rated, "y"])
-            out["score_calibrated"] = iso.predict(part["yhat"].to_numpy(float))
+            x, y = part["yhat"].to_numpy(float), part["y"].to_numpy(float)
+            out["score_calibrated"] = isotonic_predict(x[rated], y[rated], x)
         else:
             out["score_calibrated"] = np.nan
         frames.append(out)

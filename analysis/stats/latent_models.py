@@ -17,8 +17,9 @@ experts at 80% plus a judge that turns every tie into a win, entered twice, put 
 where the truth is 29%). Two raters that answer (nearly) alike break the same assumption:
 `duplicate_raters` finds them so the tables can warn.
 
-crowd-kit is imported by the fits that use it: its `aggregation` package loads nltk (about a second), which a
-study with fewer than three raters per mode (no fit) never needs (issue 35, item 4).
+Dawid–Skene, MACE and majority vote run on arrays here (`dawid_skene_em`, `mace_em`: crowd-kit's models,
+tested equal to its fits); only GLAD (opt-in) imports crowd-kit, whose `aggregation` package loads nltk
+(0.6 s of CPU at a report's start, issue 35, item 4).
 """
 
 from __future__ import annotations
@@ -76,11 +77,14 @@ def outcome_labels(
     results: pd.DataFrame,
     humans: pd.DataFrame | None = None,
     reference: str = "reference",
+    outcomes: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Win / tie / loss labels (1 / 0 / -1) per rater and item, as crowd-kit's task / worker / label frame
     (plus the item's instance_id, source, dimension, the rater's kind and mode: a judge's, or ``human``).
-    The human majority is left out: it is an aggregate, not a rater. Fit one `mode_groups` group at a time."""
-    out = human_mod.rater_outcomes(results, humans, reference)
+    The human majority is left out: it is an aggregate, not a rater. Fit one `mode_groups` group at a time.
+    `outcomes`: `rater_outcomes(results, humans, reference)` when the caller has it (the registry's
+    `StudyInputs.outcomes`), so it is not computed twice."""
+    out = human_mod.rater_outcomes(results, humans, reference) if outcomes is None else outcomes
     out = out.loc[out["kind"] != "majority"]
     pair = ["candidate_id"] if "candidate_id" in out else []  # with humans: the pairs they rated
     task = out["instance_id"].str.cat([*(out[k] for k in pair), out["source"], out["dimension"]], sep=SEP)
@@ -173,32 +177,91 @@ def _quiet() -> Iterator[None]:
         yield
 
 
+def vote_table(labels: pd.DataFrame) -> pd.DataFrame:
+    """Votes per task × label in crowd-kit's label order (its `MajorityVote`: `value_counts().unstack()`, not
+    sorted), which breaks majority ties and orders the columns of its fits' tables."""
+    return labels[["task", "label"]].value_counts().unstack("label", fill_value=0)
+
+
 def majority_fit(labels: pd.DataFrame) -> LatentFit:
     """Majority vote as a latent model (the baseline the other fits beat): posterior = each label's share of
-    the item's votes. The strict human majority of the report is `analysis.stats.humans.majority_vote`."""
+    the item's votes; `mv_agreement` per rater: the share of its (task, label) answers, each counted once,
+    equal to the item's majority, ties broken as crowd-kit breaks them (`vote_table`; its
+    `MajorityVote.skills_`, without importing crowd-kit). The strict human majority of the report is `analysis.stats.humans.majority_vote`."""
     share = labels.groupby(["task", "label"]).size().unstack("label", fill_value=0)
     post = share.div(share.sum(axis=1), axis=0)
-    from crowdkit.aggregation import MajorityVote  # noqa: PLC0415 (crowd-kit loads nltk: only for a fit)
-
-    with _quiet():
-        mv = MajorityVote().fit(_crowd(labels))
-    skills = fitted(mv.skills_, "MajorityVote.skills_")  # agreement with the (tie-broken) majority
+    top = vote_table(labels).idxmax(axis=1)  # ties: the first label in crowd-kit's order
+    answers = labels[["task", "worker", "label"]].drop_duplicates()
+    agree = answers["label"].to_numpy() == top.reindex(answers["task"]).to_numpy()
+    skills = pd.Series(agree.astype(float)).groupby(answers["worker"].to_numpy()).mean()
+    skills.index.name = "worker"
     return LatentFit("majority vote", post, expected_accuracy(labels, post), skills.rename("mv_agreement"))
 
 
-def dawid_skene(labels: pd.DataFrame, n_iter: int = 100) -> LatentFit:
-    """Dawid–Skene EM (crowd-kit): a full confusion matrix per rater and a label prior."""
-    from crowdkit.aggregation import DawidSkene  # noqa: PLC0415 (crowd-kit loads nltk: only for a fit)
+#: crowd-kit's floor on a probability and its stopping tolerance on the evidence bound per label
+DS_EPS, DS_TOL = 1e-10, 1e-5
 
-    with _quiet():
-        ds = DawidSkene(n_iter=n_iter).fit(_crowd(labels))
-    prior, raw_errors = fitted(ds.priors_, "DawidSkene.priors_"), fitted(ds.errors_, "DawidSkene.errors_")
-    workers = raw_errors.index.get_level_values("worker").unique()
-    full = pd.MultiIndex.from_product([workers, prior.index], names=["worker", "label"])
-    errors = raw_errors.reindex(index=full, columns=prior.index, fill_value=0.0)  # labels a rater never gave
-    diag = {w: float(sum(prior[c] * errors.loc[(w, c), c] for c in prior.index)) for w in workers}
-    model_acc = pd.Series(diag, name="model_accuracy")
-    return LatentFit("Dawid-Skene", ds.probas_, expected_accuracy(labels, ds.probas_), model_acc, errors)
+
+def dawid_skene_em(
+    task: np.ndarray, worker: np.ndarray, label: np.ndarray, shape: tuple[int, int, int], n_iter: int = 100
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Dawid–Skene EM as crowd-kit 1.4 runs it (`DawidSkene.fit`), on integer codes with array operations
+    (crowd-kit's pandas joins and group-bys took 0.4 s a fit on 225 labels): start from the vote shares, then
+    E-step (log2 likelihoods shifted by their row maximum), prior = mean posterior, M-step (the posterior mass
+    per rater × given label, floored at DS_EPS, normalised per true label over the labels the rater gave),
+    until the evidence bound per label rises by less than DS_TOL, with crowd-kit's floors on the prior and
+    the returned posteriors. `shape` is (T, W, L); returns (posteriors T × L, prior L, errors W × L × L:
+    rater, given label, true label; 0 for a label the rater never gave)."""
+    n_tasks, n_workers, n_labels = shape
+    cell = worker * n_labels + label  # the (rater, given label) row of the error matrix
+    seen = np.bincount(cell, minlength=n_workers * n_labels) > 0
+
+    def by(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+        return np.stack([np.bincount(index, values[:, k], size) for k in range(n_labels)], axis=-1)
+
+    def m_step(post: np.ndarray) -> np.ndarray:
+        mass = np.where(seen[:, None], np.maximum(by(cell, post[task], n_workers * n_labels), DS_EPS), 0.0)
+        mass = mass.reshape(n_workers, n_labels, n_labels)
+        return mass / mass.sum(axis=1, keepdims=True)
+
+    def e_step(prior: np.ndarray, errors: np.ndarray) -> np.ndarray:
+        logs = np.log2(prior) + by(task, np.log2(errors.reshape(-1, n_labels)[cell]), n_tasks)
+        scaled = np.exp2(logs - logs.max(axis=1, keepdims=True))
+        return scaled / scaled.sum(axis=1, keepdims=True)
+
+    votes = np.zeros((n_tasks, n_labels))
+    np.add.at(votes, (task, label), 1.0)
+    post = votes / votes.sum(axis=1, keepdims=True)
+    prior, errors, loss = post.mean(axis=0), m_step(post), -np.inf
+    for _ in range(n_iter):
+        post = e_step(np.maximum(prior, DS_EPS), errors)
+        prior = np.maximum(post.mean(axis=0), DS_EPS)
+        errors = m_step(post)
+        joint = (post[task] * (np.log(errors.reshape(-1, n_labels)[cell]) + np.log(prior))).sum()
+        post = np.maximum(post, DS_EPS)
+        new_loss = (joint - (np.log(post) * post).sum()) / len(task)
+        if new_loss - loss < DS_TOL:
+            break
+        loss = new_loss
+    return post, prior, errors
+
+
+def dawid_skene(labels: pd.DataFrame, n_iter: int = 100) -> LatentFit:
+    """Dawid–Skene EM (crowd-kit's model and defaults, `dawid_skene_em`; equal to crowd-kit's fit to 1e-9,
+    tested): a full confusion matrix per rater and a label prior."""
+    tasks, task_names = pd.factorize(labels["task"])  # crowd-kit's orders: first appearance
+    workers, worker_names = pd.factorize(labels["worker"])
+    label_names = vote_table(labels).columns  # crowd-kit's column order
+    codes = label_names.get_indexer(labels["label"])
+    shape = (len(task_names), len(worker_names), len(label_names))
+    post, prior, errors = dawid_skene_em(tasks, workers, codes, shape, n_iter)
+    names = pd.Index(label_names, name="label")
+    probas = pd.DataFrame(post, index=pd.Index(task_names, name="task"), columns=names)
+    full = pd.MultiIndex.from_product([pd.Index(worker_names), names], names=["worker", "label"])
+    confusion = pd.DataFrame(errors.reshape(-1, len(names)), index=full, columns=names)
+    diag = np.einsum("c,wcc->w", prior, errors)
+    model_acc = pd.Series(diag, index=pd.Index(worker_names), name="model_accuracy")
+    return LatentFit("Dawid-Skene", probas, expected_accuracy(labels, probas), model_acc, confusion)
 
 
 #: crowd-kit MACE's defaults, which `mace_em` reproduces: variational M-step with Beta(α, β) priors on the
