@@ -14,7 +14,7 @@ import pandas as pd
 from analysis.stats import illusion, scores, winrate
 from analysis.stats.costs import call_costs
 from analysis.stats.modes import shift_pairs
-from analysis.stats.scores import lower_is_better
+from analysis.stats.scores import lower_is_better, map_distinct, text_isin
 from analysis.stats.spec import CardField, FigureSpec, Headline, Inputs, Section, Tables, TableSpec
 from analysis.stats.winrate import WINRATE, CombineMethod
 from analysis.tables.leaderboard import CALL_KEYS, judge_names
@@ -70,11 +70,11 @@ def _modes(results: pd.DataFrame) -> set[str]:
 def _rubric_groups(cands: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame]]:
     """Judges are combined within one rubric only: with several rubrics (judges labelled ``judge/rubric``
     by the loader) one group per rubric, else the whole table."""
-    judge = cands["judge"].astype(str)
-    rubric = judge.str.split("/", n=1).str[1]
-    if rubric.isna().all():
+    rubric = map_distinct(cands["judge"], lambda j: str(j).split("/", 1)[1] if "/" in str(j) else None)
+    found = sorted({str(r) for r in rubric if isinstance(r, str)})  # once per judge, not per row
+    if not found:
         return [(None, cands)]
-    return [(str(r), cands.loc[(rubric == r).to_numpy()]) for r in sorted(rubric.dropna().unique())]
+    return [(r, cands.loc[rubric == r]) for r in found]
 
 
 def combined_label(judges: Sequence[str], combine: str, rubric: str | None) -> str:
@@ -115,9 +115,8 @@ def _combined(
     relabelled by `combined_label`."""
     frames = []
     for rubric, part in _rubric_groups(cands):
-        judge, mode = part["judge"].astype(str), part["mode"].astype(str)
         for judges, modes in _judge_sets(part, pairs, both_only):
-            rows = part.loc[(judge.isin(judges) & mode.isin(modes)).to_numpy()]
+            rows = part.loc[text_isin(part["judge"], judges) & text_isin(part["mode"], modes)]
             frames += [
                 compute(rows, c).assign(judge=combined_label(judges, c, rubric), combine=c) for c in combines
             ]
