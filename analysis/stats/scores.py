@@ -287,6 +287,14 @@ def join_reference(gen: pd.DataFrame, ref: pd.DataFrame, keys: Sequence[str]) ->
     outside any one generator's prompt; a row with neither is dropped."""
     keys = list(keys)
     context = as_text(ref[CONTEXT]).to_numpy() if CONTEXT in ref else np.full(len(ref), "")
+    g = gen.drop(columns=CONTEXT, errors="ignore").reset_index(drop=True)
+    r = ref.drop(columns=CONTEXT, errors="ignore").reset_index(drop=True)
+    if all(g[k].dtype == r[k].dtype for k in keys) and not set(g.columns) & (set(r.columns) - set(keys)):
+        rows, refs = _reference_rows(g, r, context, keys)
+        extra = [c for c in r.columns if c not in keys]
+        return pd.concat(
+            [g.iloc[rows].reset_index(drop=True), r[extra].iloc[refs].reset_index(drop=True)], axis=1
+        )
     own = ref.loc[context != ""].drop(columns=CONTEXT, errors="ignore").assign(_src=context[context != ""])
     shared = ref.loc[context == ""].drop(columns=CONTEXT, errors="ignore")
     g = gen.drop(columns=CONTEXT, errors="ignore").reset_index(drop=True)
@@ -297,6 +305,30 @@ def join_reference(gen: pd.DataFrame, ref: pd.DataFrame, keys: Sequence[str]) ->
     )
     both = both.drop_duplicates("_row").sort_values("_row", kind="stable")  # own context first
     return both.drop(columns=["_row", "_src"]).reset_index(drop=True)
+
+
+def _reference_rows(
+    g: pd.DataFrame, r: pd.DataFrame, context: np.ndarray, keys: list[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """`join_reference`'s (row of `g`, row of `r`) pairs, in `g`'s order, from merges of the keys and integer
+    source codes only (the sources as text and the other columns never go through a merge)."""
+    is_own = context != ""
+    ctx_codes, ctx_names = pd.factorize(context)  # a missing context (-1) matches only a missing source
+    src_codes, src_names = pd.factorize(g["source"])
+    found = pd.Index(ctx_names).get_indexer([str(s) for s in src_names])
+    src = np.append(np.where(found < 0, -2, found), -1)[src_codes]  # -2: no reference in that prompt
+    left = g[keys].assign(_row=np.arange(len(g)))
+    own = r.loc[is_own, keys].assign(_src=ctx_codes[is_own], _ref=np.flatnonzero(is_own))
+    shared = r.loc[~is_own, keys].assign(_ref=np.flatnonzero(~is_own))
+    pairs = pd.concat(
+        [
+            left.assign(_src=src).merge(own, on=[*keys, "_src"], how="inner")[["_row", "_ref"]],
+            left.merge(shared, on=keys, how="inner")[["_row", "_ref"]],
+        ],
+        ignore_index=True,
+    )
+    pairs = pairs.drop_duplicates("_row").sort_values("_row", kind="stable")  # own context first
+    return pairs["_row"].to_numpy(), pairs["_ref"].to_numpy()
 
 
 def judges_needed(cands: pd.DataFrame) -> pd.Series:

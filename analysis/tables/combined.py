@@ -14,7 +14,7 @@ import pandas as pd
 from analysis.stats import illusion, scores, winrate
 from analysis.stats.costs import call_costs
 from analysis.stats.modes import shift_pairs
-from analysis.stats.scores import lower_is_better, map_distinct, text_isin
+from analysis.stats.scores import lower_is_better, text_isin
 from analysis.stats.spec import CardField, FigureSpec, Headline, Inputs, Section, Tables, TableSpec
 from analysis.stats.winrate import WINRATE, CombineMethod
 from analysis.tables.leaderboard import CALL_KEYS, judge_names
@@ -70,8 +70,10 @@ def _modes(results: pd.DataFrame) -> set[str]:
 def _rubric_groups(cands: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame]]:
     """Judges are combined within one rubric only: with several rubrics (judges labelled ``judge/rubric``
     by the loader) one group per rubric, else the whole table."""
-    rubric = map_distinct(cands["judge"], lambda j: str(j).split("/", 1)[1] if "/" in str(j) else None)
-    found = sorted({str(r) for r in rubric if isinstance(r, str)})  # once per judge, not per row
+    codes, judges = pd.factorize(cands["judge"])  # each judge's rubric once, not per row
+    rubrics = [str(j).split("/", 1)[1] if "/" in str(j) else None for j in judges]
+    rubric = np.array([*rubrics, None], dtype=object)[codes]
+    found = sorted({r for r in rubrics if r is not None})
     if not found:
         return [(None, cands)]
     return [(r, cands.loc[rubric == r]) for r in found]
