@@ -308,8 +308,7 @@ def human_agreement(
         cands = candidate_scores(cands)
     keys = list(CONSENSUS_KEYS)
     expert = consensus_scores(humans)[[*keys, "human"]]
-    text = {"judge": str, "mode": str, **{k: str for k in keys}}
-    judged = cands[["judge", "mode", *keys, "score"]].astype(text)
+    judged = text_columns(cands[["judge", "mode", *keys, "score"]], ["judge", "mode", *keys])
     paired = judged.merge(expert, on=keys, how="inner")
     paired = paired.loc[paired["score"].notna().to_numpy() & paired["human"].notna().to_numpy()]
     # every judge × mode of a dimension on the same items (those all of them scored): the rows compare
