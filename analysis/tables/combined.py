@@ -14,7 +14,7 @@ import pandas as pd
 from analysis.stats import illusion, scores, winrate
 from analysis.stats.costs import call_costs
 from analysis.stats.modes import shift_pairs
-from analysis.stats.scores import lower_is_better, text_isin
+from analysis.stats.scores import group_ids, lower_is_better, text_isin
 from analysis.stats.spec import CardField, FigureSpec, Headline, Inputs, Section, Tables, TableSpec
 from analysis.stats.winrate import WINRATE, CombineMethod
 from analysis.tables.leaderboard import CALL_KEYS, judge_names
@@ -49,13 +49,14 @@ def _call_cost(frame: pd.DataFrame, results: pd.DataFrame, keys: list[str]) -> p
     sample of one prompt (`CALL_KEYS`); a table without those columns can only be summed by row."""
     if not set(CALL_KEYS) <= set(results):
         return frame.groupby(keys, observed=True, dropna=False)["_cost"].agg(known_sum)
-    call = [f"_{c}" for c in CALL_KEYS]
-    rows = frame.assign(**{f"_{c}": results[c].to_numpy() for c in CALL_KEYS})
-    per_call = rows.groupby([*keys, *call], observed=True, dropna=False)["_cost"].agg(
-        ["max", "count", "size"]
-    )
-    cost = per_call["max"].where(per_call["count"] == per_call["size"])  # a row of unknown cost: call unknown
-    return cost.groupby(level=list(range(len(keys))), dropna=False).agg(known_sum)
+    ids, first = group_ids(results, [*keys, *CALL_KEYS])  # calls numbered from key codes, no group-by
+    cost = frame["_cost"].to_numpy(dtype=float)
+    known = ~np.isnan(cost)
+    top = np.full(len(first), -np.inf)
+    np.maximum.at(top, ids[known], cost[known])
+    every = np.bincount(ids, weights=known, minlength=len(first)) == np.bincount(ids, minlength=len(first))
+    per_call = frame[keys].iloc[first].assign(_cost=np.where(every, top, np.nan))  # unknown row: call unknown
+    return per_call.groupby(keys, observed=True, dropna=False)["_cost"].agg(known_sum)
 
 
 def known_sum(values: pd.Series) -> float:
