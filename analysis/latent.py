@@ -36,6 +36,7 @@ from analysis.stats.latent_models import (
     mode_groups,
     outcome_labels,
 )
+from analysis.stats.scores import distinct_mask
 from analysis.stats.spec import CardField, Headline, Inputs, Section, Tables, TableSpec
 from analysis.stats.winrate import ITEM_KEYS, check_reference, outcome_rates
 from core.cells import write_csv
@@ -189,9 +190,21 @@ def posterior_table(labels: pd.DataFrame, fit: LatentFit) -> pd.DataFrame:
         out[f"p[{col}]"] = post[col].to_numpy()
     out["latent"] = post.idxmax(axis=1).to_numpy()
     out["entropy_bits"] = entropy
-    votes = labels.groupby("task")["label"].agg(lambda s: " ".join(map(str, s)))
-    out["votes"] = votes.reindex(out["task"]).to_numpy()
+    out["votes"] = _votes(labels).reindex(out["task"]).to_numpy()
     return out.sort_values("entropy_bits", ascending=False, ignore_index=True)
+
+
+def _votes(labels: pd.DataFrame) -> pd.Series:
+    """task -> its labels in row order, joined by spaces: each label turned to text once, one join per task
+    (no pandas callback per group)."""
+    task, tasks = pd.factorize(labels["task"], sort=True)
+    code, names = pd.factorize(labels["label"])
+    text = np.array([str(n) for n in names] + ["nan"], dtype=object)[code]  # a missing label reads "nan"
+    order = np.argsort(task, kind="stable")
+    bounds = np.searchsorted(task[order], np.arange(len(tasks) + 1))
+    words = text[order].tolist()
+    joined = [" ".join(words[bounds[i] : bounds[i + 1]]) for i in range(len(tasks))]
+    return pd.Series(joined, index=tasks, dtype=object)
 
 
 def latent_winrate(labels: pd.DataFrame, fit: LatentFit, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
@@ -280,11 +293,13 @@ def _mode_first(table: pd.DataFrame) -> pd.DataFrame:
 def dropped(workers: pd.Series, names: Sequence[str]) -> np.ndarray:
     """Which labels belong to a rater named in `names`: its label as the tables show it (``j2 [independent]``,
     ``human:x``), a judge's name (every mode of it) or an annotator's name."""
-    label = workers.astype(str)
-    judge = label.str.split(" [", n=1, regex=False).str[0]
-    annotator = label.str.removeprefix("human:")
-    wanted = list(names)
-    return (label.isin(wanted) | judge.isin(wanted) | annotator.isin(wanted)).to_numpy()
+    wanted = set(names)
+
+    def named(worker: object) -> bool:
+        label = str(worker)
+        return bool({label, label.split(" [", 1)[0], label.removeprefix("human:")} & wanted)
+
+    return distinct_mask(workers, named)  # once per rater, not per label
 
 
 def unknown_raters(workers: pd.Series, names: Sequence[str]) -> list[str]:

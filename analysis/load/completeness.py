@@ -11,6 +11,7 @@ valid value). `salvaged` counts scored calls whose value came from a cut-off ans
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from analysis.load.collect import load_humans
 from analysis.load.files import RESULTS_FILES, find_results
 from analysis.stats.costs import no_completion
 from analysis.stats.humans import check_dimensions
+from analysis.stats.scores import as_text, distinct_mask
 from core.cells import unescape_text
 from core.run_config import RunConfig, RunConfigError, read_run_config
 from core.schema import MANIFEST_NAME, Manifest, ManifestError, run_manifest
@@ -82,18 +84,17 @@ def call_causes(rows: pd.DataFrame) -> pd.DataFrame:
     keys = [c for c in ("judge", "run_id", *CALL) if c in rows]
     failed = no_completion(rows)
     ok = _flag(rows["parse_ok"]) if "parse_ok" in rows else np.ones(len(rows), bool)
-    error = rows["error"].astype("string").fillna("") if "error" in rows else pd.Series("", index=rows.index)
-    cut = error.str.contains("finish_reason=length", regex=False).to_numpy(dtype=bool)
+    cut, rate, slow = _error_flags(rows)
     if "finish_reason" in rows:
-        cut = cut | (rows["finish_reason"].astype("string") == "length").fillna(False).to_numpy(dtype=bool)
+        cut = cut | distinct_mask(rows["finish_reason"], lambda reason: str(reason) == "length")
     salvaged = _flag(rows["salvaged"]) if "salvaged" in rows else np.zeros(len(rows), bool)
     frame = pd.DataFrame(
         {
-            "judge": rows["judge"].astype(str).to_numpy() if "judge" in rows else "",
+            "judge": as_text(rows["judge"]).to_numpy() if "judge" in rows else "",
             "_call": _call_ids(rows, keys),
             "answered": ~failed,
             "ok": ok,
-            "cause": _causes(error, failed, cut, ok),
+            "cause": _causes(rate, slow, failed, cut, ok),
             "salvaged": salvaged & ok,
         }
     )
@@ -115,11 +116,31 @@ def _call_ids(rows: pd.DataFrame, keys: list[str]) -> np.ndarray:
     return rows.groupby(keys, observed=True, dropna=False, sort=False).ngroup().to_numpy()
 
 
-def _causes(error: pd.Series, failed: np.ndarray, cut: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """Each unscored row's cause (None for a scored row): the provider's failure by its error text, a cut-off
-    answer, or an answer with no valid value."""
-    rate = error.str.contains("RateLimit|\\b429\\b", regex=True).to_numpy()
-    slow = error.str.contains("Timeout|timed out|timed-out", regex=True).to_numpy()
+_RATE = re.compile("RateLimit|\\b429\\b")
+_SLOW = re.compile("Timeout|timed out|timed-out")
+
+
+def _error_flags(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(cut off, rate limited, timed out) per row, from its error text: each distinct text tested once (most
+    rows share the empty one); no error column: all False."""
+    if "error" not in rows:
+        none = np.zeros(len(rows), dtype=bool)
+        return none, none.copy(), none.copy()
+    codes, texts = pd.factorize(rows["error"])
+    words = [str(t) for t in texts]
+    flags = np.array(
+        [("finish_reason=length" in t, bool(_RATE.search(t)), bool(_SLOW.search(t))) for t in words]
+        + [(False, False, False)],  # a missing error (code -1)
+        dtype=bool,
+    ).reshape(-1, 3)[codes]
+    return flags[:, 0], flags[:, 1], flags[:, 2]
+
+
+def _causes(
+    rate: np.ndarray, slow: np.ndarray, failed: np.ndarray, cut: np.ndarray, ok: np.ndarray
+) -> np.ndarray:
+    """Each unscored row's cause (None for a scored row): the provider's failure by its error text (`rate`
+    limited, `slow`: timed out), a cut-off answer, or an answer with no valid value."""
     provider = np.where(rate, "rate_limit", np.where(slow, "timeout", "provider_error"))
     answered = np.where(cut, "cut_off", "unparseable")
     cause = np.where(failed, provider, answered).astype(object)

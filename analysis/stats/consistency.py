@@ -19,12 +19,14 @@ from scipy import stats
 from analysis.stats.modes import modes_of
 from analysis.stats.reliability import Level, alpha_from_counts
 from analysis.stats.scores import (
+    as_text,
     candidate_scores,
     direction,
     group_ids,
     map_distinct,
     scored_rows,
     split_groups,
+    text_isin,
     usable_mask,
 )
 from analysis.stats.spec import CardField, FigureSpec, Headline, Inputs, Section, Tables, TableSpec
@@ -117,7 +119,7 @@ def position_shares(results: pd.DataFrame, modes: Sequence[str] | None = None) -
     (1 / number shown). Neither depends on where the candidate was shown, so the card's position null
     (`analysis.stats.null_ranges`) permutes positions against these fixed shares."""
     rows = scored_rows(results)
-    chosen = rows["mode"].astype(str).isin(modes).to_numpy() if modes is not None else True
+    chosen = text_isin(rows["mode"], modes) if modes is not None else True
     rows = rows.loc[chosen & rows["position"].notna().to_numpy()]
     prompt = ["judge", "mode", *_prompt_keys(rows), "sample_idx", "dimension"]
     codes = group_ids(rows, prompt)[0]
@@ -164,10 +166,10 @@ def pairwise_bias(results: pd.DataFrame, modes: Sequence[str] | None = None) -> 
     order is swapped (verdicts whose other order is unscored are not counted)."""
     rows = _usable(results)
     # `modes`: those of kind pair (analysis.stats.modes); None: every row with a preference and an order
-    chosen = rows["mode"].astype(str).isin(modes).to_numpy() if modes is not None else True
+    chosen = text_isin(rows["mode"], modes) if modes is not None else True
     rows = rows.loc[chosen & rows["preference"].notna().to_numpy() & rows["order"].notna().to_numpy()]
     rows = rows.drop_duplicates(["judge", *_prompt_keys(rows), "sample_idx", "dimension"])
-    pref, order = rows["preference"].astype(str).to_numpy(), rows["order"].astype(str).to_numpy()
+    pref, order = as_text(rows["preference"]).to_numpy(), as_text(rows["order"]).to_numpy()
     first = ((order == "ab") & (pref == "a")) | ((order == "ba") & (pref == "b"))
     flag = rows["inconsistent"] if "inconsistent" in rows else pd.Series(pd.NA, index=rows.index)
     known = flag.notna().to_numpy()  # unknown when the other order is unscored

@@ -46,7 +46,7 @@ from analysis.stats.humans import (
     majority_vote,
     pair_outcomes,
 )
-from analysis.stats.scores import candidate_scores, dimension_directions, direction
+from analysis.stats.scores import as_text, candidate_scores, dimension_directions, direction, text_columns
 from analysis.stats.spec import CardField, Section, TableSpec
 from analysis.stats.winrate import instance_outcomes
 
@@ -254,12 +254,10 @@ def unit_predictions(
     """(win units, score units): per judge × mode × instance × generator × dimension, the judge's `yhat`
     (a best-of-K win; the mean candidate score) beside the experts' `y` where they rated the whole unit (NaN
     elsewhere), and for the wins `no_majority` (a labelled unit without a strict majority)."""
-    judged = instance_outcomes(cands, reference).astype({c: str for c in ["judge", "mode", *UNIT]})
+    judged = text_columns(instance_outcomes(cands, reference), ["judge", "mode", *UNIT])
     wins = judged[["judge", "mode", *UNIT]].assign(yhat=(judged["outcome"] == 1).to_numpy(dtype=float))
     rated = human_results(humans, dimension_directions(cands))
-    expected = cands.loc[cands["source"].astype(str) != reference].astype(
-        {c: str for c in [*UNIT, "candidate_id"]}
-    )
+    expected = text_columns(cands.loc[as_text(cands["source"]) != reference], [*UNIT, "candidate_id"])
     k = expected.groupby(UNIT)["candidate_id"].nunique().rename("_k").reset_index()
     per_annotator = instance_outcomes(rated, reference).astype({c: str for c in UNIT})
     per_annotator = per_annotator.merge(k, on=UNIT, how="inner")
@@ -312,12 +310,12 @@ def labels_and_predictions(
     `yhat` 1 for a win over the reference, `diff` the score difference, signed so > 0 favours the candidate).
     Shared by the corrected estimates and the calibration (analysis.stats.calibration)."""
     wins, consensus = _labels(humans, cands, reference)
-    judged = pair_outcomes(cands, reference).astype({c: str for c in [*VERDICT_KEYS, *ITEM]})
+    judged = text_columns(pair_outcomes(cands, reference), [*VERDICT_KEYS, *ITEM])
     signed = (judged["score"] - judged["ref_score"]).to_numpy() * direction(judged)
     judged = judged.assign(yhat=(judged["outcome"] == 1).astype(float), diff=signed)
     # a candidate scored in several prompts (comparative_all) is one item: the mean over them
     verdicts = judged.groupby([*VERDICT_KEYS, *ITEM], as_index=False)[["yhat", "diff"]].mean()
-    scored = candidate_scores(cands).astype({c: str for c in [*VERDICT_KEYS, *ITEM, "source"]})
+    scored = text_columns(candidate_scores(cands), [*VERDICT_KEYS, *ITEM, "source"])
     scored = scored.loc[(scored["source"] != reference).to_numpy(), [*VERDICT_KEYS, *ITEM, "score"]]
     scored = scored.rename(columns={"score": "yhat"})
     return (

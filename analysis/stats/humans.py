@@ -36,6 +36,8 @@ from analysis.stats.scores import (
     group_ids,
     half_up,
     join_reference,
+    text_columns,
+    text_isin,
     with_directions,
 )
 from analysis.stats.spec import CardField, FigureSpec, Headline, Inputs, Section, Tables, TableSpec
@@ -222,7 +224,7 @@ def pair_outcomes(cands: pd.DataFrame, reference: str = "reference") -> pd.DataF
 def _as_raters(frames: list[pd.DataFrame], keys: Sequence[str]) -> pd.DataFrame:
     """Outcome frames stacked with string keys, a `rater` label and its `kind` (judge, expert, majority)."""
     cols = ["judge", "mode", *keys, "outcome"]
-    out = pd.concat([f[cols].astype({c: str for c in cols[:-1]}) for f in frames], ignore_index=True)
+    out = pd.concat([text_columns(f[cols], cols[:-1]) for f in frames], ignore_index=True)
     out.insert(0, "rater", rater_label(out["judge"], out["mode"]))
     is_judge = (out["mode"] != HUMAN_MODE).to_numpy()
     kind = np.where(is_judge, "judge", np.where(out["judge"] == MAJORITY, "majority", "expert"))
@@ -268,8 +270,9 @@ def rater_outcomes(
     human = pair_outcomes(candidate_scores(human_results(humans, dimension_directions(results))), reference)
     seen = ["instance_id", "candidate_id", "source"]  # the candidates the humans rated, on every dimension
     rated = human[seen].astype(str).drop_duplicates()
-    judge = pair_outcomes(candidate_scores(results, CONTEXT_KEYS, reference), reference)
-    judge = judge.astype({k: str for k in PAIR_KEYS}).merge(rated, on=seen, how="inner")
+    shown = results.loc[text_isin(results["instance_id"], set(rated["instance_id"]))]  # before any text
+    judge = pair_outcomes(candidate_scores(shown, CONTEXT_KEYS, reference), reference)
+    judge = text_columns(judge, PAIR_KEYS).merge(rated, on=seen, how="inner")
     return compared_items(_as_raters([judge, human, majority_outcomes(human)], PAIR_KEYS), PAIR_KEYS)
 
 
@@ -305,8 +308,7 @@ def human_agreement(
         cands = candidate_scores(cands)
     keys = list(CONSENSUS_KEYS)
     expert = consensus_scores(humans)[[*keys, "human"]]
-    text = {"judge": str, "mode": str, **{k: str for k in keys}}
-    judged = cands[["judge", "mode", *keys, "score"]].astype(text)
+    judged = text_columns(cands[["judge", "mode", *keys, "score"]], ["judge", "mode", *keys])
     paired = judged.merge(expert, on=keys, how="inner")
     paired = paired.loc[paired["score"].notna().to_numpy() & paired["human"].notna().to_numpy()]
     # every judge × mode of a dimension on the same items (those all of them scored): the rows compare

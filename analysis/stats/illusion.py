@@ -19,6 +19,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 
 from analysis.stats.agreement import agreement_table, pair_agreement
 from analysis.stats.humans import MAJORITY, PAIR_KEYS
+from analysis.stats.scores import group_ids, split_groups
 from analysis.stats.spec import FigureSpec, Headline, Inputs, Section, Tables, TableSpec
 from analysis.stats.winrate import ITEM_KEYS, Combine, instance_outcomes
 from core.intervals import BOOT_MIN_N, percentile_ci, resample_counts
@@ -178,13 +179,6 @@ def agreement_by_kind(matrix: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()
 
 
-def _select(keyed: pd.Series, rater: str, dimension: str) -> pd.Series:
-    try:
-        return keyed.loc[(rater, dimension)]
-    except KeyError:
-        return pd.Series([], dtype=float)
-
-
 def cross_dimension_alignment(
     outcomes: pd.DataFrame,
     pairs: Iterable[tuple[str, str, str, str]],
@@ -195,12 +189,20 @@ def cross_dimension_alignment(
     (instance, generator), or on the same candidate when the outcomes are per pair the humans rated;
     `outcomes` as from `rater_outcomes`, `pairs` as (rater_a, dim_a, rater_b, dim_b)."""
     pair = [k for k in item_keys(outcomes) if k != "dimension"]
-    keyed = outcomes.set_index(["rater", "dimension", *pair])["outcome"].sort_index()
+    item, first = group_ids(outcomes, pair)  # items numbered once; each rater × dimension a dense column
+    value = outcomes["outcome"].to_numpy(dtype=float)
+    columns: dict[tuple[str, str], np.ndarray] = {}
+    for (rater, dimension), rows_of in split_groups(outcomes, ["rater", "dimension"]):
+        column = np.full(len(first), np.nan)
+        column[item[rows_of]] = value[rows_of]
+        columns[(str(rater), str(dimension))] = column
+    missing = np.full(len(first), np.nan)
     rows = []
     for rater_a, dim_a, rater_b, dim_b in pairs:
-        a, b = _select(keyed, rater_a, dim_a), _select(keyed, rater_b, dim_b)
-        common = a.index.intersection(b.index) if len(a) and len(b) else []
-        stats_ab = pair_agreement(a.loc[common].to_numpy(), b.loc[common].to_numpy(), n_boot, seed)
+        # the items both rated (pair_agreement drops the others); its statistics read only the confusion
+        # table, so the items' order does not matter
+        a, b = columns.get((rater_a, dim_a), missing), columns.get((rater_b, dim_b), missing)
+        stats_ab = pair_agreement(a, b, n_boot, seed)
         rows.append(
             {"rater_a": rater_a, "dimension_a": dim_a, "rater_b": rater_b, "dimension_b": dim_b, **stats_ab}
         )

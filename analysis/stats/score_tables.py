@@ -22,7 +22,7 @@ def score_raters(results: pd.DataFrame, humans: pd.DataFrame | None) -> pd.DataF
         directions = scores.dimension_directions(results)
         frames.append(scores.candidate_scores(human_mod.human_results(humans, directions)))
     cols = ["judge", "mode", "instance_id", "candidate_id", "source", "dimension", "score"]
-    out = pd.concat([f[cols].astype({c: str for c in cols[:-1]}) for f in frames], ignore_index=True)
+    out = pd.concat([scores.text_columns(f[cols], cols[:-1]) for f in frames], ignore_index=True)
     out.insert(0, "rater", human_mod.rater_label(out["judge"], out["mode"]))
     return out
 

@@ -25,6 +25,7 @@ from analysis.stats.scores import (
     direction,
     join_reference,
     lower_is_better,
+    text_columns,
 )
 from analysis.stats.spec import FigureSpec, Headline, Section, TableSpec
 from core.intervals import LEVEL, wilson_interval
@@ -129,8 +130,10 @@ def mean_excluded(
     every judge (`scores.combined_pairs`); as `vote_excluded` counts them for the votes."""
     cands = candidate_scores(results, CONTEXT_KEYS, reference)
     items = ["judge", "mode", "instance_id", "source", "dimension"]
-    compared = combined_pairs(cands, reference, every_judge=False)[items].astype(str).drop_duplicates()
-    kept = outcomes[items].astype(str).drop_duplicates().assign(_kept=True)
+    compared = text_columns(
+        combined_pairs(cands, reference, every_judge=False)[items], items
+    ).drop_duplicates()
+    kept = text_columns(outcomes[items], items).drop_duplicates().assign(_kept=True)
     compared = compared.merge(kept, on=items, how="left")
     compared["n_excluded"] = compared["_kept"].isna().to_numpy().astype(np.int64)
     keys = ["judge", "mode", "source", "dimension"]

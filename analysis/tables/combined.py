@@ -14,7 +14,7 @@ import pandas as pd
 from analysis.stats import illusion, scores, winrate
 from analysis.stats.costs import call_costs
 from analysis.stats.modes import shift_pairs
-from analysis.stats.scores import lower_is_better
+from analysis.stats.scores import group_ids, lower_is_better, text_isin
 from analysis.stats.spec import CardField, FigureSpec, Headline, Inputs, Section, Tables, TableSpec
 from analysis.stats.winrate import WINRATE, CombineMethod
 from analysis.tables.leaderboard import CALL_KEYS, judge_names
@@ -49,13 +49,14 @@ def _call_cost(frame: pd.DataFrame, results: pd.DataFrame, keys: list[str]) -> p
     sample of one prompt (`CALL_KEYS`); a table without those columns can only be summed by row."""
     if not set(CALL_KEYS) <= set(results):
         return frame.groupby(keys, observed=True, dropna=False)["_cost"].agg(known_sum)
-    call = [f"_{c}" for c in CALL_KEYS]
-    rows = frame.assign(**{f"_{c}": results[c].to_numpy() for c in CALL_KEYS})
-    per_call = rows.groupby([*keys, *call], observed=True, dropna=False)["_cost"].agg(
-        ["max", "count", "size"]
-    )
-    cost = per_call["max"].where(per_call["count"] == per_call["size"])  # a row of unknown cost: call unknown
-    return cost.groupby(level=list(range(len(keys))), dropna=False).agg(known_sum)
+    ids, first = group_ids(results, [*keys, *CALL_KEYS])  # calls numbered from key codes, no group-by
+    cost = frame["_cost"].to_numpy(dtype=float)
+    known = ~np.isnan(cost)
+    top = np.full(len(first), -np.inf)
+    np.maximum.at(top, ids[known], cost[known])
+    every = np.bincount(ids, weights=known, minlength=len(first)) == np.bincount(ids, minlength=len(first))
+    per_call = frame[keys].iloc[first].assign(_cost=np.where(every, top, np.nan))  # unknown row: call unknown
+    return per_call.groupby(keys, observed=True, dropna=False)["_cost"].agg(known_sum)
 
 
 def known_sum(values: pd.Series) -> float:
@@ -70,11 +71,13 @@ def _modes(results: pd.DataFrame) -> set[str]:
 def _rubric_groups(cands: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame]]:
     """Judges are combined within one rubric only: with several rubrics (judges labelled ``judge/rubric``
     by the loader) one group per rubric, else the whole table."""
-    judge = cands["judge"].astype(str)
-    rubric = judge.str.split("/", n=1).str[1]
-    if rubric.isna().all():
+    codes, judges = pd.factorize(cands["judge"])  # each judge's rubric once, not per row
+    rubrics = [str(j).split("/", 1)[1] if "/" in str(j) else None for j in judges]
+    rubric = np.array([*rubrics, None], dtype=object)[codes]
+    found = sorted({r for r in rubrics if r is not None})
+    if not found:
         return [(None, cands)]
-    return [(str(r), cands.loc[(rubric == r).to_numpy()]) for r in sorted(rubric.dropna().unique())]
+    return [(r, cands.loc[rubric == r]) for r in found]
 
 
 def combined_label(judges: Sequence[str], combine: str, rubric: str | None) -> str:
@@ -115,9 +118,8 @@ def _combined(
     relabelled by `combined_label`."""
     frames = []
     for rubric, part in _rubric_groups(cands):
-        judge, mode = part["judge"].astype(str), part["mode"].astype(str)
         for judges, modes in _judge_sets(part, pairs, both_only):
-            rows = part.loc[(judge.isin(judges) & mode.isin(modes)).to_numpy()]
+            rows = part.loc[text_isin(part["judge"], judges) & text_isin(part["mode"], modes)]
             frames += [
                 compute(rows, c).assign(judge=combined_label(judges, c, rubric), combine=c) for c in combines
             ]

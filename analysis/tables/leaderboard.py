@@ -13,7 +13,7 @@ import pandas as pd
 from analysis.load.completeness import provider_failures
 from analysis.stats import multiplicity
 from analysis.stats.costs import NO_COMPLETION, call_costs, no_completion, per_1k
-from analysis.stats.scores import usable_mask
+from analysis.stats.scores import group_ids, usable_mask
 from analysis.stats.spec import Section, TableSpec
 from analysis.tables.registry import leaderboard_parts, p_columns, p_families
 
@@ -39,12 +39,11 @@ def _calls(results: pd.DataFrame) -> pd.DataFrame:
     ]  # raw: part of the no-completion evidence (costs.no_completion)
     if not keys:
         return results[cols]
-    call = ["judge", *keys]
+    ids, first = group_ids(results, ["judge", *keys])  # a missing key is a value of its own, as in a group-by
     if "parse_ok" in results:
-        parsed = pd.Series(usable_mask(results), index=results.index)
-        every = parsed.groupby([results[k] for k in call], observed=True, dropna=False).transform("all")
-        results = results.assign(parse_ok=every)
-    return results.drop_duplicates(call)[cols]
+        failed = np.bincount(ids, weights=~usable_mask(results), minlength=len(first))
+        results = results.assign(parse_ok=failed[ids] == 0)  # every row of the call parsed
+    return results.iloc[np.sort(first)][cols]  # the call's first row
 
 
 def _answered_parse_rate(calls: pd.DataFrame) -> float:
