@@ -193,7 +193,9 @@ def searchpath_dirs(argv: list[str]) -> list[Path]:
 
 
 if __name__ == "__main__":
+    from experiments.cli import compose_once
     from experiments.cli.entry import start
 
     start("config", unknown_choice, unusable_output_dir)
+    compose_once.install()  # a -m sweep's jobs composed once, not twice (check + launch)
     main()

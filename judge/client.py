@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from judge.cache.store import CallCache, cache_key, canonical_params
+from judge.cache.store import CallCache, cache_keys, canonical_params
 from judge.completer import Completer, Completion, Message, valid_text
 from judge.ratelimit import RATE_HINT, RateLimiter
 from judge.retry import (
@@ -136,19 +136,12 @@ class Judge:
         """`lookup` of many (messages, sample) calls, the cache read in bulk (`CallCache.read_many`)."""
         if self.refresh_tag is not None:
             rubric_version = f"{rubric_version}+refresh:{self.refresh_tag}"
-        model, api_base = self.completer.model, self.api_base
-        keys = [
-            cache_key(
-                model,
-                messages,
-                sample.params,
-                sample.index,
-                rubric_version,
-                api_base,
-                params_json=sample.params_json,
-            )
-            for messages, sample in calls
-        ]
+        keys = cache_keys(
+            self.completer.model,
+            [(messages, sample.params, sample.index, sample.params_json) for messages, sample in calls],
+            rubric_version,
+            self.api_base,
+        )
         return [
             (
                 key,

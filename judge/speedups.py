@@ -170,10 +170,18 @@ def frozen_heap() -> Iterator[None]:
     what was created since, and leaves the unfreezing to that outer freeze: unfreezing here would hand the
     caller's frozen objects back to the collector. (The workers rely on this: they freeze the heap again just
     before forking, inside the study's block, so litellm's lazily imported state is frozen too.)"""
-    outermost = gc.get_freeze_count() == 0
+    global _OPEN
+    # inside a block of ours the heap is frozen already: gc.get_freeze_count walks the whole frozen heap
+    # (~30 ms once litellm is imported), and a replay opens one block per chunk of cached calls
+    outermost = _OPEN == 0 and gc.get_freeze_count() == 0
     gc.freeze()
+    _OPEN += 1
     try:
         yield
     finally:
+        _OPEN -= 1
         if outermost:
             gc.unfreeze()
+
+
+_OPEN = 0  # frozen_heap blocks open in this process (a forked worker inherits its parent's)

@@ -99,16 +99,19 @@ def _pairs(value: Any) -> bool:
     )
 
 
+_REQUIRED_ORDER = tuple(k for k in Completion.__dataclass_fields__ if k != "logprobs")
+_REQUIRED = frozenset(_REQUIRED_ORDER)  # the members every entry has
+
+
 def entry_completion(data: Any) -> Completion:
     """The one schema of a cache entry, wherever it is stored (a folder, Redis, an export): a JSON object
     with a text, a finish reason (text or null), token counts >= 0, a cost >= 0 (or null), a latency >= 0 and
     optional log-probabilities. Anything else is an EntryError naming the field: never a Completion that a
     later step trips over, and never a negative cost in the totals."""
-    if not isinstance(data, Mapping):
+    if type(data) is not dict and not isinstance(data, Mapping):  # a JSON object is a dict: no ABC check
         raise EntryError(f"not a JSON object but {type(data).__name__}")
-    missing = [k for k in Completion.__dataclass_fields__ if k != "logprobs" and k not in data]
-    if missing:
-        raise EntryError(f"missing {', '.join(missing)}")
+    if not data.keys() >= _REQUIRED:
+        raise EntryError(f"missing {', '.join(k for k in _REQUIRED_ORDER if k not in data)}")
     if not isinstance(data["text"], str):
         raise EntryError(f"text must be text, not {type(data['text']).__name__}")
     finish = data["finish_reason"]
@@ -146,7 +149,7 @@ def read_entry(key: str, value: Any, *, checksummed: bool = False) -> tuple[Comp
         data = json.loads(payload if sep else value)
     except ValueError as exc:
         raise EntryError(f"not JSON ({exc})") from None
-    return entry_completion(data), data.get(PARSED) if isinstance(data, Mapping) else None
+    return entry_completion(data), data.get(PARSED)  # entry_completion refused anything but a mapping
 
 
 def default_cache_dir() -> Path:
@@ -229,12 +232,42 @@ def cache_key(
     the messages are serialised and hashed once per prompt, not once per sample. `params_json`, when given,
     must be `canonical_params(params)`.
     """
-    digest = _head(endpoint(api_base), messages, model).copy()
-    params_part = params_json or canonical_params(params)
-    index = str(sample_idx) if type(sample_idx) is int else _dumps(sample_idx)  # the JSON of an int, faster
-    tail = f'{params_part},"rubric_version":{_dumps(rubric_version)},"sample_idx":{index}}}'
-    digest.update(tail.encode())
-    return digest.hexdigest()
+    return cache_keys(model, [(messages, params, sample_idx, params_json)], rubric_version, api_base)[0]
+
+
+KeyedCall = tuple[
+    Sequence[Message], Mapping[str, Any], int, "str | None"
+]  # messages, params, sample, params JSON
+
+
+def cache_keys(
+    model: str, calls: Sequence[KeyedCall], rubric_version: str, api_base: str | None = None
+) -> list[str]:
+    """`cache_key` of each (messages, params, sample index, params JSON or None) call of one model, endpoint and
+    rubric version: the same keys (one definition: `cache_key` is this for one call), with what a replay's
+    calls share worked out once - the endpoint, the version's JSON, the hash state of a messages list for the
+    consecutive calls that send that same list object (a prompt's samples), and each (parameters, sample) tail."""
+    base = endpoint(api_base)
+    version = _dumps(rubric_version)
+    tails: dict[tuple[str, int], bytes] = {}
+    keys: list[str] = []
+    last: Any = None
+    head: Any = None
+    for messages, params, sample_idx, params_json in calls:
+        if messages is not last or head is None:
+            head, last = _head(base, messages, model), messages
+        part = params_json or canonical_params(params)
+        memo = type(sample_idx) is int  # 1, True and 1.0 are one dict key but three JSON texts
+        tail = tails.get((part, sample_idx)) if memo else None
+        if tail is None:
+            index = str(sample_idx) if memo else _dumps(sample_idx)  # the JSON of an int, faster
+            tail = f'{part},"rubric_version":{version},"sample_idx":{index}}}'.encode()
+            if memo:
+                tails[(part, sample_idx)] = tail
+        digest = head.copy()
+        digest.update(tail)
+        keys.append(digest.hexdigest())
+    return keys
 
 
 def _value(key: str, completion: Completion, parsed: Any = None) -> str:
