@@ -85,6 +85,11 @@ def test_a_replay_reads_the_stored_scores_and_writes_what_a_fresh_parse_writes(
     monkeypatch.setattr(rows, "PARSER_VERSION", rows.PARSER_VERSION + 1)  # a parser change: parse again
     reparsed = run(tmp_path, server.api_base, "reparsed", mode, monkeypatch)
     assert len(parsed) == len(keys)
+    monkeypatch.setattr(
+        rows, "PARSER_DEPENDENCIES", "json-repair 0.0.1"
+    )  # a json-repair upgrade: parse again
+    run(tmp_path, server.api_base, "upgraded", mode, monkeypatch)
+    assert len(parsed) == 2 * len(keys)
 
     requests = len(server.requests)
     assert requests == len(keys)  # both replays came from the cache
@@ -104,11 +109,14 @@ def _counting(real: Any, calls: list[int]) -> Any:
 def test_stored_scores_for_other_labels_or_fields_are_not_used() -> None:
     record = {
         "v": rows.PARSER_VERSION,
+        "deps": rows.PARSER_DEPENDENCIES,
         "fields": "abc",
         "labels": ["Q1"],
         "items": [[True, {"x": 1.0}, None, False, None]],
     }
     assert rows._stored(record, ("Q1",), "abc") is not None
+    assert rows._stored({**record, "deps": "json-repair 0.0.1"}, ("Q1",), "abc") is None
+    assert rows._stored({k: v for k, v in record.items() if k != "deps"}, ("Q1",), "abc") is None
     assert rows._stored(record, ("Q2",), "abc") is None
     assert rows._stored(record, None, "abc") is None
     assert rows._stored(record, ("Q1",), "other") is None
