@@ -88,12 +88,6 @@ SLOWEST_FILES = (
 )
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: one worker more than the cores. A worker is often idle: it waits on a local server's latency,
-    a command's timer, a browser or a fresh interpreter's start, and a third worker on 2 cores fills that time."""
-    return (os.cpu_count() or 1) + 1
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Files in SLOWEST_FILES order, then the others by number of tests (most first, as xdist orders them);
     tests keep their order within a file. pyproject's `--no-loadscope-reorder` makes xdist keep this order."""
