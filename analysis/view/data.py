@@ -412,9 +412,8 @@ class Study:
         found = self._read(sql, [*params, size, offset])
         names = [d[0] for d in found.description]
         keys_of = [dict(zip(names, row, strict=True)) for row in found.fetchall()]
-        total = int(keys_of[0].pop("total")) if keys_of else self._count(table, where, params)
-        for row in keys_of:
-            row.pop("total", None)
+        totals = [row.pop("total") for row in keys_of]  # the same on every row (a window count)
+        total = int(totals[0]) if totals else self._count(table, where, params)
         columns, details = self._details(keys_of, filters.get("dimension"))
         lines = self._first_lines(keys_of)
         rows = []
