@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from analysis.view.data import INDEX_DIR, Study, ViewError
-from tests.support.view_study import write_synthetic
+from tests.support.view_study import one_human_label, write_synthetic
 
 DAYS_AGO = 3 * 86_400
 
@@ -49,16 +49,7 @@ def test_a_sidecar_in_use_is_not_removed_by_another_fingerprints_clean_up(tmp_pa
     leftover = tmp_path / INDEX_DIR / f"{kept[0].name}.999.1.tmp"  # a viewer killed mid-write, days ago
     leftover.write_bytes(b"PAR1 half")
     os.utime(leftover, (time.time() - DAYS_AGO, time.time() - DAYS_AGO))
-    humans = pd.DataFrame(
-        {
-            "annotator": ["a1"],
-            "instance_id": ["inst00003"],
-            "candidate_id": ["narrow_gen_2"],
-            "source": ["generated"],
-            "dimension": ["originality"],
-            "score": [1.0],
-        }
-    )
+    humans = one_human_label()
     with Study(tmp_path) as reader:  # opened today from the sidecar, still open
         assert reader.from_index
         with Study(tmp_path, humans) as labelled:  # another fingerprint: builds and cleans up

@@ -11,14 +11,13 @@ import threading
 from pathlib import Path
 
 import duckdb
-import pandas as pd
 import pytest
 from starlette.testclient import TestClient
 
 from analysis.view.data import INDEX_DIR, SORTS, Study, ViewError
 from analysis.view.server import create_app
 from tests.support.studies import cli_env
-from tests.support.view_study import LOCAL, write_synthetic
+from tests.support.view_study import LOCAL, one_human_label, write_synthetic
 
 ALL = 10_000  # a page size holding the whole synthetic list
 KEYS = ("instance_id", "candidate_id", "judge", "mode", "rubric")
@@ -135,16 +134,7 @@ def test_human_labels_are_part_of_the_fingerprint(tmp_path: Path) -> None:
     write_synthetic(tmp_path)
     with Study(tmp_path) as plain:
         plain.wait()
-    humans = pd.DataFrame(
-        {
-            "annotator": ["a1"],
-            "instance_id": ["inst00003"],
-            "candidate_id": ["narrow_gen_2"],
-            "source": ["generated"],
-            "dimension": ["originality"],
-            "score": [1.0],
-        }
-    )
+    humans = one_human_label()
     with Study(tmp_path, humans) as labelled:
         assert not labelled.from_index
         assert labelled.index is not None and plain.index is not None and labelled.index != plain.index

@@ -28,3 +28,18 @@ def write_synthetic(root: Path) -> pd.DataFrame:
         (root / f"{judge}-{mode}").mkdir(parents=True)
         part.to_parquet(root / f"{judge}-{mode}" / "results.parquet", index=False)
     return frame
+
+
+def one_human_label() -> pd.DataFrame:
+    """One expert's label on one candidate of the synthetic study: a study opened with it has another
+    fingerprint than the same study without."""
+    return pd.DataFrame(
+        {
+            "annotator": ["a1"],
+            "instance_id": ["inst00003"],
+            "candidate_id": ["narrow_gen_2"],
+            "source": ["generated"],
+            "dimension": ["originality"],
+            "score": [1.0],
+        }
+    )
