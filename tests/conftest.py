@@ -14,9 +14,8 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-if (
-    "JUDGESCOPE_CACHE_DIR" not in os.environ
-):  # made by the process that starts the suite (xdist workers inherit it)
+# made by the process that starts the suite, which removes it at exit (xdist workers inherit it)
+if "JUDGESCOPE_CACHE_DIR" not in os.environ:
     os.environ["JUDGESCOPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="judgescope-test-cache-")
     atexit.register(shutil.rmtree, os.environ["JUDGESCOPE_CACHE_DIR"], ignore_errors=True)
 # what judge.local loading the embedded model sets in-process: set from the start, so that a test's later CLI

@@ -3,8 +3,9 @@ project and its heavy libraries, so a CLI test pays for its command, not for int
 
 Each command still runs in its own process, with its own argv, environment, working folder, file
 descriptors, exit status and signals (a test can Ctrl-C it): only the imports are shared, done once, before
-any command runs and with no Python thread running (checked; numpy's native pool is fork-safe). `tests.support.cli.run` decides which commands come here; a
-command whose environment differs in a way read at import time runs in a fresh interpreter instead.
+any command runs and with no Python thread running (checked; numpy's native pool is fork-safe).
+`tests.support.cli.run` decides which commands come here; a command whose environment differs in a way read at
+import time runs in a fresh interpreter instead.
 
 Protocol on a Unix socket, one connection per command: the client sends one JSON line (module, args, cwd,
 env) with its stdin, stdout and stderr descriptors (SCM_RIGHTS); the server forks a supervisor that forks
