@@ -160,18 +160,15 @@ def _log(step: Step) -> Step:
 
 
 def reused_port(work: Path) -> int:
-    """The batch server's port in an earlier run's folder (`server.json`, or the sweep's overrides of runs made
-    before it was written): the cache keys of that run's answers include its api_base."""
-    if (record := work / "server.json").exists():
-        return int(json.loads(record.read_text())["port"])
-    for overrides in (work / "sweep" / "multirun.yaml", work / "plan" / "multirun.yaml"):
-        if overrides.exists() and (
-            found := re.search(r"judge\.api_base=http://127\.0\.0\.1:(\d+)/", overrides.read_text())
-        ):
-            return int(found.group(1))
-    raise StepFailed(
-        f"--reuse: {work} has no server.json and no sweep/multirun.yaml naming the server's port"
+    """The batch server's port in an earlier run's folder, read from its sweep's overrides (`judge.api_base=...`):
+    the cache keys of that run's answers include its api_base."""
+    overrides = work / "sweep" / "multirun.yaml"
+    found = overrides.exists() and re.search(
+        r"judge\.api_base=http://127\.0\.0\.1:(\d+)/", overrides.read_text()
     )
+    if not found:
+        raise StepFailed(f"--reuse: {overrides} does not name the batch server's port (judge.api_base)")
+    return int(found.group(1))
 
 
 def planned_calls(plan: dict[str, Any]) -> tuple[int, str]:
@@ -219,7 +216,6 @@ def run_size(
     steps: list[Step] = []
     calls = 0
     with server.running():
-        (work / "server.json").write_text(json.dumps({"port": int(server.root.rpartition(":")[2])}))
         base = [
             sys.executable,
             "-m",
