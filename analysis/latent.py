@@ -36,7 +36,7 @@ from analysis.stats.latent_models import (
     mode_groups,
     outcome_labels,
 )
-from analysis.stats.scores import distinct_mask
+from analysis.stats.scores import distinct_mask, map_distinct, split_groups
 from analysis.stats.spec import CardField, Headline, Inputs, Section, Tables, TableSpec
 from analysis.stats.winrate import ITEM_KEYS, check_reference, outcome_rates
 from core.cells import write_csv
@@ -195,16 +195,13 @@ def posterior_table(labels: pd.DataFrame, fit: LatentFit) -> pd.DataFrame:
 
 
 def _votes(labels: pd.DataFrame) -> pd.Series:
-    """task -> its labels in row order, joined by spaces: each label turned to text once, one join per task
-    (no pandas callback per group)."""
-    task, tasks = pd.factorize(labels["task"], sort=True)
-    code, names = pd.factorize(labels["label"])
-    text = np.array([str(n) for n in names] + ["nan"], dtype=object)[code]  # a missing label reads "nan"
-    order = np.argsort(task, kind="stable")
-    bounds = np.searchsorted(task[order], np.arange(len(tasks) + 1))
-    words = text[order].tolist()
-    joined = [" ".join(words[bounds[i] : bounds[i + 1]]) for i in range(len(tasks))]
-    return pd.Series(joined, index=tasks, dtype=object)
+    """task -> its labels in row order, joined by spaces: each distinct label turned to text once, one join
+    per task (no pandas callback per group)."""
+    text = map_distinct(labels["label"], str, missing="nan")  # a missing label reads "nan"
+    groups = split_groups(labels, ["task"])
+    return pd.Series(
+        [" ".join(text[rows]) for _, rows in groups], index=[k[0] for k, _ in groups], dtype=object
+    )
 
 
 def latent_winrate(labels: pd.DataFrame, fit: LatentFit, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:

@@ -188,9 +188,10 @@ def majority_fit(labels: pd.DataFrame) -> LatentFit:
     the item's votes; `mv_agreement` per rater: the share of its (task, label) answers, each counted once,
     equal to the item's majority, ties broken as crowd-kit breaks them (`vote_table`; its
     `MajorityVote.skills_`, without importing crowd-kit). The strict human majority of the report is `analysis.stats.humans.majority_vote`."""
-    share = labels.groupby(["task", "label"]).size().unstack("label", fill_value=0)
+    votes = vote_table(labels)
+    share = votes.sort_index().sort_index(axis=1)  # the posterior's rows and columns in sorted order
     post = share.div(share.sum(axis=1), axis=0)
-    top = vote_table(labels).idxmax(axis=1)  # ties: the first label in crowd-kit's order
+    top = votes.idxmax(axis=1)  # ties: the first label in crowd-kit's order
     answers = labels[["task", "worker", "label"]].drop_duplicates()
     agree = answers["label"].to_numpy() == top.reindex(answers["task"]).to_numpy()
     skills = pd.Series(agree.astype(float)).groupby(answers["worker"].to_numpy()).mean()

@@ -113,11 +113,14 @@ def as_bool(values: pd.Series) -> np.ndarray:
     return map_distinct(values, _parse_bool).astype(bool)
 
 
-def map_distinct(series: pd.Series, fn: Callable[[Any], Any]) -> np.ndarray:
-    """`fn` applied once per distinct value of `series` (fast on categoricals); NaN where missing."""
+def map_distinct(
+    series: pd.Series, fn: Callable[[Any], Any], missing: Any = np.nan, dtype: Any = object
+) -> np.ndarray:
+    """`fn` applied once per distinct value of `series` (fast on categoricals), as an array of `dtype`;
+    `missing` where the value is missing."""
     codes, uniques = pd.factorize(series)
-    mapped = np.array([fn(u) for u in uniques] + [np.nan], dtype=object)
-    return mapped[codes]  # code -1 (missing) picks the trailing NaN
+    mapped = np.array([fn(u) for u in uniques] + [missing], dtype=dtype)
+    return mapped[codes]  # code -1 (missing) picks the trailing `missing`
 
 
 def as_text(values: pd.Series) -> pd.Series:
@@ -146,9 +149,7 @@ def text_isin(series: pd.Series, values: Iterable[str]) -> np.ndarray:
 def distinct_mask(series: pd.Series, test: Callable[[Any], bool]) -> np.ndarray:
     """`test` of every row's value as a bool array, called once per distinct value (fast on categoricals);
     False where the value is missing."""
-    codes, uniques = pd.factorize(series)
-    hit = np.array([bool(test(u)) for u in uniques] + [False], dtype=bool)
-    return hit[codes]  # code -1 (missing) picks the trailing False
+    return map_distinct(series, lambda v: bool(test(v)), missing=False, dtype=bool)
 
 
 def usable_mask(results: pd.DataFrame) -> np.ndarray:
@@ -295,9 +296,8 @@ def join_reference(gen: pd.DataFrame, ref: pd.DataFrame, keys: Sequence[str]) ->
         return pd.concat(
             [g.iloc[rows].reset_index(drop=True), r[extra].iloc[refs].reset_index(drop=True)], axis=1
         )
-    own = ref.loc[context != ""].drop(columns=CONTEXT, errors="ignore").assign(_src=context[context != ""])
-    shared = ref.loc[context == ""].drop(columns=CONTEXT, errors="ignore")
-    g = gen.drop(columns=CONTEXT, errors="ignore").reset_index(drop=True)
+    own = r.loc[context != ""].assign(_src=context[context != ""])
+    shared = r.loc[context == ""]
     g = g.assign(_row=np.arange(len(g)), _src=as_text(g["source"]).to_numpy())
     both = pd.concat(
         [g.merge(own, on=[*keys, "_src"], how="inner"), g.merge(shared, on=keys, how="inner")],
