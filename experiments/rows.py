@@ -21,7 +21,7 @@ from core.schema import COLUMNS
 from experiments.prompt import Prompt
 from judge.client import CallResult
 from judge.expected import expected_scores
-from judge.parse import PARSER_DEPENDENCIES, PARSER_VERSION, Field, Parsed, parse_labelled, parse_object
+from judge.parse import PARSER_VERSION, Field, Parsed, parse_labelled, parse_object, parser_dependencies
 from judge.rubric import Rubric
 
 
@@ -55,7 +55,7 @@ def parsed_answer(prompt: Prompt, rubric: Rubric, result: CallResult) -> tuple[d
             ]
         keep = {
             "v": PARSER_VERSION,
-            "deps": PARSER_DEPENDENCIES,
+            "deps": parser_dependencies(),
             "fields": tag,
             "labels": None if labels is None else list(labels),
             "items": [[p.ok, dict(p.values), p.error, p.salvaged, p.rationale] for p in stored],
@@ -80,11 +80,13 @@ def _fields_tag(fields: tuple[Field, ...]) -> str:
 def _stored(value: Any, labels: tuple[str, ...] | None, tag: str) -> list[Parsed] | None:
     """The parsed scores kept in the cache, when they are this parser version's for these labels and fields
     (anything else, or a malformed record, is None: parse the raw answer again)."""
-    if type(value) is not dict or value.get("v") != PARSER_VERSION or value.get("fields") != tag:
-        return None
     if (
-        value.get("deps") != PARSER_DEPENDENCIES
-    ):  # parsed with another json-repair (or before it was recorded)
+        type(value) is not dict
+        or value.get("v") != PARSER_VERSION
+        or value.get("fields") != tag
+        or value.get("deps")
+        != parser_dependencies()  # another json-repair (or parsed before it was recorded)
+    ):
         return None
     items = value.get("items")
     want = 1 if labels is None else len(labels)

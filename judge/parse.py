@@ -28,9 +28,14 @@ RATIONALE = "rationale"
 # parse_object / parse_labelled (or experiments.rows.parse_answer around them) return for some answer, so that
 # every cached answer is parsed again by the new code.
 PARSER_VERSION = 1
-# What the parser's answers also depend on without a code change here: json-repair repairs cut-off answers, and
-# a new json-repair may repair one differently. Kept beside PARSER_VERSION, so an upgrade parses again.
-PARSER_DEPENDENCIES = f"json-repair {metadata.version('json-repair')}"
+
+
+@functools.cache
+def parser_dependencies() -> str:
+    """What the parser's answers also depend on without a code change here: json-repair repairs cut-off answers,
+    and a new json-repair may repair one differently. Kept beside PARSER_VERSION, so an upgrade parses again
+    (read from the installed package's metadata when first asked, not at import)."""
+    return f"json-repair {metadata.version('json-repair')}"
 
 
 class LongNumber(str):

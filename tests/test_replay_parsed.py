@@ -85,9 +85,8 @@ def test_a_replay_reads_the_stored_scores_and_writes_what_a_fresh_parse_writes(
     monkeypatch.setattr(rows, "PARSER_VERSION", rows.PARSER_VERSION + 1)  # a parser change: parse again
     reparsed = run(tmp_path, server.api_base, "reparsed", mode, monkeypatch)
     assert len(parsed) == len(keys)
-    monkeypatch.setattr(
-        rows, "PARSER_DEPENDENCIES", "json-repair 0.0.1"
-    )  # a json-repair upgrade: parse again
+    # a json-repair upgrade: parse again
+    monkeypatch.setattr(rows, "parser_dependencies", lambda: "json-repair 0.0.1")
     run(tmp_path, server.api_base, "upgraded", mode, monkeypatch)
     assert len(parsed) == 2 * len(keys)
 
@@ -109,7 +108,7 @@ def _counting(real: Any, calls: list[int]) -> Any:
 def test_stored_scores_for_other_labels_or_fields_are_not_used() -> None:
     record = {
         "v": rows.PARSER_VERSION,
-        "deps": rows.PARSER_DEPENDENCIES,
+        "deps": rows.parser_dependencies(),
         "fields": "abc",
         "labels": ["Q1"],
         "items": [[True, {"x": 1.0}, None, False, None]],
