@@ -25,7 +25,7 @@ from experiments.outputs import write_atomic
 from experiments.power import power_note
 from experiments.prompt import Prompt
 from experiments.spend import judge_prices
-from experiments.study import jobs_of, sampler
+from experiments.study import LOOKUP_CHUNK, jobs_of, sampler
 from judge.cache.store import CacheError
 from judge.rubric import Rubric
 from judge.spend.pricing import Prices, price_record, prompt_tokens, prompts_counted
@@ -114,10 +114,6 @@ def _count(judge: Any, prompts: Sequence[Prompt], rubric: Rubric, cfg: StudyConf
         if counter.exact:
             return counts
     return _walk(judge, prompts, rubric, cfg, lambda messages: prompt_tokens(model, messages))
-
-
-#: calls looked up in the cache at once (`Judge.lookup_many`: one SQLite query per batch of keys)
-LOOKUP_CHUNK = 4096
 
 
 def _walk(
