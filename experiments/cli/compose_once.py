@@ -19,12 +19,6 @@ from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import OmegaConf
 
-# what this relies on in Hydra (tests/test_compose_once.py fails when an upgrade removes it)
-HOOKS = (
-    "hydra._internal.config_loader_impl.ConfigLoaderImpl.load_sweep_config",
-    "hydra.plugins.sweeper.Sweeper.validate_batch_is_legal",
-)
-
 
 class _Kept:
     """The configs the sweeper's check composed, by (loader, master config, overrides), until the launcher
@@ -40,7 +34,9 @@ _KEPT = _Kept()
 
 def install() -> bool:
     """Keep the check's configs for the launcher (idempotent); False when this Hydra lacks a hook (then
-    nothing changes: every job is composed twice, as before)."""
+    nothing changes: every job is composed twice, as before). It relies on
+    `ConfigLoaderImpl.load_sweep_config` and `Sweeper.validate_batch_is_legal`: tests/test_replay_keys.py fails
+    when an upgrade removes either."""
     load, check = (
         getattr(ConfigLoaderImpl, "load_sweep_config", None),
         getattr(Sweeper, "validate_batch_is_legal", None),
@@ -66,6 +62,9 @@ def install() -> bool:
 
     @functools.wraps(check)
     def validate_batch_is_legal(self: Any, batch: Sequence[Sequence[str]]) -> None:
+        # only the launch right after its check takes its configs: an earlier batch's that a launcher composing
+        # in its own processes (joblib, submitit) never asked for are dropped here, not kept to the end
+        _KEPT.configs.clear()
         _KEPT.checking += 1
         try:
             check(self, batch)
