@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 
 # a suite started in the background by a non-interactive shell (`bash -c '... &'`) inherits SIGINT ignored, and
 # so would every command it starts: the Ctrl-C tests' commands would never see their Ctrl-C. A terminal's default.
@@ -110,10 +111,14 @@ def _cpu_seconds() -> float:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
     """With JUDGESCOPE_TEST_CPU_LOG=FILE, one line per test: its CPU seconds (set-up, call and tear-down, with
-    the commands it ran), to see where the suite's time goes (issue 36, item 6); wall time is --durations'."""
+    the commands it ran), its xdist worker and its start and end time, to see where the suite's time goes and
+    whether a worker idles (issue 36, item 6)."""
     path = os.environ.get("JUDGESCOPE_TEST_CPU_LOG")
-    before = _cpu_seconds() if path else 0.0
+    before, start = (_cpu_seconds(), time.time()) if path else (0.0, 0.0)
     yield
     if path:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         with open(path, "a", encoding="utf-8") as log:
-            log.write(f"{_cpu_seconds() - before:.2f}\t{item.nodeid}\n")
+            log.write(
+                f"{_cpu_seconds() - before:.2f}\t{item.nodeid}\t{worker}\t{start:.2f}\t{time.time():.2f}\n"
+            )
