@@ -1,5 +1,6 @@
-"""`run`: `subprocess.run` for the tests' command lines, with `python -m <module>` commands forked from a
-process that has already imported the project (tests.support.forkserver) instead of a fresh interpreter.
+"""`run`: `subprocess.run` for the tests' command lines (`popen`: `subprocess.Popen`, for a command a test runs
+alongside others or signals), with `python -m <module>` commands forked from a process that has already imported
+the project (tests.support.forkserver) instead of a fresh interpreter.
 
 Why: the suite runs a few hundred CLI commands, and a fresh interpreter spends 3-8 s of CPU importing litellm,
 pandas and Hydra before each one does anything (issue 36, item 6). A forked command is still its own process
@@ -233,7 +234,7 @@ class Forked:
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
-    def communicate(self, timeout: float | None, text: bool = True) -> tuple[Any, Any]:
+    def communicate(self, timeout: float | None = None, text: bool = True) -> tuple[Any, Any]:
         """The piped outputs to their ends (None for one not piped), then the status; or TimeoutExpired after
         killing the command."""
         chunks: dict[int, list[bytes]] = {fd: [] for fd in (self.stdout_fd, self.stderr_fd) if fd is not None}
@@ -283,6 +284,25 @@ def _streams(kwargs: Mapping[str, Any]) -> tuple[int, int] | None:
     ):  # the test's own stdout: not a case the tests use
         return None
     return int(out), int(err)
+
+
+def popen(
+    cmd: Sequence[str], *, cwd: str | Path, env: Mapping[str, str], stdout: int, stderr: int
+) -> Forked | subprocess.Popen[str]:
+    """`subprocess.Popen(cmd, ..., text=True)` for a command a test runs alongside others or signals itself
+    (what the tests use of it: pid, poll, wait, send_signal, kill, communicate(timeout=...));
+    forked from the server when `run` would fork it, else a fresh interpreter."""
+    reason = fresh_reason(cmd, env)
+    if reason is None:
+        try:
+            forked = Forked(cmd, cwd, env, None, stdout, stderr)
+        except (OSError, RuntimeError, ValueError) as exc:
+            reason = f"fork server unavailable: {exc}"
+        else:
+            _log(cmd, "forked")
+            return forked
+    _log(cmd, f"fresh ({reason})")
+    return subprocess.Popen(list(cmd), cwd=cwd, env=dict(env), stdout=stdout, stderr=stderr, text=True)
 
 
 def run(cmd: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
