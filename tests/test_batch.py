@@ -23,6 +23,7 @@ from judge.batch.run import BatchRunner
 from judge.cache.store import CallCache
 from judge.spend.pricing import Prices
 from tests.support.batch_server import BatchServer
+from tests.support.cli import popen
 from tests.support.configs import compose
 from tests.support.studies import typed
 
@@ -139,7 +140,7 @@ def test_expired_and_failed_batches(tmp_path: Path, capsys: pytest.CaptureFixtur
         assert m2["batch"]["statuses"] == {"failed": 1, "completed": 1} and m2["unscored_calls"] == 0
 
 
-@pytest.mark.slow  # a subprocess: the CLI end to end
+@pytest.mark.slow  # the CLI end to end, in its own process (forked: what is killed is the command, not its imports)
 def test_kill_during_polling_then_rerun_resubmits_nothing(tmp_path: Path) -> None:
     server = BatchServer(polls=10_000)  # stays in_progress until the test lets it finish
     with server.running():
@@ -155,19 +156,20 @@ def test_kill_during_polling_then_rerun_resubmits_nothing(tmp_path: Path) -> Non
             f"cache_dir={tmp_path / 'cache'}",
             f"hydra.run.dir={tmp_path / 'run'}",
         ]
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "experiments.run", *args],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        err = tmp_path / "run.err"  # a file: nothing blocks on an unread pipe
+        with err.open("w") as err_file:
+            proc = popen(
+                [sys.executable, "-m", "experiments.run", *args],
+                cwd=tmp_path,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=err_file.fileno(),
+            )
         try:
             deadline = time.monotonic() + 120
             while server.retrievals < 3 and time.monotonic() < deadline and proc.poll() is None:
                 time.sleep(0.05)
-            assert server.retrievals >= 3, proc.stderr.read() if proc.poll() is not None else "no polling"
+            assert server.retrievals >= 3, err.read_text() if proc.poll() is not None else "no polling"
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
         finally:
