@@ -59,7 +59,7 @@ def test_real_structured_answers_parse_through_litellm() -> None:
     messages = rq.render(background=background, items=items, comparative=True)
     fmt = response_format(rq, ["Q1", "Q2"])
     texts = []
-    for seed in (0, 1):
+    for seed in (0,):  # one seed, asked twice below: parsing and determinism need no second sampled answer
         resp = litellm.completion(
             model="local/smollm2-135m",
             messages=messages,
@@ -106,13 +106,15 @@ def test_prefix_reuse_gives_the_same_answer_as_a_cold_start() -> None:
         for t in ("Does X help?", "Why does the parser fail on tweets?")
     )
     schema = response_format(nov)["json_schema"]["schema"]
+    # two seeds cover both reuses: seed 0 starts from prompt_a's KV cut back to the shared prefix, seed 1 from
+    # prompt_b's own (all but its last token); a KV not exactly the prefix (left uncut) changes these answers
     local_schema.PREFIX_CACHE.entries.clear()
     cold = [
-        local_schema.generate_structured(prompt_b, schema, temperature=1.0, seed=s).text for s in range(4)
+        local_schema.generate_structured(prompt_b, schema, temperature=1.0, seed=s).text for s in range(2)
     ]
     local_schema.PREFIX_CACHE.entries.clear()
     local_schema.generate_structured(prompt_a, schema, temperature=1.0, seed=0)  # shares the long prefix
     warm = [
-        local_schema.generate_structured(prompt_b, schema, temperature=1.0, seed=s).text for s in range(4)
+        local_schema.generate_structured(prompt_b, schema, temperature=1.0, seed=s).text for s in range(2)
     ]
     assert warm == cold
