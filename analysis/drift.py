@@ -114,43 +114,56 @@ def run_shift(
     return pd.DataFrame(rows, columns=[c for c in SHIFT_COLUMNS if c != "run"])
 
 
-def _sigma_of_mean(base: pd.DataFrame) -> tuple[float, str]:
+def _sigma_of_mean(sd: np.ndarray, n_scored: np.ndarray) -> tuple[float, str]:
     """The variance of the baseline's anchor mean from its candidates' sample spread, and its basis; the
     floor `SD_FLOOR` per candidate where the baseline shows no spread at all."""
-    sd = base["sd"].to_numpy(float)
-    var_mean = float(np.nansum(sd**2 / base["n_scored"].to_numpy(float))) / len(base) ** 2
+    var_mean = float(np.nansum(sd**2 / n_scored)) / len(sd) ** 2
     if var_mean > 0:
         return var_mean, FROM_SAMPLES
-    basis = ONE_SAMPLE if (base["n_scored"] <= 1).all() else DETERMINISTIC
-    return SD_FLOOR**2 / len(base), basis
+    basis = ONE_SAMPLE if (n_scored <= 1).all() else DETERMINISTIC
+    return SD_FLOOR**2 / len(sd), basis
+
+
+def _mean(x: np.ndarray) -> float:
+    """`Series.mean` on an array (NaN skipped), to the last bit, without a Series per call."""
+    missing = np.isnan(x)
+    with np.errstate(invalid="ignore", divide="ignore"):  # every score missing: NaN, as pandas gives
+        return float(np.where(missing, 0.0, x).sum() / (len(x) - missing.sum()))
 
 
 def control_chart(runs: Sequence[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
     """Per judge × mode × dimension and run: the anchor set's mean score against the baseline's limits.
-    Runs are keyed by position (the first is the baseline), so two runs with the same label stay two."""
+    Runs are keyed by position (the first is the baseline), so two runs with the same label stay two.
+
+    The anchor set (the items every run scored) is found for every judge × mode × dimension at once, and each
+    group is then read from arrays: one pass, however many judges."""
     labels = [label for label, _ in runs]
     stacked = pd.concat([c.assign(_run=i) for i, (_, c) in enumerate(runs)], ignore_index=True)
+    items = stacked.groupby([*KEYS, *ITEM], sort=False, dropna=False)
+    item = items.ngroup().to_numpy()
+    in_anchor = (items["_run"].transform("nunique") == len(labels)).to_numpy()
+    group = stacked.groupby(KEYS, sort=True).ngroup().to_numpy()  # -1: a missing key, never charted
+    keys = [stacked[k].to_numpy() for k in KEYS]
+    run, score = stacked["_run"].to_numpy(), stacked["score"].to_numpy(float)
+    sd, n_scored = stacked["sd"].to_numpy(float), stacked["n_scored"].to_numpy(float)
     rows = []
-    for key, part in stacked.groupby(KEYS, sort=True):
-        per_run = part.groupby("_run")
-        if per_run.ngroups < len(labels):  # a run without this judge × mode × dimension: no common anchor
+    for g in range(group.max(initial=-1) + 1):
+        at = np.flatnonzero((group == g) & in_anchor)
+        if not len(at):  # no item common to every run (or a run without this judge × mode × dimension)
             continue
-        anchor = set.intersection(*(set(map(tuple, g[ITEM].to_numpy())) for _, g in per_run))
-        if not anchor:
-            continue
-        in_anchor = pd.Series([tuple(x) in anchor for x in part[ITEM].to_numpy()], index=part.index)
-        part = part.loc[in_anchor]
-        base = part.loc[part["_run"] == 0]
-        center = float(base["score"].mean())
-        var_mean, basis = _sigma_of_mean(base)
+        base = at[run[at] == 0]
+        center = _mean(score[base])
+        var_mean, basis = _sigma_of_mean(sd[base], n_scored[base])
         half = SIGMAS * np.sqrt(2 * var_mean)
+        key = {k: v[at[0]] for k, v in zip(KEYS, keys, strict=True)}
+        n_anchor = len(np.unique(item[at]))
         for i, label in enumerate(labels):
-            point = float(part.loc[part["_run"] == i, "score"].mean())
+            point = _mean(score[at[run[at] == i]])
             rows.append(
-                dict(zip(KEYS, key, strict=True))
+                key
                 | {
                     "run": label,
-                    "n_anchor": len(anchor),
+                    "n_anchor": n_anchor,
                     "anchor_mean": point,
                     "center": center,
                     "lower": center - half,

@@ -72,7 +72,7 @@ def _verdicts(cands: pd.DataFrame, reference: str) -> pd.DataFrame:
     """Each candidate's outcome vs its own run's reference, per perturbation (and sample, where `cands` has
     one row per sample: the reference of the same sample)."""
     split = ["perturbation", *(["sample_idx"] if "sample_idx" in cands else [])]
-    tagged = cands.assign(mode=cands[["mode", *split]].agg("\t".join, axis=1))
+    tagged = cands.assign(mode=cands["mode"].str.cat([cands[c] for c in split], sep="\t"))  # vectorised
     out = pair_outcomes(tagged, reference)
     out[["mode", *split]] = out["mode"].str.split("\t", expand=True)
     return out[[*PAIR, *split, "outcome"]]

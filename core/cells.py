@@ -95,7 +95,10 @@ def csv_unescape(values: pd.Series) -> pd.Series:
     """The text `csv_safe` was given back from the text it wrote (the quote it added removed), for files
     that are read back (the annotation sheet)."""
     text = values.astype(str)
-    added = text.str.startswith("'") & text.str[1:].map(lambda v: _csv_cell(v) != v)
+    quoted = text.str.startswith("'")
+    if not quoted.any():  # nothing escaped (most columns): no per-cell check
+        return text
+    added = quoted & text.str[1:].map(lambda v: _csv_cell(v) != v)
     return text.where(~added, text.str[1:])
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,45 +20,54 @@ from tests.support.studies import cli_env, typed
 from tests.support.study_folders import Scorer, write_fake_run
 
 
-def dated_run(seed: int, date: int, shift_from: int, n: int = 60, samples: int = 3) -> pd.DataFrame:
-    """Judges `stable` and `drifty` score a reference and a generated candidate per instance; item quality is
-    fixed, each sample adds noise (sd 0.5); `drifty` scores +0.3 higher from date `shift_from` on."""
+def dated_runs(
+    seeds: Sequence[int], date: int, shift_from: int, n: int = 60, samples: int = 3, tag: bool = True
+) -> pd.DataFrame:
+    """Per seed, judges `stable` and `drifty` (`stable/<seed>`, `drifty/<seed>` with `tag`) score a reference
+    and a generated candidate per instance; item quality is fixed, each sample adds noise (sd 0.5); `drifty`
+    scores +0.3 higher from date `shift_from` on. Vectorised: a seed's noise is drawn in one call, judge ×
+    instance × candidate × sample in that order (the same stream as one draw per row)."""
     quality = np.random.default_rng(10_000).uniform(1, 3, size=(n, 2))
-    rng = np.random.default_rng([seed, date])
-    rows = []
-    for judge in ("stable", "drifty"):
-        bump = 0.3 if judge == "drifty" and date >= shift_from else 0.0
-        for i in range(n):
-            for c, source in enumerate(("reference", "gen")):
-                for s in range(samples):
-                    rows.append(
-                        {
-                            "judge": judge,
-                            "mode": "independent",
-                            "instance_id": f"i{i}",
-                            "candidate_id": f"i{i}:{c}",
-                            "source": source,
-                            "dimension": "d",
-                            "prompt_id": f"{judge}:{i}:{c}",
-                            "sample_idx": s,
-                            "parse_ok": True,
-                            "higher_is_better": True,
-                            "score": quality[i, c] + bump + rng.normal(0, 0.5),
-                        }
-                    )
-    return pd.DataFrame(rows)
+    noise = np.stack(
+        [np.random.default_rng([s, date]).normal(0, 0.5, size=(2, n, 2, samples)) for s in seeds]
+    )
+    r, j, i, c, k = (x.ravel() for x in np.indices(noise.shape))
+    names = np.array([[f"{j}/{s}" if tag else j for j in ("stable", "drifty")] for s in seeds])
+    judge = names[r, j]
+    return pd.DataFrame(
+        {
+            "judge": judge,
+            "mode": "independent",
+            "instance_id": [f"i{x}" for x in i],
+            "candidate_id": [f"i{x}:{y}" for x, y in zip(i, c, strict=True)],
+            "source": np.array(["reference", "gen"])[c],
+            "dimension": "d",
+            "prompt_id": [f"{a}:{x}:{y}" for a, x, y in zip(judge, i, c, strict=True)],
+            "sample_idx": k,
+            "parse_ok": True,
+            "higher_is_better": True,
+            "score": quality[i, c] + np.where((j == 1) & (date >= shift_from), 0.3, 0.0) + noise.ravel(),
+        }
+    )
+
+
+def dated_run(seed: int, date: int, shift_from: int, n: int = 60, samples: int = 3) -> pd.DataFrame:
+    """One seed's run (`dated_runs`), its judges named `stable` and `drifty`."""
+    return dated_runs([seed], date, shift_from, n, samples, tag=False)
 
 
 def test_planted_shift_after_date_d_is_flagged_and_a_stable_judge_is_not() -> None:
-    stable_clear = drifty_flagged = 0
-    for seed in range(200):
-        runs = [(f"D{d}", drift._cands(dated_run(seed, d, shift_from=2), "reference")) for d in range(4)]
-        chart = drift.control_chart(runs)
-        flagged = chart.groupby("judge")["flagged"].any()
-        stable_clear += not flagged["stable"]
-        drifty_flagged += bool(
-            chart.loc[(chart["judge"] == "drifty") & chart["run"].isin(["D2", "D3"]), "flagged"].all()
-        )
+    """200 seeded replicates in one control chart: each seed's judges are their own judge × mode × dimension
+    (`stable/7`, `drifty/7`), and the chart is computed per judge × mode × dimension, so every seed still
+    gets its own anchor and limits from its own baseline; one chart instead of 200 keeps all 200 seeds."""
+    runs = [(f"D{d}", drift._cands(dated_runs(range(200), d, shift_from=2), "reference")) for d in range(4)]
+    chart = drift.control_chart(runs)
+    assert len(chart) == 2 * 200 * 4  # every seed's two judges, in every run
+    judge, seed = chart["judge"].str.split("/", expand=True).to_numpy().T
+    flagged = chart.groupby([judge, seed])["flagged"].any()
+    stable_clear = int((~flagged["stable"]).sum())
+    late = chart.loc[(judge == "drifty") & chart["run"].isin(["D2", "D3"]).to_numpy()]
+    drifty_flagged = int(late.groupby(seed[late.index])["flagged"].all().sum())
     assert stable_clear / 200 >= 0.95
     assert drifty_flagged / 200 >= 0.95
 

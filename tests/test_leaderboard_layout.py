@@ -1,20 +1,21 @@
-"""Issue 37 item 3: the report's leaderboard one screen wide, through the command line."""
+"""Issue 37 item 3: the report's leaderboard one screen wide, through the report command (in process)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from analysis.load.synthetic import synthetic_humans, synthetic_results
 from analysis.report import summary
-from tests.support.cli import run as run_cli
-from tests.support.studies import cli_env
+from tests.support.report_run import report_without_figures
 
 
-def test_the_leaderboard_is_one_row_per_judge_with_alpaca_evals_columns_and_no_nan(tmp_path: Path) -> None:
+def test_the_leaderboard_is_one_row_per_judge_with_alpaca_evals_columns_and_no_nan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Before: one column per κ_w named `kappa_w:<dim> [<mode>]` first, sorted by an unnamed mean, NaN in
     empty cells, and an empty latency for a judge whose every call was a cache replay. After: judge, then
     alpaca_eval's columns in its order (agreement: the named sort key, cost and time per 1,000, position and
@@ -27,12 +28,9 @@ def test_the_leaderboard_is_one_row_per_judge_with_alpaca_evals_columns_and_no_n
     run.mkdir()
     results.to_csv(run / "results.csv", index=False)
     synthetic_humans(results, seed=3).to_csv(tmp_path / "humans.csv", index=False)
-    out = tmp_path / "report"
-    command = [sys.executable, "-m", "analysis.report", str(run), "--humans", str(tmp_path / "humans.csv")]
-    done = run_cli(
-        [*command, "--out", str(out), "--n-boot", "20"], capture_output=True, text=True, env=cli_env(tmp_path)
-    )
-    assert done.returncode == 0, done.stderr
+    out = tmp_path / "report"  # the report command in this process, figures undrawn (none is read here)
+    argv = [str(run), "--humans", str(tmp_path / "humans.csv"), "--out", str(out), "--n-boot", "20"]
+    assert report_without_figures(argv, monkeypatch) == 0
     board = pd.read_csv(out / "tables" / "leaderboard.csv")
     columns = list(board.columns)
     lead = ["judge", "agreement", "cost_per_1k", "time_per_1k_s", "position_bias", "length_rho"]

@@ -3,7 +3,6 @@ the family spanning every table with a p-value."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +14,7 @@ from analysis.load.synthetic import synthetic_humans, synthetic_results
 from analysis.report.build import compute_tables
 from analysis.stats import multiplicity
 from analysis.tables import declarations
-from tests.support.cli import run as run_cli
-from tests.support.studies import cli_env
+from tests.support.report_run import report_without_figures
 
 
 def test_q_values_are_statsmodels_bh_and_nan_is_not_a_test() -> None:
@@ -93,10 +91,12 @@ def test_the_report_corrects_its_p_values_within_each_family() -> None:
         assert every_q[ok] == pytest.approx(multipletests(every_p[ok], method="fdr_bh")[1])
 
 
-@pytest.mark.slow  # two report subprocesses
-def test_mode_shift_q_values_are_the_same_with_and_without_humans(tmp_path: Path) -> None:
-    """Issue 32.4 through the command line: adding expert labels (the human-agreement family) leaves the
-    mode-shift q-values as they were; the power note quotes the design, with the family's size."""
+def test_mode_shift_q_values_are_the_same_with_and_without_humans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32.4 through the report command (in process, figures undrawn: only tables and report.md are
+    read): adding expert labels (the human-agreement family) leaves the mode-shift q-values as they were; the
+    power note quotes the design, with the family's size."""
     study = synthetic_results(n_instances=10, judges=("judge_a",), k=2, n_samples=2, shift=0.3, seed=4)
     for (judge, mode), part in study.groupby(["judge", "mode"], observed=True):
         folder = tmp_path / "multirun" / f"{judge}-{mode}"
@@ -107,15 +107,8 @@ def test_mode_shift_q_values_are_the_same_with_and_without_humans(tmp_path: Path
     q = {}
     for name, extra in (("plain", []), ("humans", ["--humans", str(tmp_path / "humans.csv")])):
         out = tmp_path / name
-        done = run_cli(
-            [sys.executable, "-m", "analysis.report", str(tmp_path / "multirun"), "--out", str(out)]
-            + ["--n-boot", "20", *extra],
-            env=cli_env(tmp_path),
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
+        argv = [str(tmp_path / "multirun"), "--out", str(out), "--n-boot", "20", *extra]
+        assert report_without_figures(argv, monkeypatch) == 0
         q[name] = pd.read_csv(out / "tables" / "mode_shift.csv")["mcnemar_p_q"].to_numpy(dtype=float)
         testing = pd.read_csv(out / "tables" / "multiple_testing.csv")
         size = int(testing.loc[testing["test_family"] == "mode_shift", "n_tests"].sum())

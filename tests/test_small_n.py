@@ -1,9 +1,8 @@
-"""Issue 32 items 5 and 6 through the command line: every table that compares raters rests on the items all
+"""Issue 32 items 5 and 6 through the report command (in process): every table that compares raters rests on the items all
 compared raters scored, with n per rater, and rates keep honest intervals at small n."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import krippendorff
@@ -17,8 +16,7 @@ from analysis.stats.agreement import pair_agreement
 from analysis.stats.calibration import ece_interval, expected_calibration_error, reliability_bins
 from analysis.stats.reliability import alpha_with_ci, fleiss_with_ci
 from core.intervals import BOOT_MIN_N, exact_interval, trusted_bootstrap, wilson_interval
-from tests.support.cli import run as run_cli
-from tests.support.studies import cli_env
+from tests.support.report_run import report_without_figures
 from tests.support.study_folders import DIMENSIONS, sample_candidates, write_fake_run
 
 #: Generated candidates the experts rate (10) and the judges score (j1 7 of them, j2 6 of j1's 7).
@@ -61,22 +59,16 @@ def planted_study(tmp: Path) -> tuple[Path, Path]:
     return root, path
 
 
-def report(tmp: Path, root: Path, humans: Path) -> Path:
+def report(tmp: Path, root: Path, humans: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The report command's tables (in this process, figures undrawn: only tables are read here)."""
     out = tmp / "report"
-    done = run_cli(
-        [sys.executable, "-m", "analysis.report", str(root), "--humans", str(humans), "--out", str(out)]
-        + ["--n-boot", "50"],
-        env=cli_env(tmp),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    argv = [str(root), "--humans", str(humans), "--out", str(out), "--n-boot", "50"]
+    assert report_without_figures(argv, monkeypatch) == 0
     return out / "tables"
 
 
-def test_every_rater_row_rests_on_the_same_pairs(tmp_path: Path) -> None:
-    tables = report(tmp_path, *planted_study(tmp_path))
+def test_every_rater_row_rests_on_the_same_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tables = report(tmp_path, *planted_study(tmp_path), monkeypatch)
     rates = pd.read_csv(tables / "expert_vs_judge.csv")
     rates = rates.loc[rates["dimension"] == "originality"].set_index("rater")
     raters = [f"human:expert_{x}" for x in "abc"] + ["j1 [independent]", "j2 [independent]"]

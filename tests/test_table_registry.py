@@ -27,6 +27,7 @@ from analysis.tables import declarations, registry
 from analysis.tables.registry import CardField, StudyInputs, Tables, TableSpec
 from analysis.view.data import Study
 from analysis.view.server import create_app
+from tests.support.report_run import report_without_figures
 from tests.support.study_folders import DIMENSIONS, sample_candidates, write_fake_run
 
 
@@ -131,7 +132,8 @@ def test_a_statistic_added_in_one_file_reaches_every_view(tmp_path: Path, monkey
     monkeypatch.syspath_prepend(str(tmp_path / "plugin"))
     toy = importlib.import_module("toy_statistic")
     try:
-        assert report.main([str(root), "--n-boot", "20", "--out", str(out)]) == 0
+        # figures undrawn: the toy declares none, and no view read here shows one
+        assert report_without_figures([str(root), "--n-boot", "20", "--out", str(out)], monkeypatch) == 0
         cards = {
             c["judge"]: c for c in card.write_cards(root, tmp_path / "cards", None, n_boot=20, n_null=10)
         }

@@ -197,7 +197,8 @@ def write_key(key: pd.DataFrame, path: Path) -> None:
 
 def _unescaped(frame: pd.DataFrame) -> pd.DataFrame:
     """A CSV written by `cells.write_csv` with every cell (and header) as it was before the escaping."""
-    return frame.rename(columns=lambda c: csv_unescape(pd.Series([c])).iloc[0]).apply(csv_unescape)
+    header = csv_unescape(pd.Series(list(frame.columns), dtype=object)).tolist()  # one call, not one per name
+    return frame.set_axis(header, axis=1).apply(csv_unescape)
 
 
 def write_sheet(sheet: pd.DataFrame, path: Path) -> None:

@@ -145,7 +145,8 @@ def validate(
     point = _stats(diff_arr, votes)
     idx = np.random.default_rng(seed).integers(0, len(diff_arr), (n_boot, len(diff_arr)))
     keys = ("agreement", "rho", "kappa")
-    boots = np.array([[_stats(diff_arr[i], votes[i])[k] for k in keys] for i in idx]).reshape(n_boot, 3)
+    replicates = (_stats(diff_arr[i], votes[i]) for i in idx)  # each replicate's statistics computed once
+    boots = np.array([[rep[k] for k in keys] for rep in replicates]).reshape(n_boot, 3)
     lo, hi = percentile_ci(boots)
     for j, k in enumerate(keys):
         point[f"{k}_lo"], point[f"{k}_hi"] = float(lo[j]), float(hi[j])

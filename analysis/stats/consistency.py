@@ -213,12 +213,19 @@ def _word_counts(results: pd.DataFrame) -> pd.DataFrame:
     return first[["instance_id", "candidate_id"]].assign(length=length)
 
 
-def length_bias(results: pd.DataFrame) -> pd.DataFrame:
-    """Spearman ρ of candidate score vs length in words per judge × mode × dimension (Fisher-z CI).
+def scores_with_length(results: pd.DataFrame) -> pd.DataFrame:
+    """Each candidate's score (`candidate_scores`) beside its length in words: what `length_bias` and its
+    null (`null_ranges.length_rows`) read, computed once for both."""
+    return candidate_scores(results).merge(_word_counts(results), on=["instance_id", "candidate_id"])
+
+
+def length_bias(results: pd.DataFrame, cands: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Spearman ρ of candidate score vs length in words per judge × mode × dimension (Fisher-z CI); `cands`:
+    `scores_with_length(results)` where the caller has it already.
 
     `rho_better` is ρ signed so that > 0 means longer texts are judged better on either kind of dimension.
     """
-    cands = candidate_scores(results).merge(_word_counts(results), on=["instance_id", "candidate_id"])
+    cands = scores_with_length(results) if cands is None else cands
     rows = []
     for key, _, part in _groups(cands.dropna(subset=["length"]), GROUP):
         with warnings.catch_warnings():

@@ -136,12 +136,10 @@ def length_rows(results: pd.DataFrame, n_reps: int, seed: int) -> list[dict]:
     """Length bias: Spearman ρ of candidate score vs length (`consistency.length_bias`, the report's value)
     against the ρ of the same scores with the lengths permuted among the group's candidates; vectorised (ρ is
     Pearson's r of the ranks, and a permutation of the lengths permutes their ranks)."""
-    observed = consistency.length_bias(results)
+    cands = consistency.scores_with_length(results)  # once, for the observed ρ and its null
+    observed = consistency.length_bias(results, cands)
     if observed.empty:
         return []
-    cands = candidate_scores(results).merge(
-        consistency._word_counts(results), on=["instance_id", "candidate_id"]
-    )
     cands = cands.dropna(subset=["length"]).astype({k: str for k in consistency.GROUP})
     parts = dict(iter(cands.groupby(consistency.GROUP, observed=True, sort=False)))
     rng = np.random.default_rng([seed, 3])
