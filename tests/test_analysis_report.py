@@ -13,6 +13,7 @@ import yaml
 
 from analysis.load.collect import find_results, load_results, prepare
 from analysis.load.synthetic import synthetic_humans, synthetic_pairwise, synthetic_results
+from analysis.report import build
 from analysis.report.build import UNKNOWN, compute_tables, main, overview
 from analysis.report.render import markdown_table
 from analysis.report.sections import NO_HUMANS, ONE_RATER
@@ -51,6 +52,19 @@ def study() -> pd.DataFrame:
         models=("openai/gpt-4o", "gemini/gemini-2.5-pro"),
         seed=1,
     )
+
+
+def fake_no_figures(*args: object, **kwargs: object) -> dict[str, None]:
+    """A fake `analysis.report.build.build_figures` that draws nothing."""
+    return {}
+
+
+@pytest.fixture
+def figures_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report without its figures, for a test that reads only its tables and text: drawing and saving the
+    figures is ~3/4 of a report's CPU (~10 of ~14 CPU-s on `study` with experts). The figures are drawn and
+    checked by test_full_report_on_a_multirun_with_humans and test_one_judge_one_mode_degrades_to_sentences."""
+    monkeypatch.setattr(build, "build_figures", fake_no_figures)
 
 
 def test_collect_reads_parquet_and_csv_runs(tmp_path: Path, study: pd.DataFrame) -> None:
@@ -225,10 +239,12 @@ def test_markdown_table_formats_and_cuts() -> None:
 
 
 def test_human_labels_on_dimensions_no_judge_scored_are_counted_or_refused(
-    tmp_path: Path, study: pd.DataFrame, capsys: pytest.CaptureFixture
+    tmp_path: Path, study: pd.DataFrame, capsys: pytest.CaptureFixture, figures_skipped: None
 ) -> None:
-    write_runs(tmp_path / "run", study)
-    labels = synthetic_humans(study, seed=2)
+    """A small study (4 of the 12 instances): what is tested is how the labels are counted and refused."""
+    small = study.loc[study["instance_id"].isin(sorted(set(study["instance_id"]))[:4])]
+    write_runs(tmp_path / "run", small)
+    labels = synthetic_humans(small, seed=2)
     extra = labels.loc[labels["dimension"] == "originality"].assign(dimension="clarity")
     pd.concat([labels, extra]).to_csv(tmp_path / "extra.csv", index=False)
     out = tmp_path / "report"
@@ -459,19 +475,17 @@ def test_markdown_tables_show_hostile_names_as_text(hostile_report: Path) -> Non
             assert len(widths) <= 1, (name, table[:200])  # every row has as many cells as the header
 
 
-@pytest.mark.slow  # the 2 × 2 sample study through the scripted provider (run once a session) and its report
+@pytest.mark.slow  # the 2 × 2 sample study through the scripted provider and its report (run once a session)
 def test_the_shipped_sample_with_humans_has_a_row_per_expert_and_judge(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """Issue 24 item 1 on the shipped sample: 2 judges × 2 modes (scripted fake provider) with
     data/sample/humans.csv; tables/expert_vs_judge.csv has every expert, every judge [mode] and the majority
-    on every dimension both scored."""
-    from tests.support.studies import ROOT, shared_sample_study
+    on every dimension both scored. The report is the session's one of that study and those experts
+    (tests.support.sample_report: `python -m analysis.report`, also read by the golden and browser tests)."""
+    from tests.support.sample_report import shared_sample_report
 
-    root = shared_sample_study(tmp_path_factory, tmp_path)
-    out = tmp_path / "report"
-    humans = ROOT / "data" / "sample" / "humans.csv"
-    assert main([str(root), "--humans", str(humans), "--out", str(out), "--n-boot", "20"]) == 0
+    out = shared_sample_report(tmp_path_factory, tmp_path / "report")
     rates = pd.read_csv(out / "tables" / "expert_vs_judge.csv")
     assert list(rates.columns) == ["rater", "kind", "dimension", "n", "gt_win", "gen_win", "tie"]
     raters = {f"human:expert_{x}" for x in "abc"} | {
@@ -485,7 +499,7 @@ def test_the_shipped_sample_with_humans_has_a_row_per_expert_and_judge(
 
 
 def test_long_tables_fold_under_their_headline_and_the_rubric_is_a_column(
-    tmp_path: Path, study: pd.DataFrame
+    tmp_path: Path, study: pd.DataFrame, figures_skipped: None
 ) -> None:
     """Issue 28: every table longer than FOLD_ROWS sits in a <details> whose summary names the CSV and the
     table's headline number (the winrate table's highest win rate, and whose); the leaderboard stays open. A

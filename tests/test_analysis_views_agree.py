@@ -28,11 +28,14 @@ from analysis.stats.scores import candidate_scores
 from analysis.stats.study import study_candidates
 from analysis.view.data import Study
 from analysis.view.sql import DISAGREEMENT_SQL
-from tests.support.studies import ROOT, run_robustness_sweep, run_sample_study
+from tests.support.studies import ROOT, run_robustness_sweep, shared_sample_study
 
 N_BOOT = 50
-N_NULL = 30
-LIMIT = 3
+N_NULL = 10  # each card's null ranges: a range is what is checked, not its width (was 30)
+#: the shared sample study's size (tests.support.studies.shared_sample_study: built once a session, was its own
+#: at limit 3): 2 instances × 11 candidates, every one rated by the shipped experts, still hold an unparseable
+#: answer for each judge, a score padding moves and every statistic compared below
+LIMIT = 2
 SWEEP = ("padding", "order")  # no generator call (a paraphrase would need one); order: comparative only
 
 
@@ -56,7 +59,7 @@ class Views:
 def study_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The sample study's runs, and a copy of them with the robustness sweep's runs added."""
     tmp = tmp_path_factory.mktemp("views")
-    plain = run_sample_study(tmp / "plain", limit=LIMIT)
+    plain = shared_sample_study(tmp_path_factory, tmp / "plain", limit=LIMIT)
     shutil.copytree(tmp / "plain", tmp / "swept")
     return plain, run_robustness_sweep(tmp / "swept", SWEEP, limit=LIMIT)
 

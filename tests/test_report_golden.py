@@ -15,7 +15,6 @@ Refresh the golden tables only for a change that is meant to move a number, and 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +22,8 @@ import pandas as pd
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
-from tests.support.cli import run as run_cli
-from tests.support.studies import ROOT, cli_env, shared_sample_study
+from tests.support.sample_report import ARGS, shared_sample_report
+from tests.support.studies import ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "sample_report_tables"
 MEASURED = {"leaderboard": {"time_per_1k_s", "median_latency_s"}}
@@ -62,19 +61,11 @@ def _differences(name: str, old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
 def test_report_tables_equal_the_tables_before_the_speed_ups(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    root = shared_sample_study(tmp_path_factory, tmp_path)
-    out = tmp_path / "report"
-    humans = ROOT / "data" / "sample" / "humans.csv"
-    done = run_cli(
-        [sys.executable, "-m", "analysis.report", str(root), "--humans", str(humans)]
-        + ["--humans-design", "random", "--out", str(out), "--n-boot", "20"],
-        capture_output=True,
-        text=True,
-        env=cli_env(tmp_path),
-        cwd=ROOT,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    """The report is `python -m analysis.report` on the sample study, written once per session
+    (tests.support.sample_report: the same command, arguments and study this test ran itself)."""
+    out = shared_sample_report(tmp_path_factory, tmp_path / "report")
+    humans = str(ROOT / "data" / "sample" / "humans.csv")
+    assert ARGS == ("--humans", humans, "--humans-design", "random", "--n-boot", "20")  # the golden tables'
     golden = sorted(GOLDEN.glob("*.csv"))
     assert {p.name for p in golden} == {p.name for p in (out / "tables").glob("*.csv")}
     differences = []
