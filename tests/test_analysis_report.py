@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +14,6 @@ import yaml
 
 from analysis.load.collect import find_results, load_results, prepare
 from analysis.load.synthetic import synthetic_humans, synthetic_pairwise, synthetic_results
-from analysis.report import build
 from analysis.report.build import UNKNOWN, compute_tables, main, overview
 from analysis.report.render import markdown_table
 from analysis.report.sections import NO_HUMANS, ONE_RATER
@@ -27,6 +27,7 @@ from experiments.rows import rows_for, to_frame
 from judge.client import CallResult
 from judge.completer import Completion
 from judge.rubric import rubric_from_config
+from tests.support.report_run import figures_undrawn
 
 
 def write_runs(root: Path, frame: pd.DataFrame, csv: tuple[str, ...] = ()) -> None:
@@ -54,17 +55,13 @@ def study() -> pd.DataFrame:
     )
 
 
-def fake_no_figures(*args: object, **kwargs: object) -> dict[str, None]:
-    """A fake `analysis.report.build.build_figures` that draws nothing."""
-    return {}
-
-
 @pytest.fixture
-def figures_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+def figures_skipped() -> Iterator[None]:
     """The report without its figures, for a test that reads only its tables and text: drawing and saving the
     figures is ~3/4 of a report's CPU (~10 of ~14 CPU-s on `study` with experts). The figures are drawn and
     checked by test_full_report_on_a_multirun_with_humans and test_one_judge_one_mode_degrades_to_sentences."""
-    monkeypatch.setattr(build, "build_figures", fake_no_figures)
+    with figures_undrawn():
+        yield
 
 
 def test_collect_reads_parquet_and_csv_runs(tmp_path: Path, study: pd.DataFrame) -> None:

@@ -156,9 +156,9 @@ def _ingest(sheet: Path, out: Path, labels: Path) -> int:
     return annotate.main(["ingest", str(sheet), "--key", str(out / "key.csv"), "--out", str(labels)])
 
 
-def _report(study: Path, out: Path, monkeypatch: pytest.MonkeyPatch, *extra: str) -> int:
+def _report(study: Path, out: Path, *extra: str) -> int:
     """The report command in this process, its figures undrawn (these tests read its tables and text)."""
-    return report_without_figures([str(study), "--out", str(out), "--n-boot", "20", *extra], monkeypatch)
+    return report_without_figures([str(study), "--out", str(out), "--n-boot", "20", *extra])
 
 
 def _err_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -171,7 +171,6 @@ def test_random_export_records_its_design_and_a_perfect_annotator_gives_the_win_
     study: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     out = tmp_path / "random"
     assert annotate.main(["export", str(study), "--out", str(out), "--by", "random", "--n", "18"]) == 0
@@ -181,7 +180,7 @@ def test_random_export_records_its_design_and_a_perfect_annotator_gives_the_win_
     assert _ingest(_fill(out, tmp_path, "done"), out, labels) == 0
     humans = pd.read_csv(labels)
     assert set(humans["design"]) == {"random"} and (humans["inclusion_prob"] == 1.0).all()
-    assert _report(study, tmp_path / "report", monkeypatch, "--humans", str(labels)) == 0
+    assert _report(study, tmp_path / "report", "--humans", str(labels)) == 0
     tables = tmp_path / "report" / "tables"
     design = pd.read_csv(tables / "corrected_design.csv")
     assert design["design"].tolist() == ["random"] and design["corrected"][0].startswith("computed: PPI++")
@@ -225,14 +224,13 @@ def test_top_k_labels_and_undeclared_labels_give_no_corrected_estimate(
     study: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     out = tmp_path / "topk"
     assert annotate.main(["export", str(study), "--out", str(out), "--by", "entropy", "--n", "30"]) == 0
     labels = tmp_path / "humans.csv"
     assert _ingest(_fill(out, tmp_path, "done"), out, labels) == 0
     assert set(pd.read_csv(labels)["design"]) == {"rule:entropy"}
-    assert _report(study, tmp_path / "report", monkeypatch, "--humans", str(labels)) == 0
+    assert _report(study, tmp_path / "report", "--humans", str(labels)) == 0
     tables = tmp_path / "report" / "tables"
     why = pd.read_csv(tables / "corrected_design.csv")["corrected"][0]
     assert why.startswith(
@@ -242,10 +240,7 @@ def test_top_k_labels_and_undeclared_labels_give_no_corrected_estimate(
     assert "not computed: items chosen by a rule" in (tmp_path / "report" / "report.md").read_text()
     capsys.readouterr()
     # a declaration never overrides the design the file records
-    assert (
-        _report(study, tmp_path / "r2", monkeypatch, "--humans", str(labels), "--humans-design", "random")
-        == 2
-    )
+    assert _report(study, tmp_path / "r2", "--humans", str(labels), "--humans-design", "random") == 2
     assert "records its own design (rule:entropy)" in _err_line(capsys)
 
     # an expert set collected elsewhere (the shipped sample's humans.csv): undeclared, then declared random
@@ -253,10 +248,7 @@ def test_top_k_labels_and_undeclared_labels_give_no_corrected_estimate(
     cands = study_candidates(load_results(study), "reference")
     why = corrected.design_table(cands, load_humans(shipped))["corrected"][0]
     assert why.startswith("not computed: the labels file records no design")
-    assert (
-        _report(study, tmp_path / "r4", monkeypatch, "--humans", str(shipped), "--humans-design", "random")
-        == 0
-    )
+    assert _report(study, tmp_path / "r4", "--humans", str(shipped), "--humans-design", "random") == 0
     table = pd.read_csv(tmp_path / "r4" / "tables" / "corrected_estimates.csv")
     assert set(table["design"]) == {"random"} and table["corrected"].notna().all()
     assert (table["n_no_majority"] >= 0).all()

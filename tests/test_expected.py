@@ -188,7 +188,7 @@ def test_embedded_model_returns_its_own_probabilities() -> None:
 
 def test_report_expected_counts_and_prints_the_rows_it_cannot_use(tmp_path: Path, capsys) -> None:
     """`--expected` on rows without score_expected: counted per judge and printed (issue 24.4), not silent."""
-    from analysis.report.build import main
+    from tests.support.report_run import report_without_figures
     from tests.support.study_folders import write_fake_run
 
     for judge in ("a", "b"):
@@ -199,7 +199,8 @@ def test_report_expected_counts_and_prints_the_rows_it_cannot_use(tmp_path: Path
         table["score_expected"] = [math.nan if m else 1.7 for m in missing]
         table.to_csv(folder / "results.csv", index=False)
     n_rows = len(table)
-    assert main([str(tmp_path), "--expected", "--n-boot", "20", "--out", str(tmp_path / "report")]) == 0
+    argv = [str(tmp_path), "--expected", "--n-boot", "20", "--out", str(tmp_path / "report")]
+    assert report_without_figures(argv) == 0  # the command's main, its figures undrawn (only stderr is read)
     err = capsys.readouterr().err
     assert f"--expected: {n_rows // 2} of {2 * n_rows} scored rows have no score_expected" in err
     assert f"left unscored: b {n_rows // 2}\n" in err

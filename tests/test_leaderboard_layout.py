@@ -6,16 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from analysis.load.synthetic import synthetic_humans, synthetic_results
 from analysis.report import summary
 from tests.support.report_run import report_without_figures
 
 
-def test_the_leaderboard_is_one_row_per_judge_with_alpaca_evals_columns_and_no_nan(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_leaderboard_is_one_row_per_judge_with_alpaca_evals_columns_and_no_nan(tmp_path: Path) -> None:
     """Before: one column per κ_w named `kappa_w:<dim> [<mode>]` first, sorted by an unnamed mean, NaN in
     empty cells, and an empty latency for a judge whose every call was a cache replay. After: judge, then
     alpaca_eval's columns in its order (agreement: the named sort key, cost and time per 1,000, position and
@@ -30,7 +27,7 @@ def test_the_leaderboard_is_one_row_per_judge_with_alpaca_evals_columns_and_no_n
     synthetic_humans(results, seed=3).to_csv(tmp_path / "humans.csv", index=False)
     out = tmp_path / "report"  # the report command in this process, figures undrawn (none is read here)
     argv = [str(run), "--humans", str(tmp_path / "humans.csv"), "--out", str(out), "--n-boot", "20"]
-    assert report_without_figures(argv, monkeypatch) == 0
+    assert report_without_figures(argv) == 0
     board = pd.read_csv(out / "tables" / "leaderboard.csv")
     columns = list(board.columns)
     lead = ["judge", "agreement", "cost_per_1k", "time_per_1k_s", "position_bias", "length_rho"]

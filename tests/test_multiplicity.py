@@ -91,9 +91,7 @@ def test_the_report_corrects_its_p_values_within_each_family() -> None:
         assert every_q[ok] == pytest.approx(multipletests(every_p[ok], method="fdr_bh")[1])
 
 
-def test_mode_shift_q_values_are_the_same_with_and_without_humans(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_mode_shift_q_values_are_the_same_with_and_without_humans(tmp_path: Path) -> None:
     """Issue 32.4 through the report command (in process, figures undrawn: only tables and report.md are
     read): adding expert labels (the human-agreement family) leaves the mode-shift q-values as they were; the
     power note quotes the design, with the family's size."""
@@ -108,7 +106,7 @@ def test_mode_shift_q_values_are_the_same_with_and_without_humans(
     for name, extra in (("plain", []), ("humans", ["--humans", str(tmp_path / "humans.csv")])):
         out = tmp_path / name
         argv = [str(tmp_path / "multirun"), "--out", str(out), "--n-boot", "20", *extra]
-        assert report_without_figures(argv, monkeypatch) == 0
+        assert report_without_figures(argv) == 0
         q[name] = pd.read_csv(out / "tables" / "mode_shift.csv")["mcnemar_p_q"].to_numpy(dtype=float)
         testing = pd.read_csv(out / "tables" / "multiple_testing.csv")
         size = int(testing.loc[testing["test_family"] == "mode_shift", "n_tests"].sum())

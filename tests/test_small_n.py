@@ -59,16 +59,16 @@ def planted_study(tmp: Path) -> tuple[Path, Path]:
     return root, path
 
 
-def report(tmp: Path, root: Path, humans: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def report(tmp: Path, root: Path, humans: Path) -> Path:
     """The report command's tables (in this process, figures undrawn: only tables are read here)."""
     out = tmp / "report"
     argv = [str(root), "--humans", str(humans), "--out", str(out), "--n-boot", "50"]
-    assert report_without_figures(argv, monkeypatch) == 0
+    assert report_without_figures(argv) == 0
     return out / "tables"
 
 
-def test_every_rater_row_rests_on_the_same_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    tables = report(tmp_path, *planted_study(tmp_path), monkeypatch)
+def test_every_rater_row_rests_on_the_same_pairs(tmp_path: Path) -> None:
+    tables = report(tmp_path, *planted_study(tmp_path))
     rates = pd.read_csv(tables / "expert_vs_judge.csv")
     rates = rates.loc[rates["dimension"] == "originality"].set_index("rater")
     raters = [f"human:expert_{x}" for x in "abc"] + ["j1 [independent]", "j2 [independent]"]

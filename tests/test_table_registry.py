@@ -133,7 +133,7 @@ def test_a_statistic_added_in_one_file_reaches_every_view(tmp_path: Path, monkey
     toy = importlib.import_module("toy_statistic")
     try:
         # figures undrawn: the toy declares none, and no view read here shows one
-        assert report_without_figures([str(root), "--n-boot", "20", "--out", str(out)], monkeypatch) == 0
+        assert report_without_figures([str(root), "--n-boot", "20", "--out", str(out)]) == 0
         cards = {
             c["judge"]: c for c in card.write_cards(root, tmp_path / "cards", None, n_boot=20, n_null=10)
         }
