@@ -43,13 +43,13 @@ from judge.batch.run import NOT_SUBMITTED
 from judge.cache.store import CacheError
 from judge.calls import Call, call_all
 from judge.client import CallResult, Judge, Sample
-from judge.completer import Completion
 from judge.quirks import RequestShape
 from judge.retry import FatalProviderError
 from judge.rubric import Rubric, response_format
 from judge.secrets import redact, redact_config
 from judge.speedups import frozen_heap
 from judge.spend.ledger import LedgerError
+from judge.types import Completion
 
 
 def jobs_of(prompts: Sequence[Prompt], cfg: StudyConfig) -> list[tuple[Prompt, int]]:

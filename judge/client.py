@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from judge.cache.store import CallCache, cache_keys, canonical_params
-from judge.completer import Completer, Completion, Message, valid_text
+from judge.completer import Completer, valid_text
 from judge.ratelimit import RATE_HINT, RateLimiter
 from judge.retry import (
     PER_CALL_ERRORS,
@@ -37,6 +37,7 @@ from judge.retry import (
 )
 from judge.secrets import redact
 from judge.spend.budget import Budget
+from judge.types import Completion, Message
 
 
 @dataclass(frozen=True, eq=False)

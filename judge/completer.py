@@ -12,50 +12,15 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import litellm
 
 from judge import speedups
-from judge.expected import TokenLogprob, from_response
+from judge.expected import from_response
 from judge.secrets import redact, without_secrets
 from judge.spend.pricing import Prices, prices_for
-from judge.types import Message
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One provider answer with its accounting; what the cache stores."""
-
-    text: str
-    finish_reason: str | None
-    prompt_tokens: int
-    completion_tokens: int
-    cost_usd: float | None
-    latency_s: float
-    logprobs: tuple[TokenLogprob, ...] | None = None  # only when asked for (expected_scores=true)
-
-    def to_dict(self) -> dict[str, Any]:
-        # the fields in declaration order, as `dataclasses.asdict` gives them (without its deep copies: every
-        # field but logprobs is a str, int, float or None)
-        out: dict[str, Any] = {
-            "text": self.text,
-            "finish_reason": self.finish_reason,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cost_usd": self.cost_usd,
-            "latency_s": self.latency_s,
-        }
-        if self.logprobs is not None:  # entries without them stay byte-identical to earlier versions'
-            out["logprobs"] = [t.to_list() for t in self.logprobs]
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Completion:
-        fields = {k: data[k] for k in cls.__dataclass_fields__ if k != "logprobs"}
-        tokens = data.get("logprobs")
-        return cls(**fields, logprobs=tuple(TokenLogprob.from_list(t) for t in tokens) if tokens else None)
+from judge.types import Completion, Message
 
 
 class MalformedResponseError(RuntimeError):

@@ -16,31 +16,16 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from judge.parse import Field
+from judge.types import TokenLogprob
 
 TOP_LOGPROBS = 20  # alternatives asked per token (the OpenAI maximum)
 # the answer from a score's first token on: a number a non-digit (not a decimal point) has ended, or one
 # still being written
 _CLOSED = re.compile(r'^[\s:"]*(-?\d+)[^\d.][^\d]*$')
 _OPEN = re.compile(r'^[\s:"]*(-?\d*)$')
-
-
-@dataclass(frozen=True)
-class TokenLogprob:
-    """One generated token and its top alternatives (token, log-probability), the sampled one included."""
-
-    token: str
-    top: tuple[tuple[str, float], ...]
-
-    def to_list(self) -> list[Any]:
-        return [self.token, [list(t) for t in self.top]]
-
-    @classmethod
-    def from_list(cls, data: Sequence[Any]) -> TokenLogprob:
-        return cls(str(data[0]), tuple((str(t), float(lp)) for t, lp in data[1]))
 
 
 def _get(obj: Any, name: str) -> Any:

@@ -22,9 +22,10 @@ from typing import Any
 import litellm
 from litellm.types.router import RouterRateLimitError
 
-from judge.completer import Completion, LiteLLMCompleter, Message
+from judge.completer import LiteLLMCompleter
 from judge.routing import PoolSettings
 from judge.spend.pricing import Prices
+from judge.types import Completion, Message
 
 GROUP = "judge"  # the Router's name for the pool's one model group
 

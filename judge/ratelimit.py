@@ -27,9 +27,10 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from judge.completer import RESPONSE_HEADERS, Message
+from judge.completer import RESPONSE_HEADERS
 from judge.retry import FatalProviderError, retry_after_seconds, status_code
 from judge.spend.pricing import prompt_tokens
+from judge.types import Message
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}

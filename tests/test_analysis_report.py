@@ -25,8 +25,8 @@ from experiments.modes import build_prompts
 from experiments.modes.independent import Independent
 from experiments.rows import rows_for, to_frame
 from judge.client import CallResult
-from judge.completer import Completion
 from judge.rubric import rubric_from_config
+from judge.types import Completion
 from tests.support.report_run import figures_undrawn
 
 

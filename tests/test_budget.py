@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from experiments.inputs import BudgetStop, StudyError
-from judge.completer import Completion
 from judge.spend.budget import Budget, BudgetError
 from judge.spend.pricing import Prices, prompt_tokens
+from judge.types import Completion
 from tests.support.cli import run as run_cli
 from tests.support.configs import compose
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer

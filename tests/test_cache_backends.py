@@ -21,7 +21,7 @@ from experiments.inputs import StudyError
 from judge.cache.backends import open_cache
 from judge.cache.bundle import BundleError, export_runs, import_bundle, main
 from judge.cache.store import CacheError, CallCache
-from judge.completer import Completion
+from judge.types import Completion
 from tests.support.cli import run as run_cli
 from tests.support.configs import config
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
@@ -259,8 +259,9 @@ def write_zip(path: Path, manifest: dict, data: bytes) -> Path:
 
 
 def test_the_cache_command_chooses_the_bundled_price_map_before_litellm(tmp_path: Path) -> None:
-    """`python -m judge.cache` is an entry point: with no price map chosen in the shell it still loads litellm's
-    bundled map, with no download attempt (importing judge modules no longer chooses one for it)."""
+    """`python -m judge.cache` is an entry point: with no price map chosen in the shell it chooses litellm's
+    bundled map before anything it loads could import litellm, so no download is attempted (today its path
+    loads no litellm at all: tests/test_imports.py)."""
     import os  # noqa: PLC0415
 
     root = Path(__file__).resolve().parent.parent

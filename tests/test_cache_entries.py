@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from experiments.study import run_study
 from judge.cache.bundle import FORMAT, BundleError, _entry_line, import_bundle, main
 from judge.cache.store import CallCache, _checksum, cache_key
-from judge.completer import Completion
+from judge.types import Completion
 from tests.support.fakes import FakeTextStore
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.redis_server import redis_server

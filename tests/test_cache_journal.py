@@ -15,7 +15,7 @@ import pytest
 
 from judge.cache.backends import open_cache
 from judge.cache.store import CacheError, CallCache
-from judge.completer import Completion
+from judge.types import Completion
 from tests.support.cli import run as run_cli
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.redis_server import REDIS_SERVER, RedisServer

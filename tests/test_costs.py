@@ -19,8 +19,8 @@ from experiments.modes import build_prompts
 from experiments.modes.independent import Independent
 from experiments.rows import rows_for, to_frame
 from judge.client import CallResult
-from judge.completer import Completion
 from judge.rubric import rubric_from_config
+from judge.types import Completion
 
 ANSWER = '{"originality": 3, "gap_addressing": 2, "non_obviousness": 1}'
 OK = Completion(ANSWER, "stop", 10, 5, 0.01, 0.5)  # every completed judgment below costs $0.01

@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from judge.completer import Completion
-from judge.expected import TokenLogprob, expected_scores, expected_value, from_response, value_distribution
+from judge.expected import expected_scores, expected_value, from_response, value_distribution
 from judge.parse import Field
+from judge.types import Completion, TokenLogprob
 from tests.support.logprobs import PLANTED, PLANTED_EXPECTED
 from tests.support.logprobs import planted_logprobs as _tokens
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer

@@ -132,16 +132,19 @@ def test_the_scan_sees_a_function_level_import(tmp_path: Path) -> None:
 
 def test_entry_points_import_no_heavy_library() -> None:
     """`python -m experiments.run` answers a bad setting before Hydra without litellm, torch or pandas; the
-    inputs check (experiments.inputs) without litellm or torch."""
+    inputs check (experiments.inputs) without litellm or torch; the cache command (`python -m judge.cache`,
+    judge.cache.bundle: export, import, stats) without litellm or torch (a provider's answer, `Completion`,
+    lives in judge.types)."""
     code = (
         "import sys, experiments.run, experiments.cli.entry; a = sorted(m for m in ('litellm', 'torch', 'pandas') "
         "if m in sys.modules); import experiments.inputs, experiments.config; "
-        "b = sorted(m for m in ('litellm', 'torch') if m in sys.modules); print(a, b)"
+        "b = sorted(m for m in ('litellm', 'torch') if m in sys.modules); import judge.cache.bundle; "
+        "c = sorted(m for m in ('litellm', 'torch') if m in sys.modules); print(a, b, c)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, cwd=ROOT
     )
-    assert out.stdout.strip().splitlines()[-1] == "[] []"
+    assert out.stdout.strip().splitlines()[-1] == "[] [] []"
 
 
 def test_the_library_path_loads_the_bundled_price_map_like_the_commands() -> None:

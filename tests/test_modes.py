@@ -16,8 +16,8 @@ from experiments.modes.independent import Independent
 from experiments.modes.pairwise import Pairwise
 from experiments.rows import rows_for, to_frame
 from judge.client import CallResult
-from judge.completer import Completion
 from judge.rubric import Rubric, rubric_from_config
+from judge.types import Completion
 
 CONF = Path(__file__).resolve().parent.parent / "conf" / "rubric"
 META = {

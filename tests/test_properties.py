@@ -28,9 +28,9 @@ from experiments.modes.pairwise import Pairwise
 from experiments.rows import rows_for
 from judge.cache.store import CallCache, cache_key
 from judge.client import CallResult
-from judge.completer import Completion
 from judge.parse import extract_json_object, parse_labelled, parse_object
 from judge.rubric import BEGIN, END, Rubric, rubric_from_config
+from judge.types import Completion
 from tests.support.studies import typed
 
 CONF = Path(__file__).resolve().parent.parent / "conf" / "rubric"

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from core.schema import MANIFEST_VERSION, Manifest, ManifestError, read_manifest
 from judge.cache.bundle import FORMAT, BundleError, _entry_line, import_bundle, main
 from judge.cache.store import CallCache
-from judge.completer import Completion
+from judge.types import Completion
 from tests.support.cli import run as run_cli
 from tests.support.studies import cli_env
 

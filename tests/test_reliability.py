@@ -28,8 +28,8 @@ import pytest
 
 from experiments.inputs import StudyError
 from judge.cache.store import CacheError, CallCache
-from judge.completer import Completion
 from judge.retry import is_transient
+from judge.types import Completion
 from tests.support.cli import popen
 from tests.support.cli import run as run_cli
 from tests.support.configs import config

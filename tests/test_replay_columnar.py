@@ -28,9 +28,9 @@ from experiments.rows import RowColumns, parsed_answer, rows_for, to_frame
 from experiments.study import results_writers, run_study
 from judge.cache.store import CallCache
 from judge.client import CallResult
-from judge.completer import Completion
 from judge.parse import Parsed
 from judge.rubric import Rubric
+from judge.types import Completion
 from tests.support.configs import KEY, study_cfg
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer
 from tests.support.rubrics import load as load_rubric

@@ -29,8 +29,9 @@ from experiments.modes.independent import Independent
 from experiments.modes.pairwise import Pairwise
 from judge.cache.store import CallCache, cache_key, cache_keys, canonical_params
 from judge.client import Judge
-from judge.completer import Completion, LiteLLMCompleter
+from judge.completer import LiteLLMCompleter
 from judge.rubric import response_format
+from judge.types import Completion
 from tests.support.rubrics import CONF, discover, paper_instance
 
 MODEL = "openai/judge"

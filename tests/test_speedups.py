@@ -59,8 +59,7 @@ def test_completion_to_dict_is_dataclass_asdict() -> None:
     or the cache would drop it."""
     import dataclasses  # noqa: PLC0415
 
-    from judge.completer import Completion  # noqa: PLC0415
-    from judge.expected import TokenLogprob  # noqa: PLC0415
+    from judge.types import Completion, TokenLogprob  # noqa: PLC0415
 
     plain = Completion("{}", "stop", 3, 2, None, 0.5)
     assert plain.to_dict() == {k: v for k, v in dataclasses.asdict(plain).items() if k != "logprobs"}

@@ -18,8 +18,8 @@ from experiments.inputs import StudyError, load_study_inputs
 from experiments.outputs import CLAIM, claim_folder
 from experiments.study import AllCallsFailed, run_study
 from judge.cache.store import CacheError, CallCache
-from judge.completer import Completion
 from judge.secrets import REDACTED
+from judge.types import Completion
 from tests.support.configs import KEY, study_cfg
 from tests.support.fault_server import FaultServer
 from tests.support.openai_server import ScriptedServer, Step, rubric_answer

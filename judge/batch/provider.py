@@ -23,9 +23,10 @@ from typing import Any
 
 import litellm
 
-from judge.completer import Completion, Message, answer_text, token_count
+from judge.completer import answer_text, token_count
 from judge.expected import from_response
 from judge.spend.pricing import Prices
+from judge.types import Completion, Message
 
 BATCH_PROVIDERS = frozenset({"openai", "azure", "vertex_ai", "hosted_vllm"})
 # why a provider litellm has batch functions for still cannot run batch=true here

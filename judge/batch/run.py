@@ -19,9 +19,10 @@ from judge.batch.provider import (
 )
 from judge.cache.store import CallCache
 from judge.client import CallResult
-from judge.completer import Completion, valid_text
+from judge.completer import valid_text
 from judge.secrets import endpoint, redact
 from judge.spend.pricing import Prices
+from judge.types import Completion
 
 MAX_POLL_ERRORS = 5  # consecutive failed retrievals of one batch before the run stops (it resumes on rerun)
 

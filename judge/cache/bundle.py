@@ -29,7 +29,7 @@ from core.received import MB, ReceivedFileError, zip_member
 from core.schema import Manifest, ManifestError, read_manifest
 from judge.cache.backends import open_cache
 from judge.cache.store import CacheError, CallCache, EntryError, _checksum, parse_entry
-from judge.completer import Completion
+from judge.types import Completion
 
 FORMAT = "judgescope-cache-export/1"
 ENTRIES, MANIFEST = "entries.jsonl", "manifest.json"

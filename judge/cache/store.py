@@ -33,10 +33,8 @@ from typing import Any
 import diskcache
 
 from core.paths import user_cache
-from judge.completer import Completion
-from judge.expected import TokenLogprob
 from judge.secrets import endpoint
-from judge.types import Message, TextStore
+from judge.types import Completion, Message, TextStore, TokenLogprob
 
 # keys per bulk read (SQLite's default limit on a query's parameters is 32,766; older builds 999)
 READ_PER_QUERY = 900

@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from judge.completer import Completion, Message
 from judge.spend.ledger import Fit, SharedSpend, fit
 from judge.spend.pricing import Prices, prompt_tokens
+from judge.types import Completion, Message
 
 WAIT_S = 0.05  # how often a call that fits only later checks again
 SHARED_WAIT_S = 0.25  # the same in a sweep, where each check takes the ledger's file lock

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from judge.completer import Completion, Message
+from judge.types import Completion, Message
 
 
 class FakeCompleter:
