@@ -54,13 +54,17 @@ def test_rqbench_scale_runs_every_step_at_a_tiny_fraction_and_reuses_its_cache(
     The script's `main` runs here (its start-up imports pandas, aiohttp and the project) and its `python -m`
     steps are forked from the fork server through a stand-in `sys.executable` (tests.support.fork_python): each
     is still its own child process the script starts, waits for and signals, but pays for its work, not for
-    importing litellm, scipy and Hydra again (~15 CPU-s a step). Its `-c` and script steps (imports, analysis)
-    run fresh; so does every step with JUDGESCOPE_TEST_FRESH=1, or as a user runs the script."""
+    importing litellm, scipy and Hydra again (most of a plan, batch or replay step's ~15 CPU-s). Its `-c` and
+    script steps (imports, analysis) run fresh; so does every step with JUDGESCOPE_TEST_FRESH=1 or without a
+    fork server, and as a user runs the script."""
     cpu_log = tmp_path / "forked_cpu.txt"
     forked = cli.forkable([sys.executable, "-m", "experiments.run"], scale._env(tmp_path / "cache"))
+    try:
+        server = cli.SERVER.address() if forked else ""
+    except (OSError, RuntimeError):  # no fork server: every step runs fresh, as a user runs them
+        forked = False
     if forked:
-        stand_in = fork_python.stand_in(tmp_path, cli.SERVER.address(), cpu_log)
-        monkeypatch.setattr(scale, "sys", _Interpreter(str(stand_in)))
+        monkeypatch.setattr(scale, "sys", _Interpreter(str(fork_python.stand_in(tmp_path, server, cpu_log))))
     out = tmp_path / "scale"
     try:
         status, stdout, stderr = _main(
