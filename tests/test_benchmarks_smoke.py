@@ -5,58 +5,16 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
+from tests.support import cli, fork_python
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _scale(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "rqbench_scale.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-
-
-@pytest.mark.slow
-def test_rqbench_scale_runs_every_step_at_a_tiny_fraction_and_reuses_its_cache(tmp_path: Path) -> None:
-    """Every step once at 3 instances (the 1/10 run is the same code at 1 instance: `table` below covers the
-    ratios), then `--reuse` replays that run's cache with a server on the same port, no call reaching it."""
-    out = tmp_path / "scale"
-    proc = _scale("--fraction", str(3 / 1434), "--out", str(out), "--no-tenth")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    # 3 instances x (16 candidates judged alone + 3 comparative prompts, one per generator) x 3 samples x 2 rubrics
-    assert "calls: 342 at n=3, 0 at n=1" in proc.stdout
-    rows = {line.split()[0]: line for line in proc.stdout.splitlines() if line.split()}
-    for step in ("plan", "batch", "replay", "report", "viewer"):
-        assert step in rows, proc.stdout
-        assert rows[step].split()[1] == "3" and rows[step].split()[5] == "-"
-    assert "0 live calls" in rows["batch"] and "GET / " in rows["viewer"]
-    record = json.loads((out / "rqbench_scale.json").read_text())
-    assert [s["name"] for s in record["size"]] == [
-        *("plan", "batch", "replay", "report", "viewer"),
-        *("imports", "report_small", "cards_small", "analysis"),  # issue 35
-    ]
-    assert record["tenth"] == []
-    assert "60 rows" in rows["report_small"] and "x imports" in rows["cards_small"]
-    assert "20,700 rows" in rows["analysis"]  # analysis_bench at 23 instances (3 x 11,110 / 1,434)
-    assert all(s["wall_s"] > 0 and s["cpu_s"] > 0 and s["peak_mib"] > 0 for s in record["size"])
-    assert (out / "n3" / "report" / "report.md").exists()
-
-    again = _scale("--fraction", str(3 / 1434), "--reuse", str(out), "--no-tenth", "--steps", "plan,replay")
-    assert again.returncode == 0, again.stderr[
-        -3000:
-    ]  # the script fails if any replayed call reaches the server
-    replayed = {line.split()[0]: line for line in again.stdout.splitlines() if line.split()}
-    assert "judgments/s" in replayed["replay"] and "batch" not in replayed
-    assert "calls: 342 at n=3" in again.stdout and "342 already cached" in replayed["plan"]  # was 0 calls
-    assert len(list(out.glob("rqbench_scale-*.json"))) == 1 and (out / "rqbench_scale.json").exists()
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +26,80 @@ def scale() -> ModuleType:
     module = sys.modules["rqbench_scale"] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+class _Interpreter:
+    """`sys` as benchmarks/rqbench_scale.py sees it, with `executable` the fork server's stand-in."""
+
+    def __init__(self, executable: str) -> None:
+        self.executable = executable
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(sys, name)
+
+
+def _main(scale: ModuleType, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    status = scale.main(list(args))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.slow
+def test_rqbench_scale_runs_every_step_at_a_tiny_fraction_and_reuses_its_cache(
+    scale: ModuleType, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Every step once at 3 instances (the 1/10 run is the same code at 1 instance: `table` below covers the
+    ratios), then `--reuse` replays that run's cache with a server on the same port, no call reaching it.
+
+    The script's `main` runs here (its start-up imports pandas, aiohttp and the project) and its `python -m`
+    steps are forked from the fork server through a stand-in `sys.executable` (tests.support.fork_python): each
+    is still its own child process the script starts, waits for and signals, but pays for its work, not for
+    importing litellm, scipy and Hydra again (most of a plan, batch or replay step's ~15 CPU-s). Its `-c` and
+    script steps (imports, analysis) run fresh; so does every step with JUDGESCOPE_TEST_FRESH=1 or without a
+    fork server, and as a user runs the script."""
+    cpu_log = tmp_path / "forked_cpu.txt"
+    forked = cli.forkable([sys.executable, "-m", "experiments.run"], scale._env(tmp_path / "cache"))
+    try:
+        server = cli.SERVER.address() if forked else ""
+    except (OSError, RuntimeError):  # no fork server: every step runs fresh, as a user runs them
+        forked = False
+    if forked:
+        monkeypatch.setattr(scale, "sys", _Interpreter(str(fork_python.stand_in(tmp_path, server, cpu_log))))
+    out = tmp_path / "scale"
+    try:
+        status, stdout, stderr = _main(
+            scale, capsys, "--fraction", str(3 / 1434), "--out", str(out), "--no-tenth"
+        )
+        assert status == 0, stderr[-3000:]
+        # 3 instances x (16 candidates judged alone + 3 comparative prompts, one per generator) x 3 samples x 2 rubrics
+        assert "calls: 342 at n=3, 0 at n=1" in stdout
+        rows = {line.split()[0]: line for line in stdout.splitlines() if line.split()}
+        for step in ("plan", "batch", "replay", "report", "viewer"):
+            assert step in rows, stdout
+            assert rows[step].split()[1] == "3" and rows[step].split()[5] == "-"
+        assert "0 live calls" in rows["batch"] and "GET / " in rows["viewer"]
+        record = json.loads((out / "rqbench_scale.json").read_text())
+        assert [s["name"] for s in record["size"]] == [
+            *("plan", "batch", "replay", "report", "viewer"),
+            *("imports", "report_small", "cards_small", "analysis"),  # issue 35
+        ]
+        assert record["tenth"] == []
+        assert "60 rows" in rows["report_small"] and "x imports" in rows["cards_small"]
+        assert "20,700 rows" in rows["analysis"]  # analysis_bench at 23 instances (3 x 11,110 / 1,434)
+        assert all(s["wall_s"] > 0 and s["cpu_s"] > 0 and s["peak_mib"] > 0 for s in record["size"])
+        assert (out / "n3" / "report" / "report.md").exists()
+
+        reuse = ("--fraction", str(3 / 1434), "--reuse", str(out), "--no-tenth", "--steps", "plan,replay")
+        status, stdout, stderr = _main(scale, capsys, *reuse)
+        assert status == 0, stderr[-3000:]  # the script fails if any replayed call reaches the server
+        replayed = {line.split()[0]: line for line in stdout.splitlines() if line.split()}
+        assert "judgments/s" in replayed["replay"] and "batch" not in replayed
+        assert "calls: 342 at n=3" in stdout and "342 already cached" in replayed["plan"]  # was 0 calls
+        assert len(list(out.glob("rqbench_scale-*.json"))) == 1 and (out / "rqbench_scale.json").exists()
+        # the stand-in forked the 7 `python -m` steps, then the reuse run's plan and replay
+        assert not forked or len(cpu_log.read_text().split()) == 9
+    finally:
+        cli.FORKED_CPU[0] += fork_python.forked_cpu(cpu_log)  # the CPU log counts the forked steps
 
 
 def test_the_scale_table_gives_growth_ratios_and_flags_more_than_12x(scale: ModuleType) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import Forked, forkable
 from tests.support.cli import run as run_cli
 from tests.support.fault_server import FaultServer
 from tests.support.openai_server import ScriptedServer, Step
@@ -171,8 +172,13 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
             "progress=false",
             "hydra.run.dir=run",
         ]
-        proc = subprocess.Popen(
-            args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        # forked from the fork server where it may be (its own process, signalled as a fresh one would be)
+        proc: subprocess.Popen[str] | Forked = (
+            Forked(args, tmp_path, env, None)
+            if forkable(args, env)
+            else subprocess.Popen(
+                args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
         )
         deadline = time.monotonic() + 120
         while srv.requests <= 2 and proc.poll() is None and time.monotonic() < deadline:

@@ -132,13 +132,17 @@ print(json.dumps({
     "log_level": logging.getLogger("LiteLLM").level,
     "hooks_wrapped": getattr(litellm.utils.update_response_metadata, "judgescope_lean", False),
     "suppress_debug_info": bool(litellm.suppress_debug_info),
+    "heavy": [m for m in ("torch", "transformers") if m in sys.modules],
 }))
 """
 
 
 def test_importing_judge_modules_changes_no_global_state(tmp_path: Any) -> None:
     """Importing every judge module and constructing a completer leaves the environment and litellm's settings
-    as they were: the speed-ups are the entry points' to install (`speedups.install`), once."""
+    as they were: the speed-ups are the entry points' to install (`speedups.install`), once. The same fresh
+    interpreter checks that importing them (judge.local.provider and judge.local.model among them) loads
+    neither torch nor transformers: the embedded model's libraries load when it first answers (this was
+    tests/test_local_model.py's test_import_is_cheap, a fresh interpreter of its own)."""
     import json  # noqa: PLC0415
     import logging  # noqa: PLC0415
     import os  # noqa: PLC0415
@@ -166,5 +170,6 @@ def test_importing_judge_modules_changes_no_global_state(tmp_path: Any) -> None:
         "log_level": logging.NOTSET,
         "hooks_wrapped": False,
         "suppress_debug_info": False,
+        "heavy": [],
     }
     assert state == expected
