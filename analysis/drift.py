@@ -142,13 +142,14 @@ def control_chart(runs: Sequence[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
     items = stacked.groupby([*KEYS, *ITEM], sort=False, dropna=False)
     item = items.ngroup().to_numpy()
     in_anchor = (items["_run"].transform("nunique") == len(labels)).to_numpy()
-    group = stacked.groupby(KEYS, sort=True).ngroup().to_numpy()  # -1: a missing key, never charted
+    group = stacked.groupby(KEYS, sort=True).ngroup().to_numpy()  # NaN (or -1): a missing key, never charted
     keys = [stacked[k].to_numpy() for k in KEYS]
     run, score = stacked["_run"].to_numpy(), stacked["score"].to_numpy(float)
     sd, n_scored = stacked["sd"].to_numpy(float), stacked["n_scored"].to_numpy(float)
+    charted = np.flatnonzero(in_anchor & (group >= 0))  # rows of an anchor item with every key present
+    by_group = charted[np.argsort(group[charted], kind="stable")]  # each group's rows together, in row order
     rows = []
-    for g in range(group.max(initial=-1) + 1):
-        at = np.flatnonzero((group == g) & in_anchor)
+    for at in np.split(by_group, np.flatnonzero(np.diff(group[by_group])) + 1):
         if not len(at):  # no item common to every run (or a run without this judge × mode × dimension)
             continue
         base = at[run[at] == 0]

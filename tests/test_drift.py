@@ -212,3 +212,14 @@ def test_a_deterministic_baseline_says_so() -> None:
     chart = drift.control_chart([(label, drift._cands(r, "reference")) for label, r in runs])
     assert chart["sigma_basis"].eq(drift.DETERMINISTIC).all() and not chart["flagged"].any()
     assert (chart["upper"] > chart["center"]).all()
+
+
+def test_a_row_without_a_judge_is_left_out_of_the_chart_not_an_error() -> None:
+    # control_chart's groups are found once and read in order; a missing key (NaN) gives no group, as the
+    # per-group loop it replaced gave none, and the other groups' limits are unchanged
+    runs = [(f"D{d}", drift._cands(dated_run(0, d, shift_from=1), "reference")) for d in range(2)]
+    chart = drift.control_chart(runs)
+    holed = [(label, c.assign(judge=c["judge"].where(c.index % 7 != 3))) for label, c in runs]
+    kept = drift.control_chart([(label, c.dropna(subset=["judge"])) for label, c in holed])
+    pd.testing.assert_frame_equal(drift.control_chart(holed), kept)
+    assert len(chart) == len(kept) > 0

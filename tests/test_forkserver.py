@@ -5,6 +5,7 @@ import-time state still gets a fresh interpreter."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import cli
+from tests.support import cli, fork_python
 from tests.support.studies import cli_env
 
 pytestmark = pytest.mark.skipif(
@@ -134,3 +135,17 @@ def test_what_depends_on_import_time_state_runs_fresh(tmp_path: Path, monkeypatc
     assert not cli.forkable([sys.executable, "-c", "pass"], env)
     monkeypatch.setenv("JUDGESCOPE_TEST_FRESH", "1")
     assert not cli.forkable(module, env)
+
+
+def test_a_stand_in_interpreter_killed_takes_its_forked_command_with_it(probe) -> None:
+    """tests.support.fork_python's stand-in cannot forward a SIGKILL: the server ends the command when the
+    stand-in's connection closes, so the outputs reach their end (rqbench_scale's viewer step kills a viewer
+    that did not start, then reads its stderr to the end) instead of a command left running."""
+    tmp, env = probe
+    exe = fork_python.stand_in(tmp, cli.SERVER.address(), tmp / "cpu.txt")
+    proc = subprocess.Popen([str(exe), "-m", "sleeper"], cwd=tmp, env=env, stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"started\n"
+    proc.kill()
+    proc.wait(60)
+    ready, _, _ = select.select([proc.stdout], [], [], 60)  # a hang guard, not a timing: EOF comes at once
+    assert ready and proc.stdout.read() == b"", "the forked command outlived its stand-in"

@@ -4,7 +4,8 @@ and times them as its children (benchmarks/rqbench_scale.py): the test points th
 `stand_in(...)` and pays for each command's work, not its interpreter start-up.
 
 The stand-in is a real child process (its pid can be waited for, signalled, read from): it hands its own
-stdin, stdout and stderr to the forked command, forwards SIGINT and SIGTERM to it, and exits as it ended. Any
+stdin, stdout and stderr to the forked command, forwards SIGINT and SIGTERM to it, and exits as it ended;
+killed by SIGKILL (which it cannot forward), its command is killed too (the server sees its connection close). Any
 other command (`-c`, a script path) is exec'd as the real interpreter, a fresh process as before. Each forked
 command's CPU seconds are appended to `cpu_log` (a waiting parent's rusage sees only the stand-in's own).
 """
@@ -24,7 +25,7 @@ def main(socket_path, cpu_log, python, argv):
         os.execv(python, [python, *argv])
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(socket_path)
-    request = {"module": argv[1], "args": argv[2:], "cwd": os.getcwd(), "env": dict(os.environ)}
+    request = {"module": argv[1], "args": argv[2:], "cwd": os.getcwd(), "env": dict(os.environ), "tied": True}
     socket.send_fds(conn, [json.dumps(request).encode() + b"\\n"], [0, 1, 2])
     replies = conn.makefile("r")
     pid = int(json.loads(replies.readline())["pid"])

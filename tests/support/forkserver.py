@@ -139,6 +139,21 @@ def _command(request: dict[str, Any], fds: list[int], server_path: list[str]) ->
         os._exit(code)
 
 
+def _end_with_client(conn: socket.socket, pidfd: int) -> None:
+    """SIGKILL the command once its client's connection closes before its status was sent: a client killed
+    by SIGKILL (which it cannot forward) takes its command with it, as a real interpreter would end (a pidfd:
+    never a recycled pid)."""
+    try:
+        closed = not conn.recv(1)
+    except OSError:
+        closed = True
+    if closed:
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        except ProcessLookupError:  # it had ended already
+            pass
+
+
 def _supervise(conn: socket.socket, request: dict[str, Any], fds: list[int], server_path: list[str]) -> None:
     """In the forked supervisor: fork the command, report its pid, then its status, and exit."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -148,9 +163,14 @@ def _supervise(conn: socket.socket, request: dict[str, Any], fds: list[int], ser
         _command(request, fds, server_path)
     for fd in fds:
         os.close(fd)
+    if request.get("tied"):  # a stand-in interpreter (tests.support.fork_python) that may itself be killed
+        threading.Thread(target=_end_with_client, args=(conn, os.pidfd_open(pid)), daemon=True).start()
     _send(conn, {"pid": pid})
     _pid, status, usage = os.wait4(pid, 0)
-    _send(conn, {"status": os.waitstatus_to_exitcode(status), "cpu_s": usage.ru_utime + usage.ru_stime})
+    try:
+        _send(conn, {"status": os.waitstatus_to_exitcode(status), "cpu_s": usage.ru_utime + usage.ru_stime})
+    except BrokenPipeError:  # its client is gone (killed): no one to tell
+        pass
     os._exit(0)
 
 
